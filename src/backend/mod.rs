@@ -1,0 +1,111 @@
+//! Backends run the kernels of a workload's variants. One small trait, two implementations:
+//! `cpu` (always available) and `cuda` (cudarc + NVRTC; a build or machine without CUDA gets a
+//! polite `BackendUnavailable`, never a panic).
+//!
+//! Inputs are generated on the host from a seed ([`inputs`]) so that every backend computes on
+//! the same numbers and the f64 reference can be evaluated on the host.
+
+pub mod cpu;
+pub mod cuda;
+pub mod inputs;
+
+use crate::error::{Error, Result};
+use crate::spec::{Variant, Workload};
+use serde::{Deserialize, Serialize};
+
+/// Which backend the user asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendChoice {
+    /// CUDA when a driver and a GPU are present, else the CPU.
+    Auto,
+    Cpu,
+    Cuda,
+}
+
+pub trait Backend: Send {
+    /// `cpu` or `cuda`.
+    fn name(&self) -> &'static str;
+    /// Host bytes a case of `workload` needs (inputs, outputs, intermediates), to refuse cases
+    /// that cannot fit before allocating anything.
+    fn required_bytes(&self, workload: &Workload) -> u64;
+    /// Allocates and fills the inputs of `workload` from `seed` and readies both variants.
+    fn prepare(&self, workload: &Workload, seed: u64) -> Result<Box<dyn Case>>;
+}
+
+/// One prepared workload: both variants can run on the same inputs.
+pub trait Case {
+    /// Runs `variant` once and returns its duration in seconds, as the backend times it.
+    fn run_timed(&mut self, variant: Variant) -> Result<f64>;
+    /// Evicts this case's data from the caches before a cold sample.
+    fn flush_caches(&mut self);
+    /// Output of the last run of `variant`, on the host.
+    fn output(&self, variant: Variant) -> Result<std::borrow::Cow<'_, [f32]>>;
+    /// Number of output elements.
+    fn output_len(&self) -> usize;
+    /// The f64 reference value of output element `index`, computed from the inputs.
+    fn reference(&self, index: usize) -> f64;
+}
+
+/// Bytes of memory the OS reports as available (MemAvailable), if known.
+pub fn available_memory_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Refuses a case whose memory need exceeds what is available, saying how much it needs.
+pub fn check_memory(spec_name: &str, need_bytes: u64, available: Option<u64>) -> Result<()> {
+    if let Some(avail) = available {
+        // Leave a tenth for the OS and everything else.
+        if need_bytes > avail / 10 * 9 {
+            return Err(Error::Backend(format!(
+                "{spec_name}: the case needs {:.2} GiB of memory but only {:.2} GiB is available; reduce the workload size",
+                need_bytes as f64 / (1u64 << 30) as f64,
+                avail as f64 / (1u64 << 30) as f64
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Resolves the user's choice into a backend; `note` says what happened under `auto`.
+pub fn select(choice: BackendChoice, flush_bytes: u64) -> Result<(Box<dyn Backend>, String)> {
+    match choice {
+        BackendChoice::Cpu => Ok((Box::new(cpu::CpuBackend::new(flush_bytes)), "cpu (requested)".into())),
+        BackendChoice::Cuda => {
+            let _ = cuda::CudaBackend::open()?;
+            unreachable_cuda()
+        }
+        BackendChoice::Auto => match cuda::CudaBackend::open() {
+            Ok(_) => Ok((
+                Box::new(cpu::CpuBackend::new(flush_bytes)),
+                "cpu (auto: a CUDA device is present, but this build's CUDA backend has no kernels yet)".into(),
+            )),
+            Err(e) => Ok((
+                Box::new(cpu::CpuBackend::new(flush_bytes)),
+                format!("cpu (auto: {})", e.to_string().trim_start_matches("backend unavailable: ")),
+            )),
+        },
+    }
+}
+
+fn unreachable_cuda() -> Result<(Box<dyn Backend>, String)> {
+    Err(Error::BackendUnavailable(
+        "a CUDA device was found, but this build's CUDA backend has no kernels yet (see the CUDA issue); use --backend cpu".into(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_check_refuses_and_says_how_much() {
+        assert!(check_memory("a", 1 << 30, Some(8 << 30)).is_ok());
+        assert!(check_memory("a", 1 << 40, None).is_ok());
+        let e = check_memory("big", 20 << 30, Some(8 << 30)).unwrap_err().to_string();
+        assert!(e.contains("big") && e.contains("20.00 GiB") && e.contains("8.00 GiB"), "{e}");
+    }
+}

@@ -1,0 +1,309 @@
+//! Baselines: the archived before/after evidence of each spec on each device, under
+//! `baselines/<device-key>/<spec-name>.json`. Written only on `--accept`, atomically (temp file,
+//! fsync, rename, fsync of the directory), so a reader or a crash never sees a torn file.
+//! A baseline of another device, or of a changed workload, is never compared on raw time.
+
+use crate::device::{Ceilings, DeviceInfo};
+use crate::error::{Error, Result};
+use crate::measure::stats::{ratio_ci, Estimate, Summary};
+use crate::measure::MeasureConfig;
+use crate::report::model::{BaselineOutcome, SpecResult};
+use crate::spec::Workload;
+use crate::verdict::{regression_state, RegressionState};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+pub const BASELINE_SCHEMA_VERSION: u32 = 1;
+/// Raw samples kept per variant in a baseline.
+pub const MAX_STORED_SAMPLES: usize = 200;
+/// Accepted runs remembered (their medians), to know the spread between runs.
+pub const MAX_HISTORY: usize = 10;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryEntry {
+    pub recorded_utc: String,
+    pub git_sha: String,
+    pub before_median_secs: f64,
+    pub after_median_secs: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaselineFile {
+    pub schema_version: u32,
+    pub spec: String,
+    pub recorded_utc: String,
+    pub git_sha: String,
+    pub opledger_version: String,
+    pub device: DeviceInfo,
+    pub ceilings: Ceilings,
+    pub workload: Workload,
+    pub measure: MeasureConfig,
+    pub before: Summary,
+    pub after: Summary,
+    pub time_saving: Option<Estimate>,
+    pub before_samples_secs: Vec<f64>,
+    pub after_samples_secs: Vec<f64>,
+    pub history: Vec<HistoryEntry>,
+}
+
+/// `root/<device-key>/<spec>.json`. Both parts were validated to `[a-z0-9-]`.
+pub fn path_for(root: &Path, device_key: &str, spec: &str) -> PathBuf {
+    root.join(device_key).join(format!("{spec}.json"))
+}
+
+/// Loads a baseline; `Ok(None)` when there is none, an error naming the file when it is damaged.
+pub fn load(path: &Path) -> Result<Option<BaselineFile>> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("reading baseline", path, e)),
+    };
+    let b: BaselineFile = serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
+        path: path.to_path_buf(),
+        message: format!(
+            "damaged baseline ({e}); it is left as it is: fix it, delete it, or replace it with `run --accept`"
+        ),
+    })?;
+    if b.schema_version != BASELINE_SCHEMA_VERSION {
+        return Err(Error::Corrupt {
+            path: path.to_path_buf(),
+            message: format!(
+                "baseline schema version {} is not the supported {BASELINE_SCHEMA_VERSION}",
+                b.schema_version
+            ),
+        });
+    }
+    let all = b.before_samples_secs.iter().chain(&b.after_samples_secs);
+    if b.after_samples_secs.is_empty() || b.before_samples_secs.is_empty() || all.clone().any(|t| !(t.is_finite() && *t > 0.0)) {
+        return Err(Error::Corrupt {
+            path: path.to_path_buf(),
+            message: "damaged baseline: samples must be non-empty, finite and positive".into(),
+        });
+    }
+    Ok(Some(b))
+}
+
+/// Compares a fresh result with its baseline; returns the outcome and environment warnings.
+pub fn compare(base: &BaselineFile, path: &Path, result: &SpecResult, device: &DeviceInfo, resamples: usize, seed: u64) -> (BaselineOutcome, Vec<String>) {
+    let threshold = threshold(base, result.gate.max_regression.0);
+    let mut outcome = BaselineOutcome {
+        status: "not_comparable".into(),
+        path: path.display().to_string(),
+        ratio: None,
+        state: None,
+        threshold,
+        message: String::new(),
+    };
+    let mut warnings = Vec::new();
+    if base.device.key != device.key {
+        outcome.message = format!(
+            "baseline was recorded on device {}, this run is on {}: not compared on raw time",
+            base.device.key, device.key
+        );
+        return (outcome, warnings);
+    }
+    if base.workload != result.workload {
+        outcome.message = "the spec's workload changed since the baseline was accepted: not compared; accept a new baseline".into();
+        return (outcome, warnings);
+    }
+    let Some(samples) = &result.samples else {
+        outcome.message = "no samples in this run".into();
+        return (outcome, warnings);
+    };
+    for (what, a, b) in [
+        ("CPU governor", &base.device.governor, &device.governor),
+        ("kernel", &base.device.kernel, &device.kernel),
+        ("compiler", &base.device.rustc, &device.rustc),
+        ("SIMD level", &base.device.simd, &device.simd),
+    ] {
+        if a != b {
+            warnings.push(format!("{what} differs from the baseline's ({b} now, {a} then)"));
+        }
+    }
+    if base.device.cores != device.cores {
+        warnings.push(format!("core count differs from the baseline's ({} now, {} then)", device.cores, base.device.cores));
+    }
+    let ratio = ratio_ci(&samples.after_secs, &base.after_samples_secs, resamples, seed);
+    let state = regression_state(&ratio, threshold);
+    outcome.status = "compared".into();
+    outcome.ratio = Some(ratio);
+    outcome.state = Some(state);
+    outcome.message = format!(
+        "after/baseline median ratio {:.3} (95% CI {:.3} .. {:.3}), threshold +{:.0}%: {}",
+        ratio.point,
+        ratio.lo,
+        ratio.hi,
+        threshold * 100.0,
+        match state {
+            RegressionState::Pass => "within threshold",
+            RegressionState::Fail => "REGRESSION",
+            RegressionState::Improved => "improved",
+            RegressionState::Inconclusive => "inconclusive (CI wider than the threshold)",
+        }
+    );
+    (outcome, warnings)
+}
+
+/// The regression threshold: the spec's, but never below the spread between accepted runs
+/// (max/min − 1 of the history's `after` medians), so a noisy machine does not cry wolf.
+pub fn threshold(base: &BaselineFile, max_regression: f64) -> f64 {
+    let medians: Vec<f64> = base.history.iter().map(|h| h.after_median_secs).collect();
+    if medians.len() < 3 {
+        return max_regression;
+    }
+    let lo = medians.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = medians.iter().copied().fold(0.0, f64::max);
+    max_regression.max(hi / lo - 1.0)
+}
+
+/// Builds the baseline of a passing result, carrying over the history of `old`.
+pub fn from_result(
+    r: &SpecResult,
+    device: &DeviceInfo,
+    ceilings: &Ceilings,
+    measure: &MeasureConfig,
+    recorded_utc: &str,
+    git_sha: &str,
+    old: Option<&BaselineFile>,
+) -> Option<BaselineFile> {
+    let samples = r.samples.as_ref()?;
+    let (before, after) = (r.before.summary?, r.after.summary?);
+    let cap = |v: &[f64]| v[..v.len().min(MAX_STORED_SAMPLES)].to_vec();
+    let mut history: Vec<HistoryEntry> = old
+        .filter(|o| o.workload == r.workload && o.device.key == device.key)
+        .map(|o| o.history.clone())
+        .unwrap_or_default();
+    history.push(HistoryEntry {
+        recorded_utc: recorded_utc.into(),
+        git_sha: git_sha.into(),
+        before_median_secs: before.median_secs,
+        after_median_secs: after.median_secs,
+    });
+    if history.len() > MAX_HISTORY {
+        history.drain(..history.len() - MAX_HISTORY);
+    }
+    Some(BaselineFile {
+        schema_version: BASELINE_SCHEMA_VERSION,
+        spec: r.name.clone(),
+        recorded_utc: recorded_utc.into(),
+        git_sha: git_sha.into(),
+        opledger_version: env!("CARGO_PKG_VERSION").into(),
+        device: device.clone(),
+        ceilings: *ceilings,
+        workload: r.workload.clone(),
+        measure: *measure,
+        before,
+        after,
+        time_saving: r.time_saving,
+        before_samples_secs: cap(&samples.before_secs),
+        after_samples_secs: cap(&samples.after_secs),
+        history,
+    })
+}
+
+/// A few lines that say what a baseline claims; diffed when accepting.
+pub fn summary_text(b: &BaselineFile) -> String {
+    let ms = |s: f64| s * 1e3;
+    let mut t = format!(
+        "spec: {}\ndevice: {}\nworkload: {}\nrecorded: {} ({})\nbefore median: {:.3} ms (95% CI {:.3} .. {:.3}), n={}\nafter median: {:.3} ms (95% CI {:.3} .. {:.3}), n={}\n",
+        b.spec,
+        b.device.key,
+        serde_json::to_string(&b.workload).unwrap_or_default(),
+        b.recorded_utc,
+        b.git_sha,
+        ms(b.before.median_secs),
+        ms(b.before.ci_lo_secs),
+        ms(b.before.ci_hi_secs),
+        b.before.n,
+        ms(b.after.median_secs),
+        ms(b.after.ci_lo_secs),
+        ms(b.after.ci_hi_secs),
+        b.after.n,
+    );
+    if let Some(s) = b.time_saving {
+        t.push_str(&format!(
+            "time saving: {:.1}% (95% CI {:.1}% .. {:.1}%)\n",
+            s.point * 100.0,
+            s.lo * 100.0,
+            s.hi * 100.0
+        ));
+    }
+    t.push_str(&format!(
+        "ceilings: triad {:.2} GB/s, FMA {:.1} GFLOP/s\n",
+        b.ceilings.triad_bytes_per_sec / 1e9,
+        b.ceilings.fma_flops_per_sec / 1e9
+    ));
+    t
+}
+
+/// Unified diff of the summaries of the old and new baseline.
+pub fn summary_diff(path: &Path, old: Option<&BaselineFile>, new: &BaselineFile) -> String {
+    let old_text = old.map(summary_text).unwrap_or_default();
+    let new_text = summary_text(new);
+    let name = path.display().to_string();
+    similar::TextDiff::from_lines(&old_text, &new_text)
+        .unified_diff()
+        .header(&format!("{name} (old)"), &format!("{name} (new)"))
+        .to_string()
+}
+
+/// Writes `bytes` to `path` atomically: a temp file in the same directory, fsync, rename over
+/// the target, fsync of the directory. The target is either the old or the new file, never torn.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| Error::io("creating directory", dir, e))?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".opledger-")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(|e| Error::io("creating a temp file in", dir, e))?;
+    tmp.write_all(bytes).map_err(|e| Error::io("writing", tmp.path().to_path_buf(), e))?;
+    tmp.as_file().sync_all().map_err(|e| Error::io("syncing", tmp.path().to_path_buf(), e))?;
+    tmp.persist(path).map_err(|e| Error::io("replacing", path, e.error))?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        // Persist the rename itself; some filesystems refuse fsync on directories, which is fine.
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Stores a baseline atomically.
+pub fn store(path: &Path, b: &BaselineFile) -> Result<()> {
+    let mut json = serde_json::to_vec_pretty(b).map_err(|e| Error::Corrupt {
+        path: path.to_path_buf(),
+        message: format!("cannot serialise baseline: {e}"),
+    })?;
+    json.push(b'\n');
+    write_atomic(path, &json)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temp_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a/b.json");
+        write_atomic(&p, b"one").unwrap();
+        write_atomic(&p, b"two").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        let names: Vec<_> = std::fs::read_dir(p.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+    }
+
+    #[test]
+    fn missing_is_none_and_damaged_names_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.json");
+        assert!(load(&p).unwrap().is_none());
+        std::fs::write(&p, b"{\"schema_version\": 1, \"spec\": ").unwrap();
+        let e = load(&p).unwrap_err().to_string();
+        assert!(e.contains("x.json") && e.contains("damaged baseline"), "{e}");
+        // Never overwritten by loading.
+        assert_eq!(std::fs::read(&p).unwrap(), b"{\"schema_version\": 1, \"spec\": ");
+    }
+}

@@ -1,0 +1,277 @@
+//! The command line: argument parsing (clap) and the small commands; `run` is in `pipeline`.
+
+use crate::backend::BackendChoice;
+use crate::device::{find_profile, profiles};
+use crate::error::{Error, ExitCode, Result};
+use crate::ledger::{roofline, Ledger};
+use crate::measure::MeasureConfig;
+use crate::pipeline::{self, RunOptions};
+use crate::report::{self, model::RunResult};
+use crate::spec;
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(name = "opledger", version, about = "The operator ledger of GPU optimizations: IO ledger, roofline, before/after measurement, a CI gate and a sign-off report.")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Measure specs on a backend, check their claims, compare with baselines, write a report.
+    Run(RunArgs),
+    /// Validate spec files without running anything.
+    Check {
+        /// Spec files or directories of *.yaml specs.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+    },
+    /// Print the IO ledger of each variant of the specs, and its roofline on datasheet devices.
+    Ledger {
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+    },
+    /// The roofline model: T = max(FLOPs/Peak, Bytes/BW), and the bound.
+    Roofline(RooflineArgs),
+    /// Re-render the report of an archived run directory (nothing is measured).
+    Report {
+        /// A run directory holding results.json.
+        run_dir: PathBuf,
+        /// A minijinja template to use instead of the built-in one.
+        #[arg(long)]
+        template: Option<PathBuf>,
+        /// Write the report here instead of printing it.
+        #[arg(long, short)]
+        out: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Spec files or directories of *.yaml specs.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Backend: auto picks CUDA when a GPU is usable, else the CPU.
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    pub backend: BackendChoice,
+    /// Record (or update) the baselines of the specs that pass.
+    #[arg(long)]
+    pub accept: bool,
+    /// Fail specs that have no comparable baseline.
+    #[arg(long)]
+    pub require_baseline: bool,
+    /// Root of the baselines store.
+    #[arg(long, default_value = "baselines")]
+    pub baselines: PathBuf,
+    /// Where run directories are created.
+    #[arg(long, default_value = "runs")]
+    pub runs_dir: PathBuf,
+    /// A minijinja template for the report instead of the built-in one.
+    #[arg(long)]
+    pub template: Option<PathBuf>,
+    /// Keep caches warm between samples (default: cold, a flush before every sample).
+    #[arg(long)]
+    pub warm: bool,
+    /// Fewest before/after pairs per spec.
+    #[arg(long, default_value_t = MeasureConfig::default().min_pairs)]
+    pub min_pairs: usize,
+    /// Most before/after pairs per spec.
+    #[arg(long, default_value_t = MeasureConfig::default().max_pairs)]
+    pub max_pairs: usize,
+    /// Wall-clock cap of one spec's sampling, in seconds.
+    #[arg(long, default_value_t = MeasureConfig::default().time_cap_secs)]
+    pub time_cap_secs: f64,
+    /// Stop sampling once both medians' 95% CIs are within this fraction (0.01 = ±1%).
+    #[arg(long, default_value_t = MeasureConfig::default().target_rel_ci)]
+    pub target_ci: f64,
+    /// Seed of inputs, sample order and bootstrap.
+    #[arg(long, default_value_t = MeasureConfig::default().seed)]
+    pub seed: u64,
+    /// Size of each bandwidth-probe array in MiB (default: twice the last-level cache).
+    #[arg(long)]
+    pub probe_mib: Option<u64>,
+    /// Size of the cold-cache flush buffer in MiB (default: twice the last-level cache).
+    #[arg(long)]
+    pub flush_mib: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub struct RooflineArgs {
+    /// Peak compute, TFLOP/s (or use --device).
+    #[arg(long, required_unless_present = "device")]
+    pub peak_tflops: Option<f64>,
+    /// Memory bandwidth, GB/s (or use --device).
+    #[arg(long, required_unless_present = "device")]
+    pub bw_gbps: Option<f64>,
+    /// A datasheet device (l40s, a100-sxm, h100-sxm, h200, rtx-4090); its tensor-core peak.
+    #[arg(long, conflicts_with_all = ["peak_tflops", "bw_gbps"])]
+    pub device: Option<String>,
+    /// FLOPs of the operator.
+    #[arg(long)]
+    pub flops: f64,
+    /// Bytes the operator moves through memory.
+    #[arg(long)]
+    pub bytes: f64,
+}
+
+/// Runs the parsed command; errors become exit codes in `main`.
+pub fn dispatch(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Run(a) => {
+            let measure = MeasureConfig {
+                min_pairs: a.min_pairs,
+                max_pairs: a.max_pairs,
+                time_cap_secs: a.time_cap_secs,
+                target_rel_ci: a.target_ci,
+                cold: !a.warm,
+                seed: a.seed,
+                ..MeasureConfig::default()
+            };
+            if a.min_pairs < 3 || a.max_pairs < a.min_pairs {
+                return Err(Error::Usage(format!(
+                    "--min-pairs must be >= 3 and --max-pairs >= --min-pairs (got {} and {})",
+                    a.min_pairs, a.max_pairs
+                )));
+            }
+            if !(a.time_cap_secs > 0.0 && a.time_cap_secs.is_finite()) || !a.target_ci.is_finite() {
+                return Err(Error::Usage("--time-cap-secs must be a positive number and --target-ci finite".into()));
+            }
+            pipeline::run(&RunOptions {
+                paths: a.paths,
+                backend: a.backend,
+                accept: a.accept,
+                require_baseline: a.require_baseline,
+                baselines_dir: a.baselines,
+                runs_dir: a.runs_dir,
+                template: a.template,
+                measure,
+                probe_bytes: a.probe_mib.map(|m| m << 20),
+                flush_bytes: a.flush_mib.map(|m| m << 20),
+                command_line: std::env::args().collect(),
+            })
+        }
+        Command::Check { paths } => {
+            let specs = spec::load_all(&paths)?;
+            for s in &specs {
+                println!("ok  {:<24} {}  ({})", s.name, s.workload.describe(), s.file.display());
+            }
+            println!("{} spec(s) valid", specs.len());
+            Ok(ExitCode::Pass)
+        }
+        Command::Ledger { paths } => {
+            for s in spec::load_all(&paths)? {
+                print!("{}", ledger_text(&s));
+            }
+            Ok(ExitCode::Pass)
+        }
+        Command::Roofline(a) => {
+            let (peak_tflops, bw_gbps, label) = match &a.device {
+                Some(d) => {
+                    let p = find_profile(d).ok_or_else(|| {
+                        Error::Usage(format!(
+                            "unknown device {d:?}; known: {}",
+                            profiles().iter().map(|p| p.key).collect::<Vec<_>>().join(", ")
+                        ))
+                    })?;
+                    (p.tensor_tflops, p.bw_gbps, format!("{} (datasheet, tensor-core peak)", p.name))
+                }
+                None => (a.peak_tflops.unwrap_or(0.0), a.bw_gbps.unwrap_or(0.0), "given ceilings".into()),
+            };
+            for (name, v) in [("peak", peak_tflops), ("bandwidth", bw_gbps), ("flops", a.flops), ("bytes", a.bytes)] {
+                if !(v.is_finite() && v >= 0.0) || (v == 0.0 && (name == "peak" || name == "bandwidth")) {
+                    return Err(Error::Usage(format!("{name} must be a finite positive number, got {v}")));
+                }
+            }
+            print!("{}", roofline_text(peak_tflops, bw_gbps, a.flops, a.bytes, &label));
+            Ok(ExitCode::Pass)
+        }
+        Command::Report { run_dir, template, out } => {
+            let path = run_dir.join("results.json");
+            let bytes = std::fs::read(&path).map_err(|e| Error::io("reading", &path, e))?;
+            let run: RunResult = serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
+                path: path.clone(),
+                message: format!("not a valid opledger results file: {e}"),
+            })?;
+            let md = report::render(&run, template.as_deref())?;
+            match out {
+                Some(o) => crate::baseline::write_atomic(&o, md.as_bytes())?,
+                None => print!("{md}"),
+            }
+            Ok(ExitCode::Pass)
+        }
+    }
+}
+
+/// The seed's roofline, with units spelled out (the seed's docstring says ms; it is seconds).
+pub fn roofline_text(peak_tflops: f64, bw_gbps: f64, flops: f64, bytes: f64, label: &str) -> String {
+    let r = roofline(peak_tflops * 1e12, bw_gbps * 1e9, flops, bytes);
+    format!(
+        "roofline on {label}: peak {peak_tflops} TFLOP/s, bandwidth {bw_gbps} GB/s\n\
+         compute time  FLOPs/Peak = {flops:.3e} / {:.3e} FLOP/s = {:.6e} s ({:.3} ms)\n\
+         memory time   Bytes/BW   = {bytes:.3e} / {:.3e} B/s    = {:.6e} s ({:.3} ms)\n\
+         predicted     T = max(...) = {:.6e} s = {:.3} ms\n\
+         bound         {} (AI {:.2} FLOP/byte vs ridge {:.2} FLOP/byte)\n",
+        peak_tflops * 1e12,
+        r.compute_secs,
+        r.compute_secs * 1e3,
+        bw_gbps * 1e9,
+        r.memory_secs,
+        r.memory_secs * 1e3,
+        r.secs,
+        r.secs * 1e3,
+        r.bound.name(),
+        r.intensity,
+        r.ridge
+    )
+}
+
+/// The ledger of a spec as text tables.
+pub fn ledger_text(s: &spec::Spec) -> String {
+    let l = Ledger::new(&s.workload, s.variants.before, s.variants.after);
+    let mut t = format!("{} — {}\n{}\n\n", s.name, s.title, s.workload.describe());
+    t.push_str(&format!("{:<10} {:<16} {:>16} {:>6} {:>6} {:>16}\n", "variant", "tensor", "bytes", "reads", "writes", "traffic"));
+    for v in [&l.before, &l.after] {
+        for m in &v.movements {
+            t.push_str(&format!(
+                "{:<10} {:<16} {:>16} {:>6} {:>6} {:>16}\n",
+                v.variant.name(),
+                m.tensor,
+                m.bytes,
+                m.reads,
+                m.writes,
+                m.traffic_bytes()
+            ));
+        }
+    }
+    t.push_str(&format!("\n{:<10} {:>16} {:>16} {:>12} {:>9}\n", "variant", "FLOPs", "bytes moved", "AI FLOP/B", "launches"));
+    for v in [&l.before, &l.after] {
+        t.push_str(&format!(
+            "{:<10} {:>16} {:>16} {:>12.4} {:>9}\n",
+            v.variant.name(),
+            v.flops,
+            v.bytes_moved(),
+            v.intensity(),
+            v.launches
+        ));
+    }
+    t.push_str(&format!("io_saving  {:.2}% (1 - bytes(after)/bytes(before))\n\n", l.io_saving() * 100.0));
+    let f32_work = true;
+    t.push_str(&format!("{:<24} {:>12} {:>12} {:>10} {:>10}\n", "predicted on (datasheet)", "before", "after", "bound", "saving"));
+    for p in profiles() {
+        let pk = p.peak_flops_per_sec(f32_work);
+        let rb = roofline(pk, p.bw_bytes_per_sec(), l.before.flops as f64, l.before.bytes_moved() as f64);
+        let ra = roofline(pk, p.bw_bytes_per_sec(), l.after.flops as f64, l.after.bytes_moved() as f64);
+        t.push_str(&format!(
+            "{:<24} {:>9.3} ms {:>9.3} ms {:>10} {:>9.1}%\n",
+            p.name,
+            rb.secs * 1e3,
+            ra.secs * 1e3,
+            ra.bound.name(),
+            (1.0 - ra.secs / rb.secs) * 100.0
+        ));
+    }
+    t.push('\n');
+    t
+}

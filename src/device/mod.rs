@@ -1,0 +1,238 @@
+//! Device ceilings: a datasheet table of GPUs, the identity of the machine under test, and
+//! (in `probe`) the ceilings measured on it in the same run.
+
+pub mod probe;
+
+pub use probe::{probe_cpu, Ceilings, ProbeConfig};
+
+use serde::{Deserialize, Serialize};
+
+/// Datasheet ceilings of one accelerator. Peaks are dense (no sparsity).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Profile {
+    pub key: &'static str,
+    pub name: &'static str,
+    /// Non-tensor FP32 peak, TFLOP/s.
+    pub fp32_tflops: f64,
+    /// FP16/BF16 tensor-core peak with FP32 accumulate, dense, TFLOP/s.
+    pub tensor_tflops: f64,
+    /// Memory bandwidth, GB/s (10^9 bytes/s).
+    pub bw_gbps: f64,
+    /// Where the figures come from.
+    pub source: &'static str,
+}
+
+impl Profile {
+    /// The peak to use for a dtype: f32 work does not run on fp16 tensor cores.
+    pub fn peak_flops_per_sec(&self, dtype_is_f32: bool) -> f64 {
+        if dtype_is_f32 {
+            self.fp32_tflops * 1e12
+        } else {
+            self.tensor_tflops * 1e12
+        }
+    }
+    pub fn bw_bytes_per_sec(&self) -> f64 {
+        self.bw_gbps * 1e9
+    }
+}
+
+// Sources (NVIDIA datasheets and architecture whitepapers):
+// - L40S: "NVIDIA L40S Datasheet" (2023): FP32 91.6 TFLOPS, FP16 tensor 362.05 TFLOPS dense
+//   (733 with sparsity), 864 GB/s GDDR6.
+// - A100 SXM 80GB: "NVIDIA A100 Tensor Core GPU Datasheet": FP32 19.5, BF16 tensor 312 dense,
+//   2,039 GB/s HBM2e.
+// - H100 SXM: "NVIDIA H100 Tensor Core GPU Datasheet": FP32 67, BF16 tensor 989 dense (1,979
+//   with sparsity), 3.35 TB/s HBM3.
+// - H200 SXM: "NVIDIA H200 Tensor Core GPU Datasheet": FP32 67, BF16 tensor 989 dense, 4.8 TB/s
+//   HBM3e.
+// - RTX 4090: "NVIDIA Ada GPU Architecture" whitepaper, appendix: FP32 82.6, FP16 tensor with
+//   FP32 accumulate 165.2 dense, 1,008 GB/s GDDR6X.
+const PROFILES: &[Profile] = &[
+    Profile {
+        key: "l40s",
+        name: "NVIDIA L40S",
+        fp32_tflops: 91.6,
+        tensor_tflops: 362.05,
+        bw_gbps: 864.0,
+        source: "NVIDIA L40S datasheet",
+    },
+    Profile {
+        key: "a100-sxm",
+        name: "NVIDIA A100-SXM4-80GB",
+        fp32_tflops: 19.5,
+        tensor_tflops: 312.0,
+        bw_gbps: 2039.0,
+        source: "NVIDIA A100 datasheet",
+    },
+    Profile {
+        key: "h100-sxm",
+        name: "NVIDIA H100 80GB HBM3",
+        fp32_tflops: 67.0,
+        tensor_tflops: 989.0,
+        bw_gbps: 3350.0,
+        source: "NVIDIA H100 datasheet",
+    },
+    Profile {
+        key: "h200",
+        name: "NVIDIA H200",
+        fp32_tflops: 67.0,
+        tensor_tflops: 989.0,
+        bw_gbps: 4800.0,
+        source: "NVIDIA H200 datasheet",
+    },
+    Profile {
+        key: "rtx-4090",
+        name: "NVIDIA GeForce RTX 4090",
+        fp32_tflops: 82.6,
+        tensor_tflops: 165.2,
+        bw_gbps: 1008.0,
+        source: "NVIDIA Ada architecture whitepaper",
+    },
+];
+
+pub fn profiles() -> &'static [Profile] {
+    PROFILES
+}
+
+/// A profile by key (`h100-sxm`) or by a device name as a driver reports it.
+pub fn find_profile(name: &str) -> Option<&'static Profile> {
+    let n = name.to_ascii_lowercase();
+    PROFILES.iter().find(|p| p.key == n).or_else(|| {
+        PROFILES
+            .iter()
+            .find(|p| n.contains(&p.name.to_ascii_lowercase()) || p.name.to_ascii_lowercase().contains(&n))
+    })
+}
+
+/// Identity of the machine a run measured: what makes two results comparable.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceInfo {
+    /// `cpu-<model>-<cores>c`: the directory of this device's baselines.
+    pub key: String,
+    pub kind: String,
+    pub name: String,
+    pub cores: usize,
+    pub llc_bytes: u64,
+    pub simd: String,
+    pub os: String,
+    pub kernel: String,
+    pub governor: String,
+    pub rustc: String,
+}
+
+impl DeviceInfo {
+    /// Reads this machine's identity from /proc and /sys (values default to "unknown").
+    pub fn this_cpu() -> Self {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let name = cpuinfo
+            .lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+            .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let os = std::fs::read_to_string("/etc/os-release")
+            .ok()
+            .and_then(|t| {
+                t.lines()
+                    .find(|l| l.starts_with("PRETTY_NAME="))
+                    .map(|l| l["PRETTY_NAME=".len()..].trim_matches('"').to_string())
+            })
+            .unwrap_or_else(|| std::env::consts::OS.to_string());
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| "unknown".into())
+        };
+        DeviceInfo {
+            key: format!("cpu-{}-{}c", slug(&name), cores),
+            kind: "cpu".into(),
+            name,
+            cores,
+            llc_bytes: last_level_cache_bytes(),
+            simd: crate::backend::cpu::simd::level().name().into(),
+            os,
+            kernel: read("/proc/sys/kernel/osrelease"),
+            governor: read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
+            rustc: env!("OPLEDGER_RUSTC").to_string(),
+        }
+    }
+}
+
+/// `Intel(R) Xeon(R) Processor` → `intel-xeon-processor`: safe in a file name.
+pub fn slug(s: &str) -> String {
+    let lower = s
+        .to_ascii_lowercase()
+        .replace("(r)", "")
+        .replace("(tm)", "");
+    let mut out = String::new();
+    for c in lower.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c);
+        } else if !out.ends_with('-') && !out.is_empty() {
+            out.push('-');
+        }
+    }
+    let out = out.trim_end_matches('-');
+    let out: String = out.chars().take(48).collect();
+    if out.is_empty() {
+        "unknown".into()
+    } else {
+        out
+    }
+}
+
+/// Size of the largest cache level of cpu0, from sysfs; 32 MiB when it cannot be read.
+pub fn last_level_cache_bytes() -> u64 {
+    let mut best = 0u64;
+    if let Ok(dir) = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache") {
+        for entry in dir.flatten() {
+            let size = std::fs::read_to_string(entry.path().join("size")).unwrap_or_default();
+            if let Some(bytes) = parse_cache_size(size.trim()) {
+                best = best.max(bytes);
+            }
+        }
+    }
+    if best == 0 {
+        32 << 20
+    } else {
+        best
+    }
+}
+
+fn parse_cache_size(s: &str) -> Option<u64> {
+    let (num, mult) = match s.chars().last()? {
+        'K' => (&s[..s.len() - 1], 1u64 << 10),
+        'M' => (&s[..s.len() - 1], 1 << 20),
+        'G' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<u64>().ok().map(|n| n * mult)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profiles_cover_the_seed_devices() {
+        let l40s = find_profile("l40s").expect("l40s");
+        assert_eq!(l40s.tensor_tflops, 362.05);
+        assert_eq!(l40s.bw_gbps, 864.0);
+        for k in ["a100-sxm", "h100-sxm", "h200", "rtx-4090"] {
+            assert!(find_profile(k).is_some(), "{k}");
+        }
+        assert_eq!(find_profile("NVIDIA H200").map(|p| p.key), Some("h200"));
+        assert!(find_profile("no such gpu").is_none());
+    }
+
+    #[test]
+    fn slugs_and_cache_sizes() {
+        assert_eq!(slug("Intel(R) Xeon(R) Processor"), "intel-xeon-processor");
+        assert_eq!(slug("../../etc"), "etc");
+        assert_eq!(slug("///"), "unknown");
+        assert_eq!(parse_cache_size("266240K"), Some(266240 << 10));
+        assert_eq!(parse_cache_size("2M"), Some(2 << 20));
+        assert_eq!(parse_cache_size("x"), None);
+    }
+}

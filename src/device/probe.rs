@@ -1,0 +1,224 @@
+//! Measured ceilings of the CPU under test, taken in the same run as the cases they judge:
+//! STREAM-style copy and triad bandwidth (all threads, arrays larger than the last-level cache)
+//! and the FMA throughput peak (all threads, the widest SIMD this CPU has, enough independent
+//! accumulators to hide the FMA latency). Each is the best of several repetitions, as STREAM
+//! reports: a ceiling is what the machine can do, not what it usually does.
+
+use crate::backend::cpu::simd::{self, SimdLevel};
+use crate::multiversion;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::hint::black_box;
+use std::time::Instant;
+
+/// Measured ceilings. Bandwidths count bytes as STREAM does (copy: 2 arrays, triad: 3).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Ceilings {
+    pub copy_bytes_per_sec: f64,
+    pub triad_bytes_per_sec: f64,
+    pub fma_flops_per_sec: f64,
+    pub threads: usize,
+    /// Size of each probe array.
+    pub array_bytes: u64,
+}
+
+impl Ceilings {
+    /// The bandwidth ceiling the verdicts use: the triad's.
+    pub fn bandwidth(&self) -> f64 {
+        self.triad_bytes_per_sec
+    }
+    /// The compute ceiling the verdicts use: the FMA peak.
+    pub fn peak_flops(&self) -> f64 {
+        self.fma_flops_per_sec
+    }
+    /// Ridge point, FLOP/byte.
+    pub fn ridge(&self) -> f64 {
+        self.peak_flops() / self.bandwidth()
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct ProbeConfig {
+    pub array_bytes: u64,
+    pub reps: usize,
+    /// FMA-loop iterations per thread per repetition.
+    pub fma_iters: u64,
+}
+
+impl ProbeConfig {
+    /// Arrays of twice the last-level cache (at least 64 MiB), 5 repetitions.
+    pub fn for_llc(llc_bytes: u64) -> Self {
+        ProbeConfig {
+            array_bytes: (2 * llc_bytes).max(64 << 20),
+            reps: 5,
+            fma_iters: 1 << 21,
+        }
+    }
+}
+
+const CHUNK: usize = 1 << 16;
+
+multiversion! {
+    fn triad_chunk(a: &mut [f32], b: &[f32], c: &[f32], s: f32) {
+        for ((a, &b), &c) in a.iter_mut().zip(b).zip(c) {
+            *a = b + s * c;
+        }
+    }
+}
+
+multiversion! {
+    fn copy_chunk(a: &mut [f32], b: &[f32]) {
+        a.copy_from_slice(b);
+    }
+}
+
+/// Measures copy, triad and FMA ceilings on the current rayon pool.
+pub fn probe_cpu(cfg: &ProbeConfig) -> Ceilings {
+    let n = (cfg.array_bytes / 4).max(CHUNK as u64) as usize;
+    // Initialise in parallel so pages are spread as the kernels will touch them.
+    let mut a = vec![0f32; n];
+    let mut b = vec![0f32; n];
+    let mut c = vec![0f32; n];
+    b.par_chunks_mut(CHUNK).for_each(|s| s.fill(1.0));
+    c.par_chunks_mut(CHUNK).for_each(|s| s.fill(2.0));
+    a.par_chunks_mut(CHUNK).for_each(|s| s.fill(0.0));
+    let bytes = (n * 4) as f64;
+    let reps = cfg.reps.max(1);
+    let mut best_triad = f64::INFINITY;
+    let mut best_copy = f64::INFINITY;
+    for _ in 0..reps + 1 {
+        let t = Instant::now();
+        a.par_chunks_mut(CHUNK)
+            .zip(b.par_chunks(CHUNK))
+            .zip(c.par_chunks(CHUNK))
+            .for_each(|((a, b), c)| triad_chunk(a, b, c, 3.0));
+        best_triad = best_triad.min(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        c.par_chunks_mut(CHUNK)
+            .zip(a.par_chunks(CHUNK))
+            .for_each(|(c, a)| copy_chunk(c, a));
+        best_copy = best_copy.min(t.elapsed().as_secs_f64());
+    }
+    black_box(&a);
+    black_box(&c);
+    let threads = rayon::current_num_threads();
+    let mut best_fma = f64::INFINITY;
+    let mut flops = 0.0;
+    for _ in 0..reps + 1 {
+        let t = Instant::now();
+        let per_thread: Vec<(f32, f64)> = rayon::broadcast(|_| fma_loop(cfg.fma_iters));
+        best_fma = best_fma.min(t.elapsed().as_secs_f64());
+        flops = per_thread.iter().map(|&(_, f)| f).sum();
+        black_box(per_thread);
+    }
+    Ceilings {
+        copy_bytes_per_sec: 2.0 * bytes / best_copy,
+        triad_bytes_per_sec: 3.0 * bytes / best_triad,
+        fma_flops_per_sec: flops / best_fma,
+        threads,
+        array_bytes: (n * 4) as u64,
+    }
+}
+
+/// Runs `iters` rounds of independent FMAs; returns a value to keep and the FLOPs done.
+fn fma_loop(iters: u64) -> (f32, f64) {
+    match simd::level() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: level() returns Avx512 only when the CPU reports avx512f.
+        SimdLevel::Avx512 => unsafe { fma_avx512(iters) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: level() returns Avx2Fma only when the CPU reports avx2 and fma.
+        SimdLevel::Avx2Fma => unsafe { fma_avx2(iters) },
+        _ => fma_scalar(iters),
+    }
+}
+
+// acc = acc·a + b with a < 1 converges to b/(1−a) = 1 and stays normal. The operands go
+// through black_box: with known constants LLVM proves 1.0 a fixed point and deletes the loop.
+const FMA_A: f32 = 0.999;
+const FMA_B: f32 = 0.001;
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn fma_avx512(iters: u64) -> (f32, f64) {
+    use std::arch::x86_64::*;
+    // 16 accumulators: 2 FMA ports × 4-cycle latency needs ≥ 8 in flight; 16 leaves slack.
+    const ACC: usize = 16;
+    let a = _mm512_set1_ps(black_box(FMA_A));
+    let b = _mm512_set1_ps(black_box(FMA_B));
+    let mut acc: [__m512; ACC] = std::array::from_fn(|i| _mm512_set1_ps(black_box(i as f32)));
+    for _ in 0..iters {
+        for v in acc.iter_mut() {
+            *v = _mm512_fmadd_ps(*v, a, b);
+        }
+    }
+    let mut sum = _mm512_setzero_ps();
+    for v in acc {
+        sum = _mm512_add_ps(sum, v);
+    }
+    (
+        _mm512_reduce_add_ps(sum),
+        iters as f64 * (ACC * 16 * 2) as f64,
+    )
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn fma_avx2(iters: u64) -> (f32, f64) {
+    use std::arch::x86_64::*;
+    const ACC: usize = 12;
+    let a = _mm256_set1_ps(black_box(FMA_A));
+    let b = _mm256_set1_ps(black_box(FMA_B));
+    let mut acc: [__m256; ACC] = std::array::from_fn(|i| _mm256_set1_ps(black_box(i as f32)));
+    for _ in 0..iters {
+        for v in acc.iter_mut() {
+            *v = _mm256_fmadd_ps(*v, a, b);
+        }
+    }
+    let mut out = [0f32; 8];
+    let mut sum = _mm256_setzero_ps();
+    for v in acc {
+        sum = _mm256_add_ps(sum, v);
+    }
+    // SAFETY: `out` holds exactly 8 f32, the width of one __m256.
+    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), sum) };
+    (out.iter().sum(), iters as f64 * (ACC * 8 * 2) as f64)
+}
+
+fn fma_scalar(iters: u64) -> (f32, f64) {
+    const ACC: usize = 8;
+    let (a, b) = (black_box(FMA_A), black_box(FMA_B));
+    let mut acc: [f32; ACC] = std::array::from_fn(|i| black_box(i as f32));
+    for _ in 0..iters {
+        for v in acc.iter_mut() {
+            *v = *v * a + b;
+        }
+    }
+    (acc.iter().sum(), iters as f64 * (ACC * 2) as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_probe_gives_positive_finite_ceilings() {
+        let c = probe_cpu(&ProbeConfig {
+            array_bytes: 1 << 20,
+            reps: 1,
+            fma_iters: 1 << 12,
+        });
+        for v in [c.copy_bytes_per_sec, c.triad_bytes_per_sec, c.fma_flops_per_sec] {
+            assert!(v.is_finite() && v > 0.0, "{c:?}");
+        }
+        assert!(c.ridge() > 0.0);
+    }
+
+    #[test]
+    fn fma_loop_counts_flops_and_stays_finite() {
+        let (v, flops) = fma_loop(100);
+        assert!(v.is_finite() && v > 0.0);
+        let lanes = simd::level().f32_lanes() as f64;
+        assert!(flops >= 100.0 * 2.0 * lanes * 8.0, "{flops}");
+    }
+}

@@ -1,0 +1,94 @@
+//! Error types of the library and the exit codes they map to.
+//!
+//! Every error that reaches the user says which file it concerns and, for specs, the line and
+//! column; the CLI turns each kind into one of the named exit codes.
+
+use std::path::PathBuf;
+
+/// The process exit codes of `opledger`: a CI gate reads these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitCode {
+    /// Every check passed.
+    Pass = 0,
+    /// A check or the regression gate failed.
+    GateFailed = 1,
+    /// Bad input: a spec, a flag, a baseline or a template.
+    BadInput = 2,
+    /// The requested backend is not available on this machine or in this build.
+    BackendUnavailable = 3,
+}
+
+/// A position in a text file, 1-based like editors show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    pub line: usize,
+    pub column: usize,
+}
+
+impl std::fmt::Display for Position {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.line, self.column)
+    }
+}
+
+/// Formats `path` or `path:line:col` for error messages.
+pub fn located(path: &std::path::Path, pos: Option<Position>) -> String {
+    match pos {
+        Some(p) => format!("{}:{}", path.display(), p),
+        None => path.display().to_string(),
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A spec file that could not be read, parsed or validated.
+    #[error("{}: {message}", located(.path, *.pos))]
+    Spec {
+        path: PathBuf,
+        pos: Option<Position>,
+        message: String,
+    },
+    /// Any file operation, with the path it concerned.
+    #[error("{action} {}: {source}", .path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A stored baseline or result file that is not what we wrote.
+    #[error("{}: {message}", .path.display())]
+    Corrupt { path: PathBuf, message: String },
+    /// A flag or argument that makes no sense.
+    #[error("{0}")]
+    Usage(String),
+    /// A template that does not parse or render.
+    #[error("template {name}: {message}")]
+    Template { name: String, message: String },
+    /// The requested backend cannot run here.
+    #[error("backend unavailable: {0}")]
+    BackendUnavailable(String),
+    /// A backend failed while running a case (kernel error, allocation refused).
+    #[error("backend error: {0}")]
+    Backend(String),
+}
+
+impl Error {
+    pub fn io(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            Error::BackendUnavailable(_) => ExitCode::BackendUnavailable,
+            Error::Backend(_) => ExitCode::GateFailed,
+            _ => ExitCode::BadInput,
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

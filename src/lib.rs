@@ -1,0 +1,19 @@
+//! opledger: the operator ledger of GPU optimizations.
+//!
+//! The pipeline, one module per stage: `spec` (YAML → validated types) → `ledger` (FLOPs and
+//! bytes) → `device` (ceilings) → `backend` (kernels) → `measure` (timing, statistics) →
+//! `verdict` (checks) → `baseline` (archive, compare) → `report` (render). `pipeline` runs the
+//! stages, `cli` parses the command line.
+
+pub mod backend;
+pub mod baseline;
+pub mod cli;
+pub mod device;
+pub mod error;
+pub mod ledger;
+pub mod measure;
+pub mod pipeline;
+pub mod report;
+pub mod rng;
+pub mod spec;
+pub mod verdict;

@@ -1,0 +1,187 @@
+//! Timing: warm-up, then interleaved before/after pairs in random order until both medians'
+//! confidence intervals are tight or a cap is reached, with an optional cache flush before every
+//! sample. Raw samples are kept.
+
+pub mod stats;
+
+use crate::backend::Case;
+use crate::error::Result;
+use crate::rng::Rng;
+use crate::spec::Variant;
+use serde::{Deserialize, Serialize};
+use std::time::Instant;
+
+/// How samples are taken. Recorded in every result.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MeasureConfig {
+    /// Untimed runs of each variant first (page faults, frequency ramp).
+    pub warmup_runs: usize,
+    pub min_pairs: usize,
+    pub max_pairs: usize,
+    /// Wall-clock cap of one case's sampling, flushes included.
+    pub time_cap_secs: f64,
+    /// Stop once both medians' CI half-widths are within this fraction of the median.
+    pub target_rel_ci: f64,
+    /// Flush caches before every sample (cold) or not (warm).
+    pub cold: bool,
+    pub bootstrap_resamples: usize,
+    pub seed: u64,
+}
+
+impl Default for MeasureConfig {
+    fn default() -> Self {
+        MeasureConfig {
+            warmup_runs: 2,
+            min_pairs: 10,
+            max_pairs: 200,
+            time_cap_secs: 6.0,
+            target_rel_ci: 0.01,
+            cold: true,
+            bootstrap_resamples: 2000,
+            seed: 0x0_1ed6e7,
+        }
+    }
+}
+
+/// Raw samples of a before/after comparison.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairSamples {
+    pub before_secs: Vec<f64>,
+    pub after_secs: Vec<f64>,
+    /// For each pair, whether `after` ran first.
+    pub after_first: Vec<bool>,
+    /// Why sampling stopped: "ci" (target reached), "max_pairs" or "time_cap".
+    pub stop_reason: String,
+    pub wall_secs: f64,
+}
+
+/// Measures `before` and `after` of a prepared case. `progress(pairs_done)` is called after each
+/// pair.
+pub fn measure_pairs(
+    case: &mut dyn Case,
+    before: Variant,
+    after: Variant,
+    cfg: &MeasureConfig,
+    mut progress: impl FnMut(usize),
+) -> Result<PairSamples> {
+    let start = Instant::now();
+    for _ in 0..cfg.warmup_runs.max(1) {
+        case.run_timed(before)?;
+        case.run_timed(after)?;
+    }
+    let mut rng = Rng::new(cfg.seed ^ 0x5eed);
+    let mut s = PairSamples {
+        before_secs: Vec::new(),
+        after_secs: Vec::new(),
+        after_first: Vec::new(),
+        stop_reason: "max_pairs".into(),
+        wall_secs: 0.0,
+    };
+    let min_pairs = cfg.min_pairs.max(3);
+    let max_pairs = cfg.max_pairs.max(min_pairs);
+    while s.before_secs.len() < max_pairs {
+        let after_first = rng.next_u64() & 1 == 1;
+        let order = if after_first { [after, before] } else { [before, after] };
+        let mut times = [0.0; 2];
+        for (slot, v) in order.iter().enumerate() {
+            if cfg.cold {
+                case.flush_caches();
+            }
+            times[slot] = case.run_timed(*v)?;
+        }
+        let (tb, ta) = if after_first { (times[1], times[0]) } else { (times[0], times[1]) };
+        s.before_secs.push(tb);
+        s.after_secs.push(ta);
+        s.after_first.push(after_first);
+        let n = s.before_secs.len();
+        progress(n);
+        if n >= min_pairs {
+            if start.elapsed().as_secs_f64() >= cfg.time_cap_secs {
+                s.stop_reason = "time_cap".into();
+                break;
+            }
+            // A cheaper bootstrap for the stopping decision; the reported CIs use the full one.
+            let tight = |xs: &[f64]| {
+                stats::median_ci(xs, 300, cfg.seed).rel_half_width() <= cfg.target_rel_ci
+            };
+            if tight(&s.before_secs) && tight(&s.after_secs) {
+                s.stop_reason = "ci".into();
+                break;
+            }
+        }
+    }
+    s.wall_secs = start.elapsed().as_secs_f64();
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::borrow::Cow;
+
+    /// A fake case whose timings are scripted, to test the loop's bookkeeping.
+    struct Scripted {
+        runs: Vec<Variant>,
+        flushes: usize,
+    }
+
+    impl Case for Scripted {
+        fn run_timed(&mut self, v: Variant) -> Result<f64> {
+            self.runs.push(v);
+            Ok(match v {
+                Variant::Unfused => 2.0,
+                Variant::Fused => 1.0,
+            })
+        }
+        fn flush_caches(&mut self) {
+            self.flushes += 1;
+        }
+        fn output(&self, _: Variant) -> Result<Cow<'_, [f32]>> {
+            Ok(Cow::Owned(Vec::new()))
+        }
+        fn output_len(&self) -> usize {
+            0
+        }
+        fn reference(&self, _: usize) -> f64 {
+            0.0
+        }
+    }
+
+    #[test]
+    fn pairs_are_interleaved_in_random_order_and_stop_on_tight_ci() {
+        let mut c = Scripted { runs: vec![], flushes: 0 };
+        let cfg = MeasureConfig {
+            min_pairs: 8,
+            ..MeasureConfig::default()
+        };
+        let s = measure_pairs(&mut c, Variant::Unfused, Variant::Fused, &cfg, |_| {}).unwrap();
+        // Constant timings: the CI is zero-width, so it stops at min_pairs.
+        assert_eq!(s.stop_reason, "ci");
+        assert_eq!(s.before_secs.len(), 8);
+        assert!(s.before_secs.iter().all(|&t| t == 2.0));
+        assert!(s.after_secs.iter().all(|&t| t == 1.0));
+        assert_eq!(c.flushes, 16);
+        // Both orders occur, and the recorded order matches the run order.
+        assert!(s.after_first.iter().any(|&b| b) && s.after_first.iter().any(|&b| !b));
+        let timed = &c.runs[2 * cfg.warmup_runs..];
+        for (i, &af) in s.after_first.iter().enumerate() {
+            assert_eq!(timed[2 * i] == Variant::Fused, af);
+        }
+    }
+
+    #[test]
+    fn warm_mode_does_not_flush_and_max_pairs_caps() {
+        let mut c = Scripted { runs: vec![], flushes: 0 };
+        let cfg = MeasureConfig {
+            cold: false,
+            min_pairs: 3,
+            max_pairs: 3,
+            target_rel_ci: -1.0,
+            ..MeasureConfig::default()
+        };
+        let s = measure_pairs(&mut c, Variant::Unfused, Variant::Fused, &cfg, |_| {}).unwrap();
+        assert_eq!(c.flushes, 0);
+        assert_eq!(s.before_secs.len(), 3);
+        assert_eq!(s.stop_reason, "max_pairs");
+    }
+}

@@ -1,0 +1,451 @@
+//! The `run` pipeline: specs → ledger → ceilings → measurement → verdicts → baselines → report.
+//! Bad input stops the run before anything is measured; a backend error in one spec fails that
+//! spec and the run goes on with the others.
+
+use crate::backend::{self, Backend, BackendChoice};
+use crate::baseline::{self, BaselineFile};
+use crate::device::{probe_cpu, Ceilings, DeviceInfo, ProbeConfig};
+use crate::error::{Error, ExitCode, Result};
+use crate::ledger::Ledger;
+use crate::measure::{self, stats, MeasureConfig};
+use crate::report::{self, model::*};
+use crate::rng::Rng;
+use crate::spec::{self, Spec};
+use crate::verdict::{self, Check, Correctness, RegressionState, Status};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::{Path, PathBuf};
+
+/// Everything `run` needs besides the specs.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub paths: Vec<PathBuf>,
+    pub backend: BackendChoice,
+    pub accept: bool,
+    pub require_baseline: bool,
+    pub baselines_dir: PathBuf,
+    pub runs_dir: PathBuf,
+    pub template: Option<PathBuf>,
+    pub measure: MeasureConfig,
+    /// Overrides the probe's array size (bytes); default twice the last-level cache.
+    pub probe_bytes: Option<u64>,
+    /// Overrides the cold-cache flush size (bytes); default twice the last-level cache.
+    pub flush_bytes: Option<u64>,
+    pub command_line: Vec<String>,
+}
+
+/// Elements of each output compared with the f64 reference.
+const REFERENCE_SAMPLE: usize = 4096;
+
+pub fn run(opts: &RunOptions) -> Result<ExitCode> {
+    let started = std::time::Instant::now();
+    let specs = spec::load_all(&opts.paths)?;
+    let device = DeviceInfo::this_cpu();
+    let flush_bytes = if opts.measure.cold {
+        opts.flush_bytes.unwrap_or((2 * device.llc_bytes).max(64 << 20))
+    } else {
+        0
+    };
+
+    // Everything that can be refused is refused before any allocation or measurement.
+    let cpu_sizer = backend::cpu::CpuBackend::new(0);
+    let available = backend::available_memory_bytes();
+    let mut baselines: Vec<(PathBuf, Option<BaselineFile>)> = Vec::new();
+    for s in &specs {
+        let need = cpu_sizer.required_bytes(&s.workload) + flush_bytes;
+        backend::check_memory(&s.name, need, available).map_err(|e| Error::Spec {
+            path: s.file.clone(),
+            pos: spec::find_key(&s.source_text, &["workload"]),
+            message: e.to_string().trim_start_matches("backend error: ").to_string(),
+        })?;
+        let path = baseline::path_for(&opts.baselines_dir, &device.key, &s.name);
+        let loaded = match baseline::load(&path) {
+            Ok(b) => b,
+            Err(e) if opts.accept => {
+                eprintln!("warning: {e}\n  (--accept will replace it if the spec passes)");
+                None
+            }
+            Err(e) => return Err(e),
+        };
+        baselines.push((path, loaded));
+    }
+
+    let (backend, backend_note) = backend::select(opts.backend, flush_bytes)?;
+    eprintln!("opledger: backend {backend_note}");
+    eprintln!("opledger: probing ceilings of {} ({} threads)...", device.name, rayon::current_num_threads());
+    let probe_cfg = match opts.probe_bytes {
+        Some(b) => ProbeConfig {
+            array_bytes: b,
+            ..ProbeConfig::for_llc(device.llc_bytes)
+        },
+        None => ProbeConfig::for_llc(device.llc_bytes),
+    };
+    let ceilings = probe_cpu(&probe_cfg);
+    eprintln!(
+        "opledger: triad {:.2} GB/s, copy {:.2} GB/s, FMA peak {:.1} GFLOP/s, ridge {:.1} FLOP/B",
+        ceilings.triad_bytes_per_sec / 1e9,
+        ceilings.copy_bytes_per_sec / 1e9,
+        ceilings.fma_flops_per_sec / 1e9,
+        ceilings.ridge()
+    );
+
+    let (started_utc, stamp) = utc_now();
+    let (git_sha, git_dirty) = git_info();
+    let mut results = Vec::new();
+    for (i, (s, (bpath, base))) in specs.iter().zip(&baselines).enumerate() {
+        eprintln!("opledger: [{}/{}] {} — {}", i + 1, specs.len(), s.name, s.workload.describe());
+        let mut r = run_spec(s, backend.as_ref(), &ceilings, &opts.measure, &device, base.as_ref(), bpath, opts.require_baseline);
+        if opts.accept {
+            accept(&mut r, bpath, base.as_ref(), &device, &ceilings, &opts.measure, &started_utc, &git_sha)?;
+        }
+        results.push(r);
+    }
+
+    let mut run = RunResult {
+        schema_version: SCHEMA_VERSION,
+        opledger_version: env!("CARGO_PKG_VERSION").into(),
+        run_id: String::new(),
+        started_utc,
+        git_sha: git_sha.clone(),
+        git_dirty,
+        command_line: opts.command_line.clone(),
+        backend: backend.name().into(),
+        backend_note,
+        device,
+        ceilings,
+        measure: opts.measure,
+        flush_bytes,
+        checklist: report::checklist(&results),
+        verdict: verdict_of(&results),
+        specs: results,
+        wall_secs: 0.0,
+    };
+    let dir = create_run_dir(&opts.runs_dir, &format!("{stamp}-{git_sha}"))?;
+    run.run_id = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    run.wall_secs = started.elapsed().as_secs_f64();
+    write_run_dir(&dir, &run, &specs, opts.template.as_deref())?;
+    print_summary(&run, &dir);
+    Ok(if run.verdict.status == "PASS" { ExitCode::Pass } else { ExitCode::GateFailed })
+}
+
+/// Writes results.json, report.md and a copy of every spec file into the run directory.
+pub fn write_run_dir(dir: &Path, run: &RunResult, specs: &[Spec], template: Option<&Path>) -> Result<()> {
+    let spec_dir = dir.join("specs");
+    std::fs::create_dir_all(&spec_dir).map_err(|e| Error::io("creating", &spec_dir, e))?;
+    for s in specs {
+        let dst = spec_dir.join(format!("{}.yaml", s.name));
+        baseline::write_atomic(&dst, s.source_text.as_bytes())?;
+    }
+    let mut json = serde_json::to_vec_pretty(run).map_err(|e| Error::Usage(format!("cannot serialise results: {e}")))?;
+    json.push(b'\n');
+    baseline::write_atomic(&dir.join("results.json"), &json)?;
+    let md = report::render(run, template)?;
+    baseline::write_atomic(&dir.join("report.md"), md.as_bytes())
+}
+
+fn verdict_of(results: &[SpecResult]) -> RunVerdict {
+    let failed = results.iter().filter(|r| r.status == Status::Fail).count();
+    RunVerdict {
+        status: if failed == 0 { "PASS" } else { "FAIL" }.into(),
+        specs_passed: results.len() - failed,
+        specs_failed: failed,
+        checks_failed: results.iter().flat_map(|r| &r.checks).filter(|c| c.status == Status::Fail).count(),
+        warnings: results
+            .iter()
+            .map(|r| r.warnings.len() + r.checks.iter().filter(|c| c.status == Status::Warn).count())
+            .sum(),
+    }
+}
+
+fn variant_result(v: &crate::ledger::VariantLedger, c: &Ceilings) -> VariantResult {
+    VariantResult {
+        variant: v.variant.name().into(),
+        bytes: v.bytes_moved(),
+        flops: v.flops,
+        intensity: v.intensity(),
+        predicted: verdict::predict(v, c),
+        ledger: v.clone(),
+        summary: None,
+        achieved: None,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_spec(
+    s: &Spec,
+    backend: &dyn Backend,
+    ceilings: &Ceilings,
+    cfg: &MeasureConfig,
+    device: &DeviceInfo,
+    base: Option<&BaselineFile>,
+    base_path: &Path,
+    require_baseline: bool,
+) -> SpecResult {
+    let ledger = Ledger::new(&s.workload, s.variants.before, s.variants.after);
+    let before = variant_result(&ledger.before, ceilings);
+    let after = variant_result(&ledger.after, ceilings);
+    let mut r = SpecResult {
+        name: s.name.clone(),
+        title: s.title.clone(),
+        file: s.file.display().to_string(),
+        workload: s.workload.clone(),
+        workload_desc: s.workload.describe(),
+        checklist: s.checklist.clone(),
+        expect: s.expect.clone(),
+        gate: s.gate,
+        io_saving: ledger.io_saving(),
+        predicted_time_saving: 1.0 - after.predicted.secs / before.predicted.secs,
+        before,
+        after,
+        time_saving: None,
+        samples: None,
+        correctness: None,
+        baseline: BaselineOutcome {
+            status: "missing".into(),
+            path: base_path.display().to_string(),
+            ratio: None,
+            state: None,
+            threshold: s.gate.max_regression.0,
+            message: String::new(),
+        },
+        checks: Vec::new(),
+        warnings: Vec::new(),
+        error: None,
+        status: Status::Fail,
+    };
+    if let Err(e) = measure_spec(s, backend, ceilings, cfg, &mut r) {
+        r.error = Some(e.to_string());
+        r.checks.push(Check::new("run", Status::Fail, e.to_string()));
+        return r;
+    }
+    let regression = regression_check(&mut r, base, base_path, device, cfg, require_baseline);
+    r.checks.push(regression);
+    r.status = if r.checks.iter().any(|c| c.status == Status::Fail) {
+        Status::Fail
+    } else {
+        Status::Pass
+    };
+    r
+}
+
+fn measure_spec(s: &Spec, backend: &dyn Backend, ceilings: &Ceilings, cfg: &MeasureConfig, r: &mut SpecResult) -> Result<()> {
+    let (vb, va) = (s.variants.before, s.variants.after);
+    let mut case = backend.prepare(&s.workload, cfg.seed)?;
+    let bar = ProgressBar::new(cfg.max_pairs as u64).with_prefix(s.name.clone());
+    if let Ok(style) = ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} pairs {elapsed}") {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    let samples = measure::measure_pairs(case.as_mut(), vb, va, cfg, |n| bar.set_position(n as u64))?;
+    bar.finish_and_clear();
+
+    // Correctness on the outputs of the last timed runs.
+    let tol = &s.expect.tolerance;
+    let out_b = case.output(vb)?;
+    let out_a = case.output(va)?;
+    let n = case.output_len();
+    let mut rng = Rng::new(cfg.seed ^ 0xc0ffee);
+    let mut idx: Vec<usize> = (0..REFERENCE_SAMPLE.min(n)).map(|_| rng.below(n)).collect();
+    idx.extend([0, n - 1]);
+    let correctness = Correctness {
+        after_vs_before: verdict::compare(&out_a, |i| out_b[i] as f64, 0..n, tol),
+        before_vs_reference: verdict::compare(&out_b, |i| case.reference(i), idx.iter().copied(), tol),
+        after_vs_reference: verdict::compare(&out_a, |i| case.reference(i), idx.iter().copied(), tol),
+    };
+    drop((out_a, out_b));
+    drop(case);
+
+    let res = cfg.bootstrap_resamples;
+    let sb = stats::summarize(&samples.before_secs, res, cfg.seed);
+    let sa = stats::summarize(&samples.after_secs, res, cfg.seed);
+    let ab = verdict::achieved(&r.before.ledger, sb.median_secs, ceilings);
+    let aa = verdict::achieved(&r.after.ledger, sa.median_secs, ceilings);
+    let saving = stats::paired_saving_ci(&samples.before_secs, &samples.after_secs, res, cfg.seed);
+    r.checks.push(correctness.check(tol));
+    r.checks.push(verdict::bound_check(s.expect.bound, &r.after.predicted, &aa));
+    r.checks.push(verdict::io_saving_check(r.io_saving, s.expect.io_saving.as_ref()));
+    r.checks.push(verdict::time_saving_check(&saving, s.expect.time_saving.as_ref(), r.predicted_time_saving));
+    r.warnings.extend(verdict::measurement_warnings(&sb, &sa, &aa, &ab));
+    r.before.summary = Some(sb);
+    r.after.summary = Some(sa);
+    r.before.achieved = Some(ab);
+    r.after.achieved = Some(aa);
+    r.time_saving = Some(saving);
+    r.correctness = Some(correctness);
+    r.samples = Some(samples);
+    Ok(())
+}
+
+fn regression_check(
+    r: &mut SpecResult,
+    base: Option<&BaselineFile>,
+    base_path: &Path,
+    device: &DeviceInfo,
+    cfg: &MeasureConfig,
+    require_baseline: bool,
+) -> Check {
+    let Some(base) = base else {
+        let msg = format!("no baseline for device {} yet (record one with `run --accept`)", device.key);
+        r.baseline.message = msg.clone();
+        let status = if require_baseline { Status::Fail } else { Status::Skip };
+        return Check::new("regression", status, msg);
+    };
+    let (outcome, warnings) = baseline::compare(base, base_path, r, device, cfg.bootstrap_resamples, cfg.seed);
+    r.warnings.extend(warnings);
+    let status = match outcome.state {
+        Some(RegressionState::Fail) => Status::Fail,
+        Some(RegressionState::Inconclusive) => Status::Warn,
+        Some(RegressionState::Pass | RegressionState::Improved) => Status::Pass,
+        None if require_baseline => Status::Fail,
+        None => Status::Skip,
+    };
+    let check = Check::new("regression", status, outcome.message.clone());
+    r.baseline = outcome;
+    check
+}
+
+#[allow(clippy::too_many_arguments)]
+fn accept(
+    r: &mut SpecResult,
+    path: &Path,
+    old: Option<&BaselineFile>,
+    device: &DeviceInfo,
+    ceilings: &Ceilings,
+    cfg: &MeasureConfig,
+    utc: &str,
+    git_sha: &str,
+) -> Result<()> {
+    if r.status != Status::Pass {
+        eprintln!("opledger: {}: not accepted as a baseline: the spec did not pass", r.name);
+        return Ok(());
+    }
+    let Some(new) = baseline::from_result(r, device, ceilings, cfg, utc, git_sha, old) else {
+        return Ok(());
+    };
+    baseline::store(path, &new)?;
+    eprintln!("opledger: accepted {}", path.display());
+    eprint!("{}", baseline::summary_diff(path, old, &new));
+    r.baseline.status = "accepted".into();
+    r.baseline.message = format!("{} (written by this run)", r.baseline.message);
+    Ok(())
+}
+
+fn print_summary(run: &RunResult, dir: &Path) {
+    println!();
+    for s in &run.specs {
+        let status = if s.status == Status::Fail { "FAIL" } else { "PASS" };
+        match (&s.before.summary, &s.after.summary, &s.time_saving, &s.after.achieved) {
+            (Some(b), Some(a), Some(t), Some(aa)) => println!(
+                "{status} {:<24} {} {:.3} ms -> {} {:.3} ms  saving {:.1}% [{:.1}, {:.1}]  IO saving {:.1}%  {} {:.2} GB/s = {:.0}% of triad",
+                s.name,
+                s.before.variant,
+                b.median_secs * 1e3,
+                s.after.variant,
+                a.median_secs * 1e3,
+                t.point * 100.0,
+                t.lo * 100.0,
+                t.hi * 100.0,
+                s.io_saving * 100.0,
+                s.after.variant,
+                aa.bytes_per_sec / 1e9,
+                aa.frac_bandwidth * 100.0
+            ),
+            _ => println!("{status} {}", s.name),
+        }
+        for c in s.checks.iter().filter(|c| matches!(c.status, Status::Fail | Status::Warn)) {
+            println!("     {} {}: {}", c.status.mark(), c.name, c.detail);
+        }
+        for w in &s.warnings {
+            println!("     ⚠️ {w}");
+        }
+    }
+    println!(
+        "\n{}: {} of {} specs pass ({} checks failed, {} warnings) on {} [{}]",
+        run.verdict.status,
+        run.verdict.specs_passed,
+        run.specs.len(),
+        run.verdict.checks_failed,
+        run.verdict.warnings,
+        run.device.key,
+        run.backend
+    );
+    println!("report: {}", dir.join("report.md").display());
+}
+
+/// Creates `root/name`, or `root/name-2`, ... if a run of the same second exists.
+fn create_run_dir(root: &Path, name: &str) -> Result<PathBuf> {
+    std::fs::create_dir_all(root).map_err(|e| Error::io("creating", root, e))?;
+    for k in 1..1000 {
+        let dir = if k == 1 { root.join(name) } else { root.join(format!("{name}-{k}")) };
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(Error::io("creating", &dir, e)),
+        }
+    }
+    Err(Error::Usage(format!("{}: too many runs named {name}", root.display())))
+}
+
+/// The short git sha of the working directory and whether it has uncommitted changes;
+/// ("nogit", false) outside a repository or without git.
+pub fn git_info() -> (String, bool) {
+    let out = std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .stderr(std::process::Stdio::null())
+        .output();
+    match out {
+        Ok(o) if o.status.success() => {
+            let sha = String::from_utf8_lossy(&o.stdout).trim().to_string();
+            let dirty = std::process::Command::new("git")
+                .args(["status", "--porcelain", "--untracked-files=no"])
+                .stderr(std::process::Stdio::null())
+                .output()
+                .map(|o| !o.stdout.is_empty())
+                .unwrap_or(false);
+            if sha.chars().all(|c| c.is_ascii_hexdigit()) && !sha.is_empty() {
+                (sha, dirty)
+            } else {
+                ("nogit".into(), false)
+            }
+        }
+        _ => ("nogit".into(), false),
+    }
+}
+
+/// Now in UTC: ("2026-11-29T09:15:00Z", "20261129T091500Z").
+pub fn utc_now() -> (String, String) {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    utc_from_unix(secs)
+}
+
+fn utc_from_unix(secs: u64) -> (String, String) {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
+    // Civil-from-days (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(mo <= 2);
+    (
+        format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}Z"),
+        format!("{y:04}{mo:02}{d:02}T{h:02}{m:02}{s:02}Z"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_formatting() {
+        assert_eq!(utc_from_unix(0).0, "1970-01-01T00:00:00Z");
+        assert_eq!(utc_from_unix(1_796_000_000).0, "2026-11-30T00:53:20Z");
+        assert_eq!(utc_from_unix(951_782_400).1, "20000229T000000Z");
+    }
+}

@@ -1,0 +1,231 @@
+//! The report: the delivery checklist derived from the results, and the Markdown rendering of a
+//! run with minijinja (`templates/report.md.j2` is compiled in; `--template FILE` overrides it).
+
+pub mod model;
+
+use crate::error::{Error, Result};
+use crate::spec::ChecklistItem;
+use crate::verdict::Status;
+use model::{ChecklistRow, RunResult, SpecResult};
+use minijinja::{Environment, Value};
+use std::path::Path;
+
+/// The built-in template.
+pub const DEFAULT_TEMPLATE: &str = include_str!("../../templates/report.md.j2");
+
+/// The checks that evidence each optimization item of the checklist.
+const OPTIMIZATION_CHECKS: [&str; 3] = ["correctness", "io_saving", "time_saving"];
+
+/// Derives the seed's five-item delivery checklist from the spec results.
+pub fn checklist(specs: &[SpecResult]) -> Vec<ChecklistRow> {
+    ChecklistItem::ALL
+        .iter()
+        .map(|&item| {
+            let (status, evidence, names) = match item {
+                ChecklistItem::Roofline => roofline_row(specs),
+                ChecklistItem::Baseline => baseline_row(specs),
+                _ => optimization_row(specs, item),
+            };
+            ChecklistRow {
+                key: item.key().into(),
+                title: item.title().into(),
+                status,
+                mark: status.mark().into(),
+                evidence,
+                specs: names,
+            }
+        })
+        .collect()
+}
+
+fn link(s: &SpecResult) -> String {
+    format!("[{}](#spec-{})", s.name, s.name)
+}
+
+fn roofline_row(specs: &[SpecResult]) -> (Status, String, Vec<String>) {
+    let with: Vec<&SpecResult> = specs.iter().filter(|s| s.check("bound").is_some()).collect();
+    if with.is_empty() {
+        return (Status::Skip, "no spec was measured".into(), vec![]);
+    }
+    let failed: Vec<&&SpecResult> = with.iter().filter(|s| s.check("bound").is_some_and(|c| c.status == Status::Fail)).collect();
+    let names = with.iter().map(|s| s.name.clone()).collect();
+    if failed.is_empty() {
+        let parts: Vec<String> = with
+            .iter()
+            .map(|s| format!("{} {} (AI {:.2} vs ridge {:.1})", link(s), s.after.predicted.bound.name(), s.after.intensity, s.after.predicted.ridge))
+            .collect();
+        (Status::Pass, format!("predicted = measured = expected bound: {}", parts.join("; ")), names)
+    } else {
+        let parts: Vec<String> = failed.iter().map(|s| link(s)).collect();
+        (Status::Fail, format!("bound not confirmed in {}", parts.join(", ")), names)
+    }
+}
+
+fn optimization_row(specs: &[SpecResult], item: ChecklistItem) -> (Status, String, Vec<String>) {
+    let with: Vec<&SpecResult> = specs.iter().filter(|s| s.checklist.contains(&item)).collect();
+    if with.is_empty() {
+        return (Status::Skip, "not evidenced: no spec declares this item".into(), vec![]);
+    }
+    let mut status = Status::Pass;
+    let mut parts = Vec::new();
+    for s in &with {
+        let worst = if s.error.is_some() {
+            Status::Fail
+        } else {
+            OPTIMIZATION_CHECKS
+                .iter()
+                .filter_map(|n| s.check(n))
+                .map(|c| c.status)
+                .filter(|st| *st != Status::Skip)
+                .max()
+                .unwrap_or(Status::Skip)
+        };
+        if worst == Status::Fail {
+            status = Status::Fail;
+        }
+        let saving = s.time_saving.map_or("not measured".into(), |t| {
+            format!("time −{:.1}% (CI {:.1}..{:.1}%)", t.point * 100.0, t.lo * 100.0, t.hi * 100.0)
+        });
+        parts.push(format!("{} {}: IO −{:.1}%, {saving}", link(s), worst.mark(), s.io_saving * 100.0));
+    }
+    (status, parts.join("; "), with.iter().map(|s| s.name.clone()).collect())
+}
+
+fn baseline_row(specs: &[SpecResult]) -> (Status, String, Vec<String>) {
+    if specs.is_empty() {
+        return (Status::Skip, "no spec".into(), vec![]);
+    }
+    let mut fail = Vec::new();
+    let mut ok = Vec::new();
+    let mut missing = Vec::new();
+    for s in specs {
+        match (s.baseline.status.as_str(), s.baseline.state) {
+            ("compared", Some(crate::verdict::RegressionState::Fail)) => fail.push(link(s)),
+            ("compared", _) | ("accepted", _) => ok.push(link(s)),
+            _ => missing.push(link(s)),
+        }
+    }
+    let names = specs.iter().map(|s| s.name.clone()).collect();
+    if !fail.is_empty() {
+        (Status::Fail, format!("regression against the baseline: {}", fail.join(", ")), names)
+    } else if missing.is_empty() {
+        (Status::Pass, format!("before/after archived and compared: {}", ok.join(", ")), names)
+    } else {
+        (
+            Status::Skip,
+            format!(
+                "{} of {} specs have a comparable baseline; none yet for {} (record with `run --accept`)",
+                ok.len(),
+                specs.len(),
+                missing.join(", ")
+            ),
+            names,
+        )
+    }
+}
+
+fn num(v: f64, digits: Option<usize>) -> String {
+    format!("{:.*}", digits.unwrap_or(2), v)
+}
+
+/// Seconds with a readable unit.
+fn duration(secs: f64) -> String {
+    let a = secs.abs();
+    if a >= 1.0 {
+        format!("{secs:.3} s")
+    } else if a >= 1e-3 {
+        format!("{:.3} ms", secs * 1e3)
+    } else if a >= 1e-6 {
+        format!("{:.2} µs", secs * 1e6)
+    } else {
+        format!("{:.1} ns", secs * 1e9)
+    }
+}
+
+fn bytes(n: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n:.0} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+fn rate(v: f64, unit: &str) -> String {
+    let (scale, prefix) = if v >= 1e12 {
+        (1e12, "T")
+    } else if v >= 1e9 {
+        (1e9, "G")
+    } else if v >= 1e6 {
+        (1e6, "M")
+    } else {
+        (1.0, "")
+    };
+    format!("{:.2} {prefix}{unit}", v / scale)
+}
+
+fn status_mark(v: Value) -> String {
+    let s: Option<Status> = serde_json::to_value(&v).ok().and_then(|j| serde_json::from_value(j).ok());
+    s.map_or("?".into(), |s| s.mark().into())
+}
+
+/// The minijinja environment with opledger's filters:
+/// `num(d)`, `dur` (seconds), `bytes`, `gbps` (bytes/s), `flops` (FLOP/s), `pct`, `sci`, `mark`.
+pub fn environment() -> Environment<'static> {
+    let mut env = Environment::new();
+    env.set_trim_blocks(true);
+    env.set_lstrip_blocks(true);
+    env.add_filter("num", num);
+    env.add_filter("dur", duration);
+    env.add_filter("bytes", bytes);
+    env.add_filter("gbps", |v: f64| rate(v, "B/s"));
+    env.add_filter("flops", |v: f64| rate(v, "FLOP/s"));
+    env.add_filter("pct", |v: f64| format!("{:.1}%", v * 100.0));
+    env.add_filter("sci", |v: f64| format!("{v:.3e}"));
+    env.add_filter("mark", status_mark);
+    env
+}
+
+/// Renders a run with the built-in template or the one at `template`.
+pub fn render(run: &RunResult, template: Option<&Path>) -> Result<String> {
+    let (name, source) = match template {
+        Some(p) => (
+            p.display().to_string(),
+            std::fs::read_to_string(p).map_err(|e| Error::io("reading template", p, e))?,
+        ),
+        None => ("report.md.j2 (built in)".to_string(), DEFAULT_TEMPLATE.to_string()),
+    };
+    let terr = |e: minijinja::Error| Error::Template {
+        name: name.clone(),
+        message: match e.line() {
+            Some(l) => format!("line {l}: {e}"),
+            None => e.to_string(),
+        },
+    };
+    let mut env = environment();
+    env.add_template_owned("report", source).map_err(terr)?;
+    let tmpl = env.get_template("report").map_err(terr)?;
+    tmpl.render(Value::from_serialize(run)).map_err(terr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn number_filters() {
+        assert_eq!(duration(2.5), "2.500 s");
+        assert_eq!(duration(0.0123), "12.300 ms");
+        assert_eq!(duration(12.5e-6), "12.50 µs");
+        assert_eq!(bytes(268_451_840.0), "256.0 MiB");
+        assert_eq!(bytes(100.0), "100 B");
+        assert_eq!(rate(12.34e9, "B/s"), "12.34 GB/s");
+        assert_eq!(num(1.23456, Some(3)), "1.235");
+    }
+}

@@ -1,0 +1,115 @@
+//! The result of a run: what `results.json` holds, what baselines are made from and what the
+//! report renders. Plain data; `schema_version` changes when a field changes meaning.
+
+use crate::device::{Ceilings, DeviceInfo};
+use crate::ledger::{Roofline, VariantLedger};
+use crate::measure::stats::{Estimate, Summary};
+use crate::measure::{MeasureConfig, PairSamples};
+use crate::spec::{ChecklistItem, Expect, Gate, Workload};
+use crate::verdict::{Achieved, Check, Correctness, RegressionState, Status};
+use serde::{Deserialize, Serialize};
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    pub schema_version: u32,
+    pub opledger_version: String,
+    pub run_id: String,
+    pub started_utc: String,
+    pub git_sha: String,
+    pub git_dirty: bool,
+    pub command_line: Vec<String>,
+    /// The backend that ran (`cpu`, `cuda`).
+    pub backend: String,
+    /// How it was chosen, e.g. "cpu (auto: no CUDA driver found ...)".
+    pub backend_note: String,
+    pub device: DeviceInfo,
+    pub ceilings: Ceilings,
+    pub measure: MeasureConfig,
+    /// Bytes streamed before each cold sample (0 in warm mode).
+    pub flush_bytes: u64,
+    pub specs: Vec<SpecResult>,
+    pub checklist: Vec<ChecklistRow>,
+    pub verdict: RunVerdict,
+    pub wall_secs: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunVerdict {
+    /// PASS or FAIL.
+    pub status: String,
+    pub specs_passed: usize,
+    pub specs_failed: usize,
+    pub checks_failed: usize,
+    pub warnings: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VariantResult {
+    pub variant: String,
+    pub ledger: VariantLedger,
+    pub bytes: u64,
+    pub flops: u64,
+    pub intensity: f64,
+    /// Roofline prediction on the measured ceilings.
+    pub predicted: Roofline,
+    pub summary: Option<Summary>,
+    pub achieved: Option<Achieved>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BaselineOutcome {
+    /// missing, compared, not_comparable, accepted, refused
+    pub status: String,
+    pub path: String,
+    /// new/baseline ratio of the `after` medians.
+    pub ratio: Option<Estimate>,
+    pub state: Option<RegressionState>,
+    pub threshold: f64,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpecResult {
+    pub name: String,
+    pub title: String,
+    pub file: String,
+    pub workload: Workload,
+    pub workload_desc: String,
+    pub checklist: Vec<ChecklistItem>,
+    pub expect: Expect,
+    pub gate: Gate,
+    pub before: VariantResult,
+    pub after: VariantResult,
+    /// 1 − bytes(after)/bytes(before).
+    pub io_saving: f64,
+    /// 1 − T_pred(after)/T_pred(before) on the measured ceilings: the most a saving can be.
+    pub predicted_time_saving: f64,
+    /// Measured 1 − t(after)/t(before), paired bootstrap.
+    pub time_saving: Option<Estimate>,
+    pub samples: Option<PairSamples>,
+    pub correctness: Option<Correctness>,
+    pub baseline: BaselineOutcome,
+    pub checks: Vec<Check>,
+    pub warnings: Vec<String>,
+    /// A backend error that stopped this spec (the run went on with the others).
+    pub error: Option<String>,
+    pub status: Status,
+}
+
+impl SpecResult {
+    pub fn check(&self, name: &str) -> Option<&Check> {
+        self.checks.iter().find(|c| c.name == name)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChecklistRow {
+    pub key: String,
+    pub title: String,
+    pub status: Status,
+    pub mark: String,
+    pub evidence: String,
+    pub specs: Vec<String>,
+}

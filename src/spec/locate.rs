@@ -1,0 +1,79 @@
+//! Finding where a key stands in a spec's text, for errors that serde cannot locate (checks that
+//! span several fields). Best effort: it follows the key path in order of appearance, in block
+//! or flow style, skipping comments; when a key is not found it returns the last one found.
+
+use crate::error::Position;
+
+/// Position of the last key of `path` (e.g. `["workload", "rows"]`), searching each key after
+/// the previous one.
+pub fn find_key(text: &str, path: &[&str]) -> Option<Position> {
+    let mut from = 0usize;
+    let mut found = None;
+    for key in path {
+        match find_from(text, key, from) {
+            Some(offset) => {
+                from = offset + key.len();
+                found = Some(position_of(text, offset));
+            }
+            None => break,
+        }
+    }
+    found
+}
+
+fn find_from(text: &str, key: &str, from: usize) -> Option<usize> {
+    let mut line_start = 0usize;
+    for line in text.split_inclusive('\n') {
+        let line_end = line_start + line.len();
+        if line_end > from {
+            // Strip a comment (a `#` at the start or after white space).
+            let code_len = line
+                .char_indices()
+                .find(|&(i, c)| c == '#' && (i == 0 || line[..i].ends_with([' ', '\t'])))
+                .map_or(line.len(), |(i, _)| i);
+            let code = &line[..code_len];
+            let mut search = 0usize;
+            while let Some(i) = code[search..].find(key) {
+                let at = search + i;
+                let abs = line_start + at;
+                let before_ok = at == 0
+                    || code[..at].ends_with([' ', '\t', '{', ',', '-'])
+                    || code[..at].trim().is_empty();
+                let after = code[at + key.len()..].trim_start();
+                if abs >= from && before_ok && after.starts_with(':') {
+                    return Some(abs);
+                }
+                search = at + key.len();
+            }
+        }
+        line_start = line_end;
+    }
+    None
+}
+
+fn position_of(text: &str, offset: usize) -> Position {
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+    Position { line, column }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_nested_block_and_flow_keys() {
+        let t = "name: a\n# rows: not this\nworkload:\n  kind: x\n  rows: 3\nvariants: {before: a, after: b}\n";
+        assert_eq!(find_key(t, &["workload", "rows"]), Some(Position { line: 5, column: 3 }));
+        assert_eq!(find_key(t, &["variants", "after"]), Some(Position { line: 6, column: 23 }));
+        assert_eq!(find_key(t, &["name"]), Some(Position { line: 1, column: 1 }));
+    }
+
+    #[test]
+    fn missing_key_gives_parent() {
+        let t = "workload:\n  kind: x\n";
+        assert_eq!(find_key(t, &["workload", "rows"]), Some(Position { line: 1, column: 1 }));
+        assert_eq!(find_key(t, &["nothing"]), None);
+    }
+}

@@ -1,0 +1,530 @@
+//! The spec's types: the raw shapes serde reads, and the validated `Spec` the pipeline uses.
+
+use super::{find_key, MAX_TENSOR_ELEMENTS};
+use crate::error::Position;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+type Invalid = (Option<Position>, String);
+
+/// A spec name: `[a-z0-9-]+`, 1–64 characters, not starting with `-`. Names become file names
+/// under `baselines/`, so nothing that could escape that directory is accepted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String")]
+pub struct SpecName(pub String);
+
+impl TryFrom<String> for SpecName {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        let ok_chars = s
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        if s.is_empty() || s.len() > 64 || !ok_chars || s.starts_with('-') {
+            return Err(format!(
+                "invalid spec name {s:?}: expected 1-64 characters from [a-z0-9-], not starting with '-' (the name is used as a file name)"
+            ));
+        }
+        Ok(SpecName(s))
+    }
+}
+
+/// A tensor dimension: a whole number ≥ 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "i64")]
+pub struct Dim(pub u64);
+
+impl TryFrom<i64> for Dim {
+    type Error = String;
+    fn try_from(v: i64) -> Result<Self, String> {
+        if v < 1 {
+            return Err(format!("invalid size {v}: expected a whole number >= 1"));
+        }
+        if v as u64 > MAX_TENSOR_ELEMENTS {
+            return Err(format!(
+                "invalid size {v}: larger than the limit of {MAX_TENSOR_ELEMENTS} elements"
+            ));
+        }
+        Ok(Dim(v as u64))
+    }
+}
+
+/// A finite, non-negative number (tolerances).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "f64")]
+pub struct NonNeg(pub f64);
+
+impl TryFrom<f64> for NonNeg {
+    type Error = String;
+    fn try_from(v: f64) -> Result<Self, String> {
+        if !v.is_finite() || v < 0.0 {
+            return Err(format!("invalid value {v}: expected a finite number >= 0"));
+        }
+        Ok(NonNeg(v))
+    }
+}
+
+/// A finite number (savings bounds, scale factors).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "f64")]
+pub struct Finite(pub f64);
+
+impl TryFrom<f64> for Finite {
+    type Error = String;
+    fn try_from(v: f64) -> Result<Self, String> {
+        if !v.is_finite() {
+            return Err(format!("invalid value {v}: expected a finite number"));
+        }
+        Ok(Finite(v))
+    }
+}
+
+/// The five items of the seed's delivery checklist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChecklistItem {
+    /// AI and ridge computed, bottleneck type confirmed.
+    Roofline,
+    /// Bandwidth-bound work fused.
+    Fusion,
+    /// Long-sequence attention takes a FlashAttention-class IO path.
+    FlashAttention,
+    /// Decode-like small-kernel chains use graph replay.
+    GraphReplay,
+    /// Measured before/after and archived as a baseline.
+    Baseline,
+}
+
+impl ChecklistItem {
+    pub const ALL: [ChecklistItem; 5] = [
+        ChecklistItem::Roofline,
+        ChecklistItem::Fusion,
+        ChecklistItem::FlashAttention,
+        ChecklistItem::GraphReplay,
+        ChecklistItem::Baseline,
+    ];
+    pub fn key(self) -> &'static str {
+        match self {
+            ChecklistItem::Roofline => "roofline",
+            ChecklistItem::Fusion => "fusion",
+            ChecklistItem::FlashAttention => "flash_attention",
+            ChecklistItem::GraphReplay => "graph_replay",
+            ChecklistItem::Baseline => "baseline",
+        }
+    }
+    pub fn title(self) -> &'static str {
+        match self {
+            ChecklistItem::Roofline => {
+                "AI and ridge point computed; bottleneck type confirmed (predicted and measured bound agree)"
+            }
+            ChecklistItem::Fusion => "Bandwidth-bound intermediates fused (IO and time saving within the claim)",
+            ChecklistItem::FlashAttention => "Long-sequence attention takes a FlashAttention-class IO path",
+            ChecklistItem::GraphReplay => "Decode-like small-kernel chains use graph replay",
+            ChecklistItem::Baseline => "Measured before/after and archived as an acceptance baseline",
+        }
+    }
+}
+
+/// Workload kinds. The spine implements `elementwise`; each kind fixes its variants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkloadKind {
+    Elementwise,
+}
+
+/// One elementwise op of a chain. Binary ops (`add`, `mul`) read a tensor of the same shape of
+/// their own (a residual, a gate); `bias_add` reads a bias vector of `cols` elements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ElemOp {
+    BiasAdd,
+    Add,
+    Mul,
+    Scale,
+    Relu,
+    Gelu,
+    Silu,
+}
+
+impl ElemOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            ElemOp::BiasAdd => "bias_add",
+            ElemOp::Add => "add",
+            ElemOp::Mul => "mul",
+            ElemOp::Scale => "scale",
+            ElemOp::Relu => "relu",
+            ElemOp::Gelu => "gelu",
+            ElemOp::Silu => "silu",
+        }
+    }
+    /// True for ops that read a second full-size tensor.
+    pub fn reads_tensor(self) -> bool {
+        matches!(self, ElemOp::Add | ElemOp::Mul)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DType {
+    F32,
+}
+
+impl DType {
+    pub fn bytes(self) -> u64 {
+        match self {
+            DType::F32 => 4,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+        }
+    }
+}
+
+/// The implementation variants a backend can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Variant {
+    /// One kernel per op; every intermediate goes through memory.
+    Unfused,
+    /// One kernel for the chain; intermediates stay on chip (registers, L1).
+    Fused,
+}
+
+impl Variant {
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Unfused => "unfused",
+            Variant::Fused => "fused",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bound {
+    Bandwidth,
+    Compute,
+}
+
+impl Bound {
+    pub fn name(self) -> &'static str {
+        match self {
+            Bound::Bandwidth => "bandwidth",
+            Bound::Compute => "compute",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Variants {
+    pub before: Variant,
+    pub after: Variant,
+}
+
+/// A claimed interval of a saving (fractions: 0.4 is 40%). Either end may be open.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SavingRange {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<Finite>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<Finite>,
+}
+
+impl SavingRange {
+    pub fn min(&self) -> Option<f64> {
+        self.min.map(|v| v.0)
+    }
+    pub fn max(&self) -> Option<f64> {
+        self.max.map(|v| v.0)
+    }
+    pub fn contains(&self, v: f64) -> bool {
+        self.min().is_none_or(|m| v >= m) && self.max().is_none_or(|m| v <= m)
+    }
+    pub fn describe(&self) -> String {
+        match (self.min(), self.max()) {
+            (Some(a), Some(b)) => format!("[{:.0}%, {:.0}%]", a * 100.0, b * 100.0),
+            (Some(a), None) => format!(">= {:.0}%", a * 100.0),
+            (None, Some(b)) => format!("<= {:.0}%", b * 100.0),
+            (None, None) => "any".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tolerance {
+    pub rtol: NonNeg,
+    pub atol: NonNeg,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    /// The bound of the `after` variant on the device under test.
+    pub bound: Bound,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_saving: Option<SavingRange>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_saving: Option<SavingRange>,
+    pub tolerance: Tolerance,
+}
+
+fn default_max_regression() -> Finite {
+    Finite(0.10)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gate {
+    /// Largest tolerated slowdown of the `after` variant against its baseline (0.10 = 10%).
+    #[serde(default = "default_max_regression")]
+    pub max_regression: Finite,
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Gate {
+            max_regression: default_max_regression(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWorkload {
+    pub kind: WorkloadKind,
+    #[serde(default)]
+    pub ops: Option<Vec<ElemOp>>,
+    #[serde(default)]
+    pub rows: Option<Dim>,
+    #[serde(default)]
+    pub cols: Option<Dim>,
+    #[serde(default)]
+    pub dtype: Option<DType>,
+    /// The factor of `scale` ops (default 0.5).
+    #[serde(default)]
+    pub scale: Option<Finite>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSpec {
+    pub name: SpecName,
+    pub title: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub checklist: Vec<ChecklistItem>,
+    pub workload: RawWorkload,
+    pub variants: Variants,
+    pub expect: Expect,
+    #[serde(default)]
+    pub gate: Gate,
+}
+
+/// A validated elementwise chain: `y = op_n(...op_1(x))`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Elementwise {
+    pub ops: Vec<ElemOp>,
+    pub rows: u64,
+    pub cols: u64,
+    pub dtype: DType,
+    pub scale: f64,
+}
+
+impl Elementwise {
+    pub fn elements(&self) -> u64 {
+        self.rows * self.cols
+    }
+}
+
+/// A validated workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Workload {
+    Elementwise(Elementwise),
+}
+
+impl Workload {
+    pub fn kind(&self) -> WorkloadKind {
+        match self {
+            Workload::Elementwise(_) => WorkloadKind::Elementwise,
+        }
+    }
+    /// The variants this workload kind can run.
+    pub fn variants(&self) -> &'static [Variant] {
+        match self {
+            Workload::Elementwise(_) => &[Variant::Unfused, Variant::Fused],
+        }
+    }
+    /// A one-line description for tables and logs.
+    pub fn describe(&self) -> String {
+        match self {
+            Workload::Elementwise(e) => format!(
+                "elementwise [{}] {}x{} {}",
+                e.ops.iter().map(|o| o.name()).collect::<Vec<_>>().join(" -> "),
+                e.rows,
+                e.cols,
+                e.dtype.name()
+            ),
+        }
+    }
+}
+
+/// A validated spec, ready for the ledger and the backends.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub name: String,
+    pub title: String,
+    pub description: Option<String>,
+    pub file: PathBuf,
+    /// The file's text, kept for locating keys in later messages and for the evidence archive.
+    pub source_text: String,
+    pub checklist: Vec<ChecklistItem>,
+    pub workload: Workload,
+    pub variants: Variants,
+    pub expect: Expect,
+    pub gate: Gate,
+}
+
+impl RawSpec {
+    /// Checks that span several fields; the error carries the position of the key at fault.
+    pub fn validate(self, text: &str) -> Result<Spec, Invalid> {
+        let at = |path: &[&str]| find_key(text, path);
+        if self.title.trim().is_empty() {
+            return Err((at(&["title"]), "title must not be empty".into()));
+        }
+        let w = &self.workload;
+        let workload = match w.kind {
+            WorkloadKind::Elementwise => {
+                let ops = match &w.ops {
+                    Some(ops) if !ops.is_empty() => ops.clone(),
+                    Some(_) => {
+                        return Err((
+                            at(&["workload", "ops"]),
+                            "workload.ops is empty: expected a chain of at least one op (bias_add, add, mul, scale, relu, gelu, silu)".into(),
+                        ))
+                    }
+                    None => {
+                        return Err((
+                            at(&["workload"]),
+                            "workload of kind elementwise needs `ops`, `rows` and `cols`; `ops` is missing".into(),
+                        ))
+                    }
+                };
+                if ops.len() > 256 {
+                    return Err((
+                        at(&["workload", "ops"]),
+                        format!("workload.ops has {} ops: at most 256 are supported", ops.len()),
+                    ));
+                }
+                let rows = w.rows.ok_or_else(|| {
+                    (
+                        at(&["workload"]),
+                        "workload of kind elementwise needs `rows` (a whole number >= 1)".to_string(),
+                    )
+                })?;
+                let cols = w.cols.ok_or_else(|| {
+                    (
+                        at(&["workload"]),
+                        "workload of kind elementwise needs `cols` (a whole number >= 1)".to_string(),
+                    )
+                })?;
+                match rows.0.checked_mul(cols.0) {
+                    Some(n) if n <= MAX_TENSOR_ELEMENTS => {}
+                    _ => {
+                        return Err((
+                            at(&["workload", "cols"]),
+                            format!(
+                                "rows x cols = {} x {} exceeds the limit of {MAX_TENSOR_ELEMENTS} elements per tensor",
+                                rows.0, cols.0
+                            ),
+                        ))
+                    }
+                }
+                Workload::Elementwise(Elementwise {
+                    ops,
+                    rows: rows.0,
+                    cols: cols.0,
+                    dtype: w.dtype.unwrap_or(DType::F32),
+                    scale: w.scale.map_or(0.5, |s| s.0),
+                })
+            }
+        };
+        let allowed = workload.variants();
+        for (key, v) in [("before", self.variants.before), ("after", self.variants.after)] {
+            if !allowed.contains(&v) {
+                return Err((
+                    at(&["variants", key]),
+                    format!(
+                        "variant `{}` does not apply to workload kind {:?}; expected one of: {}",
+                        v.name(),
+                        workload.kind(),
+                        allowed.iter().map(|v| v.name()).collect::<Vec<_>>().join(", ")
+                    ),
+                ));
+            }
+        }
+        if self.variants.before == self.variants.after {
+            return Err((
+                at(&["variants"]),
+                "variants.before and variants.after are the same: a spec compares two different variants".into(),
+            ));
+        }
+        for (key, range) in [
+            ("io_saving", &self.expect.io_saving),
+            ("time_saving", &self.expect.time_saving),
+        ] {
+            if let Some(r) = range {
+                if r.min.is_none() && r.max.is_none() {
+                    return Err((
+                        at(&["expect", key]),
+                        format!("expect.{key} needs `min`, `max` or both"),
+                    ));
+                }
+                for v in [r.min(), r.max()].into_iter().flatten() {
+                    if !(-100.0..1.0).contains(&v) {
+                        return Err((
+                            at(&["expect", key]),
+                            format!("expect.{key}: {v} is not a saving; expected a fraction below 1 (0.4 means 40%)"),
+                        ));
+                    }
+                }
+                if let (Some(a), Some(b)) = (r.min(), r.max()) {
+                    if a > b {
+                        return Err((
+                            at(&["expect", key]),
+                            format!("expect.{key}: min {a} is greater than max {b}"),
+                        ));
+                    }
+                }
+            }
+        }
+        let mr = self.gate.max_regression.0;
+        if !(mr > 0.0 && mr <= 10.0) {
+            return Err((
+                at(&["gate", "max_regression"]),
+                format!("gate.max_regression {mr}: expected a fraction in (0, 10] (0.10 means 10%)"),
+            ));
+        }
+        let mut checklist = self.checklist.clone();
+        checklist.sort();
+        checklist.dedup();
+        Ok(Spec {
+            name: self.name.0,
+            title: self.title,
+            description: self.description,
+            file: PathBuf::new(),
+            source_text: text.to_string(),
+            checklist,
+            workload,
+            variants: self.variants,
+            expect: self.expect,
+            gate: self.gate,
+        })
+    }
+}

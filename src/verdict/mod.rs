@@ -1,0 +1,402 @@
+//! Verdicts: correctness between variants and against the f64 reference, the bound (predicted
+//! and measured), the IO and time savings against the claim, and regression against a baseline.
+//! Pure functions over numbers; every check carries the numbers that decided it.
+
+use crate::device::Ceilings;
+use crate::ledger::{roofline, Roofline, VariantLedger};
+use crate::measure::stats::{Estimate, Summary};
+use crate::spec::{Bound, SavingRange, Tolerance};
+use serde::{Deserialize, Serialize};
+
+/// Outcome of one check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Pass,
+    /// Not evaluated (nothing claimed, no baseline).
+    Skip,
+    /// Passed, but something deserves a look (suspicious saving, wide CI).
+    Warn,
+    Fail,
+}
+
+impl Status {
+    pub fn mark(self) -> &'static str {
+        match self {
+            Status::Pass => "✅",
+            Status::Skip => "—",
+            Status::Warn => "⚠️",
+            Status::Fail => "❌",
+        }
+    }
+}
+
+/// One check of a spec, with the sentence that explains it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    pub name: String,
+    pub status: Status,
+    pub detail: String,
+}
+
+impl Check {
+    pub fn new(name: &str, status: Status, detail: impl Into<String>) -> Self {
+        Check {
+            name: name.into(),
+            status,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// Errors of `actual` against `expected` over a set of elements.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ErrorStats {
+    pub checked: usize,
+    pub max_abs: f64,
+    pub max_rel: f64,
+    /// Elements outside `atol + rtol·|expected|`.
+    pub mismatches: usize,
+    /// Elements where either side is NaN (never within tolerance).
+    pub nans: usize,
+    /// The element with the largest excess over its tolerance, if any.
+    pub worst_index: Option<usize>,
+}
+
+impl ErrorStats {
+    pub fn ok(&self) -> bool {
+        self.mismatches == 0 && self.nans == 0 && self.checked > 0
+    }
+}
+
+/// Compares `actual[i]` with `expected(i)` for every `i` in `indices`.
+pub fn compare(
+    actual: &[f32],
+    expected: impl Fn(usize) -> f64,
+    indices: impl IntoIterator<Item = usize>,
+    tol: &Tolerance,
+) -> ErrorStats {
+    let mut s = ErrorStats {
+        checked: 0,
+        max_abs: 0.0,
+        max_rel: 0.0,
+        mismatches: 0,
+        nans: 0,
+        worst_index: None,
+    };
+    let mut worst_excess = 0.0f64;
+    for i in indices {
+        let a = actual[i] as f64;
+        let e = expected(i);
+        s.checked += 1;
+        if a.is_nan() || e.is_nan() {
+            s.nans += 1;
+            s.worst_index.get_or_insert(i);
+            continue;
+        }
+        let abs = (a - e).abs();
+        let allowed = tol.atol.0 + tol.rtol.0 * e.abs();
+        s.max_abs = s.max_abs.max(abs);
+        if e != 0.0 {
+            s.max_rel = s.max_rel.max(abs / e.abs());
+        }
+        // `!(abs <= allowed)` also catches inf − inf.
+        if !(abs <= allowed) {
+            s.mismatches += 1;
+            let excess = if abs.is_finite() { abs - allowed } else { f64::INFINITY };
+            if s.worst_index.is_none() || excess > worst_excess {
+                worst_excess = excess;
+                s.worst_index = Some(i);
+            }
+        }
+    }
+    s
+}
+
+/// Correctness of a spec: after vs before on every element, and both vs the f64 reference on a
+/// sample.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Correctness {
+    pub after_vs_before: ErrorStats,
+    pub before_vs_reference: ErrorStats,
+    pub after_vs_reference: ErrorStats,
+}
+
+impl Correctness {
+    pub fn check(&self, tol: &Tolerance) -> Check {
+        let parts = [
+            ("after vs before", &self.after_vs_before),
+            ("before vs f64 reference", &self.before_vs_reference),
+            ("after vs f64 reference", &self.after_vs_reference),
+        ];
+        let failed: Vec<String> = parts
+            .iter()
+            .filter(|(_, s)| !s.ok())
+            .map(|(what, s)| {
+                format!(
+                    "{what}: {} of {} elements out of tolerance, {} NaN (first/worst at index {})",
+                    s.mismatches,
+                    s.checked,
+                    s.nans,
+                    s.worst_index.map_or("-".into(), |i| i.to_string())
+                )
+            })
+            .collect();
+        let summary = format!(
+            "max abs error {:.2e} / max rel {:.2e} vs reference ({} sampled), after vs before max abs {:.2e} over {} elements (rtol {:.1e}, atol {:.1e})",
+            self.after_vs_reference.max_abs.max(self.before_vs_reference.max_abs),
+            self.after_vs_reference.max_rel.max(self.before_vs_reference.max_rel),
+            self.after_vs_reference.checked,
+            self.after_vs_before.max_abs,
+            self.after_vs_before.checked,
+            tol.rtol.0,
+            tol.atol.0
+        );
+        if failed.is_empty() {
+            Check::new("correctness", Status::Pass, summary)
+        } else {
+            Check::new("correctness", Status::Fail, format!("{}; {summary}", failed.join("; ")))
+        }
+    }
+}
+
+/// Achieved rates of one variant against the measured ceilings.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Achieved {
+    pub bytes_per_sec: f64,
+    pub flops_per_sec: f64,
+    /// Fraction of the bandwidth ceiling (triad).
+    pub frac_bandwidth: f64,
+    /// Fraction of the compute ceiling (FMA peak).
+    pub frac_compute: f64,
+    /// The wall the variant is closest to: the larger fraction.
+    pub measured_bound: Bound,
+}
+
+pub fn achieved(ledger: &VariantLedger, median_secs: f64, c: &Ceilings) -> Achieved {
+    let bytes_per_sec = ledger.bytes_moved() as f64 / median_secs;
+    let flops_per_sec = ledger.flops as f64 / median_secs;
+    let frac_bandwidth = bytes_per_sec / c.bandwidth();
+    let frac_compute = flops_per_sec / c.peak_flops();
+    Achieved {
+        bytes_per_sec,
+        flops_per_sec,
+        frac_bandwidth,
+        frac_compute,
+        measured_bound: if frac_compute > frac_bandwidth {
+            Bound::Compute
+        } else {
+            Bound::Bandwidth
+        },
+    }
+}
+
+/// Prediction of a variant on the measured ceilings.
+pub fn predict(ledger: &VariantLedger, c: &Ceilings) -> Roofline {
+    roofline(c.peak_flops(), c.bandwidth(), ledger.flops as f64, ledger.bytes_moved() as f64)
+}
+
+/// The bound check: predicted (AI vs ridge) and measured (larger fraction of a ceiling) must both
+/// be the expected bound.
+pub fn bound_check(expected: Bound, predicted: &Roofline, measured: &Achieved) -> Check {
+    let detail = format!(
+        "expected {}; predicted {} (AI {:.3} FLOP/B vs ridge {:.2} FLOP/B); measured {} ({:.0}% of bandwidth ceiling, {:.1}% of compute ceiling)",
+        expected.name(),
+        predicted.bound.name(),
+        predicted.intensity,
+        predicted.ridge,
+        measured.measured_bound.name(),
+        measured.frac_bandwidth * 100.0,
+        measured.frac_compute * 100.0
+    );
+    let ok = predicted.bound == expected && measured.measured_bound == expected;
+    Check::new("bound", if ok { Status::Pass } else { Status::Fail }, detail)
+}
+
+pub fn io_saving_check(io_saving: f64, claim: Option<&SavingRange>) -> Check {
+    match claim {
+        None => Check::new("io_saving", Status::Skip, format!("{:.1}% (no claim)", io_saving * 100.0)),
+        Some(r) => {
+            let ok = r.contains(io_saving);
+            Check::new(
+                "io_saving",
+                if ok { Status::Pass } else { Status::Fail },
+                format!("ledger saving {:.1}% vs claim {}", io_saving * 100.0, r.describe()),
+            )
+        }
+    }
+}
+
+/// Slack above the ledger's predicted time saving before a measured saving is called
+/// suspicious. CPU caches add write-allocate reads the ledger does not count, which lets a real
+/// saving exceed the prediction by a few points.
+pub const SUSPICIOUS_SLACK: f64 = 0.05;
+
+/// The time-saving check: the whole CI must lie in the claim. A saving beyond what the ledger
+/// allows (predicted on the measured ceilings) is flagged, never passed silently.
+pub fn time_saving_check(saving: &Estimate, claim: Option<&SavingRange>, ledger_bound: f64) -> Check {
+    let desc = format!(
+        "measured {:.1}% (95% CI {:.1}% .. {:.1}%)",
+        saving.point * 100.0,
+        saving.lo * 100.0,
+        saving.hi * 100.0
+    );
+    let suspicious = saving.lo > ledger_bound + SUSPICIOUS_SLACK;
+    let suspicion = format!(
+        "; SUSPICIOUS: above the {:.1}% the ledger allows on these ceilings (+{:.0} points slack) — check that both variants do the same work",
+        ledger_bound * 100.0,
+        SUSPICIOUS_SLACK * 100.0
+    );
+    match claim {
+        None => {
+            let status = if suspicious { Status::Warn } else { Status::Skip };
+            let mut d = format!("{desc} (no claim)");
+            if suspicious {
+                d.push_str(&suspicion);
+            }
+            Check::new("time_saving", status, d)
+        }
+        Some(r) => {
+            let inside = r.contains(saving.lo) && r.contains(saving.hi);
+            let mut d = format!("{desc} vs claim {}", r.describe());
+            let status = if !inside {
+                Status::Fail
+            } else if suspicious {
+                d.push_str(&suspicion);
+                Status::Warn
+            } else {
+                Status::Pass
+            };
+            Check::new("time_saving", status, d)
+        }
+    }
+}
+
+/// Regression decision on the ratio new/baseline of the `after` medians (issue: three states
+/// plus inconclusive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RegressionState {
+    Pass,
+    Fail,
+    Improved,
+    Inconclusive,
+}
+
+pub fn regression_state(ratio: &Estimate, threshold: f64) -> RegressionState {
+    if ratio.lo > 1.0 + threshold {
+        RegressionState::Fail
+    } else if ratio.hi < 1.0 / (1.0 + threshold) {
+        RegressionState::Improved
+    } else if ratio.hi - ratio.lo > threshold {
+        RegressionState::Inconclusive
+    } else {
+        RegressionState::Pass
+    }
+}
+
+/// Relative spread used to flag a noisy machine.
+pub const NOISY_REL_MAD: f64 = 0.05;
+
+/// Warnings about the measurement itself.
+pub fn measurement_warnings(before: &Summary, after: &Summary, after_achieved: &Achieved, before_achieved: &Achieved) -> Vec<String> {
+    let mut w = Vec::new();
+    for (name, s) in [("before", before), ("after", after)] {
+        if s.rel_mad > NOISY_REL_MAD {
+            w.push(format!(
+                "noisy machine: the {name} samples spread ±{:.1}% (median absolute deviation); medians and CIs stay valid but are wider",
+                s.rel_mad * 100.0
+            ));
+        }
+    }
+    for (name, a) in [("before", before_achieved), ("after", after_achieved)] {
+        if a.frac_bandwidth > 1.1 {
+            w.push(format!(
+                "the {name} variant moved {:.0}% of the probe's bandwidth ceiling: its data likely stayed in cache (is the workload larger than the last-level cache?)",
+                a.frac_bandwidth * 100.0
+            ));
+        }
+    }
+    w
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{Finite, NonNeg};
+
+    fn tol(r: f64, a: f64) -> Tolerance {
+        Tolerance {
+            rtol: NonNeg(r),
+            atol: NonNeg(a),
+        }
+    }
+
+    #[test]
+    fn compare_counts_mismatches_and_nans() {
+        let actual = [1.0f32, 2.0, f32::NAN, 4.5];
+        let s = compare(&actual, |i| [1.0, 2.0, 3.0, 4.0][i], 0..4, &tol(1e-5, 1e-6));
+        assert_eq!(s.checked, 4);
+        assert_eq!(s.nans, 1);
+        assert_eq!(s.mismatches, 1);
+        assert!(!s.ok());
+        assert_eq!(s.max_abs, 0.5);
+        let nan_expected = compare(&[1.0], |_| f64::NAN, 0..1, &tol(1.0, 1.0));
+        assert!(!nan_expected.ok(), "NaN never passes");
+        let good = compare(&[1.0, 2.0], |i| [1.0, 2.000001][i], 0..2, &tol(1e-5, 0.0));
+        assert!(good.ok());
+        assert!(!compare(&[], |_| 0.0, 0..0, &tol(1.0, 1.0)).ok(), "nothing checked is not a pass");
+    }
+
+    #[test]
+    fn time_saving_needs_whole_ci_in_claim_and_flags_the_impossible() {
+        let claim = SavingRange {
+            min: Some(Finite(0.25)),
+            max: Some(Finite(0.75)),
+        };
+        let e = |p, lo, hi| Estimate { point: p, lo, hi };
+        assert_eq!(time_saving_check(&e(0.5, 0.45, 0.55), Some(&claim), 0.5).status, Status::Pass);
+        assert_eq!(time_saving_check(&e(0.3, 0.2, 0.4), Some(&claim), 0.5).status, Status::Fail);
+        let s = time_saving_check(&e(0.7, 0.68, 0.72), Some(&claim), 0.5);
+        assert_eq!(s.status, Status::Warn);
+        assert!(s.detail.contains("SUSPICIOUS"), "{}", s.detail);
+    }
+
+    #[test]
+    fn regression_states() {
+        let e = |lo, hi| Estimate { point: (lo + hi) / 2.0, lo, hi };
+        assert_eq!(regression_state(&e(1.12, 1.15), 0.10), RegressionState::Fail);
+        assert_eq!(regression_state(&e(0.98, 1.03), 0.10), RegressionState::Pass);
+        assert_eq!(regression_state(&e(0.80, 0.85), 0.10), RegressionState::Improved);
+        assert_eq!(regression_state(&e(0.95, 1.20), 0.10), RegressionState::Inconclusive);
+    }
+
+    #[test]
+    fn bound_check_needs_both_to_agree() {
+        let c = Ceilings {
+            copy_bytes_per_sec: 10e9,
+            triad_bytes_per_sec: 10e9,
+            fma_flops_per_sec: 100e9,
+            threads: 2,
+            array_bytes: 1,
+        };
+        let l = VariantLedger {
+            variant: crate::spec::Variant::Fused,
+            movements: vec![crate::ledger::Movement {
+                tensor: "x".into(),
+                bytes: 1_000_000,
+                reads: 1,
+                writes: 0,
+            }],
+            flops: 1_000_000,
+            launches: 1,
+        };
+        let p = predict(&l, &c);
+        assert_eq!(p.bound, Bound::Bandwidth);
+        // 1e6 bytes in 125 µs = 8 GB/s = 80% of bandwidth; 8 GFLOP/s = 8% of compute.
+        let a = achieved(&l, 125e-6, &c);
+        assert!((a.frac_bandwidth - 0.8).abs() < 1e-9);
+        assert_eq!(bound_check(Bound::Bandwidth, &p, &a).status, Status::Pass);
+        assert_eq!(bound_check(Bound::Compute, &p, &a).status, Status::Fail);
+    }
+}
