@@ -260,6 +260,17 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .suffix(".tmp")
         .tempfile_in(dir)
         .map_err(|e| Error::io("creating a temp file in", dir, e))?;
+    // Temp files are created 0600; give the result the target's mode, or 0644 for a new file.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let perms = std::fs::metadata(path)
+            .map(|m| m.permissions())
+            .unwrap_or_else(|_| std::fs::Permissions::from_mode(0o644));
+        tmp.as_file()
+            .set_permissions(perms)
+            .map_err(|e| Error::io("setting permissions of", tmp.path().to_path_buf(), e))?;
+    }
     tmp.write_all(bytes).map_err(|e| Error::io("writing", tmp.path().to_path_buf(), e))?;
     tmp.as_file().sync_all().map_err(|e| Error::io("syncing", tmp.path().to_path_buf(), e))?;
     tmp.persist(path).map_err(|e| Error::io("replacing", path, e.error))?;

@@ -2,9 +2,11 @@
 //! STREAM-style copy and triad bandwidth (all threads, arrays larger than the last-level cache)
 //! and the FMA throughput peak (all threads, the widest SIMD this CPU has, enough independent
 //! accumulators to hide the FMA latency). Each is the best of several repetitions, as STREAM
-//! reports: a ceiling is what the machine can do, not what it usually does.
+//! reports: a ceiling is what the machine can do, not what it usually does. The triad writes
+//! through the same L1 tile and non-temporal stores as the kernels, so the ceiling and the
+//! kernels pay the same store path (no write-allocate reads on either side).
 
-use crate::backend::cpu::simd::{self, SimdLevel};
+use crate::backend::cpu::simd::{self, store_fence, stream_copy, SimdLevel};
 use crate::multiversion;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -66,12 +68,6 @@ multiversion! {
     }
 }
 
-multiversion! {
-    fn copy_chunk(a: &mut [f32], b: &[f32]) {
-        a.copy_from_slice(b);
-    }
-}
-
 /// Measures copy, triad and FMA ceilings on the current rayon pool.
 pub fn probe_cpu(cfg: &ProbeConfig) -> Ceilings {
     let n = (cfg.array_bytes / 4).max(CHUNK as u64) as usize;
@@ -91,12 +87,23 @@ pub fn probe_cpu(cfg: &ProbeConfig) -> Ceilings {
         a.par_chunks_mut(CHUNK)
             .zip(b.par_chunks(CHUNK))
             .zip(c.par_chunks(CHUNK))
-            .for_each(|((a, b), c)| triad_chunk(a, b, c, 3.0));
+            .for_each(|((a, b), c)| {
+                let mut tile = [0f32; 1024];
+                for ((a, b), c) in a.chunks_mut(1024).zip(b.chunks(1024)).zip(c.chunks(1024)) {
+                    let n = a.len();
+                    triad_chunk(&mut tile[..n], b, c, 3.0);
+                    stream_copy(a, &tile[..n]);
+                }
+                store_fence();
+            });
         best_triad = best_triad.min(t.elapsed().as_secs_f64());
         let t = Instant::now();
         c.par_chunks_mut(CHUNK)
             .zip(a.par_chunks(CHUNK))
-            .for_each(|(c, a)| copy_chunk(c, a));
+            .for_each(|(c, a)| {
+                stream_copy(c, a);
+                store_fence();
+            });
         best_copy = best_copy.min(t.elapsed().as_secs_f64());
     }
     black_box(&a);

@@ -1,0 +1,88 @@
+//! Unit tests of spec parsing; the fixture corpus of bad specs is driven through the binary in
+//! `tests/cli.rs`.
+
+use super::*;
+use std::path::Path;
+
+const GOOD: &str = "name: fuse-bias-gelu
+title: Fuse bias-add and GELU
+checklist: [fusion, roofline, fusion]
+workload:
+  kind: elementwise
+  ops: [bias_add, gelu]
+  rows: 8192
+  cols: 4096
+  dtype: f32
+variants: {before: unfused, after: fused}
+expect:
+  bound: bandwidth
+  io_saving: {min: 0.40}
+  time_saving: {min: 0.25, max: 0.75}
+  tolerance: {rtol: 1.0e-5, atol: 1.0e-6}
+gate: {max_regression: 0.10}
+";
+
+fn parse_str(text: &str) -> Result<Spec> {
+    parse(Path::new("t.yaml"), text.as_bytes())
+}
+
+fn err_of(text: &str) -> (Option<Position>, String) {
+    match parse_str(text) {
+        Err(Error::Spec { pos, message, .. }) => (pos, message),
+        other => panic!("expected a spec error, got {other:?}"),
+    }
+}
+
+#[test]
+fn parses_the_issue_example() {
+    let s = parse_str(GOOD).unwrap();
+    assert_eq!(s.name, "fuse-bias-gelu");
+    assert_eq!(s.checklist, vec![ChecklistItem::Roofline, ChecklistItem::Fusion]);
+    let Workload::Elementwise(e) = &s.workload;
+    assert_eq!(e.ops, vec![ElemOp::BiasAdd, ElemOp::Gelu]);
+    assert_eq!((e.rows, e.cols, e.elements()), (8192, 4096, 8192 * 4096));
+    assert_eq!(e.scale, 0.5);
+    assert_eq!(s.variants.before, Variant::Unfused);
+    assert_eq!(s.expect.time_saving.unwrap().max(), Some(0.75));
+    assert_eq!(s.gate.max_regression.0, 0.10);
+    assert_eq!(s.file, Path::new("t.yaml"));
+}
+
+#[test]
+fn defaults_apply() {
+    let t = GOOD.replace("gate: {max_regression: 0.10}\n", "").replace("  dtype: f32\n", "");
+    let s = parse_str(&t).unwrap();
+    assert_eq!(s.gate.max_regression.0, 0.10);
+    let Workload::Elementwise(e) = &s.workload;
+    assert_eq!(e.dtype, DType::F32);
+}
+
+#[test]
+fn value_errors_point_at_the_value() {
+    let (pos, msg) = err_of(&GOOD.replace("rows: 8192", "rows: 0"));
+    assert_eq!(pos, Some(Position { line: 7, column: 9 }));
+    assert!(msg.contains("invalid size 0"), "{msg}");
+    let (pos, msg) = err_of(&GOOD.replace("atol: 1.0e-6", "atol: -1"));
+    assert_eq!(pos.map(|p| p.line), Some(15));
+    assert!(msg.contains("finite number >= 0"), "{msg}");
+}
+
+#[test]
+fn cross_field_errors_point_at_the_key() {
+    let (pos, msg) = err_of(&GOOD.replace("max: 0.75", "max: 0.1"));
+    assert_eq!(pos, Some(Position { line: 14, column: 3 }));
+    assert!(msg.contains("min 0.25 is greater than max 0.1"), "{msg}");
+    let (pos, msg) = err_of(&GOOD.replace("max_regression: 0.10", "max_regression: 0"));
+    assert_eq!(pos.map(|p| p.line), Some(16));
+    assert!(msg.contains("max_regression"), "{msg}");
+    let (_, msg) = err_of(&GOOD.replace("io_saving: {min: 0.40}", "io_saving: {min: 1.5}"));
+    assert!(msg.contains("not a saving"), "{msg}");
+}
+
+#[test]
+fn names_cannot_escape() {
+    for bad in ["../x", "a/b", "A", "-a", "a.b", ""] {
+        let (_, msg) = err_of(&GOOD.replace("name: fuse-bias-gelu", &format!("name: \"{bad}\"")));
+        assert!(msg.contains("invalid spec name"), "{bad}: {msg}");
+    }
+}

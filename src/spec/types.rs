@@ -9,8 +9,7 @@ type Invalid = (Option<Position>, String);
 
 /// A spec name: `[a-z0-9-]+`, 1–64 characters, not starting with `-`. Names become file names
 /// under `baselines/`, so nothing that could escape that directory is accepted.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "String")]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SpecName(pub String);
 
 impl TryFrom<String> for SpecName {
@@ -29,8 +28,7 @@ impl TryFrom<String> for SpecName {
 }
 
 /// A tensor dimension: a whole number ≥ 1.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "i64")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Dim(pub u64);
 
 impl TryFrom<i64> for Dim {
@@ -49,8 +47,7 @@ impl TryFrom<i64> for Dim {
 }
 
 /// A finite, non-negative number (tolerances).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "f64")]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct NonNeg(pub f64);
 
 impl TryFrom<f64> for NonNeg {
@@ -64,8 +61,7 @@ impl TryFrom<f64> for NonNeg {
 }
 
 /// A finite number (savings bounds, scale factors).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "f64")]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Finite(pub f64);
 
 impl TryFrom<f64> for Finite {
@@ -77,6 +73,47 @@ impl TryFrom<f64> for Finite {
         Ok(Finite(v))
     }
 }
+
+/// Deserializes a checked newtype through a visitor, so that a refused value is reported while
+/// the parser still stands on it (serde_yaml then gives the value's own line and column).
+macro_rules! checked_deserialize {
+    ($ty:ty, $what:literal, $method:ident, [$($visit:ident: $arg:ty => $conv:expr),*]) => {
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V;
+                impl<'de> serde::de::Visitor<'de> for V {
+                    type Value = $ty;
+                    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                        f.write_str($what)
+                    }
+                    $(fn $visit<E: serde::de::Error>(self, v: $arg) -> Result<$ty, E> {
+                        #[allow(clippy::redundant_closure_call)]
+                        <$ty>::try_from(($conv)(v)).map_err(E::custom)
+                    })*
+                }
+                d.$method(V)
+            }
+        }
+    };
+}
+
+checked_deserialize!(SpecName, "a spec name of [a-z0-9-]", deserialize_str, [
+    visit_str: &str => |v: &str| v.to_string()
+]);
+checked_deserialize!(Dim, "a whole number >= 1", deserialize_i64, [
+    visit_i64: i64 => |v| v,
+    visit_u64: u64 => |v: u64| i64::try_from(v).unwrap_or(i64::MAX)
+]);
+checked_deserialize!(NonNeg, "a finite number >= 0", deserialize_f64, [
+    visit_f64: f64 => |v| v,
+    visit_i64: i64 => |v| v as f64,
+    visit_u64: u64 => |v| v as f64
+]);
+checked_deserialize!(Finite, "a finite number", deserialize_f64, [
+    visit_f64: f64 => |v| v,
+    visit_i64: i64 => |v| v as f64,
+    visit_u64: u64 => |v| v as f64
+]);
 
 /// The five items of the seed's delivery checklist.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
