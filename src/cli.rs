@@ -12,7 +12,11 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
-#[command(name = "opledger", version, about = "The operator ledger of GPU optimizations: IO ledger, roofline, before/after measurement, a CI gate and a sign-off report.")]
+#[command(
+    name = "opledger",
+    version,
+    about = "The operator ledger of GPU optimizations: IO ledger, roofline, before/after measurement, a CI gate and a sign-off report."
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -135,8 +139,10 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                     a.min_pairs, a.max_pairs
                 )));
             }
-            if !(a.time_cap_secs > 0.0 && a.time_cap_secs.is_finite()) || !a.target_ci.is_finite() {
-                return Err(Error::Usage("--time-cap-secs must be a positive number and --target-ci finite".into()));
+            if !(a.time_cap_secs > 0.0 && a.time_cap_secs.is_finite() && a.target_ci.is_finite()) {
+                return Err(Error::Usage(
+                    "--time-cap-secs must be a positive number and --target-ci finite".into(),
+                ));
             }
             pipeline::run(&RunOptions {
                 paths: a.paths,
@@ -155,7 +161,12 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Check { paths } => {
             let specs = spec::load_all(&paths)?;
             for s in &specs {
-                println!("ok  {:<24} {}  ({})", s.name, s.workload.describe(), s.file.display());
+                println!(
+                    "ok  {:<24} {}  ({})",
+                    s.name,
+                    s.workload.describe(),
+                    s.file.display()
+                );
             }
             println!("{} spec(s) valid", specs.len());
             Ok(ExitCode::Pass)
@@ -172,22 +183,50 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                     let p = find_profile(d).ok_or_else(|| {
                         Error::Usage(format!(
                             "unknown device {d:?}; known: {}",
-                            profiles().iter().map(|p| p.key).collect::<Vec<_>>().join(", ")
+                            profiles()
+                                .iter()
+                                .map(|p| p.key)
+                                .collect::<Vec<_>>()
+                                .join(", ")
                         ))
                     })?;
-                    (p.tensor_tflops, p.bw_gbps, format!("{} (datasheet, tensor-core peak)", p.name))
+                    (
+                        p.tensor_tflops,
+                        p.bw_gbps,
+                        format!("{} (datasheet, tensor-core peak)", p.name),
+                    )
                 }
-                None => (a.peak_tflops.unwrap_or(0.0), a.bw_gbps.unwrap_or(0.0), "given ceilings".into()),
+                None => (
+                    a.peak_tflops.unwrap_or(0.0),
+                    a.bw_gbps.unwrap_or(0.0),
+                    "given ceilings".into(),
+                ),
             };
-            for (name, v) in [("peak", peak_tflops), ("bandwidth", bw_gbps), ("flops", a.flops), ("bytes", a.bytes)] {
-                if !(v.is_finite() && v >= 0.0) || (v == 0.0 && (name == "peak" || name == "bandwidth")) {
-                    return Err(Error::Usage(format!("{name} must be a finite positive number, got {v}")));
+            for (name, v) in [
+                ("peak", peak_tflops),
+                ("bandwidth", bw_gbps),
+                ("flops", a.flops),
+                ("bytes", a.bytes),
+            ] {
+                if !(v.is_finite() && v >= 0.0)
+                    || (v == 0.0 && (name == "peak" || name == "bandwidth"))
+                {
+                    return Err(Error::Usage(format!(
+                        "{name} must be a finite positive number, got {v}"
+                    )));
                 }
             }
-            print!("{}", roofline_text(peak_tflops, bw_gbps, a.flops, a.bytes, &label));
+            print!(
+                "{}",
+                roofline_text(peak_tflops, bw_gbps, a.flops, a.bytes, &label)
+            );
             Ok(ExitCode::Pass)
         }
-        Command::Report { run_dir, template, out } => {
+        Command::Report {
+            run_dir,
+            template,
+            out,
+        } => {
             let path = run_dir.join("results.json");
             let bytes = std::fs::read(&path).map_err(|e| Error::io("reading", &path, e))?;
             let run: RunResult = serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
@@ -205,7 +244,13 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
 }
 
 /// The seed's roofline, with units spelled out (the seed's docstring says ms; it is seconds).
-pub fn roofline_text(peak_tflops: f64, bw_gbps: f64, flops: f64, bytes: f64, label: &str) -> String {
+pub fn roofline_text(
+    peak_tflops: f64,
+    bw_gbps: f64,
+    flops: f64,
+    bytes: f64,
+    label: &str,
+) -> String {
     let r = roofline(peak_tflops * 1e12, bw_gbps * 1e9, flops, bytes);
     format!(
         "roofline on {label}: peak {peak_tflops} TFLOP/s, bandwidth {bw_gbps} GB/s\n\
@@ -231,7 +276,10 @@ pub fn roofline_text(peak_tflops: f64, bw_gbps: f64, flops: f64, bytes: f64, lab
 pub fn ledger_text(s: &spec::Spec) -> String {
     let l = Ledger::new(&s.workload, s.variants.before, s.variants.after);
     let mut t = format!("{} — {}\n{}\n\n", s.name, s.title, s.workload.describe());
-    t.push_str(&format!("{:<10} {:<16} {:>16} {:>6} {:>6} {:>16}\n", "variant", "tensor", "bytes", "reads", "writes", "traffic"));
+    t.push_str(&format!(
+        "{:<10} {:<16} {:>16} {:>6} {:>6} {:>16}\n",
+        "variant", "tensor", "bytes", "reads", "writes", "traffic"
+    ));
     for v in [&l.before, &l.after] {
         for m in &v.movements {
             t.push_str(&format!(
@@ -245,7 +293,10 @@ pub fn ledger_text(s: &spec::Spec) -> String {
             ));
         }
     }
-    t.push_str(&format!("\n{:<10} {:>16} {:>16} {:>12} {:>9}\n", "variant", "FLOPs", "bytes moved", "AI FLOP/B", "launches"));
+    t.push_str(&format!(
+        "\n{:<10} {:>16} {:>16} {:>12} {:>9}\n",
+        "variant", "FLOPs", "bytes moved", "AI FLOP/B", "launches"
+    ));
     for v in [&l.before, &l.after] {
         t.push_str(&format!(
             "{:<10} {:>16} {:>16} {:>12.4} {:>9}\n",
@@ -256,13 +307,29 @@ pub fn ledger_text(s: &spec::Spec) -> String {
             v.launches
         ));
     }
-    t.push_str(&format!("io_saving  {:.2}% (1 - bytes(after)/bytes(before))\n\n", l.io_saving() * 100.0));
+    t.push_str(&format!(
+        "io_saving  {:.2}% (1 - bytes(after)/bytes(before))\n\n",
+        l.io_saving() * 100.0
+    ));
     let f32_work = true;
-    t.push_str(&format!("{:<24} {:>12} {:>12} {:>10} {:>10}\n", "predicted on (datasheet)", "before", "after", "bound", "saving"));
+    t.push_str(&format!(
+        "{:<24} {:>12} {:>12} {:>10} {:>10}\n",
+        "predicted on (datasheet)", "before", "after", "bound", "saving"
+    ));
     for p in profiles() {
         let pk = p.peak_flops_per_sec(f32_work);
-        let rb = roofline(pk, p.bw_bytes_per_sec(), l.before.flops as f64, l.before.bytes_moved() as f64);
-        let ra = roofline(pk, p.bw_bytes_per_sec(), l.after.flops as f64, l.after.bytes_moved() as f64);
+        let rb = roofline(
+            pk,
+            p.bw_bytes_per_sec(),
+            l.before.flops as f64,
+            l.before.bytes_moved() as f64,
+        );
+        let ra = roofline(
+            pk,
+            p.bw_bytes_per_sec(),
+            l.after.flops as f64,
+            l.after.bytes_moved() as f64,
+        );
         t.push_str(&format!(
             "{:<24} {:>9.3} ms {:>9.3} ms {:>10} {:>9.1}%\n",
             p.name,

@@ -41,7 +41,8 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
     let specs = spec::load_all(&opts.paths)?;
     let device = DeviceInfo::this_cpu();
     let flush_bytes = if opts.measure.cold {
-        opts.flush_bytes.unwrap_or((2 * device.llc_bytes).max(64 << 20))
+        opts.flush_bytes
+            .unwrap_or((2 * device.llc_bytes).max(64 << 20))
     } else {
         0
     };
@@ -55,7 +56,10 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
         backend::check_memory(&s.name, need, available).map_err(|e| Error::Spec {
             path: s.file.clone(),
             pos: spec::find_key(&s.source_text, &["workload"]),
-            message: e.to_string().trim_start_matches("backend error: ").to_string(),
+            message: e
+                .to_string()
+                .trim_start_matches("backend error: ")
+                .to_string(),
         })?;
         let path = baseline::path_for(&opts.baselines_dir, &device.key, &s.name);
         let loaded = match baseline::load(&path) {
@@ -71,7 +75,11 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
 
     let (backend, backend_note) = backend::select(opts.backend, flush_bytes)?;
     eprintln!("opledger: backend {backend_note}");
-    eprintln!("opledger: probing ceilings of {} ({} threads)...", device.name, rayon::current_num_threads());
+    eprintln!(
+        "opledger: probing ceilings of {} ({} threads)...",
+        device.name,
+        rayon::current_num_threads()
+    );
     let probe_cfg = match opts.probe_bytes {
         Some(b) => ProbeConfig {
             array_bytes: b,
@@ -92,10 +100,34 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
     let (git_sha, git_dirty) = git_info();
     let mut results = Vec::new();
     for (i, (s, (bpath, base))) in specs.iter().zip(&baselines).enumerate() {
-        eprintln!("opledger: [{}/{}] {} — {}", i + 1, specs.len(), s.name, s.workload.describe());
-        let mut r = run_spec(s, backend.as_ref(), &ceilings, &opts.measure, &device, base.as_ref(), bpath, opts.require_baseline);
+        eprintln!(
+            "opledger: [{}/{}] {} — {}",
+            i + 1,
+            specs.len(),
+            s.name,
+            s.workload.describe()
+        );
+        let mut r = run_spec(
+            s,
+            backend.as_ref(),
+            &ceilings,
+            &opts.measure,
+            &device,
+            base.as_ref(),
+            bpath,
+            opts.require_baseline,
+        );
         if opts.accept {
-            accept(&mut r, bpath, base.as_ref(), &device, &ceilings, &opts.measure, &started_utc, &git_sha)?;
+            accept(
+                &mut r,
+                bpath,
+                base.as_ref(),
+                &device,
+                &ceilings,
+                &opts.measure,
+                &started_utc,
+                &git_sha,
+            )?;
         }
         results.push(r);
     }
@@ -120,22 +152,35 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
         wall_secs: 0.0,
     };
     let dir = create_run_dir(&opts.runs_dir, &format!("{stamp}-{git_sha}"))?;
-    run.run_id = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    run.run_id = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     run.wall_secs = started.elapsed().as_secs_f64();
     write_run_dir(&dir, &run, &specs, opts.template.as_deref())?;
     print_summary(&run, &dir);
-    Ok(if run.verdict.status == "PASS" { ExitCode::Pass } else { ExitCode::GateFailed })
+    Ok(if run.verdict.status == "PASS" {
+        ExitCode::Pass
+    } else {
+        ExitCode::GateFailed
+    })
 }
 
 /// Writes results.json, report.md and a copy of every spec file into the run directory.
-pub fn write_run_dir(dir: &Path, run: &RunResult, specs: &[Spec], template: Option<&Path>) -> Result<()> {
+pub fn write_run_dir(
+    dir: &Path,
+    run: &RunResult,
+    specs: &[Spec],
+    template: Option<&Path>,
+) -> Result<()> {
     let spec_dir = dir.join("specs");
     std::fs::create_dir_all(&spec_dir).map_err(|e| Error::io("creating", &spec_dir, e))?;
     for s in specs {
         let dst = spec_dir.join(format!("{}.yaml", s.name));
         baseline::write_atomic(&dst, s.source_text.as_bytes())?;
     }
-    let mut json = serde_json::to_vec_pretty(run).map_err(|e| Error::Usage(format!("cannot serialise results: {e}")))?;
+    let mut json = serde_json::to_vec_pretty(run)
+        .map_err(|e| Error::Usage(format!("cannot serialise results: {e}")))?;
     json.push(b'\n');
     baseline::write_atomic(&dir.join("results.json"), &json)?;
     let md = report::render(run, template)?;
@@ -148,10 +193,16 @@ fn verdict_of(results: &[SpecResult]) -> RunVerdict {
         status: if failed == 0 { "PASS" } else { "FAIL" }.into(),
         specs_passed: results.len() - failed,
         specs_failed: failed,
-        checks_failed: results.iter().flat_map(|r| &r.checks).filter(|c| c.status == Status::Fail).count(),
+        checks_failed: results
+            .iter()
+            .flat_map(|r| &r.checks)
+            .filter(|c| c.status == Status::Fail)
+            .count(),
         warnings: results
             .iter()
-            .map(|r| r.warnings.len() + r.checks.iter().filter(|c| c.status == Status::Warn).count())
+            .map(|r| {
+                r.warnings.len() + r.checks.iter().filter(|c| c.status == Status::Warn).count()
+            })
             .sum(),
     }
 }
@@ -214,7 +265,8 @@ fn run_spec(
     };
     if let Err(e) = measure_spec(s, backend, ceilings, cfg, &mut r) {
         r.error = Some(e.to_string());
-        r.checks.push(Check::new("run", Status::Fail, e.to_string()));
+        r.checks
+            .push(Check::new("run", Status::Fail, e.to_string()));
         return r;
     }
     let regression = regression_check(&mut r, base, base_path, device, cfg, require_baseline);
@@ -227,14 +279,23 @@ fn run_spec(
     r
 }
 
-fn measure_spec(s: &Spec, backend: &dyn Backend, ceilings: &Ceilings, cfg: &MeasureConfig, r: &mut SpecResult) -> Result<()> {
+fn measure_spec(
+    s: &Spec,
+    backend: &dyn Backend,
+    ceilings: &Ceilings,
+    cfg: &MeasureConfig,
+    r: &mut SpecResult,
+) -> Result<()> {
     let (vb, va) = (s.variants.before, s.variants.after);
     let mut case = backend.prepare(&s.workload, cfg.seed)?;
     let bar = ProgressBar::new(cfg.max_pairs as u64).with_prefix(s.name.clone());
-    if let Ok(style) = ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} pairs {elapsed}") {
+    if let Ok(style) =
+        ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} pairs {elapsed}")
+    {
         bar.set_style(style.progress_chars("=> "));
     }
-    let samples = measure::measure_pairs(case.as_mut(), vb, va, cfg, |n| bar.set_position(n as u64))?;
+    let samples =
+        measure::measure_pairs(case.as_mut(), vb, va, cfg, |n| bar.set_position(n as u64))?;
     bar.finish_and_clear();
 
     // Correctness on the outputs of the last timed runs.
@@ -247,8 +308,18 @@ fn measure_spec(s: &Spec, backend: &dyn Backend, ceilings: &Ceilings, cfg: &Meas
     idx.extend([0, n - 1]);
     let correctness = Correctness {
         after_vs_before: verdict::compare(&out_a, |i| out_b[i] as f64, 0..n, tol),
-        before_vs_reference: verdict::compare(&out_b, |i| case.reference(i), idx.iter().copied(), tol),
-        after_vs_reference: verdict::compare(&out_a, |i| case.reference(i), idx.iter().copied(), tol),
+        before_vs_reference: verdict::compare(
+            &out_b,
+            |i| case.reference(i),
+            idx.iter().copied(),
+            tol,
+        ),
+        after_vs_reference: verdict::compare(
+            &out_a,
+            |i| case.reference(i),
+            idx.iter().copied(),
+            tol,
+        ),
     };
     drop((out_a, out_b));
     drop(case);
@@ -260,10 +331,22 @@ fn measure_spec(s: &Spec, backend: &dyn Backend, ceilings: &Ceilings, cfg: &Meas
     let aa = verdict::achieved(&r.after.ledger, sa.median_secs, ceilings);
     let saving = stats::paired_saving_ci(&samples.before_secs, &samples.after_secs, res, cfg.seed);
     r.checks.push(correctness.check(tol));
-    r.checks.push(verdict::bound_check(s.expect.bound, &r.after.predicted, &aa));
-    r.checks.push(verdict::io_saving_check(r.io_saving, s.expect.io_saving.as_ref()));
-    r.checks.push(verdict::time_saving_check(&saving, s.expect.time_saving.as_ref(), r.predicted_time_saving));
-    r.warnings.extend(verdict::measurement_warnings(&sb, &sa, &aa, &ab));
+    r.checks.push(verdict::bound_check(
+        s.expect.bound,
+        &r.after.predicted,
+        &aa,
+    ));
+    r.checks.push(verdict::io_saving_check(
+        r.io_saving,
+        s.expect.io_saving.as_ref(),
+    ));
+    r.checks.push(verdict::time_saving_check(
+        &saving,
+        s.expect.time_saving.as_ref(),
+        r.predicted_time_saving,
+    ));
+    r.warnings
+        .extend(verdict::measurement_warnings(&sb, &sa, &aa, &ab));
     r.before.summary = Some(sb);
     r.after.summary = Some(sa);
     r.before.achieved = Some(ab);
@@ -283,12 +366,26 @@ fn regression_check(
     require_baseline: bool,
 ) -> Check {
     let Some(base) = base else {
-        let msg = format!("no baseline for device {} yet (record one with `run --accept`)", device.key);
+        let msg = format!(
+            "no baseline for device {} yet (record one with `run --accept`)",
+            device.key
+        );
         r.baseline.message = msg.clone();
-        let status = if require_baseline { Status::Fail } else { Status::Skip };
+        let status = if require_baseline {
+            Status::Fail
+        } else {
+            Status::Skip
+        };
         return Check::new("regression", status, msg);
     };
-    let (outcome, warnings) = baseline::compare(base, base_path, r, device, cfg.bootstrap_resamples, cfg.seed);
+    let (outcome, warnings) = baseline::compare(
+        base,
+        base_path,
+        r,
+        device,
+        cfg.bootstrap_resamples,
+        cfg.seed,
+    );
     r.warnings.extend(warnings);
     let status = match outcome.state {
         Some(RegressionState::Fail) => Status::Fail,
@@ -314,7 +411,10 @@ fn accept(
     git_sha: &str,
 ) -> Result<()> {
     if r.status != Status::Pass {
-        eprintln!("opledger: {}: not accepted as a baseline: the spec did not pass", r.name);
+        eprintln!(
+            "opledger: {}: not accepted as a baseline: the spec did not pass",
+            r.name
+        );
         return Ok(());
     }
     let Some(new) = baseline::from_result(r, device, ceilings, cfg, utc, git_sha, old) else {
@@ -331,7 +431,11 @@ fn accept(
 fn print_summary(run: &RunResult, dir: &Path) {
     println!();
     for s in &run.specs {
-        let status = if s.status == Status::Fail { "FAIL" } else { "PASS" };
+        let status = if s.status == Status::Fail {
+            "FAIL"
+        } else {
+            "PASS"
+        };
         match (&s.before.summary, &s.after.summary, &s.time_saving, &s.after.achieved) {
             (Some(b), Some(a), Some(t), Some(aa)) => println!(
                 "{status} {:<24} {} {:.3} ms -> {} {:.3} ms  saving {:.1}% [{:.1}, {:.1}]  IO saving {:.1}%  {} {:.2} GB/s = {:.0}% of triad",
@@ -350,7 +454,11 @@ fn print_summary(run: &RunResult, dir: &Path) {
             ),
             _ => println!("{status} {}", s.name),
         }
-        for c in s.checks.iter().filter(|c| matches!(c.status, Status::Fail | Status::Warn)) {
+        for c in s
+            .checks
+            .iter()
+            .filter(|c| matches!(c.status, Status::Fail | Status::Warn))
+        {
             println!("     {} {}: {}", c.status.mark(), c.name, c.detail);
         }
         for w in &s.warnings {
@@ -374,14 +482,21 @@ fn print_summary(run: &RunResult, dir: &Path) {
 fn create_run_dir(root: &Path, name: &str) -> Result<PathBuf> {
     std::fs::create_dir_all(root).map_err(|e| Error::io("creating", root, e))?;
     for k in 1..1000 {
-        let dir = if k == 1 { root.join(name) } else { root.join(format!("{name}-{k}")) };
+        let dir = if k == 1 {
+            root.join(name)
+        } else {
+            root.join(format!("{name}-{k}"))
+        };
         match std::fs::create_dir(&dir) {
             Ok(()) => return Ok(dir),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(Error::io("creating", &dir, e)),
         }
     }
-    Err(Error::Usage(format!("{}: too many runs named {name}", root.display())))
+    Err(Error::Usage(format!(
+        "{}: too many runs named {name}",
+        root.display()
+    )))
 }
 
 /// The short git sha of the working directory and whether it has uncommitted changes;

@@ -9,21 +9,40 @@ fn bin() -> Command {
 }
 
 fn fixture(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(p)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(p)
 }
 
 fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 /// Small, fast measurement settings for tests (sizes and caps, not timings, are asserted).
 const FAST: [&str; 10] = [
-    "--min-pairs", "3", "--max-pairs", "5", "--time-cap-secs", "2", "--probe-mib", "8", "--flush-mib", "8",
+    "--min-pairs",
+    "3",
+    "--max-pairs",
+    "5",
+    "--time-cap-secs",
+    "2",
+    "--probe-mib",
+    "8",
+    "--flush-mib",
+    "8",
 ];
 
 fn run_in(dir: &Path, specs: &[PathBuf], extra: &[&str]) -> Output {
     let mut c = bin();
-    c.current_dir(dir).arg("run").args(specs).args(FAST).args(extra);
+    c.current_dir(dir)
+        .arg("run")
+        .args(specs)
+        .args(FAST)
+        .args(extra);
     if !extra.contains(&"--backend") {
         c.args(["--backend", "cpu"]);
     }
@@ -33,7 +52,10 @@ fn run_in(dir: &Path, specs: &[PathBuf], extra: &[&str]) -> Output {
 }
 
 fn only_run_dir(dir: &Path) -> PathBuf {
-    let mut runs: Vec<PathBuf> = std::fs::read_dir(dir.join("runs")).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut runs: Vec<PathBuf> = std::fs::read_dir(dir.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     runs.sort();
     runs.pop().expect("a run directory")
 }
@@ -42,30 +64,57 @@ fn only_run_dir(dir: &Path) -> PathBuf {
 fn every_bad_spec_fixture_exits_2_with_file_location_and_reason() {
     // (fixture, expected position "line:col" or "" when the file has none, expected message part)
     let cases = [
-        ("alias-bomb.yaml", "3:8", "invalid type: sequence, expected a string"),
+        (
+            "alias-bomb.yaml",
+            "3:8",
+            "invalid type: sequence, expected a string",
+        ),
         ("empty-ops.yaml", "5:3", "workload.ops is empty"),
         ("empty.yaml", "", "the file is empty"),
-        ("min-above-max.yaml", "11:3", "min 0.8 is greater than max 0.2"),
+        (
+            "min-above-max.yaml",
+            "11:3",
+            "min 0.8 is greater than max 0.2",
+        ),
         ("missing-ops.yaml", "3:1", "`ops` is missing"),
         ("name-chars.yaml", "1:7", "invalid spec name \"Bad_Name\""),
-        ("name-escapes.yaml", "1:7", "invalid spec name \"../../etc\""),
-        ("nan-tolerance.yaml", "11:21", "expected a finite number >= 0"),
+        (
+            "name-escapes.yaml",
+            "1:7",
+            "invalid spec name \"../../etc\"",
+        ),
+        (
+            "nan-tolerance.yaml",
+            "11:21",
+            "expected a finite number >= 0",
+        ),
         ("negative-size.yaml", "7:9", "invalid size -5"),
         ("non-utf8.yaml", "2:12", "not valid UTF-8"),
         ("overflow.yaml", "7:3", "exceeds the limit"),
         ("same-variants.yaml", "8:1", "are the same"),
-        ("syntax-error.yaml", "12:1", "while scanning a quoted scalar"),
+        (
+            "syntax-error.yaml",
+            "12:1",
+            "while scanning a quoted scalar",
+        ),
         ("tab-indent.yaml", "4:1", "cannot start any token"),
         ("unknown-key.yaml", "7:3", "unknown field `colz`"),
         ("unknown-kind.yaml", "4:9", "unknown variant `convolution`"),
         ("unknown-op.yaml", "5:19", "unknown variant `tanh`"),
-        ("wrong-type.yaml", "6:9", "invalid type: string \"many\", expected a whole number >= 1"),
+        (
+            "wrong-type.yaml",
+            "6:9",
+            "invalid type: string \"many\", expected a whole number >= 1",
+        ),
         ("zero-size.yaml", "6:9", "invalid size 0"),
     ];
     let listed: Vec<&str> = cases.iter().map(|c| c.0).collect();
     for entry in std::fs::read_dir(fixture("bad")).unwrap() {
         let name = entry.unwrap().file_name().into_string().unwrap();
-        assert!(listed.contains(&name.as_str()), "fixture {name} has no expectation");
+        assert!(
+            listed.contains(&name.as_str()),
+            "fixture {name} has no expectation"
+        );
     }
     for (file, pos, msg) in cases {
         let path = fixture(&format!("bad/{file}"));
@@ -73,8 +122,15 @@ fn every_bad_spec_fixture_exits_2_with_file_location_and_reason() {
             let o = bin().arg(cmd).arg(&path).output().unwrap();
             let out = text(&o);
             assert_eq!(o.status.code(), Some(2), "{cmd} {file}: {out}");
-            let located = if pos.is_empty() { format!("{}: ", path.display()) } else { format!("{}:{pos}: ", path.display()) };
-            assert!(out.contains(&located), "{cmd} {file}: expected {located:?} in {out}");
+            let located = if pos.is_empty() {
+                format!("{}: ", path.display())
+            } else {
+                format!("{}:{pos}: ", path.display())
+            };
+            assert!(
+                out.contains(&located),
+                "{cmd} {file}: expected {located:?} in {out}"
+            );
             assert!(out.contains(msg), "{cmd} {file}: expected {msg:?} in {out}");
             assert!(!out.contains("panicked"), "{out}");
         }
@@ -85,7 +141,11 @@ fn every_bad_spec_fixture_exits_2_with_file_location_and_reason() {
 fn duplicate_names_across_files_exit_2() {
     let o = bin().arg("check").arg(fixture("dup")).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o).contains("duplicate spec name `twin`"), "{}", text(&o));
+    assert!(
+        text(&o).contains("duplicate spec name `twin`"),
+        "{}",
+        text(&o)
+    );
 }
 
 #[test]
@@ -93,7 +153,11 @@ fn missing_file_and_bad_flags_exit_2() {
     let o = bin().args(["check", "no/such/spec.yaml"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).contains("no/such/spec.yaml"), "{}", text(&o));
-    let o = bin().args(["run", "--min-pairs", "1"]).arg(fixture("good/tiny-chain.yaml")).output().unwrap();
+    let o = bin()
+        .args(["run", "--min-pairs", "1"])
+        .arg(fixture("good/tiny-chain.yaml"))
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let o = bin().args(["frobnicate"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
@@ -101,13 +165,21 @@ fn missing_file_and_bad_flags_exit_2() {
 
 #[test]
 fn shipped_specs_are_valid() {
-    let o = bin().arg("check").arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("specs")).output().unwrap();
+    let o = bin()
+        .arg("check")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("specs"))
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
 #[test]
 fn ledger_prints_exact_bytes_of_bias_gelu_8192x4096() {
-    let o = bin().arg("ledger").arg(fixture("good/bias-gelu-8192x4096.yaml")).output().unwrap();
+    let o = bin()
+        .arg("ledger")
+        .arg(fixture("good/bias-gelu-8192x4096.yaml"))
+        .output()
+        .unwrap();
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
     // unfused: 4 tensor crossings + bias; fused: 2 + bias.
@@ -119,26 +191,53 @@ fn ledger_prints_exact_bytes_of_bias_gelu_8192x4096() {
 #[test]
 fn roofline_reproduces_the_seed_example_in_seconds() {
     let o = bin()
-        .args(["roofline", "--peak-tflops", "362", "--bw-gbps", "864", "--flops", "2e12", "--bytes", "8e9"])
+        .args([
+            "roofline",
+            "--peak-tflops",
+            "362",
+            "--bw-gbps",
+            "864",
+            "--flops",
+            "2e12",
+            "--bytes",
+            "8e9",
+        ])
         .output()
         .unwrap();
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
     assert!(out.contains("= 9.259259e-3 s = 9.259 ms"), "{out}");
     assert!(out.contains("bound         bandwidth"), "{out}");
-    let o = bin().args(["roofline", "--device", "l40s", "--flops", "2e15", "--bytes", "8e9"]).output().unwrap();
+    let o = bin()
+        .args([
+            "roofline", "--device", "l40s", "--flops", "2e15", "--bytes", "8e9",
+        ])
+        .output()
+        .unwrap();
     assert!(text(&o).contains("bound         compute"), "{}", text(&o));
-    let o = bin().args(["roofline", "--device", "nope", "--flops", "1", "--bytes", "1"]).output().unwrap();
+    let o = bin()
+        .args([
+            "roofline", "--device", "nope", "--flops", "1", "--bytes", "1",
+        ])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2));
 }
 
 #[test]
 fn cuda_backend_request_exits_3_without_gpu_support() {
     let dir = tempfile::tempdir().unwrap();
-    let o = run_in(dir.path(), &[fixture("good/tiny-chain.yaml")], &["--backend", "cuda"]);
+    let o = run_in(
+        dir.path(),
+        &[fixture("good/tiny-chain.yaml")],
+        &["--backend", "cuda"],
+    );
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
     assert!(text(&o).contains("CUDA"), "{}", text(&o));
-    assert!(!dir.path().join("runs").exists(), "nothing is measured or written");
+    assert!(
+        !dir.path().join("runs").exists(),
+        "nothing is measured or written"
+    );
 }
 
 #[test]
@@ -146,12 +245,17 @@ fn run_passes_writes_archive_and_round_trips_baselines() {
     let dir = tempfile::tempdir().unwrap();
     let spec = fixture("good/tiny-chain.yaml");
     // Auto falls back to the CPU and says so.
-    let o = run_in(dir.path(), &[spec.clone()], &["--backend", "auto"]);
+    let o = run_in(
+        dir.path(),
+        std::slice::from_ref(&spec),
+        &["--backend", "auto"],
+    );
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
     assert!(out.contains("backend cpu (auto"), "{out}");
     let run = only_run_dir(dir.path());
-    let results: serde_json::Value = serde_json::from_slice(&std::fs::read(run.join("results.json")).unwrap()).unwrap();
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("results.json")).unwrap()).unwrap();
     assert_eq!(results["schema_version"], 1);
     assert_eq!(results["verdict"]["status"], "PASS");
     let s = &results["specs"][0];
@@ -162,14 +266,20 @@ fn run_passes_writes_archive_and_round_trips_baselines() {
     assert_eq!(s["baseline"]["status"], "missing");
     assert!(results["ceilings"]["triad_bytes_per_sec"].as_f64().unwrap() > 0.0);
     let report = std::fs::read_to_string(run.join("report.md")).unwrap();
-    assert!(report.contains("## Delivery checklist") && report.contains("tiny-chain"), "{report}");
+    assert!(
+        report.contains("## Delivery checklist") && report.contains("tiny-chain"),
+        "{report}"
+    );
     assert!(run.join("specs/tiny-chain.yaml").exists());
 
     // Accept: the baseline is written with a diff printed.
-    let o = run_in(dir.path(), &[spec.clone()], &["--accept"]);
+    let o = run_in(dir.path(), std::slice::from_ref(&spec), &["--accept"]);
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
-    let key_dir: Vec<PathBuf> = std::fs::read_dir(dir.path().join("baselines")).unwrap().map(|e| e.unwrap().path()).collect();
+    let key_dir: Vec<PathBuf> = std::fs::read_dir(dir.path().join("baselines"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     assert_eq!(key_dir.len(), 1);
     let bfile = key_dir[0].join("tiny-chain.json");
     assert!(bfile.exists());
@@ -179,19 +289,31 @@ fn run_passes_writes_archive_and_round_trips_baselines() {
     assert_eq!(b["history"].as_array().unwrap().len(), 1);
 
     // Compared on the next run.
-    let o = run_in(dir.path(), &[spec.clone()], &["--require-baseline"]);
+    let o = run_in(
+        dir.path(),
+        std::slice::from_ref(&spec),
+        &["--require-baseline"],
+    );
     let run = only_run_dir(dir.path());
-    let results: serde_json::Value = serde_json::from_slice(&std::fs::read(run.join("results.json")).unwrap()).unwrap();
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("results.json")).unwrap()).unwrap();
     let base = &results["specs"][0]["baseline"];
     assert!(base["status"] == "compared", "{base} {}", text(&o));
     assert!(base["ratio"]["point"].as_f64().unwrap() > 0.0);
 
     // A damaged baseline is an error naming the file, and is left untouched.
     std::fs::write(&bfile, b"{\"schema_version\": 1, \"spe").unwrap();
-    let o = run_in(dir.path(), &[spec.clone()], &[]);
+    let o = run_in(dir.path(), std::slice::from_ref(&spec), &[]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains("tiny-chain.json") && text(&o).contains("damaged baseline"), "{}", text(&o));
-    assert_eq!(std::fs::read(&bfile).unwrap(), b"{\"schema_version\": 1, \"spe");
+    assert!(
+        text(&o).contains("tiny-chain.json") && text(&o).contains("damaged baseline"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(
+        std::fs::read(&bfile).unwrap(),
+        b"{\"schema_version\": 1, \"spe"
+    );
     // --accept replaces it.
     let o = run_in(dir.path(), &[spec], &["--accept"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -201,7 +323,11 @@ fn run_passes_writes_archive_and_round_trips_baselines() {
 #[test]
 fn require_baseline_fails_without_one() {
     let dir = tempfile::tempdir().unwrap();
-    let o = run_in(dir.path(), &[fixture("good/tiny-chain.yaml")], &["--require-baseline"]);
+    let o = run_in(
+        dir.path(),
+        &[fixture("good/tiny-chain.yaml")],
+        &["--require-baseline"],
+    );
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("no baseline"), "{}", text(&o));
 }
@@ -209,10 +335,20 @@ fn require_baseline_fails_without_one() {
 #[test]
 fn a_refuted_claim_fails_the_gate_with_exit_1_and_others_still_run() {
     let dir = tempfile::tempdir().unwrap();
-    let o = run_in(dir.path(), &[fixture("good/impossible-claim.yaml"), fixture("good/tiny-chain.yaml")], &[]);
+    let o = run_in(
+        dir.path(),
+        &[
+            fixture("good/impossible-claim.yaml"),
+            fixture("good/tiny-chain.yaml"),
+        ],
+        &[],
+    );
     let out = text(&o);
     assert_eq!(o.status.code(), Some(1), "{out}");
-    assert!(out.contains("io_saving: ledger saving 49.2% vs claim >= 90%"), "{out}");
+    assert!(
+        out.contains("io_saving: ledger saving 49.2% vs claim >= 90%"),
+        "{out}"
+    );
     assert!(out.contains("PASS tiny-chain"), "{out}");
     let report = std::fs::read_to_string(only_run_dir(dir.path()).join("report.md")).unwrap();
     assert!(report.starts_with("# opledger report: FAIL"), "{report}");
@@ -224,31 +360,53 @@ fn absurd_sizes_are_refused_before_allocating() {
     let spec = dir.path().join("huge.yaml");
     std::fs::write(
         &spec,
-        std::fs::read_to_string(fixture("good/tiny-chain.yaml")).unwrap().replace("rows: 67", "rows: 16000000"),
+        std::fs::read_to_string(fixture("good/tiny-chain.yaml"))
+            .unwrap()
+            .replace("rows: 67", "rows: 16000000"),
     )
     .unwrap();
-    let o = run_in(dir.path(), &[spec.clone()], &[]);
+    let o = run_in(dir.path(), std::slice::from_ref(&spec), &[]);
     let out = text(&o);
     assert_eq!(o.status.code(), Some(2), "{out}");
-    assert!(out.contains("GiB of memory but only") && out.contains("huge.yaml:"), "{out}");
+    assert!(
+        out.contains("GiB of memory but only") && out.contains("huge.yaml:"),
+        "{out}"
+    );
 }
 
 #[test]
 fn custom_template_and_report_rerender() {
     let dir = tempfile::tempdir().unwrap();
     let tmpl = dir.path().join("t.j2");
-    std::fs::write(&tmpl, "{% for s in specs %}{{ s.name }}={{ s.status }};{% endfor %}").unwrap();
-    let o = run_in(dir.path(), &[fixture("good/tiny-chain.yaml")], &["--template", tmpl.to_str().unwrap()]);
+    std::fs::write(
+        &tmpl,
+        "{% for s in specs %}{{ s.name }}={{ s.status }};{% endfor %}",
+    )
+    .unwrap();
+    let o = run_in(
+        dir.path(),
+        &[fixture("good/tiny-chain.yaml")],
+        &["--template", tmpl.to_str().unwrap()],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let run = only_run_dir(dir.path());
-    assert_eq!(std::fs::read_to_string(run.join("report.md")).unwrap(), "tiny-chain=pass;");
+    assert_eq!(
+        std::fs::read_to_string(run.join("report.md")).unwrap(),
+        "tiny-chain=pass;"
+    );
     // Re-render the archive with the built-in template, without measuring.
     let o = bin().arg("report").arg(&run).output().unwrap();
     assert_eq!(o.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&o.stdout).starts_with("# opledger report: PASS"));
     // A broken template is bad input.
     std::fs::write(&tmpl, "{% for %}").unwrap();
-    let o = bin().arg("report").arg(&run).arg("--template").arg(&tmpl).output().unwrap();
+    let o = bin()
+        .arg("report")
+        .arg(&run)
+        .arg("--template")
+        .arg(&tmpl)
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).contains("t.j2"), "{}", text(&o));
 }
@@ -259,14 +417,22 @@ fn report_on_a_damaged_archive_is_a_clear_error() {
     std::fs::write(dir.path().join("results.json"), b"[1, 2").unwrap();
     let o = bin().arg("report").arg(dir.path()).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o).contains("results.json") && text(&o).contains("not a valid opledger results file"), "{}", text(&o));
+    assert!(
+        text(&o).contains("results.json") && text(&o).contains("not a valid opledger results file"),
+        "{}",
+        text(&o)
+    );
 }
 
 /// The report rendered from a fixed result file must match the golden file exactly.
 /// Regenerate with `OPLEDGER_BLESS=1 cargo test --test cli golden`.
 #[test]
 fn golden_report_from_fixed_results() {
-    let o = bin().arg("report").arg(fixture("run-fixed")).output().unwrap();
+    let o = bin()
+        .arg("report")
+        .arg(fixture("run-fixed"))
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let got = String::from_utf8(o.stdout).unwrap();
     let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/report.md");
@@ -276,7 +442,10 @@ fn golden_report_from_fixed_results() {
     }
     let want = std::fs::read_to_string(&golden).unwrap();
     if got != want {
-        let diff = similar::TextDiff::from_lines(&want, &got).unified_diff().header("golden", "rendered").to_string();
+        let diff = similar::TextDiff::from_lines(&want, &got)
+            .unified_diff()
+            .header("golden", "rendered")
+            .to_string();
         panic!("report differs from tests/golden/report.md (OPLEDGER_BLESS=1 to accept):\n{diff}");
     }
 }

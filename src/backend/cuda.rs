@@ -22,12 +22,15 @@ impl CudaBackend {
                 "no CUDA driver found (libcuda.so.1 could not be loaded); this machine has no NVIDIA GPU driver".into(),
             ));
         }
-        cudarc::driver::result::init()
-            .map_err(|e| Error::BackendUnavailable(format!("the CUDA driver failed to initialise: {e:?}")))?;
+        cudarc::driver::result::init().map_err(|e| {
+            Error::BackendUnavailable(format!("the CUDA driver failed to initialise: {e:?}"))
+        })?;
         let device_count = cudarc::driver::result::device::get_count()
             .map_err(|e| Error::BackendUnavailable(format!("cannot count CUDA devices: {e:?}")))?;
         if device_count < 1 {
-            return Err(Error::BackendUnavailable("the CUDA driver reports no device".into()));
+            return Err(Error::BackendUnavailable(
+                "the CUDA driver reports no device".into(),
+            ));
         }
         Ok(CudaBackend { device_count })
     }

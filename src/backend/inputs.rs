@@ -13,12 +13,14 @@ const FILL_CHUNK: usize = 1 << 16;
 /// Fills `n` values uniform in [lo, hi) from stream `tensor_id` of `seed`.
 pub fn uniform(n: usize, seed: u64, tensor_id: u64, lo: f32, hi: f32) -> Vec<f32> {
     let mut v = vec![0f32; n];
-    v.par_chunks_mut(FILL_CHUNK).enumerate().for_each(|(ci, chunk)| {
-        let mut rng = Rng::stream(seed, (tensor_id << 40) ^ ci as u64);
-        for x in chunk {
-            *x = lo + (hi - lo) * rng.next_f64() as f32;
-        }
-    });
+    v.par_chunks_mut(FILL_CHUNK)
+        .enumerate()
+        .for_each(|(ci, chunk)| {
+            let mut rng = Rng::stream(seed, (tensor_id << 40) ^ ci as u64);
+            for x in chunk {
+                *x = lo + (hi - lo) * rng.next_f64() as f32;
+            }
+        });
     v
 }
 

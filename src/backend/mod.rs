@@ -105,7 +105,12 @@ mod tests {
     fn memory_check_refuses_and_says_how_much() {
         assert!(check_memory("a", 1 << 30, Some(8 << 30)).is_ok());
         assert!(check_memory("a", 1 << 40, None).is_ok());
-        let e = check_memory("big", 20 << 30, Some(8 << 30)).unwrap_err().to_string();
-        assert!(e.contains("big") && e.contains("20.00 GiB") && e.contains("8.00 GiB"), "{e}");
+        let e = check_memory("big", 20 << 30, Some(8 << 30))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("big") && e.contains("20.00 GiB") && e.contains("8.00 GiB"),
+            "{e}"
+        );
     }
 }

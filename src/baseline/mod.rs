@@ -77,7 +77,10 @@ pub fn load(path: &Path) -> Result<Option<BaselineFile>> {
         });
     }
     let all = b.before_samples_secs.iter().chain(&b.after_samples_secs);
-    if b.after_samples_secs.is_empty() || b.before_samples_secs.is_empty() || all.clone().any(|t| !(t.is_finite() && *t > 0.0)) {
+    if b.after_samples_secs.is_empty()
+        || b.before_samples_secs.is_empty()
+        || all.clone().any(|t| !(t.is_finite() && *t > 0.0))
+    {
         return Err(Error::Corrupt {
             path: path.to_path_buf(),
             message: "damaged baseline: samples must be non-empty, finite and positive".into(),
@@ -87,7 +90,14 @@ pub fn load(path: &Path) -> Result<Option<BaselineFile>> {
 }
 
 /// Compares a fresh result with its baseline; returns the outcome and environment warnings.
-pub fn compare(base: &BaselineFile, path: &Path, result: &SpecResult, device: &DeviceInfo, resamples: usize, seed: u64) -> (BaselineOutcome, Vec<String>) {
+pub fn compare(
+    base: &BaselineFile,
+    path: &Path,
+    result: &SpecResult,
+    device: &DeviceInfo,
+    resamples: usize,
+    seed: u64,
+) -> (BaselineOutcome, Vec<String>) {
     let threshold = threshold(base, result.gate.max_regression.0);
     let mut outcome = BaselineOutcome {
         status: "not_comparable".into(),
@@ -120,13 +130,23 @@ pub fn compare(base: &BaselineFile, path: &Path, result: &SpecResult, device: &D
         ("SIMD level", &base.device.simd, &device.simd),
     ] {
         if a != b {
-            warnings.push(format!("{what} differs from the baseline's ({b} now, {a} then)"));
+            warnings.push(format!(
+                "{what} differs from the baseline's ({b} now, {a} then)"
+            ));
         }
     }
     if base.device.cores != device.cores {
-        warnings.push(format!("core count differs from the baseline's ({} now, {} then)", device.cores, base.device.cores));
+        warnings.push(format!(
+            "core count differs from the baseline's ({} now, {} then)",
+            device.cores, base.device.cores
+        ));
     }
-    let ratio = ratio_ci(&samples.after_secs, &base.after_samples_secs, resamples, seed);
+    let ratio = ratio_ci(
+        &samples.after_secs,
+        &base.after_samples_secs,
+        resamples,
+        seed,
+    );
     let state = regression_state(&ratio, threshold);
     outcome.status = "compared".into();
     outcome.ratio = Some(ratio);
@@ -253,7 +273,10 @@ pub fn summary_diff(path: &Path, old: Option<&BaselineFile>, new: &BaselineFile)
 /// Writes `bytes` to `path` atomically: a temp file in the same directory, fsync, rename over
 /// the target, fsync of the directory. The target is either the old or the new file, never torn.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| Error::io("creating directory", dir, e))?;
     let mut tmp = tempfile::Builder::new()
         .prefix(".opledger-")
@@ -271,9 +294,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
             .set_permissions(perms)
             .map_err(|e| Error::io("setting permissions of", tmp.path().to_path_buf(), e))?;
     }
-    tmp.write_all(bytes).map_err(|e| Error::io("writing", tmp.path().to_path_buf(), e))?;
-    tmp.as_file().sync_all().map_err(|e| Error::io("syncing", tmp.path().to_path_buf(), e))?;
-    tmp.persist(path).map_err(|e| Error::io("replacing", path, e.error))?;
+    tmp.write_all(bytes)
+        .map_err(|e| Error::io("writing", tmp.path().to_path_buf(), e))?;
+    tmp.as_file()
+        .sync_all()
+        .map_err(|e| Error::io("syncing", tmp.path().to_path_buf(), e))?;
+    tmp.persist(path)
+        .map_err(|e| Error::io("replacing", path, e.error))?;
     if let Ok(d) = std::fs::File::open(dir) {
         // Persist the rename itself; some filesystems refuse fsync on directories, which is fine.
         let _ = d.sync_all();
@@ -302,7 +329,10 @@ mod tests {
         write_atomic(&p, b"one").unwrap();
         write_atomic(&p, b"two").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"two");
-        let names: Vec<_> = std::fs::read_dir(p.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = std::fs::read_dir(p.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names.len(), 1, "{names:?}");
     }
 
@@ -313,8 +343,14 @@ mod tests {
         assert!(load(&p).unwrap().is_none());
         std::fs::write(&p, b"{\"schema_version\": 1, \"spec\": ").unwrap();
         let e = load(&p).unwrap_err().to_string();
-        assert!(e.contains("x.json") && e.contains("damaged baseline"), "{e}");
+        assert!(
+            e.contains("x.json") && e.contains("damaged baseline"),
+            "{e}"
+        );
         // Never overwritten by loading.
-        assert_eq!(std::fs::read(&p).unwrap(), b"{\"schema_version\": 1, \"spec\": ");
+        assert_eq!(
+            std::fs::read(&p).unwrap(),
+            b"{\"schema_version\": 1, \"spec\": "
+        );
     }
 }

@@ -98,9 +98,9 @@ pub fn profiles() -> &'static [Profile] {
 pub fn find_profile(name: &str) -> Option<&'static Profile> {
     let n = name.to_ascii_lowercase();
     PROFILES.iter().find(|p| p.key == n).or_else(|| {
-        PROFILES
-            .iter()
-            .find(|p| n.contains(&p.name.to_ascii_lowercase()) || p.name.to_ascii_lowercase().contains(&n))
+        PROFILES.iter().find(|p| {
+            n.contains(&p.name.to_ascii_lowercase()) || p.name.to_ascii_lowercase().contains(&n)
+        })
     })
 }
 

@@ -215,7 +215,11 @@ mod tests {
             reps: 1,
             fma_iters: 1 << 12,
         });
-        for v in [c.copy_bytes_per_sec, c.triad_bytes_per_sec, c.fma_flops_per_sec] {
+        for v in [
+            c.copy_bytes_per_sec,
+            c.triad_bytes_per_sec,
+            c.fma_flops_per_sec,
+        ] {
             assert!(v.is_finite() && v > 0.0, "{c:?}");
         }
         assert!(c.ridge() > 0.0);

@@ -118,7 +118,11 @@ fn elementwise(e: &Elementwise, variant: Variant) -> VariantLedger {
             tensor: "bias".into(),
             bytes: bias_bytes,
             // Unfused reads the bias once per bias_add kernel; fused once.
-            reads: if variant == Variant::Unfused { bias_reads } else { 1 },
+            reads: if variant == Variant::Unfused {
+                bias_reads
+            } else {
+                1
+            },
             writes: 0,
         });
     }
@@ -165,7 +169,12 @@ pub struct Roofline {
 }
 
 /// Predicts time and bound of `flops` and `bytes` on a device with the given ceilings.
-pub fn roofline(peak_flops_per_sec: f64, bw_bytes_per_sec: f64, flops: f64, bytes: f64) -> Roofline {
+pub fn roofline(
+    peak_flops_per_sec: f64,
+    bw_bytes_per_sec: f64,
+    flops: f64,
+    bytes: f64,
+) -> Roofline {
     let compute_secs = flops / peak_flops_per_sec;
     let memory_secs = bytes / bw_bytes_per_sec;
     Roofline {
@@ -177,7 +186,11 @@ pub fn roofline(peak_flops_per_sec: f64, bw_bytes_per_sec: f64, flops: f64, byte
         } else {
             Bound::Bandwidth
         },
-        intensity: if bytes > 0.0 { flops / bytes } else { f64::INFINITY },
+        intensity: if bytes > 0.0 {
+            flops / bytes
+        } else {
+            f64::INFINITY
+        },
         ridge: peak_flops_per_sec / bw_bytes_per_sec,
     }
 }
@@ -211,12 +224,19 @@ mod tests {
         assert_eq!(l.before.launches, 2);
         assert_eq!(l.after.launches, 1);
         let s = l.io_saving();
-        assert!((s - (1.0 - 268_451_840.0 / 536_887_296.0)).abs() < 1e-12, "{s}");
+        assert!(
+            (s - (1.0 - 268_451_840.0 / 536_887_296.0)).abs() < 1e-12,
+            "{s}"
+        );
     }
 
     #[test]
     fn chain_with_operands_counts_every_tensor() {
-        let w = ew(&[ElemOp::Scale, ElemOp::Add, ElemOp::Relu, ElemOp::Mul], 4, 8);
+        let w = ew(
+            &[ElemOp::Scale, ElemOp::Add, ElemOp::Relu, ElemOp::Mul],
+            4,
+            8,
+        );
         let l = Ledger::new(&w, Variant::Unfused, Variant::Fused);
         let t = 4 * 8 * 4;
         // unfused: x r, add operand r, mul operand r, t1..t3 r+w, y w

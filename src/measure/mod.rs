@@ -81,7 +81,11 @@ pub fn measure_pairs(
     let max_pairs = cfg.max_pairs.max(min_pairs);
     while s.before_secs.len() < max_pairs {
         let after_first = rng.next_u64() & 1 == 1;
-        let order = if after_first { [after, before] } else { [before, after] };
+        let order = if after_first {
+            [after, before]
+        } else {
+            [before, after]
+        };
         let mut times = [0.0; 2];
         for (slot, v) in order.iter().enumerate() {
             if cfg.cold {
@@ -89,7 +93,11 @@ pub fn measure_pairs(
             }
             times[slot] = case.run_timed(*v)?;
         }
-        let (tb, ta) = if after_first { (times[1], times[0]) } else { (times[0], times[1]) };
+        let (tb, ta) = if after_first {
+            (times[1], times[0])
+        } else {
+            (times[0], times[1])
+        };
         s.before_secs.push(tb);
         s.after_secs.push(ta);
         s.after_first.push(after_first);
@@ -149,7 +157,10 @@ mod tests {
 
     #[test]
     fn pairs_are_interleaved_in_random_order_and_stop_on_tight_ci() {
-        let mut c = Scripted { runs: vec![], flushes: 0 };
+        let mut c = Scripted {
+            runs: vec![],
+            flushes: 0,
+        };
         let cfg = MeasureConfig {
             min_pairs: 8,
             ..MeasureConfig::default()
@@ -171,7 +182,10 @@ mod tests {
 
     #[test]
     fn warm_mode_does_not_flush_and_max_pairs_caps() {
-        let mut c = Scripted { runs: vec![], flushes: 0 };
+        let mut c = Scripted {
+            runs: vec![],
+            flushes: 0,
+        };
         let cfg = MeasureConfig {
             cold: false,
             min_pairs: 3,

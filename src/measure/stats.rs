@@ -171,7 +171,12 @@ mod tests {
         // Shared drift per pair: the paired CI stays tight.
         let after: Vec<f64> = before.iter().map(|b| b * 0.5).collect();
         let s = paired_saving_ci(&before, &after, 400, 2);
-        assert!((s.point - 0.5).abs() < 1e-12 && (s.lo - 0.5).abs() < 1e-12 && (s.hi - 0.5).abs() < 1e-12, "{s:?}");
+        assert!(
+            (s.point - 0.5).abs() < 1e-12
+                && (s.lo - 0.5).abs() < 1e-12
+                && (s.hi - 0.5).abs() < 1e-12,
+            "{s:?}"
+        );
     }
 
     #[test]

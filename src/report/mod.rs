@@ -6,8 +6,8 @@ pub mod model;
 use crate::error::{Error, Result};
 use crate::spec::ChecklistItem;
 use crate::verdict::Status;
-use model::{ChecklistRow, RunResult, SpecResult};
 use minijinja::{Environment, Value};
+use model::{ChecklistRow, RunResult, SpecResult};
 use std::path::Path;
 
 /// The built-in template.
@@ -43,28 +43,60 @@ fn link(s: &SpecResult) -> String {
 }
 
 fn roofline_row(specs: &[SpecResult]) -> (Status, String, Vec<String>) {
-    let with: Vec<&SpecResult> = specs.iter().filter(|s| s.check("bound").is_some()).collect();
+    let with: Vec<&SpecResult> = specs
+        .iter()
+        .filter(|s| s.check("bound").is_some())
+        .collect();
     if with.is_empty() {
         return (Status::Skip, "no spec was measured".into(), vec![]);
     }
-    let failed: Vec<&&SpecResult> = with.iter().filter(|s| s.check("bound").is_some_and(|c| c.status == Status::Fail)).collect();
+    let failed: Vec<&&SpecResult> = with
+        .iter()
+        .filter(|s| s.check("bound").is_some_and(|c| c.status == Status::Fail))
+        .collect();
     let names = with.iter().map(|s| s.name.clone()).collect();
     if failed.is_empty() {
         let parts: Vec<String> = with
             .iter()
-            .map(|s| format!("{} {} (AI {:.2} vs ridge {:.1})", link(s), s.after.predicted.bound.name(), s.after.intensity, s.after.predicted.ridge))
+            .map(|s| {
+                format!(
+                    "{} {} (AI {:.2} vs ridge {:.1})",
+                    link(s),
+                    s.after.predicted.bound.name(),
+                    s.after.intensity,
+                    s.after.predicted.ridge
+                )
+            })
             .collect();
-        (Status::Pass, format!("predicted = measured = expected bound: {}", parts.join("; ")), names)
+        (
+            Status::Pass,
+            format!(
+                "predicted = measured = expected bound: {}",
+                parts.join("; ")
+            ),
+            names,
+        )
     } else {
         let parts: Vec<String> = failed.iter().map(|s| link(s)).collect();
-        (Status::Fail, format!("bound not confirmed in {}", parts.join(", ")), names)
+        (
+            Status::Fail,
+            format!("bound not confirmed in {}", parts.join(", ")),
+            names,
+        )
     }
 }
 
 fn optimization_row(specs: &[SpecResult], item: ChecklistItem) -> (Status, String, Vec<String>) {
-    let with: Vec<&SpecResult> = specs.iter().filter(|s| s.checklist.contains(&item)).collect();
+    let with: Vec<&SpecResult> = specs
+        .iter()
+        .filter(|s| s.checklist.contains(&item))
+        .collect();
     if with.is_empty() {
-        return (Status::Skip, "not evidenced: no spec declares this item".into(), vec![]);
+        return (
+            Status::Skip,
+            "not evidenced: no spec declares this item".into(),
+            vec![],
+        );
     }
     let mut status = Status::Pass;
     let mut parts = Vec::new();
@@ -84,11 +116,25 @@ fn optimization_row(specs: &[SpecResult], item: ChecklistItem) -> (Status, Strin
             status = Status::Fail;
         }
         let saving = s.time_saving.map_or("not measured".into(), |t| {
-            format!("time −{:.1}% (CI {:.1}..{:.1}%)", t.point * 100.0, t.lo * 100.0, t.hi * 100.0)
+            format!(
+                "time −{:.1}% (CI {:.1}..{:.1}%)",
+                t.point * 100.0,
+                t.lo * 100.0,
+                t.hi * 100.0
+            )
         });
-        parts.push(format!("{} {}: IO −{:.1}%, {saving}", link(s), worst.mark(), s.io_saving * 100.0));
+        parts.push(format!(
+            "{} {}: IO −{:.1}%, {saving}",
+            link(s),
+            worst.mark(),
+            s.io_saving * 100.0
+        ));
     }
-    (status, parts.join("; "), with.iter().map(|s| s.name.clone()).collect())
+    (
+        status,
+        parts.join("; "),
+        with.iter().map(|s| s.name.clone()).collect(),
+    )
 }
 
 fn baseline_row(specs: &[SpecResult]) -> (Status, String, Vec<String>) {
@@ -107,9 +153,17 @@ fn baseline_row(specs: &[SpecResult]) -> (Status, String, Vec<String>) {
     }
     let names = specs.iter().map(|s| s.name.clone()).collect();
     if !fail.is_empty() {
-        (Status::Fail, format!("regression against the baseline: {}", fail.join(", ")), names)
+        (
+            Status::Fail,
+            format!("regression against the baseline: {}", fail.join(", ")),
+            names,
+        )
     } else if missing.is_empty() {
-        (Status::Pass, format!("before/after archived and compared: {}", ok.join(", ")), names)
+        (
+            Status::Pass,
+            format!("before/after archived and compared: {}", ok.join(", ")),
+            names,
+        )
     } else {
         (
             Status::Skip,
@@ -171,7 +225,9 @@ fn rate(v: f64, unit: &str) -> String {
 }
 
 fn status_mark(v: Value) -> String {
-    let s: Option<Status> = serde_json::to_value(&v).ok().and_then(|j| serde_json::from_value(j).ok());
+    let s: Option<Status> = serde_json::to_value(&v)
+        .ok()
+        .and_then(|j| serde_json::from_value(j).ok());
     s.map_or("?".into(), |s| s.mark().into())
 }
 
@@ -199,7 +255,10 @@ pub fn render(run: &RunResult, template: Option<&Path>) -> Result<String> {
             p.display().to_string(),
             std::fs::read_to_string(p).map_err(|e| Error::io("reading template", p, e))?,
         ),
-        None => ("report.md.j2 (built in)".to_string(), DEFAULT_TEMPLATE.to_string()),
+        None => (
+            "report.md.j2 (built in)".to_string(),
+            DEFAULT_TEMPLATE.to_string(),
+        ),
     };
     let terr = |e: minijinja::Error| Error::Template {
         name: name.clone(),

@@ -65,15 +65,30 @@ mod tests {
     #[test]
     fn finds_nested_block_and_flow_keys() {
         let t = "name: a\n# rows: not this\nworkload:\n  kind: x\n  rows: 3\nvariants: {before: a, after: b}\n";
-        assert_eq!(find_key(t, &["workload", "rows"]), Some(Position { line: 5, column: 3 }));
-        assert_eq!(find_key(t, &["variants", "after"]), Some(Position { line: 6, column: 23 }));
-        assert_eq!(find_key(t, &["name"]), Some(Position { line: 1, column: 1 }));
+        assert_eq!(
+            find_key(t, &["workload", "rows"]),
+            Some(Position { line: 5, column: 3 })
+        );
+        assert_eq!(
+            find_key(t, &["variants", "after"]),
+            Some(Position {
+                line: 6,
+                column: 23
+            })
+        );
+        assert_eq!(
+            find_key(t, &["name"]),
+            Some(Position { line: 1, column: 1 })
+        );
     }
 
     #[test]
     fn missing_key_gives_parent() {
         let t = "workload:\n  kind: x\n";
-        assert_eq!(find_key(t, &["workload", "rows"]), Some(Position { line: 1, column: 1 }));
+        assert_eq!(
+            find_key(t, &["workload", "rows"]),
+            Some(Position { line: 1, column: 1 })
+        );
         assert_eq!(find_key(t, &["nothing"]), None);
     }
 }

@@ -89,7 +89,8 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Spec> {
         Err(e) => {
             let good = &bytes[..e.valid_up_to()];
             let line = good.iter().filter(|&&b| b == b'\n').count() + 1;
-            let column = good.len() - good.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) + 1;
+            let column =
+                good.len() - good.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) + 1;
             return Err(err(
                 Some(Position { line, column }),
                 format!(

@@ -37,7 +37,10 @@ fn err_of(text: &str) -> (Option<Position>, String) {
 fn parses_the_issue_example() {
     let s = parse_str(GOOD).unwrap();
     assert_eq!(s.name, "fuse-bias-gelu");
-    assert_eq!(s.checklist, vec![ChecklistItem::Roofline, ChecklistItem::Fusion]);
+    assert_eq!(
+        s.checklist,
+        vec![ChecklistItem::Roofline, ChecklistItem::Fusion]
+    );
     let Workload::Elementwise(e) = &s.workload;
     assert_eq!(e.ops, vec![ElemOp::BiasAdd, ElemOp::Gelu]);
     assert_eq!((e.rows, e.cols, e.elements()), (8192, 4096, 8192 * 4096));
@@ -50,7 +53,9 @@ fn parses_the_issue_example() {
 
 #[test]
 fn defaults_apply() {
-    let t = GOOD.replace("gate: {max_regression: 0.10}\n", "").replace("  dtype: f32\n", "");
+    let t = GOOD
+        .replace("gate: {max_regression: 0.10}\n", "")
+        .replace("  dtype: f32\n", "");
     let s = parse_str(&t).unwrap();
     assert_eq!(s.gate.max_regression.0, 0.10);
     let Workload::Elementwise(e) = &s.workload;
@@ -70,7 +75,13 @@ fn value_errors_point_at_the_value() {
 #[test]
 fn cross_field_errors_point_at_the_key() {
     let (pos, msg) = err_of(&GOOD.replace("max: 0.75", "max: 0.1"));
-    assert_eq!(pos, Some(Position { line: 14, column: 3 }));
+    assert_eq!(
+        pos,
+        Some(Position {
+            line: 14,
+            column: 3
+        })
+    );
     assert!(msg.contains("min 0.25 is greater than max 0.1"), "{msg}");
     let (pos, msg) = err_of(&GOOD.replace("max_regression: 0.10", "max_regression: 0"));
     assert_eq!(pos.map(|p| p.line), Some(16));

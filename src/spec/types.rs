@@ -403,7 +403,11 @@ impl Workload {
         match self {
             Workload::Elementwise(e) => format!(
                 "elementwise [{}] {}x{} {}",
-                e.ops.iter().map(|o| o.name()).collect::<Vec<_>>().join(" -> "),
+                e.ops
+                    .iter()
+                    .map(|o| o.name())
+                    .collect::<Vec<_>>()
+                    .join(" -> "),
                 e.rows,
                 e.cols,
                 e.dtype.name()
@@ -456,19 +460,24 @@ impl RawSpec {
                 if ops.len() > 256 {
                     return Err((
                         at(&["workload", "ops"]),
-                        format!("workload.ops has {} ops: at most 256 are supported", ops.len()),
+                        format!(
+                            "workload.ops has {} ops: at most 256 are supported",
+                            ops.len()
+                        ),
                     ));
                 }
                 let rows = w.rows.ok_or_else(|| {
                     (
                         at(&["workload"]),
-                        "workload of kind elementwise needs `rows` (a whole number >= 1)".to_string(),
+                        "workload of kind elementwise needs `rows` (a whole number >= 1)"
+                            .to_string(),
                     )
                 })?;
                 let cols = w.cols.ok_or_else(|| {
                     (
                         at(&["workload"]),
-                        "workload of kind elementwise needs `cols` (a whole number >= 1)".to_string(),
+                        "workload of kind elementwise needs `cols` (a whole number >= 1)"
+                            .to_string(),
                     )
                 })?;
                 match rows.0.checked_mul(cols.0) {
@@ -493,7 +502,10 @@ impl RawSpec {
             }
         };
         let allowed = workload.variants();
-        for (key, v) in [("before", self.variants.before), ("after", self.variants.after)] {
+        for (key, v) in [
+            ("before", self.variants.before),
+            ("after", self.variants.after),
+        ] {
             if !allowed.contains(&v) {
                 return Err((
                     at(&["variants", key]),
@@ -501,7 +513,11 @@ impl RawSpec {
                         "variant `{}` does not apply to workload kind {:?}; expected one of: {}",
                         v.name(),
                         workload.kind(),
-                        allowed.iter().map(|v| v.name()).collect::<Vec<_>>().join(", ")
+                        allowed
+                            .iter()
+                            .map(|v| v.name())
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ),
                 ));
             }
@@ -545,7 +561,9 @@ impl RawSpec {
         if !(mr > 0.0 && mr <= 10.0) {
             return Err((
                 at(&["gate", "max_regression"]),
-                format!("gate.max_regression {mr}: expected a fraction in (0, 10] (0.10 means 10%)"),
+                format!(
+                    "gate.max_regression {mr}: expected a fraction in (0, 10] (0.10 means 10%)"
+                ),
             ));
         }
         let mut checklist = self.checklist.clone();

@@ -100,10 +100,15 @@ pub fn compare(
         if e != 0.0 {
             s.max_rel = s.max_rel.max(abs / e.abs());
         }
-        // `!(abs <= allowed)` also catches inf − inf.
-        if !(abs <= allowed) {
+        // Written so that a NaN difference (inf − inf) counts as out of tolerance.
+        let within = abs <= allowed;
+        if !within {
             s.mismatches += 1;
-            let excess = if abs.is_finite() { abs - allowed } else { f64::INFINITY };
+            let excess = if abs.is_finite() {
+                abs - allowed
+            } else {
+                f64::INFINITY
+            };
             if s.worst_index.is_none() || excess > worst_excess {
                 worst_excess = excess;
                 s.worst_index = Some(i);
@@ -155,7 +160,11 @@ impl Correctness {
         if failed.is_empty() {
             Check::new("correctness", Status::Pass, summary)
         } else {
-            Check::new("correctness", Status::Fail, format!("{}; {summary}", failed.join("; ")))
+            Check::new(
+                "correctness",
+                Status::Fail,
+                format!("{}; {summary}", failed.join("; ")),
+            )
         }
     }
 }
@@ -193,7 +202,12 @@ pub fn achieved(ledger: &VariantLedger, median_secs: f64, c: &Ceilings) -> Achie
 
 /// Prediction of a variant on the measured ceilings.
 pub fn predict(ledger: &VariantLedger, c: &Ceilings) -> Roofline {
-    roofline(c.peak_flops(), c.bandwidth(), ledger.flops as f64, ledger.bytes_moved() as f64)
+    roofline(
+        c.peak_flops(),
+        c.bandwidth(),
+        ledger.flops as f64,
+        ledger.bytes_moved() as f64,
+    )
 }
 
 /// The bound check: predicted (AI vs ridge) and measured (larger fraction of a ceiling) must both
@@ -210,18 +224,30 @@ pub fn bound_check(expected: Bound, predicted: &Roofline, measured: &Achieved) -
         measured.frac_compute * 100.0
     );
     let ok = predicted.bound == expected && measured.measured_bound == expected;
-    Check::new("bound", if ok { Status::Pass } else { Status::Fail }, detail)
+    Check::new(
+        "bound",
+        if ok { Status::Pass } else { Status::Fail },
+        detail,
+    )
 }
 
 pub fn io_saving_check(io_saving: f64, claim: Option<&SavingRange>) -> Check {
     match claim {
-        None => Check::new("io_saving", Status::Skip, format!("{:.1}% (no claim)", io_saving * 100.0)),
+        None => Check::new(
+            "io_saving",
+            Status::Skip,
+            format!("{:.1}% (no claim)", io_saving * 100.0),
+        ),
         Some(r) => {
             let ok = r.contains(io_saving);
             Check::new(
                 "io_saving",
                 if ok { Status::Pass } else { Status::Fail },
-                format!("ledger saving {:.1}% vs claim {}", io_saving * 100.0, r.describe()),
+                format!(
+                    "ledger saving {:.1}% vs claim {}",
+                    io_saving * 100.0,
+                    r.describe()
+                ),
             )
         }
     }
@@ -234,7 +260,11 @@ pub const SUSPICIOUS_SLACK: f64 = 0.05;
 
 /// The time-saving check: the whole CI must lie in the claim. A saving beyond what the ledger
 /// allows (predicted on the measured ceilings) is flagged, never passed silently.
-pub fn time_saving_check(saving: &Estimate, claim: Option<&SavingRange>, ledger_bound: f64) -> Check {
+pub fn time_saving_check(
+    saving: &Estimate,
+    claim: Option<&SavingRange>,
+    ledger_bound: f64,
+) -> Check {
     let desc = format!(
         "measured {:.1}% (95% CI {:.1}% .. {:.1}%)",
         saving.point * 100.0,
@@ -249,7 +279,11 @@ pub fn time_saving_check(saving: &Estimate, claim: Option<&SavingRange>, ledger_
     );
     match claim {
         None => {
-            let status = if suspicious { Status::Warn } else { Status::Skip };
+            let status = if suspicious {
+                Status::Warn
+            } else {
+                Status::Skip
+            };
             let mut d = format!("{desc} (no claim)");
             if suspicious {
                 d.push_str(&suspicion);
@@ -299,7 +333,12 @@ pub fn regression_state(ratio: &Estimate, threshold: f64) -> RegressionState {
 pub const NOISY_REL_MAD: f64 = 0.05;
 
 /// Warnings about the measurement itself.
-pub fn measurement_warnings(before: &Summary, after: &Summary, after_achieved: &Achieved, before_achieved: &Achieved) -> Vec<String> {
+pub fn measurement_warnings(
+    before: &Summary,
+    after: &Summary,
+    after_achieved: &Achieved,
+    before_achieved: &Achieved,
+) -> Vec<String> {
     let mut w = Vec::new();
     for (name, s) in [("before", before), ("after", after)] {
         if s.rel_mad > NOISY_REL_MAD {
@@ -345,7 +384,10 @@ mod tests {
         assert!(!nan_expected.ok(), "NaN never passes");
         let good = compare(&[1.0, 2.0], |i| [1.0, 2.000001][i], 0..2, &tol(1e-5, 0.0));
         assert!(good.ok());
-        assert!(!compare(&[], |_| 0.0, 0..0, &tol(1.0, 1.0)).ok(), "nothing checked is not a pass");
+        assert!(
+            !compare(&[], |_| 0.0, 0..0, &tol(1.0, 1.0)).ok(),
+            "nothing checked is not a pass"
+        );
     }
 
     #[test]
@@ -355,8 +397,14 @@ mod tests {
             max: Some(Finite(0.75)),
         };
         let e = |p, lo, hi| Estimate { point: p, lo, hi };
-        assert_eq!(time_saving_check(&e(0.5, 0.45, 0.55), Some(&claim), 0.5).status, Status::Pass);
-        assert_eq!(time_saving_check(&e(0.3, 0.2, 0.4), Some(&claim), 0.5).status, Status::Fail);
+        assert_eq!(
+            time_saving_check(&e(0.5, 0.45, 0.55), Some(&claim), 0.5).status,
+            Status::Pass
+        );
+        assert_eq!(
+            time_saving_check(&e(0.3, 0.2, 0.4), Some(&claim), 0.5).status,
+            Status::Fail
+        );
         let s = time_saving_check(&e(0.7, 0.68, 0.72), Some(&claim), 0.5);
         assert_eq!(s.status, Status::Warn);
         assert!(s.detail.contains("SUSPICIOUS"), "{}", s.detail);
@@ -364,11 +412,27 @@ mod tests {
 
     #[test]
     fn regression_states() {
-        let e = |lo, hi| Estimate { point: (lo + hi) / 2.0, lo, hi };
-        assert_eq!(regression_state(&e(1.12, 1.15), 0.10), RegressionState::Fail);
-        assert_eq!(regression_state(&e(0.98, 1.03), 0.10), RegressionState::Pass);
-        assert_eq!(regression_state(&e(0.80, 0.85), 0.10), RegressionState::Improved);
-        assert_eq!(regression_state(&e(0.95, 1.20), 0.10), RegressionState::Inconclusive);
+        let e = |lo, hi| Estimate {
+            point: (lo + hi) / 2.0,
+            lo,
+            hi,
+        };
+        assert_eq!(
+            regression_state(&e(1.12, 1.15), 0.10),
+            RegressionState::Fail
+        );
+        assert_eq!(
+            regression_state(&e(0.98, 1.03), 0.10),
+            RegressionState::Pass
+        );
+        assert_eq!(
+            regression_state(&e(0.80, 0.85), 0.10),
+            RegressionState::Improved
+        );
+        assert_eq!(
+            regression_state(&e(0.95, 1.20), 0.10),
+            RegressionState::Inconclusive
+        );
     }
 
     #[test]

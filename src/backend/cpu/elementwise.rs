@@ -99,7 +99,13 @@ fn operand_for<'a>(
 
 /// Calls `f(offset, col, len)` for consecutive segments of `[start, start+len)` that neither
 /// cross a row boundary (so a bias slice is contiguous) nor exceed `max_seg` elements.
-fn for_segments(start: usize, len: usize, cols: usize, max_seg: usize, mut f: impl FnMut(usize, usize, usize)) {
+fn for_segments(
+    start: usize,
+    len: usize,
+    cols: usize,
+    max_seg: usize,
+    mut f: impl FnMut(usize, usize, usize),
+) {
     let mut off = 0;
     while off < len {
         let col = (start + off) % cols;
@@ -110,33 +116,54 @@ fn for_segments(start: usize, len: usize, cols: usize, max_seg: usize, mut f: im
 }
 
 /// One op over whole tensors: `dst = op(src)`.
-fn unfused_pass(w: &Elementwise, inputs: &ElementwiseInputs, k: usize, src: &[f32], dst: &mut [f32], stream: bool) {
+fn unfused_pass(
+    w: &Elementwise,
+    inputs: &ElementwiseInputs,
+    k: usize,
+    src: &[f32],
+    dst: &mut [f32],
+    stream: bool,
+) {
     let cols = w.cols as usize;
     dst.par_chunks_mut(CHUNK).enumerate().for_each(|(ci, out)| {
         let start = ci * CHUNK;
         let mut tile = [0f32; TILE];
-        for_segments(start, out.len(), cols, if stream { TILE } else { usize::MAX }, |off, col, n| {
-            let at = start + off;
-            let operand = operand_for(w, inputs, k, at, col, n);
-            if stream {
-                apply_op(w.ops[k], &mut tile[..n], &src[at..at + n], operand);
-                stream_copy(&mut out[off..off + n], &tile[..n]);
-            } else {
-                apply_op(w.ops[k], &mut out[off..off + n], &src[at..at + n], operand);
-            }
-        });
+        for_segments(
+            start,
+            out.len(),
+            cols,
+            if stream { TILE } else { usize::MAX },
+            |off, col, n| {
+                let at = start + off;
+                let operand = operand_for(w, inputs, k, at, col, n);
+                if stream {
+                    apply_op(w.ops[k], &mut tile[..n], &src[at..at + n], operand);
+                    stream_copy(&mut out[off..off + n], &tile[..n]);
+                } else {
+                    apply_op(w.ops[k], &mut out[off..off + n], &src[at..at + n], operand);
+                }
+            },
+        );
         store_fence();
     });
 }
 
 /// The unfused chain; `tmp` holds the intermediates (at least min(ops−1, 2) tensors).
-pub fn run_unfused(w: &Elementwise, inputs: &ElementwiseInputs, tmp: &mut [Vec<f32>], y: &mut [f32], stream: bool) {
+pub fn run_unfused(
+    w: &Elementwise,
+    inputs: &ElementwiseInputs,
+    tmp: &mut [Vec<f32>],
+    y: &mut [f32],
+    stream: bool,
+) {
     let last = w.ops.len() - 1;
     if last == 0 {
         unfused_pass(w, inputs, 0, &inputs.x, y, stream);
         return;
     }
-    let (t0, rest) = tmp.split_first_mut().expect("unfused chains of 2+ ops get a buffer");
+    let (t0, rest) = tmp
+        .split_first_mut()
+        .expect("unfused chains of 2+ ops get a buffer");
     unfused_pass(w, inputs, 0, &inputs.x, t0, stream);
     let mut cur: &mut Vec<f32> = t0;
     let mut spare: Option<&mut Vec<f32>> = rest.first_mut();
@@ -161,9 +188,19 @@ pub fn run_fused(w: &Elementwise, inputs: &ElementwiseInputs, y: &mut [f32], str
             let x = &inputs.x[at..at + n];
             let dst = &mut out[off..off + n];
             let (mut cur, mut next) = (&mut ta, &mut tb);
-            apply_op(w.ops[0], &mut cur[..n], x, operand_for(w, inputs, 0, at, col, n));
+            apply_op(
+                w.ops[0],
+                &mut cur[..n],
+                x,
+                operand_for(w, inputs, 0, at, col, n),
+            );
             for k in 1..=last {
-                apply_op(w.ops[k], &mut next[..n], &cur[..n], operand_for(w, inputs, k, at, col, n));
+                apply_op(
+                    w.ops[k],
+                    &mut next[..n],
+                    &cur[..n],
+                    operand_for(w, inputs, k, at, col, n),
+                );
                 std::mem::swap(&mut cur, &mut next);
             }
             if stream {
@@ -212,10 +249,18 @@ mod tests {
         let ops = &w.ops;
         let (rows, cols) = (w.rows, w.cols);
         for i in 0..yu.len() {
-            assert_eq!(yu[i].to_bits(), yf[i].to_bits(), "{ops:?} {rows}x{cols} element {i}");
+            assert_eq!(
+                yu[i].to_bits(),
+                yf[i].to_bits(),
+                "{ops:?} {rows}x{cols} element {i}"
+            );
             let r = inputs.reference(w, i);
             let err = (yf[i] as f64 - r).abs();
-            assert!(err <= 1e-6 + 1e-5 * r.abs(), "{ops:?} {rows}x{cols} element {i}: {} vs {r}", yf[i]);
+            assert!(
+                err <= 1e-6 + 1e-5 * r.abs(),
+                "{ops:?} {rows}x{cols} element {i}: {} vs {r}",
+                yf[i]
+            );
         }
     }
 

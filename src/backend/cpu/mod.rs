@@ -49,7 +49,12 @@ impl Backend for CpuBackend {
         match workload {
             Workload::Elementwise(w) => {
                 let stream = w.elements() * 4 >= llc / 4;
-                Ok(Box::new(ElementwiseCase::new(w.clone(), seed, self.flush.clone(), stream)))
+                Ok(Box::new(ElementwiseCase::new(
+                    w.clone(),
+                    seed,
+                    self.flush.clone(),
+                    stream,
+                )))
             }
         }
     }
@@ -72,7 +77,11 @@ impl FlushBuffer {
         self.data.len() as u64 * 4
     }
     pub fn flush(&self) {
-        let s: f32 = self.data.par_chunks(1 << 16).map(|c| c.iter().sum::<f32>()).sum();
+        let s: f32 = self
+            .data
+            .par_chunks(1 << 16)
+            .map(|c| c.iter().sum::<f32>())
+            .sum();
         black_box(s);
     }
 }
@@ -91,7 +100,9 @@ impl ElementwiseCase {
     fn new(w: Elementwise, seed: u64, flush: Arc<FlushBuffer>, stream: bool) -> Self {
         let n = w.elements() as usize;
         let inputs = ElementwiseInputs::generate(&w, seed);
-        let tmp = (0..elementwise::tmp_buffers(&w)).map(|_| vec![0f32; n]).collect();
+        let tmp = (0..elementwise::tmp_buffers(&w))
+            .map(|_| vec![0f32; n])
+            .collect();
         ElementwiseCase {
             inputs,
             tmp,
@@ -109,10 +120,16 @@ impl Case for ElementwiseCase {
     fn run_timed(&mut self, variant: Variant) -> Result<f64> {
         let t = Instant::now();
         match variant {
-            Variant::Unfused => {
-                elementwise::run_unfused(&self.w, &self.inputs, &mut self.tmp, &mut self.y_unfused, self.stream)
+            Variant::Unfused => elementwise::run_unfused(
+                &self.w,
+                &self.inputs,
+                &mut self.tmp,
+                &mut self.y_unfused,
+                self.stream,
+            ),
+            Variant::Fused => {
+                elementwise::run_fused(&self.w, &self.inputs, &mut self.y_fused, self.stream)
             }
-            Variant::Fused => elementwise::run_fused(&self.w, &self.inputs, &mut self.y_fused, self.stream),
         }
         Ok(t.elapsed().as_secs_f64())
     }
