@@ -279,6 +279,7 @@ fn run_passes_writes_archive_and_round_trips_baselines() {
     let key_dir: Vec<PathBuf> = std::fs::read_dir(dir.path().join("baselines"))
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
         .collect();
     assert_eq!(key_dir.len(), 1);
     let bfile = key_dir[0].join("tiny-chain.json");
@@ -447,5 +448,117 @@ fn golden_report_from_fixed_results() {
             .header("golden", "rendered")
             .to_string();
         panic!("report differs from tests/golden/report.md (OPLEDGER_BLESS=1 to accept):\n{diff}");
+    }
+}
+
+/// Accepts a baseline for tiny-chain in `dir` and returns its path.
+fn accepted_baseline(dir: &Path) -> PathBuf {
+    let o = run_in(dir, &[fixture("good/tiny-chain.yaml")], &["--accept"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let key_dir = std::fs::read_dir(dir.join("baselines"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .unwrap();
+    key_dir.join("tiny-chain.json")
+}
+
+#[test]
+fn a_real_slowdown_fails_after_a_confirming_second_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let bfile = accepted_baseline(dir.path());
+    // Make the baseline 10x faster than this machine can be: the new run is a 10x regression.
+    let mut b: serde_json::Value = serde_json::from_slice(&std::fs::read(&bfile).unwrap()).unwrap();
+    for t in b["after_samples_secs"].as_array_mut().unwrap() {
+        *t = serde_json::json!(t.as_f64().unwrap() / 10.0);
+    }
+    std::fs::write(&bfile, serde_json::to_vec(&b).unwrap()).unwrap();
+    let o = run_in(dir.path(), &[fixture("good/tiny-chain.yaml")], &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("measuring again"), "{out}");
+    assert!(out.contains("REGRESSION"), "{out}");
+    assert!(out.contains("first pass:"), "both passes reported: {out}");
+}
+
+#[test]
+fn concurrent_accepts_are_serialized_by_a_lock() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("baselines")).unwrap();
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.path().join("baselines/.lock"))
+        .unwrap();
+    lock.lock().unwrap();
+    let mut c = bin();
+    c.current_dir(dir.path())
+        .arg("run")
+        .arg(fixture("good/tiny-chain.yaml"))
+        .args(FAST)
+        .args(["--backend", "cpu", "--accept"]);
+    c.args([
+        "--baselines",
+        dir.path().join("baselines").to_str().unwrap(),
+    ]);
+    c.args(["--runs-dir", dir.path().join("runs").to_str().unwrap()]);
+    let mut child = c
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    assert!(line.contains("waiting for the lock"), "{line}");
+    // While we hold the lock, the other process has written nothing.
+    assert!(child.try_wait().unwrap().is_none());
+    assert!(!dir.path().join("runs").exists());
+    lock.unlock().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(0), "{rest}");
+    assert!(rest.contains("accepted"), "{rest}");
+}
+
+#[test]
+fn kill_9_during_accept_never_leaves_a_torn_baseline() {
+    let dir = tempfile::tempdir().unwrap();
+    let bfile = accepted_baseline(dir.path());
+    // Kill accepting runs at staggered moments; each time the baseline must parse (old or new).
+    for i in 0..8u64 {
+        let mut c = bin();
+        c.current_dir(dir.path())
+            .arg("run")
+            .arg(fixture("good/tiny-chain.yaml"))
+            .args(FAST)
+            .args(["--backend", "cpu", "--accept"]);
+        c.args([
+            "--baselines",
+            dir.path().join("baselines").to_str().unwrap(),
+        ]);
+        c.args(["--runs-dir", dir.path().join("runs").to_str().unwrap()]);
+        let mut child = c
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(40 * i));
+        let _ = child.kill(); // SIGKILL on Unix
+        let _ = child.wait();
+        let bytes = std::fs::read(&bfile).unwrap();
+        let b: serde_json::Value = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|e| panic!("torn baseline after kill {i}: {e}"));
+        assert_eq!(b["spec"], "tiny-chain");
+    }
+    // No temp files are left where a reader would take them for baselines.
+    for e in std::fs::read_dir(bfile.parent().unwrap()).unwrap() {
+        let name = e.unwrap().file_name().into_string().unwrap();
+        assert!(
+            name.ends_with(".json") || name.starts_with(".opledger-"),
+            "{name}"
+        );
     }
 }

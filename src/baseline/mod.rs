@@ -308,6 +308,39 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// An exclusive lock on a baselines directory, held while a run with `--accept` reads, compares
+/// and writes baselines, so that two such runs never interleave. Released on drop (and by the
+/// OS if the process dies).
+pub struct StoreLock {
+    _file: std::fs::File,
+}
+
+impl StoreLock {
+    /// Takes `root/.lock`, saying so on stderr while another process holds it.
+    pub fn acquire(root: &Path) -> Result<Self> {
+        std::fs::create_dir_all(root).map_err(|e| Error::io("creating", root, e))?;
+        let path = root.join(".lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::io("opening lock file", &path, e))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                eprintln!(
+                    "opledger: waiting for the lock on {} (another opledger is accepting baselines there)...",
+                    path.display()
+                );
+                file.lock().map_err(|e| Error::io("locking", &path, e))?;
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(Error::io("locking", &path, e)),
+        }
+        Ok(StoreLock { _file: file })
+    }
+}
+
 /// Stores a baseline atomically.
 pub fn store(path: &Path, b: &BaselineFile) -> Result<()> {
     let mut json = serde_json::to_vec_pretty(b).map_err(|e| Error::Corrupt {
