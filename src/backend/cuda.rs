@@ -35,3 +35,15 @@ impl CudaBackend {
         Ok(CudaBackend { device_count })
     }
 }
+
+/// Why the CUDA backend cannot run here. This build has no CUDA kernels yet, so even with a
+/// driver and a device it is unusable; the message says which of the two is the case.
+pub fn why_unusable() -> String {
+    match CudaBackend::open() {
+        Ok(b) => format!(
+            "found {} CUDA device(s), but this build's CUDA backend has no kernels yet; use --backend cpu",
+            b.device_count
+        ),
+        Err(e) => e.to_string().trim_start_matches("backend unavailable: ").to_string(),
+    }
+}

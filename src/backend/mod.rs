@@ -70,31 +70,14 @@ pub fn check_memory(spec_name: &str, need_bytes: u64, available: Option<u64>) ->
     Ok(())
 }
 
-/// Resolves the user's choice into a backend; `note` says what happened under `auto`.
+/// Resolves the user's choice into a backend; the note says which ran and why.
 pub fn select(choice: BackendChoice, flush_bytes: u64) -> Result<(Box<dyn Backend>, String)> {
+    let cpu = || -> Box<dyn Backend> { Box::new(cpu::CpuBackend::new(flush_bytes)) };
     match choice {
-        BackendChoice::Cpu => Ok((Box::new(cpu::CpuBackend::new(flush_bytes)), "cpu (requested)".into())),
-        BackendChoice::Cuda => {
-            let _ = cuda::CudaBackend::open()?;
-            unreachable_cuda()
-        }
-        BackendChoice::Auto => match cuda::CudaBackend::open() {
-            Ok(_) => Ok((
-                Box::new(cpu::CpuBackend::new(flush_bytes)),
-                "cpu (auto: a CUDA device is present, but this build's CUDA backend has no kernels yet)".into(),
-            )),
-            Err(e) => Ok((
-                Box::new(cpu::CpuBackend::new(flush_bytes)),
-                format!("cpu (auto: {})", e.to_string().trim_start_matches("backend unavailable: ")),
-            )),
-        },
+        BackendChoice::Cpu => Ok((cpu(), "cpu (requested)".into())),
+        BackendChoice::Cuda => Err(Error::BackendUnavailable(cuda::why_unusable())),
+        BackendChoice::Auto => Ok((cpu(), format!("cpu (auto: {})", cuda::why_unusable()))),
     }
-}
-
-fn unreachable_cuda() -> Result<(Box<dyn Backend>, String)> {
-    Err(Error::BackendUnavailable(
-        "a CUDA device was found, but this build's CUDA backend has no kernels yet (see the CUDA issue); use --backend cpu".into(),
-    ))
 }
 
 #[cfg(test)]
