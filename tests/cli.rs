@@ -36,7 +36,7 @@ const FAST: [&str; 10] = [
     "8",
 ];
 
-fn run_in(dir: &Path, specs: &[PathBuf], extra: &[&str]) -> Output {
+fn run_cmd(dir: &Path, specs: &[PathBuf], extra: &[&str]) -> Command {
     let mut c = bin();
     c.current_dir(dir)
         .arg("run")
@@ -48,7 +48,11 @@ fn run_in(dir: &Path, specs: &[PathBuf], extra: &[&str]) -> Output {
     }
     c.args(["--baselines", dir.join("baselines").to_str().unwrap()]);
     c.args(["--runs-dir", dir.join("runs").to_str().unwrap()]);
-    c.output().unwrap()
+    c
+}
+
+fn run_in(dir: &Path, specs: &[PathBuf], extra: &[&str]) -> Output {
+    run_cmd(dir, specs, extra).output().unwrap()
 }
 
 fn only_run_dir(dir: &Path) -> PathBuf {
@@ -493,17 +497,11 @@ fn concurrent_accepts_are_serialized_by_a_lock() {
         .open(dir.path().join("baselines/.lock"))
         .unwrap();
     lock.lock().unwrap();
-    let mut c = bin();
-    c.current_dir(dir.path())
-        .arg("run")
-        .arg(fixture("good/tiny-chain.yaml"))
-        .args(FAST)
-        .args(["--backend", "cpu", "--accept"]);
-    c.args([
-        "--baselines",
-        dir.path().join("baselines").to_str().unwrap(),
-    ]);
-    c.args(["--runs-dir", dir.path().join("runs").to_str().unwrap()]);
+    let mut c = run_cmd(
+        dir.path(),
+        &[fixture("good/tiny-chain.yaml")],
+        &["--accept"],
+    );
     let mut child = c
         .stderr(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
@@ -529,17 +527,11 @@ fn kill_9_during_accept_never_leaves_a_torn_baseline() {
     let bfile = accepted_baseline(dir.path());
     // Kill accepting runs at staggered moments; each time the baseline must parse (old or new).
     for i in 0..8u64 {
-        let mut c = bin();
-        c.current_dir(dir.path())
-            .arg("run")
-            .arg(fixture("good/tiny-chain.yaml"))
-            .args(FAST)
-            .args(["--backend", "cpu", "--accept"]);
-        c.args([
-            "--baselines",
-            dir.path().join("baselines").to_str().unwrap(),
-        ]);
-        c.args(["--runs-dir", dir.path().join("runs").to_str().unwrap()]);
+        let mut c = run_cmd(
+            dir.path(),
+            &[fixture("good/tiny-chain.yaml")],
+            &["--accept"],
+        );
         let mut child = c
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
