@@ -115,6 +115,17 @@ fn for_segments(
     }
 }
 
+/// Segments must not cross a row only when a bias is indexed by column; otherwise rows are
+/// irrelevant and segments can be as long as the tile (a 1-column tensor would else be processed
+/// one element at a time).
+fn segment_period(w: &Elementwise) -> usize {
+    if w.ops.contains(&ElemOp::BiasAdd) {
+        w.cols as usize
+    } else {
+        usize::MAX
+    }
+}
+
 /// One op over whole tensors: `dst = op(src)`.
 fn unfused_pass(
     w: &Elementwise,
@@ -124,7 +135,7 @@ fn unfused_pass(
     dst: &mut [f32],
     stream: bool,
 ) {
-    let cols = w.cols as usize;
+    let cols = segment_period(w);
     dst.par_chunks_mut(CHUNK).enumerate().for_each(|(ci, out)| {
         let start = ci * CHUNK;
         let mut tile = [0f32; TILE];
@@ -177,7 +188,7 @@ pub fn run_unfused(
 
 /// The fused chain: one pass, intermediates in two L1 tiles.
 pub fn run_fused(w: &Elementwise, inputs: &ElementwiseInputs, y: &mut [f32], stream: bool) {
-    let cols = w.cols as usize;
+    let cols = segment_period(w);
     let last = w.ops.len() - 1;
     y.par_chunks_mut(CHUNK).enumerate().for_each(|(ci, out)| {
         let start = ci * CHUNK;
