@@ -99,6 +99,9 @@ pub struct RunArgs {
     /// Size of the cold-cache flush buffer in MiB (default: twice the last-level cache).
     #[arg(long)]
     pub flush_mib: Option<u64>,
+    /// Append a short Markdown summary to this file (default: $GITHUB_STEP_SUMMARY when set).
+    #[arg(long, env = "GITHUB_STEP_SUMMARY")]
+    pub summary_to: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -156,6 +159,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 probe_bytes: a.probe_mib.map(|m| m << 20),
                 flush_bytes: a.flush_mib.map(|m| m << 20),
                 command_line: std::env::args().collect(),
+                summary_to: a.summary_to.filter(|p| !p.as_os_str().is_empty()),
             })
         }
         Command::Check { paths } => {

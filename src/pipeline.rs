@@ -31,6 +31,8 @@ pub struct RunOptions {
     /// Overrides the cold-cache flush size (bytes); default twice the last-level cache.
     pub flush_bytes: Option<u64>,
     pub command_line: Vec<String>,
+    /// Append the short Markdown summary to this file (a CI job summary).
+    pub summary_to: Option<PathBuf>,
 }
 
 /// Elements of each output compared with the f64 reference.
@@ -164,6 +166,9 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
         .unwrap_or_default();
     run.wall_secs = started.elapsed().as_secs_f64();
     write_run_dir(&dir, &run, &specs, opts.template.as_deref())?;
+    if let Some(path) = &opts.summary_to {
+        append_summary(path, &run)?;
+    }
     print_summary(&run, &dir);
     Ok(if run.verdict.status == "PASS" {
         ExitCode::Pass
@@ -191,6 +196,19 @@ pub fn write_run_dir(
     baseline::write_atomic(&dir.join("results.json"), &json)?;
     let md = report::render(run, template)?;
     baseline::write_atomic(&dir.join("report.md"), md.as_bytes())
+}
+
+/// Appends the short summary to `path` (created if missing), as CI job summaries expect.
+fn append_summary(path: &Path, run: &RunResult) -> Result<()> {
+    use std::io::Write;
+    let text = report::render_summary(run)?;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| Error::io("opening summary file", path, e))?;
+    f.write_all(text.as_bytes())
+        .map_err(|e| Error::io("appending to", path, e))
 }
 
 fn verdict_of(results: &[SpecResult]) -> RunVerdict {

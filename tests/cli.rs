@@ -38,6 +38,8 @@ const FAST: [&str; 10] = [
 
 fn run_cmd(dir: &Path, specs: &[PathBuf], extra: &[&str]) -> Command {
     let mut c = bin();
+    // Tests must not write into a real CI job summary.
+    c.env_remove("GITHUB_STEP_SUMMARY");
     c.current_dir(dir)
         .arg("run")
         .args(specs)
@@ -553,4 +555,18 @@ fn kill_9_during_accept_never_leaves_a_torn_baseline() {
             "{name}"
         );
     }
+}
+
+#[test]
+fn job_summary_is_appended_from_github_step_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("summary.md");
+    std::fs::write(&summary, "earlier step\n").unwrap();
+    let mut c = run_cmd(dir.path(), &[fixture("good/tiny-chain.yaml")], &[]);
+    c.env("GITHUB_STEP_SUMMARY", &summary);
+    let o = c.output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = std::fs::read_to_string(&summary).unwrap();
+    assert!(s.starts_with("earlier step\n### opledger: PASS"), "{s}");
+    assert!(s.contains("| tiny-chain |"), "{s}");
 }

@@ -12,6 +12,8 @@ use std::path::Path;
 
 /// The built-in template.
 pub const DEFAULT_TEMPLATE: &str = include_str!("../../templates/report.md.j2");
+/// The short form for CI job summaries (`--summary-to`, `$GITHUB_STEP_SUMMARY`).
+pub const SUMMARY_TEMPLATE: &str = include_str!("../../templates/summary.md.j2");
 
 /// The checks that evidence each optimization item of the checklist.
 const OPTIMIZATION_CHECKS: [&str; 3] = ["correctness", "io_saving", "time_saving"];
@@ -248,6 +250,15 @@ pub fn environment() -> Environment<'static> {
     env
 }
 
+/// Renders the short summary of a run.
+pub fn render_summary(run: &RunResult) -> Result<String> {
+    render_source(
+        run,
+        "summary.md.j2 (built in)",
+        SUMMARY_TEMPLATE.to_string(),
+    )
+}
+
 /// Renders a run with the built-in template or the one at `template`.
 pub fn render(run: &RunResult, template: Option<&Path>) -> Result<String> {
     let (name, source) = match template {
@@ -260,8 +271,12 @@ pub fn render(run: &RunResult, template: Option<&Path>) -> Result<String> {
             DEFAULT_TEMPLATE.to_string(),
         ),
     };
+    render_source(run, &name, source)
+}
+
+fn render_source(run: &RunResult, name: &str, source: String) -> Result<String> {
     let terr = |e: minijinja::Error| Error::Template {
-        name: name.clone(),
+        name: name.to_string(),
         message: match e.line() {
             Some(l) => format!("line {l}: {e}"),
             None => e.to_string(),
