@@ -23,7 +23,7 @@ use rayon::prelude::*;
 /// Elements per parallel task: 256 KiB of f32, large enough to amortise scheduling.
 const CHUNK: usize = 1 << 16;
 /// Elements per fused tile: two tiles of 4 KiB stay in L1.
-const TILE: usize = 1024;
+const TILE: usize = 4096;
 
 /// The second input of an op for one segment.
 #[derive(Clone, Copy)]
