@@ -35,9 +35,6 @@ pub struct RunOptions {
     pub summary_to: Option<PathBuf>,
 }
 
-/// Elements of each output compared with the f64 reference.
-const REFERENCE_SAMPLE: usize = 4096;
-
 pub fn run(opts: &RunOptions) -> Result<ExitCode> {
     let started = std::time::Instant::now();
     let specs = spec::load_all(&opts.paths)?;
@@ -255,6 +252,8 @@ fn run_spec(
     base_path: &Path,
     require_baseline: bool,
 ) -> SpecResult {
+    let spec_cfg = effective_config(cfg, &s.measure);
+    let cfg = &spec_cfg;
     let ledger = Ledger::new(&s.workload, s.variants.before, s.variants.after);
     let before = variant_result(&ledger.before, ceilings);
     let after = variant_result(&ledger.after, ceilings);
@@ -272,6 +271,7 @@ fn run_spec(
         before,
         after,
         time_saving: None,
+        launch_overhead_secs: None,
         samples: None,
         correctness: None,
         baseline: BaselineOutcome {
@@ -335,6 +335,21 @@ fn run_spec(
     r
 }
 
+/// The command line's sampling settings, lowered by the spec's own limits.
+fn effective_config(cfg: &MeasureConfig, m: &crate::spec::SpecMeasure) -> MeasureConfig {
+    let mut c = *cfg;
+    if let Some(v) = m.min_pairs {
+        c.min_pairs = c.min_pairs.min(v.0 as usize);
+    }
+    if let Some(v) = m.max_pairs {
+        c.max_pairs = c.max_pairs.min(v.0 as usize).max(c.min_pairs);
+    }
+    if let Some(v) = m.time_cap_secs {
+        c.time_cap_secs = c.time_cap_secs.min(v.0);
+    }
+    c
+}
+
 fn measure_spec(
     s: &Spec,
     backend: &dyn Backend,
@@ -360,7 +375,9 @@ fn measure_spec(
     let out_a = case.output(va)?;
     let n = case.output_len();
     let mut rng = Rng::new(cfg.seed ^ 0xc0ffee);
-    let mut idx: Vec<usize> = (0..REFERENCE_SAMPLE.min(n)).map(|_| rng.below(n)).collect();
+    let mut idx: Vec<usize> = (0..case.reference_samples().min(n))
+        .map(|_| rng.below(n))
+        .collect();
     idx.extend([0, n - 1]);
     let correctness = Correctness {
         after_vs_before: verdict::compare(&out_a, |i| out_b[i] as f64, 0..n, tol),
@@ -396,13 +413,35 @@ fn measure_spec(
         r.io_saving,
         s.expect.io_saving.as_ref(),
     ));
+    let launch_bound = matches!(s.workload, crate::spec::Workload::LaunchChain(_));
     r.checks.push(verdict::time_saving_check(
         &saving,
         s.expect.time_saving.as_ref(),
-        r.predicted_time_saving,
+        (!launch_bound).then_some(r.predicted_time_saving),
     ));
-    r.warnings
-        .extend(verdict::measurement_warnings(&sb, &sa, &aa, &ab));
+    if let crate::spec::Workload::LaunchChain(l) = &s.workload {
+        let diff =
+            stats::paired_difference_ci(&samples.before_secs, &samples.after_secs, res, cfg.seed);
+        let per = |v: f64| v / (l.n_ops - 1) as f64;
+        let overhead = stats::Estimate {
+            point: per(diff.point),
+            lo: per(diff.lo),
+            hi: per(diff.hi),
+        };
+        r.checks.push(verdict::launch_overhead_check(
+            &overhead,
+            l.n_ops,
+            &s.variants,
+        ));
+        r.launch_overhead_secs = Some(overhead);
+    }
+    r.warnings.extend(verdict::measurement_warnings(
+        &sb,
+        &sa,
+        &aa,
+        &ab,
+        launch_bound,
+    ));
     r.before.summary = Some(sb);
     r.after.summary = Some(sa);
     r.before.achieved = Some(ab);

@@ -82,7 +82,22 @@ fn every_bad_spec_fixture_exits_2_with_file_location_and_reason() {
             "11:3",
             "min 0.8 is greater than max 0.2",
         ),
-        ("missing-ops.yaml", "3:1", "`ops` is missing"),
+        ("missing-ops.yaml", "4:3", "`ops` is missing"),
+        (
+            "key-of-other-kind.yaml",
+            "6:3",
+            "workload.m does not apply to kind rmsnorm",
+        ),
+        (
+            "one-op-chain.yaml",
+            "5:3",
+            "workload.n_ops 1: expected 2 to 100000",
+        ),
+        (
+            "wrong-variant-for-kind.yaml",
+            "8:27",
+            "variant `fused` does not apply to workload kind gemm; expected one of: naive, tiled",
+        ),
         ("name-chars.yaml", "1:7", "invalid spec name \"Bad_Name\""),
         (
             "name-escapes.yaml",
@@ -569,4 +584,47 @@ fn job_summary_is_appended_from_github_step_summary() {
     let s = std::fs::read_to_string(&summary).unwrap();
     assert!(s.starts_with("earlier step\n### opledger: PASS"), "{s}");
     assert!(s.contains("| tiny-chain |"), "{s}");
+}
+
+#[test]
+fn every_workload_kind_runs_and_is_correct_on_the_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run_in(dir.path(), &[fixture("kinds")], &[]);
+    let results: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(only_run_dir(dir.path()).join("results.json")).unwrap(),
+    )
+    .unwrap();
+    let specs = results["specs"].as_array().unwrap();
+    assert_eq!(specs.len(), 6, "{}", text(&o));
+    for s in specs {
+        let name = s["name"].as_str().unwrap();
+        assert!(s["error"].is_null(), "{name}: {}", s["error"]);
+        let checks = s["checks"].as_array().unwrap();
+        let correctness = checks.iter().find(|c| c["name"] == "correctness").unwrap();
+        assert_eq!(
+            correctness["status"], "pass",
+            "{name}: {}",
+            correctness["detail"]
+        );
+        assert!(
+            s["correctness"]["after_vs_reference"]["checked"]
+                .as_u64()
+                .unwrap()
+                > 0
+        );
+    }
+    // The launch chain reports its per-launch overhead; its value is measured, not asserted.
+    let launch = specs.iter().find(|s| s["name"] == "tiny-launch").unwrap();
+    assert!(launch["launch_overhead_secs"]["point"].is_f64(), "{launch}");
+    assert!(launch["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["name"] == "launch_overhead"));
+    // The checklist draws on them: flash attention and graph replay are evidenced.
+    let report = std::fs::read_to_string(only_run_dir(dir.path()).join("report.md")).unwrap();
+    for title in ["FlashAttention-class IO path", "graph replay"] {
+        let row = report.lines().find(|l| l.contains(title)).unwrap();
+        assert!(!row.contains("not evidenced"), "{row}");
+    }
 }

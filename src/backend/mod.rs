@@ -45,6 +45,8 @@ pub trait Case {
     fn output_len(&self) -> usize;
     /// The f64 reference value of output element `index`, computed from the inputs.
     fn reference(&self, index: usize) -> f64;
+    /// How many sampled output elements to check against the reference.
+    fn reference_samples(&self) -> usize;
 }
 
 /// Bytes of memory the OS reports as available (MemAvailable), if known.

@@ -10,7 +10,9 @@
 //!   counts [`SPECIAL_FN_FLOPS`] — one SFU instruction on a GPU. A CPU evaluates it as a
 //!   polynomial of ~15 operations, which the measured bound (not the ledger) reveals.
 
-use crate::spec::{Bound, ElemOp, Elementwise, Variant, Workload};
+use crate::spec::{
+    Attention, Bound, ElemOp, Elementwise, Gemm, LaunchChain, RowOp, Variant, Workload,
+};
 use serde::{Deserialize, Serialize};
 
 /// FLOPs charged for one special-function evaluation (exp, tanh, erf, rsqrt).
@@ -82,11 +84,235 @@ impl Ledger {
     }
 }
 
+/// Blocking of the tiled GEMM (the CPU kernel uses these): C is computed in MC×NC blocks over KC
+/// slices of k, with A and B packed per block.
+pub const GEMM_MC: u64 = 64;
+pub const GEMM_NC: u64 = 512;
+pub const GEMM_KC: u64 = 256;
+/// Tile of FlashAttention: Q rows per tile (Br) and K/V rows per tile (Bc). On the CPU the
+/// Q tile and its accumulator (Br×d each) live in L2, the "SRAM" of the CPU: 256 rows of d = 128
+/// are 128 KiB each.
+pub const FLASH_BR: u64 = 256;
+pub const FLASH_BC: u64 = 64;
+
+/// FLOPs per element of one launch_chain op: v·a + b.
+pub const LAUNCH_OP_FLOPS: u64 = 2;
+
+fn mv(tensor: &str, bytes: u64, reads: u64, writes: u64) -> Movement {
+    Movement {
+        tensor: tensor.into(),
+        bytes,
+        reads,
+        writes,
+    }
+}
+
 /// The ledger of one variant of a workload.
 pub fn variant_ledger(workload: &Workload, variant: Variant) -> VariantLedger {
     match workload {
         Workload::Elementwise(e) => elementwise(e, variant),
+        Workload::Rmsnorm(r) => rmsnorm(r, variant),
+        Workload::Layernorm(r) => layernorm(r, variant),
+        Workload::Softmax(r) => softmax(r, variant),
+        Workload::Gemm(g) => gemm(g, variant),
+        Workload::Attention(a) => attention(a, variant),
+        Workload::LaunchChain(l) => launch_chain(l, variant),
     }
+}
+
+fn ledger(variant: Variant, movements: Vec<Movement>, flops: u64, launches: u64) -> VariantLedger {
+    VariantLedger {
+        variant,
+        movements,
+        flops,
+        launches,
+    }
+}
+
+/// RMSNorm y = x / √(mean(x²) + ε) · w. Unfused: square, mean, rsqrt, scale, weight as five
+/// kernels; fused: one pass per row (the row stays on chip between its two sweeps).
+fn rmsnorm(r: &RowOp, variant: Variant) -> VariantLedger {
+    let (t, v, w) = (r.elements() * 4, r.rows * 4, r.cols * 4);
+    let flops = r.elements() * 4 + r.rows * (2 + SPECIAL_FN_FLOPS);
+    match variant {
+        Variant::Unfused => ledger(
+            variant,
+            vec![
+                mv("x", t, 2, 0),
+                mv("sq", t, 1, 1),
+                mv("mean_sq", v, 1, 1),
+                mv("rstd", v, 1, 1),
+                mv("normed", t, 1, 1),
+                mv("weight", w, 1, 0),
+                mv("y", t, 0, 1),
+            ],
+            flops,
+            5,
+        ),
+        _ => ledger(
+            variant,
+            vec![mv("x", t, 1, 0), mv("weight", w, 1, 0), mv("y", t, 0, 1)],
+            flops,
+            1,
+        ),
+    }
+}
+
+/// LayerNorm y = (x − μ)/√(σ² + ε) · w + b. Unfused: mean, center, variance, rstd, normalize,
+/// affine as six kernels; fused: one pass per row.
+fn layernorm(r: &RowOp, variant: Variant) -> VariantLedger {
+    let (t, v, w) = (r.elements() * 4, r.rows * 4, r.cols * 4);
+    let flops = r.elements() * 7 + r.rows * (3 + SPECIAL_FN_FLOPS);
+    match variant {
+        Variant::Unfused => ledger(
+            variant,
+            vec![
+                mv("x", t, 2, 0),
+                mv("mean", v, 1, 1),
+                mv("centered", t, 2, 1),
+                mv("var", v, 1, 1),
+                mv("rstd", v, 1, 1),
+                mv("normed", t, 1, 1),
+                mv("weight", w, 1, 0),
+                mv("bias", w, 1, 0),
+                mv("y", t, 0, 1),
+            ],
+            flops,
+            6,
+        ),
+        _ => ledger(
+            variant,
+            vec![
+                mv("x", t, 1, 0),
+                mv("weight", w, 1, 0),
+                mv("bias", w, 1, 0),
+                mv("y", t, 0, 1),
+            ],
+            flops,
+            1,
+        ),
+    }
+}
+
+/// Row softmax. Unfused: max, exp(x − max), sum, divide as four kernels; fused: online softmax,
+/// one read and one write.
+fn softmax(r: &RowOp, variant: Variant) -> VariantLedger {
+    let (t, v) = (r.elements() * 4, r.rows * 4);
+    // max, subtract, exp, add, divide
+    let flops = r.elements() * (4 + SPECIAL_FN_FLOPS);
+    match variant {
+        Variant::Unfused => ledger(
+            variant,
+            vec![
+                mv("x", t, 2, 0),
+                mv("row_max", v, 1, 1),
+                mv("exp", t, 2, 1),
+                mv("row_sum", v, 1, 1),
+                mv("y", t, 0, 1),
+            ],
+            flops,
+            4,
+        ),
+        _ => ledger(variant, vec![mv("x", t, 1, 0), mv("y", t, 0, 1)], flops, 1),
+    }
+}
+
+/// GEMM. Naive (i, j, k loops): a row of A stays in cache across j, but B is streamed once per
+/// row of C. Tiled: A is re-read once per NC-wide block column, B once per MC-tall block row, and
+/// C is read back for every KC slice after the first.
+fn gemm(g: &Gemm, variant: Variant) -> VariantLedger {
+    let (a, b, c) = (g.m * g.k * 4, g.k * g.n * 4, g.m * g.n * 4);
+    let flops = 2 * g.m * g.n * g.k;
+    match variant {
+        Variant::Naive => ledger(
+            variant,
+            vec![mv("A", a, 1, 0), mv("B", b, g.m, 0), mv("C", c, 0, 1)],
+            flops,
+            1,
+        ),
+        _ => {
+            let k_slices = g.k.div_ceil(GEMM_KC);
+            ledger(
+                variant,
+                vec![
+                    mv("A", a, g.n.div_ceil(GEMM_NC), 0),
+                    mv("B", b, g.m.div_ceil(GEMM_MC), 0),
+                    mv("C", c, k_slices - 1, k_slices),
+                ],
+                flops,
+                1,
+            )
+        }
+    }
+}
+
+/// Attention forward per (batch, head), FLOPs by the FlashAttention convention: 4·N²·d (QKᵀ and
+/// PV), halved when causal. Standard materializes S and P (N² each) in memory; flash keeps them
+/// in the tile and re-reads K and V once per Q tile of FLASH_BR rows (about half as often when
+/// causal, since tiles above the diagonal are skipped).
+fn attention(a: &Attention, variant: Variant) -> VariantLedger {
+    let (bh, n, d) = (a.heads_total(), a.seq_len, a.head_dim);
+    let qkvo = bh * n * d * 4;
+    let s = bh * n * n * 4;
+    let full = 4 * bh * n * n * d;
+    let flops = if a.causal { full / 2 } else { full };
+    match variant {
+        Variant::Standard => ledger(
+            variant,
+            vec![
+                mv("Q", qkvo, 1, 0),
+                mv("K", qkvo, 1, 0),
+                mv("S", s, 1, 1),
+                mv("P", s, 1, 1),
+                mv("V", qkvo, 1, 0),
+                mv("O", qkvo, 0, 1),
+            ],
+            flops,
+            3,
+        ),
+        _ => {
+            let tr = n.div_ceil(FLASH_BR);
+            let kv_reads = if a.causal { tr.div_ceil(2).max(1) } else { tr };
+            ledger(
+                variant,
+                vec![
+                    mv("Q", qkvo, 1, 0),
+                    mv("K", qkvo, kv_reads, 0),
+                    mv("V", qkvo, kv_reads, 0),
+                    mv("O", qkvo, 0, 1),
+                ],
+                flops,
+                1,
+            )
+        }
+    }
+}
+
+/// A chain of n small kernels: both variants run the same kernels and move the same bytes; they
+/// differ in launches (dispatches): n eager, 1 replayed graph.
+fn launch_chain(l: &LaunchChain, variant: Variant) -> VariantLedger {
+    let t = l.elements * 4;
+    let movements = vec![
+        mv("x", t, 1, 0),
+        mv(
+            &format!("t1..t{}", l.n_ops - 1),
+            t,
+            l.n_ops - 1,
+            l.n_ops - 1,
+        ),
+        mv("y", t, 0, 1),
+    ];
+    let launches = if variant == Variant::Eager {
+        l.n_ops
+    } else {
+        1
+    };
+    ledger(
+        variant,
+        movements,
+        l.n_ops * l.elements * LAUNCH_OP_FLOPS,
+        launches,
+    )
 }
 
 fn elementwise(e: &Elementwise, variant: Variant) -> VariantLedger {
@@ -127,7 +353,7 @@ fn elementwise(e: &Elementwise, variant: Variant) -> VariantLedger {
         });
     }
     let launches = match variant {
-        Variant::Unfused => {
+        Variant::Unfused | Variant::Eager | Variant::Standard | Variant::Naive => {
             for i in 1..e.ops.len() {
                 movements.push(Movement {
                     tensor: format!("t{i}"),
@@ -138,7 +364,7 @@ fn elementwise(e: &Elementwise, variant: Variant) -> VariantLedger {
             }
             e.ops.len() as u64
         }
-        Variant::Fused => 1,
+        _ => 1,
     };
     movements.push(Movement {
         tensor: "y".into(),
@@ -244,6 +470,99 @@ mod tests {
         // fused: x, two operands, y
         assert_eq!(l.after.bytes_moved(), 4 * t);
         assert!((l.io_saving() - 0.6).abs() < 1e-12);
+    }
+
+    #[test]
+    fn norms_and_softmax_save_their_intermediates() {
+        let r = RowOp {
+            rows: 8,
+            cols: 16,
+            dtype: DType::F32,
+            eps: 1e-5,
+        };
+        let t = 8 * 16 * 4;
+        let v = 8 * 4;
+        let w = 16 * 4;
+        let rms = Ledger::new(
+            &Workload::Rmsnorm(r.clone()),
+            Variant::Unfused,
+            Variant::Fused,
+        );
+        assert_eq!(
+            rms.before.bytes_moved(),
+            2 * t + 2 * t + 2 * v + 2 * v + 2 * t + w + t
+        );
+        assert_eq!(rms.after.bytes_moved(), 2 * t + w);
+        let sm = Ledger::new(
+            &Workload::Softmax(r.clone()),
+            Variant::Unfused,
+            Variant::Fused,
+        );
+        assert_eq!(sm.before.bytes_moved(), 2 * t + 2 * v + 3 * t + 2 * v + t);
+        assert_eq!(sm.after.bytes_moved(), 2 * t);
+        let ln = Ledger::new(&Workload::Layernorm(r), Variant::Unfused, Variant::Fused);
+        assert_eq!(ln.after.bytes_moved(), 2 * t + 2 * w);
+        assert!(ln.io_saving() > rms.io_saving() * 0.9);
+    }
+
+    #[test]
+    fn attention_standard_is_quadratic_flash_linear() {
+        let at = |n, causal| Attention {
+            batch: 1,
+            heads: 2,
+            seq_len: n,
+            head_dim: 64,
+            dtype: DType::F32,
+            causal,
+        };
+        let bytes = |n, v| variant_ledger(&Workload::Attention(at(n, false)), v).bytes_moved();
+        // Standard: doubling N roughly quadruples the bytes once N² dominates.
+        let (s1, s2) = (
+            bytes(4096, Variant::Standard),
+            bytes(8192, Variant::Standard),
+        );
+        assert!(s2 as f64 / s1 as f64 > 3.9);
+        // Flash with K,V re-read once per Q tile: bytes = Q+O + 2·(N/Br)·KV: grows as N²/Br,
+        // but with a coefficient d/Br·... far below standard.
+        let f1 = bytes(4096, Variant::Flash);
+        assert!(f1 * 4 < s1, "{f1} vs {s1}");
+        // FLOPs: 4·N²·d per head, halved when causal.
+        let l = variant_ledger(&Workload::Attention(at(1024, false)), Variant::Flash);
+        assert_eq!(l.flops, 4 * 2 * 1024 * 1024 * 64);
+        let c = variant_ledger(&Workload::Attention(at(1024, true)), Variant::Flash);
+        assert_eq!(c.flops, l.flops / 2);
+    }
+
+    #[test]
+    fn gemm_naive_rereads_b_tiled_by_blocks() {
+        let g = Gemm {
+            m: 1024,
+            n: 1024,
+            k: 1024,
+            dtype: DType::F32,
+        };
+        let mat = 1024 * 1024 * 4;
+        let naive = variant_ledger(&Workload::Gemm(g.clone()), Variant::Naive);
+        assert_eq!(naive.bytes_moved(), mat + 1024 * mat + mat);
+        let tiled = variant_ledger(&Workload::Gemm(g), Variant::Tiled);
+        let expect = mat * 1024u64.div_ceil(GEMM_NC)
+            + mat * 1024u64.div_ceil(GEMM_MC)
+            + mat * (2 * 1024u64.div_ceil(GEMM_KC) - 1);
+        assert_eq!(tiled.bytes_moved(), expect);
+        assert_eq!(tiled.flops, 2 * 1024 * 1024 * 1024);
+    }
+
+    #[test]
+    fn launch_chain_differs_only_in_launches() {
+        let l = LaunchChain {
+            n_ops: 200,
+            elements: 4096,
+            dtype: DType::F32,
+        };
+        let e = variant_ledger(&Workload::LaunchChain(l.clone()), Variant::Eager);
+        let g = variant_ledger(&Workload::LaunchChain(l), Variant::Graph);
+        assert_eq!(e.bytes_moved(), g.bytes_moved());
+        assert_eq!((e.launches, g.launches), (200, 1));
     }
 
     #[test]

@@ -136,10 +136,7 @@ mod tests {
     impl Case for Scripted {
         fn run_timed(&mut self, v: Variant) -> Result<f64> {
             self.runs.push(v);
-            Ok(match v {
-                Variant::Unfused => 2.0,
-                Variant::Fused => 1.0,
-            })
+            Ok(if v == Variant::Unfused { 2.0 } else { 1.0 })
         }
         fn flush_caches(&mut self) {
             self.flushes += 1;
@@ -152,6 +149,9 @@ mod tests {
         }
         fn reference(&self, _: usize) -> f64 {
             0.0
+        }
+        fn reference_samples(&self) -> usize {
+            0
         }
     }
 

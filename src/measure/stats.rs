@@ -97,6 +97,29 @@ pub fn paired_saving_ci(before: &[f64], after: &[f64], resamples: usize, seed: u
     percentile_interval(stats, 1.0 - median(&after[..n]) / median(&before[..n]))
 }
 
+/// Difference median(before) − median(after) over interleaved pairs, with a paired bootstrap CI.
+pub fn paired_difference_ci(
+    before: &[f64],
+    after: &[f64],
+    resamples: usize,
+    seed: u64,
+) -> Estimate {
+    let n = before.len().min(after.len());
+    let mut rng = Rng::new(seed);
+    let (mut b, mut a) = (vec![0.0; n], vec![0.0; n]);
+    let stats = (0..resamples)
+        .map(|_| {
+            for j in 0..n {
+                let i = rng.below(n);
+                b[j] = before[i];
+                a[j] = after[i];
+            }
+            median_in_place(&mut b) - median_in_place(&mut a)
+        })
+        .collect();
+    percentile_interval(stats, median(&before[..n]) - median(&after[..n]))
+}
+
 /// Ratio median(new)/median(base) of two independent sample sets, with a bootstrap CI.
 pub fn ratio_ci(new: &[f64], base: &[f64], resamples: usize, seed: u64) -> Estimate {
     let mut rng = Rng::new(seed);

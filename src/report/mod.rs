@@ -16,7 +16,8 @@ pub const DEFAULT_TEMPLATE: &str = include_str!("../../templates/report.md.j2");
 pub const SUMMARY_TEMPLATE: &str = include_str!("../../templates/summary.md.j2");
 
 /// The checks that evidence each optimization item of the checklist.
-const OPTIMIZATION_CHECKS: [&str; 3] = ["correctness", "io_saving", "time_saving"];
+const OPTIMIZATION_CHECKS: [&str; 4] =
+    ["correctness", "io_saving", "time_saving", "launch_overhead"];
 
 /// Derives the seed's five-item delivery checklist from the spec results.
 pub fn checklist(specs: &[SpecResult]) -> Vec<ChecklistRow> {
@@ -125,8 +126,11 @@ fn optimization_row(specs: &[SpecResult], item: ChecklistItem) -> (Status, Strin
                 t.hi * 100.0
             )
         });
+        let launch = s.launch_overhead_secs.map_or(String::new(), |o| {
+            format!(", {:.2} µs per launch removed", o.point * 1e6)
+        });
         parts.push(format!(
-            "{} {}: IO −{:.1}%, {saving}",
+            "{} {}: IO −{:.1}%, {saving}{launch}",
             link(s),
             worst.mark(),
             s.io_saving * 100.0

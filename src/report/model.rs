@@ -88,6 +88,9 @@ pub struct SpecResult {
     pub predicted_time_saving: f64,
     /// Measured 1 − t(after)/t(before), paired bootstrap.
     pub time_saving: Option<Estimate>,
+    /// For launch chains: (T_eager − T_graph)/(N − 1), seconds per launch, paired bootstrap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch_overhead_secs: Option<Estimate>,
     pub samples: Option<PairSamples>,
     pub correctness: Option<Correctness>,
     pub baseline: BaselineOutcome,

@@ -8,6 +8,7 @@
 
 mod locate;
 mod types;
+mod workload;
 
 pub use locate::find_key;
 pub use types::*;

@@ -41,7 +41,9 @@ fn parses_the_issue_example() {
         s.checklist,
         vec![ChecklistItem::Roofline, ChecklistItem::Fusion]
     );
-    let Workload::Elementwise(e) = &s.workload;
+    let Workload::Elementwise(e) = &s.workload else {
+        panic!("elementwise expected")
+    };
     assert_eq!(e.ops, vec![ElemOp::BiasAdd, ElemOp::Gelu]);
     assert_eq!((e.rows, e.cols, e.elements()), (8192, 4096, 8192 * 4096));
     assert_eq!(e.scale, 0.5);
@@ -58,7 +60,9 @@ fn defaults_apply() {
         .replace("  dtype: f32\n", "");
     let s = parse_str(&t).unwrap();
     assert_eq!(s.gate.max_regression.0, 0.10);
-    let Workload::Elementwise(e) = &s.workload;
+    let Workload::Elementwise(e) = &s.workload else {
+        panic!("elementwise expected")
+    };
     assert_eq!(e.dtype, DType::F32);
 }
 

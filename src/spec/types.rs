@@ -1,5 +1,6 @@
 //! The spec's types: the raw shapes serde reads, and the validated `Spec` the pipeline uses.
 
+pub use super::workload::*;
 use super::{find_key, MAX_TENSOR_ELEMENTS};
 use crate::error::Position;
 use serde::{Deserialize, Serialize};
@@ -161,13 +162,6 @@ impl ChecklistItem {
     }
 }
 
-/// Workload kinds. The spine implements `elementwise`; each kind fixes its variants.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WorkloadKind {
-    Elementwise,
-}
-
 /// One elementwise op of a chain. Binary ops (`add`, `mul`) read a tensor of the same shape of
 /// their own (a residual, a gate); `bias_add` reads a bias vector of `cols` elements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -200,26 +194,7 @@ impl ElemOp {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DType {
-    F32,
-}
-
-impl DType {
-    pub fn bytes(self) -> u64 {
-        match self {
-            DType::F32 => 4,
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            DType::F32 => "f32",
-        }
-    }
-}
-
-/// The implementation variants a backend can run.
+/// The implementation variants a backend can run; each workload kind takes one pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Variant {
@@ -227,6 +202,18 @@ pub enum Variant {
     Unfused,
     /// One kernel for the chain; intermediates stay on chip (registers, L1).
     Fused,
+    /// Attention with S = QKᵀ and P = softmax(S) materialized in memory.
+    Standard,
+    /// FlashAttention: tiles of Q against tiles of K, V with online softmax.
+    Flash,
+    /// A chain of small kernels, each dispatched (launched) on its own.
+    Eager,
+    /// The same chain recorded once as a plan and replayed with one dispatch.
+    Graph,
+    /// Textbook triple loop.
+    Naive,
+    /// Cache-blocked, packed, register-tiled.
+    Tiled,
 }
 
 impl Variant {
@@ -234,6 +221,12 @@ impl Variant {
         match self {
             Variant::Unfused => "unfused",
             Variant::Fused => "fused",
+            Variant::Standard => "standard",
+            Variant::Flash => "flash",
+            Variant::Eager => "eager",
+            Variant::Graph => "graph",
+            Variant::Naive => "naive",
+            Variant::Tiled => "tiled",
         }
     }
 }
@@ -330,21 +323,17 @@ impl Default for Gate {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// Per-spec limits of the sampling effort, for expensive cases. They can only lower what the
+/// command line asks for (the smaller value wins).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawWorkload {
-    pub kind: WorkloadKind,
-    #[serde(default)]
-    pub ops: Option<Vec<ElemOp>>,
-    #[serde(default)]
-    pub rows: Option<Dim>,
-    #[serde(default)]
-    pub cols: Option<Dim>,
-    #[serde(default)]
-    pub dtype: Option<DType>,
-    /// The factor of `scale` ops (default 0.5).
-    #[serde(default)]
-    pub scale: Option<Finite>,
+pub struct SpecMeasure {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_pairs: Option<Dim>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_pairs: Option<Dim>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_cap_secs: Option<NonNeg>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -361,59 +350,8 @@ pub struct RawSpec {
     pub expect: Expect,
     #[serde(default)]
     pub gate: Gate,
-}
-
-/// A validated elementwise chain: `y = op_n(...op_1(x))`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Elementwise {
-    pub ops: Vec<ElemOp>,
-    pub rows: u64,
-    pub cols: u64,
-    pub dtype: DType,
-    pub scale: f64,
-}
-
-impl Elementwise {
-    pub fn elements(&self) -> u64 {
-        self.rows * self.cols
-    }
-}
-
-/// A validated workload.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Workload {
-    Elementwise(Elementwise),
-}
-
-impl Workload {
-    pub fn kind(&self) -> WorkloadKind {
-        match self {
-            Workload::Elementwise(_) => WorkloadKind::Elementwise,
-        }
-    }
-    /// The variants this workload kind can run.
-    pub fn variants(&self) -> &'static [Variant] {
-        match self {
-            Workload::Elementwise(_) => &[Variant::Unfused, Variant::Fused],
-        }
-    }
-    /// A one-line description for tables and logs.
-    pub fn describe(&self) -> String {
-        match self {
-            Workload::Elementwise(e) => format!(
-                "elementwise [{}] {}x{} {}",
-                e.ops
-                    .iter()
-                    .map(|o| o.name())
-                    .collect::<Vec<_>>()
-                    .join(" -> "),
-                e.rows,
-                e.cols,
-                e.dtype.name()
-            ),
-        }
-    }
+    #[serde(default)]
+    pub measure: SpecMeasure,
 }
 
 /// A validated spec, ready for the ledger and the backends.
@@ -430,6 +368,7 @@ pub struct Spec {
     pub variants: Variants,
     pub expect: Expect,
     pub gate: Gate,
+    pub measure: SpecMeasure,
 }
 
 impl RawSpec {
@@ -440,67 +379,7 @@ impl RawSpec {
             return Err((at(&["title"]), "title must not be empty".into()));
         }
         let w = &self.workload;
-        let workload = match w.kind {
-            WorkloadKind::Elementwise => {
-                let ops = match &w.ops {
-                    Some(ops) if !ops.is_empty() => ops.clone(),
-                    Some(_) => {
-                        return Err((
-                            at(&["workload", "ops"]),
-                            "workload.ops is empty: expected a chain of at least one op (bias_add, add, mul, scale, relu, gelu, silu)".into(),
-                        ))
-                    }
-                    None => {
-                        return Err((
-                            at(&["workload"]),
-                            "workload of kind elementwise needs `ops`, `rows` and `cols`; `ops` is missing".into(),
-                        ))
-                    }
-                };
-                if ops.len() > 256 {
-                    return Err((
-                        at(&["workload", "ops"]),
-                        format!(
-                            "workload.ops has {} ops: at most 256 are supported",
-                            ops.len()
-                        ),
-                    ));
-                }
-                let rows = w.rows.ok_or_else(|| {
-                    (
-                        at(&["workload"]),
-                        "workload of kind elementwise needs `rows` (a whole number >= 1)"
-                            .to_string(),
-                    )
-                })?;
-                let cols = w.cols.ok_or_else(|| {
-                    (
-                        at(&["workload"]),
-                        "workload of kind elementwise needs `cols` (a whole number >= 1)"
-                            .to_string(),
-                    )
-                })?;
-                match rows.0.checked_mul(cols.0) {
-                    Some(n) if n <= MAX_TENSOR_ELEMENTS => {}
-                    _ => {
-                        return Err((
-                            at(&["workload", "cols"]),
-                            format!(
-                                "rows x cols = {} x {} exceeds the limit of {MAX_TENSOR_ELEMENTS} elements per tensor",
-                                rows.0, cols.0
-                            ),
-                        ))
-                    }
-                }
-                Workload::Elementwise(Elementwise {
-                    ops,
-                    rows: rows.0,
-                    cols: cols.0,
-                    dtype: w.dtype.unwrap_or(DType::F32),
-                    scale: w.scale.map_or(0.5, |s| s.0),
-                })
-            }
-        };
+        let workload = w.validate(text)?;
         let allowed = workload.variants();
         for (key, v) in [
             ("before", self.variants.before),
@@ -510,9 +389,9 @@ impl RawSpec {
                 return Err((
                     at(&["variants", key]),
                     format!(
-                        "variant `{}` does not apply to workload kind {:?}; expected one of: {}",
+                        "variant `{}` does not apply to workload kind {}; expected one of: {}",
                         v.name(),
-                        workload.kind(),
+                        workload.kind().name(),
                         allowed
                             .iter()
                             .map(|v| v.name())
@@ -566,6 +445,26 @@ impl RawSpec {
                 ),
             ));
         }
+        if let (Some(a), Some(b)) = (self.measure.min_pairs, self.measure.max_pairs) {
+            if a.0 < 3 || b.0 < a.0 {
+                return Err((
+                    at(&["measure"]),
+                    format!("measure: min_pairs must be >= 3 and max_pairs >= min_pairs (got {} and {})", a.0, b.0),
+                ));
+            }
+        }
+        if self.measure.min_pairs.is_some_and(|a| a.0 < 3) {
+            return Err((
+                at(&["measure", "min_pairs"]),
+                "measure.min_pairs must be >= 3".into(),
+            ));
+        }
+        if self.measure.time_cap_secs.is_some_and(|t| t.0 <= 0.0) {
+            return Err((
+                at(&["measure", "time_cap_secs"]),
+                "measure.time_cap_secs must be > 0".into(),
+            ));
+        }
         let mut checklist = self.checklist.clone();
         checklist.sort();
         checklist.dedup();
@@ -580,6 +479,7 @@ impl RawSpec {
             variants: self.variants,
             expect: self.expect,
             gate: self.gate,
+            measure: self.measure,
         })
     }
 }

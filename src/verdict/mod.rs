@@ -259,11 +259,12 @@ pub fn io_saving_check(io_saving: f64, claim: Option<&SavingRange>) -> Check {
 pub const SUSPICIOUS_SLACK: f64 = 0.05;
 
 /// The time-saving check: the whole CI must lie in the claim. A saving beyond what the ledger
-/// allows (predicted on the measured ceilings) is flagged, never passed silently.
+/// allows (predicted on the measured ceilings) is flagged, never passed silently. `ledger_bound`
+/// is `None` where the saving lies outside the roofline by design (launch overhead).
 pub fn time_saving_check(
     saving: &Estimate,
     claim: Option<&SavingRange>,
-    ledger_bound: f64,
+    ledger_bound: Option<f64>,
 ) -> Check {
     let desc = format!(
         "measured {:.1}% (95% CI {:.1}% .. {:.1}%)",
@@ -271,10 +272,10 @@ pub fn time_saving_check(
         saving.lo * 100.0,
         saving.hi * 100.0
     );
-    let suspicious = saving.lo > ledger_bound + SUSPICIOUS_SLACK;
+    let suspicious = ledger_bound.is_some_and(|b| saving.lo > b + SUSPICIOUS_SLACK);
     let suspicion = format!(
         "; SUSPICIOUS: above the {:.1}% the ledger allows on these ceilings (+{:.0} points slack) — check that both variants do the same work",
-        ledger_bound * 100.0,
+        ledger_bound.unwrap_or(0.0) * 100.0,
         SUSPICIOUS_SLACK * 100.0
     );
     match claim {
@@ -306,6 +307,33 @@ pub fn time_saving_check(
     }
 }
 
+/// The launch-overhead check of a launch chain: replaying the chain must remove a positive,
+/// measurable overhead per launch — the whole CI of (T_before − T_after)/(N − 1) above zero.
+pub fn launch_overhead_check(
+    per_launch: &Estimate,
+    n_ops: u64,
+    variants: &crate::spec::Variants,
+) -> Check {
+    let us = |s: f64| s * 1e6;
+    let detail = format!(
+        "per-launch overhead removed by {} vs {}: {:.2} µs (95% CI {:.2} .. {:.2} µs) = (T_{} − T_{})/({} − 1)",
+        variants.after.name(),
+        variants.before.name(),
+        us(per_launch.point),
+        us(per_launch.lo),
+        us(per_launch.hi),
+        variants.before.name(),
+        variants.after.name(),
+        n_ops
+    );
+    let status = if per_launch.lo > 0.0 {
+        Status::Pass
+    } else {
+        Status::Fail
+    };
+    Check::new("launch_overhead", status, detail)
+}
+
 /// Regression decision on the ratio new/baseline of the `after` medians (issue: three states
 /// plus inconclusive).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -333,11 +361,14 @@ pub fn regression_state(ratio: &Estimate, threshold: f64) -> RegressionState {
 pub const NOISY_REL_MAD: f64 = 0.05;
 
 /// Warnings about the measurement itself.
+/// `cache_resident` marks workloads meant to live in cache (launch chains): no warning for
+/// bandwidth above the memory ceiling there.
 pub fn measurement_warnings(
     before: &Summary,
     after: &Summary,
     after_achieved: &Achieved,
     before_achieved: &Achieved,
+    cache_resident: bool,
 ) -> Vec<String> {
     let mut w = Vec::new();
     for (name, s) in [("before", before), ("after", after)] {
@@ -349,7 +380,7 @@ pub fn measurement_warnings(
         }
     }
     for (name, a) in [("before", before_achieved), ("after", after_achieved)] {
-        if a.frac_bandwidth > 1.1 {
+        if a.frac_bandwidth > 1.1 && !cache_resident {
             w.push(format!(
                 "the {name} variant moved {:.0}% of the probe's bandwidth ceiling: its data likely stayed in cache (is the workload larger than the last-level cache?)",
                 a.frac_bandwidth * 100.0
@@ -398,14 +429,14 @@ mod tests {
         };
         let e = |p, lo, hi| Estimate { point: p, lo, hi };
         assert_eq!(
-            time_saving_check(&e(0.5, 0.45, 0.55), Some(&claim), 0.5).status,
+            time_saving_check(&e(0.5, 0.45, 0.55), Some(&claim), Some(0.5)).status,
             Status::Pass
         );
         assert_eq!(
-            time_saving_check(&e(0.3, 0.2, 0.4), Some(&claim), 0.5).status,
+            time_saving_check(&e(0.3, 0.2, 0.4), Some(&claim), Some(0.5)).status,
             Status::Fail
         );
-        let s = time_saving_check(&e(0.7, 0.68, 0.72), Some(&claim), 0.5);
+        let s = time_saving_check(&e(0.7, 0.68, 0.72), Some(&claim), Some(0.5));
         assert_eq!(s.status, Status::Warn);
         assert!(s.detail.contains("SUSPICIOUS"), "{}", s.detail);
     }

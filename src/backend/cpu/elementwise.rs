@@ -229,6 +229,42 @@ pub fn tmp_buffers(w: &Elementwise) -> usize {
     (w.ops.len() - 1).min(2)
 }
 
+/// The elementwise chain as a CPU workload.
+pub struct ElementwiseKernels {
+    w: Elementwise,
+    inputs: ElementwiseInputs,
+    tmp: Vec<Vec<f32>>,
+    stream: bool,
+}
+
+impl ElementwiseKernels {
+    pub fn new(w: Elementwise, seed: u64, stream: bool) -> Self {
+        let n = w.elements() as usize;
+        ElementwiseKernels {
+            inputs: ElementwiseInputs::generate(&w, seed),
+            tmp: (0..tmp_buffers(&w)).map(|_| vec![0f32; n]).collect(),
+            stream,
+            w,
+        }
+    }
+}
+
+impl super::Kernels for ElementwiseKernels {
+    fn output_len(&self) -> usize {
+        self.w.elements() as usize
+    }
+    fn run(&mut self, variant: crate::spec::Variant, out: &mut [f32]) {
+        if variant == crate::spec::Variant::Unfused {
+            run_unfused(&self.w, &self.inputs, &mut self.tmp, out, self.stream);
+        } else {
+            run_fused(&self.w, &self.inputs, out, self.stream);
+        }
+    }
+    fn reference(&self, i: usize) -> f64 {
+        self.inputs.reference(&self.w, i)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,20 +1,41 @@
 //! The CPU backend: multithreaded (rayon), vectorized kernels with runtime CPU-feature dispatch,
 //! timed with the monotonic clock, and a cold-cache flush that streams a buffer larger than the
 //! last-level cache between samples.
+//!
+//! Each workload kind implements [`Kernels`] (its inputs, its two variants, its f64 reference);
+//! [`CpuCase`] adds what is common: the outputs of both variants, timing and the flush.
 
+pub mod attention;
 pub mod elementwise;
+pub mod gemm;
+pub mod launch;
 pub mod math;
+pub mod rows;
 pub mod simd;
 
 use super::inputs::ElementwiseInputs;
 use super::{Backend, Case};
-use crate::error::Result;
-use crate::spec::{Elementwise, Variant, Workload};
+use crate::error::{Error, Result};
+use crate::spec::{Variant, Workload};
 use rayon::prelude::*;
 use std::borrow::Cow;
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Instant;
+
+/// One workload kind's kernels on the CPU.
+pub trait Kernels: Send {
+    /// Elements of the output.
+    fn output_len(&self) -> usize;
+    /// Runs `variant`, writing every element of `out`.
+    fn run(&mut self, variant: Variant, out: &mut [f32]);
+    /// The f64 reference of output element `i`.
+    fn reference(&self, i: usize) -> f64;
+    /// How many output elements to check against the reference (fewer when each is costly).
+    fn reference_samples(&self) -> usize {
+        4096
+    }
+}
 
 pub struct CpuBackend {
     flush: Arc<FlushBuffer>,
@@ -29,6 +50,11 @@ impl CpuBackend {
     }
 }
 
+/// Streaming (non-temporal) stores pay off once an output is a sizeable part of the cache.
+fn streams(output_bytes: u64) -> bool {
+    output_bytes >= crate::device::last_level_cache_bytes() / 4
+}
+
 impl Backend for CpuBackend {
     fn name(&self) -> &'static str {
         "cpu"
@@ -40,23 +66,48 @@ impl Backend for CpuBackend {
                 let t = w.elements() * 4;
                 ElementwiseInputs::bytes_for(w) + t * (2 + elementwise::tmp_buffers(w) as u64)
             }
+            Workload::Rmsnorm(r) | Workload::Layernorm(r) | Workload::Softmax(r) => {
+                r.elements() * 4 * 5 + r.cols * 8 + r.rows * 16
+            }
+            Workload::Gemm(g) => 4 * (g.m * g.k + g.k * g.n + 2 * g.m * g.n),
+            Workload::Attention(a) => attention::required_bytes(a),
+            Workload::LaunchChain(l) => l.elements * 4 * 6,
         }
     }
 
     fn prepare(&self, workload: &Workload, seed: u64) -> Result<Box<dyn Case>> {
-        // Streaming stores pay off once one tensor is a sizeable part of the cache.
-        let llc = crate::device::last_level_cache_bytes();
-        match workload {
+        let flush = self.flush.clone();
+        let case: Box<dyn Case> = match workload {
             Workload::Elementwise(w) => {
-                let stream = w.elements() * 4 >= llc / 4;
-                Ok(Box::new(ElementwiseCase::new(
+                let k = elementwise::ElementwiseKernels::new(
                     w.clone(),
                     seed,
-                    self.flush.clone(),
-                    stream,
-                )))
+                    streams(w.elements() * 4),
+                );
+                Box::new(CpuCase::new(k, flush))
             }
-        }
+            Workload::Rmsnorm(r) | Workload::Layernorm(r) | Workload::Softmax(r) => {
+                let k = rows::RowKernels::new(
+                    workload.kind(),
+                    r.clone(),
+                    seed,
+                    streams(r.elements() * 4),
+                );
+                Box::new(CpuCase::new(k, flush))
+            }
+            Workload::Gemm(g) => {
+                Box::new(CpuCase::new(gemm::GemmKernels::new(g.clone(), seed), flush))
+            }
+            Workload::Attention(a) => Box::new(CpuCase::new(
+                attention::AttentionKernels::new(a.clone(), seed),
+                flush,
+            )),
+            Workload::LaunchChain(l) => Box::new(CpuCase::new(
+                launch::LaunchKernels::new(l.clone(), seed),
+                flush,
+            )),
+        };
+        Ok(case)
     }
 }
 
@@ -86,51 +137,37 @@ impl FlushBuffer {
     }
 }
 
-struct ElementwiseCase {
-    w: Elementwise,
-    inputs: ElementwiseInputs,
-    tmp: Vec<Vec<f32>>,
-    y_unfused: Vec<f32>,
-    y_fused: Vec<f32>,
+/// A prepared case: the kernels, one output per variant that ran, and the flush buffer.
+pub struct CpuCase<K: Kernels> {
+    kernels: K,
+    outputs: Vec<(Variant, Vec<f32>)>,
     flush: Arc<FlushBuffer>,
-    stream: bool,
 }
 
-impl ElementwiseCase {
-    fn new(w: Elementwise, seed: u64, flush: Arc<FlushBuffer>, stream: bool) -> Self {
-        let n = w.elements() as usize;
-        let inputs = ElementwiseInputs::generate(&w, seed);
-        let tmp = (0..elementwise::tmp_buffers(&w))
-            .map(|_| vec![0f32; n])
-            .collect();
-        ElementwiseCase {
-            inputs,
-            tmp,
-            // NaN-filled, so an output element a kernel forgot to write fails the check.
-            y_unfused: vec![f32::NAN; n],
-            y_fused: vec![f32::NAN; n],
+impl<K: Kernels> CpuCase<K> {
+    pub fn new(kernels: K, flush: Arc<FlushBuffer>) -> Self {
+        CpuCase {
+            kernels,
+            outputs: Vec::new(),
             flush,
-            stream,
-            w,
         }
     }
 }
 
-impl Case for ElementwiseCase {
+impl<K: Kernels> Case for CpuCase<K> {
     fn run_timed(&mut self, variant: Variant) -> Result<f64> {
-        let t = Instant::now();
-        match variant {
-            Variant::Unfused => elementwise::run_unfused(
-                &self.w,
-                &self.inputs,
-                &mut self.tmp,
-                &mut self.y_unfused,
-                self.stream,
-            ),
-            Variant::Fused => {
-                elementwise::run_fused(&self.w, &self.inputs, &mut self.y_fused, self.stream)
+        let idx = match self.outputs.iter().position(|(v, _)| *v == variant) {
+            Some(i) => i,
+            None => {
+                // NaN-filled, so an output element a kernel forgot to write fails the check.
+                self.outputs
+                    .push((variant, vec![f32::NAN; self.kernels.output_len()]));
+                self.outputs.len() - 1
             }
-        }
+        };
+        let out = &mut self.outputs[idx].1;
+        let t = Instant::now();
+        self.kernels.run(variant, out);
         Ok(t.elapsed().as_secs_f64())
     }
 
@@ -139,17 +176,22 @@ impl Case for ElementwiseCase {
     }
 
     fn output(&self, variant: Variant) -> Result<Cow<'_, [f32]>> {
-        Ok(Cow::Borrowed(match variant {
-            Variant::Unfused => &self.y_unfused,
-            Variant::Fused => &self.y_fused,
-        }))
+        self.outputs
+            .iter()
+            .find(|(v, _)| *v == variant)
+            .map(|(_, o)| Cow::Borrowed(o.as_slice()))
+            .ok_or_else(|| Error::Backend(format!("variant {} has not run", variant.name())))
     }
 
     fn output_len(&self) -> usize {
-        self.y_fused.len()
+        self.kernels.output_len()
     }
 
     fn reference(&self, index: usize) -> f64 {
-        self.inputs.reference(&self.w, index)
+        self.kernels.reference(index)
+    }
+
+    fn reference_samples(&self) -> usize {
+        self.kernels.reference_samples()
     }
 }

@@ -1,0 +1,375 @@
+//! CPU kernels of the row-wise operators: RMSNorm, LayerNorm and softmax over rows×cols.
+//!
+//! - unfused: every step is its own parallel pass (kernel) and every intermediate — full-size
+//!   tensors and per-row vectors — goes through memory, as the ledger lists them;
+//! - fused: one pass per row; the row (≤ a few KiB) stays in L1/L2 between its sweeps (stats,
+//!   then apply), so the tensor is read once and written once.
+//!
+//! Row statistics are summed in 64 independent f32 lanes (vectorizable, and more accurate than
+//! one running sum). Large outputs are written with streaming stores in both variants.
+
+use super::math;
+use super::simd::{store_fence, stream_copy};
+use super::Kernels;
+use crate::backend::inputs::uniform;
+use crate::multiversion;
+use crate::spec::{RowOp, Variant, WorkloadKind};
+use rayon::prelude::*;
+
+const LANES: usize = 64;
+
+/// Σ f(x) over a row in LANES independent accumulators.
+#[inline(always)]
+fn lanes_sum(x: &[f32], f: impl Fn(f32) -> f32) -> f32 {
+    let mut acc = [0f32; LANES];
+    let chunks = x.chunks_exact(LANES);
+    let tail: f32 = chunks.remainder().iter().map(|&v| f(v)).sum();
+    for c in chunks {
+        for l in 0..LANES {
+            acc[l] += f(c[l]);
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+multiversion! {
+    fn sum_row(x: &[f32]) -> f32 {
+        lanes_sum(x, |v| v)
+    }
+}
+
+multiversion! {
+    fn sum_sq_row(x: &[f32]) -> f32 {
+        lanes_sum(x, |v| v * v)
+    }
+}
+
+multiversion! {
+    fn sum_sq_dev_row(x: &[f32], mean: f32) -> f32 {
+        lanes_sum(x, |v| (v - mean) * (v - mean))
+    }
+}
+
+multiversion! {
+    pub(super) fn max_row(x: &[f32]) -> f32 {
+        let mut acc = [f32::NEG_INFINITY; LANES];
+        let chunks = x.chunks_exact(LANES);
+        let mut m = chunks.remainder().iter().fold(f32::NEG_INFINITY, |a, &v| if v > a { v } else { a });
+        for c in chunks {
+            for l in 0..LANES {
+                acc[l] = if c[l] > acc[l] { c[l] } else { acc[l] };
+            }
+        }
+        for v in acc {
+            m = if v > m { v } else { m };
+        }
+        m
+    }
+}
+
+multiversion! {
+    fn square_row(x: &[f32], out: &mut [f32]) {
+        for (o, &v) in out.iter_mut().zip(x) {
+            *o = v * v;
+        }
+    }
+}
+
+multiversion! {
+    fn scale_row(x: &[f32], s: f32, out: &mut [f32]) {
+        for (o, &v) in out.iter_mut().zip(x) {
+            *o = v * s;
+        }
+    }
+}
+
+multiversion! {
+    pub(super) fn scale_in_place(x: &mut [f32], s: f32) {
+        for v in x.iter_mut() {
+            *v *= s;
+        }
+    }
+}
+
+multiversion! {
+    fn mul_row(x: &[f32], w: &[f32], out: &mut [f32]) {
+        for ((o, &v), &w) in out.iter_mut().zip(x).zip(w) {
+            *o = v * w;
+        }
+    }
+}
+
+multiversion! {
+    fn sub_row(x: &[f32], m: f32, out: &mut [f32]) {
+        for (o, &v) in out.iter_mut().zip(x) {
+            *o = v - m;
+        }
+    }
+}
+
+multiversion! {
+    fn exp_sub_row(x: &[f32], m: f32, out: &mut [f32]) {
+        for (o, &v) in out.iter_mut().zip(x) {
+            *o = math::exp(v - m);
+        }
+    }
+}
+
+multiversion! {
+    /// out = exp(x − m); returns Σ out.
+    pub(super) fn exp_sub_sum_row(x: &[f32], m: f32, out: &mut [f32]) -> f32 {
+        for (o, &v) in out.iter_mut().zip(x) {
+            *o = math::exp(v - m);
+        }
+        lanes_sum(out, |v| v)
+    }
+}
+
+multiversion! {
+    fn affine_row(x: &[f32], w: &[f32], b: &[f32], out: &mut [f32]) {
+        for (((o, &v), &w), &b) in out.iter_mut().zip(x).zip(w).zip(b) {
+            *o = v * w + b;
+        }
+    }
+}
+
+multiversion! {
+    fn rms_apply_row(x: &[f32], r: f32, w: &[f32], out: &mut [f32]) {
+        for ((o, &v), &w) in out.iter_mut().zip(x).zip(w) {
+            *o = v * r * w;
+        }
+    }
+}
+
+multiversion! {
+    fn ln_apply_row(x: &[f32], mean: f32, r: f32, w: &[f32], b: &[f32], out: &mut [f32]) {
+        for (((o, &v), &w), &b) in out.iter_mut().zip(x).zip(w).zip(b) {
+            *o = (v - mean) * r * w + b;
+        }
+    }
+}
+
+/// One parallel pass producing `out` row by row: `f(row, out_row)`. With `stream`, each row is
+/// built in a buffer and written with streaming stores.
+fn row_pass(
+    out: &mut [f32],
+    cols: usize,
+    stream: bool,
+    f: impl Fn(usize, &mut [f32]) + Sync + Send,
+) {
+    let rows_per_task = (16_384 / cols).max(1);
+    out.par_chunks_mut(cols * rows_per_task)
+        .enumerate()
+        .for_each(|(ci, block)| {
+            let mut buf = if stream { vec![0f32; cols] } else { Vec::new() };
+            for (j, o) in block.chunks_mut(cols).enumerate() {
+                let r = ci * rows_per_task + j;
+                if stream {
+                    f(r, &mut buf);
+                    stream_copy(o, &buf);
+                } else {
+                    f(r, o);
+                }
+            }
+            store_fence();
+        });
+}
+
+/// One parallel pass producing a per-row vector: `v[row] = f(row)`.
+fn row_stat(v: &mut [f32], f: impl Fn(usize) -> f32 + Sync + Send) {
+    v.par_iter_mut()
+        .enumerate()
+        .with_min_len(64)
+        .for_each(|(r, s)| *s = f(r));
+}
+
+pub struct RowKernels {
+    kind: WorkloadKind,
+    r: RowOp,
+    x: Vec<f32>,
+    weight: Vec<f32>,
+    bias: Vec<f32>,
+    stream: bool,
+    /// Full-size intermediates of the unfused variant.
+    t1: Vec<f32>,
+    t2: Vec<f32>,
+    /// Per-row intermediates of the unfused variant.
+    v1: Vec<f32>,
+    v2: Vec<f32>,
+    v3: Vec<f32>,
+}
+
+impl RowKernels {
+    pub fn new(kind: WorkloadKind, r: RowOp, seed: u64, stream: bool) -> Self {
+        let (n, rows, cols) = (r.elements() as usize, r.rows as usize, r.cols as usize);
+        let full = |used: bool| if used { vec![0f32; n] } else { Vec::new() };
+        RowKernels {
+            x: uniform(n, seed, 0, -3.0, 3.0),
+            weight: uniform(cols, seed, 1, 0.5, 1.5),
+            bias: uniform(cols, seed, 2, -0.5, 0.5),
+            t1: full(true),
+            t2: full(kind != WorkloadKind::Softmax),
+            v1: vec![0f32; rows],
+            v2: vec![0f32; rows],
+            v3: vec![0f32; rows],
+            kind,
+            r,
+            stream,
+        }
+    }
+
+    fn unfused(&mut self, out: &mut [f32]) {
+        let c = self.r.cols as usize;
+        let (inv_c, eps, stream) = (1.0 / c as f32, self.r.eps as f32, self.stream);
+        let (x, w, b) = (&self.x, &self.weight, &self.bias);
+        let row = |r: usize| r * c..(r + 1) * c;
+        match self.kind {
+            WorkloadKind::Rmsnorm => {
+                row_pass(&mut self.t1, c, stream, |r, o| square_row(&x[row(r)], o));
+                let sq = &self.t1;
+                row_stat(&mut self.v1, |r| sum_row(&sq[row(r)]) * inv_c);
+                let ms = &self.v1;
+                row_stat(&mut self.v2, |r| 1.0 / (ms[r] + eps).sqrt());
+                let rs = &self.v2;
+                row_pass(&mut self.t2, c, stream, |r, o| {
+                    scale_row(&x[row(r)], rs[r], o)
+                });
+                let normed = &self.t2;
+                row_pass(out, c, stream, |r, o| mul_row(&normed[row(r)], w, o));
+            }
+            WorkloadKind::Layernorm => {
+                row_stat(&mut self.v1, |r| sum_row(&x[row(r)]) * inv_c);
+                let mean = &self.v1;
+                row_pass(&mut self.t1, c, stream, |r, o| {
+                    sub_row(&x[row(r)], mean[r], o)
+                });
+                let centered = &self.t1;
+                row_stat(&mut self.v2, |r| sum_sq_row(&centered[row(r)]) * inv_c);
+                let var = &self.v2;
+                row_stat(&mut self.v3, |r| 1.0 / (var[r] + eps).sqrt());
+                let rstd = &self.v3;
+                row_pass(&mut self.t2, c, stream, |r, o| {
+                    scale_row(&centered[row(r)], rstd[r], o)
+                });
+                let normed = &self.t2;
+                row_pass(out, c, stream, |r, o| affine_row(&normed[row(r)], w, b, o));
+            }
+            _ => {
+                row_stat(&mut self.v1, |r| max_row(&x[row(r)]));
+                let m = &self.v1;
+                row_pass(&mut self.t1, c, stream, |r, o| {
+                    exp_sub_row(&x[row(r)], m[r], o)
+                });
+                let e = &self.t1;
+                row_stat(&mut self.v2, |r| sum_row(&e[row(r)]));
+                let s = &self.v2;
+                row_pass(out, c, stream, |r, o| scale_row(&e[row(r)], 1.0 / s[r], o));
+            }
+        }
+    }
+
+    fn fused(&self, out: &mut [f32]) {
+        let c = self.r.cols as usize;
+        let (inv_c, eps) = (1.0 / c as f32, self.r.eps as f32);
+        let (x, w, b) = (&self.x, &self.weight, &self.bias);
+        match self.kind {
+            WorkloadKind::Rmsnorm => row_pass(out, c, self.stream, |r, o| {
+                let xr = &x[r * c..(r + 1) * c];
+                let rs = 1.0 / (sum_sq_row(xr) * inv_c + eps).sqrt();
+                rms_apply_row(xr, rs, w, o);
+            }),
+            WorkloadKind::Layernorm => row_pass(out, c, self.stream, |r, o| {
+                let xr = &x[r * c..(r + 1) * c];
+                let mean = sum_row(xr) * inv_c;
+                let rs = 1.0 / (sum_sq_dev_row(xr, mean) * inv_c + eps).sqrt();
+                ln_apply_row(xr, mean, rs, w, b, o);
+            }),
+            _ => row_pass(out, c, self.stream, |r, o| {
+                let xr = &x[r * c..(r + 1) * c];
+                let s = exp_sub_sum_row(xr, max_row(xr), o);
+                scale_in_place(o, 1.0 / s);
+            }),
+        }
+    }
+}
+
+impl Kernels for RowKernels {
+    fn output_len(&self) -> usize {
+        self.r.elements() as usize
+    }
+
+    fn run(&mut self, variant: Variant, out: &mut [f32]) {
+        if variant == Variant::Unfused {
+            self.unfused(out)
+        } else {
+            self.fused(out)
+        }
+    }
+
+    fn reference(&self, i: usize) -> f64 {
+        let c = self.r.cols as usize;
+        let (r, j) = (i / c, i % c);
+        let row: Vec<f64> = self.x[r * c..(r + 1) * c]
+            .iter()
+            .map(|&v| v as f64)
+            .collect();
+        let n = c as f64;
+        let eps = self.r.eps;
+        let (w, b) = (self.weight[j] as f64, self.bias[j] as f64);
+        match self.kind {
+            WorkloadKind::Rmsnorm => {
+                let ms = row.iter().map(|v| v * v).sum::<f64>() / n;
+                row[j] / (ms + eps).sqrt() * w
+            }
+            WorkloadKind::Layernorm => {
+                let mean = row.iter().sum::<f64>() / n;
+                let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+                (row[j] - mean) / (var + eps).sqrt() * w + b
+            }
+            _ => {
+                let m = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let s: f64 = row.iter().map(|v| (v - m).exp()).sum();
+                (row[j] - m).exp() / s
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::DType;
+
+    #[test]
+    fn every_row_kind_matches_f64_reference_both_variants() {
+        for kind in [
+            WorkloadKind::Rmsnorm,
+            WorkloadKind::Layernorm,
+            WorkloadKind::Softmax,
+        ] {
+            for (rows, cols) in [(5, 1000), (3, 64), (2, 4099), (300, 7)] {
+                for stream in [false, true] {
+                    let r = RowOp {
+                        rows,
+                        cols,
+                        dtype: DType::F32,
+                        eps: 1e-5,
+                    };
+                    let mut k = RowKernels::new(kind, r, 7, stream);
+                    let n = k.output_len();
+                    for v in [Variant::Unfused, Variant::Fused] {
+                        let mut out = vec![f32::NAN; n];
+                        k.run(v, &mut out);
+                        for (i, &o) in out.iter().enumerate() {
+                            let e = k.reference(i);
+                            assert!(
+                                (o as f64 - e).abs() <= 1e-6 + 2e-5 * e.abs(),
+                                "{kind:?} {v:?} {rows}x{cols} [{i}] {o} vs {e}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
