@@ -152,6 +152,7 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
         measure: opts.measure,
         flush_bytes,
         checklist: report::checklist(&results),
+        sweeps: report::sweeps(&results),
         verdict: verdict_of(&results),
         specs: results,
         wall_secs: 0.0,
@@ -183,9 +184,16 @@ pub fn write_run_dir(
 ) -> Result<()> {
     let spec_dir = dir.join("specs");
     std::fs::create_dir_all(&spec_dir).map_err(|e| Error::io("creating", &spec_dir, e))?;
+    // The exact files used, once each (a sweep expands one file into several specs).
+    let mut written = std::collections::BTreeSet::new();
     for s in specs {
-        let dst = spec_dir.join(format!("{}.yaml", s.name));
-        baseline::write_atomic(&dst, s.source_text.as_bytes())?;
+        let name = s.file.file_name().map_or_else(
+            || format!("{}.yaml", s.name),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        if written.insert(name.clone()) {
+            baseline::write_atomic(&spec_dir.join(name), s.source_text.as_bytes())?;
+        }
     }
     let mut json = serde_json::to_vec_pretty(run)
         .map_err(|e| Error::Usage(format!("cannot serialise results: {e}")))?;
@@ -261,6 +269,7 @@ fn run_spec(
         name: s.name.clone(),
         title: s.title.clone(),
         file: s.file.display().to_string(),
+        sweep: s.point.clone(),
         workload: s.workload.clone(),
         workload_desc: s.workload.describe(),
         checklist: s.checklist.clone(),

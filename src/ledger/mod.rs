@@ -93,7 +93,7 @@ pub const GEMM_KC: u64 = 256;
 /// Q tile and its accumulator (Br×d each) live in L2, the "SRAM" of the CPU: 256 rows of d = 128
 /// are 128 KiB each.
 pub const FLASH_BR: u64 = 256;
-pub const FLASH_BC: u64 = 64;
+pub const FLASH_BC: u64 = 256;
 
 /// FLOPs per element of one launch_chain op: v·a + b.
 pub const LAUNCH_OP_FLOPS: u64 = 2;

@@ -19,6 +19,63 @@ pub const SUMMARY_TEMPLATE: &str = include_str!("../../templates/summary.md.j2")
 const OPTIMIZATION_CHECKS: [&str; 4] =
     ["correctness", "io_saving", "time_saving", "launch_overhead"];
 
+/// Groups swept specs into series, in the order they ran.
+pub fn sweeps(specs: &[SpecResult]) -> Vec<model::SweepSeries> {
+    let mut out: Vec<model::SweepSeries> = Vec::new();
+    for s in specs {
+        let Some(p) = &s.sweep else { continue };
+        let Some((param, x)) = p.params.first().cloned() else {
+            continue;
+        };
+        let row = model::SweepRow {
+            spec: s.name.clone(),
+            label: p.label.clone(),
+            x,
+            before_bytes: s.before.bytes,
+            after_bytes: s.after.bytes,
+            before_secs: s.before.summary.map(|m| m.median_secs),
+            after_secs: s.after.summary.map(|m| m.median_secs),
+            io_saving: s.io_saving,
+            time_saving: s.time_saving.map(|t| t.point),
+        };
+        match out.iter_mut().find(|g| g.group == p.group) {
+            Some(g) => g.rows.push(row),
+            None => out.push(model::SweepSeries {
+                group: p.group.clone(),
+                param,
+                before_variant: s.before.variant.clone(),
+                after_variant: s.after.variant.clone(),
+                rows: vec![row],
+                before_bytes_slope: None,
+                after_bytes_slope: None,
+                before_time_slope: None,
+                after_time_slope: None,
+            }),
+        }
+    }
+    for g in &mut out {
+        let (Some(first), Some(last)) = (g.rows.first(), g.rows.last()) else {
+            continue;
+        };
+        if last.x == first.x {
+            continue;
+        }
+        let lx = (last.x as f64 / first.x as f64).ln();
+        let slope = |a: f64, b: f64| (a > 0.0 && b > 0.0).then(|| (b / a).ln() / lx);
+        g.before_bytes_slope = slope(first.before_bytes as f64, last.before_bytes as f64);
+        g.after_bytes_slope = slope(first.after_bytes as f64, last.after_bytes as f64);
+        g.before_time_slope = first
+            .before_secs
+            .zip(last.before_secs)
+            .and_then(|(a, b)| slope(a, b));
+        g.after_time_slope = first
+            .after_secs
+            .zip(last.after_secs)
+            .and_then(|(a, b)| slope(a, b));
+    }
+    out
+}
+
 /// Derives the seed's five-item delivery checklist from the spec results.
 pub fn checklist(specs: &[SpecResult]) -> Vec<ChecklistRow> {
     ChecklistItem::ALL
@@ -135,6 +192,20 @@ fn optimization_row(specs: &[SpecResult], item: ChecklistItem) -> (Status, Strin
             worst.mark(),
             s.io_saving * 100.0
         ));
+    }
+    // A sweep says how the IO scales: the evidence the seed asks for (O(N²) against less).
+    for g in sweeps(specs) {
+        if with
+            .iter()
+            .any(|s| s.sweep.as_ref().is_some_and(|p| p.group == g.group))
+        {
+            if let (Some(b), Some(a)) = (g.before_bytes_slope, g.after_bytes_slope) {
+                parts.push(format!(
+                    "sweep {} over {}: {} bytes ∝ {}^{b:.2}, {} bytes ∝ {}^{a:.2}",
+                    g.group, g.param, g.before_variant, g.param, g.after_variant, g.param
+                ));
+            }
+        }
     }
     (
         status,

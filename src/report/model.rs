@@ -5,7 +5,7 @@ use crate::device::{Ceilings, DeviceInfo};
 use crate::ledger::{Roofline, VariantLedger};
 use crate::measure::stats::{Estimate, Summary};
 use crate::measure::{MeasureConfig, PairSamples};
-use crate::spec::{ChecklistItem, Expect, Gate, Workload};
+use crate::spec::{ChecklistItem, Expect, Gate, SweepPoint, Workload};
 use crate::verdict::{Achieved, Check, Correctness, RegressionState, Status};
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +30,9 @@ pub struct RunResult {
     /// Bytes streamed before each cold sample (0 in warm mode).
     pub flush_bytes: u64,
     pub specs: Vec<SpecResult>,
+    /// Swept specs, one series per sweep.
+    #[serde(default)]
+    pub sweeps: Vec<SweepSeries>,
     pub checklist: Vec<ChecklistRow>,
     pub verdict: RunVerdict,
     pub wall_secs: f64,
@@ -75,6 +78,9 @@ pub struct SpecResult {
     pub name: String,
     pub title: String,
     pub file: String,
+    /// Set when this spec is one point of a sweep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<SweepPoint>,
     pub workload: Workload,
     pub workload_desc: String,
     pub checklist: Vec<ChecklistItem>,
@@ -115,4 +121,34 @@ pub struct ChecklistRow {
     pub mark: String,
     pub evidence: String,
     pub specs: Vec<String>,
+}
+
+/// One point of a sweep series.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepRow {
+    pub spec: String,
+    pub label: String,
+    /// Value of the first swept parameter.
+    pub x: u64,
+    pub before_bytes: u64,
+    pub after_bytes: u64,
+    pub before_secs: Option<f64>,
+    pub after_secs: Option<f64>,
+    pub io_saving: f64,
+    pub time_saving: Option<f64>,
+}
+
+/// A sweep: how bytes and time scale with the swept parameter.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepSeries {
+    pub group: String,
+    pub param: String,
+    pub before_variant: String,
+    pub after_variant: String,
+    pub rows: Vec<SweepRow>,
+    /// Log-log slopes between the first and the last point: bytes ∝ x^slope.
+    pub before_bytes_slope: Option<f64>,
+    pub after_bytes_slope: Option<f64>,
+    pub before_time_slope: Option<f64>,
+    pub after_time_slope: Option<f64>,
 }

@@ -54,9 +54,9 @@ pub fn load_all(paths: &[PathBuf]) -> Result<Vec<Spec>> {
     let mut specs: Vec<Spec> = Vec::new();
     let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
     for f in files {
-        let spec = load(&f)?;
-        if let Some(first) = seen.get(&spec.name) {
-            return Err(Error::Spec {
+        for spec in expand(load(&f)?)? {
+            if let Some(first) = seen.get(&spec.name) {
+                return Err(Error::Spec {
                 path: f.clone(),
                 pos: find_key(&spec.source_text, &["name"]),
                 message: format!(
@@ -65,11 +65,83 @@ pub fn load_all(paths: &[PathBuf]) -> Result<Vec<Spec>> {
                     first.display()
                 ),
             });
+            }
+            seen.insert(spec.name.clone(), f.clone());
+            specs.push(spec);
         }
-        seen.insert(spec.name.clone(), f.clone());
-        specs.push(spec);
     }
     Ok(specs)
+}
+
+/// Expands a spec with a sweep into one spec per point, named `<name>--<param>-<value>...`,
+/// each with its workload re-validated and the point's own claims applied.
+pub fn expand(spec: Spec) -> Result<Vec<Spec>> {
+    if spec.sweep.is_empty() {
+        return Ok(vec![spec]);
+    }
+    let mut points: Vec<Vec<(String, u64)>> = vec![Vec::new()];
+    for (key, values) in &spec.sweep {
+        points = points
+            .into_iter()
+            .flat_map(|p| {
+                values.iter().map(move |v| {
+                    let mut q = p.clone();
+                    q.push((key.clone(), *v));
+                    q
+                })
+            })
+            .collect();
+    }
+    let mut out = Vec::new();
+    for params in points {
+        let mut raw = spec.raw_workload.clone();
+        for (k, v) in &params {
+            raw.set(k, *v);
+        }
+        let label = params
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let workload = raw
+            .validate(&spec.source_text)
+            .map_err(|(pos, message)| Error::Spec {
+                path: spec.file.clone(),
+                pos,
+                message: format!("at sweep point {label}: {message}"),
+            })?;
+        let mut s = spec.clone();
+        s.name = format!(
+            "{}--{}",
+            spec.name,
+            params
+                .iter()
+                .map(|(k, v)| format!("{}-{v}", k.replace('_', "-")))
+                .collect::<Vec<_>>()
+                .join("-")
+        );
+        s.workload = workload;
+        s.expect.points.clear();
+        if let Some(pe) = spec.expect.points.get(&label) {
+            if let Some(b) = pe.bound {
+                s.expect.bound = b;
+            }
+            if pe.io_saving.is_some() {
+                s.expect.io_saving = pe.io_saving;
+            }
+            if pe.time_saving.is_some() {
+                s.expect.time_saving = pe.time_saving;
+            }
+        }
+        s.sweep.clear();
+        s.point = Some(SweepPoint {
+            group: spec.name.clone(),
+            params,
+            label,
+        });
+        out.push(s);
+    }
+    Ok(out)
 }
 
 /// Reads and validates one spec file.

@@ -301,6 +301,33 @@ pub struct Expect {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_saving: Option<SavingRange>,
     pub tolerance: Tolerance,
+    /// Claims for single points of a sweep, keyed `param=value` (e.g. `seq_len=4096`); they
+    /// replace the claims above at that point.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub points: std::collections::BTreeMap<String, PointExpect>,
+}
+
+/// Claims at one point of a sweep.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PointExpect {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound: Option<Bound>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_saving: Option<SavingRange>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_saving: Option<SavingRange>,
+}
+
+/// Where an expanded spec sits in its sweep.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepPoint {
+    /// The name of the spec that declared the sweep.
+    pub group: String,
+    /// The swept parameters and their values at this point.
+    pub params: Vec<(String, u64)>,
+    /// `seq_len=1024` (several joined by `,`).
+    pub label: String,
 }
 
 fn default_max_regression() -> Finite {
@@ -352,6 +379,9 @@ pub struct RawSpec {
     pub gate: Gate,
     #[serde(default)]
     pub measure: SpecMeasure,
+    /// Workload parameters to sweep: each combination of values is a case of its own.
+    #[serde(default)]
+    pub sweep: std::collections::BTreeMap<String, Vec<Dim>>,
 }
 
 /// A validated spec, ready for the ledger and the backends.
@@ -369,6 +399,11 @@ pub struct Spec {
     pub expect: Expect,
     pub gate: Gate,
     pub measure: SpecMeasure,
+    /// The sweep as declared (empty: none). Expanded specs have it empty and `point` set.
+    pub sweep: Vec<(String, Vec<u64>)>,
+    pub point: Option<SweepPoint>,
+    /// The workload as written, to re-validate at each sweep point.
+    pub raw_workload: RawWorkload,
 }
 
 impl RawSpec {
@@ -378,8 +413,7 @@ impl RawSpec {
         if self.title.trim().is_empty() {
             return Err((at(&["title"]), "title must not be empty".into()));
         }
-        let w = &self.workload;
-        let workload = w.validate(text)?;
+        let workload = self.workload.validate(text)?;
         let allowed = workload.variants();
         for (key, v) in [
             ("before", self.variants.before),
@@ -465,6 +499,52 @@ impl RawSpec {
                 "measure.time_cap_secs must be > 0".into(),
             ));
         }
+        let mut sweep = Vec::new();
+        for (key, values) in &self.sweep {
+            if !RawWorkload::SWEEPABLE.contains(&key.as_str()) {
+                return Err((
+                    at(&["sweep", key]),
+                    format!(
+                        "sweep.{key}: not a sweepable workload parameter; expected one of: {}",
+                        RawWorkload::SWEEPABLE.join(", ")
+                    ),
+                ));
+            }
+            if values.is_empty() || values.len() > 64 {
+                return Err((
+                    at(&["sweep", key]),
+                    format!("sweep.{key}: expected a list of 1 to 64 values"),
+                ));
+            }
+            sweep.push((
+                key.clone(),
+                values.iter().map(|d| d.0).collect::<Vec<u64>>(),
+            ));
+        }
+        if sweep.iter().map(|(_, v)| v.len()).product::<usize>() > 256 {
+            return Err((at(&["sweep"]), "sweep: more than 256 points".into()));
+        }
+        for label in self.expect.points.keys() {
+            if sweep.is_empty() {
+                return Err((
+                    at(&["expect", "points"]),
+                    "expect.points needs a `sweep`".into(),
+                ));
+            }
+            let ok = label.split(',').all(|kv| {
+                kv.split_once('=').is_some_and(|(k, v)| {
+                    sweep.iter().any(|(sk, vals)| {
+                        sk == k && v.parse::<u64>().is_ok_and(|v| vals.contains(&v))
+                    })
+                })
+            });
+            if !ok {
+                return Err((
+                    at(&["expect", "points"]),
+                    format!("expect.points: `{label}` is not a point of the sweep (expected e.g. `{}={}`)", sweep[0].0, sweep[0].1[0]),
+                ));
+            }
+        }
         let mut checklist = self.checklist.clone();
         checklist.sort();
         checklist.dedup();
@@ -480,6 +560,9 @@ impl RawSpec {
             expect: self.expect,
             gate: self.gate,
             measure: self.measure,
+            sweep,
+            point: None,
+            raw_workload: self.workload,
         })
     }
 }

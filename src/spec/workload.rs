@@ -248,6 +248,31 @@ impl Workload {
 }
 
 impl RawWorkload {
+    /// Parameters a sweep may vary.
+    pub const SWEEPABLE: [&'static str; 11] = [
+        "rows", "cols", "m", "n", "k", "batch", "heads", "seq_len", "head_dim", "n_ops", "elements",
+    ];
+
+    /// Sets a sweepable parameter; false for any other key.
+    pub fn set(&mut self, key: &str, v: u64) -> bool {
+        let d = Some(Dim(v));
+        match key {
+            "rows" => self.rows = d,
+            "cols" => self.cols = d,
+            "m" => self.m = d,
+            "n" => self.n = d,
+            "k" => self.k = d,
+            "batch" => self.batch = d,
+            "heads" => self.heads = d,
+            "seq_len" => self.seq_len = d,
+            "head_dim" => self.head_dim = d,
+            "n_ops" => self.n_ops = d,
+            "elements" => self.elements = d,
+            _ => return false,
+        }
+        true
+    }
+
     fn set_keys(&self) -> Vec<&'static str> {
         let mut v = Vec::new();
         let mut add = |name, set: bool| {

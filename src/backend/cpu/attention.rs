@@ -1,53 +1,144 @@
 //! CPU kernels of attention forward, O = softmax(Q·Kᵀ/√d)·V per (batch, head), f32.
 //!
-//! - standard: three parallel passes (kernels): S = Q·Kᵀ·scale into memory (N×N per head, with
-//!   −∞ above the diagonal when causal), P = softmax(S) into memory, O = P·V.
+//! - standard: three parallel passes (kernels): S = Q·Kᵀ·scale into memory (N×N per head, −∞
+//!   above the diagonal when causal), P = softmax(S) into memory, O = P·V.
 //! - flash: one pass over (head, tile of FLASH_BR query rows); each walks the key/value tiles of
-//!   FLASH_BC rows (only up to the diagonal when causal), keeps the tile of scores in L1 and
+//!   FLASH_BC rows (only up to the diagonal when causal), keeps the tile of scores in cache and
 //!   folds it into the output with the online softmax (running max and sum, rescaling).
 //!
-//! Both use the same dot-product and axpy routines, so the comparison isolates the IO of S and
-//! P rather than a difference in arithmetic kernels.
+//! Both compute their matrix products with the GEMM's packed, register-tiled micro-kernel on the
+//! same block shapes, so the comparison isolates the IO of S and P, not the arithmetic.
 
+use super::gemm::{micro, pack_a, pack_b_serial, MR, NR};
 use super::rows::{exp_sub_sum_row, max_row, scale_in_place};
 use super::Kernels;
 use crate::backend::inputs::uniform;
 use crate::ledger::{FLASH_BC, FLASH_BR};
-use crate::multiversion;
 use crate::spec::{Attention, Variant};
 use rayon::prelude::*;
 
 const BR: usize = FLASH_BR as usize;
 const BC: usize = FLASH_BC as usize;
 
-multiversion! {
-    fn dot(x: &[f32], y: &[f32]) -> f32 {
-        const L: usize = 32;
-        let mut acc = [0f32; L];
-        let (xc, yc) = (x.chunks_exact(L), y.chunks_exact(L));
-        let tail: f32 = xc.remainder().iter().zip(yc.remainder()).map(|(a, b)| a * b).sum();
-        for (a, b) in xc.zip(yc) {
-            for l in 0..L {
-                acc[l] += a[l] * b[l];
-            }
-        }
-        acc.iter().sum::<f32>() + tail
-    }
-}
-
-multiversion! {
-    /// y += alpha·x
-    fn axpy(alpha: f32, x: &[f32], y: &mut [f32]) {
-        for (y, &x) in y.iter_mut().zip(x) {
-            *y += alpha * x;
-        }
-    }
-}
-
 /// Host bytes of a case: Q, K, V, two outputs, and S, P of the standard variant.
 pub fn required_bytes(a: &Attention) -> u64 {
     let qkv = a.heads_total() * a.seq_len * a.head_dim * 4;
     5 * qkv + 2 * a.heads_total() * a.seq_len * a.seq_len * 4
+}
+
+/// Scratch buffers of one task: packed operands of the micro-kernel.
+struct Scratch {
+    qp: Vec<f32>,
+    kt: Vec<f32>,
+    pp: Vec<f32>,
+    vp: Vec<f32>,
+}
+
+impl Scratch {
+    fn new(d: usize) -> Self {
+        Scratch {
+            qp: vec![0f32; BR.div_ceil(MR) * MR * d],
+            kt: vec![0f32; BC.div_ceil(NR) * NR * d],
+            pp: vec![0f32; BR.div_ceil(MR) * MR * BC],
+            vp: vec![0f32; d.div_ceil(NR) * NR * BC],
+        }
+    }
+}
+
+/// s[i][j] (row stride `ld`) = scale · Q_blockᵢ · K[krow0 + j] for i < rows, j < cols, with the
+/// Q block already packed in `sc.qp`; entries where key j0+j > query i0+i are −∞ when causal.
+#[allow(clippy::too_many_arguments)]
+fn scores_block(
+    sc: &mut Scratch,
+    rows: usize,
+    k: &[f32],
+    d: usize,
+    krow0: usize,
+    cols: usize,
+    scale: f32,
+    s: &mut [f32],
+    ld: usize,
+    mask: Option<(usize, usize)>,
+) {
+    // Pack Kᵀ: panel jp holds, for each p < d, keys krow0 + jp·NR .. + NR at coordinate p.
+    for jp in 0..cols.div_ceil(NR) {
+        let nr = NR.min(cols - jp * NR);
+        let panel = &mut sc.kt[jp * d * NR..(jp + 1) * d * NR];
+        for jj in 0..NR {
+            if jj < nr {
+                let key = &k[(krow0 + jp * NR + jj) * d..(krow0 + jp * NR + jj + 1) * d];
+                for (p, &v) in key.iter().enumerate() {
+                    panel[p * NR + jj] = v;
+                }
+            } else {
+                for p in 0..d {
+                    panel[p * NR + jj] = 0.0;
+                }
+            }
+        }
+    }
+    let mut acc = [0f32; MR * NR];
+    for ip in 0..rows.div_ceil(MR) {
+        let mr = MR.min(rows - ip * MR);
+        for jp in 0..cols.div_ceil(NR) {
+            let nr = NR.min(cols - jp * NR);
+            micro(
+                d,
+                &sc.qp[ip * d * MR..(ip + 1) * d * MR],
+                &sc.kt[jp * d * NR..(jp + 1) * d * NR],
+                &mut acc,
+            );
+            for i in 0..mr {
+                let r = ip * MR + i;
+                let dst = &mut s[r * ld + jp * NR..r * ld + jp * NR + nr];
+                for (j, (o, &a)) in dst.iter_mut().zip(&acc[i * NR..i * NR + nr]).enumerate() {
+                    *o = match mask {
+                        Some((i0, j0)) if j0 + jp * NR + j > i0 + r => f32::NEG_INFINITY,
+                        _ => a * scale,
+                    };
+                }
+            }
+        }
+    }
+}
+
+/// o (rows×d, row stride d) += P (rows×cols, row stride ldp) · V[vrow0 .. vrow0 + cols].
+#[allow(clippy::too_many_arguments)]
+fn pv_block(
+    sc: &mut Scratch,
+    p: &[f32],
+    ldp: usize,
+    rows: usize,
+    cols: usize,
+    v: &[f32],
+    d: usize,
+    vrow0: usize,
+    o: &mut [f32],
+) {
+    pack_a(p, ldp, 0, rows, 0, cols, &mut sc.pp);
+    pack_b_serial(v, d, vrow0, cols, 0, d, &mut sc.vp);
+    let mut acc = [0f32; MR * NR];
+    for ip in 0..rows.div_ceil(MR) {
+        let mr = MR.min(rows - ip * MR);
+        for jp in 0..d.div_ceil(NR) {
+            let nr = NR.min(d - jp * NR);
+            micro(
+                cols,
+                &sc.pp[ip * cols * MR..(ip + 1) * cols * MR],
+                &sc.vp[jp * cols * NR..(jp + 1) * cols * NR],
+                &mut acc,
+            );
+            for i in 0..mr {
+                let r = ip * MR + i;
+                for (o, &a) in o[r * d + jp * NR..r * d + jp * NR + nr]
+                    .iter_mut()
+                    .zip(&acc[i * NR..i * NR + nr])
+                {
+                    *o += a;
+                }
+            }
+        }
+    }
 }
 
 pub struct AttentionKernels {
@@ -83,22 +174,47 @@ impl AttentionKernels {
             self.scale,
         );
         let (q, k, v) = (&self.q, &self.k, &self.v);
-        // S = Q·Kᵀ·scale, one row of S per task group.
+        // Pass 1: S = Q·Kᵀ·scale into memory, by blocks of BR query rows.
         self.s
-            .par_chunks_mut(n)
+            .par_chunks_mut(n * n)
             .enumerate()
-            .for_each(|(row, srow)| {
-                let (h, i) = (row / n, row % n);
-                let qi = &q[(h * n + i) * d..(h * n + i + 1) * d];
-                for (j, sij) in srow.iter_mut().enumerate() {
-                    *sij = if causal && j > i {
-                        f32::NEG_INFINITY
-                    } else {
-                        dot(qi, &k[(h * n + j) * d..(h * n + j + 1) * d]) * scale
-                    };
-                }
-            });
-        // P = softmax(S), row by row.
+            .flat_map(|(h, sh)| {
+                sh.par_chunks_mut(BR * n)
+                    .enumerate()
+                    .map(move |(qt, sblk)| (h, qt, sblk))
+            })
+            .for_each_init(
+                || Scratch::new(d),
+                |sc, (h, qt, sblk)| {
+                    let i0 = qt * BR;
+                    let rows = BR.min(n - i0);
+                    pack_a(q, d, h * n + i0, rows, 0, d, &mut sc.qp);
+                    let kv_end = if causal { i0 + rows } else { n };
+                    for j0 in (0..kv_end).step_by(BC) {
+                        let cols = BC.min(n - j0);
+                        scores_block(
+                            sc,
+                            rows,
+                            k,
+                            d,
+                            h * n + j0,
+                            cols,
+                            scale,
+                            &mut sblk[j0..],
+                            n,
+                            causal.then_some((i0, j0)),
+                        );
+                    }
+                    if kv_end < n {
+                        // Beyond the diagonal blocks: masked.
+                        for r in 0..rows {
+                            let start = kv_end.div_ceil(BC) * BC;
+                            sblk[r * n + start.min(n)..(r + 1) * n].fill(f32::NEG_INFINITY);
+                        }
+                    }
+                },
+            );
+        // Pass 2: P = softmax(S), row by row, into memory.
         let s = &self.s;
         self.p
             .par_chunks_mut(n)
@@ -108,20 +224,38 @@ impl AttentionKernels {
                 let sum = exp_sub_sum_row(srow, max_row(srow), prow);
                 scale_in_place(prow, 1.0 / sum);
             });
-        // O = P·V.
+        // Pass 3: O = P·V.
         let p = &self.p;
-        out.par_chunks_mut(d).enumerate().for_each(|(row, orow)| {
-            let (h, i) = (row / n, row % n);
-            orow.fill(0.0);
-            let last = if causal { i + 1 } else { n };
-            for j in 0..last {
-                axpy(
-                    p[row * n + j],
-                    &v[(h * n + j) * d..(h * n + j + 1) * d],
-                    orow,
-                );
-            }
-        });
+        out.par_chunks_mut(n * d)
+            .enumerate()
+            .flat_map(|(h, oh)| {
+                oh.par_chunks_mut(BR * d)
+                    .enumerate()
+                    .map(move |(qt, oblk)| (h, qt, oblk))
+            })
+            .for_each_init(
+                || Scratch::new(d),
+                |sc, (h, qt, oblk)| {
+                    let i0 = qt * BR;
+                    let rows = BR.min(n - i0);
+                    oblk.fill(0.0);
+                    let kv_end = if causal { i0 + rows } else { n };
+                    for j0 in (0..kv_end).step_by(BC) {
+                        let cols = BC.min(n - j0);
+                        pv_block(
+                            sc,
+                            &p[(h * n + i0) * n + j0..],
+                            n,
+                            rows,
+                            cols,
+                            v,
+                            d,
+                            h * n + j0,
+                            oblk,
+                        );
+                    }
+                },
+            );
     }
 
     fn flash(&self, out: &mut [f32]) {
@@ -135,62 +269,59 @@ impl AttentionKernels {
         // One task per (head, query tile); its output rows are contiguous.
         out.par_chunks_mut(n * d)
             .enumerate()
-            .flat_map(|(h, ohead)| {
-                ohead
-                    .par_chunks_mut(BR * d)
+            .flat_map(|(h, oh)| {
+                oh.par_chunks_mut(BR * d)
                     .enumerate()
                     .map(move |(qt, otile)| (h, qt, otile))
             })
-            .for_each(|(h, qt, otile)| {
-                let i0 = qt * BR;
-                let rows = BR.min(n - i0);
-                let mut m = [f32::NEG_INFINITY; BR];
-                let mut l = [0f32; BR];
-                let mut s = [0f32; BC];
-                let mut acc = vec![0f32; rows * d];
-                let kv_end = if causal { i0 + rows } else { n };
-                for j0 in (0..kv_end).step_by(BC) {
-                    let cols = BC.min(n - j0);
-                    for r in 0..rows {
-                        let i = i0 + r;
-                        let qi = &q[(h * n + i) * d..(h * n + i + 1) * d];
-                        for (c, sc) in s[..cols].iter_mut().enumerate() {
-                            let j = j0 + c;
-                            *sc = if causal && j > i {
-                                f32::NEG_INFINITY
-                            } else {
-                                dot(qi, &k[(h * n + j) * d..(h * n + j + 1) * d]) * scale
-                            };
-                        }
-                        let row_max = max_row(&s[..cols]);
-                        if row_max == f32::NEG_INFINITY {
-                            continue; // the whole tile is masked for this row
-                        }
-                        let m_new = if row_max > m[r] { row_max } else { m[r] };
-                        let mut pbuf = [0f32; BC];
-                        let psum = exp_sub_sum_row(&s[..cols], m_new, &mut pbuf[..cols]);
-                        let corr = super::math::exp(m[r] - m_new);
-                        let arow = &mut acc[r * d..(r + 1) * d];
-                        scale_in_place(arow, corr);
-                        for c in 0..cols {
-                            if pbuf[c] != 0.0 {
-                                axpy(
-                                    pbuf[c],
-                                    &v[(h * n + j0 + c) * d..(h * n + j0 + c + 1) * d],
-                                    arow,
-                                );
+            .for_each_init(
+                || (Scratch::new(d), vec![0f32; BR * BC]),
+                |(sc, sbuf), (h, qt, otile)| {
+                    let i0 = qt * BR;
+                    let rows = BR.min(n - i0);
+                    pack_a(q, d, h * n + i0, rows, 0, d, &mut sc.qp);
+                    let mut m = [f32::NEG_INFINITY; BR];
+                    let mut l = [0f32; BR];
+                    otile.fill(0.0);
+                    let kv_end = if causal { i0 + rows } else { n };
+                    for j0 in (0..kv_end).step_by(BC) {
+                        let cols = BC.min(n - j0);
+                        scores_block(
+                            sc,
+                            rows,
+                            k,
+                            d,
+                            h * n + j0,
+                            cols,
+                            scale,
+                            sbuf,
+                            BC,
+                            causal.then_some((i0, j0)),
+                        );
+                        // Online softmax: P = exp(S − m_new) in place, rescale what was summed.
+                        for r in 0..rows {
+                            let srow = &mut sbuf[r * BC..r * BC + cols];
+                            let row_max = max_row(srow);
+                            if row_max == f32::NEG_INFINITY {
+                                srow.fill(0.0); // the whole tile is masked for this row
+                                continue;
                             }
+                            let m_new = if row_max > m[r] { row_max } else { m[r] };
+                            let mut prow = [0f32; BC];
+                            let psum = exp_sub_sum_row(srow, m_new, &mut prow[..cols]);
+                            srow.copy_from_slice(&prow[..cols]);
+                            let corr = super::math::exp(m[r] - m_new);
+                            scale_in_place(&mut otile[r * d..(r + 1) * d], corr);
+                            l[r] = l[r] * corr + psum;
+                            m[r] = m_new;
                         }
-                        l[r] = l[r] * corr + psum;
-                        m[r] = m_new;
+                        pv_block(sc, sbuf, BC, rows, cols, v, d, h * n + j0, otile);
                     }
-                }
-                for r in 0..rows {
-                    let dst = &mut otile[r * d..(r + 1) * d];
-                    dst.copy_from_slice(&acc[r * d..(r + 1) * d]);
-                    scale_in_place(dst, 1.0 / l[r]);
-                }
-            });
+                    for r in 0..rows {
+                        scale_in_place(&mut otile[r * d..(r + 1) * d], 1.0 / l[r]);
+                    }
+                },
+            );
     }
 }
 

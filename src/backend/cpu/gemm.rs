@@ -12,8 +12,10 @@ use crate::ledger::{GEMM_KC, GEMM_MC, GEMM_NC};
 use crate::spec::{Gemm, Variant};
 use rayon::prelude::*;
 
-const MR: usize = 8;
-const NR: usize = 32;
+/// Rows of the micro-kernel's register tile.
+pub const MR: usize = 8;
+/// Columns of the micro-kernel's register tile.
+pub const NR: usize = 32;
 const MC: usize = GEMM_MC as usize;
 const NC: usize = GEMM_NC as usize;
 const KC: usize = GEMM_KC as usize;
@@ -99,26 +101,70 @@ impl GemmKernels {
     }
 }
 
-/// Packs B[pc..pc+kc][jc..jc+nc] into NR-wide panels, each kc×NR contiguous, zero-padded.
+/// Packs B[pc..pc+kc][jc..jc+nc] into NR-wide panels, each kc×NR contiguous, zero-padded;
+/// panels are filled in parallel.
 fn pack_b(b: &[f32], n: usize, pc: usize, kc: usize, jc: usize, nc: usize, bp: &mut [f32]) {
     bp[..kc * nc.div_ceil(NR) * NR]
         .par_chunks_mut(kc * NR)
         .enumerate()
         .for_each(|(jp, panel)| {
-            let j0 = jc + jp * NR;
-            let nr = NR.min(jc + nc - j0);
-            for p in 0..kc {
-                let src = &b[(pc + p) * n + j0..(pc + p) * n + j0 + nr];
-                let dst = &mut panel[p * NR..(p + 1) * NR];
-                dst[..nr].copy_from_slice(src);
-                dst[nr..].fill(0.0);
-            }
+            pack_b_panel(
+                b,
+                n,
+                pc,
+                kc,
+                jc + jp * NR,
+                NR.min(jc + nc - jc - jp * NR),
+                panel,
+            )
         });
+}
+
+/// One NR-wide panel of B: rows pc..pc+kc, columns j0..j0+nr (nr ≤ NR), zero-padded.
+pub fn pack_b_panel(
+    b: &[f32],
+    n: usize,
+    pc: usize,
+    kc: usize,
+    j0: usize,
+    nr: usize,
+    panel: &mut [f32],
+) {
+    for p in 0..kc {
+        let src = &b[(pc + p) * n + j0..(pc + p) * n + j0 + nr];
+        let dst = &mut panel[p * NR..(p + 1) * NR];
+        dst[..nr].copy_from_slice(src);
+        dst[nr..].fill(0.0);
+    }
+}
+
+/// Serial pack_b, for callers already inside a parallel task.
+pub fn pack_b_serial(
+    b: &[f32],
+    n: usize,
+    pc: usize,
+    kc: usize,
+    jc: usize,
+    nc: usize,
+    bp: &mut [f32],
+) {
+    for jp in 0..nc.div_ceil(NR) {
+        let nr = NR.min(nc - jp * NR);
+        pack_b_panel(
+            b,
+            n,
+            pc,
+            kc,
+            jc + jp * NR,
+            nr,
+            &mut bp[jp * kc * NR..(jp + 1) * kc * NR],
+        );
+    }
 }
 
 /// Packs A[ic..ic+mc][pc..pc+kc] into MR-tall panels, each kc×MR contiguous (column by column),
 /// zero-padded.
-fn pack_a(a: &[f32], k: usize, ic: usize, mc: usize, pc: usize, kc: usize, ap: &mut [f32]) {
+pub fn pack_a(a: &[f32], k: usize, ic: usize, mc: usize, pc: usize, kc: usize, ap: &mut [f32]) {
     for ip in 0..mc.div_ceil(MR) {
         let panel = &mut ap[ip * kc * MR..(ip + 1) * kc * MR];
         for i in 0..MR {
@@ -138,7 +184,7 @@ fn pack_a(a: &[f32], k: usize, ic: usize, mc: usize, pc: usize, kc: usize, ap: &
 }
 
 /// acc = Ap·Bp for one MR×NR tile over kc steps.
-fn micro(kc: usize, ap: &[f32], bp: &[f32], acc: &mut [f32; MR * NR]) {
+pub fn micro(kc: usize, ap: &[f32], bp: &[f32], acc: &mut [f32; MR * NR]) {
     assert!(ap.len() >= kc * MR && bp.len() >= kc * NR);
     #[cfg(target_arch = "x86_64")]
     if super::simd::level() == super::simd::SimdLevel::Avx512 {
