@@ -39,6 +39,15 @@ pub enum Command {
     },
     /// The roofline model: T = max(FLOPs/Peak, Bytes/BW), and the bound.
     Roofline(RooflineArgs),
+    /// Compile every CUDA kernel with NVRTC (no GPU needed): CUBIN for sm_<arch> and PTX.
+    CudaCompile {
+        /// Compute capability, e.g. 90 for H100/H200.
+        #[arg(long, default_value_t = 90)]
+        arch: u32,
+        /// Write the .cubin and .ptx files into this directory.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Re-render the report of an archived run directory (nothing is measured).
     Report {
         /// A run directory holding results.json.
@@ -226,6 +235,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             );
             Ok(ExitCode::Pass)
         }
+        Command::CudaCompile { arch, out } => cuda_compile(arch, out.as_deref()),
         Command::Report {
             run_dir,
             template,
@@ -345,4 +355,43 @@ pub fn ledger_text(s: &spec::Spec) -> String {
     }
     t.push('\n');
     t
+}
+
+/// `opledger cuda-compile`: every kernel source to a CUBIN for sm_<arch> and to PTX.
+fn cuda_compile(arch: u32, out: Option<&std::path::Path>) -> Result<ExitCode> {
+    use crate::backend::cuda::nvrtc;
+    if !nvrtc::available() {
+        return Err(Error::BackendUnavailable(
+            "libnvrtc could not be loaded: install NVRTC (e.g. `pip install nvidia-cuda-nvrtc==13.0.88`) and put its lib folder on LD_LIBRARY_PATH".into(),
+        ));
+    }
+    let mut failed = 0;
+    for src in nvrtc::SOURCES {
+        for (kind, ext) in [(nvrtc::Output::Cubin, "cubin"), (nvrtc::Output::Ptx, "ptx")] {
+            match nvrtc::compile(src, arch, kind) {
+                Ok(bytes) => {
+                    println!(
+                        "ok    {:<12} {ext:<5} sm_{arch} {:>9} bytes",
+                        src.name,
+                        bytes.len()
+                    );
+                    if let Some(dir) = out {
+                        crate::baseline::write_atomic(
+                            &dir.join(format!("{}.sm_{arch}.{ext}", src.name)),
+                            &bytes,
+                        )?;
+                    }
+                }
+                Err(log) => {
+                    println!("FAIL  {:<12} {ext:<5} sm_{arch}\n{log}", src.name);
+                    failed += 1;
+                }
+            }
+        }
+    }
+    Ok(if failed == 0 {
+        ExitCode::Pass
+    } else {
+        ExitCode::GateFailed
+    })
 }

@@ -86,7 +86,7 @@ impl Ledger {
 
 /// Blocking of the tiled GEMM (the CPU kernel uses these): C is computed in MC×NC blocks over KC
 /// slices of k, with A and B packed per block.
-pub const GEMM_MC: u64 = 64;
+pub const GEMM_MC: u64 = 128;
 pub const GEMM_NC: u64 = 512;
 pub const GEMM_KC: u64 = 256;
 /// Tile of FlashAttention: Q rows per tile (Br) and K/V rows per tile (Bc). On the CPU the

@@ -4,6 +4,8 @@
 //! cudarc with `dynamic-loading` panics if a symbol is used while its library is missing, so
 //! presence is checked first with `is_culib_present`.
 
+pub mod nvrtc;
+
 use crate::error::{Error, Result};
 
 /// What was found on this machine.
@@ -41,7 +43,7 @@ impl CudaBackend {
 pub fn why_unusable() -> String {
     match CudaBackend::open() {
         Ok(b) => format!(
-            "found {} CUDA device(s), but this build's CUDA backend has no kernels yet; use --backend cpu",
+            "found {} CUDA device(s), but this build only compiles its CUDA kernels (`opledger cuda-compile`) and does not launch them yet; use --backend cpu",
             b.device_count
         ),
         Err(e) => e.to_string().trim_start_matches("backend unavailable: ").to_string(),

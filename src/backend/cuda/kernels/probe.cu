@@ -1,0 +1,33 @@
+// Ceiling probes: device-to-device copy bandwidth and the FP32 FMA peak.
+extern "C" __global__ void probe_copy(float4* __restrict__ dst, const float4* __restrict__ src, long long n4) {
+    OPL_GRID_STRIDE(i, n4) dst[i] = src[i];
+}
+
+// Each thread runs `iters` rounds of 8 independent FMA chains; `out` keeps the result alive.
+// FLOPs = 2 · 8 · iters · threads.
+extern "C" __global__ void probe_fma(float* out, float a, float b, int iters) {
+    float v0 = threadIdx.x, v1 = v0 + 1, v2 = v0 + 2, v3 = v0 + 3, v4 = v0 + 4, v5 = v0 + 5,
+          v6 = v0 + 6, v7 = v0 + 7;
+    for (int i = 0; i < iters; ++i) {
+        v0 = fmaf(v0, a, b); v1 = fmaf(v1, a, b); v2 = fmaf(v2, a, b); v3 = fmaf(v3, a, b);
+        v4 = fmaf(v4, a, b); v5 = fmaf(v5, a, b); v6 = fmaf(v6, a, b); v7 = fmaf(v7, a, b);
+    }
+    out[(long long)blockIdx.x * blockDim.x + threadIdx.x] = v0 + v1 + v2 + v3 + v4 + v5 + v6 + v7;
+}
+
+// Tensor-core peak: each warp runs `iters` bf16 mma.sync m16n8k16 with f32 accumulation on
+// register fragments. FLOPs = 2·16·8·16 · iters · warps.
+extern "C" __global__ void probe_mma_bf16(float* out, int iters) {
+#if __CUDA_ARCH__ >= 800
+    unsigned a0 = 0x3f803f80u, a1 = a0, a2 = a0, a3 = a0, b0 = 0x3f803f80u, b1 = b0;
+    float c0 = 0, c1 = 0, c2 = 0, c3 = 0;
+    for (int i = 0; i < iters; ++i) {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    }
+    out[(long long)blockIdx.x * blockDim.x + threadIdx.x] = c0 + c1 + c2 + c3;
+#endif
+}
