@@ -8,8 +8,9 @@
 # The spec gates at max_regression 0.05: a 10% slowdown lies clearly beyond it.
 # 3. Slowdown: rescales the baseline's samples to be 10% faster than what was measured (the same
 #    as the code under test being 10% slower than its baseline) and runs the gate N times again.
-# Each gate decision is a full `opledger run` (probe, sampling, bootstrap, the re-measure of a
-# FAIL). Prints both rates; the machine should be otherwise idle. Needs a release build.
+# Each gate decision is a full `opledger run` (probe, up to 60 pairs or 1.5 s of sampling,
+# bootstrap, and the re-measure of a
+# FAIL or INCONCLUSIVE). Prints both rates; the machine should be otherwise idle. Needs a release build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N="${1:-100}"
@@ -28,7 +29,7 @@ expect: {bound: bandwidth, tolerance: {rtol: 1.0e-5, atol: 1.0e-6}}
 gate: {max_regression: 0.05}
 YAML
 fi
-FAST=(--backend cpu --probe-mib 64 --flush-mib 64 --baselines "$WORK/baselines" --runs-dir "$WORK/runs")
+FAST=(--backend cpu --probe-mib 64 --flush-mib 64 --max-pairs 60 --time-cap-secs 1.5 --baselines "$WORK/baselines" --runs-dir "$WORK/runs")
 "$BIN" run "$SPEC" "${FAST[@]}" --accept > /dev/null 2>&1
 decide() { # prints the regression state of the last run
   python3 - "$WORK/runs" <<'PY'

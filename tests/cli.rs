@@ -628,3 +628,57 @@ fn every_workload_kind_runs_and_is_correct_on_the_cpu() {
         assert!(!row.contains("not evidenced"), "{row}");
     }
 }
+
+#[test]
+fn a_baseline_of_another_device_or_workload_is_not_compared() {
+    let dir = tempfile::tempdir().unwrap();
+    let bfile = accepted_baseline(dir.path());
+    let original = std::fs::read(&bfile).unwrap();
+    let mut b: serde_json::Value = serde_json::from_slice(&original).unwrap();
+    b["device"]["key"] = serde_json::json!("cpu-some-other-machine-64c");
+    std::fs::write(&bfile, serde_json::to_vec(&b).unwrap()).unwrap();
+    let o = run_in(dir.path(), &[fixture("good/tiny-chain.yaml")], &[]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "neutral, never a failure: {}",
+        text(&o)
+    );
+    let results: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(only_run_dir(dir.path()).join("results.json")).unwrap(),
+    )
+    .unwrap();
+    let base = &results["specs"][0]["baseline"];
+    assert_eq!(base["status"], "not_comparable", "{base}");
+    assert!(
+        base["message"]
+            .as_str()
+            .unwrap()
+            .contains("cpu-some-other-machine-64c"),
+        "{base}"
+    );
+    assert!(
+        base["ratio"].is_null(),
+        "no ratio on raw time across devices"
+    );
+
+    // A changed workload is not comparable either.
+    let mut b: serde_json::Value = serde_json::from_slice(&original).unwrap();
+    b["workload"]["rows"] = serde_json::json!(66);
+    std::fs::write(&bfile, serde_json::to_vec(&b).unwrap()).unwrap();
+    let _ = std::fs::remove_dir_all(dir.path().join("runs"));
+    let o = run_in(dir.path(), &[fixture("good/tiny-chain.yaml")], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let results: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(only_run_dir(dir.path()).join("results.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(results["specs"][0]["baseline"]["status"], "not_comparable");
+    assert!(
+        text(&o).contains("workload changed")
+            || results["specs"][0]["baseline"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("workload changed")
+    );
+}
