@@ -177,7 +177,7 @@ fn optimization_row(specs: &[SpecResult], item: ChecklistItem) -> (Status, Strin
         }
         let saving = s.time_saving.map_or("not measured".into(), |t| {
             format!(
-                "time −{:.1}% (CI {:.1}..{:.1}%)",
+                "time saving {:.1}% (CI {:.1}..{:.1}%)",
                 t.point * 100.0,
                 t.lo * 100.0,
                 t.hi * 100.0
@@ -187,7 +187,7 @@ fn optimization_row(specs: &[SpecResult], item: ChecklistItem) -> (Status, Strin
             format!(", {:.2} µs per launch removed", o.point * 1e6)
         });
         parts.push(format!(
-            "{} {}: IO −{:.1}%, {saving}{launch}",
+            "{} {}: IO saving {:.1}%, {saving}{launch}",
             link(s),
             worst.mark(),
             s.io_saving * 100.0

@@ -92,6 +92,11 @@ pub struct SpecResult {
     pub io_saving: f64,
     /// 1 − T_pred(after)/T_pred(before) on the measured ceilings: the most a saving can be.
     pub predicted_time_saving: f64,
+    /// The most a time saving can plausibly be: 1 − T_roofline(after) / (T_compute(before) +
+    /// T_memory(before)) — the after variant at its roofline, the before variant with no overlap
+    /// of compute and memory. A measured saving above it (plus slack) is suspicious.
+    #[serde(default)]
+    pub max_time_saving: f64,
     /// Measured 1 − t(after)/t(before), paired bootstrap.
     pub time_saving: Option<Estimate>,
     /// For launch chains: (T_eager − T_graph)/(N − 1), seconds per launch, paired bootstrap.

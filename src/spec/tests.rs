@@ -177,3 +177,56 @@ fn mutated_specs_never_panic() {
         "only {errors} of 3000 mutations were refused"
     );
 }
+
+#[test]
+fn sweeps_expand_into_named_points_with_their_claims() {
+    let t = GOOD
+        .replace("gate: {max_regression: 0.10}\n", "gate: {max_regression: 0.10}\nsweep:\n  rows: [128, 256]\n")
+        .replace(
+            "  tolerance: {rtol: 1.0e-5, atol: 1.0e-6}\n",
+            "  tolerance: {rtol: 1.0e-5, atol: 1.0e-6}\n  points:\n    rows=256: {io_saving: {min: 0.1}}\n",
+        );
+    let specs = expand(parse_str(&t).unwrap()).unwrap();
+    let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["fuse-bias-gelu--rows-128", "fuse-bias-gelu--rows-256"]
+    );
+    let rows = |s: &Spec| match &s.workload {
+        Workload::Elementwise(e) => e.rows,
+        _ => 0,
+    };
+    assert_eq!((rows(&specs[0]), rows(&specs[1])), (128, 256));
+    assert_eq!(specs[0].expect.io_saving.unwrap().min(), Some(0.40));
+    assert_eq!(specs[1].expect.io_saving.unwrap().min(), Some(0.1));
+    assert_eq!(specs[1].point.as_ref().unwrap().label, "rows=256");
+    assert_eq!(specs[1].point.as_ref().unwrap().group, "fuse-bias-gelu");
+}
+
+#[test]
+fn bad_sweeps_are_located_errors() {
+    let (pos, msg) = err_of(&GOOD.replace(
+        "gate: {max_regression: 0.10}\n",
+        "gate: {max_regression: 0.10}\nsweep:\n  eps: [1]\n",
+    ));
+    assert_eq!(pos.map(|p| p.line), Some(18));
+    assert!(
+        msg.contains("sweep.eps: not a sweepable workload parameter"),
+        "{msg}"
+    );
+    let (_, msg) = err_of(&GOOD.replace(
+        "  tolerance: {rtol: 1.0e-5, atol: 1.0e-6}\n",
+        "  tolerance: {rtol: 1.0e-5, atol: 1.0e-6}\n  points:\n    rows=3: {io_saving: {min: 0.1}}\n",
+    ));
+    assert!(msg.contains("expect.points needs a `sweep`"), "{msg}");
+    // A point whose workload is invalid is refused at expansion, naming the point.
+    let t = GOOD.replace(
+        "gate: {max_regression: 0.10}\n",
+        "gate: {max_regression: 0.10}\nsweep:\n  rows: [4194305]\n",
+    );
+    let e = expand(parse_str(&t).unwrap()).unwrap_err().to_string();
+    assert!(
+        e.contains("at sweep point rows=4194305") && e.contains("exceeds the limit"),
+        "{e}"
+    );
+}

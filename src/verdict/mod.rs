@@ -274,7 +274,7 @@ pub fn time_saving_check(
     );
     let suspicious = ledger_bound.is_some_and(|b| saving.lo > b + SUSPICIOUS_SLACK);
     let suspicion = format!(
-        "; SUSPICIOUS: above the {:.1}% the ledger allows on these ceilings (+{:.0} points slack) — check that both variants do the same work",
+        "; SUSPICIOUS: above the {:.1}% the ledger allows on these ceilings (+{:.0} points slack) — check that both variants do the same work and that the after variant is not faster than its roofline",
         ledger_bound.unwrap_or(0.0) * 100.0,
         SUSPICIOUS_SLACK * 100.0
     );
