@@ -48,6 +48,14 @@ pub enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Compare two archived runs (before → after) with the gate's statistics: for every spec in
+    /// both, the ratio of the `after` medians with its CI and the regression decision.
+    Compare {
+        /// The earlier run directory (the reference).
+        run_a: PathBuf,
+        /// The later run directory.
+        run_b: PathBuf,
+    },
     /// Re-render the report of an archived run directory (nothing is measured).
     Report {
         /// A run directory holding results.json.
@@ -111,6 +119,9 @@ pub struct RunArgs {
     /// Append a short Markdown summary to this file (default: $GITHUB_STEP_SUMMARY when set).
     #[arg(long, env = "GITHUB_STEP_SUMMARY")]
     pub summary_to: Option<PathBuf>,
+    /// Write JUnit XML (one test case per check) to this file, for CI dashboards.
+    #[arg(long)]
+    pub junit: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -169,6 +180,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 flush_bytes: a.flush_mib.map(|m| m << 20),
                 command_line: std::env::args().collect(),
                 summary_to: a.summary_to.filter(|p| !p.as_os_str().is_empty()),
+                junit: a.junit,
             })
         }
         Command::Check { paths } => {
@@ -236,17 +248,13 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::Pass)
         }
         Command::CudaCompile { arch, out } => cuda_compile(arch, out.as_deref()),
+        Command::Compare { run_a, run_b } => compare_runs(&run_a, &run_b),
         Command::Report {
             run_dir,
             template,
             out,
         } => {
-            let path = run_dir.join("results.json");
-            let bytes = std::fs::read(&path).map_err(|e| Error::io("reading", &path, e))?;
-            let run: RunResult = serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
-                path: path.clone(),
-                message: format!("not a valid opledger results file: {e}"),
-            })?;
+            let run = load_run(&run_dir)?;
             let md = report::render(&run, template.as_deref())?;
             match out {
                 Some(o) => crate::baseline::write_atomic(&o, md.as_bytes())?,
@@ -390,6 +398,86 @@ fn cuda_compile(arch: u32, out: Option<&std::path::Path>) -> Result<ExitCode> {
         }
     }
     Ok(if failed == 0 {
+        ExitCode::Pass
+    } else {
+        ExitCode::GateFailed
+    })
+}
+
+fn load_run(dir: &std::path::Path) -> Result<RunResult> {
+    let path = dir.join("results.json");
+    let bytes = std::fs::read(&path).map_err(|e| Error::io("reading", &path, e))?;
+    serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
+        path: path.clone(),
+        message: format!("not a valid opledger results file: {e}"),
+    })
+}
+
+/// `opledger compare A B`: run A plays the baseline of run B, spec by spec, with the same
+/// comparison as the live gate (device and workload must match, ratio of medians with a
+/// bootstrap CI, the spec's threshold). Exit 1 when a spec regressed.
+fn compare_runs(a: &std::path::Path, b: &std::path::Path) -> Result<ExitCode> {
+    use crate::verdict::RegressionState;
+    let (ra, rb) = (load_run(a)?, load_run(b)?);
+    println!(
+        "# opledger compare\n\n`{}` ({}) → `{}` ({})\n",
+        ra.run_id, ra.git_sha, rb.run_id, rb.git_sha
+    );
+    println!(
+        "| spec | before (A) | after (A) | after (B) | B/A ratio (95% CI) | threshold | decision |"
+    );
+    println!("|---|--:|--:|--:|--:|--:|---|");
+    let mut regressed = 0;
+    for sb in &rb.specs {
+        let Some(sa) = ra.specs.iter().find(|s| s.name == sb.name) else {
+            println!("| {} | — | — | — | — | — | only in B |", sb.name);
+            continue;
+        };
+        let base = crate::baseline::from_result(
+            sa,
+            &ra.device,
+            &ra.ceilings,
+            &ra.measure,
+            &ra.started_utc,
+            &ra.git_sha,
+            None,
+        );
+        let Some(base) = base else {
+            println!("| {} | — | — | — | — | — | not measured in A |", sb.name);
+            continue;
+        };
+        let (outcome, _) = crate::baseline::compare(
+            &base,
+            a,
+            sb,
+            &rb.device,
+            rb.measure.bootstrap_resamples,
+            rb.measure.seed,
+        );
+        let ms = |v: Option<f64>| v.map_or("—".to_string(), |t| format!("{:.3} ms", t * 1e3));
+        let decision = match outcome.state {
+            Some(RegressionState::Fail) => {
+                regressed += 1;
+                "REGRESSION"
+            }
+            Some(RegressionState::Improved) => "improved",
+            Some(RegressionState::Inconclusive) => "inconclusive",
+            Some(RegressionState::Pass) => "within threshold",
+            None => "not comparable",
+        };
+        let ratio = outcome.ratio.map_or("—".into(), |r| {
+            format!("{:.3} ({:.3} .. {:.3})", r.point, r.lo, r.hi)
+        });
+        println!(
+            "| {} | {} | {} | {} | {ratio} | +{:.0}% | {decision} |",
+            sb.name,
+            ms(sa.before.summary.map(|s| s.median_secs)),
+            ms(sa.after.summary.map(|s| s.median_secs)),
+            ms(sb.after.summary.map(|s| s.median_secs)),
+            outcome.threshold * 100.0
+        );
+    }
+    Ok(if regressed == 0 {
         ExitCode::Pass
     } else {
         ExitCode::GateFailed

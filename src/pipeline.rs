@@ -33,6 +33,8 @@ pub struct RunOptions {
     pub command_line: Vec<String>,
     /// Append the short Markdown summary to this file (a CI job summary).
     pub summary_to: Option<PathBuf>,
+    /// Write JUnit XML (one test case per check) to this file.
+    pub junit: Option<PathBuf>,
 }
 
 pub fn run(opts: &RunOptions) -> Result<ExitCode> {
@@ -164,6 +166,9 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
         .unwrap_or_default();
     run.wall_secs = started.elapsed().as_secs_f64();
     write_run_dir(&dir, &run, &specs, opts.template.as_deref())?;
+    if let Some(path) = &opts.junit {
+        baseline::write_atomic(path, report::junit(&run).as_bytes())?;
+    }
     if let Some(path) = &opts.summary_to {
         append_summary(path, &run)?;
     }

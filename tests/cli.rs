@@ -682,3 +682,108 @@ fn a_baseline_of_another_device_or_workload_is_not_compared() {
                 .contains("workload changed")
     );
 }
+
+#[test]
+fn junit_has_one_case_per_check_and_marks_failures() {
+    let dir = tempfile::tempdir().unwrap();
+    let xml_path = dir.path().join("junit.xml");
+    let o = run_in(
+        dir.path(),
+        &[
+            fixture("good/impossible-claim.yaml"),
+            fixture("good/tiny-chain.yaml"),
+        ],
+        &["--junit", xml_path.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let xml = std::fs::read_to_string(&xml_path).unwrap();
+    let doc = roxmltree::Document::parse(&xml).expect("well-formed XML");
+    let root = doc.root_element();
+    assert_eq!(root.tag_name().name(), "testsuites");
+    let suites: Vec<_> = root
+        .children()
+        .filter(|n| n.has_tag_name("testsuite"))
+        .collect();
+    assert_eq!(suites.len(), 2);
+    let results: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(only_run_dir(dir.path()).join("results.json")).unwrap(),
+    )
+    .unwrap();
+    for (suite, spec) in suites.iter().zip(results["specs"].as_array().unwrap()) {
+        assert_eq!(suite.attribute("name"), spec["name"].as_str());
+        let cases: Vec<_> = suite
+            .children()
+            .filter(|n| n.has_tag_name("testcase"))
+            .collect();
+        assert_eq!(cases.len(), spec["checks"].as_array().unwrap().len());
+        assert_eq!(suite.attribute("tests").unwrap(), cases.len().to_string());
+    }
+    let failures: Vec<_> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("failure"))
+        .collect();
+    assert_eq!(failures.len(), 1);
+    assert!(failures[0]
+        .attribute("message")
+        .unwrap()
+        .contains("claim >= 90%"));
+    assert_eq!(root.attribute("failures"), Some("1"));
+}
+
+#[test]
+fn compare_two_archived_runs_with_the_gate_statistics() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = fixture("good/tiny-chain.yaml");
+    for _ in 0..2 {
+        let o = run_in(dir.path(), std::slice::from_ref(&spec), &[]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    }
+    let mut runs: Vec<PathBuf> = std::fs::read_dir(dir.path().join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    runs.sort();
+    // B slowed down 10x on paper: a regression whatever the noise of 5 samples.
+    let b_json = runs[1].join("results.json");
+    let mut b: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&b_json).unwrap()).unwrap();
+    for t in b["specs"][0]["samples"]["after_secs"]
+        .as_array_mut()
+        .unwrap()
+    {
+        *t = serde_json::json!(t.as_f64().unwrap() * 10.0);
+    }
+    let slow = dir.path().join("slow");
+    std::fs::create_dir_all(&slow).unwrap();
+    std::fs::write(slow.join("results.json"), serde_json::to_vec(&b).unwrap()).unwrap();
+    let o = bin()
+        .arg("compare")
+        .arg(&runs[0])
+        .arg(&slow)
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("| tiny-chain |") && out.contains("REGRESSION"),
+        "{out}"
+    );
+    // A run compared with itself: ratio exactly 1, never a regression.
+    let o = bin()
+        .arg("compare")
+        .arg(&runs[0])
+        .arg(&runs[0])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("| 1.000 ("), "{}", text(&o));
+    // A damaged archive is a clear error.
+    std::fs::write(slow.join("results.json"), b"{").unwrap();
+    let o = bin()
+        .arg("compare")
+        .arg(&runs[0])
+        .arg(&slow)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -325,6 +325,68 @@ pub fn environment() -> Environment<'static> {
     env
 }
 
+/// Escapes text for an XML attribute or element.
+fn xml_escape(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&apos;"),
+            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => {}
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// JUnit XML for CI dashboards: one test suite per spec, one test case per check (skipped
+/// checks as `<skipped/>`, warnings as passing cases with the warning in `system-out`).
+pub fn junit(run: &RunResult) -> String {
+    let cases: usize = run.specs.iter().map(|s| s.checks.len()).sum();
+    let failures = run.verdict.checks_failed;
+    let mut x = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"opledger\" tests=\"{cases}\" failures=\"{failures}\" time=\"{:.3}\">\n",
+        run.wall_secs
+    );
+    for s in &run.specs {
+        let fails = s.checks.iter().filter(|c| c.status == Status::Fail).count();
+        let skips = s.checks.iter().filter(|c| c.status == Status::Skip).count();
+        x.push_str(&format!(
+            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{fails}\" skipped=\"{skips}\">\n",
+            xml_escape(&s.name),
+            s.checks.len()
+        ));
+        for c in &s.checks {
+            x.push_str(&format!(
+                "    <testcase classname=\"opledger.{}\" name=\"{}\">",
+                xml_escape(&s.name),
+                xml_escape(&c.name)
+            ));
+            match c.status {
+                Status::Fail => x.push_str(&format!(
+                    "<failure message=\"{}\">{}</failure>",
+                    xml_escape(&c.detail),
+                    xml_escape(&c.detail)
+                )),
+                Status::Skip => {
+                    x.push_str(&format!("<skipped message=\"{}\"/>", xml_escape(&c.detail)))
+                }
+                Status::Warn | Status::Pass => x.push_str(&format!(
+                    "<system-out>{}</system-out>",
+                    xml_escape(&c.detail)
+                )),
+            }
+            x.push_str("</testcase>\n");
+        }
+        x.push_str("  </testsuite>\n");
+    }
+    x.push_str("</testsuites>\n");
+    x
+}
+
 /// Renders the short summary of a run.
 pub fn render_summary(run: &RunResult) -> Result<String> {
     render_source(
