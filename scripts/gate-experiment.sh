@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The gate's false-alarm and detection rates, measured (issue: "a gate people can trust").
 #
-#   scripts/gate-experiment.sh [N] [SPEC]
+#   [GATE_COMPARE=raw|relative] scripts/gate-experiment.sh [N] [SPEC]
 #
 # 1. Accepts a baseline of SPEC (default: a 2048x1024 bias+GELU chain) in a temp store.
 # 2. A/A: runs the unchanged gate N times (default 100) against it and counts FAIL decisions.
@@ -26,8 +26,9 @@ title: Gate experiment workload
 workload: {kind: elementwise, ops: [bias_add, gelu], rows: 2048, cols: 1024}
 variants: {before: unfused, after: fused}
 expect: {bound: bandwidth, tolerance: {rtol: 1.0e-5, atol: 1.0e-6}}
-gate: {max_regression: 0.05}
+gate: {max_regression: 0.05, compare: GATE_COMPARE}
 YAML
+  sed -i "s/GATE_COMPARE/${GATE_COMPARE:-raw}/" "$SPEC"
 fi
 FAST=(--backend cpu --probe-mib 64 --flush-mib 64 --max-pairs 60 --time-cap-secs 1.5 --baselines "$WORK/baselines" --runs-dir "$WORK/runs")
 "$BIN" run "$SPEC" "${FAST[@]}" --accept > /dev/null 2>&1

@@ -787,3 +787,55 @@ fn compare_two_archived_runs_with_the_gate_statistics() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn relative_gate_cancels_machine_drift_but_catches_a_slower_after_variant() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("rel.yaml");
+    std::fs::write(
+        &spec,
+        std::fs::read_to_string(fixture("good/tiny-chain.yaml"))
+            .unwrap()
+            .replace("name: tiny-chain", "name: rel")
+            + "gate: {max_regression: 0.10, compare: relative}\n",
+    )
+    .unwrap();
+    let o = run_in(dir.path(), std::slice::from_ref(&spec), &["--accept"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let key = std::fs::read_dir(dir.path().join("baselines"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .unwrap();
+    let bfile = key.join("rel.json");
+    let original: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&bfile).unwrap()).unwrap();
+    let scaled = |before: f64, after: f64| {
+        let mut b = original.clone();
+        for (k, f) in [
+            ("before_samples_secs", before),
+            ("after_samples_secs", after),
+        ] {
+            for t in b[k].as_array_mut().unwrap() {
+                *t = serde_json::json!(t.as_f64().unwrap() * f);
+            }
+        }
+        std::fs::write(&bfile, serde_json::to_vec(&b).unwrap()).unwrap();
+    };
+    // The whole machine was 10x faster when the baseline was taken: raw time would fail,
+    // relative time does not.
+    scaled(0.1, 0.1);
+    let o = run_in(dir.path(), std::slice::from_ref(&spec), &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(!text(&o).contains("REGRESSION"), "{}", text(&o));
+    // Only the after variant was 10x faster then: a regression of the optimization.
+    scaled(1.0, 0.1);
+    let o = run_in(dir.path(), std::slice::from_ref(&spec), &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("(after/before)/baseline's median ratio")
+            && text(&o).contains("REGRESSION"),
+        "{}",
+        text(&o)
+    );
+}

@@ -98,7 +98,8 @@ pub fn compare(
     resamples: usize,
     seed: u64,
 ) -> (BaselineOutcome, Vec<String>) {
-    let threshold = threshold(base, result.gate.max_regression.0);
+    let relative = result.gate.compare == crate::spec::GateCompare::Relative;
+    let threshold = threshold(base, result.gate.max_regression.0, relative);
     let mut outcome = BaselineOutcome {
         status: "not_comparable".into(),
         path: path.display().to_string(),
@@ -141,18 +142,29 @@ pub fn compare(
             device.cores, base.device.cores
         ));
     }
-    let ratio = ratio_ci(
-        &samples.after_secs,
-        &base.after_samples_secs,
-        resamples,
-        seed,
-    );
+    // Relative: each pair's after/before, so drift shared by the pair cancels.
+    let paired =
+        |b: &[f64], a: &[f64]| -> Vec<f64> { a.iter().zip(b).map(|(a, b)| a / b).collect() };
+    let (new, old) = if relative {
+        (
+            paired(&samples.before_secs, &samples.after_secs),
+            paired(&base.before_samples_secs, &base.after_samples_secs),
+        )
+    } else {
+        (samples.after_secs.clone(), base.after_samples_secs.clone())
+    };
+    let ratio = ratio_ci(&new, &old, resamples, seed);
     let state = regression_state(&ratio, threshold);
     outcome.status = "compared".into();
     outcome.ratio = Some(ratio);
     outcome.state = Some(state);
     outcome.message = format!(
-        "after/baseline median ratio {:.3} (95% CI {:.3} .. {:.3}), threshold +{:.0}%: {}",
+        "{} median ratio {:.3} (95% CI {:.3} .. {:.3}), threshold +{:.0}%: {}",
+        if relative {
+            "(after/before)/baseline's"
+        } else {
+            "after/baseline"
+        },
         ratio.point,
         ratio.lo,
         ratio.hi,
@@ -169,8 +181,18 @@ pub fn compare(
 
 /// The regression threshold: the spec's, but never below the spread between accepted runs
 /// (max/min − 1 of the history's `after` medians), so a noisy machine does not cry wolf.
-pub fn threshold(base: &BaselineFile, max_regression: f64) -> f64 {
-    let medians: Vec<f64> = base.history.iter().map(|h| h.after_median_secs).collect();
+pub fn threshold(base: &BaselineFile, max_regression: f64, relative: bool) -> f64 {
+    let medians: Vec<f64> = base
+        .history
+        .iter()
+        .map(|h| {
+            if relative {
+                h.after_median_secs / h.before_median_secs
+            } else {
+                h.after_median_secs
+            }
+        })
+        .collect();
     if medians.len() < 3 {
         return max_regression;
     }

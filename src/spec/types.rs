@@ -340,12 +340,26 @@ pub struct Gate {
     /// Largest tolerated slowdown of the `after` variant against its baseline (0.10 = 10%).
     #[serde(default = "default_max_regression")]
     pub max_regression: Finite,
+    /// What is compared with the baseline: `raw` times of the `after` variant, or its time
+    /// `relative` to the `before` variant measured in the same interleaved pairs (which cancels
+    /// the machine's drift between runs, but not a slowdown that hits both variants alike).
+    #[serde(default)]
+    pub compare: GateCompare,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GateCompare {
+    #[default]
+    Raw,
+    Relative,
 }
 
 impl Default for Gate {
     fn default() -> Self {
         Gate {
             max_regression: default_max_regression(),
+            compare: GateCompare::Raw,
         }
     }
 }
