@@ -142,17 +142,11 @@ pub fn compare(
             device.cores, base.device.cores
         ));
     }
-    // Relative: each pair's after/before, so drift shared by the pair cancels.
-    let paired =
-        |b: &[f64], a: &[f64]| -> Vec<f64> { a.iter().zip(b).map(|(a, b)| a / b).collect() };
-    let (new, old) = if relative {
-        (
-            paired(&samples.before_secs, &samples.after_secs),
-            paired(&base.before_samples_secs, &base.after_samples_secs),
-        )
-    } else {
-        (samples.after_secs.clone(), base.after_samples_secs.clone())
-    };
+    let (new, old) = compared_values(
+        relative,
+        (&samples.before_secs, &samples.after_secs),
+        (&base.before_samples_secs, &base.after_samples_secs),
+    );
     let ratio = ratio_ci(&new, &old, resamples, seed);
     let state = regression_state(&ratio, threshold);
     outcome.status = "compared".into();
@@ -177,6 +171,22 @@ pub fn compare(
         }
     );
     (outcome, warnings)
+}
+
+/// The values the gate compares, new and baseline: the `after` times, or (relative) each
+/// pair's after/before, so that drift shared by the two members of a pair cancels.
+pub fn compared_values(
+    relative: bool,
+    new: (&[f64], &[f64]),
+    base: (&[f64], &[f64]),
+) -> (Vec<f64>, Vec<f64>) {
+    let paired =
+        |(b, a): (&[f64], &[f64])| -> Vec<f64> { a.iter().zip(b).map(|(a, b)| a / b).collect() };
+    if relative {
+        (paired(new), paired(base))
+    } else {
+        (new.1.to_vec(), base.1.to_vec())
+    }
 }
 
 /// The regression threshold: the spec's, but never below the spread between accepted runs
@@ -389,6 +399,34 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names.len(), 1, "{names:?}");
+    }
+
+    #[test]
+    fn relative_comparison_cancels_shared_drift_and_keeps_after_only_slowdowns() {
+        let mut rng = crate::rng::Rng::new(8);
+        let before: Vec<f64> = (0..40)
+            .map(|_| 2.0 * (1.0 + 0.05 * rng.next_f64()))
+            .collect();
+        let after: Vec<f64> = before
+            .iter()
+            .map(|b| b * 0.5 * (1.0 + 0.02 * rng.next_f64()))
+            .collect();
+        // The machine was 30% slower when the baseline was taken: both variants alike.
+        let bb: Vec<f64> = before.iter().map(|t| t * 1.3).collect();
+        let ba: Vec<f64> = after.iter().map(|t| t * 1.3).collect();
+        let (n, o) = compared_values(true, (&before, &after), (&bb, &ba));
+        let r = ratio_ci(&n, &o, 500, 1);
+        assert!((r.point - 1.0).abs() < 0.03 && r.hi - r.lo < 0.05, "{r:?}");
+        let (n, o) = compared_values(false, (&before, &after), (&bb, &ba));
+        assert!(
+            ratio_ci(&n, &o, 500, 1).hi < 0.8,
+            "raw time sees the drift as an improvement"
+        );
+        // Only the after variant was 10% faster then: relative sees a 10% slowdown.
+        let fast_after: Vec<f64> = after.iter().map(|t| t / 1.1).collect();
+        let (n, o) = compared_values(true, (&before, &after), (&before, &fast_after));
+        let r = ratio_ci(&n, &o, 500, 1);
+        assert!((r.point - 1.1).abs() < 0.02, "{r:?}");
     }
 
     #[test]
