@@ -395,17 +395,23 @@ fn measure_spec(
         .map(|_| rng.below(n))
         .collect();
     idx.extend([0, n - 1]);
+    let agree = case.variants_agree();
     let correctness = Correctness {
-        after_vs_before: verdict::compare(&out_a, |i| out_b[i] as f64, 0..n, tol),
+        variants_comparable: agree,
+        after_vs_before: if agree {
+            verdict::compare(&out_a, |i| out_b[i] as f64, 0..n, tol)
+        } else {
+            verdict::compare(&out_a, |_| 0.0, 0..0, tol)
+        },
         before_vs_reference: verdict::compare(
             &out_b,
-            |i| case.reference(i),
+            |i| case.reference_of(vb, i),
             idx.iter().copied(),
             tol,
         ),
         after_vs_reference: verdict::compare(
             &out_a,
-            |i| case.reference(i),
+            |i| case.reference_of(va, i),
             idx.iter().copied(),
             tol,
         ),

@@ -602,7 +602,7 @@ fn every_workload_kind_runs_and_is_correct_on_the_cpu() {
     )
     .unwrap();
     let specs = results["specs"].as_array().unwrap();
-    assert_eq!(specs.len(), 6, "{}", text(&o));
+    assert_eq!(specs.len(), 7, "{}", text(&o));
     for s in specs {
         let name = s["name"].as_str().unwrap();
         assert!(s["error"].is_null(), "{name}: {}", s["error"]);

@@ -47,6 +47,15 @@ pub trait Case {
     fn reference(&self, index: usize) -> f64;
     /// How many sampled output elements to check against the reference.
     fn reference_samples(&self) -> usize;
+    /// The reference of `variant` at `index`, for kinds whose variants compute different
+    /// functions (the probes); the same for both variants otherwise.
+    fn reference_of(&self, _variant: Variant, index: usize) -> f64 {
+        self.reference(index)
+    }
+    /// Whether both variants compute the same output (then they are compared element by element).
+    fn variants_agree(&self) -> bool {
+        true
+    }
 }
 
 /// Bytes of memory the OS reports as available (MemAvailable), if known.

@@ -11,7 +11,8 @@
 //!   polynomial of ~15 operations, which the measured bound (not the ledger) reveals.
 
 use crate::spec::{
-    Attention, Bound, ElemOp, Elementwise, Gemm, LaunchChain, RowOp, Variant, Workload,
+    Attention, Bound, ElemOp, Elementwise, Gemm, LaunchChain, ProbeWorkload, RowOp, Variant,
+    Workload,
 };
 use serde::{Deserialize, Serialize};
 
@@ -95,6 +96,30 @@ pub const GEMM_KC: u64 = 256;
 pub const FLASH_BR: u64 = 256;
 pub const FLASH_BC: u64 = 256;
 
+/// Dependent FMAs per element of the `fma` probe.
+pub const PROBE_FMA_ITERS: u64 = 256;
+
+/// The probes as ledgers: copy (read x, write y), triad (read b and c, write a; 2 FLOPs per
+/// element), fma (read x, write y, 2·PROBE_FMA_ITERS FLOPs per element: compute-bound).
+fn probe(p: &ProbeWorkload, variant: Variant) -> VariantLedger {
+    let t = p.elements * 4;
+    match variant {
+        Variant::Copy => ledger(variant, vec![mv("x", t, 1, 0), mv("y", t, 0, 1)], 0, 1),
+        Variant::Triad => ledger(
+            variant,
+            vec![mv("b", t, 1, 0), mv("c", t, 1, 0), mv("a", t, 0, 1)],
+            2 * p.elements,
+            1,
+        ),
+        _ => ledger(
+            variant,
+            vec![mv("x", t, 1, 0), mv("y", t, 0, 1)],
+            2 * PROBE_FMA_ITERS * p.elements,
+            1,
+        ),
+    }
+}
+
 /// FLOPs per element of one launch_chain op: v·a + b.
 pub const LAUNCH_OP_FLOPS: u64 = 2;
 
@@ -117,6 +142,7 @@ pub fn variant_ledger(workload: &Workload, variant: Variant) -> VariantLedger {
         Workload::Gemm(g) => gemm(g, variant),
         Workload::Attention(a) => attention(a, variant),
         Workload::LaunchChain(l) => launch_chain(l, variant),
+        Workload::Probe(p) => probe(p, variant),
     }
 }
 
@@ -563,6 +589,20 @@ mod tests {
         let g = variant_ledger(&Workload::LaunchChain(l), Variant::Graph);
         assert_eq!(e.bytes_moved(), g.bytes_moved());
         assert_eq!((e.launches, g.launches), (200, 1));
+    }
+
+    #[test]
+    fn probes_move_stream_bytes_and_fma_is_compute_bound() {
+        let p = ProbeWorkload {
+            elements: 1000,
+            dtype: DType::F32,
+        };
+        let l = |v| variant_ledger(&Workload::Probe(p.clone()), v);
+        assert_eq!(l(Variant::Copy).bytes_moved(), 8000);
+        assert_eq!(l(Variant::Triad).bytes_moved(), 12000);
+        assert_eq!(l(Variant::Triad).flops, 2000);
+        assert_eq!(l(Variant::Fma).flops, 2 * PROBE_FMA_ITERS * 1000);
+        assert!(l(Variant::Fma).intensity() > 50.0);
     }
 
     #[test]

@@ -214,6 +214,12 @@ pub enum Variant {
     Naive,
     /// Cache-blocked, packed, register-tiled.
     Tiled,
+    /// Probe: y = x (STREAM copy).
+    Copy,
+    /// Probe: a = b + s·c (STREAM triad).
+    Triad,
+    /// Probe: 256 dependent FMAs per element, many elements in flight (compute peak).
+    Fma,
 }
 
 impl Variant {
@@ -227,6 +233,9 @@ impl Variant {
             Variant::Graph => "graph",
             Variant::Naive => "naive",
             Variant::Tiled => "tiled",
+            Variant::Copy => "copy",
+            Variant::Triad => "triad",
+            Variant::Fma => "fma",
         }
     }
 }

@@ -17,6 +17,7 @@ pub enum WorkloadKind {
     Gemm,
     Attention,
     LaunchChain,
+    Probe,
 }
 
 impl WorkloadKind {
@@ -29,6 +30,7 @@ impl WorkloadKind {
             WorkloadKind::Gemm => "gemm",
             WorkloadKind::Attention => "attention",
             WorkloadKind::LaunchChain => "launch_chain",
+            WorkloadKind::Probe => "probe",
         }
     }
     /// Keys of `workload:` this kind takes (besides `kind`), required ones first.
@@ -45,6 +47,7 @@ impl WorkloadKind {
                 &["causal", "dtype"],
             ),
             WorkloadKind::LaunchChain => (&["n_ops", "elements"], &["dtype"]),
+            WorkloadKind::Probe => (&["elements"], &["dtype"]),
         }
     }
 }
@@ -159,6 +162,13 @@ pub struct LaunchChain {
     pub dtype: DType,
 }
 
+/// The machine's ceilings as a spec: copy, triad and FMA probes over arrays of `elements`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeWorkload {
+    pub elements: u64,
+    pub dtype: DType,
+}
+
 /// A validated workload.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -170,6 +180,7 @@ pub enum Workload {
     Gemm(Gemm),
     Attention(Attention),
     LaunchChain(LaunchChain),
+    Probe(ProbeWorkload),
 }
 
 /// Variant pairs of each kind.
@@ -185,6 +196,7 @@ impl Workload {
             Workload::Gemm(_) => WorkloadKind::Gemm,
             Workload::Attention(_) => WorkloadKind::Attention,
             Workload::LaunchChain(_) => WorkloadKind::LaunchChain,
+            Workload::Probe(_) => WorkloadKind::Probe,
         }
     }
 
@@ -199,6 +211,7 @@ impl Workload {
             Workload::Gemm(_) => &[Naive, Tiled],
             Workload::Attention(_) => &[Standard, Flash],
             Workload::LaunchChain(_) => &[Eager, Graph],
+            Workload::Probe(_) => &[Copy, Triad, Fma],
         }
     }
 
@@ -243,6 +256,7 @@ impl Workload {
                     l.dtype.name()
                 )
             }
+            Workload::Probe(p) => format!("probe {} elements {}", p.elements, p.dtype.name()),
         }
     }
 }
@@ -460,6 +474,11 @@ impl RawWorkload {
                 }
                 product(&[("elements", l.elements)], "elements")?;
                 Workload::LaunchChain(l)
+            }
+            WorkloadKind::Probe => {
+                let elements = d(self.elements);
+                product(&[("elements", elements)], "elements")?;
+                Workload::Probe(ProbeWorkload { elements, dtype })
             }
         })
     }

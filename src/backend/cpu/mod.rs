@@ -10,6 +10,7 @@ pub mod elementwise;
 pub mod gemm;
 pub mod launch;
 pub mod math;
+pub mod probe_kernels;
 pub mod rows;
 pub mod simd;
 
@@ -34,6 +35,14 @@ pub trait Kernels: Send {
     /// How many output elements to check against the reference (fewer when each is costly).
     fn reference_samples(&self) -> usize {
         4096
+    }
+    /// The reference of a given variant (for kinds whose variants differ, the probes).
+    fn reference_of(&self, _variant: Variant, i: usize) -> f64 {
+        self.reference(i)
+    }
+    /// Whether both variants compute the same output.
+    fn variants_agree(&self) -> bool {
+        true
     }
 }
 
@@ -72,6 +81,7 @@ impl Backend for CpuBackend {
             Workload::Gemm(g) => 4 * (g.m * g.k + g.k * g.n + 2 * g.m * g.n),
             Workload::Attention(a) => attention::required_bytes(a),
             Workload::LaunchChain(l) => l.elements * 4 * 6,
+            Workload::Probe(p) => p.elements * 4 * 5,
         }
     }
 
@@ -104,6 +114,10 @@ impl Backend for CpuBackend {
             )),
             Workload::LaunchChain(l) => Box::new(CpuCase::new(
                 launch::LaunchKernels::new(l.clone(), seed),
+                flush,
+            )),
+            Workload::Probe(p) => Box::new(CpuCase::new(
+                probe_kernels::ProbeKernels::new(p.clone(), seed),
                 flush,
             )),
         };
@@ -193,5 +207,13 @@ impl<K: Kernels> Case for CpuCase<K> {
 
     fn reference_samples(&self) -> usize {
         self.kernels.reference_samples()
+    }
+
+    fn reference_of(&self, variant: Variant, index: usize) -> f64 {
+        self.kernels.reference_of(variant, index)
+    }
+
+    fn variants_agree(&self) -> bool {
+        self.kernels.variants_agree()
     }
 }
