@@ -78,31 +78,14 @@ pub fn median_ci(xs: &[f64], resamples: usize, seed: u64) -> Estimate {
     percentile_interval(stats, median(xs))
 }
 
-/// Saving 1 − median(after)/median(before) over interleaved pairs, with a paired bootstrap CI
-/// (pairs are resampled together, so drift shared by both members of a pair cancels).
-pub fn paired_saving_ci(before: &[f64], after: &[f64], resamples: usize, seed: u64) -> Estimate {
-    let n = before.len().min(after.len());
-    let mut rng = Rng::new(seed);
-    let (mut b, mut a) = (vec![0.0; n], vec![0.0; n]);
-    let stats = (0..resamples)
-        .map(|_| {
-            for j in 0..n {
-                let i = rng.below(n);
-                b[j] = before[i];
-                a[j] = after[i];
-            }
-            1.0 - median_in_place(&mut a) / median_in_place(&mut b)
-        })
-        .collect();
-    percentile_interval(stats, 1.0 - median(&after[..n]) / median(&before[..n]))
-}
-
-/// Difference median(before) − median(after) over interleaved pairs, with a paired bootstrap CI.
-pub fn paired_difference_ci(
+/// A statistic of the two medians over interleaved pairs, with a paired bootstrap CI: pairs are
+/// resampled together, so drift shared by both members of a pair cancels.
+fn paired_ci(
     before: &[f64],
     after: &[f64],
     resamples: usize,
     seed: u64,
+    stat: impl Fn(f64, f64) -> f64,
 ) -> Estimate {
     let n = before.len().min(after.len());
     let mut rng = Rng::new(seed);
@@ -114,10 +97,25 @@ pub fn paired_difference_ci(
                 b[j] = before[i];
                 a[j] = after[i];
             }
-            median_in_place(&mut b) - median_in_place(&mut a)
+            stat(median_in_place(&mut b), median_in_place(&mut a))
         })
         .collect();
-    percentile_interval(stats, median(&before[..n]) - median(&after[..n]))
+    percentile_interval(stats, stat(median(&before[..n]), median(&after[..n])))
+}
+
+/// Saving 1 − median(after)/median(before) over interleaved pairs, paired bootstrap CI.
+pub fn paired_saving_ci(before: &[f64], after: &[f64], resamples: usize, seed: u64) -> Estimate {
+    paired_ci(before, after, resamples, seed, |b, a| 1.0 - a / b)
+}
+
+/// Difference median(before) − median(after) over interleaved pairs, paired bootstrap CI.
+pub fn paired_difference_ci(
+    before: &[f64],
+    after: &[f64],
+    resamples: usize,
+    seed: u64,
+) -> Estimate {
+    paired_ci(before, after, resamples, seed, |b, a| b - a)
 }
 
 /// Ratio median(new)/median(base) of two independent sample sets, with a bootstrap CI.
