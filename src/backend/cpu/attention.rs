@@ -26,6 +26,22 @@ pub fn required_bytes(a: &Attention) -> u64 {
     5 * qkv + 2 * a.heads_total() * a.seq_len * a.seq_len * 4
 }
 
+/// Splits a `[heads][n][row_len]` buffer into one task per (head, block of BR rows), yielding
+/// (head, first row, rows, block): the work unit of every attention pass.
+fn head_tiles(
+    buf: &mut [f32],
+    n: usize,
+    row_len: usize,
+) -> impl ParallelIterator<Item = (usize, usize, usize, &mut [f32])> {
+    buf.par_chunks_mut(n * row_len)
+        .enumerate()
+        .flat_map(move |(h, head)| {
+            head.par_chunks_mut(BR * row_len)
+                .enumerate()
+                .map(move |(t, blk)| (h, t * BR, BR.min(n - t * BR), blk))
+        })
+}
+
 /// Scratch buffers of one task: packed operands of the micro-kernel.
 struct Scratch {
     qp: Vec<f32>,
@@ -175,45 +191,35 @@ impl AttentionKernels {
         );
         let (q, k, v) = (&self.q, &self.k, &self.v);
         // Pass 1: S = Q·Kᵀ·scale into memory, by blocks of BR query rows.
-        self.s
-            .par_chunks_mut(n * n)
-            .enumerate()
-            .flat_map(|(h, sh)| {
-                sh.par_chunks_mut(BR * n)
-                    .enumerate()
-                    .map(move |(qt, sblk)| (h, qt, sblk))
-            })
-            .for_each_init(
-                || Scratch::new(d),
-                |sc, (h, qt, sblk)| {
-                    let i0 = qt * BR;
-                    let rows = BR.min(n - i0);
-                    pack_a(q, d, h * n + i0, rows, 0, d, &mut sc.qp);
-                    let kv_end = if causal { i0 + rows } else { n };
-                    for j0 in (0..kv_end).step_by(BC) {
-                        let cols = BC.min(n - j0);
-                        scores_block(
-                            sc,
-                            rows,
-                            k,
-                            d,
-                            h * n + j0,
-                            cols,
-                            scale,
-                            &mut sblk[j0..],
-                            n,
-                            causal.then_some((i0, j0)),
-                        );
+        head_tiles(&mut self.s, n, n).for_each_init(
+            || Scratch::new(d),
+            |sc, (h, i0, rows, sblk)| {
+                pack_a(q, d, h * n + i0, rows, 0, d, &mut sc.qp);
+                let kv_end = if causal { i0 + rows } else { n };
+                for j0 in (0..kv_end).step_by(BC) {
+                    let cols = BC.min(n - j0);
+                    scores_block(
+                        sc,
+                        rows,
+                        k,
+                        d,
+                        h * n + j0,
+                        cols,
+                        scale,
+                        &mut sblk[j0..],
+                        n,
+                        causal.then_some((i0, j0)),
+                    );
+                }
+                if kv_end < n {
+                    // Beyond the diagonal blocks: masked.
+                    for r in 0..rows {
+                        let start = kv_end.div_ceil(BC) * BC;
+                        sblk[r * n + start.min(n)..(r + 1) * n].fill(f32::NEG_INFINITY);
                     }
-                    if kv_end < n {
-                        // Beyond the diagonal blocks: masked.
-                        for r in 0..rows {
-                            let start = kv_end.div_ceil(BC) * BC;
-                            sblk[r * n + start.min(n)..(r + 1) * n].fill(f32::NEG_INFINITY);
-                        }
-                    }
-                },
-            );
+                }
+            },
+        );
         // Pass 2: P = softmax(S), row by row, into memory.
         let s = &self.s;
         self.p
@@ -226,36 +232,27 @@ impl AttentionKernels {
             });
         // Pass 3: O = P·V.
         let p = &self.p;
-        out.par_chunks_mut(n * d)
-            .enumerate()
-            .flat_map(|(h, oh)| {
-                oh.par_chunks_mut(BR * d)
-                    .enumerate()
-                    .map(move |(qt, oblk)| (h, qt, oblk))
-            })
-            .for_each_init(
-                || Scratch::new(d),
-                |sc, (h, qt, oblk)| {
-                    let i0 = qt * BR;
-                    let rows = BR.min(n - i0);
-                    oblk.fill(0.0);
-                    let kv_end = if causal { i0 + rows } else { n };
-                    for j0 in (0..kv_end).step_by(BC) {
-                        let cols = BC.min(n - j0);
-                        pv_block(
-                            sc,
-                            &p[(h * n + i0) * n + j0..],
-                            n,
-                            rows,
-                            cols,
-                            v,
-                            d,
-                            h * n + j0,
-                            oblk,
-                        );
-                    }
-                },
-            );
+        head_tiles(out, n, d).for_each_init(
+            || Scratch::new(d),
+            |sc, (h, i0, rows, oblk)| {
+                oblk.fill(0.0);
+                let kv_end = if causal { i0 + rows } else { n };
+                for j0 in (0..kv_end).step_by(BC) {
+                    let cols = BC.min(n - j0);
+                    pv_block(
+                        sc,
+                        &p[(h * n + i0) * n + j0..],
+                        n,
+                        rows,
+                        cols,
+                        v,
+                        d,
+                        h * n + j0,
+                        oblk,
+                    );
+                }
+            },
+        );
     }
 
     fn flash(&self, out: &mut [f32]) {
@@ -267,61 +264,52 @@ impl AttentionKernels {
         );
         let (q, k, v) = (&self.q, &self.k, &self.v);
         // One task per (head, query tile); its output rows are contiguous.
-        out.par_chunks_mut(n * d)
-            .enumerate()
-            .flat_map(|(h, oh)| {
-                oh.par_chunks_mut(BR * d)
-                    .enumerate()
-                    .map(move |(qt, otile)| (h, qt, otile))
-            })
-            .for_each_init(
-                || (Scratch::new(d), vec![0f32; BR * BC]),
-                |(sc, sbuf), (h, qt, otile)| {
-                    let i0 = qt * BR;
-                    let rows = BR.min(n - i0);
-                    pack_a(q, d, h * n + i0, rows, 0, d, &mut sc.qp);
-                    let mut m = [f32::NEG_INFINITY; BR];
-                    let mut l = [0f32; BR];
-                    otile.fill(0.0);
-                    let kv_end = if causal { i0 + rows } else { n };
-                    for j0 in (0..kv_end).step_by(BC) {
-                        let cols = BC.min(n - j0);
-                        scores_block(
-                            sc,
-                            rows,
-                            k,
-                            d,
-                            h * n + j0,
-                            cols,
-                            scale,
-                            sbuf,
-                            BC,
-                            causal.then_some((i0, j0)),
-                        );
-                        // Online softmax: P = exp(S − m_new) in place, rescale what was summed.
-                        for r in 0..rows {
-                            let srow = &mut sbuf[r * BC..r * BC + cols];
-                            let row_max = max_row(srow);
-                            if row_max == f32::NEG_INFINITY {
-                                srow.fill(0.0); // the whole tile is masked for this row
-                                continue;
-                            }
-                            let m_new = if row_max > m[r] { row_max } else { m[r] };
-                            let mut prow = [0f32; BC];
-                            let psum = exp_sub_sum_row(srow, m_new, &mut prow[..cols]);
-                            srow.copy_from_slice(&prow[..cols]);
-                            let corr = super::math::exp(m[r] - m_new);
-                            scale_in_place(&mut otile[r * d..(r + 1) * d], corr);
-                            l[r] = l[r] * corr + psum;
-                            m[r] = m_new;
-                        }
-                        pv_block(sc, sbuf, BC, rows, cols, v, d, h * n + j0, otile);
-                    }
+        head_tiles(out, n, d).for_each_init(
+            || (Scratch::new(d), vec![0f32; BR * BC]),
+            |(sc, sbuf), (h, i0, rows, otile)| {
+                pack_a(q, d, h * n + i0, rows, 0, d, &mut sc.qp);
+                let mut m = [f32::NEG_INFINITY; BR];
+                let mut l = [0f32; BR];
+                otile.fill(0.0);
+                let kv_end = if causal { i0 + rows } else { n };
+                for j0 in (0..kv_end).step_by(BC) {
+                    let cols = BC.min(n - j0);
+                    scores_block(
+                        sc,
+                        rows,
+                        k,
+                        d,
+                        h * n + j0,
+                        cols,
+                        scale,
+                        sbuf,
+                        BC,
+                        causal.then_some((i0, j0)),
+                    );
+                    // Online softmax: P = exp(S − m_new) in place, rescale what was summed.
                     for r in 0..rows {
-                        scale_in_place(&mut otile[r * d..(r + 1) * d], 1.0 / l[r]);
+                        let srow = &mut sbuf[r * BC..r * BC + cols];
+                        let row_max = max_row(srow);
+                        if row_max == f32::NEG_INFINITY {
+                            srow.fill(0.0); // the whole tile is masked for this row
+                            continue;
+                        }
+                        let m_new = if row_max > m[r] { row_max } else { m[r] };
+                        let mut prow = [0f32; BC];
+                        let psum = exp_sub_sum_row(srow, m_new, &mut prow[..cols]);
+                        srow.copy_from_slice(&prow[..cols]);
+                        let corr = super::math::exp(m[r] - m_new);
+                        scale_in_place(&mut otile[r * d..(r + 1) * d], corr);
+                        l[r] = l[r] * corr + psum;
+                        m[r] = m_new;
                     }
-                },
-            );
+                    pv_block(sc, sbuf, BC, rows, cols, v, d, h * n + j0, otile);
+                }
+                for r in 0..rows {
+                    scale_in_place(&mut otile[r * d..(r + 1) * d], 1.0 / l[r]);
+                }
+            },
+        );
     }
 }
 
