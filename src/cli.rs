@@ -9,7 +9,7 @@ use crate::pipeline::{self, RunOptions};
 use crate::report::{self, model::RunResult};
 use crate::spec;
 use clap::{Args, Parser, Subcommand};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -63,7 +63,7 @@ pub enum Command {
         /// A minijinja template to use instead of the built-in one.
         #[arg(long)]
         template: Option<PathBuf>,
-        /// Write the report here instead of printing it.
+        /// Write the report here instead of printing it (its SVG charts go beside it).
         #[arg(long, short)]
         out: Option<PathBuf>,
     },
@@ -257,7 +257,14 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             let run = load_run(&run_dir)?;
             let md = report::render(&run, template.as_deref())?;
             match out {
-                Some(o) => crate::baseline::write_atomic(&o, md.as_bytes())?,
+                Some(o) => {
+                    // The charts go beside the report, where its links point.
+                    let dir = o.parent().unwrap_or(Path::new("."));
+                    for (name, svg) in report::chart::all(&run)? {
+                        crate::baseline::write_atomic(&dir.join(name), svg.as_bytes())?;
+                    }
+                    crate::baseline::write_atomic(&o, md.as_bytes())?
+                }
                 None => print!("{md}"),
             }
             Ok(ExitCode::Pass)

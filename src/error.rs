@@ -65,6 +65,9 @@ pub enum Error {
     /// A template that does not parse or render.
     #[error("template {name}: {message}")]
     Template { name: String, message: String },
+    /// A chart that could not be drawn (values plotters refuses).
+    #[error("chart {name}: {message}")]
+    Chart { name: String, message: String },
     /// The requested backend cannot run here.
     #[error("backend unavailable: {0}")]
     BackendUnavailable(String),

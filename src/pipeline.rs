@@ -139,6 +139,12 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
         results.push(r);
     }
 
+    // The CPU backend has no datasheet entry; a GPU's comes from the table by its name.
+    let datasheet = crate::device::find_profile(&device.name)
+        .filter(|_| backend.name() != "cpu")
+        .map(Datasheet::from);
+    let environment =
+        environment_manifest(opts, &device, backend.name(), &specs, &git_sha, git_dirty);
     let mut run = RunResult {
         schema_version: SCHEMA_VERSION,
         opledger_version: env!("CARGO_PKG_VERSION").into(),
@@ -151,6 +157,8 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
         backend_note,
         device,
         ceilings,
+        datasheet,
+        environment,
         measure: opts.measure,
         flush_bytes,
         checklist: report::checklist(&results),
@@ -204,6 +212,13 @@ pub fn write_run_dir(
         .map_err(|e| Error::Usage(format!("cannot serialise results: {e}")))?;
     json.push(b'\n');
     baseline::write_atomic(&dir.join("results.json"), &json)?;
+    let mut env = serde_json::to_vec_pretty(&run.environment)
+        .map_err(|e| Error::Usage(format!("cannot serialise the environment: {e}")))?;
+    env.push(b'\n');
+    baseline::write_atomic(&dir.join("environment.json"), &env)?;
+    for (name, svg) in report::chart::all(run)? {
+        baseline::write_atomic(&dir.join(name), svg.as_bytes())?;
+    }
     let md = report::render(run, template)?;
     baseline::write_atomic(&dir.join("report.md"), md.as_bytes())
 }
@@ -274,6 +289,7 @@ fn run_spec(
         name: s.name.clone(),
         title: s.title.clone(),
         file: s.file.display().to_string(),
+        spec_sha256: s.source_sha256.clone(),
         sweep: s.point.clone(),
         workload: s.workload.clone(),
         workload_desc: s.workload.describe(),
@@ -639,6 +655,73 @@ pub fn git_info() -> (String, bool) {
             }
         }
         _ => ("nogit".into(), false),
+    }
+}
+
+/// Environment variables recorded in the manifest: the ones that change what runs or how fast.
+const MANIFEST_ENV_VARS: &[&str] = &[
+    "RAYON_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "CUDA_VISIBLE_DEVICES",
+    "LD_LIBRARY_PATH",
+    "CI",
+    "GITHUB_SHA",
+    "GITHUB_RUN_ID",
+];
+
+/// The environment manifest: who ran what, where, with which specs (hashed).
+pub fn environment_manifest(
+    opts: &RunOptions,
+    device: &DeviceInfo,
+    backend: &str,
+    specs: &[Spec],
+    git_sha: &str,
+    git_dirty: bool,
+) -> EnvManifest {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "unknown".into())
+    };
+    let mut env_vars = std::collections::BTreeMap::new();
+    for (k, v) in std::env::vars_os() {
+        let k = k.to_string_lossy().into_owned();
+        if MANIFEST_ENV_VARS.contains(&k.as_str()) || k.starts_with("OPLEDGER_") {
+            env_vars.insert(k, v.to_string_lossy().into_owned());
+        }
+    }
+    let mut spec_files: Vec<SpecFile> = Vec::new();
+    for s in specs {
+        let path = s.file.display().to_string();
+        if !spec_files.iter().any(|f| f.path == path) {
+            spec_files.push(SpecFile {
+                path,
+                sha256: s.source_sha256.clone(),
+                bytes: s.source_text.len() as u64,
+            });
+        }
+    }
+    EnvManifest {
+        opledger_version: env!("CARGO_PKG_VERSION").into(),
+        git_sha: git_sha.into(),
+        git_dirty,
+        command_line: opts.command_line.clone(),
+        working_dir: std::env::current_dir()
+            .map(|d| d.display().to_string())
+            .unwrap_or_else(|_| "unknown".into()),
+        hostname: read("/proc/sys/kernel/hostname"),
+        arch: std::env::consts::ARCH.into(),
+        os: device.os.clone(),
+        kernel: device.kernel.clone(),
+        cpu: device.name.clone(),
+        cores: device.cores,
+        simd: device.simd.clone(),
+        governor: device.governor.clone(),
+        rustc: device.rustc.clone(),
+        backend: backend.into(),
+        cuda_driver: backend::cuda::driver_summary(),
+        env_vars,
+        spec_files,
     }
 }
 

@@ -295,6 +295,25 @@ fn run_passes_writes_archive_and_round_trips_baselines() {
         "{report}"
     );
     assert!(run.join("specs/tiny-chain.yaml").exists());
+    // The spec's hash names the exact file measured; the manifest records the environment.
+    let spec_bytes = std::fs::read(&spec).unwrap();
+    let sha = s["spec_sha256"].as_str().unwrap();
+    assert_eq!(sha.len(), 64);
+    let env: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("environment.json")).unwrap()).unwrap();
+    assert_eq!(env["spec_files"][0]["sha256"], sha);
+    assert_eq!(env["spec_files"][0]["bytes"], spec_bytes.len());
+    assert_eq!(env["backend"], "cpu");
+    assert!(env["command_line"].as_array().unwrap().len() > 2);
+    assert!(env["cuda_driver"].as_str().unwrap().starts_with("none"));
+    assert!(env["rustc"].as_str().unwrap().starts_with("rustc "));
+    assert_eq!(env, results["environment"]);
+    assert!(
+        report.contains(&sha[..12]),
+        "the report shows the spec hash"
+    );
+    roxmltree::Document::parse(&std::fs::read_to_string(run.join("roofline.svg")).unwrap())
+        .expect("roofline.svg is XML");
 
     // Accept: the baseline is written with a diff printed.
     let o = run_in(dir.path(), std::slice::from_ref(&spec), &["--accept"]);
@@ -446,6 +465,55 @@ fn report_on_a_damaged_archive_is_a_clear_error() {
         text(&o).contains("results.json") && text(&o).contains("not a valid opledger results file"),
         "{}",
         text(&o)
+    );
+}
+
+/// Counts `<circle>` elements filled with `fill` (plotters writes colours as #RRGGBB).
+fn circles(svg: &str, fill: &str) -> usize {
+    let doc = roxmltree::Document::parse(svg).expect("the SVG parses as XML");
+    doc.descendants()
+        .filter(|n| n.has_tag_name("circle") && n.attribute("fill") == Some(fill))
+        .count()
+}
+
+#[test]
+fn report_out_redraws_svg_charts_with_one_point_per_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r/report.md");
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    let o = bin()
+        .arg("report")
+        .arg(fixture("run-fixed"))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixture("run-fixed/results.json")).unwrap()).unwrap();
+    let cases = results["specs"].as_array().unwrap().len();
+    let svg = std::fs::read_to_string(dir.path().join("r/roofline.svg")).unwrap();
+    // One before point and one after point per case, plus one of each in the legend.
+    assert_eq!(circles(&svg, "#DC6E14"), cases + 1, "after points");
+    assert_eq!(circles(&svg, "#5A6E8C"), cases + 1, "before points");
+    for s in results["specs"].as_array().unwrap() {
+        assert!(
+            svg.contains(s["name"].as_str().unwrap()),
+            "label of {}",
+            s["name"]
+        );
+    }
+    // The sweep chart: one point per variant and sweep point in each of its two panels.
+    let sweep = &results["sweeps"][0];
+    let rows = sweep["rows"].as_array().unwrap().len();
+    let name = format!("r/sweep-{}.svg", sweep["group"].as_str().unwrap());
+    let svg = std::fs::read_to_string(dir.path().join(name)).unwrap();
+    assert_eq!(circles(&svg, "#DC6E14"), 2 * rows);
+    assert_eq!(circles(&svg, "#5A6E8C"), 2 * rows);
+    let md = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        md.contains("](roofline.svg)") && md.contains("](sweep-tiny-sweep.svg)"),
+        "{md}"
     );
 }
 

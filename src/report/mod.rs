@@ -1,6 +1,7 @@
 //! The report: the delivery checklist derived from the results, and the Markdown rendering of a
 //! run with minijinja (`templates/report.md.j2` is compiled in; `--template FILE` overrides it).
 
+pub mod chart;
 pub mod model;
 
 use crate::error::{Error, Result};

@@ -26,6 +26,12 @@ pub struct RunResult {
     pub backend_note: String,
     pub device: DeviceInfo,
     pub ceilings: Ceilings,
+    /// The device's datasheet ceilings, shown beside the measured ones (none for CPUs).
+    #[serde(default)]
+    pub datasheet: Option<Datasheet>,
+    /// What ran where: also written alone as `environment.json` in the run directory.
+    #[serde(default)]
+    pub environment: EnvManifest,
     pub measure: MeasureConfig,
     /// Bytes streamed before each cold sample (0 in warm mode).
     pub flush_bytes: u64,
@@ -36,6 +42,64 @@ pub struct RunResult {
     pub checklist: Vec<ChecklistRow>,
     pub verdict: RunVerdict,
     pub wall_secs: f64,
+}
+
+/// Datasheet ceilings of the device under test, in the units of the measured ones.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Datasheet {
+    pub name: String,
+    pub bytes_per_sec: f64,
+    /// Non-tensor FP32 peak.
+    pub fp32_flops_per_sec: f64,
+    /// BF16/FP16 tensor-core peak, dense.
+    pub tensor_flops_per_sec: f64,
+    pub source: String,
+}
+
+impl From<&crate::device::Profile> for Datasheet {
+    fn from(p: &crate::device::Profile) -> Self {
+        Datasheet {
+            name: p.name.into(),
+            bytes_per_sec: p.bw_bytes_per_sec(),
+            fp32_flops_per_sec: p.fp32_tflops * 1e12,
+            tensor_flops_per_sec: p.tensor_tflops * 1e12,
+            source: p.source.into(),
+        }
+    }
+}
+
+/// The environment manifest of a run: everything that could explain why two runs differ.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EnvManifest {
+    pub opledger_version: String,
+    pub git_sha: String,
+    pub git_dirty: bool,
+    pub command_line: Vec<String>,
+    pub working_dir: String,
+    pub hostname: String,
+    pub arch: String,
+    pub os: String,
+    pub kernel: String,
+    pub cpu: String,
+    pub cores: usize,
+    pub simd: String,
+    pub governor: String,
+    /// The compiler that built this opledger.
+    pub rustc: String,
+    pub backend: String,
+    /// The CUDA driver found, or why none was.
+    pub cuda_driver: String,
+    /// Environment variables that change what runs (threads, devices, library paths).
+    pub env_vars: std::collections::BTreeMap<String, String>,
+    /// Every spec file of the run with its SHA-256.
+    pub spec_files: Vec<SpecFile>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SpecFile {
+    pub path: String,
+    pub sha256: String,
+    pub bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -78,6 +142,9 @@ pub struct SpecResult {
     pub name: String,
     pub title: String,
     pub file: String,
+    /// SHA-256 of the spec file's bytes: which exact spec this result measured.
+    #[serde(default)]
+    pub spec_sha256: String,
     /// Set when this spec is one point of a sweep.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep: Option<SweepPoint>,

@@ -416,6 +416,8 @@ pub struct Spec {
     pub file: PathBuf,
     /// The file's text, kept for locating keys in later messages and for the evidence archive.
     pub source_text: String,
+    /// SHA-256 of the file's bytes (hex): names the exact spec a result was measured with.
+    pub source_sha256: String,
     pub checklist: Vec<ChecklistItem>,
     pub workload: Workload,
     pub variants: Variants,
@@ -577,6 +579,7 @@ impl RawSpec {
             description: self.description,
             file: PathBuf::new(),
             source_text: text.to_string(),
+            source_sha256: sha256_hex(text.as_bytes()),
             checklist,
             workload,
             variants: self.variants,
@@ -588,4 +591,16 @@ impl RawSpec {
             raw_workload: self.workload,
         })
     }
+}
+
+/// SHA-256 of `bytes` as lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    use std::fmt::Write;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .fold(String::with_capacity(64), |mut out, b| {
+            let _ = write!(out, "{b:02x}");
+            out
+        })
 }

@@ -49,3 +49,33 @@ pub fn why_unusable() -> String {
         Err(e) => e.to_string().trim_start_matches("backend unavailable: ").to_string(),
     }
 }
+
+/// The CUDA driver for the environment manifest: its version and devices, or why there is none.
+pub fn driver_summary() -> String {
+    let b = match CudaBackend::open() {
+        Ok(b) => b,
+        Err(e) => {
+            return format!(
+                "none: {}",
+                e.to_string().trim_start_matches("backend unavailable: ")
+            )
+        }
+    };
+    let mut version: std::ffi::c_int = 0;
+    // SAFETY: the driver library is loaded and initialised (`open` succeeded); the call writes
+    // one int through a valid pointer.
+    let rc = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut version) };
+    let version = if rc == cudarc::driver::sys::CUresult::CUDA_SUCCESS {
+        format!("{}.{}", version / 1000, (version % 1000) / 10)
+    } else {
+        "unknown".into()
+    };
+    let names: Vec<String> = (0..b.device_count)
+        .map(|i| {
+            cudarc::driver::result::device::get(i)
+                .and_then(cudarc::driver::result::device::get_name)
+                .unwrap_or_else(|e| format!("device {i}: {e:?}"))
+        })
+        .collect();
+    format!("CUDA driver {version}; devices: {}", names.join(", "))
+}
