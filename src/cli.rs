@@ -56,6 +56,15 @@ pub enum Command {
         /// The later run directory.
         run_b: PathBuf,
     },
+    /// Print the JSON Schema of spec files or of results.json (generated from opledger's types;
+    /// the same files ship in `schemas/`).
+    Schema {
+        #[arg(value_enum)]
+        which: SchemaKind,
+        /// Write the schema here instead of printing it.
+        #[arg(long, short)]
+        out: Option<PathBuf>,
+    },
     /// Re-render the report of an archived run directory (nothing is measured).
     Report {
         /// A run directory holding results.json.
@@ -67,6 +76,14 @@ pub enum Command {
         #[arg(long, short)]
         out: Option<PathBuf>,
     },
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum SchemaKind {
+    /// A spec file (YAML).
+    Spec,
+    /// A run's results.json.
+    Results,
 }
 
 #[derive(Debug, Args)]
@@ -249,6 +266,18 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         }
         Command::CudaCompile { arch, out } => cuda_compile(arch, out.as_deref()),
         Command::Compare { run_a, run_b } => compare_runs(&run_a, &run_b),
+        Command::Schema { which, out } => {
+            let schema = match which {
+                SchemaKind::Spec => spec::schema::spec_schema(),
+                SchemaKind::Results => spec::schema::results_schema(),
+            };
+            let text = spec::schema::to_text(&schema);
+            match out {
+                Some(o) => crate::baseline::write_atomic(&o, text.as_bytes())?,
+                None => print!("{text}"),
+            }
+            Ok(ExitCode::Pass)
+        }
         Command::Report {
             run_dir,
             template,

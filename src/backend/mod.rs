@@ -14,7 +14,9 @@ use crate::spec::{Variant, Workload};
 use serde::{Deserialize, Serialize};
 
 /// Which backend the user asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum BackendChoice {
     /// CUDA when a driver and a GPU are present, else the CPU.

@@ -20,7 +20,7 @@ pub const MAX_STORED_SAMPLES: usize = 200;
 /// Accepted runs remembered (their medians), to know the spread between runs.
 pub const MAX_HISTORY: usize = 10;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HistoryEntry {
     pub recorded_utc: String,
@@ -29,7 +29,7 @@ pub struct HistoryEntry {
     pub after_median_secs: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BaselineFile {
     pub schema_version: u32,

@@ -105,7 +105,7 @@ pub fn find_profile(name: &str) -> Option<&'static Profile> {
 }
 
 /// Identity of the machine a run measured: what makes two results comparable.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DeviceInfo {
     /// `cpu-<model>-<cores>c`: the directory of this device's baselines.
     pub key: String,

@@ -14,7 +14,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 /// Measured ceilings. Bandwidths count bytes as STREAM does (copy: 2 arrays, triad: 3).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Ceilings {
     pub copy_bytes_per_sec: f64,
     pub triad_bytes_per_sec: f64,

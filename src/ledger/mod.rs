@@ -31,7 +31,7 @@ pub fn op_flops(op: ElemOp) -> u64 {
 }
 
 /// One tensor's traffic through device memory in one execution of a variant.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Movement {
     pub tensor: String,
     pub bytes: u64,
@@ -46,7 +46,7 @@ impl Movement {
 }
 
 /// The ledger of one variant.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VariantLedger {
     pub variant: Variant,
     pub movements: Vec<Movement>,
@@ -66,7 +66,7 @@ impl VariantLedger {
 }
 
 /// The ledger of a spec: both variants.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Ledger {
     pub before: VariantLedger,
     pub after: VariantLedger,
@@ -407,7 +407,7 @@ fn elementwise(e: &Elementwise, variant: Variant) -> VariantLedger {
 }
 
 /// The roofline model: `T = max(FLOPs/Peak, Bytes/BW)`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Roofline {
     pub compute_secs: f64,
     pub memory_secs: f64,

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
 /// How samples are taken. Recorded in every result.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MeasureConfig {
     /// Untimed runs of each variant first (page faults, frequency ramp).
     pub warmup_runs: usize,
@@ -44,7 +44,7 @@ impl Default for MeasureConfig {
 }
 
 /// Raw samples of a before/after comparison.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PairSamples {
     pub before_secs: Vec<f64>,
     pub after_secs: Vec<f64>,

@@ -39,7 +39,7 @@ fn quantile_sorted(v: &[f64], q: f64) -> f64 {
 }
 
 /// A point estimate with its confidence interval.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Estimate {
     pub point: f64,
     pub lo: f64,
@@ -137,7 +137,7 @@ pub fn ratio_ci(new: &[f64], base: &[f64], resamples: usize, seed: u64) -> Estim
 }
 
 /// Summary of one variant's samples.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Summary {
     pub n: usize,
     pub median_secs: f64,

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 pub const SCHEMA_VERSION: u32 = 1;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunResult {
     pub schema_version: u32,
     pub opledger_version: String,
@@ -45,7 +45,7 @@ pub struct RunResult {
 }
 
 /// Datasheet ceilings of the device under test, in the units of the measured ones.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Datasheet {
     pub name: String,
     pub bytes_per_sec: f64,
@@ -69,7 +69,7 @@ impl From<&crate::device::Profile> for Datasheet {
 }
 
 /// The environment manifest of a run: everything that could explain why two runs differ.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EnvManifest {
     pub opledger_version: String,
     pub git_sha: String,
@@ -95,14 +95,14 @@ pub struct EnvManifest {
     pub spec_files: Vec<SpecFile>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SpecFile {
     pub path: String,
     pub sha256: String,
     pub bytes: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunVerdict {
     /// PASS or FAIL.
     pub status: String,
@@ -112,7 +112,7 @@ pub struct RunVerdict {
     pub warnings: usize,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VariantResult {
     pub variant: String,
     pub ledger: VariantLedger,
@@ -125,7 +125,7 @@ pub struct VariantResult {
     pub achieved: Option<Achieved>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BaselineOutcome {
     /// missing, compared, not_comparable, accepted, refused
     pub status: String,
@@ -137,7 +137,7 @@ pub struct BaselineOutcome {
     pub message: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SpecResult {
     pub name: String,
     pub title: String,
@@ -185,7 +185,7 @@ impl SpecResult {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ChecklistRow {
     pub key: String,
     pub title: String,
@@ -196,7 +196,7 @@ pub struct ChecklistRow {
 }
 
 /// One point of a sweep series.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SweepRow {
     pub spec: String,
     pub label: String,
@@ -211,7 +211,7 @@ pub struct SweepRow {
 }
 
 /// A sweep: how bytes and time scale with the swept parameter.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SweepSeries {
     pub group: String,
     pub param: String,

@@ -7,6 +7,7 @@
 //! checks across fields run afterwards and locate the offending key in the text.
 
 mod locate;
+pub mod schema;
 mod types;
 mod workload;
 

@@ -116,8 +116,49 @@ checked_deserialize!(Finite, "a finite number", deserialize_f64, [
     visit_u64: u64 => |v| v as f64
 ]);
 
+/// JSON Schema of a checked newtype: the rule its `TryFrom` enforces, for editors (`opledger
+/// schema spec`). Inlined, so editors show the rule at the key itself.
+macro_rules! newtype_schema {
+    ($ty:ty, $name:literal, $schema:tt) => {
+        impl schemars::JsonSchema for $ty {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                $name.into()
+            }
+            fn inline_schema() -> bool {
+                true
+            }
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                schemars::json_schema!($schema)
+            }
+        }
+    };
+}
+
+newtype_schema!(SpecName, "SpecName", {
+    "type": "string",
+    "pattern": "^[a-z0-9][a-z0-9-]{0,63}$",
+    "description": "1-64 characters from [a-z0-9-], not starting with '-' (used as a file name)"
+});
+newtype_schema!(Dim, "Dim", {
+    "type": "integer",
+    "minimum": 1,
+    "maximum": MAX_TENSOR_ELEMENTS,
+    "description": "a whole number >= 1"
+});
+newtype_schema!(NonNeg, "NonNeg", {
+    "type": "number",
+    "minimum": 0,
+    "description": "a finite number >= 0"
+});
+newtype_schema!(Finite, "Finite", {
+    "type": "number",
+    "description": "a finite number"
+});
+
 /// The five items of the seed's delivery checklist.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ChecklistItem {
     /// AI and ridge computed, bottleneck type confirmed.
@@ -164,7 +205,7 @@ impl ChecklistItem {
 
 /// One elementwise op of a chain. Binary ops (`add`, `mul`) read a tensor of the same shape of
 /// their own (a residual, a gate); `bias_add` reads a bias vector of `cols` elements.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ElemOp {
     BiasAdd,
@@ -195,7 +236,7 @@ impl ElemOp {
 }
 
 /// The implementation variants a backend can run; each workload kind takes one pair.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Variant {
     /// One kernel per op; every intermediate goes through memory.
@@ -240,7 +281,7 @@ impl Variant {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Bound {
     Bandwidth,
@@ -256,7 +297,7 @@ impl Bound {
     }
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Variants {
     pub before: Variant,
@@ -264,7 +305,7 @@ pub struct Variants {
 }
 
 /// A claimed interval of a saving (fractions: 0.4 is 40%). Either end may be open.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SavingRange {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -293,14 +334,14 @@ impl SavingRange {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Tolerance {
     pub rtol: NonNeg,
     pub atol: NonNeg,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Expect {
     /// The bound of the `after` variant on the device under test.
@@ -317,7 +358,7 @@ pub struct Expect {
 }
 
 /// Claims at one point of a sweep.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PointExpect {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -329,7 +370,7 @@ pub struct PointExpect {
 }
 
 /// Where an expanded spec sits in its sweep.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SweepPoint {
     /// The name of the spec that declared the sweep.
     pub group: String,
@@ -343,7 +384,7 @@ fn default_max_regression() -> Finite {
     Finite(0.10)
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Gate {
     /// Largest tolerated slowdown of the `after` variant against its baseline (0.10 = 10%).
@@ -356,7 +397,9 @@ pub struct Gate {
     pub compare: GateCompare,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum GateCompare {
     #[default]
@@ -375,7 +418,7 @@ impl Default for Gate {
 
 /// Per-spec limits of the sampling effort, for expensive cases. They can only lower what the
 /// command line asks for (the smaller value wins).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SpecMeasure {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -386,7 +429,7 @@ pub struct SpecMeasure {
     pub time_cap_secs: Option<NonNeg>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawSpec {
     pub name: SpecName,

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 type Invalid = (Option<Position>, String);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum WorkloadKind {
     Elementwise,
@@ -33,8 +33,18 @@ impl WorkloadKind {
             WorkloadKind::Probe => "probe",
         }
     }
+    pub const ALL: [WorkloadKind; 8] = [
+        WorkloadKind::Elementwise,
+        WorkloadKind::Rmsnorm,
+        WorkloadKind::Layernorm,
+        WorkloadKind::Softmax,
+        WorkloadKind::Gemm,
+        WorkloadKind::Attention,
+        WorkloadKind::LaunchChain,
+        WorkloadKind::Probe,
+    ];
     /// Keys of `workload:` this kind takes (besides `kind`), required ones first.
-    fn keys(self) -> (&'static [&'static str], &'static [&'static str]) {
+    pub fn keys(self) -> (&'static [&'static str], &'static [&'static str]) {
         match self {
             WorkloadKind::Elementwise => (&["ops", "rows", "cols"], &["dtype", "scale"]),
             WorkloadKind::Rmsnorm | WorkloadKind::Layernorm => {
@@ -52,7 +62,7 @@ impl WorkloadKind {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DType {
     F32,
@@ -72,7 +82,7 @@ impl DType {
 }
 
 /// The `workload:` mapping as written; which keys apply depends on `kind`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawWorkload {
     pub kind: Option<WorkloadKind>,
@@ -97,7 +107,7 @@ pub struct RawWorkload {
 }
 
 /// A validated elementwise chain: `y = op_n(...op_1(x))`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Elementwise {
     pub ops: Vec<ElemOp>,
     pub rows: u64,
@@ -113,7 +123,7 @@ impl Elementwise {
 }
 
 /// A row-wise operator (RMSNorm, LayerNorm, softmax) over `rows` rows of `cols` values.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RowOp {
     pub rows: u64,
     pub cols: u64,
@@ -129,7 +139,7 @@ impl RowOp {
 }
 
 /// C[m×n] = A[m×k] · B[k×n].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Gemm {
     pub m: u64,
     pub n: u64,
@@ -138,7 +148,7 @@ pub struct Gemm {
 }
 
 /// Scaled dot-product attention forward, O = softmax(QKᵀ/√d)·V per (batch, head).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Attention {
     pub batch: u64,
     pub heads: u64,
@@ -155,7 +165,7 @@ impl Attention {
 }
 
 /// A decode-like chain of `n_ops` small elementwise kernels on a tensor of `elements` values.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LaunchChain {
     pub n_ops: u64,
     pub elements: u64,
@@ -163,14 +173,14 @@ pub struct LaunchChain {
 }
 
 /// The machine's ceilings as a spec: copy, triad and FMA probes over arrays of `elements`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProbeWorkload {
     pub elements: u64,
     pub dtype: DType,
 }
 
 /// A validated workload.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Workload {
     Elementwise(Elementwise),

@@ -9,7 +9,9 @@ use crate::spec::{Bound, SavingRange, Tolerance};
 use serde::{Deserialize, Serialize};
 
 /// Outcome of one check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Pass,
@@ -32,7 +34,7 @@ impl Status {
 }
 
 /// One check of a spec, with the sentence that explains it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Check {
     pub name: String,
     pub status: Status,
@@ -50,7 +52,7 @@ impl Check {
 }
 
 /// Errors of `actual` against `expected` over a set of elements.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ErrorStats {
     pub checked: usize,
     pub max_abs: f64,
@@ -124,7 +126,7 @@ fn yes() -> bool {
 
 /// Correctness of a spec: after vs before on every element, and both vs the f64 reference on a
 /// sample.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Correctness {
     /// False when the two variants compute different functions (the probes): then only each
     /// against its own reference is checked.
@@ -179,7 +181,7 @@ impl Correctness {
 }
 
 /// Achieved rates of one variant against the measured ceilings.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Achieved {
     pub bytes_per_sec: f64,
     pub flops_per_sec: f64,
@@ -345,7 +347,7 @@ pub fn launch_overhead_check(
 
 /// Regression decision on the ratio new/baseline of the `after` medians (issue: three states
 /// plus inconclusive).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RegressionState {
     Pass,
