@@ -181,7 +181,7 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
         append_summary(path, &run)?;
     }
     print_summary(&run, &dir);
-    Ok(if run.verdict.status == "PASS" {
+    Ok(if run.verdict.specs_failed == 0 {
         ExitCode::Pass
     } else {
         ExitCode::GateFailed
@@ -238,8 +238,22 @@ fn append_summary(path: &Path, run: &RunResult) -> Result<()> {
 
 fn verdict_of(results: &[SpecResult]) -> RunVerdict {
     let failed = results.iter().filter(|r| r.status == Status::Fail).count();
+    let inconclusive = results
+        .iter()
+        .filter(|r| r.baseline.state == Some(RegressionState::Inconclusive))
+        .count();
+    // INCONCLUSIVE (the gate could not decide even after re-measuring) is not a failure: the
+    // exit code stays 0 and the report says which specs to look at.
+    let status = if failed > 0 {
+        "FAIL"
+    } else if inconclusive > 0 {
+        "INCONCLUSIVE"
+    } else {
+        "PASS"
+    };
     RunVerdict {
-        status: if failed == 0 { "PASS" } else { "FAIL" }.into(),
+        status: status.into(),
+        inconclusive,
         specs_passed: results.len() - failed,
         specs_failed: failed,
         checks_failed: results
@@ -599,10 +613,11 @@ fn print_summary(run: &RunResult, dir: &Path) {
         }
     }
     println!(
-        "\n{}: {} of {} specs pass ({} checks failed, {} warnings) on {} [{}]",
+        "\n{}: {} of {} specs pass, {} inconclusive ({} checks failed, {} warnings) on {} [{}]",
         run.verdict.status,
         run.verdict.specs_passed,
         run.specs.len(),
+        run.verdict.inconclusive,
         run.verdict.checks_failed,
         run.verdict.warnings,
         run.device.key,

@@ -578,6 +578,50 @@ fn a_real_slowdown_fails_after_a_confirming_second_pass() {
 }
 
 #[test]
+fn a_baseline_too_noisy_to_decide_makes_the_run_inconclusive_not_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let bfile = accepted_baseline(dir.path());
+    // Spread the baseline's samples geometrically over 0.1x..10x of its median: the bootstrap
+    // CI of the ratio of medians is then far wider than the 10% gate, whatever this run measures.
+    let mut b: serde_json::Value = serde_json::from_slice(&std::fs::read(&bfile).unwrap()).unwrap();
+    let samples = b["after_samples_secs"].as_array_mut().unwrap();
+    let mut sorted: Vec<f64> = samples.iter().map(|t| t.as_f64().unwrap()).collect();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted[sorted.len() / 2];
+    let n = samples.len();
+    for (i, t) in samples.iter_mut().enumerate() {
+        let e = 2.0 * i as f64 / (n - 1) as f64 - 1.0;
+        *t = serde_json::json!(median * 10f64.powf(e));
+    }
+    std::fs::write(&bfile, serde_json::to_vec(&b).unwrap()).unwrap();
+    let o = run_in(dir.path(), &[fixture("good/tiny-chain.yaml")], &PAIRS);
+    let out = text(&o);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "inconclusive is not a failure: {out}"
+    );
+    let run = only_run_dir(dir.path());
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("results.json")).unwrap()).unwrap();
+    assert_eq!(
+        results["specs"][0]["baseline"]["state"], "inconclusive",
+        "{out}"
+    );
+    assert_eq!(results["verdict"]["status"], "INCONCLUSIVE");
+    assert_eq!(results["verdict"]["inconclusive"], 1);
+    assert!(
+        out.contains("INCONCLUSIVE: 1 of 1 specs pass, 1 inconclusive"),
+        "{out}"
+    );
+    let report = std::fs::read_to_string(run.join("report.md")).unwrap();
+    assert!(
+        report.starts_with("# opledger report: INCONCLUSIVE"),
+        "{report}"
+    );
+}
+
+#[test]
 fn concurrent_accepts_are_serialized_by_a_lock() {
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();

@@ -104,10 +104,13 @@ pub struct SpecFile {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunVerdict {
-    /// PASS or FAIL.
+    /// PASS, FAIL, or INCONCLUSIVE (nothing failed, but a gate could not decide; exit 0).
     pub status: String,
     pub specs_passed: usize,
     pub specs_failed: usize,
+    /// Specs whose regression gate stayed inconclusive after re-measuring (not failures).
+    #[serde(default)]
+    pub inconclusive: usize,
     pub checks_failed: usize,
     pub warnings: usize,
 }
