@@ -34,7 +34,7 @@ impl Default for MeasureConfig {
             warmup_runs: 2,
             min_pairs: 10,
             max_pairs: 200,
-            time_cap_secs: 4.0,
+            time_cap_secs: 3.0,
             target_rel_ci: 0.01,
             cold: true,
             bootstrap_resamples: 2000,
