@@ -4,7 +4,7 @@
 
 use crate::backend::{self, Backend, BackendChoice};
 use crate::baseline::{self, BaselineFile};
-use crate::device::{probe_cpu, Ceilings, DeviceInfo, ProbeConfig};
+use crate::device::{Ceilings, DeviceInfo};
 use crate::error::{Error, ExitCode, Result};
 use crate::ledger::Ledger;
 use crate::measure::{self, stats, MeasureConfig};
@@ -40,13 +40,15 @@ pub struct RunOptions {
 pub fn run(opts: &RunOptions) -> Result<ExitCode> {
     let started = std::time::Instant::now();
     let specs = spec::load_all(&opts.paths)?;
-    let device = DeviceInfo::this_cpu();
-    let flush_bytes = if opts.measure.cold {
+    // The backend first: the device it measures names the baselines directory.
+    let flush = if opts.measure.cold {
         opts.flush_bytes
-            .unwrap_or((2 * device.llc_bytes).max(64 << 20))
     } else {
-        0
+        Some(0)
     };
+    let (backend, backend_note) = backend::select(opts.backend, flush)?;
+    let device = backend.device();
+    let flush_bytes = backend.flush_bytes();
 
     // Accepting runs serialize on the store, from reading the baselines to writing them.
     let _lock = if opts.accept {
@@ -54,12 +56,18 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
     } else {
         None
     };
-    // Everything that can be refused is refused before any allocation or measurement.
-    let cpu_sizer = backend::cpu::CpuBackend::new(0);
+    // Everything that can be refused is refused before any case is allocated or measured. The
+    // host holds every case's inputs and reference (the CPU backend's sizes) on both backends.
+    let cpu_sizer = backend::cpu::CpuBackend::with_device(device.clone(), 0);
     let available = backend::available_memory_bytes();
     let mut baselines: Vec<(PathBuf, Option<BaselineFile>)> = Vec::new();
     for s in &specs {
-        let need = cpu_sizer.required_bytes(&s.workload) + flush_bytes;
+        let host_flush = if backend.name() == "cpu" {
+            flush_bytes
+        } else {
+            0
+        };
+        let need = cpu_sizer.required_bytes(&s.workload) + host_flush;
         backend::check_memory(&s.name, need, available).map_err(|e| Error::Spec {
             path: s.file.clone(),
             pos: spec::find_key(&s.source_text, &["workload"]),
@@ -80,21 +88,17 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
         baselines.push((path, loaded));
     }
 
-    let (backend, backend_note) = backend::select(opts.backend, flush_bytes)?;
     eprintln!("opledger: backend {backend_note}");
     eprintln!(
-        "opledger: probing ceilings of {} ({} threads)...",
+        "opledger: probing ceilings of {} ({})...",
         device.name,
-        rayon::current_num_threads()
+        if backend.name() == "cpu" {
+            format!("{} threads", rayon::current_num_threads())
+        } else {
+            format!("{} SMs", device.cores)
+        }
     );
-    let probe_cfg = match opts.probe_bytes {
-        Some(b) => ProbeConfig {
-            array_bytes: b,
-            ..ProbeConfig::for_llc(device.llc_bytes)
-        },
-        None => ProbeConfig::for_llc(device.llc_bytes),
-    };
-    let ceilings = probe_cpu(&probe_cfg);
+    let ceilings = backend.ceilings(opts.probe_bytes)?;
     eprintln!(
         "opledger: triad {:.2} GB/s, copy {:.2} GB/s, FMA peak {:.1} GFLOP/s, ridge {:.1} FLOP/B",
         ceilings.triad_bytes_per_sec / 1e9,

@@ -9,6 +9,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod inputs;
 
+use crate::device::{Ceilings, DeviceInfo};
 use crate::error::{Error, Result};
 use crate::spec::{Variant, Workload};
 use serde::{Deserialize, Serialize};
@@ -28,6 +29,13 @@ pub enum BackendChoice {
 pub trait Backend: Send {
     /// `cpu` or `cuda`.
     fn name(&self) -> &'static str;
+    /// The device this backend measures: its key names the baselines directory.
+    fn device(&self) -> DeviceInfo;
+    /// Measures the device's ceilings (bandwidth and FMA peak); `probe_bytes` overrides the
+    /// probe's array size.
+    fn ceilings(&self, probe_bytes: Option<u64>) -> Result<Ceilings>;
+    /// Bytes streamed (CPU) or written (GPU L2) before each cold sample; 0 in warm mode.
+    fn flush_bytes(&self) -> u64;
     /// Host bytes a case of `workload` needs (inputs, outputs, intermediates), to refuse cases
     /// that cannot fit before allocating anything.
     fn required_bytes(&self, workload: &Workload) -> u64;
@@ -83,13 +91,35 @@ pub fn check_memory(spec_name: &str, need_bytes: u64, available: Option<u64>) ->
     Ok(())
 }
 
-/// Resolves the user's choice into a backend; the note says which ran and why.
-pub fn select(choice: BackendChoice, flush_bytes: u64) -> Result<(Box<dyn Backend>, String)> {
-    let cpu = || -> Box<dyn Backend> { Box::new(cpu::CpuBackend::new(flush_bytes)) };
+/// Resolves the user's choice into a backend; the note says which ran and why. `flush` is the
+/// cold-cache flush: None for the backend's default size (twice its last-level cache), Some(0)
+/// in warm mode.
+pub fn select(choice: BackendChoice, flush: Option<u64>) -> Result<(Box<dyn Backend>, String)> {
+    let cpu = || -> Box<dyn Backend> {
+        let device = DeviceInfo::this_cpu();
+        let bytes = flush.unwrap_or((2 * device.llc_bytes).max(64 << 20));
+        Box::new(cpu::CpuBackend::with_device(device, bytes))
+    };
     match choice {
         BackendChoice::Cpu => Ok((cpu(), "cpu (requested)".into())),
-        BackendChoice::Cuda => Err(Error::BackendUnavailable(cuda::why_unusable())),
-        BackendChoice::Auto => Ok((cpu(), format!("cpu (auto: {})", cuda::why_unusable()))),
+        BackendChoice::Cuda => {
+            let gpu = cuda::runtime::CudaBackend::open(flush)?;
+            let note = format!("cuda (requested): {}", gpu.describe());
+            Ok((Box::new(gpu), note))
+        }
+        BackendChoice::Auto => match cuda::runtime::CudaBackend::open(flush) {
+            Ok(gpu) => {
+                let note = format!("cuda (auto): {}", gpu.describe());
+                Ok((Box::new(gpu), note))
+            }
+            Err(e) => Ok((
+                cpu(),
+                format!(
+                    "cpu (auto: {})",
+                    e.to_string().trim_start_matches("backend unavailable: ")
+                ),
+            )),
+        },
     }
 }
 

@@ -182,6 +182,11 @@ impl AttentionKernels {
         }
     }
 
+    /// The inputs Q, K, V and the softmax scale (for backends that upload them).
+    pub fn host_inputs(&self) -> (&[f32], &[f32], &[f32], f32) {
+        (&self.q, &self.k, &self.v, self.scale)
+    }
+
     fn standard(&mut self, out: &mut [f32]) {
         let (n, d, causal, scale) = (
             self.a.seq_len as usize,

@@ -39,6 +39,11 @@ impl GemmKernels {
         }
     }
 
+    /// The inputs A and B (for backends that upload them).
+    pub fn host_inputs(&self) -> (&[f32], &[f32]) {
+        (&self.a, &self.b)
+    }
+
     fn naive(&self, c: &mut [f32]) {
         let (n, k) = (self.g.n as usize, self.g.k as usize);
         let (a, b) = (&self.a, &self.b);

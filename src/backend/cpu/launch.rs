@@ -23,7 +23,7 @@ multiversion! {
 }
 
 /// Coefficients of op `i`: values stay bounded over thousands of ops.
-fn coeffs(i: u64) -> (f32, f32) {
+pub fn coeffs(i: u64) -> (f32, f32) {
     (0.999 - 0.001 * (i % 3) as f32, 0.001 * (i % 7) as f32)
 }
 
@@ -46,6 +46,11 @@ impl LaunchKernels {
             chunk: n.div_ceil(rayon::current_num_threads()).max(1),
             l,
         }
+    }
+
+    /// The input tensor (for backends that upload it).
+    pub fn host_input(&self) -> &[f32] {
+        &self.x
     }
 
     fn eager(&mut self, out: &mut [f32]) {

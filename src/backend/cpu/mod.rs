@@ -47,13 +47,18 @@ pub trait Kernels: Send {
 }
 
 pub struct CpuBackend {
+    device: crate::device::DeviceInfo,
     flush: Arc<FlushBuffer>,
 }
 
 impl CpuBackend {
     /// A backend whose cold-cache flush streams `flush_bytes` (0 disables flushing).
     pub fn new(flush_bytes: u64) -> Self {
+        Self::with_device(crate::device::DeviceInfo::this_cpu(), flush_bytes)
+    }
+    pub fn with_device(device: crate::device::DeviceInfo, flush_bytes: u64) -> Self {
         CpuBackend {
+            device,
             flush: Arc::new(FlushBuffer::new(flush_bytes)),
         }
     }
@@ -67,6 +72,26 @@ fn streams(output_bytes: u64) -> bool {
 impl Backend for CpuBackend {
     fn name(&self) -> &'static str {
         "cpu"
+    }
+
+    fn device(&self) -> crate::device::DeviceInfo {
+        self.device.clone()
+    }
+
+    fn ceilings(&self, probe_bytes: Option<u64>) -> Result<crate::device::Ceilings> {
+        let default = crate::device::ProbeConfig::for_llc(self.device.llc_bytes);
+        let cfg = match probe_bytes {
+            Some(b) => crate::device::ProbeConfig {
+                array_bytes: b,
+                ..default
+            },
+            None => default,
+        };
+        Ok(crate::device::probe_cpu(&cfg))
+    }
+
+    fn flush_bytes(&self) -> u64 {
+        self.flush.bytes()
     }
 
     fn required_bytes(&self, workload: &Workload) -> u64 {

@@ -218,6 +218,11 @@ impl RowKernels {
         }
     }
 
+    /// The inputs x, weight and bias (for backends that upload them).
+    pub fn host_inputs(&self) -> (&[f32], &[f32], &[f32]) {
+        (&self.x, &self.weight, &self.bias)
+    }
+
     fn unfused(&mut self, out: &mut [f32]) {
         let c = self.r.cols as usize;
         let (inv_c, eps, stream) = (1.0 / c as f32, self.r.eps as f32, self.stream);

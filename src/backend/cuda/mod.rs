@@ -1,20 +1,22 @@
-//! The CUDA backend (cudarc, libraries loaded at run time). This build detects the driver and a
-//! device without ever panicking; the kernels themselves are the CUDA issue's work.
+//! The CUDA backend (cudarc, libraries loaded at run time): driver detection that never panics
+//! (here), NVRTC compilation of the embedded kernels ([`nvrtc`]) and the runtime backend that
+//! launches and times them ([`runtime`]).
 //!
 //! cudarc with `dynamic-loading` panics if a symbol is used while its library is missing, so
 //! presence is checked first with `is_culib_present`.
 
 pub mod nvrtc;
+pub mod runtime;
 
 use crate::error::{Error, Result};
 
 /// What was found on this machine.
 #[derive(Debug, Clone)]
-pub struct CudaBackend {
+pub struct Driver {
     pub device_count: i32,
 }
 
-impl CudaBackend {
+impl Driver {
     /// Opens the driver; `BackendUnavailable` when there is no driver library or no device.
     pub fn open() -> Result<Self> {
         // SAFETY: is_culib_present only tries to dlopen the driver library and reports success.
@@ -34,25 +36,13 @@ impl CudaBackend {
                 "the CUDA driver reports no device".into(),
             ));
         }
-        Ok(CudaBackend { device_count })
-    }
-}
-
-/// Why the CUDA backend cannot run here. This build has no CUDA kernels yet, so even with a
-/// driver and a device it is unusable; the message says which of the two is the case.
-pub fn why_unusable() -> String {
-    match CudaBackend::open() {
-        Ok(b) => format!(
-            "found {} CUDA device(s), but this build only compiles its CUDA kernels (`opledger cuda-compile`) and does not launch them yet; use --backend cpu",
-            b.device_count
-        ),
-        Err(e) => e.to_string().trim_start_matches("backend unavailable: ").to_string(),
+        Ok(Driver { device_count })
     }
 }
 
 /// The CUDA driver for the environment manifest: its version and devices, or why there is none.
 pub fn driver_summary() -> String {
-    let b = match CudaBackend::open() {
+    let b = match Driver::open() {
         Ok(b) => b,
         Err(e) => {
             return format!(

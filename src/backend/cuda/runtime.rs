@@ -1,0 +1,1225 @@
+//! The CUDA runtime backend: the kernels of `kernels/*.cu`, compiled by NVRTC for the device's
+//! own architecture when a case first needs them, launched through cudarc on one stream, timed
+//! with CUDA events, with the L2 cache flushed (a buffer twice its size overwritten) before
+//! every cold sample. Inputs are generated on the host by the same seeded generator as the CPU
+//! backend's and uploaded, so the f64 references of the CPU kernels apply unchanged.
+//!
+//! Status: compiled and its error paths tested on machines without a GPU; the launches were
+//! written against the kernels' documented launch shapes but have not yet run on hardware
+//! (`scripts/gpu-check.sh` is the check to run when a GPU is lent).
+
+use super::nvrtc::{self, Output};
+use crate::backend::cpu::{attention, gemm, launch, rows, Kernels};
+use crate::backend::inputs::ElementwiseInputs;
+use crate::backend::{Backend, Case};
+use crate::device::{slug, Ceilings, DeviceInfo};
+use crate::error::{Error, Result};
+use crate::spec::{ElemOp, Elementwise, Variant, Workload, WorkloadKind};
+use cudarc::driver::{
+    sys, CudaContext, CudaFunction, CudaGraph, CudaModule, CudaSlice, CudaStream, DevicePtr,
+    DriverError, LaunchConfig, PushKernelArg,
+};
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+fn driver_error(what: &str) -> impl Fn(DriverError) -> Error + '_ {
+    move |e| Error::Backend(format!("CUDA {what}: {e:?}"))
+}
+
+/// Threads per block of the grid-stride and per-row kernels.
+const BLOCK: u32 = 256;
+
+/// The opened device: context, the one stream every operation is ordered on, and the modules
+/// compiled so far (a module that failed to compile keeps its NVRTC log, so every case that
+/// needs it fails with the log and the run goes on).
+pub struct Gpu {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    modules: Mutex<HashMap<&'static str, std::result::Result<Arc<CudaModule>, String>>>,
+    name: String,
+    arch: u32,
+    sms: u32,
+    l2_bytes: u64,
+    driver: String,
+    /// Overwritten before each cold sample (None in warm mode).
+    flush: Mutex<Option<CudaSlice<u8>>>,
+}
+
+impl Gpu {
+    fn open(flush: Option<u64>) -> Result<Self> {
+        super::Driver::open()?;
+        if !nvrtc::available() {
+            return Err(Error::BackendUnavailable(
+                "a CUDA device is present but NVRTC (libnvrtc) could not be loaded; install it (e.g. `pip install nvidia-cuda-nvrtc`) and put its lib folder on LD_LIBRARY_PATH".into(),
+            ));
+        }
+        let unavailable = |what: &'static str| {
+            move |e: DriverError| Error::BackendUnavailable(format!("CUDA {what}: {e:?}"))
+        };
+        let ctx = CudaContext::new(0).map_err(unavailable("cannot open device 0"))?;
+        // SAFETY: every buffer and launch of this backend is ordered on the one stream below,
+        // so cudarc's per-buffer event tracking (meant for several streams) has nothing to
+        // order; it would only add an event record to every launch and distort launch timings.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx
+            .new_stream()
+            .map_err(unavailable("cannot create a stream"))?;
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(unavailable("compute capability"))?;
+        let attr = |a| ctx.attribute(a).map_err(unavailable("device attribute"));
+        let sms = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
+        let l2_bytes = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as u64;
+        let name = ctx.name().map_err(unavailable("device name"))?;
+        let flush_bytes = flush.unwrap_or(2 * l2_bytes.max(1 << 20));
+        let flush = if flush_bytes > 0 {
+            Some(
+                stream
+                    .alloc_zeros::<u8>(flush_bytes as usize)
+                    .map_err(unavailable("allocating the L2 flush buffer"))?,
+            )
+        } else {
+            None
+        };
+        Ok(Gpu {
+            driver: super::driver_summary(),
+            ctx,
+            stream,
+            modules: Mutex::new(HashMap::new()),
+            name,
+            arch: (major * 10 + minor) as u32,
+            sms,
+            l2_bytes,
+            flush: Mutex::new(flush),
+        })
+    }
+
+    /// The module of one kernel family, compiled (CUBIN for this architecture, PTX for the
+    /// driver to JIT if the CUBIN does not load) on first use.
+    fn module(&self, family: &'static str) -> Result<Arc<CudaModule>> {
+        let mut modules = self
+            .modules
+            .lock()
+            .map_err(|_| Error::Backend("CUDA module cache poisoned".into()))?;
+        let entry = modules.entry(family).or_insert_with(|| {
+            let src = nvrtc::SOURCES
+                .iter()
+                .find(|s| s.name == family)
+                .ok_or_else(|| format!("no CUDA source named {family}"))?;
+            let cubin = nvrtc::compile(src, self.arch, Output::Cubin)?;
+            match self
+                .ctx
+                .load_module(cudarc::nvrtc::Ptx::from_binary(cubin))
+            {
+                Ok(m) => Ok(m),
+                Err(cubin_err) => {
+                    let ptx = nvrtc::compile(src, self.arch, Output::Ptx)?;
+                    let text = String::from_utf8_lossy(&ptx).into_owned();
+                    self.ctx
+                        .load_module(cudarc::nvrtc::Ptx::from_src(text))
+                        .map_err(|ptx_err| {
+                            format!("{family}: the driver loads neither the sm_{} CUBIN ({cubin_err:?}) nor the PTX ({ptx_err:?})", self.arch)
+                        })
+                }
+            }
+        });
+        entry.clone().map_err(Error::Backend)
+    }
+
+    fn function(&self, family: &'static str, name: &str) -> Result<CudaFunction> {
+        self.module(family)?
+            .load_function(name)
+            .map_err(driver_error("loading a kernel"))
+    }
+
+    /// A grid-stride launch over `n` elements: enough blocks to fill every SM several times.
+    fn grid_for(&self, n: u64) -> LaunchConfig {
+        let blocks = n.div_ceil(BLOCK as u64).clamp(1, self.sms as u64 * 32) as u32;
+        LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+
+    /// One block of `BLOCK` threads per row.
+    fn per_row(rows: u64) -> LaunchConfig {
+        LaunchConfig {
+            grid_dim: (rows as u32, 1, 1),
+            block_dim: (BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+
+    fn upload(&self, host: &[f32]) -> Result<CudaSlice<f32>> {
+        if host.is_empty() {
+            // A one-element placeholder keeps every kernel argument a valid pointer.
+            return self
+                .stream
+                .alloc_zeros::<f32>(1)
+                .map_err(driver_error("allocating"));
+        }
+        self.stream
+            .clone_htod(host)
+            .map_err(driver_error("copying inputs to the device"))
+    }
+
+    fn zeros(&self, n: u64) -> Result<CudaSlice<f32>> {
+        self.stream
+            .alloc_zeros::<f32>(n.max(1) as usize)
+            .map_err(driver_error("allocating"))
+    }
+
+    /// Seconds between two events recorded around `enqueue` on the stream.
+    fn time(&self, enqueue: impl FnOnce() -> Result<()>) -> Result<f64> {
+        let timing = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let start = self.ctx.new_event(timing).map_err(driver_error("event"))?;
+        let end = self.ctx.new_event(timing).map_err(driver_error("event"))?;
+        start
+            .record(&self.stream)
+            .map_err(driver_error("recording an event"))?;
+        enqueue()?;
+        end.record(&self.stream)
+            .map_err(driver_error("recording an event"))?;
+        end.synchronize()
+            .map_err(driver_error("kernel execution"))?;
+        let ms = start
+            .elapsed_ms(&end)
+            .map_err(driver_error("event timing"))?;
+        Ok(ms as f64 / 1e3)
+    }
+
+    fn flush_l2(&self) -> Result<()> {
+        let mut flush = self
+            .flush
+            .lock()
+            .map_err(|_| Error::Backend("CUDA flush buffer poisoned".into()))?;
+        if let Some(buf) = flush.as_mut() {
+            self.stream
+                .memset_zeros(buf)
+                .map_err(driver_error("flushing L2"))?;
+        }
+        Ok(())
+    }
+
+    /// Device-to-device copy bandwidth (best of 5, bytes read + written) and the FP32 FMA peak
+    /// (best of 5): the GPU's roofline ceilings as measured, beside the datasheet's.
+    fn probe(&self, probe_bytes: Option<u64>) -> Result<Ceilings> {
+        let bytes = probe_bytes.unwrap_or((8 * self.l2_bytes).max(256 << 20));
+        let n4 = (bytes / 16).max(1);
+        let src = self.zeros(4 * n4)?;
+        let mut dst = self.zeros(4 * n4)?;
+        let copy = self.function("probe", "probe_copy")?;
+        let cfg = self.grid_for(n4);
+        let mut best_copy = f64::INFINITY;
+        for _ in 0..6 {
+            let n4_arg = n4 as i64;
+            let t = self.time(|| {
+                let mut b = self.stream.launch_builder(&copy);
+                b.arg(&mut dst).arg(&src).arg(&n4_arg);
+                // SAFETY: probe_copy(float4* dst, const float4* src, long long n4) reads and
+                // writes n4 float4 values; both buffers hold 4·n4 floats.
+                unsafe { b.launch(cfg) }
+                    .map(|_| ())
+                    .map_err(driver_error("launching probe_copy"))
+            })?;
+            best_copy = best_copy.min(t);
+        }
+        let fma = self.function("probe", "probe_fma")?;
+        let blocks = self.sms * 8;
+        let threads = blocks as u64 * BLOCK as u64;
+        let mut out = self.zeros(threads)?;
+        let iters: i32 = 4096;
+        let (a, b_coef) = (0.999_f32, 0.001_f32);
+        let fma_cfg = LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut best_fma = f64::INFINITY;
+        for _ in 0..6 {
+            let t = self.time(|| {
+                let mut b = self.stream.launch_builder(&fma);
+                b.arg(&mut out).arg(&a).arg(&b_coef).arg(&iters);
+                // SAFETY: probe_fma(float* out, float a, float b, int iters) writes one float
+                // per thread; `out` holds one per launched thread.
+                unsafe { b.launch(fma_cfg) }
+                    .map(|_| ())
+                    .map_err(driver_error("launching probe_fma"))
+            })?;
+            best_fma = best_fma.min(t);
+        }
+        let copy_bps = 2.0 * (16 * n4) as f64 / best_copy;
+        Ok(Ceilings {
+            copy_bytes_per_sec: copy_bps,
+            // The GPU probe has no triad; copy bandwidth stands for the memory roof.
+            triad_bytes_per_sec: copy_bps,
+            fma_flops_per_sec: 2.0 * 8.0 * iters as f64 * threads as f64 / best_fma,
+            threads: self.sms as usize,
+            array_bytes: 16 * n4,
+        })
+    }
+
+    fn free_bytes(&self) -> Option<u64> {
+        self.ctx.mem_get_info().ok().map(|(free, _)| free as u64)
+    }
+}
+
+/// The CUDA backend.
+pub struct CudaBackend {
+    gpu: Arc<Gpu>,
+}
+
+impl CudaBackend {
+    /// Opens device 0 and readies NVRTC; `BackendUnavailable` (exit 3) when there is no driver,
+    /// no device or no NVRTC. `flush`: None for twice the L2, Some(0) for warm runs.
+    pub fn open(flush: Option<u64>) -> Result<Self> {
+        Ok(CudaBackend {
+            gpu: Arc::new(Gpu::open(flush)?),
+        })
+    }
+
+    pub fn describe(&self) -> String {
+        let g = &self.gpu;
+        format!(
+            "{} (sm_{}, {} SMs, {} MiB L2; {})",
+            g.name,
+            g.arch,
+            g.sms,
+            g.l2_bytes >> 20,
+            g.driver
+        )
+    }
+}
+
+impl Backend for CudaBackend {
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn device(&self) -> DeviceInfo {
+        let host = DeviceInfo::this_cpu();
+        let g = &self.gpu;
+        DeviceInfo {
+            key: format!("cuda-{}-sm{}", slug(&g.name), g.arch),
+            kind: "cuda".into(),
+            name: g.name.clone(),
+            cores: g.sms as usize,
+            llc_bytes: g.l2_bytes,
+            simd: format!("sm_{}", g.arch),
+            os: host.os,
+            kernel: host.kernel,
+            governor: host.governor,
+            rustc: host.rustc,
+        }
+    }
+
+    fn ceilings(&self, probe_bytes: Option<u64>) -> Result<Ceilings> {
+        self.gpu.probe(probe_bytes)
+    }
+
+    fn flush_bytes(&self) -> u64 {
+        self.gpu
+            .flush
+            .lock()
+            .ok()
+            .and_then(|f| f.as_ref().map(|b| b.len() as u64))
+            .unwrap_or(0)
+    }
+
+    fn required_bytes(&self, workload: &Workload) -> u64 {
+        device_bytes(workload)
+    }
+
+    fn prepare(&self, workload: &Workload, seed: u64) -> Result<Box<dyn Case>> {
+        let need = device_bytes(workload);
+        if let Some(free) = self.gpu.free_bytes() {
+            if need > free / 10 * 9 {
+                return Err(Error::Backend(format!(
+                    "the case needs {:.2} GiB of device memory but {:.2} GiB is free",
+                    need as f64 / (1u64 << 30) as f64,
+                    free as f64 / (1u64 << 30) as f64
+                )));
+            }
+        }
+        let gpu = self.gpu.clone();
+        Ok(match workload {
+            Workload::Elementwise(w) => Box::new(GpuCase::new(ElementwiseGpu::new(gpu, w, seed)?)),
+            Workload::Rmsnorm(r) | Workload::Layernorm(r) | Workload::Softmax(r) => Box::new(
+                GpuCase::new(RowsGpu::new(gpu, workload.kind(), r, seed)?),
+            ),
+            Workload::Gemm(g) => Box::new(GpuCase::new(GemmGpu::new(gpu, g, seed)?)),
+            Workload::Attention(a) => Box::new(GpuCase::new(AttentionGpu::new(gpu, a, seed)?)),
+            Workload::LaunchChain(l) => Box::new(GpuCase::new(ChainGpu::new(gpu, l, seed)?)),
+            Workload::Probe(_) => {
+                return Err(Error::Backend(
+                    "the probe kind runs on the CPU backend; on a GPU the run's own copy and FMA probes measure the ceilings".into(),
+                ))
+            }
+        })
+    }
+}
+
+/// Device bytes of a case: inputs, both outputs and every intermediate.
+fn device_bytes(workload: &Workload) -> u64 {
+    match workload {
+        Workload::Elementwise(w) => {
+            let n = w.elements() * 4;
+            let operands = w
+                .ops
+                .iter()
+                .filter(|o| matches!(o, ElemOp::Add | ElemOp::Mul))
+                .count() as u64;
+            n * (1 + operands + 4) + w.cols * 4
+        }
+        Workload::Rmsnorm(r) | Workload::Layernorm(r) | Workload::Softmax(r) => {
+            r.elements() * 4 * 5 + r.cols * 8 + r.rows * 12
+        }
+        Workload::Gemm(g) => 4 * (g.m * g.k + g.k * g.n + 2 * g.m * g.n),
+        Workload::Attention(a) => {
+            let t = a.heads_total() * a.seq_len * a.head_dim * 4;
+            5 * t + 2 * a.heads_total() * a.seq_len * a.seq_len * 4
+        }
+        Workload::LaunchChain(l) => l.elements * 4 * 5,
+        Workload::Probe(p) => p.elements * 4 * 3,
+    }
+}
+
+/// One workload kind on the GPU: enqueue a variant, give its output buffer, and the host
+/// reference (the CPU backend's, on the same inputs).
+trait GpuKernels {
+    fn gpu(&self) -> &Gpu;
+    /// Enqueues `variant` on the stream (no synchronisation).
+    fn enqueue(&mut self, variant: Variant) -> Result<()>;
+    fn output_buffer(&self, variant: Variant) -> &CudaSlice<f32>;
+    fn output_len(&self) -> usize;
+    fn reference(&self, i: usize) -> f64;
+    fn reference_samples(&self) -> usize {
+        4096
+    }
+}
+
+struct GpuCase<K: GpuKernels> {
+    k: K,
+    ran: Vec<Variant>,
+}
+
+impl<K: GpuKernels> GpuCase<K> {
+    fn new(k: K) -> Self {
+        GpuCase { k, ran: Vec::new() }
+    }
+}
+
+impl<K: GpuKernels> Case for GpuCase<K> {
+    fn run_timed(&mut self, variant: Variant) -> Result<f64> {
+        let k = &mut self.k;
+        // Events recorded on the stream around the enqueued variant (Gpu::time cannot be used:
+        // enqueueing needs `k` mutably while the GPU handle borrows it).
+        let t = {
+            let timing = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+            let gpu = k.gpu();
+            let start = gpu.ctx.new_event(timing).map_err(driver_error("event"))?;
+            let end = gpu.ctx.new_event(timing).map_err(driver_error("event"))?;
+            let stream = gpu.stream.clone();
+            start
+                .record(&stream)
+                .map_err(driver_error("recording an event"))?;
+            k.enqueue(variant)?;
+            end.record(&stream)
+                .map_err(driver_error("recording an event"))?;
+            end.synchronize()
+                .map_err(driver_error("kernel execution"))?;
+            start
+                .elapsed_ms(&end)
+                .map_err(driver_error("event timing"))? as f64
+                / 1e3
+        };
+        if !self.ran.contains(&variant) {
+            self.ran.push(variant);
+        }
+        Ok(t)
+    }
+
+    fn flush_caches(&mut self) {
+        // A failed flush shows up as the next launch's error; nothing to report here.
+        let _ = self.k.gpu().flush_l2();
+    }
+
+    fn output(&self, variant: Variant) -> Result<Cow<'_, [f32]>> {
+        if !self.ran.contains(&variant) {
+            return Err(Error::Backend(format!(
+                "variant {} has not run",
+                variant.name()
+            )));
+        }
+        let gpu = self.k.gpu();
+        let mut host = gpu
+            .stream
+            .clone_dtoh(self.k.output_buffer(variant))
+            .map_err(driver_error("copying the output to the host"))?;
+        host.truncate(self.k.output_len());
+        Ok(Cow::Owned(host))
+    }
+
+    fn output_len(&self) -> usize {
+        self.k.output_len()
+    }
+
+    fn reference(&self, index: usize) -> f64 {
+        self.k.reference(index)
+    }
+
+    fn reference_samples(&self) -> usize {
+        self.k.reference_samples()
+    }
+}
+
+/// Launches `func` with the arguments pushed by `args`.
+fn launch<'a>(
+    gpu: &'a Gpu,
+    func: &'a CudaFunction,
+    cfg: LaunchConfig,
+    what: &str,
+    args: impl FnOnce(&mut cudarc::driver::LaunchArgs<'a>),
+) -> Result<()> {
+    let mut b = gpu.stream.launch_builder(func);
+    args(&mut b);
+    // SAFETY: every call site passes the arguments of the kernel's C signature in order, with
+    // buffers of the sizes the kernel indexes (documented at each site).
+    unsafe { b.launch(cfg) }
+        .map(|_| ())
+        .map_err(|e| Error::Backend(format!("CUDA launching {what}: {e:?}")))
+}
+
+// ---- elementwise chains ----
+
+struct ElementwiseGpu {
+    gpu: Arc<Gpu>,
+    w: Elementwise,
+    inputs: ElementwiseInputs,
+    x: CudaSlice<f32>,
+    bias: CudaSlice<f32>,
+    operands: Vec<CudaSlice<f32>>,
+    t0: CudaSlice<f32>,
+    t1: CudaSlice<f32>,
+    out_unfused: CudaSlice<f32>,
+    out_fused: CudaSlice<f32>,
+    ops: CudaSlice<i32>,
+    ptrs: CudaSlice<u64>,
+    op_fn: CudaFunction,
+    fused_fn: CudaFunction,
+}
+
+fn op_code(op: ElemOp) -> i32 {
+    match op {
+        ElemOp::BiasAdd => 0,
+        ElemOp::Add => 1,
+        ElemOp::Mul => 2,
+        ElemOp::Scale => 3,
+        ElemOp::Relu => 4,
+        ElemOp::Gelu => 5,
+        ElemOp::Silu => 6,
+    }
+}
+
+impl ElementwiseGpu {
+    fn new(gpu: Arc<Gpu>, w: &Elementwise, seed: u64) -> Result<Self> {
+        let inputs = ElementwiseInputs::generate(w, seed);
+        let n = w.elements();
+        let x = gpu.upload(&inputs.x)?;
+        let bias = gpu.upload(&inputs.bias)?;
+        let operands = inputs
+            .operands
+            .iter()
+            .map(|o| gpu.upload(o))
+            .collect::<Result<Vec<_>>>()?;
+        let codes: Vec<i32> = w.ops.iter().map(|o| op_code(*o)).collect();
+        let ops = gpu
+            .stream
+            .clone_htod(&codes)
+            .map_err(driver_error("copying op codes"))?;
+        // ew_fused reads one operand pointer per op: the bias for bias_add, the op's tensor for
+        // add/mul, the placeholder otherwise.
+        let ptr_values: Vec<u64> = w
+            .ops
+            .iter()
+            .enumerate()
+            .map(|(k, op)| {
+                let s = match op {
+                    ElemOp::BiasAdd => &bias,
+                    ElemOp::Add | ElemOp::Mul => &operands[k],
+                    _ => &bias,
+                };
+                let (p, _sync) = s.device_ptr(&gpu.stream);
+                p
+            })
+            .collect();
+        let ptrs = gpu
+            .stream
+            .clone_htod(&ptr_values)
+            .map_err(driver_error("copying operand pointers"))?;
+        Ok(ElementwiseGpu {
+            op_fn: gpu.function("elementwise", "ew_op")?,
+            fused_fn: gpu.function("elementwise", "ew_fused")?,
+            t0: gpu.zeros(n)?,
+            t1: gpu.zeros(n)?,
+            out_unfused: gpu.zeros(n)?,
+            out_fused: gpu.zeros(n)?,
+            w: w.clone(),
+            inputs,
+            x,
+            bias,
+            operands,
+            ops,
+            ptrs,
+            gpu,
+        })
+    }
+}
+
+impl GpuKernels for ElementwiseGpu {
+    fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    fn enqueue(&mut self, variant: Variant) -> Result<()> {
+        let n = self.w.elements() as i64;
+        let cols = self.w.cols as i64;
+        let scale = self.w.scale as f32;
+        let cfg = self.gpu.grid_for(n as u64);
+        let gpu = &self.gpu;
+        if variant == Variant::Fused {
+            let n_ops = self.w.ops.len() as i32;
+            // SAFETY (launch): ew_fused(y, x, ops, operands, n_ops, scale, n, cols): y and x
+            // hold n floats, ops and operands n_ops entries, each operand pointer a bias of
+            // cols floats or a tensor of n floats.
+            return launch(gpu, &self.fused_fn, cfg, "ew_fused", |b| {
+                b.arg(&mut self.out_fused)
+                    .arg(&self.x)
+                    .arg(&self.ops)
+                    .arg(&self.ptrs)
+                    .arg(&n_ops)
+                    .arg(&scale)
+                    .arg(&n)
+                    .arg(&cols);
+            });
+        }
+        let last = self.w.ops.len() - 1;
+        for k in 0..=last {
+            let op = self.w.ops[k];
+            let code = op_code(op);
+            let operand = match op {
+                ElemOp::BiasAdd => &self.bias,
+                ElemOp::Add | ElemOp::Mul => &self.operands[k],
+                _ => &self.bias,
+            };
+            // Ping-pong: op k reads x (k = 0) or the buffer op k−1 wrote, and writes t0/t1, or
+            // the output for the last op.
+            let (src, dst): (&CudaSlice<f32>, &mut CudaSlice<f32>) = match (k, k == last) {
+                (0, true) => (&self.x, &mut self.out_unfused),
+                (0, false) => (&self.x, &mut self.t0),
+                (_, true) if k % 2 == 1 => (&self.t0, &mut self.out_unfused),
+                (_, true) => (&self.t1, &mut self.out_unfused),
+                (_, false) if k % 2 == 1 => (&self.t0, &mut self.t1),
+                _ => (&self.t1, &mut self.t0),
+            };
+            // SAFETY (launch): ew_op(y, x, operand, op, scale, n, cols): y and x hold n
+            // floats; the operand is the bias (cols floats) for op 0, a tensor of n floats for
+            // ops 1 and 2, unread otherwise.
+            launch(gpu, &self.op_fn, cfg, "ew_op", |b| {
+                b.arg(dst)
+                    .arg(src)
+                    .arg(operand)
+                    .arg(&code)
+                    .arg(&scale)
+                    .arg(&n)
+                    .arg(&cols);
+            })?;
+        }
+        Ok(())
+    }
+
+    fn output_buffer(&self, variant: Variant) -> &CudaSlice<f32> {
+        if variant == Variant::Fused {
+            &self.out_fused
+        } else {
+            &self.out_unfused
+        }
+    }
+
+    fn output_len(&self) -> usize {
+        self.w.elements() as usize
+    }
+
+    fn reference(&self, i: usize) -> f64 {
+        self.inputs.reference(&self.w, i)
+    }
+}
+
+// ---- RMSNorm, LayerNorm, softmax ----
+
+struct RowsGpu {
+    gpu: Arc<Gpu>,
+    kind: WorkloadKind,
+    host: rows::RowKernels,
+    rows: u64,
+    cols: u64,
+    eps: f32,
+    x: CudaSlice<f32>,
+    w: CudaSlice<f32>,
+    b: CudaSlice<f32>,
+    t1: CudaSlice<f32>,
+    t2: CudaSlice<f32>,
+    v1: CudaSlice<f32>,
+    v2: CudaSlice<f32>,
+    v3: CudaSlice<f32>,
+    out_unfused: CudaSlice<f32>,
+    out_fused: CudaSlice<f32>,
+}
+
+impl RowsGpu {
+    fn new(gpu: Arc<Gpu>, kind: WorkloadKind, r: &crate::spec::RowOp, seed: u64) -> Result<Self> {
+        let host = rows::RowKernels::new(kind, r.clone(), seed, false);
+        let (x, w, b) = host.host_inputs();
+        let n = r.elements();
+        Ok(RowsGpu {
+            x: gpu.upload(x)?,
+            w: gpu.upload(w)?,
+            b: gpu.upload(b)?,
+            t1: gpu.zeros(n)?,
+            t2: gpu.zeros(n)?,
+            v1: gpu.zeros(r.rows)?,
+            v2: gpu.zeros(r.rows)?,
+            v3: gpu.zeros(r.rows)?,
+            out_unfused: gpu.zeros(n)?,
+            out_fused: gpu.zeros(n)?,
+            rows: r.rows,
+            cols: r.cols,
+            eps: r.eps as f32,
+            kind,
+            host,
+            gpu,
+        })
+    }
+
+    fn f(&self, name: &str) -> Result<CudaFunction> {
+        self.gpu.function("rows", name)
+    }
+}
+
+impl GpuKernels for RowsGpu {
+    fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    fn enqueue(&mut self, variant: Variant) -> Result<()> {
+        let n = (self.rows * self.cols) as i64;
+        let (cols, rows, eps) = (self.cols as i64, self.rows as i64, self.eps);
+        let gpu = self.gpu.clone();
+        let each = gpu.grid_for(n as u64);
+        let per_row = Gpu::per_row(self.rows);
+        let per_row_stat = gpu.grid_for(self.rows);
+        // SAFETY (launches below): every kernel of rows.cu takes full tensors of n = rows·cols
+        // floats, per-row vectors of `rows` floats and per-column vectors of `cols` floats;
+        // the buffers are allocated with exactly those sizes.
+        if variant == Variant::Fused {
+            return match self.kind {
+                WorkloadKind::Rmsnorm => launch(
+                    &gpu,
+                    &self.f("rmsnorm_fused")?,
+                    per_row,
+                    "rmsnorm_fused",
+                    |a| {
+                        a.arg(&mut self.out_fused)
+                            .arg(&self.x)
+                            .arg(&self.w)
+                            .arg(&eps)
+                            .arg(&cols);
+                    },
+                ),
+                WorkloadKind::Layernorm => launch(
+                    &gpu,
+                    &self.f("layernorm_fused")?,
+                    per_row,
+                    "layernorm_fused",
+                    |a| {
+                        a.arg(&mut self.out_fused)
+                            .arg(&self.x)
+                            .arg(&self.w)
+                            .arg(&self.b)
+                            .arg(&eps)
+                            .arg(&cols);
+                    },
+                ),
+                _ => launch(
+                    &gpu,
+                    &self.f("softmax_fused")?,
+                    per_row,
+                    "softmax_fused",
+                    |a| {
+                        a.arg(&mut self.out_fused).arg(&self.x).arg(&cols);
+                    },
+                ),
+            };
+        }
+        match self.kind {
+            WorkloadKind::Rmsnorm => {
+                launch(&gpu, &self.f("row_square")?, each, "row_square", |a| {
+                    a.arg(&mut self.t1).arg(&self.x).arg(&n);
+                })?;
+                launch(&gpu, &self.f("row_mean")?, per_row, "row_mean", |a| {
+                    a.arg(&mut self.v1).arg(&self.t1).arg(&cols);
+                })?;
+                launch(
+                    &gpu,
+                    &self.f("row_rsqrt")?,
+                    per_row_stat,
+                    "row_rsqrt",
+                    |a| {
+                        a.arg(&mut self.v2).arg(&self.v1).arg(&eps).arg(&rows);
+                    },
+                )?;
+                launch(&gpu, &self.f("row_scale_by")?, each, "row_scale_by", |a| {
+                    a.arg(&mut self.t2)
+                        .arg(&self.x)
+                        .arg(&self.v2)
+                        .arg(&n)
+                        .arg(&cols);
+                })?;
+                launch(
+                    &gpu,
+                    &self.f("row_mul_weight")?,
+                    each,
+                    "row_mul_weight",
+                    |a| {
+                        a.arg(&mut self.out_unfused)
+                            .arg(&self.t2)
+                            .arg(&self.w)
+                            .arg(&n)
+                            .arg(&cols);
+                    },
+                )
+            }
+            WorkloadKind::Layernorm => {
+                launch(&gpu, &self.f("row_mean")?, per_row, "row_mean", |a| {
+                    a.arg(&mut self.v1).arg(&self.x).arg(&cols);
+                })?;
+                launch(&gpu, &self.f("row_sub")?, each, "row_sub", |a| {
+                    a.arg(&mut self.t1)
+                        .arg(&self.x)
+                        .arg(&self.v1)
+                        .arg(&n)
+                        .arg(&cols);
+                })?;
+                launch(&gpu, &self.f("row_square")?, each, "row_square", |a| {
+                    a.arg(&mut self.t2).arg(&self.t1).arg(&n);
+                })?;
+                launch(&gpu, &self.f("row_mean")?, per_row, "row_mean", |a| {
+                    a.arg(&mut self.v2).arg(&self.t2).arg(&cols);
+                })?;
+                launch(
+                    &gpu,
+                    &self.f("row_rsqrt")?,
+                    per_row_stat,
+                    "row_rsqrt",
+                    |a| {
+                        a.arg(&mut self.v3).arg(&self.v2).arg(&eps).arg(&rows);
+                    },
+                )?;
+                launch(&gpu, &self.f("row_scale_by")?, each, "row_scale_by", |a| {
+                    a.arg(&mut self.t2)
+                        .arg(&self.t1)
+                        .arg(&self.v3)
+                        .arg(&n)
+                        .arg(&cols);
+                })?;
+                launch(&gpu, &self.f("row_affine")?, each, "row_affine", |a| {
+                    a.arg(&mut self.out_unfused)
+                        .arg(&self.t2)
+                        .arg(&self.w)
+                        .arg(&self.b)
+                        .arg(&n)
+                        .arg(&cols);
+                })
+            }
+            _ => {
+                launch(&gpu, &self.f("row_max")?, per_row, "row_max", |a| {
+                    a.arg(&mut self.v1).arg(&self.x).arg(&cols);
+                })?;
+                launch(&gpu, &self.f("row_exp_sub")?, each, "row_exp_sub", |a| {
+                    a.arg(&mut self.t1)
+                        .arg(&self.x)
+                        .arg(&self.v1)
+                        .arg(&n)
+                        .arg(&cols);
+                })?;
+                launch(&gpu, &self.f("row_sum")?, per_row, "row_sum", |a| {
+                    a.arg(&mut self.v2).arg(&self.t1).arg(&cols);
+                })?;
+                launch(&gpu, &self.f("row_div")?, each, "row_div", |a| {
+                    a.arg(&mut self.out_unfused)
+                        .arg(&self.t1)
+                        .arg(&self.v2)
+                        .arg(&n)
+                        .arg(&cols);
+                })
+            }
+        }
+    }
+
+    fn output_buffer(&self, variant: Variant) -> &CudaSlice<f32> {
+        if variant == Variant::Fused {
+            &self.out_fused
+        } else {
+            &self.out_unfused
+        }
+    }
+
+    fn output_len(&self) -> usize {
+        (self.rows * self.cols) as usize
+    }
+
+    fn reference(&self, i: usize) -> f64 {
+        self.host.reference(i)
+    }
+}
+
+// ---- GEMM ----
+
+struct GemmGpu {
+    gpu: Arc<Gpu>,
+    host: gemm::GemmKernels,
+    g: crate::spec::Gemm,
+    a: CudaSlice<f32>,
+    b: CudaSlice<f32>,
+    c_naive: CudaSlice<f32>,
+    c_tiled: CudaSlice<f32>,
+}
+
+impl GemmGpu {
+    fn new(gpu: Arc<Gpu>, g: &crate::spec::Gemm, seed: u64) -> Result<Self> {
+        let host = gemm::GemmKernels::new(g.clone(), seed);
+        let (a, b) = host.host_inputs();
+        Ok(GemmGpu {
+            a: gpu.upload(a)?,
+            b: gpu.upload(b)?,
+            c_naive: gpu.zeros(g.m * g.n)?,
+            c_tiled: gpu.zeros(g.m * g.n)?,
+            g: g.clone(),
+            host,
+            gpu,
+        })
+    }
+}
+
+impl GpuKernels for GemmGpu {
+    fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    fn enqueue(&mut self, variant: Variant) -> Result<()> {
+        let (m, n, k) = (self.g.m as i32, self.g.n as i32, self.g.k as i32);
+        let tiled = variant == Variant::Tiled;
+        // naive: one thread per C element in 16×16 blocks; tiled: a 64×64 C tile per 16×16
+        // block (each thread a 4×4 register tile), as gemm.cu documents.
+        let span = if tiled { 64 } else { 16 };
+        let cfg = LaunchConfig {
+            grid_dim: ((n as u32).div_ceil(span), (m as u32).div_ceil(span), 1),
+            block_dim: (16, 16, 1),
+            shared_mem_bytes: 0,
+        };
+        let name = if tiled { "gemm_tiled" } else { "gemm_naive" };
+        let f = self.gpu.function("gemm", name)?;
+        let gpu = self.gpu.clone();
+        let c = if tiled {
+            &mut self.c_tiled
+        } else {
+            &mut self.c_naive
+        };
+        // SAFETY (launch): gemm_*(C, A, B, m, n, k): C holds m·n, A m·k, B k·n floats.
+        launch(&gpu, &f, cfg, name, |a| {
+            a.arg(c).arg(&self.a).arg(&self.b).arg(&m).arg(&n).arg(&k);
+        })
+    }
+
+    fn output_buffer(&self, variant: Variant) -> &CudaSlice<f32> {
+        if variant == Variant::Tiled {
+            &self.c_tiled
+        } else {
+            &self.c_naive
+        }
+    }
+
+    fn output_len(&self) -> usize {
+        (self.g.m * self.g.n) as usize
+    }
+
+    fn reference(&self, i: usize) -> f64 {
+        self.host.reference(i)
+    }
+
+    fn reference_samples(&self) -> usize {
+        self.host.reference_samples()
+    }
+}
+
+// ---- attention ----
+
+struct AttentionGpu {
+    gpu: Arc<Gpu>,
+    host: attention::AttentionKernels,
+    a: crate::spec::Attention,
+    scale: f32,
+    q: CudaSlice<f32>,
+    k: CudaSlice<f32>,
+    v: CudaSlice<f32>,
+    s: CudaSlice<f32>,
+    p: CudaSlice<f32>,
+    o_standard: CudaSlice<f32>,
+    o_flash: CudaSlice<f32>,
+}
+
+impl AttentionGpu {
+    fn new(gpu: Arc<Gpu>, a: &crate::spec::Attention, seed: u64) -> Result<Self> {
+        if a.head_dim > 128 || !a.head_dim.is_multiple_of(32) {
+            return Err(Error::Backend(format!(
+                "the CUDA flash kernel needs head_dim <= 128 and a multiple of 32 (got {})",
+                a.head_dim
+            )));
+        }
+        let host = attention::AttentionKernels::new(a.clone(), seed);
+        let (q, k, v, scale) = host.host_inputs();
+        let t = a.heads_total() * a.seq_len * a.head_dim;
+        let nn = a.heads_total() * a.seq_len * a.seq_len;
+        Ok(AttentionGpu {
+            q: gpu.upload(q)?,
+            k: gpu.upload(k)?,
+            v: gpu.upload(v)?,
+            s: gpu.zeros(nn)?,
+            p: gpu.zeros(nn)?,
+            o_standard: gpu.zeros(t)?,
+            o_flash: gpu.zeros(t)?,
+            scale,
+            a: a.clone(),
+            host,
+            gpu,
+        })
+    }
+}
+
+impl GpuKernels for AttentionGpu {
+    fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    fn enqueue(&mut self, variant: Variant) -> Result<()> {
+        let bh = self.a.heads_total();
+        let (n, d) = (self.a.seq_len as i32, self.a.head_dim as i32);
+        let causal = self.a.causal as i32;
+        let scale = self.scale;
+        let gpu = self.gpu.clone();
+        if variant == Variant::Flash {
+            // One block of 128 threads per (head, 32 query rows), as attention.cu documents.
+            let tiles = (n as u32).div_ceil(32);
+            let cfg = LaunchConfig {
+                grid_dim: (bh as u32 * tiles, 1, 1),
+                block_dim: (128, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let f = gpu.function("attention", "flash_attn_f32")?;
+            // SAFETY (launch): flash_attn_f32(O, Q, K, V, n, d, scale, causal): all four hold
+            // bh·n·d floats; d ≤ 128 and d % 32 == 0 were checked when the case was built.
+            return launch(&gpu, &f, cfg, "flash_attn_f32", |a| {
+                a.arg(&mut self.o_flash)
+                    .arg(&self.q)
+                    .arg(&self.k)
+                    .arg(&self.v)
+                    .arg(&n)
+                    .arg(&d)
+                    .arg(&scale)
+                    .arg(&causal);
+            });
+        }
+        let total_s = (bh * self.a.seq_len * self.a.seq_len) as i64;
+        let total_o = (bh * self.a.seq_len * self.a.head_dim) as i64;
+        // SAFETY (launches): S and P hold bh·n·n floats, Q, K, V and O bh·n·d floats.
+        launch(
+            &gpu,
+            &gpu.function("attention", "attn_scores")?,
+            gpu.grid_for(total_s as u64),
+            "attn_scores",
+            |a| {
+                a.arg(&mut self.s)
+                    .arg(&self.q)
+                    .arg(&self.k)
+                    .arg(&n)
+                    .arg(&d)
+                    .arg(&scale)
+                    .arg(&causal)
+                    .arg(&total_s);
+            },
+        )?;
+        launch(
+            &gpu,
+            &gpu.function("attention", "attn_softmax_rows")?,
+            Gpu::per_row(bh * self.a.seq_len),
+            "attn_softmax_rows",
+            |a| {
+                a.arg(&mut self.p).arg(&self.s).arg(&n);
+            },
+        )?;
+        launch(
+            &gpu,
+            &gpu.function("attention", "attn_pv")?,
+            gpu.grid_for(total_o as u64),
+            "attn_pv",
+            |a| {
+                a.arg(&mut self.o_standard)
+                    .arg(&self.p)
+                    .arg(&self.v)
+                    .arg(&n)
+                    .arg(&d)
+                    .arg(&causal)
+                    .arg(&total_o);
+            },
+        )
+    }
+
+    fn output_buffer(&self, variant: Variant) -> &CudaSlice<f32> {
+        if variant == Variant::Flash {
+            &self.o_flash
+        } else {
+            &self.o_standard
+        }
+    }
+
+    fn output_len(&self) -> usize {
+        (self.a.heads_total() * self.a.seq_len * self.a.head_dim) as usize
+    }
+
+    fn reference(&self, i: usize) -> f64 {
+        self.host.reference(i)
+    }
+
+    fn reference_samples(&self) -> usize {
+        self.host.reference_samples()
+    }
+}
+
+// ---- launch chains: eager launches vs one CUDA graph replay ----
+
+struct ChainGpu {
+    gpu: Arc<Gpu>,
+    host: launch::LaunchKernels,
+    n_ops: u64,
+    elements: u64,
+    x: CudaSlice<f32>,
+    t0: CudaSlice<f32>,
+    t1: CudaSlice<f32>,
+    out_eager: CudaSlice<f32>,
+    out_graph: CudaSlice<f32>,
+    func: CudaFunction,
+    graph: Option<CudaGraph>,
+}
+
+impl ChainGpu {
+    fn new(gpu: Arc<Gpu>, l: &crate::spec::LaunchChain, seed: u64) -> Result<Self> {
+        let host = launch::LaunchKernels::new(l.clone(), seed);
+        let x = gpu.upload(host.host_input())?;
+        let mut c = ChainGpu {
+            func: gpu.function("launch", "chain_affine")?,
+            t0: gpu.zeros(l.elements)?,
+            t1: gpu.zeros(l.elements)?,
+            out_eager: gpu.zeros(l.elements)?,
+            out_graph: gpu.zeros(l.elements)?,
+            n_ops: l.n_ops,
+            elements: l.elements,
+            x,
+            host,
+            gpu,
+            graph: None,
+        };
+        // The graph variant: the very launches of the eager variant (into its own output),
+        // captured once; each sample replays it with one launch.
+        c.gpu
+            .stream
+            .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(driver_error("beginning graph capture"))?;
+        let captured = c.enqueue_chain(true);
+        let graph = c
+            .gpu
+            .stream
+            .end_capture(sys::CUgraphInstantiate_flags(0))
+            .map_err(driver_error("ending graph capture"))?;
+        captured?;
+        c.graph = Some(
+            graph.ok_or_else(|| Error::Backend("CUDA graph capture recorded nothing".into()))?,
+        );
+        Ok(c)
+    }
+
+    fn enqueue_chain(&mut self, into_graph_output: bool) -> Result<()> {
+        let n = self.elements as i64;
+        let cfg = self.gpu.grid_for(self.elements);
+        let gpu = self.gpu.clone();
+        let ops = self.n_ops;
+        for i in 0..ops {
+            let (a, b) = launch::coeffs(i);
+            let out = if into_graph_output {
+                &mut self.out_graph
+            } else {
+                &mut self.out_eager
+            };
+            // The CPU variant's buffer rotation: x, then t0/t1 alternately, the last into out.
+            let (src, dst): (&CudaSlice<f32>, &mut CudaSlice<f32>) = match (i, i == ops - 1, i % 2)
+            {
+                (0, true, _) => (&self.x, out),
+                (0, false, _) => (&self.x, &mut self.t0),
+                (_, true, 1) => (&self.t0, out),
+                (_, true, _) => (&self.t1, out),
+                (_, false, 1) => (&self.t0, &mut self.t1),
+                (_, false, _) => (&self.t1, &mut self.t0),
+            };
+            // SAFETY (launch): chain_affine(dst, src, a, b, n): both hold n floats.
+            launch(&gpu, &self.func, cfg, "chain_affine", |l| {
+                l.arg(dst).arg(src).arg(&a).arg(&b).arg(&n);
+            })?;
+        }
+        Ok(())
+    }
+}
+
+impl GpuKernels for ChainGpu {
+    fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    fn enqueue(&mut self, variant: Variant) -> Result<()> {
+        if variant == Variant::Graph {
+            return self
+                .graph
+                .as_ref()
+                .ok_or_else(|| Error::Backend("the CUDA graph was not captured".into()))?
+                .launch()
+                .map_err(driver_error("launching the graph"));
+        }
+        self.enqueue_chain(false)
+    }
+
+    fn output_buffer(&self, variant: Variant) -> &CudaSlice<f32> {
+        if variant == Variant::Graph {
+            &self.out_graph
+        } else {
+            &self.out_eager
+        }
+    }
+
+    fn output_len(&self) -> usize {
+        self.elements as usize
+    }
+
+    fn reference(&self, i: usize) -> f64 {
+        self.host.reference(i)
+    }
+}
