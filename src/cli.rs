@@ -36,6 +36,9 @@ pub enum Command {
     Ledger {
         #[arg(required = true)]
         paths: Vec<PathBuf>,
+        /// Whose kernels' tiling the ledger models (tiled GEMM, flash attention).
+        #[arg(long, value_enum, default_value_t = TilingChoice::Cpu)]
+        tiling: TilingChoice,
     },
     /// The roofline model: T = max(FLOPs/Peak, Bytes/BW), and the bound.
     Roofline(RooflineArgs),
@@ -76,6 +79,23 @@ pub enum Command {
         #[arg(long, short)]
         out: Option<PathBuf>,
     },
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum TilingChoice {
+    /// The CPU backend's kernels.
+    Cpu,
+    /// The CUDA backend's kernels.
+    Cuda,
+}
+
+impl TilingChoice {
+    fn tiling(self) -> crate::ledger::Tiling {
+        match self {
+            TilingChoice::Cpu => crate::ledger::Tiling::CPU,
+            TilingChoice::Cuda => crate::ledger::Tiling::CUDA,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -213,9 +233,9 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             println!("{} spec(s) valid", specs.len());
             Ok(ExitCode::Pass)
         }
-        Command::Ledger { paths } => {
+        Command::Ledger { paths, tiling } => {
             for s in spec::load_all(&paths)? {
-                print!("{}", ledger_text(&s));
+                print!("{}", ledger_text(&s, tiling.tiling()));
             }
             Ok(ExitCode::Pass)
         }
@@ -331,8 +351,8 @@ pub fn roofline_text(
 }
 
 /// The ledger of a spec as text tables.
-pub fn ledger_text(s: &spec::Spec) -> String {
-    let l = Ledger::new(&s.workload, s.variants.before, s.variants.after);
+pub fn ledger_text(s: &spec::Spec, tiling: crate::ledger::Tiling) -> String {
+    let l = Ledger::with_tiling(&s.workload, s.variants.before, s.variants.after, tiling);
     let mut t = format!("{} — {}\n{}\n\n", s.name, s.title, s.workload.describe());
     t.push_str(&format!(
         "{:<10} {:<16} {:>16} {:>6} {:>6} {:>16}\n",

@@ -300,7 +300,12 @@ fn run_spec(
 ) -> SpecResult {
     let spec_cfg = effective_config(cfg, &s.measure);
     let cfg = &spec_cfg;
-    let ledger = Ledger::new(&s.workload, s.variants.before, s.variants.after);
+    let ledger = Ledger::with_tiling(
+        &s.workload,
+        s.variants.before,
+        s.variants.after,
+        backend.tiling(),
+    );
     let before = variant_result(&ledger.before, ceilings);
     let after = variant_result(&ledger.after, ceilings);
     let mut r = SpecResult {

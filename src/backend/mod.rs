@@ -36,6 +36,10 @@ pub trait Backend: Send {
     fn ceilings(&self, probe_bytes: Option<u64>) -> Result<Ceilings>;
     /// Bytes streamed (CPU) or written (GPU L2) before each cold sample; 0 in warm mode.
     fn flush_bytes(&self) -> u64;
+    /// The tile sizes of this backend's tiled kernels, for the IO ledger.
+    fn tiling(&self) -> crate::ledger::Tiling {
+        crate::ledger::Tiling::CPU
+    }
     /// Host bytes a case of `workload` needs (inputs, outputs, intermediates), to refuse cases
     /// that cannot fit before allocating anything.
     fn required_bytes(&self, workload: &Workload) -> u64;

@@ -73,10 +73,16 @@ pub struct Ledger {
 }
 
 impl Ledger {
+    /// The ledger of the CPU kernels' tiling.
     pub fn new(workload: &Workload, before: Variant, after: Variant) -> Self {
+        Self::with_tiling(workload, before, after, Tiling::CPU)
+    }
+    /// The ledger of a backend's kernels: tiled variants re-read what their tiles make them
+    /// re-read.
+    pub fn with_tiling(workload: &Workload, before: Variant, after: Variant, t: Tiling) -> Self {
         Ledger {
-            before: variant_ledger(workload, before),
-            after: variant_ledger(workload, after),
+            before: variant_ledger_tiled(workload, before, t),
+            after: variant_ledger_tiled(workload, after, t),
         }
     }
     /// 1 − bytes(after)/bytes(before).
@@ -95,6 +101,43 @@ pub const GEMM_KC: u64 = 256;
 /// are 128 KiB each.
 pub const FLASH_BR: u64 = 256;
 pub const FLASH_BC: u64 = 256;
+
+/// The tile sizes of one backend's tiled kernels, which decide how often tiled variants re-read
+/// their inputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tiling {
+    /// GEMM: C block rows (B is re-read once per block row).
+    pub gemm_mc: u64,
+    /// GEMM: C block columns (A is re-read once per block column).
+    pub gemm_nc: u64,
+    /// GEMM: depth of a k slice; C is read back for every slice after the first. `u64::MAX`
+    /// when the accumulators stay on chip across the whole k loop (C written once).
+    pub gemm_kc: u64,
+    /// Flash attention: Q rows per tile (K and V are re-read once per tile).
+    pub flash_br: u64,
+    /// Flash attention: K/V rows per tile.
+    pub flash_bc: u64,
+}
+
+impl Tiling {
+    /// The CPU kernels (`src/backend/cpu/{gemm,attention}.rs` use these constants).
+    pub const CPU: Tiling = Tiling {
+        gemm_mc: GEMM_MC,
+        gemm_nc: GEMM_NC,
+        gemm_kc: GEMM_KC,
+        flash_br: FLASH_BR,
+        flash_bc: FLASH_BC,
+    };
+    /// The CUDA kernels (`kernels/gemm.cu`: 64×64 C tiles, accumulators in registers over all
+    /// of k; `kernels/attention.cu`: 32 Q rows and 16 K/V rows per tile).
+    pub const CUDA: Tiling = Tiling {
+        gemm_mc: 64,
+        gemm_nc: 64,
+        gemm_kc: u64::MAX,
+        flash_br: 32,
+        flash_bc: 16,
+    };
+}
 
 /// Dependent FMAs per element of the `fma` probe.
 pub const PROBE_FMA_ITERS: u64 = 256;
@@ -134,13 +177,18 @@ fn mv(tensor: &str, bytes: u64, reads: u64, writes: u64) -> Movement {
 
 /// The ledger of one variant of a workload.
 pub fn variant_ledger(workload: &Workload, variant: Variant) -> VariantLedger {
+    variant_ledger_tiled(workload, variant, Tiling::CPU)
+}
+
+/// The ledger of one variant with a backend's tiling.
+pub fn variant_ledger_tiled(workload: &Workload, variant: Variant, t: Tiling) -> VariantLedger {
     match workload {
         Workload::Elementwise(e) => elementwise(e, variant),
         Workload::Rmsnorm(r) => rmsnorm(r, variant),
         Workload::Layernorm(r) => layernorm(r, variant),
         Workload::Softmax(r) => softmax(r, variant),
-        Workload::Gemm(g) => gemm(g, variant),
-        Workload::Attention(a) => attention(a, variant),
+        Workload::Gemm(g) => gemm(g, variant, t),
+        Workload::Attention(a) => attention(a, variant, t),
         Workload::LaunchChain(l) => launch_chain(l, variant),
         Workload::Probe(p) => probe(p, variant),
     }
@@ -246,7 +294,7 @@ fn softmax(r: &RowOp, variant: Variant) -> VariantLedger {
 /// GEMM. Naive (i, j, k loops): a row of A stays in cache across j, but B is streamed once per
 /// row of C. Tiled: A is re-read once per NC-wide block column, B once per MC-tall block row, and
 /// C is read back for every KC slice after the first.
-fn gemm(g: &Gemm, variant: Variant) -> VariantLedger {
+fn gemm(g: &Gemm, variant: Variant, t: Tiling) -> VariantLedger {
     let (a, b, c) = (g.m * g.k * 4, g.k * g.n * 4, g.m * g.n * 4);
     let flops = 2 * g.m * g.n * g.k;
     match variant {
@@ -257,12 +305,12 @@ fn gemm(g: &Gemm, variant: Variant) -> VariantLedger {
             1,
         ),
         _ => {
-            let k_slices = g.k.div_ceil(GEMM_KC);
+            let k_slices = g.k.div_ceil(t.gemm_kc);
             ledger(
                 variant,
                 vec![
-                    mv("A", a, g.n.div_ceil(GEMM_NC), 0),
-                    mv("B", b, g.m.div_ceil(GEMM_MC), 0),
+                    mv("A", a, g.n.div_ceil(t.gemm_nc), 0),
+                    mv("B", b, g.m.div_ceil(t.gemm_mc), 0),
                     mv("C", c, k_slices - 1, k_slices),
                 ],
                 flops,
@@ -274,9 +322,9 @@ fn gemm(g: &Gemm, variant: Variant) -> VariantLedger {
 
 /// Attention forward per (batch, head), FLOPs by the FlashAttention convention: 4·N²·d (QKᵀ and
 /// PV), halved when causal. Standard materializes S and P (N² each) in memory; flash keeps them
-/// in the tile and re-reads K and V once per Q tile of FLASH_BR rows (about half as often when
+/// in the tile and re-reads K and V once per Q tile of Br rows (about half as often when
 /// causal, since tiles above the diagonal are skipped).
-fn attention(a: &Attention, variant: Variant) -> VariantLedger {
+fn attention(a: &Attention, variant: Variant, t: Tiling) -> VariantLedger {
     let (bh, n, d) = (a.heads_total(), a.seq_len, a.head_dim);
     let qkvo = bh * n * d * 4;
     let s = bh * n * n * 4;
@@ -297,7 +345,7 @@ fn attention(a: &Attention, variant: Variant) -> VariantLedger {
             3,
         ),
         _ => {
-            let tr = n.div_ceil(FLASH_BR);
+            let tr = n.div_ceil(t.flash_br);
             let kv_reads = if a.causal { tr.div_ceil(2).max(1) } else { tr };
             ledger(
                 variant,
@@ -557,6 +605,36 @@ mod tests {
         assert_eq!(l.flops, 4 * 2 * 1024 * 1024 * 64);
         let c = variant_ledger(&Workload::Attention(at(1024, true)), Variant::Flash);
         assert_eq!(c.flops, l.flops / 2);
+    }
+
+    #[test]
+    fn cuda_tiling_rereads_more_than_the_cpu_tiles() {
+        let a = Workload::Attention(Attention {
+            batch: 1,
+            heads: 2,
+            seq_len: 4096,
+            head_dim: 128,
+            causal: false,
+            dtype: DType::F32,
+        });
+        let qkvo = 2 * 4096 * 128 * 4;
+        let cpu = Ledger::new(&a, Variant::Standard, Variant::Flash);
+        let gpu = Ledger::with_tiling(&a, Variant::Standard, Variant::Flash, Tiling::CUDA);
+        // Q read once, O written once, K and V once per Q tile: 4096/256 = 16 tiles on the CPU,
+        // 4096/32 = 128 with the CUDA kernel's tiles.
+        assert_eq!(cpu.after.bytes_moved(), qkvo * (2 + 2 * 16));
+        assert_eq!(gpu.after.bytes_moved(), qkvo * (2 + 2 * 128));
+        assert_eq!(cpu.before, gpu.before, "standard attention does not tile");
+        let g = Workload::Gemm(Gemm {
+            m: 1024,
+            n: 1024,
+            k: 1024,
+            dtype: DType::F32,
+        });
+        let l = Ledger::with_tiling(&g, Variant::Naive, Variant::Tiled, Tiling::CUDA);
+        let mat = 1024 * 1024 * 4;
+        // A and B once per 64-wide block, C written once (accumulated in registers).
+        assert_eq!(l.after.bytes_moved(), mat * 16 + mat * 16 + mat);
     }
 
     #[test]

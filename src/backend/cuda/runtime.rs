@@ -328,6 +328,10 @@ impl Backend for CudaBackend {
             .unwrap_or(0)
     }
 
+    fn tiling(&self) -> crate::ledger::Tiling {
+        crate::ledger::Tiling::CUDA
+    }
+
     fn required_bytes(&self, workload: &Workload) -> u64 {
         device_bytes(workload)
     }

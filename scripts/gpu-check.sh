@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The GPU check: run opledger's CUDA backend on a lent GPU machine, in one call.
+#
+# Here (no GPU needed):   cargo build --release && mkdir -p .gpu && cp target/release/opledger .gpu/
+#                         (`.gpu/` is git-ignored; carry it with the call)
+# There (device tool):    run(command="bash scripts/gpu-check.sh", carry=[".gpu"], timeout_s=540)
+#
+# Builds nothing. Records the GPU as found (clocks are never changed), compiles every kernel
+# for the device with NVRTC, runs the tiny test specs (correctness of every kind against the
+# f64 reference), then the default suite, on --backend cuda. Everything lands in $OUT (at most
+# 8 files come back); a short table is printed last.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-/tmp/gpu-check-out}"
+mkdir -p "$OUT"
+BIN="${BIN:-.gpu/opledger}"
+LOG="$OUT/log.txt"
+: > "$LOG"
+say() { echo "$@" | tee -a "$LOG"; }
+
+[ -x "$BIN" ] || { say "no binary at $BIN: build here and carry .gpu/"; exit 2; }
+
+# NVRTC: the toolkit's, or PyTorch's wheel's; cudarc loads libnvrtc.so by name.
+if ! ldconfig -p 2>/dev/null | grep -q 'libnvrtc\.so'; then
+  lib=$(find / -xdev -name 'libnvrtc.so*' -not -path '*/proc/*' 2>/dev/null | head -1)
+  [ -n "$lib" ] && export LD_LIBRARY_PATH="$(dirname "$lib"):${LD_LIBRARY_PATH:-}"
+fi
+
+{
+  echo "# GPU as found"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem,clocks.max.sm,power.limit,temperature.gpu --format=csv
+  echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+  ldconfig -p 2>/dev/null | grep -E 'libnvrtc|libcuda\.so' || true
+} > "$OUT/env.txt" 2>&1
+cat "$OUT/env.txt" >> "$LOG"
+
+step() { # name, then the command; records the exit code
+  local name=$1; shift
+  local t0=$SECONDS
+  "$@" >> "$LOG" 2>&1
+  local rc=$?
+  printf '%-28s exit %-3s %4ss\n' "$name" "$rc" "$((SECONDS - t0))" >> "$OUT/steps.txt"
+  return $rc
+}
+: > "$OUT/steps.txt"
+
+step cuda-compile "$BIN" cuda-compile --arch 90
+WORK=$(mktemp -d)
+# Tiny specs: every kind, small sizes; correctness against the f64 reference on the GPU.
+step tiny-kinds "$BIN" run tests/fixtures/kinds/ tests/fixtures/good/tiny-chain.yaml \
+  --backend cuda --min-pairs 5 --max-pairs 20 --time-cap-secs 2 \
+  --baselines "$WORK/b" --runs-dir "$WORK/tiny"
+tiny=$(ls -d "$WORK"/tiny/* 2>/dev/null | head -1)
+[ -n "$tiny" ] && cp "$tiny/results.json" "$OUT/tiny-results.json" && cp "$tiny/report.md" "$OUT/tiny-report.md"
+# The default suite on the GPU (first GPU baselines are recorded in the run's own store).
+step suite "$BIN" run specs/ --backend cuda --baselines "$WORK/b" --runs-dir "$WORK/suite" --accept
+suite=$(ls -d "$WORK"/suite/* 2>/dev/null | head -1)
+if [ -n "$suite" ]; then
+  cp "$suite/results.json" "$OUT/suite-results.json"
+  cp "$suite/report.md" "$OUT/suite-report.md"
+  cp "$suite/roofline.svg" "$OUT/roofline.svg" 2>/dev/null
+fi
+
+cat "$OUT/steps.txt"
+for f in "$OUT/tiny-results.json" "$OUT/suite-results.json"; do
+  [ -f "$f" ] || continue
+  python3 - "$f" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+c = r["ceilings"]
+print(f"\n{sys.argv[1].rsplit('/', 1)[-1]}: {r['verdict']['status']} on {r['device']['name']} [{r['backend']}]; "
+      f"copy {c['copy_bytes_per_sec']/1e9:.0f} GB/s, FMA {c['fma_flops_per_sec']/1e12:.1f} TFLOP/s")
+for s in r["specs"]:
+    b, a = s["before"].get("summary"), s["after"].get("summary")
+    err = s["correctness"]["after_vs_reference"]["max_rel"] if s.get("correctness") else None
+    t = lambda x: f"{x['median_secs']*1e3:9.3f} ms" if x else "        —"
+    print(f"{s['status']:5s} {s['name'][:34]:34s} {t(b)} -> {t(a)}  max rel err {err if err is not None else '—'}  {s.get('error') or ''}")
+PY
+done
+rm -rf "$WORK"
