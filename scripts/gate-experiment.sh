@@ -67,6 +67,8 @@ for f in glob.glob(sys.argv[1] + "/*/*.json"):
     b["after_samples_secs"] = [t / 1.10 for t in b["after_samples_secs"]]
     for h in b.get("history", []):
         h["after_median_secs"] /= 1.10
+        if h.get("relative_median"):
+            h["relative_median"] /= 1.10
     json.dump(b, open(f, "w"))
 PY
 read -r slow_fail slow_detail <<< "$(run_many)"

@@ -27,6 +27,9 @@ pub struct HistoryEntry {
     pub git_sha: String,
     pub before_median_secs: f64,
     pub after_median_secs: f64,
+    /// Median of that run's per-pair after/before ratios (what relative gates pool).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relative_median: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -147,13 +150,27 @@ pub fn compare(
         (&samples.before_secs, &samples.after_secs),
         (&base.before_samples_secs, &base.after_samples_secs),
     );
-    let ratio = ratio_ci(&new, &old, resamples, seed);
+    let pooled = history_values(base, relative);
+    let ratio = if pooled.len() >= POOL_MIN_RUNS {
+        // The reference is the geometric mean of the accepted runs' medians, so one unlucky
+        // accept does not move the gate; the between-run spread is in the threshold, the CI is
+        // this run's own.
+        let reference = geometric_mean(&pooled);
+        let m = crate::measure::stats::median_ci(&new, resamples, seed);
+        crate::measure::stats::Estimate {
+            point: m.point / reference,
+            lo: m.lo / reference,
+            hi: m.hi / reference,
+        }
+    } else {
+        ratio_ci(&new, &old, resamples, seed)
+    };
     let state = regression_state(&ratio, threshold);
     outcome.status = "compared".into();
     outcome.ratio = Some(ratio);
     outcome.state = Some(state);
     outcome.message = format!(
-        "{} median ratio {:.3} (95% CI {:.3} .. {:.3}), threshold +{:.0}%: {}",
+        "{} median ratio {:.3} (95% CI {:.3} .. {:.3}){}, threshold +{:.1}%: {}",
         if relative {
             "(after/before)/baseline's"
         } else {
@@ -162,6 +179,14 @@ pub fn compare(
         ratio.point,
         ratio.lo,
         ratio.hi,
+        if pooled.len() >= POOL_MIN_RUNS {
+            format!(
+                " against the pooled medians of {} accepted runs",
+                pooled.len()
+            )
+        } else {
+            String::new()
+        },
         threshold * 100.0,
         match state {
             RegressionState::Pass => "within threshold",
@@ -189,26 +214,55 @@ pub fn compared_values(
     }
 }
 
-/// The regression threshold: the spec's, but never below the spread between accepted runs
-/// (max/min − 1 of the history's `after` medians), so a noisy machine does not cry wolf.
-pub fn threshold(base: &BaselineFile, max_regression: f64, relative: bool) -> f64 {
-    let medians: Vec<f64> = base
-        .history
+/// Accepted runs from which the gate pools its reference and takes the spread for its
+/// threshold; with fewer, the latest baseline's samples are the reference.
+pub const POOL_MIN_RUNS: usize = 3;
+/// One-sided 99% quantile of the normal distribution: the threshold implied by the spread makes
+/// an unchanged build exceed it about once in a hundred runs.
+const Z_99: f64 = 2.326;
+
+/// One value per accepted run, as the gate compares them: the `after` median, or (relative) the
+/// median of the pairs' after/before ratios (after/before of the medians for runs recorded
+/// before that was kept).
+pub fn history_values(base: &BaselineFile, relative: bool) -> Vec<f64> {
+    base.history
         .iter()
         .map(|h| {
             if relative {
-                h.after_median_secs / h.before_median_secs
+                h.relative_median
+                    .unwrap_or(h.after_median_secs / h.before_median_secs)
             } else {
                 h.after_median_secs
             }
         })
-        .collect();
-    if medians.len() < 3 {
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .collect()
+}
+
+fn geometric_mean(v: &[f64]) -> f64 {
+    (v.iter().map(|x| x.ln()).sum::<f64>() / v.len() as f64).exp()
+}
+
+/// The regression threshold: the spec's, but never below what the spread between accepted runs
+/// implies. With k ≥ 3 accepted runs whose log-medians have standard deviation s, a new run of
+/// unchanged code differs from their geometric mean by s·√(1 + 1/k) (one standard deviation);
+/// the implied threshold is z₀.₉₉ times that, so an unchanged build crosses it about 1% of the
+/// time from between-run drift alone.
+pub fn threshold(base: &BaselineFile, max_regression: f64, relative: bool) -> f64 {
+    implied_threshold(&history_values(base, relative), max_regression)
+}
+
+/// [`threshold`] from one value per accepted run.
+pub fn implied_threshold(v: &[f64], max_regression: f64) -> f64 {
+    if v.len() < POOL_MIN_RUNS {
         return max_regression;
     }
-    let lo = medians.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = medians.iter().copied().fold(0.0, f64::max);
-    max_regression.max(hi / lo - 1.0)
+    let k = v.len() as f64;
+    let logs: Vec<f64> = v.iter().map(|x| x.ln()).collect();
+    let mean = logs.iter().sum::<f64>() / k;
+    let sd = (logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (k - 1.0)).sqrt();
+    let implied = (Z_99 * sd * (1.0 + 1.0 / k).sqrt()).exp() - 1.0;
+    max_regression.max(implied)
 }
 
 /// Builds the baseline of a passing result, carrying over the history of `old`.
@@ -233,6 +287,14 @@ pub fn from_result(
         git_sha: git_sha.into(),
         before_median_secs: before.median_secs,
         after_median_secs: after.median_secs,
+        relative_median: Some(crate::measure::stats::median(
+            &compared_values(
+                true,
+                (&samples.before_secs, &samples.after_secs),
+                (&[], &[]),
+            )
+            .0,
+        )),
     });
     if history.len() > MAX_HISTORY {
         history.drain(..history.len() - MAX_HISTORY);
@@ -427,6 +489,20 @@ mod tests {
         let (n, o) = compared_values(true, (&before, &after), (&before, &fast_after));
         let r = ratio_ci(&n, &o, 500, 1);
         assert!((r.point - 1.1).abs() < 0.02, "{r:?}");
+    }
+
+    #[test]
+    fn implied_threshold_follows_the_spread_of_accepted_runs() {
+        // Two runs: too few for a spread; the spec's threshold stands.
+        assert_eq!(implied_threshold(&[1.0, 1.2], 0.05), 0.05);
+        // Identical runs imply no spread: still the spec's.
+        assert_eq!(implied_threshold(&[1.0; 5], 0.05), 0.05);
+        // Runs spread by ±10%: sd of the logs ≈ 0.1, implied ≈ e^(2.326·0.1·√1.2) − 1 ≈ 29%.
+        let t = implied_threshold(&[0.9, 1.0, 1.1, 0.9, 1.1], 0.05);
+        assert!((0.27..0.31).contains(&t), "{t}");
+        // More runs with the same spread: a little lower (the reference is better known).
+        let t10 = implied_threshold(&[0.9, 1.0, 1.1, 0.9, 1.1, 0.9, 1.0, 1.1, 0.9, 1.1], 0.05);
+        assert!(t10 < t && t10 > 0.2, "{t10}");
     }
 
     #[test]
