@@ -22,7 +22,7 @@ say() { echo "$@" | tee -a "$LOG"; }
 
 # NVRTC: the toolkit's, or PyTorch's wheel's; cudarc loads libnvrtc.so by name.
 if ! ldconfig -p 2>/dev/null | grep -q 'libnvrtc\.so'; then
-  lib=$(find / -xdev -name 'libnvrtc.so*' -not -path '*/proc/*' 2>/dev/null | head -1)
+  lib=$(find /usr/local /usr/lib /opt /root -name 'libnvrtc.so*' 2>/dev/null | head -1)
   [ -n "$lib" ] && export LD_LIBRARY_PATH="$(dirname "$lib"):${LD_LIBRARY_PATH:-}"
 fi
 
