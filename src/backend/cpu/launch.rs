@@ -27,6 +27,27 @@ pub fn coeffs(i: u64) -> (f32, f32) {
     (0.999 - 0.001 * (i % 3) as f32, 0.001 * (i % 7) as f32)
 }
 
+/// The buffers op `i` of an `ops`-long chain reads and writes: it reads x (first op) or the
+/// buffer the previous op wrote, and writes the other of t0/t1, or `out` (last op). Every
+/// variant and backend rotates its buffers this way, so they compute the same chain.
+pub fn chain_buffers<'a, T: ?Sized>(
+    i: u64,
+    ops: u64,
+    x: &'a T,
+    t0: &'a mut T,
+    t1: &'a mut T,
+    out: &'a mut T,
+) -> (&'a T, &'a mut T) {
+    match (i, i == ops - 1, i % 2) {
+        (0, true, _) => (x, out),
+        (0, false, _) => (x, t0),
+        (_, true, 1) => (t0, out),
+        (_, true, _) => (t1, out),
+        (_, false, 1) => (t0, t1),
+        (_, false, _) => (t1, t0),
+    }
+}
+
 pub struct LaunchKernels {
     l: LaunchChain,
     x: Vec<f32>,
@@ -58,15 +79,7 @@ impl LaunchKernels {
         let c = self.chunk;
         for i in 0..ops {
             let (a, b) = coeffs(i);
-            // src: x, then the buffer the previous op wrote; dst: the other buffer, or out.
-            let (src, dst): (&[f32], &mut [f32]) = match (i, i == ops - 1, i % 2) {
-                (0, true, _) => (&self.x, out),
-                (0, false, _) => (&self.x, &mut self.t0),
-                (_, true, 1) => (&self.t0, out),
-                (_, true, _) => (&self.t1, out),
-                (_, false, 1) => (&self.t0, &mut self.t1),
-                (_, false, _) => (&self.t1, &mut self.t0),
-            };
+            let (src, dst) = chain_buffers(i, ops, &self.x[..], &mut self.t0, &mut self.t1, out);
             dst.par_chunks_mut(c)
                 .zip(src.par_chunks(c))
                 .for_each(|(d, s)| affine(d, s, a, b));
@@ -83,14 +96,7 @@ impl LaunchKernels {
             .for_each(|(((o, t0), t1), x)| {
                 for i in 0..ops {
                     let (a, b) = coeffs(i);
-                    let (src, dst): (&[f32], &mut [f32]) = match (i, i == ops - 1, i % 2) {
-                        (0, true, _) => (x, &mut *o),
-                        (0, false, _) => (x, &mut *t0),
-                        (_, true, 1) => (&*t0, &mut *o),
-                        (_, true, _) => (&*t1, &mut *o),
-                        (_, false, 1) => (&*t0, &mut *t1),
-                        (_, false, _) => (&*t1, &mut *t0),
-                    };
+                    let (src, dst) = chain_buffers(i, ops, x, &mut *t0, &mut *t1, &mut *o);
                     affine(dst, src, a, b);
                 }
             });

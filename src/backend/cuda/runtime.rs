@@ -393,7 +393,7 @@ fn device_bytes(workload: &Workload) -> u64 {
 /// One workload kind on the GPU: enqueue a variant, give its output buffer, and the host
 /// reference (the CPU backend's, on the same inputs).
 trait GpuKernels {
-    fn gpu(&self) -> &Gpu;
+    fn gpu(&self) -> &Arc<Gpu>;
     /// Enqueues `variant` on the stream (no synchronisation).
     fn enqueue(&mut self, variant: Variant) -> Result<()>;
     fn output_buffer(&self, variant: Variant) -> &CudaSlice<f32>;
@@ -417,28 +417,9 @@ impl<K: GpuKernels> GpuCase<K> {
 
 impl<K: GpuKernels> Case for GpuCase<K> {
     fn run_timed(&mut self, variant: Variant) -> Result<f64> {
-        let k = &mut self.k;
-        // Events recorded on the stream around the enqueued variant (Gpu::time cannot be used:
-        // enqueueing needs `k` mutably while the GPU handle borrows it).
-        let t = {
-            let timing = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
-            let gpu = k.gpu();
-            let start = gpu.ctx.new_event(timing).map_err(driver_error("event"))?;
-            let end = gpu.ctx.new_event(timing).map_err(driver_error("event"))?;
-            let stream = gpu.stream.clone();
-            start
-                .record(&stream)
-                .map_err(driver_error("recording an event"))?;
-            k.enqueue(variant)?;
-            end.record(&stream)
-                .map_err(driver_error("recording an event"))?;
-            end.synchronize()
-                .map_err(driver_error("kernel execution"))?;
-            start
-                .elapsed_ms(&end)
-                .map_err(driver_error("event timing"))? as f64
-                / 1e3
-        };
+        // An owned handle, so that the enqueue closure may borrow the kernels mutably.
+        let gpu = self.k.gpu().clone();
+        let t = gpu.time(|| self.k.enqueue(variant))?;
         if !self.ran.contains(&variant) {
             self.ran.push(variant);
         }
@@ -527,6 +508,20 @@ fn op_code(op: ElemOp) -> i32 {
     }
 }
 
+/// The operand op `k` reads: the bias for bias_add, its own tensor for add/mul, and (unread)
+/// the bias otherwise, so that every pointer handed to a kernel is valid.
+fn operand_of<'a>(
+    op: ElemOp,
+    k: usize,
+    bias: &'a CudaSlice<f32>,
+    operands: &'a [CudaSlice<f32>],
+) -> &'a CudaSlice<f32> {
+    match op {
+        ElemOp::Add | ElemOp::Mul => &operands[k],
+        _ => bias,
+    }
+}
+
 impl ElementwiseGpu {
     fn new(gpu: Arc<Gpu>, w: &Elementwise, seed: u64) -> Result<Self> {
         let inputs = ElementwiseInputs::generate(w, seed);
@@ -543,19 +538,13 @@ impl ElementwiseGpu {
             .stream
             .clone_htod(&codes)
             .map_err(driver_error("copying op codes"))?;
-        // ew_fused reads one operand pointer per op: the bias for bias_add, the op's tensor for
-        // add/mul, the placeholder otherwise.
+        // ew_fused reads one operand pointer per op.
         let ptr_values: Vec<u64> = w
             .ops
             .iter()
             .enumerate()
             .map(|(k, op)| {
-                let s = match op {
-                    ElemOp::BiasAdd => &bias,
-                    ElemOp::Add | ElemOp::Mul => &operands[k],
-                    _ => &bias,
-                };
-                let (p, _sync) = s.device_ptr(&gpu.stream);
+                let (p, _sync) = operand_of(*op, k, &bias, &operands).device_ptr(&gpu.stream);
                 p
             })
             .collect();
@@ -583,7 +572,7 @@ impl ElementwiseGpu {
 }
 
 impl GpuKernels for ElementwiseGpu {
-    fn gpu(&self) -> &Gpu {
+    fn gpu(&self) -> &Arc<Gpu> {
         &self.gpu
     }
 
@@ -613,21 +602,15 @@ impl GpuKernels for ElementwiseGpu {
         for k in 0..=last {
             let op = self.w.ops[k];
             let code = op_code(op);
-            let operand = match op {
-                ElemOp::BiasAdd => &self.bias,
-                ElemOp::Add | ElemOp::Mul => &self.operands[k],
-                _ => &self.bias,
-            };
-            // Ping-pong: op k reads x (k = 0) or the buffer op k−1 wrote, and writes t0/t1, or
-            // the output for the last op.
-            let (src, dst): (&CudaSlice<f32>, &mut CudaSlice<f32>) = match (k, k == last) {
-                (0, true) => (&self.x, &mut self.out_unfused),
-                (0, false) => (&self.x, &mut self.t0),
-                (_, true) if k % 2 == 1 => (&self.t0, &mut self.out_unfused),
-                (_, true) => (&self.t1, &mut self.out_unfused),
-                (_, false) if k % 2 == 1 => (&self.t0, &mut self.t1),
-                _ => (&self.t1, &mut self.t0),
-            };
+            let operand = operand_of(op, k, &self.bias, &self.operands);
+            let (src, dst) = crate::backend::cpu::launch::chain_buffers(
+                k as u64,
+                last as u64 + 1,
+                &self.x,
+                &mut self.t0,
+                &mut self.t1,
+                &mut self.out_unfused,
+            );
             // SAFETY (launch): ew_op(y, x, operand, op, scale, n, cols): y and x hold n
             // floats; the operand is the bias (cols floats) for op 0, a tensor of n floats for
             // ops 1 and 2, unread otherwise.
@@ -706,14 +689,10 @@ impl RowsGpu {
             gpu,
         })
     }
-
-    fn f(&self, name: &str) -> Result<CudaFunction> {
-        self.gpu.function("rows", name)
-    }
 }
 
 impl GpuKernels for RowsGpu {
-    fn gpu(&self) -> &Gpu {
+    fn gpu(&self) -> &Arc<Gpu> {
         &self.gpu
     }
 
@@ -721,124 +700,81 @@ impl GpuKernels for RowsGpu {
         let n = (self.rows * self.cols) as i64;
         let (cols, rows, eps) = (self.cols as i64, self.rows as i64, self.eps);
         let gpu = self.gpu.clone();
-        let each = gpu.grid_for(n as u64);
         let per_row = Gpu::per_row(self.rows);
-        let per_row_stat = gpu.grid_for(self.rows);
         // SAFETY (launches below): every kernel of rows.cu takes full tensors of n = rows·cols
         // floats, per-row vectors of `rows` floats and per-column vectors of `cols` floats;
         // the buffers are allocated with exactly those sizes.
-        if variant == Variant::Fused {
-            return match self.kind {
-                WorkloadKind::Rmsnorm => launch(
-                    &gpu,
-                    &self.f("rmsnorm_fused")?,
-                    per_row,
-                    "rmsnorm_fused",
-                    |a| {
-                        a.arg(&mut self.out_fused)
-                            .arg(&self.x)
-                            .arg(&self.w)
-                            .arg(&eps)
-                            .arg(&cols);
-                    },
-                ),
-                WorkloadKind::Layernorm => launch(
-                    &gpu,
-                    &self.f("layernorm_fused")?,
-                    per_row,
-                    "layernorm_fused",
-                    |a| {
-                        a.arg(&mut self.out_fused)
-                            .arg(&self.x)
-                            .arg(&self.w)
-                            .arg(&self.b)
-                            .arg(&eps)
-                            .arg(&cols);
-                    },
-                ),
-                _ => launch(
-                    &gpu,
-                    &self.f("softmax_fused")?,
-                    per_row,
-                    "softmax_fused",
-                    |a| {
-                        a.arg(&mut self.out_fused).arg(&self.x).arg(&cols);
-                    },
-                ),
-            };
-        }
-        match self.kind {
-            WorkloadKind::Rmsnorm => {
-                launch(&gpu, &self.f("row_square")?, each, "row_square", |a| {
-                    a.arg(&mut self.t1).arg(&self.x).arg(&n);
-                })?;
-                launch(&gpu, &self.f("row_mean")?, per_row, "row_mean", |a| {
-                    a.arg(&mut self.v1).arg(&self.t1).arg(&cols);
-                })?;
-                launch(
-                    &gpu,
-                    &self.f("row_rsqrt")?,
-                    per_row_stat,
-                    "row_rsqrt",
-                    |a| {
-                        a.arg(&mut self.v2).arg(&self.v1).arg(&eps).arg(&rows);
-                    },
-                )?;
-                launch(&gpu, &self.f("row_scale_by")?, each, "row_scale_by", |a| {
-                    a.arg(&mut self.t2)
+        // y = step(x, v) elementwise, v indexed per row or per column: (y, x, v, n, cols).
+        let step = |name: &'static str, y: &mut CudaSlice<f32>, x: &CudaSlice<f32>, v| {
+            let f = gpu.function("rows", name)?;
+            launch(&gpu, &f, gpu.grid_for(n as u64), name, |a| {
+                a.arg(y).arg(x).arg(v).arg(&n).arg(&cols);
+            })
+        };
+        // out[r] = reduce(x[r, :]), one block per row: (out, x, cols).
+        let reduce = |name: &'static str, out: &mut CudaSlice<f32>, x: &CudaSlice<f32>| {
+            let f = gpu.function("rows", name)?;
+            launch(&gpu, &f, per_row, name, |a| {
+                a.arg(out).arg(x).arg(&cols);
+            })
+        };
+        let rsqrt = |out: &mut CudaSlice<f32>, x: &CudaSlice<f32>| {
+            let f = gpu.function("rows", "row_rsqrt")?;
+            launch(&gpu, &f, gpu.grid_for(self.rows), "row_rsqrt", |a| {
+                a.arg(out).arg(x).arg(&eps).arg(&rows);
+            })
+        };
+        let square = |y: &mut CudaSlice<f32>, x: &CudaSlice<f32>| {
+            let f = gpu.function("rows", "row_square")?;
+            launch(&gpu, &f, gpu.grid_for(n as u64), "row_square", |a| {
+                a.arg(y).arg(x).arg(&n);
+            })
+        };
+        let fused = variant == Variant::Fused;
+        match (self.kind, fused) {
+            (WorkloadKind::Rmsnorm, true) => {
+                let f = gpu.function("rows", "rmsnorm_fused")?;
+                launch(&gpu, &f, per_row, "rmsnorm_fused", |a| {
+                    a.arg(&mut self.out_fused)
                         .arg(&self.x)
-                        .arg(&self.v2)
-                        .arg(&n)
+                        .arg(&self.w)
+                        .arg(&eps)
                         .arg(&cols);
-                })?;
-                launch(
-                    &gpu,
-                    &self.f("row_mul_weight")?,
-                    each,
-                    "row_mul_weight",
-                    |a| {
-                        a.arg(&mut self.out_unfused)
-                            .arg(&self.t2)
-                            .arg(&self.w)
-                            .arg(&n)
-                            .arg(&cols);
-                    },
-                )
+                })
             }
-            WorkloadKind::Layernorm => {
-                launch(&gpu, &self.f("row_mean")?, per_row, "row_mean", |a| {
-                    a.arg(&mut self.v1).arg(&self.x).arg(&cols);
-                })?;
-                launch(&gpu, &self.f("row_sub")?, each, "row_sub", |a| {
-                    a.arg(&mut self.t1)
+            (WorkloadKind::Layernorm, true) => {
+                let f = gpu.function("rows", "layernorm_fused")?;
+                launch(&gpu, &f, per_row, "layernorm_fused", |a| {
+                    a.arg(&mut self.out_fused)
                         .arg(&self.x)
-                        .arg(&self.v1)
-                        .arg(&n)
+                        .arg(&self.w)
+                        .arg(&self.b)
+                        .arg(&eps)
                         .arg(&cols);
-                })?;
-                launch(&gpu, &self.f("row_square")?, each, "row_square", |a| {
-                    a.arg(&mut self.t2).arg(&self.t1).arg(&n);
-                })?;
-                launch(&gpu, &self.f("row_mean")?, per_row, "row_mean", |a| {
-                    a.arg(&mut self.v2).arg(&self.t2).arg(&cols);
-                })?;
-                launch(
-                    &gpu,
-                    &self.f("row_rsqrt")?,
-                    per_row_stat,
-                    "row_rsqrt",
-                    |a| {
-                        a.arg(&mut self.v3).arg(&self.v2).arg(&eps).arg(&rows);
-                    },
-                )?;
-                launch(&gpu, &self.f("row_scale_by")?, each, "row_scale_by", |a| {
-                    a.arg(&mut self.t2)
-                        .arg(&self.t1)
-                        .arg(&self.v3)
-                        .arg(&n)
-                        .arg(&cols);
-                })?;
-                launch(&gpu, &self.f("row_affine")?, each, "row_affine", |a| {
+                })
+            }
+            (_, true) => {
+                let f = gpu.function("rows", "softmax_fused")?;
+                launch(&gpu, &f, per_row, "softmax_fused", |a| {
+                    a.arg(&mut self.out_fused).arg(&self.x).arg(&cols);
+                })
+            }
+            (WorkloadKind::Rmsnorm, false) => {
+                square(&mut self.t1, &self.x)?;
+                reduce("row_mean", &mut self.v1, &self.t1)?;
+                rsqrt(&mut self.v2, &self.v1)?;
+                step("row_scale_by", &mut self.t2, &self.x, &self.v2)?;
+                step("row_mul_weight", &mut self.out_unfused, &self.t2, &self.w)
+            }
+            (WorkloadKind::Layernorm, false) => {
+                reduce("row_mean", &mut self.v1, &self.x)?;
+                step("row_sub", &mut self.t1, &self.x, &self.v1)?;
+                square(&mut self.t2, &self.t1)?;
+                reduce("row_mean", &mut self.v2, &self.t2)?;
+                rsqrt(&mut self.v3, &self.v2)?;
+                step("row_scale_by", &mut self.t2, &self.t1, &self.v3)?;
+                let f = gpu.function("rows", "row_affine")?;
+                launch(&gpu, &f, gpu.grid_for(n as u64), "row_affine", |a| {
                     a.arg(&mut self.out_unfused)
                         .arg(&self.t2)
                         .arg(&self.w)
@@ -847,27 +783,11 @@ impl GpuKernels for RowsGpu {
                         .arg(&cols);
                 })
             }
-            _ => {
-                launch(&gpu, &self.f("row_max")?, per_row, "row_max", |a| {
-                    a.arg(&mut self.v1).arg(&self.x).arg(&cols);
-                })?;
-                launch(&gpu, &self.f("row_exp_sub")?, each, "row_exp_sub", |a| {
-                    a.arg(&mut self.t1)
-                        .arg(&self.x)
-                        .arg(&self.v1)
-                        .arg(&n)
-                        .arg(&cols);
-                })?;
-                launch(&gpu, &self.f("row_sum")?, per_row, "row_sum", |a| {
-                    a.arg(&mut self.v2).arg(&self.t1).arg(&cols);
-                })?;
-                launch(&gpu, &self.f("row_div")?, each, "row_div", |a| {
-                    a.arg(&mut self.out_unfused)
-                        .arg(&self.t1)
-                        .arg(&self.v2)
-                        .arg(&n)
-                        .arg(&cols);
-                })
+            (_, false) => {
+                reduce("row_max", &mut self.v1, &self.x)?;
+                step("row_exp_sub", &mut self.t1, &self.x, &self.v1)?;
+                reduce("row_sum", &mut self.v2, &self.t1)?;
+                step("row_div", &mut self.out_unfused, &self.t1, &self.v2)
             }
         }
     }
@@ -918,7 +838,7 @@ impl GemmGpu {
 }
 
 impl GpuKernels for GemmGpu {
-    fn gpu(&self) -> &Gpu {
+    fn gpu(&self) -> &Arc<Gpu> {
         &self.gpu
     }
 
@@ -1013,7 +933,7 @@ impl AttentionGpu {
 }
 
 impl GpuKernels for AttentionGpu {
-    fn gpu(&self) -> &Gpu {
+    fn gpu(&self) -> &Arc<Gpu> {
         &self.gpu
     }
 
@@ -1175,16 +1095,8 @@ impl ChainGpu {
             } else {
                 &mut self.out_eager
             };
-            // The CPU variant's buffer rotation: x, then t0/t1 alternately, the last into out.
-            let (src, dst): (&CudaSlice<f32>, &mut CudaSlice<f32>) = match (i, i == ops - 1, i % 2)
-            {
-                (0, true, _) => (&self.x, out),
-                (0, false, _) => (&self.x, &mut self.t0),
-                (_, true, 1) => (&self.t0, out),
-                (_, true, _) => (&self.t1, out),
-                (_, false, 1) => (&self.t0, &mut self.t1),
-                (_, false, _) => (&self.t1, &mut self.t0),
-            };
+            let (src, dst) =
+                launch::chain_buffers(i, ops, &self.x, &mut self.t0, &mut self.t1, out);
             // SAFETY (launch): chain_affine(dst, src, a, b, n): both hold n floats.
             launch(&gpu, &self.func, cfg, "chain_affine", |l| {
                 l.arg(dst).arg(src).arg(&a).arg(&b).arg(&n);
@@ -1195,7 +1107,7 @@ impl ChainGpu {
 }
 
 impl GpuKernels for ChainGpu {
-    fn gpu(&self) -> &Gpu {
+    fn gpu(&self) -> &Arc<Gpu> {
         &self.gpu
     }
 
