@@ -769,8 +769,7 @@ impl GpuKernels for RowsGpu {
             (WorkloadKind::Layernorm, false) => {
                 reduce("row_mean", &mut self.v1, &self.x)?;
                 step("row_sub", &mut self.t1, &self.x, &self.v1)?;
-                square(&mut self.t2, &self.t1)?;
-                reduce("row_mean", &mut self.v2, &self.t2)?;
+                reduce("row_mean_sq", &mut self.v2, &self.t1)?;
                 rsqrt(&mut self.v3, &self.v2)?;
                 step("row_scale_by", &mut self.t2, &self.t1, &self.v3)?;
                 let f = gpu.function("rows", "row_affine")?;

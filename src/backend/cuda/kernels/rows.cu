@@ -40,6 +40,16 @@ extern "C" __global__ void row_mean(float* out, const float* x, long long cols) 
     s = opl_block_sum(s, scratch);
     if (threadIdx.x == 0) out[blockIdx.x] = s / (float)cols;
 }
+// Mean of squares per row: LayerNorm's variance of the centered rows in one pass (as the CPU
+// kernel and the ledger count it), with no squared tensor in memory.
+extern "C" __global__ void row_mean_sq(float* out, const float* x, long long cols) {
+    __shared__ float scratch[32];
+    const float* r = x + (long long)blockIdx.x * cols;
+    float s = 0.0f;
+    for (long long j = threadIdx.x; j < cols; j += blockDim.x) s += r[j] * r[j];
+    s = opl_block_sum(s, scratch);
+    if (threadIdx.x == 0) out[blockIdx.x] = s / (float)cols;
+}
 extern "C" __global__ void row_sum(float* out, const float* x, long long cols) {
     __shared__ float scratch[32];
     const float* r = x + (long long)blockIdx.x * cols;
