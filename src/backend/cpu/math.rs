@@ -75,6 +75,146 @@ pub fn relu(x: f32) -> f32 {
     }
 }
 
+/// Which x·σ(z) activation a slice kernel computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// GELU (tanh form): z = 2·√(2/π)·(x + 0.044715·x³).
+    Gelu,
+    /// SiLU: z = x.
+    Silu,
+}
+
+/// `dst[i] = gelu(src[i])` or `silu(src[i])` over a slice. On AVX-512 a hand-vectorized kernel
+/// replaces the division by a reciprocal estimate refined by one Newton step and the exponent
+/// arithmetic by `vscalefps`: GELU on an L1-resident 4096-element slice takes 0.39–0.43
+/// ns/element/core against 0.48–0.49 for the auto-vectorized scalar functions (throwaway
+/// microbenchmark, 2 runs each, 1 and 2 threads, on the 2-core development VM). That matters
+/// because on this machine a fused bias+GELU is as much arithmetic as memory stream (streaming
+/// 8 B/element takes ~0.53 ns/element/core). Every element, the tail included,
+/// goes through the same vector code (masked loads and stores), so the result of an element does
+/// not depend on where a slice starts: the fused and unfused variants stay bit-identical.
+/// Elsewhere the portable scalar functions run.
+pub fn gate_slice(gate: Gate, dst: &mut [f32], src: &[f32]) {
+    let n = dst.len().min(src.len());
+    #[cfg(target_arch = "x86_64")]
+    if super::simd::level() == super::simd::SimdLevel::Avx512 {
+        // SAFETY: level() returns Avx512 only when the CPU reports avx512f.
+        unsafe {
+            match gate {
+                Gate::Gelu => gate_avx512::<true>(&mut dst[..n], &src[..n]),
+                Gate::Silu => gate_avx512::<false>(&mut dst[..n], &src[..n]),
+            }
+        }
+        return;
+    }
+    gate_portable(gate, &mut dst[..n], &src[..n]);
+}
+
+crate::multiversion! {
+    fn gate_portable(gate: Gate, dst: &mut [f32], src: &[f32]) {
+        let n = dst.len();
+        let src = &src[..n];
+        match gate {
+            Gate::Gelu => {
+                for i in 0..n {
+                    dst[i] = gelu(src[i]);
+                }
+            }
+            Gate::Silu => {
+                for i in 0..n {
+                    dst[i] = silu(src[i]);
+                }
+            }
+        }
+    }
+}
+
+/// x·σ(z) = x / (1 + e^{−z}) over a slice, 16 lanes at a time; `GELU` picks z. Four vectors
+/// per iteration: the dependency chain of one vector is ~90 cycles long, and independent chains
+/// side by side keep both FMA ports busy where the scheduler alone does not look far enough ahead.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn gate_avx512<const GELU: bool>(dst: &mut [f32], src: &[f32]) {
+    use std::arch::x86_64::*;
+    let n = dst.len().min(src.len());
+    let mut i = 0;
+    while i + 64 <= n {
+        // SAFETY: i + 64 <= n bounds both slices for the four 16-lane loads and stores.
+        unsafe {
+            let p = src.as_ptr().add(i);
+            let x0 = _mm512_loadu_ps(p);
+            let x1 = _mm512_loadu_ps(p.add(16));
+            let x2 = _mm512_loadu_ps(p.add(32));
+            let x3 = _mm512_loadu_ps(p.add(48));
+            let q = dst.as_mut_ptr().add(i);
+            _mm512_storeu_ps(q, gate_v::<GELU>(x0));
+            _mm512_storeu_ps(q.add(16), gate_v::<GELU>(x1));
+            _mm512_storeu_ps(q.add(32), gate_v::<GELU>(x2));
+            _mm512_storeu_ps(q.add(48), gate_v::<GELU>(x3));
+        }
+        i += 64;
+    }
+    while i < n {
+        let left = n - i;
+        let mask: __mmask16 = if left >= 16 {
+            0xFFFF
+        } else {
+            ((1u32 << left) - 1) as __mmask16
+        };
+        // SAFETY: the mask enables only lanes i..i+left, all inside both slices; masked-off
+        // lanes are neither read nor written (no fault even past the end).
+        unsafe {
+            let x = _mm512_maskz_loadu_ps(mask, src.as_ptr().add(i));
+            _mm512_mask_storeu_ps(dst.as_mut_ptr().add(i), mask, gate_v::<GELU>(x));
+        }
+        i += 16;
+    }
+}
+
+/// One vector of x·σ(z). Same exp as [`exp`] (Cody–Waite, the degree-6 polynomial) with 2^n
+/// applied by `vscalefps`; 1/d from `vrcp14ps` (relative error < 2^-14) and one Newton step
+/// (error ~2^-28, below f32 rounding).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn gate_v<const GELU: bool>(x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
+    use std::arch::x86_64::*;
+    const C: f32 = 0.797_884_6; // √(2/π)
+    let one = _mm512_set1_ps(1.0);
+    // −z: −2u for GELU (u = C·x·(1 + 0.044715·x²)), −x for SiLU.
+    let mz = if GELU {
+        let a = _mm512_set1_ps(-2.0 * C);
+        let b = _mm512_set1_ps(-2.0 * C * 0.044_715);
+        _mm512_mul_ps(x, _mm512_fmadd_ps(b, _mm512_mul_ps(x, x), a))
+    } else {
+        _mm512_sub_ps(_mm512_setzero_ps(), x)
+    };
+    // Where −z > 86, σ(z) < e^-86: the result is 0 (below f32's normal range for any x but
+    // the largest; x = −inf too gets 0, its limit). NaN compares false and stays NaN below.
+    let tiny = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(mz, _mm512_set1_ps(86.0));
+    // Clamp so e^{−z} stays finite and its reciprocal normal. vminps/vmaxps return the second
+    // operand when either is NaN: the argument goes second, so NaN propagates.
+    let mz = _mm512_min_ps(_mm512_set1_ps(86.0), mz);
+    let mz = _mm512_max_ps(_mm512_set1_ps(-104.0), mz);
+    let nf = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+        _mm512_mul_ps(mz, _mm512_set1_ps(LOG2E)),
+    );
+    let r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(LN2_HI), mz);
+    let r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(LN2_LO), r);
+    let r2 = _mm512_mul_ps(r, r);
+    let mut p = _mm512_set1_ps(1.987_569_1e-4);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.398_199_9e-3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.333_452e-3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.166_579_6e-2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.666_666_5e-1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5));
+    let e = _mm512_scalef_ps(_mm512_fmadd_ps(r2, p, _mm512_add_ps(one, r)), nf);
+    let d = _mm512_add_ps(one, e);
+    let r0 = _mm512_rcp14_ps(d);
+    let recip = _mm512_fmadd_ps(r0, _mm512_fnmadd_ps(d, r0, one), r0);
+    _mm512_maskz_mul_ps(!tiny, x, recip)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,5 +261,67 @@ mod tests {
         assert!(gelu(f32::NAN).is_nan() && silu(f32::NAN).is_nan() && relu(f32::NAN).is_nan());
         assert_eq!(relu(-1.0), 0.0);
         assert_eq!(relu(2.0), 2.0);
+    }
+
+    /// The slice kernels (the AVX-512 one where the CPU has it) agree with the f64 definitions
+    /// to the same tolerance as the scalar functions, keep NaN, saturate at the extremes, and
+    /// give every element the same bits wherever a slice starts and ends (masked tails).
+    #[test]
+    fn gate_slices_match_f64_and_do_not_depend_on_slice_bounds() {
+        let src: Vec<f32> = (0..3001).map(|i| -30.0 + i as f32 * 0.0199).collect();
+        for gate in [Gate::Gelu, Gate::Silu] {
+            let mut whole = vec![f32::NAN; src.len()];
+            gate_slice(gate, &mut whole, &src);
+            for (i, (&x, &y)) in src.iter().zip(&whole).enumerate() {
+                let xd = x as f64;
+                let want = match gate {
+                    Gate::Gelu => {
+                        let u = (2.0 / std::f64::consts::PI).sqrt() * (xd + 0.044715 * xd.powi(3));
+                        0.5 * xd * (1.0 + u.tanh())
+                    }
+                    Gate::Silu => xd / (1.0 + (-xd).exp()),
+                };
+                assert!(
+                    (y as f64 - want).abs() <= 1e-6 + 1e-5 * want.abs(),
+                    "{gate:?}({x}) = {y}, want {want} (element {i})"
+                );
+            }
+            // Odd-sized pieces at odd offsets: bit-identical to the whole-slice result.
+            let mut pieces = vec![f32::NAN; src.len()];
+            let mut at = 0;
+            for len in (1..).map(|k| (k * 7) % 45 + 1) {
+                let end = (at + len).min(src.len());
+                gate_slice(gate, &mut pieces[at..end], &src[at..end]);
+                at = end;
+                if at == src.len() {
+                    break;
+                }
+            }
+            for i in 0..src.len() {
+                assert_eq!(
+                    pieces[i].to_bits(),
+                    whole[i].to_bits(),
+                    "{gate:?} element {i}"
+                );
+            }
+            let special = [f32::NAN, 0.0, -0.0, 1e30, -1e30, f32::INFINITY];
+            let mut out = [0f32; 6];
+            gate_slice(gate, &mut out, &special);
+            assert!(out[0].is_nan(), "{gate:?} keeps NaN");
+            assert_eq!(out[1], 0.0);
+            assert_eq!(out[3], 1e30, "{gate:?} saturates to x");
+            // The vector kernel gives the limit, 0; the scalar one x/e^88.72, under 1e-8 here.
+            assert!(
+                out[4] <= 0.0 && out[4] > -1e-8,
+                "{gate:?}(-1e30) = {}",
+                out[4]
+            );
+            if super::super::simd::level() == super::super::simd::SimdLevel::Avx512 {
+                assert_eq!(out[4], 0.0, "{gate:?}(-1e30)");
+            }
+            assert_eq!(out[5], f32::INFINITY);
+            // An empty slice is a no-op.
+            gate_slice(gate, &mut [], &[]);
+        }
     }
 }
