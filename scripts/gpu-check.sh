@@ -7,8 +7,9 @@
 #
 # Builds nothing. Records the GPU as found (clocks are never changed), compiles every kernel
 # for the device with NVRTC, runs the tiny test specs (correctness of every kind against the
-# f64 reference), then the default suite, on --backend cuda. Everything lands in $OUT (at most
-# 8 files come back); a short table is printed last.
+# f64 reference), then the default suite, then the bf16 tensor-core attention specs in specs/gpu/,
+# on --backend cuda. Everything lands in $OUT (at most 8 files come back: log, steps, 3 results,
+# 2 reports, the roofline); a short table is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/gpu-check-out}"
@@ -26,13 +27,15 @@ if ! ldconfig -p 2>/dev/null | grep -q 'libnvrtc\.so'; then
   [ -n "$lib" ] && export LD_LIBRARY_PATH="$(dirname "$lib"):${LD_LIBRARY_PATH:-}"
 fi
 
+ENV_TXT=$(mktemp)
 {
   echo "# GPU as found"
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem,clocks.max.sm,power.limit,temperature.gpu --format=csv
   echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
   ldconfig -p 2>/dev/null | grep -E 'libnvrtc|libcuda\.so' || true
-} > "$OUT/env.txt" 2>&1
-cat "$OUT/env.txt" >> "$LOG"
+} > "$ENV_TXT" 2>&1
+cat "$ENV_TXT" >> "$LOG"
+rm -f "$ENV_TXT"
 
 step() { # name, then the command; records the exit code
   local name=$1; shift
@@ -61,20 +64,29 @@ if [ -n "$suite" ]; then
   cp "$suite/roofline.svg" "$OUT/roofline.svg" 2>/dev/null
 fi
 
+# bf16 attention on tensor cores (specs/gpu/: a ragged causal correctness case and the
+# d = 128, N = 8192 size of the 300 TFLOP/s target).
+step bf16-attention "$BIN" run specs/gpu/ --backend cuda --baselines "$WORK/b" --runs-dir "$WORK/bf16"
+bf16=$(ls -d "$WORK"/bf16/* 2>/dev/null | head -1)
+[ -n "$bf16" ] && cp "$bf16/results.json" "$OUT/bf16-results.json"
+
 cat "$OUT/steps.txt"
-for f in "$OUT/tiny-results.json" "$OUT/suite-results.json"; do
+for f in "$OUT/tiny-results.json" "$OUT/suite-results.json" "$OUT/bf16-results.json"; do
   [ -f "$f" ] || continue
   python3 - "$f" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 c = r["ceilings"]
 print(f"\n{sys.argv[1].rsplit('/', 1)[-1]}: {r['verdict']['status']} on {r['device']['name']} [{r['backend']}]; "
-      f"copy {c['copy_bytes_per_sec']/1e9:.0f} GB/s, FMA {c['fma_flops_per_sec']/1e12:.1f} TFLOP/s")
+      f"copy {c['copy_bytes_per_sec']/1e9:.0f} GB/s, FMA {c['fma_flops_per_sec']/1e12:.1f} TFLOP/s, "
+      f"tensor (bf16 mma.sync) {(c.get('tensor_flops_per_sec') or 0)/1e12:.0f} TFLOP/s")
 for s in r["specs"]:
     b, a = s["before"].get("summary"), s["after"].get("summary")
     err = s["correctness"]["after_vs_reference"]["max_rel"] if s.get("correctness") else None
     t = lambda x: f"{x['median_secs']*1e3:9.3f} ms" if x else "        —"
-    print(f"{s['status']:5s} {s['name'][:34]:34s} {t(b)} -> {t(a)}  max rel err {err if err is not None else '—'}  {s.get('error') or ''}")
+    ach = s["after"].get("achieved") or {}
+    rate = f"after {ach['flops_per_sec']/1e12:6.1f} TFLOP/s {ach['bytes_per_sec']/1e9:6.0f} GB/s" if ach else ""
+    print(f"{s['status']:5s} {s['name'][:34]:34s} {t(b)} -> {t(a)}  {rate}  max rel err {err if err is not None else '—'}  {s.get('error') or ''}")
 PY
 done
 rm -rf "$WORK"

@@ -46,6 +46,8 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
     } else {
         Some(0)
     };
+    // A malformed experiment hook is bad input, refused before anything runs.
+    backend::cpu::elementwise::experiment_slowdown()?;
     let (backend, backend_note) = backend::select(opts.backend, flush)?;
     let device = backend.device();
     let flush_bytes = backend.flush_bytes();
@@ -300,6 +302,8 @@ fn run_spec(
 ) -> SpecResult {
     let spec_cfg = effective_config(cfg, &s.measure);
     let cfg = &spec_cfg;
+    let dtype_ceilings = ceilings.for_dtype(s.workload.dtype());
+    let ceilings = &dtype_ceilings;
     let ledger = Ledger::with_tiling(
         &s.workload,
         s.variants.before,
@@ -495,6 +499,16 @@ fn measure_spec(
             &s.variants,
         ));
         r.launch_overhead_secs = Some(overhead);
+    }
+    if let crate::spec::Workload::Elementwise(_) = &s.workload {
+        let f = crate::backend::cpu::elementwise::experiment_slowdown().unwrap_or(0.0);
+        if f > 0.0 && backend.name() == "cpu" {
+            r.warnings.push(format!(
+                "gate experiment: {}={f} made the fused variant compute {:.0}% of its output twice (a deliberate slowdown)",
+                crate::backend::cpu::elementwise::SLOWDOWN_VAR,
+                f * 100.0
+            ));
+        }
     }
     r.warnings.extend(verdict::measurement_warnings(
         &sb,

@@ -131,6 +131,11 @@ fn every_bad_spec_fixture_exits_2_with_file_location_and_reason() {
             "invalid type: string \"many\", expected a whole number >= 1",
         ),
         ("zero-size.yaml", "6:9", "invalid size 0"),
+        (
+            "bf16-not-attention.yaml",
+            "8:3",
+            "workload.dtype bf16 is supported for kind attention only",
+        ),
     ];
     let listed: Vec<&str> = cases.iter().map(|c| c.0).collect();
     for entry in std::fs::read_dir(fixture("bad")).unwrap() {
@@ -957,4 +962,65 @@ fn relative_gate_catches_a_slower_after_variant() {
         "{}",
         text(&o)
     );
+}
+
+#[test]
+fn bf16_attention_on_the_cpu_fails_that_spec_with_the_reason_and_the_run_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("bf16.yaml");
+    std::fs::write(
+        &spec,
+        "name: bf16-attention\ntitle: bf16 on the CPU\nworkload: {kind: attention, batch: 1, heads: 1, seq_len: 64, head_dim: 128, dtype: bf16}\nvariants: {before: standard, after: flash}\nexpect: {bound: compute, tolerance: {rtol: 2.0e-2, atol: 5.0e-3}}\n",
+    )
+    .unwrap();
+    let o = run_in(dir.path(), &[spec, fixture("good/tiny-chain.yaml")], &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("dtype bf16 runs on the CUDA backend"), "{out}");
+    let results: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(only_run_dir(dir.path()).join("results.json")).unwrap(),
+    )
+    .unwrap();
+    let status = |name: &str| {
+        results["specs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .map(|s| s["status"].as_str().unwrap().to_string())
+    };
+    assert_eq!(status("bf16-attention").as_deref(), Some("fail"));
+    assert_eq!(status("tiny-chain").as_deref(), Some("pass"));
+}
+
+#[test]
+fn experiment_slowdown_is_refused_when_malformed_and_announced_when_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = fixture("good/tiny-chain.yaml");
+    for bad in ["1.5", "-0.1", "ten"] {
+        let o = run_cmd(dir.path(), std::slice::from_ref(&spec), &[])
+            .env("OPLEDGER_EXPERIMENT_SLOWDOWN", bad)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", text(&o));
+        assert!(
+            text(&o).contains("expected a fraction between 0 and 1"),
+            "{}",
+            text(&o)
+        );
+    }
+    let o = run_cmd(dir.path(), std::slice::from_ref(&spec), &[])
+        .env("OPLEDGER_EXPERIMENT_SLOWDOWN", "0.5")
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    let run = only_run_dir(dir.path());
+    let report = std::fs::read_to_string(run.join("report.md")).unwrap();
+    assert!(
+        report.contains("made the fused variant compute 50% of its output twice"),
+        "{report}"
+    );
+    let env = std::fs::read_to_string(run.join("environment.json")).unwrap();
+    assert!(env.contains("OPLEDGER_EXPERIMENT_SLOWDOWN"), "{env}");
 }

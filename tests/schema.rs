@@ -73,6 +73,7 @@ fn every_good_spec_validates_and_says_where_its_schema_is() {
     for dir in [
         "specs",
         "specs/full",
+        "specs/gpu",
         "tests/fixtures/good",
         "tests/fixtures/kinds",
     ] {
@@ -109,6 +110,7 @@ fn bad_fixtures_a_schema_can_see_are_refused() {
         "unknown-op",
         "wrong-type",
         "zero-size",
+        "bf16-not-attention",
     ] {
         let doc = yaml_as_json(&root().join(format!("tests/fixtures/bad/{name}.yaml")));
         assert!(!v.is_valid(&doc), "{name} passes the schema");

@@ -10,6 +10,24 @@ use rayon::prelude::*;
 
 const FILL_CHUNK: usize = 1 << 16;
 
+/// The bf16 bit pattern nearest to `x` (round to nearest, ties to even; NaN stays a NaN):
+/// what a GPU's `cvt.rn.bf16.f32` gives, for uploading bf16 tensors.
+pub fn bf16_bits(x: f32) -> u16 {
+    let b = x.to_bits();
+    if x.is_nan() {
+        return ((b >> 16) as u16) | 0x0040;
+    }
+    // Finite values and infinities: add just under half an ulp of bf16 (plus one on an odd
+    // result, for ties to even) and truncate. No overflow: the largest finite pattern plus
+    // 0x8000 stays below 2^32.
+    ((b + 0x7fff + ((b >> 16) & 1)) >> 16) as u16
+}
+
+/// The f32 value of a bf16 bit pattern (exact).
+pub fn bf16_value(h: u16) -> f32 {
+    f32::from_bits((h as u32) << 16)
+}
+
 /// Fills `n` values uniform in [lo, hi) from stream `tensor_id` of `seed`.
 pub fn uniform(n: usize, seed: u64, tensor_id: u64, lo: f32, hi: f32) -> Vec<f32> {
     let mut v = vec![0f32; n];
@@ -91,5 +109,32 @@ impl ElementwiseInputs {
             };
         }
         v
+    }
+}
+
+#[cfg(test)]
+mod bf16_tests {
+    use super::*;
+
+    #[test]
+    fn bf16_rounds_to_nearest_even_and_round_trips() {
+        assert_eq!(bf16_bits(1.0), 0x3f80);
+        assert_eq!(bf16_bits(-2.0), 0xc000);
+        assert_eq!(bf16_bits(f32::INFINITY), 0x7f80);
+        assert_eq!(bf16_bits(f32::NEG_INFINITY), 0xff80);
+        assert!(bf16_value(bf16_bits(f32::NAN)).is_nan());
+        // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties go to the even pattern (1.0).
+        assert_eq!(bf16_bits(1.0 + 2f32.powi(-8)), 0x3f80);
+        // 1 + 3·2^-8 is halfway between 1 + 2^-7 (odd) and 1 + 2^-6: goes up to even.
+        assert_eq!(bf16_bits(1.0 + 3.0 * 2f32.powi(-8)), 0x3f82);
+        assert_eq!(bf16_bits(1.0 + 2f32.powi(-8) + 2f32.powi(-20)), 0x3f81);
+        // Every bf16 value converts back to itself; rounding is within half an ulp (2^-8 relative).
+        for h in (0u16..0x7f80).step_by(7) {
+            assert_eq!(bf16_bits(bf16_value(h)), h);
+        }
+        for x in uniform(1000, 5, 0, -3.0, 3.0) {
+            let r = bf16_value(bf16_bits(x));
+            assert!(((r - x) / x).abs() <= 2f32.powi(-8), "{x} -> {r}");
+        }
     }
 }

@@ -19,6 +19,10 @@ pub struct Ceilings {
     pub copy_bytes_per_sec: f64,
     pub triad_bytes_per_sec: f64,
     pub fma_flops_per_sec: f64,
+    /// Tensor-core peak (bf16 inputs, f32 accumulation), on GPUs that have one; the compute
+    /// ceiling of bf16 workloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tensor_flops_per_sec: Option<f64>,
     pub threads: usize,
     /// Size of each probe array.
     pub array_bytes: u64,
@@ -32,6 +36,18 @@ impl Ceilings {
     /// The compute ceiling the verdicts use: the FMA peak.
     pub fn peak_flops(&self) -> f64 {
         self.fma_flops_per_sec
+    }
+    /// The ceilings that judge a workload in `dtype`: for bf16 the compute ceiling is the
+    /// tensor-core peak where the device has one (FP32 FMA throughput would make a tensor-core
+    /// kernel look several times "faster than peak").
+    pub fn for_dtype(&self, dtype: crate::spec::DType) -> Ceilings {
+        match (dtype, self.tensor_flops_per_sec) {
+            (crate::spec::DType::Bf16, Some(t)) => Ceilings {
+                fma_flops_per_sec: t,
+                ..*self
+            },
+            _ => *self,
+        }
     }
     /// Ridge point, FLOP/byte.
     pub fn ridge(&self) -> f64 {
@@ -122,6 +138,7 @@ pub fn probe_cpu(cfg: &ProbeConfig) -> Ceilings {
         copy_bytes_per_sec: 2.0 * bytes / best_copy,
         triad_bytes_per_sec: 3.0 * bytes / best_triad,
         fma_flops_per_sec: flops / best_fma,
+        tensor_flops_per_sec: None,
         threads,
         array_bytes: (n * 4) as u64,
     }

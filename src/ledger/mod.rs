@@ -117,6 +117,14 @@ pub struct Tiling {
     pub flash_br: u64,
     /// Flash attention: K/V rows per tile.
     pub flash_bc: u64,
+    /// Flash attention in bf16 (tensor-core kernel): Q rows per tile.
+    pub flash_bf16_br: u64,
+    /// A cache between the tiles and device memory that serves re-reads (a GPU's L2), in
+    /// bytes; 0 models none. Flash attention's K and V are re-read once per query tile; when
+    /// one head's K and V take at most a quarter of it, the re-reads hit it and device memory
+    /// sees K and V once (the blocks in flight at any time work on a head or two, so a quarter
+    /// leaves room for them and the streaming Q and O).
+    pub reuse_cache_bytes: u64,
 }
 
 impl Tiling {
@@ -127,15 +135,24 @@ impl Tiling {
         gemm_kc: GEMM_KC,
         flash_br: FLASH_BR,
         flash_bc: FLASH_BC,
+        // The CPU backend runs f32 only; bf16 specs are refused before they are measured.
+        flash_bf16_br: FLASH_BR,
+        // The CPU's K/V re-reads are counted in full: the established model of this backend.
+        reuse_cache_bytes: 0,
     };
     /// The CUDA kernels (`kernels/gemm.cu`: 64×64 C tiles, accumulators in registers over all
-    /// of k; `kernels/attention.cu`: 32 Q rows and 16 K/V rows per tile).
+    /// of k; `kernels/attention.cu`: 32 Q rows and 16 K/V rows per tile in f32, 64 and 64 in
+    /// the bf16 tensor-core kernel).
     pub const CUDA: Tiling = Tiling {
         gemm_mc: 64,
         gemm_nc: 64,
         gemm_kc: u64::MAX,
         flash_br: 32,
         flash_bc: 16,
+        flash_bf16_br: 64,
+        // The device's L2 is filled in by the CUDA backend (`opledger ledger --tiling cuda`
+        // shows the model without it: every re-read from device memory).
+        reuse_cache_bytes: 0,
     };
 }
 
@@ -326,8 +343,11 @@ fn gemm(g: &Gemm, variant: Variant, t: Tiling) -> VariantLedger {
 /// causal, since tiles above the diagonal are skipped).
 fn attention(a: &Attention, variant: Variant, t: Tiling) -> VariantLedger {
     let (bh, n, d) = (a.heads_total(), a.seq_len, a.head_dim);
-    let qkvo = bh * n * d * 4;
-    let s = bh * n * n * 4;
+    // Every tensor in the workload's dtype: bf16 standard attention stores S and P in bf16 too
+    // (its softmax reads and writes bf16), as framework eager attention does.
+    let elem = a.dtype.bytes();
+    let qkvo = bh * n * d * elem;
+    let s = bh * n * n * elem;
     let full = 4 * bh * n * n * d;
     let flops = if a.causal { full / 2 } else { full };
     match variant {
@@ -345,8 +365,19 @@ fn attention(a: &Attention, variant: Variant, t: Tiling) -> VariantLedger {
             3,
         ),
         _ => {
-            let tr = n.div_ceil(t.flash_br);
-            let kv_reads = if a.causal { tr.div_ceil(2).max(1) } else { tr };
+            let br = match a.dtype {
+                crate::spec::DType::Bf16 => t.flash_bf16_br,
+                crate::spec::DType::F32 => t.flash_br,
+            };
+            let tr = n.div_ceil(br);
+            let kv_head_bytes = 2 * n * d * elem;
+            let kv_reads = if t.reuse_cache_bytes > 0 && kv_head_bytes <= t.reuse_cache_bytes / 4 {
+                1
+            } else if a.causal {
+                tr.div_ceil(2).max(1)
+            } else {
+                tr
+            };
             ledger(
                 variant,
                 vec![
@@ -577,6 +608,41 @@ mod tests {
         let ln = Ledger::new(&Workload::Layernorm(r), Variant::Unfused, Variant::Fused);
         assert_eq!(ln.after.bytes_moved(), 2 * t + 2 * w);
         assert!(ln.io_saving() > rms.io_saving() * 0.9);
+    }
+
+    #[test]
+    fn bf16_attention_moves_half_the_bytes_and_follows_the_bf16_tiles() {
+        let at = |dtype| Attention {
+            batch: 1,
+            heads: 2,
+            seq_len: 1024,
+            head_dim: 128,
+            dtype,
+            causal: false,
+        };
+        let w = |dtype| Workload::Attention(at(dtype));
+        let std32 = variant_ledger(&w(DType::F32), Variant::Standard);
+        let std16 = variant_ledger(&w(DType::Bf16), Variant::Standard);
+        assert_eq!(std16.bytes_moved() * 2, std32.bytes_moved());
+        assert_eq!(std16.flops, std32.flops);
+        // CUDA bf16 flash: Q + O once, K and V once per 64-row Q tile (1024/64 = 16).
+        let qkvo = 2 * 1024 * 128 * 2;
+        let f = variant_ledger_tiled(&w(DType::Bf16), Variant::Flash, Tiling::CUDA);
+        assert_eq!(f.bytes_moved(), 2 * qkvo + 2 * 16 * qkvo);
+        // With an L2 of 50 MiB one head's K and V (512 KiB) fit in a quarter: read once.
+        let l2 = Tiling {
+            reuse_cache_bytes: 50 << 20,
+            ..Tiling::CUDA
+        };
+        let f = variant_ledger_tiled(&w(DType::Bf16), Variant::Flash, l2);
+        assert_eq!(f.bytes_moved(), 4 * qkvo);
+        // An L2 of 1 MiB is too small for that: the re-reads count again.
+        let small = Tiling {
+            reuse_cache_bytes: 1 << 20,
+            ..Tiling::CUDA
+        };
+        let f = variant_ledger_tiled(&w(DType::Bf16), Variant::Flash, small);
+        assert_eq!(f.bytes_moved(), 2 * qkvo + 2 * 16 * qkvo);
     }
 
     #[test]

@@ -28,9 +28,14 @@ pub fn spec_schema() -> Value {
                 let mut allowed = vec!["kind"];
                 allowed.extend_from_slice(required);
                 allowed.extend_from_slice(optional);
+                let mut then = json!({"required": required, "propertyNames": {"enum": allowed}});
+                // bf16 only where a kernel backs it (the validator says the same).
+                if *kind != WorkloadKind::Attention && optional.contains(&"dtype") {
+                    then["properties"] = json!({"dtype": {"const": "f32"}});
+                }
                 json!({
                     "if": {"properties": {"kind": {"const": kind.name()}}, "required": ["kind"]},
-                    "then": {"required": required, "propertyNames": {"enum": allowed}},
+                    "then": then,
                 })
             })
             .collect();

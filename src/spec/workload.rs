@@ -66,17 +66,21 @@ impl WorkloadKind {
 #[serde(rename_all = "snake_case")]
 pub enum DType {
     F32,
+    /// bfloat16 storage with f32 accumulation, for attention on tensor cores (CUDA backend).
+    Bf16,
 }
 
 impl DType {
     pub fn bytes(self) -> u64 {
         match self {
             DType::F32 => 4,
+            DType::Bf16 => 2,
         }
     }
     pub fn name(self) -> &'static str {
         match self {
             DType::F32 => "f32",
+            DType::Bf16 => "bf16",
         }
     }
 }
@@ -207,6 +211,18 @@ impl Workload {
             Workload::Attention(_) => WorkloadKind::Attention,
             Workload::LaunchChain(_) => WorkloadKind::LaunchChain,
             Workload::Probe(_) => WorkloadKind::Probe,
+        }
+    }
+
+    /// The element type of the workload's tensors.
+    pub fn dtype(&self) -> DType {
+        match self {
+            Workload::Elementwise(e) => e.dtype,
+            Workload::Rmsnorm(r) | Workload::Layernorm(r) | Workload::Softmax(r) => r.dtype,
+            Workload::Gemm(g) => g.dtype,
+            Workload::Attention(a) => a.dtype,
+            Workload::LaunchChain(l) => l.dtype,
+            Workload::Probe(p) => p.dtype,
         }
     }
 
@@ -384,6 +400,17 @@ impl RawWorkload {
                 })
         };
         let dtype = self.dtype.unwrap_or(DType::F32);
+        // bf16 exists for the workload that runs it on tensor cores; elsewhere it would be a
+        // claim no kernel backs.
+        if dtype == DType::Bf16 && kind != WorkloadKind::Attention {
+            return Err((
+                at("dtype"),
+                format!(
+                    "workload.dtype bf16 is supported for kind attention only (kind {} runs in f32)",
+                    kind.name()
+                ),
+            ));
+        }
         let rows_cols = || -> Result<(u64, u64), Invalid> {
             let (r, c) = (d(self.rows), d(self.cols));
             product(&[("rows", r), ("cols", c)], "cols")?;

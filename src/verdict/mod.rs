@@ -483,6 +483,7 @@ mod tests {
             copy_bytes_per_sec: 10e9,
             triad_bytes_per_sec: 10e9,
             fma_flops_per_sec: 100e9,
+            tensor_flops_per_sec: None,
             threads: 2,
             array_bytes: 1,
         };

@@ -182,6 +182,16 @@ impl AttentionKernels {
         }
     }
 
+    /// Rounds Q, K and V to bf16 values (kept as f32), so that the f64 reference is computed
+    /// from exactly the inputs a bf16 kernel reads.
+    pub fn round_inputs_to_bf16(&mut self) {
+        use crate::backend::inputs::{bf16_bits, bf16_value};
+        for t in [&mut self.q, &mut self.k, &mut self.v] {
+            t.par_iter_mut()
+                .for_each(|x| *x = bf16_value(bf16_bits(*x)));
+        }
+    }
+
     /// The inputs Q, K, V and the softmax scale (for backends that upload them).
     pub fn host_inputs(&self) -> (&[f32], &[f32], &[f32], f32) {
         (&self.q, &self.k, &self.v, self.scale)

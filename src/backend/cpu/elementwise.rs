@@ -225,12 +225,37 @@ pub fn tmp_buffers(w: &Elementwise) -> usize {
     (w.ops.len() - 1).min(2)
 }
 
+/// The environment variable of the gate experiment's real slowdown (see [`experiment_slowdown`]).
+pub const SLOWDOWN_VAR: &str = "OPLEDGER_EXPERIMENT_SLOWDOWN";
+
+/// The fraction f in [0, 1] of `OPLEDGER_EXPERIMENT_SLOWDOWN` (0 when unset). With f > 0 the
+/// fused variant computes the first f of its output a second time: real extra work (memory
+/// traffic and arithmetic, the same result), so that `scripts/gate-experiment.sh` can check that
+/// the regression gate catches a genuine slowdown of the code under test. The pipeline warns on
+/// every spec it affects, and the environment manifest records it.
+pub fn experiment_slowdown() -> crate::error::Result<f64> {
+    match std::env::var(SLOWDOWN_VAR) {
+        Err(std::env::VarError::NotPresent) => Ok(0.0),
+        Ok(v) => match v.trim().parse::<f64>() {
+            Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
+            _ => Err(crate::error::Error::Usage(format!(
+                "{SLOWDOWN_VAR}={v:?}: expected a fraction between 0 and 1"
+            ))),
+        },
+        Err(std::env::VarError::NotUnicode(_)) => Err(crate::error::Error::Usage(format!(
+            "{SLOWDOWN_VAR} is not valid UTF-8: expected a fraction between 0 and 1"
+        ))),
+    }
+}
+
 /// The elementwise chain as a CPU workload.
 pub struct ElementwiseKernels {
     w: Elementwise,
     inputs: ElementwiseInputs,
     tmp: Vec<Vec<f32>>,
     stream: bool,
+    /// Elements the fused variant computes twice ([`experiment_slowdown`]); normally 0.
+    redo_elements: usize,
 }
 
 impl ElementwiseKernels {
@@ -240,8 +265,16 @@ impl ElementwiseKernels {
             inputs: ElementwiseInputs::generate(&w, seed),
             tmp: (0..tmp_buffers(&w)).map(|_| vec![0f32; n]).collect(),
             stream,
+            redo_elements: 0,
             w,
         }
+    }
+
+    /// Makes the fused variant compute the first `fraction` of its output twice.
+    pub fn with_slowdown(mut self, fraction: f64) -> Self {
+        let n = self.w.elements() as usize;
+        self.redo_elements = ((n as f64 * fraction.clamp(0.0, 1.0)).round() as usize).min(n);
+        self
     }
 }
 
@@ -254,6 +287,12 @@ impl super::Kernels for ElementwiseKernels {
             run_unfused(&self.w, &self.inputs, &mut self.tmp, out, self.stream);
         } else {
             run_fused(&self.w, &self.inputs, out, self.stream);
+            if self.redo_elements > 0 {
+                // The prefix of the output is the same elements (chunks are indexed from 0),
+                // recomputed from the inputs: the same bits, written again.
+                let m = self.redo_elements.min(out.len());
+                run_fused(&self.w, &self.inputs, &mut out[..m], self.stream);
+            }
         }
     }
     fn reference(&self, i: usize) -> f64 {
@@ -305,6 +344,28 @@ mod tests {
                 yf[i]
             );
         }
+    }
+
+    #[test]
+    fn experiment_slowdown_redoes_a_prefix_with_the_same_result() {
+        use super::super::Kernels;
+        let w = Elementwise {
+            ops: vec![ElemOp::BiasAdd, ElemOp::Gelu],
+            rows: 9,
+            cols: 1001,
+            dtype: DType::F32,
+            scale: 1.0,
+        };
+        let mut plain = ElementwiseKernels::new(w.clone(), 3, false);
+        let mut slow = ElementwiseKernels::new(w, 3, false).with_slowdown(0.25);
+        assert_eq!(
+            slow.redo_elements,
+            (9.0f64 * 1001.0 * 0.25).round() as usize
+        );
+        let (mut a, mut b) = (vec![0f32; 9009], vec![0f32; 9009]);
+        plain.run(crate::spec::Variant::Fused, &mut a);
+        slow.run(crate::spec::Variant::Fused, &mut b);
+        assert_eq!(a, b);
     }
 
     #[test]

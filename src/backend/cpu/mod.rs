@@ -118,7 +118,8 @@ impl Backend for CpuBackend {
                     w.clone(),
                     seed,
                     streams(w.elements() * 4),
-                );
+                )
+                .with_slowdown(elementwise::experiment_slowdown()?);
                 Box::new(CpuCase::new(k, flush))
             }
             Workload::Rmsnorm(r) | Workload::Layernorm(r) | Workload::Softmax(r) => {
@@ -132,6 +133,11 @@ impl Backend for CpuBackend {
             }
             Workload::Gemm(g) => {
                 Box::new(CpuCase::new(gemm::GemmKernels::new(g.clone(), seed), flush))
+            }
+            Workload::Attention(a) if a.dtype == crate::spec::DType::Bf16 => {
+                return Err(Error::Backend(
+                    "dtype bf16 runs on the CUDA backend (tensor cores); the CPU backend computes attention in f32 only: use dtype f32 here, or --backend cuda".into(),
+                ))
             }
             Workload::Attention(a) => Box::new(CpuCase::new(
                 attention::AttentionKernels::new(a.clone(), seed),

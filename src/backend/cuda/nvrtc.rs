@@ -32,6 +32,10 @@ pub const SOURCES: &[KernelSource] = &[
         source: include_str!("kernels/attention.cu"),
     },
     KernelSource {
+        name: "attention_bf16",
+        source: include_str!("kernels/attention_bf16.cu"),
+    },
+    KernelSource {
         name: "launch",
         source: include_str!("kernels/launch.cu"),
     },

@@ -10,7 +10,7 @@
 
 use super::nvrtc::{self, Output};
 use crate::backend::cpu::{attention, gemm, launch, rows, Kernels};
-use crate::backend::inputs::ElementwiseInputs;
+use crate::backend::inputs::{bf16_bits, bf16_value, ElementwiseInputs};
 use crate::backend::{Backend, Case};
 use crate::device::{slug, Ceilings, DeviceInfo};
 use crate::error::{Error, Result};
@@ -250,8 +250,42 @@ impl Gpu {
             })?;
             best_fma = best_fma.min(t);
         }
+        // The tensor-core peak (bf16 mma.sync, f32 accumulation) on devices that have bf16
+        // tensor cores: the compute ceiling of bf16 workloads. Each warp runs a dependent chain,
+        // so 8 warps per block and 8 blocks per SM keep enough of them in flight.
+        let tensor_flops_per_sec = if self.arch >= 80 {
+            let mma = self.function("probe", "probe_mma_bf16")?;
+            let mma_blocks = self.sms * 8;
+            let mma_threads = mma_blocks as u64 * BLOCK as u64;
+            let warps = mma_threads / 32;
+            let mut mma_out = self.zeros(mma_threads)?;
+            let mma_iters: i32 = 2048;
+            let mma_cfg = LaunchConfig {
+                grid_dim: (mma_blocks, 1, 1),
+                block_dim: (BLOCK, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut best_mma = f64::INFINITY;
+            for _ in 0..6 {
+                let t = self.time(|| {
+                    let mut b = self.stream.launch_builder(&mma);
+                    b.arg(&mut mma_out).arg(&mma_iters);
+                    // SAFETY: probe_mma_bf16(float* out, int iters) writes one float per
+                    // thread; `mma_out` holds one per launched thread; sm_80+ was checked.
+                    unsafe { b.launch(mma_cfg) }
+                        .map(|_| ())
+                        .map_err(driver_error("launching probe_mma_bf16"))
+                })?;
+                best_mma = best_mma.min(t);
+            }
+            // One m16n8k16 is 16·8·16 multiply-adds: 4096 FLOPs.
+            Some(4096.0 * mma_iters as f64 * warps as f64 / best_mma)
+        } else {
+            None
+        };
         let copy_bps = 2.0 * (16 * n4) as f64 / best_copy;
         Ok(Ceilings {
+            tensor_flops_per_sec,
             copy_bytes_per_sec: copy_bps,
             // The GPU probe has no triad; copy bandwidth stands for the memory roof.
             triad_bytes_per_sec: copy_bps,
@@ -329,7 +363,10 @@ impl Backend for CudaBackend {
     }
 
     fn tiling(&self) -> crate::ledger::Tiling {
-        crate::ledger::Tiling::CUDA
+        crate::ledger::Tiling {
+            reuse_cache_bytes: self.gpu.l2_bytes,
+            ..crate::ledger::Tiling::CUDA
+        }
     }
 
     fn required_bytes(&self, workload: &Workload) -> u64 {
@@ -354,6 +391,9 @@ impl Backend for CudaBackend {
                 GpuCase::new(RowsGpu::new(gpu, workload.kind(), r, seed)?),
             ),
             Workload::Gemm(g) => Box::new(GpuCase::new(GemmGpu::new(gpu, g, seed)?)),
+            Workload::Attention(a) if a.dtype == crate::spec::DType::Bf16 => {
+                Box::new(GpuCase::new(AttentionBf16Gpu::new(gpu, a, seed)?))
+            }
             Workload::Attention(a) => Box::new(GpuCase::new(AttentionGpu::new(gpu, a, seed)?)),
             Workload::LaunchChain(l) => Box::new(GpuCase::new(ChainGpu::new(gpu, l, seed)?)),
             Workload::Probe(_) => {
@@ -382,8 +422,9 @@ fn device_bytes(workload: &Workload) -> u64 {
         }
         Workload::Gemm(g) => 4 * (g.m * g.k + g.k * g.n + 2 * g.m * g.n),
         Workload::Attention(a) => {
-            let t = a.heads_total() * a.seq_len * a.head_dim * 4;
-            5 * t + 2 * a.heads_total() * a.seq_len * a.seq_len * 4
+            let elem = a.dtype.bytes();
+            let t = a.heads_total() * a.seq_len * a.head_dim * elem;
+            5 * t + 2 * a.heads_total() * a.seq_len * a.seq_len * elem
         }
         Workload::LaunchChain(l) => l.elements * 4 * 5,
         Workload::Probe(p) => p.elements * 4 * 3,
@@ -396,7 +437,22 @@ trait GpuKernels {
     fn gpu(&self) -> &Arc<Gpu>;
     /// Enqueues `variant` on the stream (no synchronisation).
     fn enqueue(&mut self, variant: Variant) -> Result<()>;
-    fn output_buffer(&self, variant: Variant) -> &CudaSlice<f32>;
+    /// The f32 output buffer of `variant`; kernels that store another type return None and
+    /// override [`Self::output_host`].
+    fn output_buffer(&self, variant: Variant) -> Option<&CudaSlice<f32>>;
+    /// The output of `variant` on the host, as f32.
+    fn output_host(&self, variant: Variant) -> Result<Vec<f32>> {
+        let buf = self.output_buffer(variant).ok_or_else(|| {
+            Error::Backend(format!(
+                "no f32 output buffer for variant {}",
+                variant.name()
+            ))
+        })?;
+        self.gpu()
+            .stream
+            .clone_dtoh(buf)
+            .map_err(driver_error("copying the output to the host"))
+    }
     fn output_len(&self) -> usize;
     fn reference(&self, i: usize) -> f64;
     fn reference_samples(&self) -> usize {
@@ -438,11 +494,7 @@ impl<K: GpuKernels> Case for GpuCase<K> {
                 variant.name()
             )));
         }
-        let gpu = self.k.gpu();
-        let mut host = gpu
-            .stream
-            .clone_dtoh(self.k.output_buffer(variant))
-            .map_err(driver_error("copying the output to the host"))?;
+        let mut host = self.k.output_host(variant)?;
         host.truncate(self.k.output_len());
         Ok(Cow::Owned(host))
     }
@@ -627,12 +679,12 @@ impl GpuKernels for ElementwiseGpu {
         Ok(())
     }
 
-    fn output_buffer(&self, variant: Variant) -> &CudaSlice<f32> {
-        if variant == Variant::Fused {
+    fn output_buffer(&self, variant: Variant) -> Option<&CudaSlice<f32>> {
+        Some(if variant == Variant::Fused {
             &self.out_fused
         } else {
             &self.out_unfused
-        }
+        })
     }
 
     fn output_len(&self) -> usize {
@@ -791,12 +843,12 @@ impl GpuKernels for RowsGpu {
         }
     }
 
-    fn output_buffer(&self, variant: Variant) -> &CudaSlice<f32> {
-        if variant == Variant::Fused {
+    fn output_buffer(&self, variant: Variant) -> Option<&CudaSlice<f32>> {
+        Some(if variant == Variant::Fused {
             &self.out_fused
         } else {
             &self.out_unfused
-        }
+        })
     }
 
     fn output_len(&self) -> usize {
@@ -866,12 +918,12 @@ impl GpuKernels for GemmGpu {
         })
     }
 
-    fn output_buffer(&self, variant: Variant) -> &CudaSlice<f32> {
-        if variant == Variant::Tiled {
+    fn output_buffer(&self, variant: Variant) -> Option<&CudaSlice<f32>> {
+        Some(if variant == Variant::Tiled {
             &self.c_tiled
         } else {
             &self.c_naive
-        }
+        })
     }
 
     fn output_len(&self) -> usize {
@@ -1009,12 +1061,186 @@ impl GpuKernels for AttentionGpu {
         )
     }
 
-    fn output_buffer(&self, variant: Variant) -> &CudaSlice<f32> {
-        if variant == Variant::Flash {
+    fn output_buffer(&self, variant: Variant) -> Option<&CudaSlice<f32>> {
+        Some(if variant == Variant::Flash {
             &self.o_flash
         } else {
             &self.o_standard
+        })
+    }
+
+    fn output_len(&self) -> usize {
+        (self.a.heads_total() * self.a.seq_len * self.a.head_dim) as usize
+    }
+
+    fn reference(&self, i: usize) -> f64 {
+        self.host.reference(i)
+    }
+
+    fn reference_samples(&self) -> usize {
+        self.host.reference_samples()
+    }
+}
+
+// ---- attention in bf16 on tensor cores ----
+
+/// Attention with bf16 tensors (`attention_bf16.cu`): the standard variant's three kernels keep
+/// S and P in bf16; flash runs on tensor cores. Inputs are the CPU backend's, rounded to bf16
+/// on the host (so the f64 reference sees the same values); outputs come back as f32.
+struct AttentionBf16Gpu {
+    gpu: Arc<Gpu>,
+    host: attention::AttentionKernels,
+    a: crate::spec::Attention,
+    scale: f32,
+    q: CudaSlice<u16>,
+    k: CudaSlice<u16>,
+    v: CudaSlice<u16>,
+    s: CudaSlice<u16>,
+    p: CudaSlice<u16>,
+    o_standard: CudaSlice<u16>,
+    o_flash: CudaSlice<u16>,
+}
+
+impl AttentionBf16Gpu {
+    fn new(gpu: Arc<Gpu>, a: &crate::spec::Attention, seed: u64) -> Result<Self> {
+        if gpu.arch < 80 {
+            return Err(Error::Backend(format!(
+                "bf16 attention needs tensor cores with bf16 (compute capability 8.0 or newer); this device is sm_{}",
+                gpu.arch
+            )));
         }
+        if a.head_dim != 128 {
+            return Err(Error::Backend(format!(
+                "the CUDA bf16 flash kernel is built for head_dim 128 (got {})",
+                a.head_dim
+            )));
+        }
+        let mut host = attention::AttentionKernels::new(a.clone(), seed);
+        host.round_inputs_to_bf16();
+        let (q, k, v, scale) = host.host_inputs();
+        let bits = |t: &[f32]| -> Vec<u16> { t.iter().map(|&x| bf16_bits(x)).collect() };
+        let up = |t: &[f32]| -> Result<CudaSlice<u16>> {
+            gpu.stream
+                .clone_htod(&bits(t))
+                .map_err(driver_error("copying inputs to the device"))
+        };
+        let zeros = |n: u64| -> Result<CudaSlice<u16>> {
+            gpu.stream
+                .alloc_zeros::<u16>(n.max(1) as usize)
+                .map_err(driver_error("allocating"))
+        };
+        let t = a.heads_total() * a.seq_len * a.head_dim;
+        let nn = a.heads_total() * a.seq_len * a.seq_len;
+        Ok(AttentionBf16Gpu {
+            q: up(q)?,
+            k: up(k)?,
+            v: up(v)?,
+            s: zeros(nn)?,
+            p: zeros(nn)?,
+            o_standard: zeros(t)?,
+            o_flash: zeros(t)?,
+            scale,
+            a: a.clone(),
+            host,
+            gpu: gpu.clone(),
+        })
+    }
+}
+
+impl GpuKernels for AttentionBf16Gpu {
+    fn gpu(&self) -> &Arc<Gpu> {
+        &self.gpu
+    }
+
+    fn enqueue(&mut self, variant: Variant) -> Result<()> {
+        let bh = self.a.heads_total();
+        let (n, d) = (self.a.seq_len as i32, self.a.head_dim as i32);
+        let causal = self.a.causal as i32;
+        let gpu = self.gpu.clone();
+        if variant == Variant::Flash {
+            // One block of 4 warps per (head, 64 query rows), as attention_bf16.cu documents.
+            let tiles = (n as u32).div_ceil(64);
+            let cfg = LaunchConfig {
+                grid_dim: (bh as u32 * tiles, 1, 1),
+                block_dim: (128, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let scale_log2e = self.scale * std::f32::consts::LOG2_E;
+            let f = gpu.function("attention_bf16", "flash_attn_bf16")?;
+            // SAFETY (launch): flash_attn_bf16(O, Q, K, V, n, scale·log2e, causal): all four
+            // hold bh·n·128 bf16; head_dim 128 and sm_80+ were checked when the case was built.
+            return launch(&gpu, &f, cfg, "flash_attn_bf16", |a| {
+                a.arg(&mut self.o_flash)
+                    .arg(&self.q)
+                    .arg(&self.k)
+                    .arg(&self.v)
+                    .arg(&n)
+                    .arg(&scale_log2e)
+                    .arg(&causal);
+            });
+        }
+        let scale = self.scale;
+        let total_s = (bh * self.a.seq_len * self.a.seq_len) as i64;
+        let total_o = (bh * self.a.seq_len * self.a.head_dim) as i64;
+        // SAFETY (launches): S and P hold bh·n·n bf16, Q, K, V and O bh·n·d bf16.
+        launch(
+            &gpu,
+            &gpu.function("attention_bf16", "attn_scores_bf16")?,
+            gpu.grid_for(total_s as u64),
+            "attn_scores_bf16",
+            |a| {
+                a.arg(&mut self.s)
+                    .arg(&self.q)
+                    .arg(&self.k)
+                    .arg(&n)
+                    .arg(&d)
+                    .arg(&scale)
+                    .arg(&causal)
+                    .arg(&total_s);
+            },
+        )?;
+        launch(
+            &gpu,
+            &gpu.function("attention_bf16", "attn_softmax_rows_bf16")?,
+            Gpu::per_row(bh * self.a.seq_len),
+            "attn_softmax_rows_bf16",
+            |a| {
+                a.arg(&mut self.p).arg(&self.s).arg(&n);
+            },
+        )?;
+        launch(
+            &gpu,
+            &gpu.function("attention_bf16", "attn_pv_bf16")?,
+            gpu.grid_for(total_o as u64),
+            "attn_pv_bf16",
+            |a| {
+                a.arg(&mut self.o_standard)
+                    .arg(&self.p)
+                    .arg(&self.v)
+                    .arg(&n)
+                    .arg(&d)
+                    .arg(&causal)
+                    .arg(&total_o);
+            },
+        )
+    }
+
+    fn output_buffer(&self, _variant: Variant) -> Option<&CudaSlice<f32>> {
+        None
+    }
+
+    fn output_host(&self, variant: Variant) -> Result<Vec<f32>> {
+        let buf = if variant == Variant::Flash {
+            &self.o_flash
+        } else {
+            &self.o_standard
+        };
+        let bits = self
+            .gpu
+            .stream
+            .clone_dtoh(buf)
+            .map_err(driver_error("copying the output to the host"))?;
+        Ok(bits.into_iter().map(bf16_value).collect())
     }
 
     fn output_len(&self) -> usize {
@@ -1122,12 +1348,12 @@ impl GpuKernels for ChainGpu {
         self.enqueue_chain(false)
     }
 
-    fn output_buffer(&self, variant: Variant) -> &CudaSlice<f32> {
-        if variant == Variant::Graph {
+    fn output_buffer(&self, variant: Variant) -> Option<&CudaSlice<f32>> {
+        Some(if variant == Variant::Graph {
             &self.out_graph
         } else {
             &self.out_eager
-        }
+        })
     }
 
     fn output_len(&self) -> usize {
