@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The gate's false-alarm and detection rates, measured (issue: "a gate people can trust").
 #
-#   [GATE_COMPARE=raw|relative] [PAIRS=60] [CAP=1.5] [ACCEPTS=1] scripts/gate-experiment.sh [N] [SPEC]
+#   [GATE_COMPARE=raw|relative] [PAIRS=60] [CAP=1.5] [ACCEPTS=1] [SLOWDOWN=0.10] [AA_N=N] [BIN=...]
+#     scripts/gate-experiment.sh [N] [SPEC]
 #
 # 1. Accepts a baseline of SPEC (default: a 2048x1024 bias+GELU chain) in a temp store.
-# 2. A/A: runs the unchanged gate N times (default 100) against it and counts FAIL decisions.
+# 2. A/A: runs the unchanged gate AA_N times (default N, 100) against it and counts FAIL decisions.
 # The spec gates at max_regression 0.05: a 10% slowdown lies clearly beyond it.
 # 3. Slowdown: runs the gate N times again with OPLEDGER_EXPERIMENT_SLOWDOWN=$SLOWDOWN (default
 #    0.10): the fused kernel really computes the first 10% of its output twice, a genuine ~10%
@@ -44,6 +45,26 @@ for _ in $(seq 1 "$ACCEPTS"); do
   "$BIN" run "$SPEC" "${FAST[@]}" --accept > /dev/null 2>&1
 done
 rm -rf "$WORK/runs"
+# What the accepted runs give the gate: its reference and its threshold (the detection rate
+# depends on them as much as on the slowdown).
+BASE_INFO=$(python3 - "$WORK/baselines" "$SPEC" <<'PY'
+import glob, json, math, re, statistics, sys
+f = glob.glob(sys.argv[1] + "/*/*.json")[0]
+b = json.load(open(f))
+text = open(sys.argv[2]).read()
+rel = re.search(r"compare:\s*relative", text) is not None
+v = [(h.get("relative_median") or h["after_median_secs"] / h["before_median_secs"]) if rel
+     else h["after_median_secs"] for h in b["history"]]
+logs = [math.log(x) for x in v]
+k = len(v)
+sd = statistics.stdev(logs) if k > 1 else 0.0
+m = re.search(r"max_regression:\s*([0-9.]+)", text)
+gate = float(m.group(1)) if m else 0.10
+thr = max(gate, math.exp(2.326 * sd * math.sqrt(1 + 1 / k)) - 1) if k >= 3 else gate
+print(f"{k} accepted runs, reference {math.exp(sum(logs) / k):.4g}, log-sd {100 * sd:.2f}%, threshold +{100 * thr:.1f}%")
+PY
+)
+echo "baseline: $BASE_INFO"
 SLOWDOWN="${SLOWDOWN:-0.10}"
 decide() { # prints the regression state of the last run; appends its compared value to $1
   python3 - "$WORK/runs" "$1" <<'PY'
@@ -61,9 +82,9 @@ if a and b:
 print(s["baseline"].get("state") or s["baseline"]["status"])
 PY
 }
-run_many() { # run_many LOG: N gate decisions
+run_many() { # run_many LOG COUNT: COUNT gate decisions
   local fails=0 counts=""
-  for i in $(seq 1 "$N"); do
+  for i in $(seq 1 "$2"); do
     "$BIN" run "$SPEC" "${FAST[@]}" > /dev/null 2>&1 || true
     s=$(decide "$1"); counts="$counts $s"
     [ "$s" = "fail" ] && fails=$((fails + 1))
@@ -71,9 +92,10 @@ run_many() { # run_many LOG: N gate decisions
   done
   echo "$fails $(echo $counts | tr ' ' '\n' | sort | uniq -c | tr '\n' ' ')"
 }
-read -r aa_fail aa_detail <<< "$(run_many "$WORK/aa.txt")"
+AA_N="${AA_N:-$N}"
+read -r aa_fail aa_detail <<< "$(run_many "$WORK/aa.txt" "$AA_N")"
 export OPLEDGER_EXPERIMENT_SLOWDOWN="$SLOWDOWN"
-read -r slow_fail slow_detail <<< "$(run_many "$WORK/slow.txt")"
+read -r slow_fail slow_detail <<< "$(run_many "$WORK/slow.txt" "$N")"
 unset OPLEDGER_EXPERIMENT_SLOWDOWN
 caused=$(python3 - "$WORK/aa.txt" "$WORK/slow.txt" "$(grep -o 'compare: *[a-z]*' "$SPEC" | awk '{print $2}')" <<'PY'
 import statistics, sys
@@ -82,5 +104,5 @@ med = lambda p: statistics.median(float(l.split()[col]) for l in open(p))
 print(f"{100 * (med(sys.argv[2]) / med(sys.argv[1]) - 1):+.1f}%")
 PY
 )
-echo "A/A:      $aa_fail FAIL of $N decisions ($(python3 -c "print(f'{100*$aa_fail/$N:.1f}')")%)  states: $aa_detail"
+echo "A/A:      $aa_fail FAIL of $AA_N decisions ($(python3 -c "print(f'{100*$aa_fail/$AA_N:.1f}')")%)  states: $aa_detail"
 echo "slowdown $SLOWDOWN (measured $caused): $slow_fail FAIL of $N decisions ($(python3 -c "print(f'{100*$slow_fail/$N:.1f}')")%)  states: $slow_detail"
