@@ -14,6 +14,7 @@ const BEFORE: RGBColor = RGBColor(90, 110, 140);
 const AFTER: RGBColor = RGBColor(220, 110, 20);
 const ROOF: RGBColor = RGBColor(20, 20, 20);
 const DATASHEET: RGBColor = RGBColor(150, 150, 150);
+const TENSOR: RGBColor = RGBColor(40, 120, 60);
 
 /// One case on the roofline: where its before and after variants landed.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,7 +76,8 @@ fn sci_label(v: &f64) -> String {
 }
 
 /// The roofline chart of a run as an SVG document: log-log FLOP/s against FLOP/byte, the
-/// measured roof (triad bandwidth, FMA peak), the datasheet roof when the device has one, and
+/// measured roof (triad bandwidth, FMA peak; the tensor-core peak too when measured), the
+/// datasheet roof when the device has one, and
 /// each case as two points, before → after, joined by an arrow.
 pub fn roofline_svg(run: &RunResult) -> Result<String> {
     let points = roofline_points(run);
@@ -83,6 +85,10 @@ pub fn roofline_svg(run: &RunResult) -> Result<String> {
     let peak = run.ceilings.fma_flops_per_sec;
     let ridge = peak / bw;
     let mut roofs = vec![(bw, peak, "measured roof (triad, FMA peak)", ROOF)];
+    // bf16 cases are judged against the tensor-core peak: draw that roof too where measured.
+    if let Some(tensor) = run.ceilings.tensor_flops_per_sec {
+        roofs.push((bw, tensor, "measured roof (tensor cores, bf16)", TENSOR));
+    }
     if let Some(d) = &run.datasheet {
         roofs.push((
             d.bytes_per_sec,
@@ -301,4 +307,28 @@ pub fn all(run: &RunResult) -> Result<Vec<(String, String)>> {
         out.push((sweep_file_name(g), sweep_svg(g)?));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixed_run() -> RunResult {
+        serde_json::from_str(include_str!("../../tests/fixtures/run-fixed/results.json"))
+            .expect("the fixed archive parses")
+    }
+
+    #[test]
+    fn tensor_roof_is_drawn_only_when_measured() {
+        let mut run = fixed_run();
+        run.ceilings.tensor_flops_per_sec = None;
+        let svg = roofline_svg(&run).unwrap();
+        assert!(
+            !svg.contains("tensor cores"),
+            "no tensor roof without a measurement"
+        );
+        run.ceilings.tensor_flops_per_sec = Some(run.ceilings.fma_flops_per_sec * 8.0);
+        let svg = roofline_svg(&run).unwrap();
+        assert!(svg.contains("measured roof (tensor cores, bf16)"));
+    }
 }
