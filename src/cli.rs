@@ -39,6 +39,11 @@ pub enum Command {
         /// Whose kernels' tiling the ledger models (tiled GEMM, flash attention).
         #[arg(long, value_enum, default_value_t = TilingChoice::Cpu)]
         tiling: TilingChoice,
+        /// The GPU's L2 in MiB (with `--tiling cuda`): flash K/V re-reads that fit in a quarter
+        /// of it count once, as in a run on that device (e.g. 50 for an H100 SXM, 60 for an
+        /// H200). Without it the ledger counts every re-read as device-memory traffic.
+        #[arg(long, value_name = "MIB")]
+        l2_mib: Option<u64>,
     },
     /// The roofline model: T = max(FLOPs/Peak, Bytes/BW), and the bound.
     Roofline(RooflineArgs),
@@ -81,7 +86,7 @@ pub enum Command {
     },
 }
 
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum TilingChoice {
     /// The CPU backend's kernels.
     Cpu,
@@ -233,9 +238,22 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             println!("{} spec(s) valid", specs.len());
             Ok(ExitCode::Pass)
         }
-        Command::Ledger { paths, tiling } => {
+        Command::Ledger {
+            paths,
+            tiling,
+            l2_mib,
+        } => {
+            let mut t = tiling.tiling();
+            if let Some(mib) = l2_mib {
+                if tiling != TilingChoice::Cuda {
+                    return Err(Error::Usage(
+                        "--l2-mib models a GPU's L2: use it with --tiling cuda".into(),
+                    ));
+                }
+                t.reuse_cache_bytes = mib.saturating_mul(1 << 20);
+            }
             for s in spec::load_all(&paths)? {
-                print!("{}", ledger_text(&s, tiling.tiling()));
+                print!("{}", ledger_text(&s, t));
             }
             Ok(ExitCode::Pass)
         }

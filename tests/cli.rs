@@ -1024,3 +1024,47 @@ fn experiment_slowdown_is_refused_when_malformed_and_announced_when_used() {
     let env = std::fs::read_to_string(run.join("environment.json")).unwrap();
     assert!(env.contains("OPLEDGER_EXPERIMENT_SLOWDOWN"), "{env}");
 }
+
+#[test]
+fn ledger_follows_the_chosen_tiling_and_l2() {
+    let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("specs/flash-attention.yaml");
+    let flash_bytes = |args: &[&str]| -> (Option<i32>, String) {
+        let o = bin().arg("ledger").arg(&spec).args(args).output().unwrap();
+        let out = text(&o);
+        // The first summary line of the flash variant (N = 512): "flash  FLOPs  bytes ...".
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("flash ") && l.split_whitespace().count() == 5)
+            .map(|l| l.split_whitespace().nth(2).unwrap().to_string())
+            .unwrap_or(out);
+        (o.status.code(), line)
+    };
+    // N = 512, 2 heads, d = 128, f32: Q, K, V, O are 524288 bytes each.
+    // CPU: one 256-row tile pair re-reads K and V twice.
+    assert_eq!(
+        flash_bytes(&[]),
+        (Some(0), (2 * 524288 + 2 * 2 * 524288).to_string())
+    );
+    // CUDA without L2: K and V once per 32-row tile (16 tiles).
+    assert_eq!(
+        flash_bytes(&["--tiling", "cuda"]),
+        (Some(0), (2 * 524288 + 2 * 16 * 524288).to_string())
+    );
+    // CUDA with a 60 MiB L2: the re-reads are served by it.
+    assert_eq!(
+        flash_bytes(&["--tiling", "cuda", "--l2-mib", "60"]),
+        (Some(0), (4 * 524288).to_string())
+    );
+    let o = bin()
+        .arg("ledger")
+        .arg(&spec)
+        .args(["--l2-mib", "60"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o).contains("use it with --tiling cuda"),
+        "{}",
+        text(&o)
+    );
+}
