@@ -249,4 +249,25 @@ mod tests {
         let lanes = simd::level().f32_lanes() as f64;
         assert!(flops >= 100.0 * 2.0 * lanes * 8.0, "{flops}");
     }
+
+    #[test]
+    fn bf16_work_is_judged_against_the_tensor_peak_when_there_is_one() {
+        use crate::spec::DType;
+        let c = Ceilings {
+            copy_bytes_per_sec: 4e12,
+            triad_bytes_per_sec: 4e12,
+            fma_flops_per_sec: 60e12,
+            tensor_flops_per_sec: Some(600e12),
+            threads: 132,
+            array_bytes: 1 << 30,
+        };
+        assert_eq!(c.for_dtype(DType::F32), c);
+        assert_eq!(c.for_dtype(DType::Bf16).peak_flops(), 600e12);
+        assert_eq!(c.for_dtype(DType::Bf16).bandwidth(), 4e12);
+        let cpu = Ceilings {
+            tensor_flops_per_sec: None,
+            ..c
+        };
+        assert_eq!(cpu.for_dtype(DType::Bf16), cpu);
+    }
 }
