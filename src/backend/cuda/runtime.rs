@@ -941,18 +941,137 @@ impl GpuKernels for GemmGpu {
 
 // ---- attention ----
 
+/// The device tensors of an attention case in the kernels' element type (f32, or bf16 bits as
+/// u16), and the launches both element types share.
+struct AttnBuffers<T> {
+    q: CudaSlice<T>,
+    k: CudaSlice<T>,
+    v: CudaSlice<T>,
+    s: CudaSlice<T>,
+    p: CudaSlice<T>,
+    o_standard: CudaSlice<T>,
+    o_flash: CudaSlice<T>,
+}
+
+impl<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits> AttnBuffers<T> {
+    /// Uploads Q, K, V and allocates S, P and both outputs.
+    fn new(gpu: &Gpu, a: &crate::spec::Attention, q: &[T], k: &[T], v: &[T]) -> Result<Self> {
+        let up = |t: &[T]| {
+            gpu.stream
+                .clone_htod(t)
+                .map_err(driver_error("copying inputs to the device"))
+        };
+        let zeros = |n: u64| {
+            gpu.stream
+                .alloc_zeros::<T>(n.max(1) as usize)
+                .map_err(driver_error("allocating"))
+        };
+        let t = a.heads_total() * a.seq_len * a.head_dim;
+        let nn = a.heads_total() * a.seq_len * a.seq_len;
+        Ok(AttnBuffers {
+            q: up(q)?,
+            k: up(k)?,
+            v: up(v)?,
+            s: zeros(nn)?,
+            p: zeros(nn)?,
+            o_standard: zeros(t)?,
+            o_flash: zeros(t)?,
+        })
+    }
+
+    fn output(&self, variant: Variant) -> &CudaSlice<T> {
+        if variant == Variant::Flash {
+            &self.o_flash
+        } else {
+            &self.o_standard
+        }
+    }
+
+    /// Standard attention's three launches — S = Q·Kᵀ·scale, P = softmax(S), O = P·V — of
+    /// kernel `family`, whose kernels are named `attn_scores{suffix}` and so on ("" in
+    /// attention.cu, "_bf16" in attention_bf16.cu).
+    fn enqueue_standard(
+        &mut self,
+        gpu: &Gpu,
+        family: &'static str,
+        suffix: &str,
+        a: &crate::spec::Attention,
+        scale: f32,
+    ) -> Result<()> {
+        let bh = a.heads_total();
+        let (n, d) = (a.seq_len as i32, a.head_dim as i32);
+        let causal = a.causal as i32;
+        let total_s = (bh * a.seq_len * a.seq_len) as i64;
+        let total_o = (bh * a.seq_len * a.head_dim) as i64;
+        let (scores, softmax, pv) = (
+            format!("attn_scores{suffix}"),
+            format!("attn_softmax_rows{suffix}"),
+            format!("attn_pv{suffix}"),
+        );
+        // SAFETY (launches): S and P hold bh·n·n elements, Q, K, V and O bh·n·d, all of the
+        // element type the kernels of `family` take.
+        launch(
+            gpu,
+            &gpu.function(family, &scores)?,
+            gpu.grid_for(total_s as u64),
+            &scores,
+            |x| {
+                x.arg(&mut self.s)
+                    .arg(&self.q)
+                    .arg(&self.k)
+                    .arg(&n)
+                    .arg(&d)
+                    .arg(&scale)
+                    .arg(&causal)
+                    .arg(&total_s);
+            },
+        )?;
+        launch(
+            gpu,
+            &gpu.function(family, &softmax)?,
+            Gpu::per_row(bh * a.seq_len),
+            &softmax,
+            |x| {
+                x.arg(&mut self.p).arg(&self.s).arg(&n);
+            },
+        )?;
+        launch(
+            gpu,
+            &gpu.function(family, &pv)?,
+            gpu.grid_for(total_o as u64),
+            &pv,
+            |x| {
+                x.arg(&mut self.o_standard)
+                    .arg(&self.p)
+                    .arg(&self.v)
+                    .arg(&n)
+                    .arg(&d)
+                    .arg(&causal)
+                    .arg(&total_o);
+            },
+        )
+    }
+}
+
+/// One block of 128 threads per (head, `rows` query rows): the flash kernels' grid.
+fn flash_grid(a: &crate::spec::Attention, rows: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (
+            a.heads_total() as u32 * (a.seq_len as u32).div_ceil(rows),
+            1,
+            1,
+        ),
+        block_dim: (128, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
 struct AttentionGpu {
     gpu: Arc<Gpu>,
     host: attention::AttentionKernels,
     a: crate::spec::Attention,
     scale: f32,
-    q: CudaSlice<f32>,
-    k: CudaSlice<f32>,
-    v: CudaSlice<f32>,
-    s: CudaSlice<f32>,
-    p: CudaSlice<f32>,
-    o_standard: CudaSlice<f32>,
-    o_flash: CudaSlice<f32>,
+    buf: AttnBuffers<f32>,
 }
 
 impl AttentionGpu {
@@ -965,16 +1084,9 @@ impl AttentionGpu {
         }
         let host = attention::AttentionKernels::new(a.clone(), seed);
         let (q, k, v, scale) = host.host_inputs();
-        let t = a.heads_total() * a.seq_len * a.head_dim;
-        let nn = a.heads_total() * a.seq_len * a.seq_len;
+        let buf = AttnBuffers::new(&gpu, a, q, k, v)?;
         Ok(AttentionGpu {
-            q: gpu.upload(q)?,
-            k: gpu.upload(k)?,
-            v: gpu.upload(v)?,
-            s: gpu.zeros(nn)?,
-            p: gpu.zeros(nn)?,
-            o_standard: gpu.zeros(t)?,
-            o_flash: gpu.zeros(t)?,
+            buf,
             scale,
             a: a.clone(),
             host,
@@ -989,84 +1101,34 @@ impl GpuKernels for AttentionGpu {
     }
 
     fn enqueue(&mut self, variant: Variant) -> Result<()> {
-        let bh = self.a.heads_total();
+        let gpu = self.gpu.clone();
+        if variant != Variant::Flash {
+            return self
+                .buf
+                .enqueue_standard(&gpu, "attention", "", &self.a, self.scale);
+        }
         let (n, d) = (self.a.seq_len as i32, self.a.head_dim as i32);
         let causal = self.a.causal as i32;
         let scale = self.scale;
-        let gpu = self.gpu.clone();
-        if variant == Variant::Flash {
-            // One block of 128 threads per (head, 32 query rows), as attention.cu documents.
-            let tiles = (n as u32).div_ceil(32);
-            let cfg = LaunchConfig {
-                grid_dim: (bh as u32 * tiles, 1, 1),
-                block_dim: (128, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let f = gpu.function("attention", "flash_attn_f32")?;
-            // SAFETY (launch): flash_attn_f32(O, Q, K, V, n, d, scale, causal): all four hold
-            // bh·n·d floats; d ≤ 128 and d % 32 == 0 were checked when the case was built.
-            return launch(&gpu, &f, cfg, "flash_attn_f32", |a| {
-                a.arg(&mut self.o_flash)
-                    .arg(&self.q)
-                    .arg(&self.k)
-                    .arg(&self.v)
-                    .arg(&n)
-                    .arg(&d)
-                    .arg(&scale)
-                    .arg(&causal);
-            });
-        }
-        let total_s = (bh * self.a.seq_len * self.a.seq_len) as i64;
-        let total_o = (bh * self.a.seq_len * self.a.head_dim) as i64;
-        // SAFETY (launches): S and P hold bh·n·n floats, Q, K, V and O bh·n·d floats.
-        launch(
-            &gpu,
-            &gpu.function("attention", "attn_scores")?,
-            gpu.grid_for(total_s as u64),
-            "attn_scores",
-            |a| {
-                a.arg(&mut self.s)
-                    .arg(&self.q)
-                    .arg(&self.k)
-                    .arg(&n)
-                    .arg(&d)
-                    .arg(&scale)
-                    .arg(&causal)
-                    .arg(&total_s);
-            },
-        )?;
-        launch(
-            &gpu,
-            &gpu.function("attention", "attn_softmax_rows")?,
-            Gpu::per_row(bh * self.a.seq_len),
-            "attn_softmax_rows",
-            |a| {
-                a.arg(&mut self.p).arg(&self.s).arg(&n);
-            },
-        )?;
-        launch(
-            &gpu,
-            &gpu.function("attention", "attn_pv")?,
-            gpu.grid_for(total_o as u64),
-            "attn_pv",
-            |a| {
-                a.arg(&mut self.o_standard)
-                    .arg(&self.p)
-                    .arg(&self.v)
-                    .arg(&n)
-                    .arg(&d)
-                    .arg(&causal)
-                    .arg(&total_o);
-            },
-        )
+        let f = gpu.function("attention", "flash_attn_f32")?;
+        let b = &mut self.buf;
+        // SAFETY (launch): flash_attn_f32(O, Q, K, V, n, d, scale, causal): all four hold
+        // bh·n·d floats; d ≤ 128 and d % 32 == 0 were checked when the case was built; one
+        // block per (head, 32 query rows), as attention.cu documents.
+        launch(&gpu, &f, flash_grid(&self.a, 32), "flash_attn_f32", |x| {
+            x.arg(&mut b.o_flash)
+                .arg(&b.q)
+                .arg(&b.k)
+                .arg(&b.v)
+                .arg(&n)
+                .arg(&d)
+                .arg(&scale)
+                .arg(&causal);
+        })
     }
 
     fn output_buffer(&self, variant: Variant) -> Option<&CudaSlice<f32>> {
-        Some(if variant == Variant::Flash {
-            &self.o_flash
-        } else {
-            &self.o_standard
-        })
+        Some(self.buf.output(variant))
     }
 
     fn output_len(&self) -> usize {
@@ -1092,13 +1154,7 @@ struct AttentionBf16Gpu {
     host: attention::AttentionKernels,
     a: crate::spec::Attention,
     scale: f32,
-    q: CudaSlice<u16>,
-    k: CudaSlice<u16>,
-    v: CudaSlice<u16>,
-    s: CudaSlice<u16>,
-    p: CudaSlice<u16>,
-    o_standard: CudaSlice<u16>,
-    o_flash: CudaSlice<u16>,
+    buf: AttnBuffers<u16>,
 }
 
 impl AttentionBf16Gpu {
@@ -1119,30 +1175,13 @@ impl AttentionBf16Gpu {
         host.round_inputs_to_bf16();
         let (q, k, v, scale) = host.host_inputs();
         let bits = |t: &[f32]| -> Vec<u16> { t.iter().map(|&x| bf16_bits(x)).collect() };
-        let up = |t: &[f32]| -> Result<CudaSlice<u16>> {
-            gpu.stream
-                .clone_htod(&bits(t))
-                .map_err(driver_error("copying inputs to the device"))
-        };
-        let zeros = |n: u64| -> Result<CudaSlice<u16>> {
-            gpu.stream
-                .alloc_zeros::<u16>(n.max(1) as usize)
-                .map_err(driver_error("allocating"))
-        };
-        let t = a.heads_total() * a.seq_len * a.head_dim;
-        let nn = a.heads_total() * a.seq_len * a.seq_len;
+        let buf = AttnBuffers::new(&gpu, a, &bits(q), &bits(k), &bits(v))?;
         Ok(AttentionBf16Gpu {
-            q: up(q)?,
-            k: up(k)?,
-            v: up(v)?,
-            s: zeros(nn)?,
-            p: zeros(nn)?,
-            o_standard: zeros(t)?,
-            o_flash: zeros(t)?,
+            buf,
             scale,
             a: a.clone(),
             host,
-            gpu: gpu.clone(),
+            gpu,
         })
     }
 }
@@ -1153,76 +1192,29 @@ impl GpuKernels for AttentionBf16Gpu {
     }
 
     fn enqueue(&mut self, variant: Variant) -> Result<()> {
-        let bh = self.a.heads_total();
-        let (n, d) = (self.a.seq_len as i32, self.a.head_dim as i32);
-        let causal = self.a.causal as i32;
         let gpu = self.gpu.clone();
-        if variant == Variant::Flash {
-            // One block of 4 warps per (head, 64 query rows), as attention_bf16.cu documents.
-            let tiles = (n as u32).div_ceil(64);
-            let cfg = LaunchConfig {
-                grid_dim: (bh as u32 * tiles, 1, 1),
-                block_dim: (128, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let scale_log2e = self.scale * std::f32::consts::LOG2_E;
-            let f = gpu.function("attention_bf16", "flash_attn_bf16")?;
-            // SAFETY (launch): flash_attn_bf16(O, Q, K, V, n, scale·log2e, causal): all four
-            // hold bh·n·128 bf16; head_dim 128 and sm_80+ were checked when the case was built.
-            return launch(&gpu, &f, cfg, "flash_attn_bf16", |a| {
-                a.arg(&mut self.o_flash)
-                    .arg(&self.q)
-                    .arg(&self.k)
-                    .arg(&self.v)
-                    .arg(&n)
-                    .arg(&scale_log2e)
-                    .arg(&causal);
-            });
+        if variant != Variant::Flash {
+            return self
+                .buf
+                .enqueue_standard(&gpu, "attention_bf16", "_bf16", &self.a, self.scale);
         }
-        let scale = self.scale;
-        let total_s = (bh * self.a.seq_len * self.a.seq_len) as i64;
-        let total_o = (bh * self.a.seq_len * self.a.head_dim) as i64;
-        // SAFETY (launches): S and P hold bh·n·n bf16, Q, K, V and O bh·n·d bf16.
-        launch(
-            &gpu,
-            &gpu.function("attention_bf16", "attn_scores_bf16")?,
-            gpu.grid_for(total_s as u64),
-            "attn_scores_bf16",
-            |a| {
-                a.arg(&mut self.s)
-                    .arg(&self.q)
-                    .arg(&self.k)
-                    .arg(&n)
-                    .arg(&d)
-                    .arg(&scale)
-                    .arg(&causal)
-                    .arg(&total_s);
-            },
-        )?;
-        launch(
-            &gpu,
-            &gpu.function("attention_bf16", "attn_softmax_rows_bf16")?,
-            Gpu::per_row(bh * self.a.seq_len),
-            "attn_softmax_rows_bf16",
-            |a| {
-                a.arg(&mut self.p).arg(&self.s).arg(&n);
-            },
-        )?;
-        launch(
-            &gpu,
-            &gpu.function("attention_bf16", "attn_pv_bf16")?,
-            gpu.grid_for(total_o as u64),
-            "attn_pv_bf16",
-            |a| {
-                a.arg(&mut self.o_standard)
-                    .arg(&self.p)
-                    .arg(&self.v)
-                    .arg(&n)
-                    .arg(&d)
-                    .arg(&causal)
-                    .arg(&total_o);
-            },
-        )
+        let n = self.a.seq_len as i32;
+        let causal = self.a.causal as i32;
+        let scale_log2e = self.scale * std::f32::consts::LOG2_E;
+        let f = gpu.function("attention_bf16", "flash_attn_bf16")?;
+        let b = &mut self.buf;
+        // SAFETY (launch): flash_attn_bf16(O, Q, K, V, n, scale·log2e, causal): all four hold
+        // bh·n·128 bf16; head_dim 128 and sm_80+ were checked when the case was built; one
+        // block of 4 warps per (head, 64 query rows), as attention_bf16.cu documents.
+        launch(&gpu, &f, flash_grid(&self.a, 64), "flash_attn_bf16", |x| {
+            x.arg(&mut b.o_flash)
+                .arg(&b.q)
+                .arg(&b.k)
+                .arg(&b.v)
+                .arg(&n)
+                .arg(&scale_log2e)
+                .arg(&causal);
+        })
     }
 
     fn output_buffer(&self, _variant: Variant) -> Option<&CudaSlice<f32>> {
@@ -1230,15 +1222,10 @@ impl GpuKernels for AttentionBf16Gpu {
     }
 
     fn output_host(&self, variant: Variant) -> Result<Vec<f32>> {
-        let buf = if variant == Variant::Flash {
-            &self.o_flash
-        } else {
-            &self.o_standard
-        };
         let bits = self
             .gpu
             .stream
-            .clone_dtoh(buf)
+            .clone_dtoh(self.buf.output(variant))
             .map_err(driver_error("copying the output to the host"))?;
         Ok(bits.into_iter().map(bf16_value).collect())
     }
