@@ -4,6 +4,7 @@
 //! chunks are filled in parallel from independent streams, so the numbers depend only on the
 //! seed, not on the thread count.
 
+pub use crate::backend::cpu::simd::LineVec;
 use crate::rng::Rng;
 use crate::spec::{ElemOp, Elementwise};
 use rayon::prelude::*;
@@ -28,9 +29,10 @@ pub fn bf16_value(h: u16) -> f32 {
     f32::from_bits((h as u32) << 16)
 }
 
-/// Fills `n` values uniform in [lo, hi) from stream `tensor_id` of `seed`.
-pub fn uniform(n: usize, seed: u64, tensor_id: u64, lo: f32, hi: f32) -> Vec<f32> {
-    let mut v = vec![0f32; n];
+/// Fills `n` values uniform in [lo, hi) from stream `tensor_id` of `seed`, in a cache-line
+/// aligned, huge-page buffer (see [`LineVec`]: the CPU kernels stream these tensors).
+pub fn uniform(n: usize, seed: u64, tensor_id: u64, lo: f32, hi: f32) -> LineVec {
+    let mut v = LineVec::zeroed(n);
     v.par_chunks_mut(FILL_CHUNK)
         .enumerate()
         .for_each(|(ci, chunk)| {
@@ -45,11 +47,11 @@ pub fn uniform(n: usize, seed: u64, tensor_id: u64, lo: f32, hi: f32) -> Vec<f32
 /// Inputs of an elementwise chain.
 #[derive(Debug)]
 pub struct ElementwiseInputs {
-    pub x: Vec<f32>,
+    pub x: LineVec,
     /// `cols` values, present when the chain has a `bias_add`.
-    pub bias: Vec<f32>,
+    pub bias: LineVec,
     /// For each op index, the second tensor of `add`/`mul` ops (empty for others).
-    pub operands: Vec<Vec<f32>>,
+    pub operands: Vec<LineVec>,
 }
 
 impl ElementwiseInputs {
@@ -59,7 +61,7 @@ impl ElementwiseInputs {
         let bias = if w.ops.contains(&ElemOp::BiasAdd) {
             uniform(w.cols as usize, seed, 1, -1.0, 1.0)
         } else {
-            Vec::new()
+            LineVec::zeroed(0)
         };
         let operands = w
             .ops
@@ -69,7 +71,7 @@ impl ElementwiseInputs {
                 ElemOp::Add => uniform(n, seed, 2 + i as u64, -2.0, 2.0),
                 // Gates away from zero so relative errors stay meaningful.
                 ElemOp::Mul => uniform(n, seed, 2 + i as u64, 0.25, 2.0),
-                _ => Vec::new(),
+                _ => LineVec::zeroed(0),
             })
             .collect();
         ElementwiseInputs { x, bias, operands }
@@ -132,7 +134,7 @@ mod bf16_tests {
         for h in (0u16..0x7f80).step_by(7) {
             assert_eq!(bf16_bits(bf16_value(h)), h);
         }
-        for x in uniform(1000, 5, 0, -3.0, 3.0) {
+        for &x in uniform(1000, 5, 0, -3.0, 3.0).iter() {
             let r = bf16_value(bf16_bits(x));
             assert!(((r - x) / x).abs() <= 2f32.powi(-8), "{x} -> {r}");
         }

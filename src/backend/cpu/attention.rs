@@ -12,7 +12,7 @@
 use super::gemm::{micro, pack_a, pack_b_serial, MR, NR};
 use super::rows::{exp_sub_sum_row, max_row, scale_in_place};
 use super::Kernels;
-use crate::backend::inputs::uniform;
+use crate::backend::inputs::{uniform, LineVec};
 use crate::ledger::{FLASH_BC, FLASH_BR};
 use crate::spec::{Attention, Variant};
 use rayon::prelude::*;
@@ -159,9 +159,9 @@ fn pv_block(
 
 pub struct AttentionKernels {
     a: Attention,
-    q: Vec<f32>,
-    k: Vec<f32>,
-    v: Vec<f32>,
+    q: LineVec,
+    k: LineVec,
+    v: LineVec,
     s: Vec<f32>,
     p: Vec<f32>,
     scale: f32,

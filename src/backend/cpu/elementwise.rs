@@ -3,18 +3,24 @@
 //! - unfused: one parallel pass per op over the whole tensor; each intermediate is written to
 //!   memory and read back by the next pass (two buffers are reused in turn: the traffic is the
 //!   ledger's, the footprint stays small).
-//! - fused: one parallel pass; each thread takes a tile of 256 elements (1 KiB, in L1), runs
-//!   the whole chain on it between two tile buffers, and writes only the result.
+//! - fused: one parallel pass that reads the inputs once and writes only the result.
 //!
-//! Both apply the same op functions in the same order, so their results are bit-identical.
-//! With `stream` (tensors much larger than the cache), both write every output through an L1
-//! tile with non-temporal stores, as production streaming kernels do: a CPU would otherwise read
+//! On AVX-512 CPUs both run through [`super::vector::chain_segment`]: values stay in registers
+//! from load to store and the streamed inputs are prefetched (the unfused variant is that kernel
+//! with one op per pass). Elsewhere each pass goes through L1 tiles: the fused one takes 256
+//! elements (1 KiB) at a time and runs the whole chain on them between two tile buffers.
+//!
+//! Both variants apply the same arithmetic in the same order, so their results are
+//! bit-identical. With `stream` (tensors much larger than the cache), both write every output
+//! with non-temporal stores, as production streaming kernels do: a CPU would otherwise read
 //! each destination line before writing it (write-allocate), traffic that a GPU does not have
 //! and that the ledger does not count. Both variants get the same store path, so the comparison
 //! stays fair.
 
 use super::math;
-use super::simd::{store_fence, stream_copy};
+use super::simd::{store_fence, stream_copy, LineVec};
+#[cfg(target_arch = "x86_64")]
+use super::vector::chain_segment;
 use crate::backend::inputs::ElementwiseInputs;
 use crate::multiversion;
 use crate::spec::{ElemOp, Elementwise};
@@ -122,8 +128,41 @@ fn segment_period(w: &Elementwise) -> usize {
     }
 }
 
+/// How a chain is executed: in registers ([`super::vector`], AVX-512 only) or through L1 tiles
+/// (portable). Both variants of a run take the same path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Path {
+    Registers,
+    Tiles,
+}
+
+impl Path {
+    /// Registers on AVX-512 CPUs, tiles elsewhere (and under `OPLEDGER_SIMD=avx2|scalar`).
+    pub fn for_this_cpu() -> Path {
+        if cfg!(target_arch = "x86_64") && super::simd::level() == super::simd::SimdLevel::Avx512 {
+            Path::Registers
+        } else {
+            Path::Tiles
+        }
+    }
+    /// The paths this CPU can run (tests check each).
+    pub fn available() -> Vec<Path> {
+        let mut v = vec![Path::Tiles];
+        if Path::for_this_cpu() == Path::Registers {
+            v.push(Path::Registers);
+        }
+        v
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn chain_segment(_: &[(ElemOp, Operand<'_>)], _: &mut [f32], _: &[f32], _: bool) {
+    unreachable!("Path::Registers is never chosen off x86_64")
+}
+
 /// One op over whole tensors: `dst = op(src)`.
 fn unfused_pass(
+    path: Path,
     w: &Elementwise,
     inputs: &ElementwiseInputs,
     k: usize,
@@ -132,6 +171,18 @@ fn unfused_pass(
     stream: bool,
 ) {
     let cols = segment_period(w);
+    if path == Path::Registers {
+        dst.par_chunks_mut(CHUNK).enumerate().for_each(|(ci, out)| {
+            let start = ci * CHUNK;
+            for_segments(start, out.len(), cols, CHUNK, |off, col, n| {
+                let at = start + off;
+                let step = [(w.ops[k], operand_for(w, inputs, k, at, col, n))];
+                chain_segment(&step, &mut out[off..off + n], &src[at..at + n], stream);
+            });
+            store_fence();
+        });
+        return;
+    }
     dst.par_chunks_mut(CHUNK).enumerate().for_each(|(ci, out)| {
         let start = ci * CHUNK;
         let mut tile = [0f32; TILE];
@@ -157,35 +208,63 @@ fn unfused_pass(
 
 /// The unfused chain; `tmp` holds the intermediates (at least min(ops−1, 2) tensors).
 pub fn run_unfused(
+    path: Path,
     w: &Elementwise,
     inputs: &ElementwiseInputs,
-    tmp: &mut [Vec<f32>],
+    tmp: &mut [LineVec],
     y: &mut [f32],
     stream: bool,
 ) {
     let last = w.ops.len() - 1;
     if last == 0 {
-        unfused_pass(w, inputs, 0, &inputs.x, y, stream);
+        unfused_pass(path, w, inputs, 0, &inputs.x, y, stream);
         return;
     }
     let (t0, rest) = tmp
         .split_first_mut()
         .expect("unfused chains of 2+ ops get a buffer");
-    unfused_pass(w, inputs, 0, &inputs.x, t0, stream);
-    let mut cur: &mut Vec<f32> = t0;
-    let mut spare: Option<&mut Vec<f32>> = rest.first_mut();
+    unfused_pass(path, w, inputs, 0, &inputs.x, t0, stream);
+    let mut cur: &mut LineVec = t0;
+    let mut spare: Option<&mut LineVec> = rest.first_mut();
     for k in 1..last {
         let next = spare.take().expect("chains of 3+ ops get two buffers");
-        unfused_pass(w, inputs, k, cur, next, stream);
+        unfused_pass(path, w, inputs, k, cur, next, stream);
         spare = Some(std::mem::replace(&mut cur, next));
     }
-    unfused_pass(w, inputs, last, cur, y, stream);
+    unfused_pass(path, w, inputs, last, cur, y, stream);
 }
 
-/// The fused chain: one pass, intermediates in two L1 tiles.
-pub fn run_fused(w: &Elementwise, inputs: &ElementwiseInputs, y: &mut [f32], stream: bool) {
+/// The fused chain: one pass, intermediates in registers or in two L1 tiles.
+pub fn run_fused(
+    path: Path,
+    w: &Elementwise,
+    inputs: &ElementwiseInputs,
+    y: &mut [f32],
+    stream: bool,
+) {
     let cols = segment_period(w);
     let last = w.ops.len() - 1;
+    if path == Path::Registers {
+        y.par_chunks_mut(CHUNK).enumerate().for_each(|(ci, out)| {
+            let start = ci * CHUNK;
+            let mut steps = Vec::with_capacity(w.ops.len());
+            for_segments(start, out.len(), cols, CHUNK, |off, col, n| {
+                let at = start + off;
+                steps.clear();
+                steps.extend(
+                    (0..w.ops.len()).map(|k| (w.ops[k], operand_for(w, inputs, k, at, col, n))),
+                );
+                chain_segment(
+                    &steps,
+                    &mut out[off..off + n],
+                    &inputs.x[at..at + n],
+                    stream,
+                );
+            });
+            store_fence();
+        });
+        return;
+    }
     y.par_chunks_mut(CHUNK).enumerate().for_each(|(ci, out)| {
         let start = ci * CHUNK;
         let mut ta = [0f32; FUSED_TILE];
@@ -252,10 +331,11 @@ pub fn experiment_slowdown() -> crate::error::Result<f64> {
 pub struct ElementwiseKernels {
     w: Elementwise,
     inputs: ElementwiseInputs,
-    tmp: Vec<Vec<f32>>,
+    tmp: Vec<LineVec>,
     stream: bool,
     /// Elements the fused variant computes twice ([`experiment_slowdown`]); normally 0.
     redo_elements: usize,
+    path: Path,
 }
 
 impl ElementwiseKernels {
@@ -263,9 +343,10 @@ impl ElementwiseKernels {
         let n = w.elements() as usize;
         ElementwiseKernels {
             inputs: ElementwiseInputs::generate(&w, seed),
-            tmp: (0..tmp_buffers(&w)).map(|_| vec![0f32; n]).collect(),
+            tmp: (0..tmp_buffers(&w)).map(|_| LineVec::zeroed(n)).collect(),
             stream,
             redo_elements: 0,
+            path: Path::for_this_cpu(),
             w,
         }
     }
@@ -284,14 +365,21 @@ impl super::Kernels for ElementwiseKernels {
     }
     fn run(&mut self, variant: crate::spec::Variant, out: &mut [f32]) {
         if variant == crate::spec::Variant::Unfused {
-            run_unfused(&self.w, &self.inputs, &mut self.tmp, out, self.stream);
+            run_unfused(
+                self.path,
+                &self.w,
+                &self.inputs,
+                &mut self.tmp,
+                out,
+                self.stream,
+            );
         } else {
-            run_fused(&self.w, &self.inputs, out, self.stream);
+            run_fused(self.path, &self.w, &self.inputs, out, self.stream);
             if self.redo_elements > 0 {
                 // The prefix of the output is the same elements (chunks are indexed from 0),
                 // recomputed from the inputs: the same bits, written again.
                 let m = self.redo_elements.min(out.len());
-                run_fused(&self.w, &self.inputs, &mut out[..m], self.stream);
+                run_fused(self.path, &self.w, &self.inputs, &mut out[..m], self.stream);
             }
         }
     }
@@ -315,15 +403,24 @@ mod tests {
         };
         let inputs = ElementwiseInputs::generate(&w, 42);
         let n = w.elements() as usize;
-        let mut tmp: Vec<Vec<f32>> = (0..tmp_buffers(&w)).map(|_| vec![0f32; n]).collect();
+        let mut tmp: Vec<LineVec> = (0..tmp_buffers(&w)).map(|_| LineVec::zeroed(n)).collect();
         let mut yu = vec![f32::NAN; n];
         let mut yf = vec![f32::NAN; n];
-        for stream in [false, true] {
-            yu.fill(f32::NAN);
-            yf.fill(f32::NAN);
-            run_unfused(&w, &inputs, &mut tmp, &mut yu, stream);
-            run_fused(&w, &inputs, &mut yf, stream);
-            check_outputs(&w, &inputs, &yu, &yf);
+        for path in Path::available() {
+            for stream in [false, true] {
+                yu.fill(f32::NAN);
+                yf.fill(f32::NAN);
+                run_unfused(path, &w, &inputs, &mut tmp, &mut yu, stream);
+                run_fused(path, &w, &inputs, &mut yf, stream);
+                check_outputs(&w, &inputs, &yu, &yf);
+                // Into an output that starts on a cache line too (streaming stores of whole
+                // lines from the first element), and one that starts one element past it.
+                for shift in [0, 1] {
+                    let mut ya = LineVec::filled(n + 1, f32::NAN);
+                    run_fused(path, &w, &inputs, &mut ya[shift..shift + n], stream);
+                    check_outputs(&w, &inputs, &yu, &ya[shift..shift + n]);
+                }
+            }
         }
     }
 

@@ -7,7 +7,7 @@
 //!   are the ledger's (`GEMM_MC`, `GEMM_NC`, `GEMM_KC`), so its traffic model is this code's.
 
 use super::Kernels;
-use crate::backend::inputs::uniform;
+use crate::backend::inputs::{uniform, LineVec};
 use crate::ledger::{GEMM_KC, GEMM_MC, GEMM_NC};
 use crate::spec::{Gemm, Variant};
 use rayon::prelude::*;
@@ -22,8 +22,8 @@ const KC: usize = GEMM_KC as usize;
 
 pub struct GemmKernels {
     g: Gemm,
-    a: Vec<f32>,
-    b: Vec<f32>,
+    a: LineVec,
+    b: LineVec,
     /// Packed B block (KC×NC, in NR-wide panels).
     bp: Vec<f32>,
 }

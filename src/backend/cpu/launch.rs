@@ -9,7 +9,7 @@
 //! Both run the same ops on the same chunks through the same two ping-pong buffers.
 
 use super::Kernels;
-use crate::backend::inputs::uniform;
+use crate::backend::inputs::{uniform, LineVec};
 use crate::multiversion;
 use crate::spec::{LaunchChain, Variant};
 use rayon::prelude::*;
@@ -50,7 +50,7 @@ pub fn chain_buffers<'a, T: ?Sized>(
 
 pub struct LaunchKernels {
     l: LaunchChain,
-    x: Vec<f32>,
+    x: LineVec,
     t0: Vec<f32>,
     t1: Vec<f32>,
     chunk: usize,

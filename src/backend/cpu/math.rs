@@ -171,13 +171,23 @@ fn gate_avx512<const GELU: bool>(dst: &mut [f32], src: &[f32]) {
     }
 }
 
-/// One vector of x·σ(z). Same exp as [`exp`] (Cody–Waite, the degree-6 polynomial) with 2^n
-/// applied by `vscalefps`; 1/d from `vrcp14ps` (relative error < 2^-14) and one Newton step
-/// (error ~2^-28, below f32 rounding).
+/// One vector of x·σ(z) = x / (1 + e^{−z}), in 20 vector operations:
+/// - e^{−z}: n = round(−z·log2 e) by the 1.5·2^23 shift trick (an FMA and a subtraction), the
+///   same two-step Cody–Waite reduction as [`exp`], then a degree-5 polynomial in Horner form
+///   (coefficients fitted for minimax relative error on [−ln2/2, ln2/2]: 1.1e-7, about one f32
+///   ulp; the scalar [`exp`]'s degree-7 Cephes polynomial buys nothing more in f32) and 2^n by
+///   `vscalefps`;
+/// - 1/d from `vrcp14ps` (relative error < 2^-14) and one Newton step (error ~2^-28, below f32
+///   rounding), then x·(1/d). (A Newton step on the quotient itself, x − d·q, costs the same and
+///   turns x = ±inf into NaN.)
+///
+/// Measured against f64 over x in [−30, 30] in steps of 7.3e-4: worst relative error 7.7e-7
+/// where |GELU(x)| > 1e-3. Fewer operations matter because on the 2-core VM the fused bias+GELU
+/// is as much arithmetic as memory stream.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[inline]
-fn gate_v<const GELU: bool>(x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
+pub(crate) fn gate_v<const GELU: bool>(x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
     use std::arch::x86_64::*;
     const C: f32 = 0.797_884_6; // √(2/π)
     let one = _mm512_set1_ps(1.0);
@@ -194,22 +204,23 @@ fn gate_v<const GELU: bool>(x: std::arch::x86_64::__m512) -> std::arch::x86_64::
     let tiny = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(mz, _mm512_set1_ps(86.0));
     // Clamp so e^{−z} stays finite and its reciprocal normal. vminps/vmaxps return the second
     // operand when either is NaN: the argument goes second, so NaN propagates.
-    let mz = _mm512_min_ps(_mm512_set1_ps(86.0), mz);
+    // Only the lower clamp is needed: lanes above 86 are zeroed by the mask at the end, whatever
+    // the arithmetic made of them (inf or NaN).
     let mz = _mm512_max_ps(_mm512_set1_ps(-104.0), mz);
-    let nf = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
-        _mm512_mul_ps(mz, _mm512_set1_ps(LOG2E)),
-    );
+    // Round to nearest by adding 1.5·2^23 (|mz·log2 e| ≤ 150 here, or the lane is masked).
+    const SHIFT: f32 = 12_582_912.0;
+    let t = _mm512_fmadd_ps(mz, _mm512_set1_ps(LOG2E), _mm512_set1_ps(SHIFT));
+    let nf = _mm512_sub_ps(t, _mm512_set1_ps(SHIFT));
     let r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(LN2_HI), mz);
     let r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(LN2_LO), r);
-    let r2 = _mm512_mul_ps(r, r);
-    let mut p = _mm512_set1_ps(1.987_569_1e-4);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.398_199_9e-3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.333_452e-3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.166_579_6e-2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.666_666_5e-1));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5));
-    let e = _mm512_scalef_ps(_mm512_fmadd_ps(r2, p, _mm512_add_ps(one, r)), nf);
-    let d = _mm512_add_ps(one, e);
+    // e^r = 1 + r·(1 + r·(c2 + r·(c3 + r·(c4 + r·c5)))).
+    let mut p = _mm512_set1_ps(8.312_860_5e-3);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.188_902e-2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.666_711_1e-1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.499_992_43));
+    p = _mm512_fmadd_ps(p, r, one);
+    p = _mm512_fmadd_ps(p, r, one);
+    let d = _mm512_add_ps(one, _mm512_scalef_ps(p, nf));
     let r0 = _mm512_rcp14_ps(d);
     let recip = _mm512_fmadd_ps(r0, _mm512_fnmadd_ps(d, r0, one), r0);
     _mm512_maskz_mul_ps(!tiny, x, recip)

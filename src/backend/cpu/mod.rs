@@ -13,12 +13,14 @@ pub mod math;
 pub mod probe_kernels;
 pub mod rows;
 pub mod simd;
+pub mod vector;
 
 use super::inputs::ElementwiseInputs;
 use super::{Backend, Case};
 use crate::error::{Error, Result};
 use crate::spec::{Variant, Workload};
 use rayon::prelude::*;
+use simd::LineVec;
 use std::borrow::Cow;
 use std::hint::black_box;
 use std::sync::Arc;
@@ -185,7 +187,7 @@ impl FlushBuffer {
 /// A prepared case: the kernels, one output per variant that ran, and the flush buffer.
 pub struct CpuCase<K: Kernels> {
     kernels: K,
-    outputs: Vec<(Variant, Vec<f32>)>,
+    outputs: Vec<(Variant, LineVec)>,
     flush: Arc<FlushBuffer>,
 }
 
@@ -205,8 +207,10 @@ impl<K: Kernels> Case for CpuCase<K> {
             Some(i) => i,
             None => {
                 // NaN-filled, so an output element a kernel forgot to write fails the check.
-                self.outputs
-                    .push((variant, vec![f32::NAN; self.kernels.output_len()]));
+                self.outputs.push((
+                    variant,
+                    LineVec::filled(self.kernels.output_len(), f32::NAN),
+                ));
                 self.outputs.len() - 1
             }
         };
@@ -224,7 +228,7 @@ impl<K: Kernels> Case for CpuCase<K> {
         self.outputs
             .iter()
             .find(|(v, _)| *v == variant)
-            .map(|(_, o)| Cow::Borrowed(o.as_slice()))
+            .map(|(_, o)| Cow::Borrowed(&o[..]))
             .ok_or_else(|| Error::Backend(format!("variant {} has not run", variant.name())))
     }
 

@@ -1,11 +1,11 @@
 //! The ceiling probes as a workload kind (`kind: probe`), so a spec can put the machine's
-//! ceilings in the report as cases of their own: STREAM copy and triad (through the same L1
-//! tile and streaming stores as the other kernels) and an FMA kernel that runs
+//! ceilings in the report as cases of their own: STREAM copy and triad (the kernels of the
+//! run's own probe, [`crate::device::probe`]) and an FMA kernel that runs
 //! `PROBE_FMA_ITERS` dependent FMAs on every element, 128 elements in flight per thread.
 
 use super::simd::{store_fence, stream_copy};
 use super::Kernels;
-use crate::backend::inputs::uniform;
+use crate::backend::inputs::{uniform, LineVec};
 use crate::ledger::PROBE_FMA_ITERS;
 use crate::multiversion;
 use crate::spec::{ProbeWorkload, Variant};
@@ -15,14 +15,6 @@ const CHUNK: usize = 1 << 16;
 const TRIAD_S: f32 = 3.0;
 const FMA_A: f32 = 0.999;
 const FMA_B: f32 = 0.001;
-
-multiversion! {
-    fn triad(a: &mut [f32], b: &[f32], c: &[f32], s: f32) {
-        for ((a, &b), &c) in a.iter_mut().zip(b).zip(c) {
-            *a = b + s * c;
-        }
-    }
-}
 
 multiversion! {
     /// y = x after PROBE_FMA_ITERS rounds of v·a + b; 128 lanes = 8 zmm chains in flight.
@@ -52,8 +44,8 @@ multiversion! {
 
 pub struct ProbeKernels {
     p: ProbeWorkload,
-    b: Vec<f32>,
-    c: Vec<f32>,
+    b: LineVec,
+    c: LineVec,
 }
 
 impl ProbeKernels {
@@ -88,11 +80,7 @@ impl Kernels for ProbeKernels {
                 .zip(b.par_chunks(CHUNK))
                 .zip(c.par_chunks(CHUNK))
                 .for_each(|((o, b), c)| {
-                    let mut tile = [0f32; 1024];
-                    for ((o, b), c) in o.chunks_mut(1024).zip(b.chunks(1024)).zip(c.chunks(1024)) {
-                        triad(&mut tile[..o.len()], b, c, TRIAD_S);
-                        stream_copy(o, &tile[..o.len()]);
-                    }
+                    crate::device::probe::triad_streaming(o, b, c, TRIAD_S);
                     store_fence();
                 }),
             _ => out

@@ -9,7 +9,7 @@
 //! one running sum). Large outputs are written with streaming stores in both variants.
 
 use super::math;
-use super::simd::{store_fence, stream_copy};
+use super::simd::{store_fence, stream_copy, LineVec};
 use super::Kernels;
 use crate::backend::inputs::uniform;
 use crate::multiversion;
@@ -186,13 +186,13 @@ fn row_stat(v: &mut [f32], f: impl Fn(usize) -> f32 + Sync + Send) {
 pub struct RowKernels {
     kind: WorkloadKind,
     r: RowOp,
-    x: Vec<f32>,
-    weight: Vec<f32>,
-    bias: Vec<f32>,
+    x: LineVec,
+    weight: LineVec,
+    bias: LineVec,
     stream: bool,
     /// Full-size intermediates of the unfused variant.
-    t1: Vec<f32>,
-    t2: Vec<f32>,
+    t1: LineVec,
+    t2: LineVec,
     /// Per-row intermediates of the unfused variant.
     v1: Vec<f32>,
     v2: Vec<f32>,
@@ -202,7 +202,7 @@ pub struct RowKernels {
 impl RowKernels {
     pub fn new(kind: WorkloadKind, r: RowOp, seed: u64, stream: bool) -> Self {
         let (n, rows, cols) = (r.elements() as usize, r.rows as usize, r.cols as usize);
-        let full = |used: bool| if used { vec![0f32; n] } else { Vec::new() };
+        let full = |used: bool| LineVec::zeroed(if used { n } else { 0 });
         RowKernels {
             x: uniform(n, seed, 0, -3.0, 3.0),
             weight: uniform(cols, seed, 1, 0.5, 1.5),
