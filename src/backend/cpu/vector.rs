@@ -162,6 +162,17 @@ fn lanes(m: usize) -> __mmask16 {
     }
 }
 
+/// Prefetches the four lines of a group at element `at` of `t` (which may lie past its end).
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn prefetch_group(t: &[f32], at: usize) {
+    let p = t.as_ptr().wrapping_add(at) as *const i8;
+    _mm_prefetch::<_MM_HINT_T0>(p);
+    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(64));
+    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(128));
+    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(192));
+}
+
 #[target_feature(enable = "avx512f")]
 fn chain_avx512(steps: &[(ElemOp, Operand<'_>)], dst: &mut [f32], src: &[f32], stream: bool) {
     let n = dst.len();
@@ -178,13 +189,10 @@ fn chain_avx512(steps: &[(ElemOp, Operand<'_>)], dst: &mut [f32], src: &[f32], s
     while i + GROUP <= n {
         // Prefetch every line of each streamed input. Addresses are formed with wrapping
         // arithmetic (past the end they point nowhere; a prefetch never faults).
-        for l in 0..GROUP / 16 {
-            let ahead = i + PREFETCH_ELEMS + 16 * l;
-            _mm_prefetch::<_MM_HINT_T0>(src.as_ptr().wrapping_add(ahead) as *const i8);
-            for (_, operand) in steps {
-                if let Operand::Tensor(b) = operand {
-                    _mm_prefetch::<_MM_HINT_T0>(b.as_ptr().wrapping_add(ahead) as *const i8);
-                }
+        prefetch_group(src, i + PREFETCH_ELEMS);
+        for (_, operand) in steps {
+            if let Operand::Tensor(b) = operand {
+                prefetch_group(b, i + PREFETCH_ELEMS);
             }
         }
         // SAFETY: i + GROUP <= n bounds src (and every operand, checked by chain_segment) for
