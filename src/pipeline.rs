@@ -592,6 +592,12 @@ fn accept(
     };
     baseline::store(path, &new)?;
     eprintln!("opledger: accepted {}", path.display());
+    if old.is_some() && r.baseline.state == Some(RegressionState::Improved) {
+        eprintln!(
+            "opledger: {}: significantly faster than the baseline: its history of accepted runs restarts here",
+            r.name
+        );
+    }
     eprint!("{}", baseline::summary_diff(path, old, &new));
     r.baseline.status = "accepted".into();
     r.baseline.message = format!("{} (written by this run)", r.baseline.message);

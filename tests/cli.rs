@@ -583,6 +583,47 @@ fn a_real_slowdown_fails_after_a_confirming_second_pass() {
 }
 
 #[test]
+fn accepting_a_significant_improvement_restarts_the_baseline_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let bfile = accepted_baseline(dir.path());
+    let history_len = |p: &Path| {
+        let b: serde_json::Value = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
+        b["history"].as_array().unwrap().len()
+    };
+    // An ordinary second accept extends the history.
+    let accept = || {
+        run_in(
+            dir.path(),
+            &[fixture("good/tiny-chain.yaml")],
+            &["--accept", PAIRS[0], PAIRS[1], PAIRS[2], PAIRS[3]],
+        )
+    };
+    let o = accept();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(history_len(&bfile), 2);
+    // Make the stored code 10x slower than what runs now: this run is a clear improvement.
+    let mut b: serde_json::Value = serde_json::from_slice(&std::fs::read(&bfile).unwrap()).unwrap();
+    for t in b["after_samples_secs"].as_array_mut().unwrap() {
+        *t = serde_json::json!(t.as_f64().unwrap() * 10.0);
+    }
+    for h in b["history"].as_array_mut().unwrap() {
+        for k in ["after_median_secs", "relative_median"] {
+            h[k] = serde_json::json!(h[k].as_f64().unwrap() * 10.0);
+        }
+    }
+    std::fs::write(&bfile, serde_json::to_vec(&b).unwrap()).unwrap();
+    let o = accept();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("history of accepted runs restarts"), "{out}");
+    assert_eq!(
+        history_len(&bfile),
+        1,
+        "the slow runs are not pooled with the new code's"
+    );
+}
+
+#[test]
 fn a_baseline_too_noisy_to_decide_makes_the_run_inconclusive_not_failed() {
     let dir = tempfile::tempdir().unwrap();
     let bfile = accepted_baseline(dir.path());

@@ -265,7 +265,11 @@ pub fn implied_threshold(v: &[f64], max_regression: f64) -> f64 {
     max_regression.max(implied)
 }
 
-/// Builds the baseline of a passing result, carrying over the history of `old`.
+/// Builds the baseline of a passing result, carrying over the history of `old` — unless this
+/// run measured a significant improvement over it (gate state `improved`): then the old medians
+/// describe code that no longer runs, and pooling them with the new ones would put the
+/// reference between the two, letting a regression back to the old speed pass. The history
+/// restarts from this run (the next accepts rebuild the pool and its spread).
 pub fn from_result(
     r: &SpecResult,
     device: &DeviceInfo,
@@ -278,8 +282,9 @@ pub fn from_result(
     let samples = r.samples.as_ref()?;
     let (before, after) = (r.before.summary?, r.after.summary?);
     let cap = |v: &[f64]| v[..v.len().min(MAX_STORED_SAMPLES)].to_vec();
+    let improved = r.baseline.state == Some(RegressionState::Improved);
     let mut history: Vec<HistoryEntry> = old
-        .filter(|o| o.workload == r.workload && o.device.key == device.key)
+        .filter(|o| o.workload == r.workload && o.device.key == device.key && !improved)
         .map(|o| o.history.clone())
         .unwrap_or_default();
     history.push(HistoryEntry {
