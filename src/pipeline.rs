@@ -761,6 +761,7 @@ pub fn environment_manifest(
         cores: device.cores,
         simd: device.simd.clone(),
         governor: device.governor.clone(),
+        transparent_hugepage: read("/sys/kernel/mm/transparent_hugepage/enabled"),
         rustc: device.rustc.clone(),
         backend: backend.into(),
         cuda_driver: backend::cuda::driver_summary(),
