@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The gate's false-alarm and detection rates, measured (issue: "a gate people can trust").
 #
-#   [GATE_COMPARE=raw|relative] [PAIRS=60] [CAP=1.5] [ACCEPTS=1] [SLOWDOWN=0.10] [AA_N=N] [BIN=...]
+#   [GATE_COMPARE=raw|relative|both] [PAIRS=60] [CAP=1.5] [ACCEPTS=1] [SLOWDOWN=0.10] [AA_N=N] [BIN=...]
 #     scripts/gate-experiment.sh [N] [SPEC]
 #
 # 1. Accepts a baseline of SPEC (default: a 2048x1024 bias+GELU chain) in a temp store.
@@ -52,7 +52,8 @@ import glob, json, math, re, statistics, sys
 f = glob.glob(sys.argv[1] + "/*/*.json")[0]
 b = json.load(open(f))
 text = open(sys.argv[2]).read()
-rel = re.search(r"compare:\s*relative", text) is not None
+# `both` fails only on the relative comparison: report that one.
+rel = re.search(r"compare:\s*(relative|both)", text) is not None
 v = [(h.get("relative_median") or h["after_median_secs"] / h["before_median_secs"]) if rel
      else h["after_median_secs"] for h in b["history"]]
 logs = [math.log(x) for x in v]
@@ -99,7 +100,7 @@ read -r slow_fail slow_detail <<< "$(run_many "$WORK/slow.txt" "$N")"
 unset OPLEDGER_EXPERIMENT_SLOWDOWN
 caused=$(python3 - "$WORK/aa.txt" "$WORK/slow.txt" "$(grep -o 'compare: *[a-z]*' "$SPEC" | awk '{print $2}')" <<'PY'
 import statistics, sys
-col = 0 if sys.argv[3] == "relative" else 1
+col = 0 if sys.argv[3] in ("relative", "both") else 1
 med = lambda p: statistics.median(float(l.split()[col]) for l in open(p))
 print(f"{100 * (med(sys.argv[2]) / med(sys.argv[1]) - 1):+.1f}%")
 PY

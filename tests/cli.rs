@@ -640,7 +640,16 @@ fn a_baseline_too_noisy_to_decide_makes_the_run_inconclusive_not_failed() {
         *t = serde_json::json!(median * 10f64.powf(e));
     }
     std::fs::write(&bfile, serde_json::to_vec(&b).unwrap()).unwrap();
-    let o = run_in(dir.path(), &[fixture("good/tiny-chain.yaml")], &PAIRS);
+    // The raw comparison alone, so that nothing but the spread baseline decides (under the
+    // default `both`, the after/before ratios of a loaded test machine could decide instead).
+    let spec = dir.path().join("tiny-chain.yaml");
+    std::fs::write(
+        &spec,
+        std::fs::read_to_string(fixture("good/tiny-chain.yaml")).unwrap()
+            + "gate: {max_regression: 0.10, compare: raw}\n",
+    )
+    .unwrap();
+    let o = run_in(dir.path(), &[spec], &PAIRS);
     let out = text(&o);
     assert_eq!(
         o.status.code(),
@@ -951,6 +960,55 @@ fn compare_two_archived_runs_with_the_gate_statistics() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn by_default_a_slowdown_of_both_variants_alike_is_inconclusive_not_a_failure() {
+    // The machine (or code both variants share) was 3x faster when the baseline was taken:
+    // raw time fails, the after/before ratio does not move.
+    for (gate, code, says) in [
+        ("", 0, "both variants are slower than at the baseline alike"),
+        (
+            "gate: {max_regression: 0.10, compare: raw}\n",
+            1,
+            "REGRESSION",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = dir.path().join("drift.yaml");
+        std::fs::write(
+            &spec,
+            std::fs::read_to_string(fixture("good/tiny-chain.yaml"))
+                .unwrap()
+                .replace("name: tiny-chain", "name: drift")
+                + gate,
+        )
+        .unwrap();
+        let o = run_in(
+            dir.path(),
+            std::slice::from_ref(&spec),
+            &["--accept", PAIRS[0], PAIRS[1], PAIRS[2], PAIRS[3]],
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let key = std::fs::read_dir(dir.path().join("baselines"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.is_dir())
+            .unwrap();
+        let bfile = key.join("drift.json");
+        let mut b: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&bfile).unwrap()).unwrap();
+        for k in ["before_samples_secs", "after_samples_secs"] {
+            for t in b[k].as_array_mut().unwrap() {
+                *t = serde_json::json!(t.as_f64().unwrap() / 3.0);
+            }
+        }
+        std::fs::write(&bfile, serde_json::to_vec(&b).unwrap()).unwrap();
+        let o = run_in(dir.path(), std::slice::from_ref(&spec), &PAIRS);
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(code), "gate {gate:?}: {out}");
+        assert!(out.contains(says), "gate {gate:?}: {out}");
+    }
 }
 
 #[test]

@@ -101,14 +101,15 @@ pub fn compare(
     resamples: usize,
     seed: u64,
 ) -> (BaselineOutcome, Vec<String>) {
-    let relative = result.gate.compare == crate::spec::GateCompare::Relative;
-    let threshold = threshold(base, result.gate.max_regression.0, relative);
+    use crate::spec::GateCompare;
+    let mode = result.gate.compare;
+    let max_regression = result.gate.max_regression.0;
     let mut outcome = BaselineOutcome {
         status: "not_comparable".into(),
         path: path.display().to_string(),
         ratio: None,
         state: None,
-        threshold,
+        threshold: threshold(base, max_regression, mode == GateCompare::Relative),
         message: String::new(),
     };
     let mut warnings = Vec::new();
@@ -135,7 +136,7 @@ pub fn compare(
     ] {
         if a != b {
             warnings.push(format!(
-                "{what} differs from the baseline's ({b} now, {a} then)"
+                "{what} differs from the baseline's ({b} now, {a} then): timings may not be comparable"
             ));
         }
     }
@@ -145,60 +146,118 @@ pub fn compare(
             device.cores, base.device.cores
         ));
     }
-    let (new, old) = compared_values(
-        relative,
-        (&samples.before_secs, &samples.after_secs),
-        (&base.before_samples_secs, &base.after_samples_secs),
-    );
-    let pooled = history_values(base, relative);
-    let ratio = if pooled.len() >= POOL_MIN_RUNS {
-        // The reference is the geometric mean of the accepted runs' medians, so one unlucky
-        // accept does not move the gate; the between-run spread is in the threshold, the CI is
-        // this run's own.
-        let reference = geometric_mean(&pooled);
-        let m = crate::measure::stats::median_ci(&new, resamples, seed);
-        crate::measure::stats::Estimate {
-            point: m.point / reference,
-            lo: m.lo / reference,
-            hi: m.hi / reference,
+    let judge = |relative| Judgement::of(base, samples, relative, max_regression, resamples, seed);
+    let decided = match mode {
+        GateCompare::Raw => judge(false),
+        GateCompare::Relative => judge(true),
+        GateCompare::Both => {
+            let (raw, rel) = (judge(false), judge(true));
+            match (raw.state, rel.state) {
+                // The after variant lost ground against the before variant measured in the same
+                // pairs: a regression of the code under test, whatever the machine did.
+                (_, RegressionState::Fail) => Judgement {
+                    message: format!("{}; raw time: {}", rel.message, raw.message),
+                    ..rel
+                },
+                // Slower in raw time only: both variants slowed alike. The machine drifted, or
+                // code both variants share regressed; timing alone cannot tell which.
+                (RegressionState::Fail, _) => Judgement {
+                    state: RegressionState::Inconclusive,
+                    message: format!(
+                        "{}; but {}: both variants are slower than at the baseline alike — the machine drifted, or code both share regressed (a quiet machine or `compare: raw` tells which)",
+                        raw.message, rel.message
+                    ),
+                    ..raw
+                },
+                _ => Judgement {
+                    message: format!("{}; {}", raw.message, rel.message),
+                    ..raw
+                },
+            }
         }
-    } else {
-        ratio_ci(&new, &old, resamples, seed)
     };
-    let state = regression_state(&ratio, threshold);
     outcome.status = "compared".into();
-    outcome.ratio = Some(ratio);
-    outcome.state = Some(state);
-    outcome.message = format!(
-        "{} median ratio {:.3} (95% CI {:.3} .. {:.3}){}, threshold +{:.1}%: {}",
-        if relative {
-            "(after/before)/baseline's"
-        } else {
-            "after/baseline"
-        },
-        ratio.point,
-        ratio.lo,
-        ratio.hi,
-        if pooled.len() >= POOL_MIN_RUNS {
-            format!(
-                " against the pooled medians of {} accepted runs",
-                pooled.len()
-            )
-        } else {
-            String::new()
-        },
-        threshold * 100.0,
-        match state {
-            RegressionState::Pass => "within threshold",
-            RegressionState::Fail => "REGRESSION",
-            RegressionState::Improved => "improved",
-            RegressionState::Inconclusive => "inconclusive (CI wider than the threshold)",
-        }
-    );
+    outcome.ratio = Some(decided.ratio);
+    outcome.state = Some(decided.state);
+    outcome.threshold = decided.threshold;
+    outcome.message = decided.message;
     (outcome, warnings)
 }
 
-/// The values the gate compares, new and baseline: the `after` times, or (relative) each
+/// One comparison of a run with its baseline: on raw after times or on after/before ratios.
+struct Judgement {
+    ratio: Estimate,
+    state: RegressionState,
+    threshold: f64,
+    message: String,
+}
+
+impl Judgement {
+    fn of(
+        base: &BaselineFile,
+        samples: &crate::measure::PairSamples,
+        relative: bool,
+        max_regression: f64,
+        resamples: usize,
+        seed: u64,
+    ) -> Judgement {
+        let threshold = threshold(base, max_regression, relative);
+        let (new, old) = compared_values(
+            relative,
+            (&samples.before_secs, &samples.after_secs),
+            (&base.before_samples_secs, &base.after_samples_secs),
+        );
+        let pooled = history_values(base, relative);
+        let ratio = if pooled.len() >= POOL_MIN_RUNS {
+            // The reference is the geometric mean of the accepted runs' medians, so one unlucky
+            // accept does not move the gate; the between-run spread is in the threshold, the CI
+            // is this run's own.
+            let reference = geometric_mean(&pooled);
+            let m = crate::measure::stats::median_ci(&new, resamples, seed);
+            Estimate {
+                point: m.point / reference,
+                lo: m.lo / reference,
+                hi: m.hi / reference,
+            }
+        } else {
+            ratio_ci(&new, &old, resamples, seed)
+        };
+        let state = regression_state(&ratio, threshold);
+        let message = format!(
+            "{} median ratio {:.3} (95% CI {:.3} .. {:.3}){}, threshold +{:.1}%: {}",
+            if relative {
+                "(after/before)/baseline's"
+            } else {
+                "after/baseline"
+            },
+            ratio.point,
+            ratio.lo,
+            ratio.hi,
+            if pooled.len() >= POOL_MIN_RUNS {
+                format!(
+                    " against the pooled medians of {} accepted runs",
+                    pooled.len()
+                )
+            } else {
+                String::new()
+            },
+            threshold * 100.0,
+            match state {
+                RegressionState::Pass => "within threshold",
+                RegressionState::Fail => "REGRESSION",
+                RegressionState::Improved => "improved",
+                RegressionState::Inconclusive => "inconclusive (CI wider than the threshold)",
+            }
+        );
+        Judgement {
+            ratio,
+            state,
+            threshold,
+            message,
+        }
+    }
+}
+
 /// pair's after/before, so that drift shared by the two members of a pair cancels.
 pub fn compared_values(
     relative: bool,

@@ -390,9 +390,11 @@ pub struct Gate {
     /// Largest tolerated slowdown of the `after` variant against its baseline (0.10 = 10%).
     #[serde(default = "default_max_regression")]
     pub max_regression: Finite,
-    /// What is compared with the baseline: `raw` times of the `after` variant, or its time
+    /// What is compared with the baseline: `raw` times of the `after` variant; its time
     /// `relative` to the `before` variant measured in the same interleaved pairs (which cancels
-    /// the machine's drift between runs, but not a slowdown that hits both variants alike).
+    /// the machine's drift between runs, but not a slowdown that hits both variants alike); or
+    /// `both` (the default): FAIL when the relative comparison fails; a raw-only slowdown is
+    /// INCONCLUSIVE with the reason (machine drift or a regression of shared code), never FAIL.
     #[serde(default)]
     pub compare: GateCompare,
 }
@@ -402,16 +404,17 @@ pub struct Gate {
 )]
 #[serde(rename_all = "snake_case")]
 pub enum GateCompare {
-    #[default]
     Raw,
     Relative,
+    #[default]
+    Both,
 }
 
 impl Default for Gate {
     fn default() -> Self {
         Gate {
             max_regression: default_max_regression(),
-            compare: GateCompare::Raw,
+            compare: GateCompare::Both,
         }
     }
 }
