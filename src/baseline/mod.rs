@@ -169,7 +169,15 @@ pub fn compare(
                     ),
                     ..raw
                 },
-                _ => Judgement {
+                // Neither fails. IMPROVED only when the after variant gained on the before
+                // variant: a raw-only speedup is the machine (or shared code) being faster, and
+                // calling it an improvement would restart the baseline's history on drift.
+                (raw_state, rel_state) => Judgement {
+                    state: match (raw_state, rel_state) {
+                        (_, RegressionState::Improved) => RegressionState::Improved,
+                        (RegressionState::Improved, _) => RegressionState::Pass,
+                        (s, _) => s,
+                    },
                     message: format!("{}; {}", raw.message, rel.message),
                     ..raw
                 },
