@@ -354,10 +354,16 @@ fn run_spec(
         return r;
     }
     let mut regression = regression_check(&mut r, base, base_path, device, cfg, require_baseline);
-    // A regression FAIL is final only if a fresh pass agrees; an INCONCLUSIVE one is measured
-    // again once with up to twice the samples (1.5 times the time). The second pass decides, and both are reported.
-    if let Some(first @ (RegressionState::Fail | RegressionState::Inconclusive)) = r.baseline.state
-    {
+    // A regression FAIL is final only if a fresh pass agrees; an INCONCLUSIVE one, or a suspect
+    // PASS (point estimate beyond the threshold), is measured again once with up to twice the
+    // samples (1.5 times the time). The second pass decides, and both are reported.
+    let second_pass = match (r.baseline.state, &r.baseline.ratio) {
+        (Some(state), Some(ratio)) => {
+            verdict::needs_second_pass(state, ratio, r.baseline.threshold).then_some(state)
+        }
+        _ => None,
+    };
+    if let Some(first) = second_pass {
         let again_cfg = MeasureConfig {
             min_pairs: cfg.min_pairs * 2,
             max_pairs: cfg.max_pairs * 2,
@@ -365,8 +371,13 @@ fn run_spec(
             ..*cfg
         };
         eprintln!(
-            "opledger: {}: regression check {first:?} on the first pass; measuring again",
-            s.name
+            "opledger: {}: regression check {} on the first pass; measuring again",
+            s.name,
+            match first {
+                RegressionState::Pass => "a suspect pass (point estimate beyond the threshold)",
+                RegressionState::Fail => "failed",
+                _ => "inconclusive",
+            }
         );
         let mut second = fresh;
         if measure_spec(s, backend, ceilings, &again_cfg, &mut second).is_ok() {

@@ -172,15 +172,23 @@ pub fn compare(
                 // Neither fails. IMPROVED only when the after variant gained on the before
                 // variant: a raw-only speedup is the machine (or shared code) being faster, and
                 // calling it an improvement would restart the baseline's history on drift.
-                (raw_state, rel_state) => Judgement {
-                    state: match (raw_state, rel_state) {
+                // The ratio reported is the relative one when it decides something (an
+                // improvement, or a suspect pass that must be measured again), else raw time's.
+                (raw_state, rel_state) => {
+                    let message = format!("{}; {}", raw.message, rel.message);
+                    let state = match (raw_state, rel_state) {
                         (_, RegressionState::Improved) => RegressionState::Improved,
                         (RegressionState::Improved, _) => RegressionState::Pass,
                         (s, _) => s,
-                    },
-                    message: format!("{}; {}", raw.message, rel.message),
-                    ..raw
-                },
+                    };
+                    let rel_decides = rel_state == RegressionState::Improved
+                        || crate::verdict::needs_second_pass(rel_state, &rel.ratio, rel.threshold);
+                    Judgement {
+                        state,
+                        message,
+                        ..if rel_decides { rel } else { raw }
+                    }
+                }
             }
         }
     };

@@ -368,6 +368,21 @@ pub fn regression_state(ratio: &Estimate, threshold: f64) -> RegressionState {
     }
 }
 
+/// Whether a first-pass regression decision needs a fresh pass before it is final: a FAIL (a
+/// FAIL is final only if a fresh pass agrees), an INCONCLUSIVE, and a *suspect* PASS — one whose
+/// point estimate is beyond the threshold although its CI reaches below it. The suspect case is
+/// where a real regression most often hides on a drifting machine (the run's drift pulled the
+/// CI's lower end under the threshold); an unchanged build rarely lands there (its point
+/// estimate would have to drift by the whole threshold), and even then its fresh pass must FAIL
+/// outright.
+pub fn needs_second_pass(state: RegressionState, ratio: &Estimate, threshold: f64) -> bool {
+    match state {
+        RegressionState::Fail | RegressionState::Inconclusive => true,
+        RegressionState::Pass => ratio.point > 1.0 + threshold,
+        RegressionState::Improved => false,
+    }
+}
+
 /// Relative spread used to flag a noisy machine.
 pub const NOISY_REL_MAD: f64 = 0.05;
 
@@ -450,6 +465,21 @@ mod tests {
         let s = time_saving_check(&e(0.7, 0.68, 0.72), Some(&claim), Some(0.5));
         assert_eq!(s.status, Status::Warn);
         assert!(s.detail.contains("SUSPICIOUS"), "{}", s.detail);
+    }
+
+    #[test]
+    fn suspect_passes_fails_and_inconclusives_are_measured_again() {
+        let e = |point, lo, hi| Estimate { point, lo, hi };
+        use RegressionState::*;
+        assert!(needs_second_pass(Fail, &e(1.2, 1.15, 1.25), 0.1));
+        assert!(needs_second_pass(Inconclusive, &e(1.0, 0.8, 1.2), 0.1));
+        // PASS with the point estimate beyond the threshold: suspect.
+        let suspect = e(1.12, 1.05, 1.14);
+        assert_eq!(regression_state(&suspect, 0.1), Pass);
+        assert!(needs_second_pass(Pass, &suspect, 0.1));
+        // An ordinary PASS and an IMPROVED are final.
+        assert!(!needs_second_pass(Pass, &e(1.03, 0.99, 1.06), 0.1));
+        assert!(!needs_second_pass(Improved, &e(0.8, 0.78, 0.82), 0.1));
     }
 
     #[test]
