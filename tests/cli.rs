@@ -962,6 +962,32 @@ fn compare_two_archived_runs_with_the_gate_statistics() {
     assert_eq!(o.status.code(), Some(2));
 }
 
+/// Writes tiny-chain as spec `name` with `extra` YAML appended into `dir`, accepts a baseline of
+/// it there, and returns the spec's and the baseline's paths.
+fn accepted_tiny_variant(dir: &Path, name: &str, extra: &str) -> (PathBuf, PathBuf) {
+    let spec = dir.join(format!("{name}.yaml"));
+    std::fs::write(
+        &spec,
+        std::fs::read_to_string(fixture("good/tiny-chain.yaml"))
+            .unwrap()
+            .replace("name: tiny-chain", &format!("name: {name}"))
+            + extra,
+    )
+    .unwrap();
+    let o = run_in(
+        dir,
+        std::slice::from_ref(&spec),
+        &["--accept", PAIRS[0], PAIRS[1], PAIRS[2], PAIRS[3]],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let key = std::fs::read_dir(dir.join("baselines"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .unwrap();
+    (spec, key.join(format!("{name}.json")))
+}
+
 #[test]
 fn by_default_a_slowdown_of_both_variants_alike_is_inconclusive_not_a_failure() {
     // The machine (or code both variants share) was 10x faster when the baseline was taken:
@@ -980,27 +1006,7 @@ fn by_default_a_slowdown_of_both_variants_alike_is_inconclusive_not_a_failure() 
         ),
     ] {
         let dir = tempfile::tempdir().unwrap();
-        let spec = dir.path().join("drift.yaml");
-        std::fs::write(
-            &spec,
-            std::fs::read_to_string(fixture("good/tiny-chain.yaml"))
-                .unwrap()
-                .replace("name: tiny-chain", "name: drift")
-                + gate,
-        )
-        .unwrap();
-        let o = run_in(
-            dir.path(),
-            std::slice::from_ref(&spec),
-            &["--accept", PAIRS[0], PAIRS[1], PAIRS[2], PAIRS[3]],
-        );
-        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-        let key = std::fs::read_dir(dir.path().join("baselines"))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .find(|p| p.is_dir())
-            .unwrap();
-        let bfile = key.join("drift.json");
+        let (spec, bfile) = accepted_tiny_variant(dir.path(), "drift", gate);
         let mut b: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&bfile).unwrap()).unwrap();
         for k in ["before_samples_secs", "after_samples_secs"] {
@@ -1019,27 +1025,11 @@ fn by_default_a_slowdown_of_both_variants_alike_is_inconclusive_not_a_failure() 
 #[test]
 fn relative_gate_catches_a_slower_after_variant() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = dir.path().join("rel.yaml");
-    std::fs::write(
-        &spec,
-        std::fs::read_to_string(fixture("good/tiny-chain.yaml"))
-            .unwrap()
-            .replace("name: tiny-chain", "name: rel")
-            + "gate: {max_regression: 0.10, compare: relative}\n",
-    )
-    .unwrap();
-    let o = run_in(
+    let (spec, bfile) = accepted_tiny_variant(
         dir.path(),
-        std::slice::from_ref(&spec),
-        &["--accept", PAIRS[0], PAIRS[1], PAIRS[2], PAIRS[3]],
+        "rel",
+        "gate: {max_regression: 0.10, compare: relative}\n",
     );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let key = std::fs::read_dir(dir.path().join("baselines"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.is_dir())
-        .unwrap();
-    let bfile = key.join("rel.json");
     let original: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&bfile).unwrap()).unwrap();
     let scaled = |before: f64, after: f64| {
