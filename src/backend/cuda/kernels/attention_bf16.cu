@@ -13,36 +13,7 @@
 //   bf16 for the P·V product (as FlashAttention does) while the row sums stay f32.
 //   head_dim must be 128.
 
-typedef unsigned short opl_bf16;
-
-__device__ __forceinline__ float opl_bf16_to_f32(opl_bf16 h) {
-    return __uint_as_float(((unsigned)h) << 16);
-}
-
-#if __CUDA_ARCH__ >= 800
-__device__ __forceinline__ opl_bf16 opl_f32_to_bf16(float f) {
-    opl_bf16 h;
-    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
-    return h;
-}
-
-// Two floats as a bf16x2 register: `lo` in the low half (the lower column/row index).
-__device__ __forceinline__ unsigned opl_pack_bf16x2(float lo, float hi) {
-    unsigned r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-
-// c += A·B for one m16n8k16 tile: A row-major 16×16 (4 regs), B column-major 16×8 (2 regs).
-__device__ __forceinline__ void opl_mma_bf16(float c[4], unsigned a0, unsigned a1, unsigned a2,
-                                             unsigned a3, unsigned b0, unsigned b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-#endif
+// opl_bf16 and its conversions and mma helpers are in common.cuh (the probe uses them too).
 
 extern "C" __global__ void attn_scores_bf16(opl_bf16* S, const opl_bf16* Q, const opl_bf16* K,
                                             int n, int d, float scale, int causal,

@@ -19,15 +19,9 @@ extern "C" __global__ void probe_fma(float* out, float a, float b, int iters) {
 // register fragments. FLOPs = 2·16·8·16 · iters · warps.
 extern "C" __global__ void probe_mma_bf16(float* out, int iters) {
 #if __CUDA_ARCH__ >= 800
-    unsigned a0 = 0x3f803f80u, a1 = a0, a2 = a0, a3 = a0, b0 = 0x3f803f80u, b1 = b0;
-    float c0 = 0, c1 = 0, c2 = 0, c3 = 0;
-    for (int i = 0; i < iters; ++i) {
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
-            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-    }
-    out[(long long)blockIdx.x * blockDim.x + threadIdx.x] = c0 + c1 + c2 + c3;
+    const unsigned one = 0x3f803f80u;  // two bf16 1.0
+    float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int i = 0; i < iters; ++i) opl_mma_bf16(c, one, one, one, one, one, one);
+    out[(long long)blockIdx.x * blockDim.x + threadIdx.x] = c[0] + c[1] + c[2] + c[3];
 #endif
 }

@@ -1,0 +1,247 @@
+//! The CUDA backend end to end without a GPU: `tests/cudasim/cudasim.cpp` (a CPU stand-in for
+//! libcuda.so that runs the very kernel sources as C++, one fiber per CUDA thread) is built with
+//! the system C++ compiler and put first on LD_LIBRARY_PATH of the real binary, which then runs
+//! every workload kind and variant with `--backend cuda`: NVRTC compiles the modules, cudarc
+//! allocates, uploads, launches (graph capture included), times with events and copies back, and
+//! the outputs are checked against the f64 references by the same verdict code as on a GPU.
+//!
+//! Needs g++ and libnvrtc (on LD_LIBRARY_PATH, as `.ci/run` sets it). Without them the tests say
+//! they skipped; with OPLEDGER_REQUIRE_NVRTC=1 (set by `.ci/run`) a missing tool is a failure.
+//! Timings on the simulator are the CPU's and mean nothing: only behaviour is asserted.
+
+use opledger::backend::cuda::nvrtc;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn skip(why: &str) -> bool {
+    assert!(
+        std::env::var_os("OPLEDGER_REQUIRE_NVRTC").is_none(),
+        "OPLEDGER_REQUIRE_NVRTC is set but the CUDA simulator cannot run: {why}"
+    );
+    // To the real stderr, past the harness's capture, so that a skip is visible.
+    let _ = std::io::Write::write_all(
+        &mut std::io::stderr(),
+        format!("SKIPPED: {why}\n").as_bytes(),
+    );
+    true
+}
+
+fn cxx() -> String {
+    std::env::var("CXX").unwrap_or_else(|_| "g++".into())
+}
+
+fn compile(out: &Path, main: &str, shared: bool) -> Result<(), String> {
+    let mut c = Command::new(cxx());
+    c.args(["-std=c++17", "-O2", "-fno-strict-aliasing", "-Wno-unknown-pragmas"]);
+    if shared {
+        c.args(["-shared", "-fPIC", "-fvisibility=hidden"]);
+    }
+    c.arg("-I")
+        .arg(root().join("src/backend/cuda/kernels"))
+        .arg("-I")
+        .arg(root().join("tests/cudasim"))
+        .arg(root().join("tests/cudasim").join(main))
+        .arg("-o")
+        .arg(out);
+    let o = c
+        .output()
+        .map_err(|e| format!("cannot run {} ({e})", cxx()))?;
+    if o.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{main} does not compile:\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        ))
+    }
+}
+
+/// The folder holding the simulator's libcuda.so (built once per test binary), or None to skip.
+fn simulator() -> Option<&'static Path> {
+    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let built = DIR.get_or_init(|| {
+        if Command::new(cxx()).arg("--version").output().is_err() {
+            return Err(format!("no C++ compiler ({}) to build tests/cudasim", cxx()));
+        }
+        if !nvrtc::available() {
+            return Err("libnvrtc not found; set LD_LIBRARY_PATH to an NVRTC lib folder".into());
+        }
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cudasim");
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        compile(&dir.join("libcuda.so"), "cudasim.cpp", true)
+            .unwrap_or_else(|e| panic!("{e}"));
+        Ok(dir)
+    });
+    match built {
+        Ok(dir) => Some(dir),
+        Err(why) => {
+            skip(why);
+            None
+        }
+    }
+}
+
+fn with_simulator(c: &mut Command, sim: &Path) {
+    let mut path = sim.as_os_str().to_owned();
+    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH") {
+        path.push(":");
+        path.push(old);
+    }
+    c.env("LD_LIBRARY_PATH", path);
+    c.env_remove("GITHUB_STEP_SUMMARY");
+}
+
+fn run(sim: &Path, dir: &Path, specs: &[PathBuf], backend: &str) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_opledger"));
+    with_simulator(&mut c, sim);
+    c.current_dir(dir)
+        .arg("run")
+        .args(specs)
+        .args(["--backend", backend])
+        .args(["--probe-mib", "8", "--min-pairs", "3", "--max-pairs", "4"])
+        .args(["--time-cap-secs", "1"])
+        .arg("--baselines")
+        .arg(dir.join("baselines"))
+        .arg("--runs-dir")
+        .arg(dir.join("runs"));
+    c.output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn results(dir: &Path) -> Value {
+    let runs: Vec<_> = std::fs::read_dir(dir.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(runs.len(), 1, "one run directory: {runs:?}");
+    serde_json::from_str(&std::fs::read_to_string(runs[0].join("results.json")).unwrap()).unwrap()
+}
+
+fn check<'a>(spec: &'a Value, name: &str) -> &'a Value {
+    spec["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("{}: no {name} check", spec["name"]))
+}
+
+#[test]
+fn simulator_self_test_catches_broken_kernels() {
+    if simulator().is_none() {
+        return;
+    }
+    let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cudasim/selftest");
+    compile(&exe, "selftest.cpp", false).unwrap_or_else(|e| panic!("{e}"));
+    let o = Command::new(&exe).output().unwrap();
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    for line in [
+        "ok   block sum over 256 threads",
+        "ok   divergent barrier and shuffle is a deadlock",
+        "ok   full-mask shuffle in a partial warp is reported",
+        "ok   mma m16n8k16 equals the plain product",
+        "ok   a write past the end of a device buffer stops the process",
+        "cudasim: segmentation fault",
+    ] {
+        assert!(out.contains(line), "missing {line:?} in:\n{out}");
+    }
+}
+
+/// Every workload kind and both variants of each (elementwise unfused/fused, RMSNorm, LayerNorm
+/// and softmax unfused/fused, GEMM naive/tiled, f32 attention standard/flash causal, bf16
+/// attention standard/tensor-core flash causal and not, launch chain eager/graph) run through
+/// the CUDA backend and match the f64 reference.
+#[test]
+fn every_kind_runs_correctly_on_the_simulated_driver() {
+    let Some(sim) = simulator() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let f = |p: &str| root().join("tests/fixtures").join(p);
+    let specs = [
+        f("good/tiny-chain.yaml"),
+        f("kinds/tiny-rmsnorm.yaml"),
+        f("kinds/tiny-layernorm.yaml"),
+        f("kinds/tiny-softmax.yaml"),
+        f("kinds/tiny-gemm.yaml"),
+        f("kinds/tiny-attention.yaml"),
+        f("kinds/tiny-launch.yaml"),
+        f("cudasim/tiny-attention-bf16-causal.yaml"),
+        f("cudasim/tiny-attention-bf16.yaml"),
+    ];
+    let o = run(sim, tmp.path(), &specs, "cuda");
+    let out = text(&o);
+    // Exit 0 or 1: bound and speed claims are judged on the simulator's meaningless timings, but
+    // bad input (2) or an unavailable backend (3) would be a real failure.
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{out}");
+    assert!(
+        out.contains("backend cuda (requested): opledger cudasim"),
+        "{out}"
+    );
+    let r = results(tmp.path());
+    assert_eq!(r["backend"], "cuda");
+    assert!(r["device"]["name"].as_str().unwrap().contains("cudasim"));
+    assert!(r["device"]["key"].as_str().unwrap().ends_with("-sm90"));
+    // The probes ran: copy, FMA and (sm_90) the bf16 tensor-core peak; the L2 flush buffer is
+    // twice the simulated 4 MiB L2.
+    for ceiling in [
+        "copy_bytes_per_sec",
+        "fma_flops_per_sec",
+        "tensor_flops_per_sec",
+    ] {
+        assert!(r["ceilings"][ceiling].as_f64().unwrap() > 0.0, "{ceiling}");
+    }
+    assert_eq!(r["flush_bytes"], 8u64 << 20);
+    let specs = r["specs"].as_array().unwrap();
+    assert_eq!(specs.len(), 9);
+    for s in specs {
+        assert!(s["error"].is_null(), "{}: {}", s["name"], s["error"]);
+        let c = check(s, "correctness");
+        assert_eq!(c["status"], "pass", "{}: {}", s["name"], c["detail"]);
+        let corr = &s["correctness"];
+        for part in ["before_vs_reference", "after_vs_reference"] {
+            assert!(corr[part]["checked"].as_u64().unwrap() > 0, "{part}");
+            assert_eq!(corr[part]["mismatches"], 0, "{}: {part}", s["name"]);
+        }
+    }
+}
+
+/// `--backend auto` takes the GPU when a driver with a device is there (and says so); the probe
+/// kind, which only the CPU backend runs, is an error of that spec, not a crash.
+#[test]
+fn auto_backend_picks_the_simulated_gpu() {
+    let Some(sim) = simulator() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let specs = [
+        root().join("tests/fixtures/kinds/tiny-launch.yaml"),
+        root().join("tests/fixtures/kinds/tiny-probe.yaml"),
+    ];
+    let o = run(sim, tmp.path(), &specs, "auto");
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("backend cuda"), "{out}");
+    let r = results(tmp.path());
+    assert_eq!(r["backend"], "cuda");
+    let specs = r["specs"].as_array().unwrap();
+    assert_eq!(check(&specs[0], "correctness")["status"], "pass");
+    assert!(
+        specs[1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("the probe kind runs on the CPU backend"),
+        "{}",
+        specs[1]["error"]
+    );
+}
