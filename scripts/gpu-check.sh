@@ -49,12 +49,17 @@ step() { # name, then the command; records the exit code
 
 step cuda-compile "$BIN" cuda-compile --arch 90
 WORK=$(mktemp -d)
-# Tiny specs: every kind, small sizes; correctness against the f64 reference on the GPU.
+# Tiny specs: every kind (bf16 attention too), small sizes; correctness against the f64
+# reference on the GPU.
 step tiny-kinds "$BIN" run tests/fixtures/kinds/ tests/fixtures/good/tiny-chain.yaml \
+  tests/fixtures/cudasim/ \
   --backend cuda --min-pairs 5 --max-pairs 20 --time-cap-secs 2 \
   --baselines "$WORK/b" --runs-dir "$WORK/tiny"
 tiny=$(ls -d "$WORK"/tiny/* 2>/dev/null | head -1)
 [ -n "$tiny" ] && cp "$tiny/results.json" "$OUT/tiny-results.json" && cp "$tiny/report.md" "$OUT/tiny-report.md"
+# QUICK=1 stops here (a dry run of this script on tests/cudasim, the CPU stand-in for the driver:
+# LD_LIBRARY_PATH=<folder of its libcuda.so>:<NVRTC lib> QUICK=1 BIN=target/release/opledger).
+if [ "${QUICK:-0}" != 1 ]; then
 # The default suite on the GPU (first GPU baselines are recorded in the run's own store).
 step suite "$BIN" run specs/ --backend cuda --baselines "$WORK/b" --runs-dir "$WORK/suite" --accept
 suite=$(ls -d "$WORK"/suite/* 2>/dev/null | head -1)
@@ -69,6 +74,7 @@ fi
 step bf16-attention "$BIN" run specs/gpu/ --backend cuda --baselines "$WORK/b" --runs-dir "$WORK/bf16"
 bf16=$(ls -d "$WORK"/bf16/* 2>/dev/null | head -1)
 [ -n "$bf16" ] && cp "$bf16/results.json" "$OUT/bf16-results.json"
+fi
 
 cat "$OUT/steps.txt"
 for f in "$OUT/tiny-results.json" "$OUT/suite-results.json" "$OUT/bf16-results.json"; do
@@ -82,11 +88,12 @@ print(f"\n{sys.argv[1].rsplit('/', 1)[-1]}: {r['verdict']['status']} on {r['devi
       f"tensor (bf16 mma.sync) {(c.get('tensor_flops_per_sec') or 0)/1e12:.0f} TFLOP/s")
 for s in r["specs"]:
     b, a = s["before"].get("summary"), s["after"].get("summary")
-    err = s["correctness"]["after_vs_reference"]["max_rel"] if s.get("correctness") else None
+    corr = next((c["status"] for c in s.get("checks", []) if c["name"] == "correctness"), "—")
+    err = s["correctness"]["after_vs_reference"]["max_abs"] if s.get("correctness") else None
     t = lambda x: f"{x['median_secs']*1e3:9.3f} ms" if x else "        —"
     ach = s["after"].get("achieved") or {}
     rate = f"after {ach['flops_per_sec']/1e12:6.1f} TFLOP/s {ach['bytes_per_sec']/1e9:6.0f} GB/s" if ach else ""
-    print(f"{s['status']:5s} {s['name'][:34]:34s} {t(b)} -> {t(a)}  {rate}  max rel err {err if err is not None else '—'}  {s.get('error') or ''}")
+    print(f"{s['status']:5s} {s['name'][:34]:34s} {t(b)} -> {t(a)}  {rate}  correctness {corr} (max abs err {f'{err:.1e}' if err is not None else '—'})  {s.get('error') or ''}")
 PY
 done
 rm -rf "$WORK"

@@ -4,9 +4,9 @@
 //! every cold sample. Inputs are generated on the host by the same seeded generator as the CPU
 //! backend's and uploaded, so the f64 references of the CPU kernels apply unchanged.
 //!
-//! Status: compiled and its error paths tested on machines without a GPU; the launches were
-//! written against the kernels' documented launch shapes but have not yet run on hardware
-//! (`scripts/gpu-check.sh` is the check to run when a GPU is lent).
+//! Status: not yet run on hardware (`scripts/gpu-check.sh` is the check to run when a GPU is
+//! lent). Every launch below, with the kernels, runs end to end in the tests on `tests/cudasim`,
+//! a CPU stand-in for the driver library, and its outputs match the f64 references there.
 
 use super::nvrtc::{self, Output};
 use crate::backend::cpu::{attention, gemm, launch, rows, Kernels};
