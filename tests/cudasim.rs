@@ -38,7 +38,12 @@ fn cxx() -> String {
 
 fn compile(out: &Path, main: &str, shared: bool) -> Result<(), String> {
     let mut c = Command::new(cxx());
-    c.args(["-std=c++17", "-O2", "-fno-strict-aliasing", "-Wno-unknown-pragmas"]);
+    c.args([
+        "-std=c++17",
+        "-O2",
+        "-fno-strict-aliasing",
+        "-Wno-unknown-pragmas",
+    ]);
     if shared {
         c.args(["-shared", "-fPIC", "-fvisibility=hidden"]);
     }
@@ -67,15 +72,17 @@ fn simulator() -> Option<&'static Path> {
     static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let built = DIR.get_or_init(|| {
         if Command::new(cxx()).arg("--version").output().is_err() {
-            return Err(format!("no C++ compiler ({}) to build tests/cudasim", cxx()));
+            return Err(format!(
+                "no C++ compiler ({}) to build tests/cudasim",
+                cxx()
+            ));
         }
         if !nvrtc::available() {
             return Err("libnvrtc not found; set LD_LIBRARY_PATH to an NVRTC lib folder".into());
         }
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cudasim");
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        compile(&dir.join("libcuda.so"), "cudasim.cpp", true)
-            .unwrap_or_else(|e| panic!("{e}"));
+        compile(&dir.join("libcuda.so"), "cudasim.cpp", true).unwrap_or_else(|e| panic!("{e}"));
         Ok(dir)
     });
     match built {
@@ -194,6 +201,9 @@ fn every_kind_runs_correctly_on_the_simulated_driver() {
     assert_eq!(r["backend"], "cuda");
     assert!(r["device"]["name"].as_str().unwrap().contains("cudasim"));
     assert!(r["device"]["key"].as_str().unwrap().ends_with("-sm90"));
+    // Device identity: the simulator reports 8 GiB and driver 13.0.
+    assert_eq!(r["device"]["memory_bytes"], 8u64 << 30);
+    assert_eq!(r["device"]["driver"], "CUDA 13.0");
     // The probes ran: copy, FMA and (sm_90) the bf16 tensor-core peak; the L2 flush buffer is
     // twice the simulated 4 MiB L2.
     for ceiling in [

@@ -133,12 +133,21 @@ pub fn compare(
         ("kernel", &base.device.kernel, &device.kernel),
         ("compiler", &base.device.rustc, &device.rustc),
         ("SIMD level", &base.device.simd, &device.simd),
+        ("GPU driver", &base.device.driver, &device.driver),
     ] {
         if a != b {
             warnings.push(format!(
                 "{what} differs from the baseline's ({b} now, {a} then): timings may not be comparable"
             ));
         }
+    }
+    // Baselines written before memory was recorded say 0: nothing to compare.
+    if base.device.memory_bytes != 0 && base.device.memory_bytes != device.memory_bytes {
+        warnings.push(format!(
+            "device memory differs from the baseline's ({} MiB now, {} MiB then)",
+            device.memory_bytes >> 20,
+            base.device.memory_bytes >> 20
+        ));
     }
     if base.device.cores != device.cores {
         warnings.push(format!(

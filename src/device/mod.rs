@@ -118,6 +118,13 @@ pub struct DeviceInfo {
     pub kernel: String,
     pub governor: String,
     pub rustc: String,
+    /// Total memory of the device: RAM on the CPU backend, device memory on a GPU (0 when
+    /// unknown, as in results written before this field existed).
+    #[serde(default)]
+    pub memory_bytes: u64,
+    /// The GPU driver's version (`CUDA 13.0`); empty on the CPU backend.
+    #[serde(default)]
+    pub driver: String,
 }
 
 impl DeviceInfo {
@@ -155,8 +162,19 @@ impl DeviceInfo {
             kernel: read("/proc/sys/kernel/osrelease"),
             governor: read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
             rustc: env!("OPLEDGER_RUSTC").to_string(),
+            memory_bytes: mem_total_bytes(&read("/proc/meminfo")),
+            driver: String::new(),
         }
     }
+}
+
+/// `MemTotal:  24599872 kB` of /proc/meminfo in bytes (0 when absent).
+fn mem_total_bytes(meminfo: &str) -> u64 {
+    meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kib| kib * 1024)
 }
 
 /// `Intel(R) Xeon(R) Processor` → `intel-xeon-processor`: safe in a file name.
@@ -234,5 +252,21 @@ mod tests {
         assert_eq!(parse_cache_size("266240K"), Some(266240 << 10));
         assert_eq!(parse_cache_size("2M"), Some(2 << 20));
         assert_eq!(parse_cache_size("x"), None);
+    }
+
+    #[test]
+    fn memory_from_meminfo_and_identity_of_old_results() {
+        let meminfo = "MemTotal:       24599872 kB\nMemFree:  1 kB\n";
+        assert_eq!(mem_total_bytes(meminfo), 24599872 * 1024);
+        assert_eq!(mem_total_bytes("garbage"), 0);
+        let this = DeviceInfo::this_cpu();
+        assert!(this.memory_bytes > 0 && this.driver.is_empty());
+        // A device identity written before memory and driver were recorded still reads.
+        let mut v = serde_json::to_value(&this).unwrap();
+        let obj = v.as_object_mut().unwrap();
+        obj.remove("memory_bytes");
+        obj.remove("driver");
+        let old: DeviceInfo = serde_json::from_value(v).unwrap();
+        assert_eq!((old.memory_bytes, old.driver.as_str()), (0, ""));
     }
 }

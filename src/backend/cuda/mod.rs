@@ -40,6 +40,16 @@ impl Driver {
     }
 }
 
+/// The driver's CUDA version (`13.0`), once a [`Driver`] has been opened.
+pub fn driver_version() -> Option<String> {
+    let mut version: std::ffi::c_int = 0;
+    // SAFETY: only called after `Driver::open` loaded and initialised the driver library; the
+    // call writes one int through a valid pointer.
+    let rc = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut version) };
+    (rc == cudarc::driver::sys::CUresult::CUDA_SUCCESS)
+        .then(|| format!("{}.{}", version / 1000, (version % 1000) / 10))
+}
+
 /// The CUDA driver for the environment manifest: its version and devices, or why there is none.
 pub fn driver_summary() -> String {
     let b = match Driver::open() {
@@ -51,15 +61,7 @@ pub fn driver_summary() -> String {
             )
         }
     };
-    let mut version: std::ffi::c_int = 0;
-    // SAFETY: the driver library is loaded and initialised (`open` succeeded); the call writes
-    // one int through a valid pointer.
-    let rc = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut version) };
-    let version = if rc == cudarc::driver::sys::CUresult::CUDA_SUCCESS {
-        format!("{}.{}", version / 1000, (version % 1000) / 10)
-    } else {
-        "unknown".into()
-    };
+    let version = driver_version().unwrap_or_else(|| "unknown".into());
     let names: Vec<String> = (0..b.device_count)
         .map(|i| {
             cudarc::driver::result::device::get(i)

@@ -41,6 +41,7 @@ pub struct Gpu {
     arch: u32,
     sms: u32,
     l2_bytes: u64,
+    memory_bytes: u64,
     driver: String,
     /// Overwritten before each cold sample (None in warm mode).
     flush: Mutex<Option<CudaSlice<u8>>>,
@@ -72,6 +73,7 @@ impl Gpu {
         let sms = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
         let l2_bytes = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as u64;
         let name = ctx.name().map_err(unavailable("device name"))?;
+        let memory_bytes = ctx.total_mem().map_err(unavailable("device memory"))? as u64;
         let flush_bytes = flush.unwrap_or(2 * l2_bytes.max(1 << 20));
         let flush = if flush_bytes > 0 {
             Some(
@@ -91,6 +93,7 @@ impl Gpu {
             arch: (major * 10 + minor) as u32,
             sms,
             l2_bytes,
+            memory_bytes,
             flush: Mutex::new(flush),
         })
     }
@@ -346,6 +349,10 @@ impl Backend for CudaBackend {
             kernel: host.kernel,
             governor: host.governor,
             rustc: host.rustc,
+            memory_bytes: g.memory_bytes,
+            driver: super::driver_version()
+                .map(|v| format!("CUDA {v}"))
+                .unwrap_or_default(),
         }
     }
 
