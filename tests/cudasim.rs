@@ -168,7 +168,8 @@ fn simulator_self_test_catches_broken_kernels() {
     }
 }
 
-/// Every workload kind and both variants of each (elementwise unfused/fused, RMSNorm, LayerNorm
+/// Every workload kind and both variants of each (elementwise unfused/fused on the scalar and
+/// the float4 path, RMSNorm, LayerNorm
 /// and softmax unfused/fused, GEMM naive/tiled, f32 attention standard/flash causal, bf16
 /// attention standard/tensor-core flash causal and not, launch chain eager/graph) run through
 /// the CUDA backend and match the f64 reference.
@@ -187,6 +188,7 @@ fn every_kind_runs_correctly_on_the_simulated_driver() {
         f("kinds/tiny-launch.yaml"),
         f("cudasim/tiny-attention-bf16-causal.yaml"),
         f("cudasim/tiny-attention-bf16.yaml"),
+        f("cudasim/tiny-chain-float4.yaml"),
     ];
     let o = run(sim, tmp.path(), &specs, "cuda");
     let out = text(&o);
@@ -215,7 +217,7 @@ fn every_kind_runs_correctly_on_the_simulated_driver() {
     }
     assert_eq!(r["flush_bytes"], 8u64 << 20);
     let specs = r["specs"].as_array().unwrap();
-    assert_eq!(specs.len(), 9);
+    assert_eq!(specs.len(), 10);
     for s in specs {
         assert!(s["error"].is_null(), "{}: {}", s["name"], s["error"]);
         let c = check(s, "correctness");

@@ -380,7 +380,7 @@ static Kernel kernel(const char* name, void (*k)(A...), unsigned max_threads = 1
 #define OPL_K(name, ...) kernel(#name, &name, ##__VA_ARGS__)
 static const std::vector<Kernel>& registry() {
     static const std::vector<Kernel> r = {
-        OPL_K(ew_op),           OPL_K(ew_fused),          OPL_K(chain_affine),
+        OPL_K(ew_chain),        OPL_K(chain_affine),
         OPL_K(probe_copy),      OPL_K(probe_fma),         OPL_K(probe_mma_bf16),
         OPL_K(gemm_naive),      OPL_K(gemm_tiled),        OPL_K(row_square),
         OPL_K(row_scale_by),    OPL_K(row_sub),           OPL_K(row_exp_sub),

@@ -543,16 +543,52 @@ struct ElementwiseGpu {
     w: Elementwise,
     inputs: ElementwiseInputs,
     x: CudaSlice<f32>,
+    // Never read on the host: owned so that the operand pointers in the chains stay valid.
+    #[allow(dead_code)]
     bias: CudaSlice<f32>,
+    #[allow(dead_code)]
     operands: Vec<CudaSlice<f32>>,
     t0: CudaSlice<f32>,
     t1: CudaSlice<f32>,
     out_unfused: CudaSlice<f32>,
     out_fused: CudaSlice<f32>,
-    ops: CudaSlice<i32>,
-    ptrs: CudaSlice<u64>,
-    op_fn: CudaFunction,
-    fused_fn: CudaFunction,
+    /// The whole chain (fused) and one one-op chain per op (unfused), operand pointers filled.
+    fused: OplChain,
+    unfused: Vec<OplChain>,
+    chain_fn: CudaFunction,
+}
+
+/// Ops per chain that `ew_chain` takes (`OPL_MAX_OPS` in elementwise.cu).
+const MAX_CHAIN_OPS: usize = 16;
+
+/// `struct OplChain` of elementwise.cu, passed by value: operand device pointers, op codes and
+/// the op count, with C's layout.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct OplChain {
+    operands: [u64; MAX_CHAIN_OPS],
+    ops: [i32; MAX_CHAIN_OPS],
+    n_ops: i32,
+}
+
+// SAFETY: OplChain is #[repr(C)] plain data whose layout matches `struct OplChain` in
+// elementwise.cu (16 pointers, 16 ints, one int; 200 bytes with tail padding on both sides).
+unsafe impl cudarc::driver::DeviceRepr for OplChain {}
+
+impl OplChain {
+    /// The chain of `ops` (op code, operand device pointer); at most MAX_CHAIN_OPS.
+    fn of(ops: &[(i32, u64)]) -> Self {
+        let mut c = OplChain {
+            operands: [0; MAX_CHAIN_OPS],
+            ops: [0; MAX_CHAIN_OPS],
+            n_ops: ops.len() as i32,
+        };
+        for (k, &(op, ptr)) in ops.iter().enumerate() {
+            c.ops[k] = op;
+            c.operands[k] = ptr;
+        }
+        c
+    }
 }
 
 fn op_code(op: ElemOp) -> i32 {
@@ -592,28 +628,27 @@ impl ElementwiseGpu {
             .iter()
             .map(|o| gpu.upload(o))
             .collect::<Result<Vec<_>>>()?;
-        let codes: Vec<i32> = w.ops.iter().map(|o| op_code(*o)).collect();
-        let ops = gpu
-            .stream
-            .clone_htod(&codes)
-            .map_err(driver_error("copying op codes"))?;
-        // ew_fused reads one operand pointer per op.
-        let ptr_values: Vec<u64> = w
+        if w.ops.len() > MAX_CHAIN_OPS {
+            return Err(Error::Backend(format!(
+                "the CUDA elementwise kernel takes chains of at most {MAX_CHAIN_OPS} ops (this one has {})",
+                w.ops.len()
+            )));
+        }
+        // Each op with the device pointer of its operand (valid for as long as the buffers
+        // live in this case, which owns them).
+        let steps: Vec<(i32, u64)> = w
             .ops
             .iter()
             .enumerate()
             .map(|(k, op)| {
                 let (p, _sync) = operand_of(*op, k, &bias, &operands).device_ptr(&gpu.stream);
-                p
+                (op_code(*op), p)
             })
             .collect();
-        let ptrs = gpu
-            .stream
-            .clone_htod(&ptr_values)
-            .map_err(driver_error("copying operand pointers"))?;
         Ok(ElementwiseGpu {
-            op_fn: gpu.function("elementwise", "ew_op")?,
-            fused_fn: gpu.function("elementwise", "ew_fused")?,
+            chain_fn: gpu.function("elementwise", "ew_chain")?,
+            fused: OplChain::of(&steps),
+            unfused: steps.iter().map(|s| OplChain::of(&[*s])).collect(),
             t0: gpu.zeros(n)?,
             t1: gpu.zeros(n)?,
             out_unfused: gpu.zeros(n)?,
@@ -623,8 +658,6 @@ impl ElementwiseGpu {
             x,
             bias,
             operands,
-            ops,
-            ptrs,
             gpu,
         })
     }
@@ -639,45 +672,43 @@ impl GpuKernels for ElementwiseGpu {
         let n = self.w.elements() as i64;
         let cols = self.w.cols as i64;
         let scale = self.w.scale as f32;
-        let cfg = self.gpu.grid_for(n as u64);
+        // Rows of a multiple of 4 columns run as float4: a quarter of the threads.
+        let cfg = self.gpu.grid_for(if cols % 4 == 0 {
+            n as u64 / 4
+        } else {
+            n as u64
+        });
         let gpu = &self.gpu;
         if variant == Variant::Fused {
-            let n_ops = self.w.ops.len() as i32;
-            // SAFETY (launch): ew_fused(y, x, ops, operands, n_ops, scale, n, cols): y and x
-            // hold n floats, ops and operands n_ops entries, each operand pointer a bias of
-            // cols floats or a tensor of n floats.
-            return launch(gpu, &self.fused_fn, cfg, "ew_fused", |b| {
+            let chain = self.fused;
+            // SAFETY (launch): ew_chain(y, x, chain, scale, n, cols): y and x hold n floats;
+            // each operand pointer of the chain is the bias (cols floats) for bias_add or a
+            // tensor of n floats for add/mul; all are 256-byte aligned device allocations.
+            return launch(gpu, &self.chain_fn, cfg, "ew_chain", |b| {
                 b.arg(&mut self.out_fused)
                     .arg(&self.x)
-                    .arg(&self.ops)
-                    .arg(&self.ptrs)
-                    .arg(&n_ops)
+                    .arg(&chain)
                     .arg(&scale)
                     .arg(&n)
                     .arg(&cols);
             });
         }
-        let last = self.w.ops.len() - 1;
-        for k in 0..=last {
-            let op = self.w.ops[k];
-            let code = op_code(op);
-            let operand = operand_of(op, k, &self.bias, &self.operands);
+        let passes = self.unfused.len() as u64;
+        for (k, chain) in self.unfused.iter().enumerate() {
             let (src, dst) = crate::backend::cpu::launch::chain_buffers(
                 k as u64,
-                last as u64 + 1,
+                passes,
                 &self.x,
                 &mut self.t0,
                 &mut self.t1,
                 &mut self.out_unfused,
             );
-            // SAFETY (launch): ew_op(y, x, operand, op, scale, n, cols): y and x hold n
-            // floats; the operand is the bias (cols floats) for op 0, a tensor of n floats for
-            // ops 1 and 2, unread otherwise.
-            launch(gpu, &self.op_fn, cfg, "ew_op", |b| {
+            // SAFETY (launch): as for the fused chain, with a one-op chain; src and dst are
+            // distinct buffers of n floats.
+            launch(gpu, &self.chain_fn, cfg, "ew_chain", |b| {
                 b.arg(dst)
                     .arg(src)
-                    .arg(operand)
-                    .arg(&code)
+                    .arg(chain)
                     .arg(&scale)
                     .arg(&n)
                     .arg(&cols);
