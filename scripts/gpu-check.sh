@@ -5,7 +5,8 @@
 #                         (`.gpu/` is git-ignored; carry it with the call)
 # There (device tool):    run(command="bash scripts/gpu-check.sh", carry=[".gpu"], timeout_s=540)
 #
-# Builds nothing. Records the GPU as found (clocks are never changed), compiles every kernel
+# Every step has a time limit (30 + 60 + 120 + 90 s: the whole check fits in 5 minutes even if a
+# kernel hangs). Builds nothing. Records the GPU as found (clocks are never changed), compiles every kernel
 # for the device with NVRTC, runs the tiny test specs (correctness of every kind against the
 # f64 reference), then the default suite, then the bf16 tensor-core attention specs in specs/gpu/,
 # on --backend cuda. Everything lands in $OUT (at most 8 files come back: log, steps, 3 results,
@@ -37,21 +38,22 @@ ENV_TXT=$(mktemp)
 cat "$ENV_TXT" >> "$LOG"
 rm -f "$ENV_TXT"
 
-step() { # name, then the command; records the exit code
-  local name=$1; shift
+step() { # name, a time limit in seconds, then the command; records the exit code
+  # (124: the limit was hit — a kernel that hangs on the hardware must not eat the whole loan)
+  local name=$1 limit=$2; shift 2
   local t0=$SECONDS
-  "$@" >> "$LOG" 2>&1
+  timeout --kill-after=10 "$limit" "$@" >> "$LOG" 2>&1
   local rc=$?
   printf '%-28s exit %-3s %4ss\n' "$name" "$rc" "$((SECONDS - t0))" >> "$OUT/steps.txt"
   return $rc
 }
 : > "$OUT/steps.txt"
 
-step cuda-compile "$BIN" cuda-compile --arch 90
+step cuda-compile 30 "$BIN" cuda-compile --arch 90
 WORK=$(mktemp -d)
 # Tiny specs: every kind (bf16 attention too), small sizes; correctness against the f64
 # reference on the GPU.
-step tiny-kinds "$BIN" run tests/fixtures/kinds/ tests/fixtures/good/tiny-chain.yaml \
+step tiny-kinds 60 "$BIN" run tests/fixtures/kinds/ tests/fixtures/good/tiny-chain.yaml \
   tests/fixtures/cudasim/ \
   --backend cuda --min-pairs 5 --max-pairs 20 --time-cap-secs 2 \
   --baselines "$WORK/b" --runs-dir "$WORK/tiny"
@@ -61,7 +63,7 @@ tiny=$(ls -d "$WORK"/tiny/* 2>/dev/null | head -1)
 # LD_LIBRARY_PATH=<folder of its libcuda.so>:<NVRTC lib> QUICK=1 BIN=target/release/opledger).
 if [ "${QUICK:-0}" != 1 ]; then
 # The default suite on the GPU (first GPU baselines are recorded in the run's own store).
-step suite "$BIN" run specs/ --backend cuda --baselines "$WORK/b" --runs-dir "$WORK/suite" --accept
+step suite 120 "$BIN" run specs/ --backend cuda --baselines "$WORK/b" --runs-dir "$WORK/suite" --accept
 suite=$(ls -d "$WORK"/suite/* 2>/dev/null | head -1)
 if [ -n "$suite" ]; then
   cp "$suite/results.json" "$OUT/suite-results.json"
@@ -71,7 +73,7 @@ fi
 
 # bf16 attention on tensor cores (specs/gpu/: a ragged causal correctness case and the
 # d = 128, N = 8192 size of the 300 TFLOP/s target).
-step bf16-attention "$BIN" run specs/gpu/ --backend cuda --baselines "$WORK/b" --runs-dir "$WORK/bf16"
+step bf16-attention 90 "$BIN" run specs/gpu/ --backend cuda --baselines "$WORK/b" --runs-dir "$WORK/bf16"
 bf16=$(ls -d "$WORK"/bf16/* 2>/dev/null | head -1)
 [ -n "$bf16" ] && cp "$bf16/results.json" "$OUT/bf16-results.json"
 fi
