@@ -96,29 +96,55 @@ macro_rules! multiversion {
     };
 }
 
+/// Asks for the cache line holding `p` to be brought into L2 (x86-64; a no-op elsewhere). A
+/// prefetch never faults, so `p` may point anywhere.
+#[inline(always)]
+pub fn prefetch_l2(p: *const f32) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetcht1 is a hint with no architectural effect; SSE is part of x86_64.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(p as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// Copies `src` into `dst` with non-temporal (streaming) stores where the CPU has them: the
 /// destination lines are written without being read first (no write-allocate traffic) and do
 /// not evict useful data. For outputs far larger than the cache. Call [`store_fence`] before
 /// another thread reads `dst`.
 pub fn stream_copy(dst: &mut [f32], src: &[f32]) {
+    stream_scale(dst, src, 1.0);
+}
+
+/// `dst = src · s`, written as [`stream_copy`] writes (`s = 1` copies exactly: x · 1 = x for
+/// every f32, NaN included).
+pub fn stream_scale(dst: &mut [f32], src: &[f32], s: f32) {
     let n = dst.len().min(src.len());
     match level() {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: level() returns Avx512 only when the CPU reports avx512f.
-        SimdLevel::Avx512 => unsafe { stream_copy_avx512(&mut dst[..n], &src[..n]) },
-        _ => dst[..n].copy_from_slice(&src[..n]),
+        SimdLevel::Avx512 => unsafe { stream_scale_avx512(&mut dst[..n], &src[..n], s) },
+        _ => {
+            for (d, &v) in dst[..n].iter_mut().zip(&src[..n]) {
+                *d = v * s;
+            }
+        }
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-fn stream_copy_avx512(dst: &mut [f32], src: &[f32]) {
+fn stream_scale_avx512(dst: &mut [f32], src: &[f32], s: f32) {
     use std::arch::x86_64::*;
     let n = dst.len();
     // Plain stores up to the first 64-byte boundary, streaming stores for whole lines, plain
     // stores for the tail.
     let head = (dst.as_ptr().align_offset(64)).min(n);
-    dst[..head].copy_from_slice(&src[..head]);
+    for (d, &v) in dst[..head].iter_mut().zip(&src[..head]) {
+        *d = v * s;
+    }
+    let sv = _mm512_set1_ps(s);
     let mut i = head;
     while i + 16 <= n {
         // The source is prefetched 4 KiB ahead, as the register kernels do (a no-op cost when
@@ -129,12 +155,14 @@ fn stream_copy_avx512(dst: &mut [f32], src: &[f32]) {
         // SAFETY: i + 16 <= n bounds both slices; dst + i is 64-byte aligned (head aligned it
         // and each step adds 64 bytes), as _mm512_stream_ps requires.
         unsafe {
-            let v = _mm512_loadu_ps(src.as_ptr().add(i));
+            let v = _mm512_mul_ps(_mm512_loadu_ps(src.as_ptr().add(i)), sv);
             _mm512_stream_ps(dst.as_mut_ptr().add(i), v);
         }
         i += 16;
     }
-    dst[i..].copy_from_slice(&src[i..]);
+    for (d, &v) in dst[i..].iter_mut().zip(&src[i..]) {
+        *d = v * s;
+    }
 }
 
 /// Orders this thread's streaming stores before any later store (and before the task ends).
