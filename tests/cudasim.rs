@@ -202,7 +202,10 @@ fn every_kind_runs_correctly_on_the_simulated_driver() {
     let r = results(tmp.path());
     assert_eq!(r["backend"], "cuda");
     assert!(r["device"]["name"].as_str().unwrap().contains("cudasim"));
-    assert!(r["device"]["key"].as_str().unwrap().ends_with("-sm90"));
+    assert_eq!(
+        r["device"]["key"],
+        "cuda-opledger-cudasim-cpu-emulation-sm90-2sms"
+    );
     // Device identity: the simulator reports 8 GiB and driver 13.0.
     assert_eq!(r["device"]["memory_bytes"], 8u64 << 30);
     assert_eq!(r["device"]["driver"], "CUDA 13.0");

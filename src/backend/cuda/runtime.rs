@@ -339,7 +339,10 @@ impl Backend for CudaBackend {
         let host = DeviceInfo::this_cpu();
         let g = &self.gpu;
         DeviceInfo {
-            key: format!("cuda-{}-sm{}", slug(&g.name), g.arch),
+            // Name, architecture and SM count (a MIG slice or a cut-down part has fewer SMs):
+            // what makes two GPUs' timings comparable. Memory and driver are recorded and
+            // compared with a warning, not keyed: a driver update should not orphan baselines.
+            key: format!("cuda-{}-sm{}-{}sms", slug(&g.name), g.arch, g.sms),
             kind: "cuda".into(),
             name: g.name.clone(),
             cores: g.sms as usize,
