@@ -260,3 +260,46 @@ fn auto_backend_picks_the_simulated_gpu() {
         specs[1]["error"]
     );
 }
+
+/// `scripts/gpu-check.sh`, the one call a GPU session gets, dry-run on the simulator (QUICK=1:
+/// the NVRTC compile of every kernel for the device and the tiny specs of every kind), so that a
+/// broken script cannot waste a GPU loan: its steps, the results it keeps and its table.
+#[test]
+fn gpu_check_script_dry_run() {
+    let Some(sim) = simulator() else { return };
+    let out = tempfile::tempdir().unwrap();
+    let mut c = Command::new("bash");
+    with_simulator(&mut c, sim);
+    let o = c
+        .current_dir(root())
+        .arg("scripts/gpu-check.sh")
+        .env("QUICK", "1")
+        .env("BIN", env!("CARGO_BIN_EXE_opledger"))
+        .env("OUT", out.path())
+        .output()
+        .unwrap();
+    let printed = text(&o);
+    let steps = std::fs::read_to_string(out.path().join("steps.txt")).unwrap();
+    assert!(
+        steps.contains("cuda-compile") && steps.lines().next().unwrap().contains("exit 0"),
+        "{steps}\n{printed}"
+    );
+    // Exit 1 (claims judged on simulator timings; the CPU-only probe kind), never 2, 3 or 124.
+    assert!(
+        steps.contains("tiny-kinds") && steps.contains("exit 1"),
+        "{steps}"
+    );
+    assert!(out.path().join("tiny-results.json").is_file());
+    assert!(out.path().join("tiny-report.md").is_file());
+    for spec in [
+        "tiny-attention-bf16-causal",
+        "tiny-chain-float4",
+        "tiny-launch",
+    ] {
+        let line = printed
+            .lines()
+            .find(|l| l.contains(spec))
+            .unwrap_or_else(|| panic!("no table line for {spec}:\n{printed}"));
+        assert!(line.contains("correctness pass"), "{line}");
+    }
+}
