@@ -47,6 +47,9 @@ struct opl_dim3 {
 struct float4 {
     float x, y, z, w;
 };
+struct uint4 {
+    unsigned x, y, z, w;
+};
 static opl_dim3 threadIdx, blockIdx, blockDim = {1, 1, 1}, gridDim = {1, 1, 1};
 
 #define __global__
@@ -336,6 +339,43 @@ static inline void opl_mma_bf16(float c[4], unsigned a0, unsigned a1, unsigned a
         c[e] = (float)((double)c[e] + acc);
     }
     sim::sync_warp(w);
+}
+
+// ldmatrix.sync.aligned.m8n8.x4{.trans}.shared.b16 as a warp collective, per the PTX ISA: lanes
+// 8i..8i+7 give the 16-byte-aligned addresses of the rows of matrix i; lane (g, t) receives in
+// r[i] row g, elements 2t and 2t+1 of matrix i (low half first), or with .trans column g, rows
+// 2t and 2t+1.
+static inline void opl_sim_ldmatrix(unsigned r[4], const unsigned short* row, bool trans) {
+    sim::check_full_warp(0xffffffffu, trans ? "ldmatrix.trans" : "ldmatrix");
+    if (reinterpret_cast<uintptr_t>(row) % 16 != 0)
+        sim::fail("ldmatrix row address not 16-byte aligned");
+    sim::Warp& w = sim::my_warp();
+    unsigned lane = sim::my_lane();
+    memcpy(&w.buf[lane][0], &row, sizeof row);
+    sim::sync_warp(w);
+    auto row_of = [&](unsigned l) {
+        const unsigned short* p;
+        memcpy(&p, &w.buf[l][0], sizeof p);
+        return p;
+    };
+    unsigned g = lane >> 2, t = lane & 3;
+    for (unsigned i = 0; i < 4; ++i) {
+        unsigned lo, hi;
+        if (!trans) {
+            const unsigned short* p = row_of(8 * i + g);
+            lo = p[2 * t], hi = p[2 * t + 1];
+        } else {
+            lo = row_of(8 * i + 2 * t)[g], hi = row_of(8 * i + 2 * t + 1)[g];
+        }
+        r[i] = lo | (hi << 16);
+    }
+    sim::sync_warp(w);
+}
+static inline void opl_ldmatrix_x4(unsigned r[4], const unsigned short* row) {
+    opl_sim_ldmatrix(r, row, false);
+}
+static inline void opl_ldmatrix_x4_trans(unsigned r[4], const unsigned short* row) {
+    opl_sim_ldmatrix(r, row, true);
 }
 
 // ---------------------------------------------------------------------------------------------

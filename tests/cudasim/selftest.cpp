@@ -5,7 +5,8 @@
 //   1. a block reduction over 256 fiber-threads gives the exact sum (barriers and shuffles work);
 //   2. threads waiting at different barriers (block vs warp) are reported as a deadlock;
 //   3. a full-mask shuffle in a partial warp is reported;
-//   4. one m16n8k16 mma with fragments loaded per the PTX layout equals the plain product;
+//   4. one m16n8k16 mma with fragments loaded per the PTX layout equals the plain product, and
+//      so do two with fragments from ldmatrix.x4 (A plain, B transposed, row-major in shared);
 //   5. a kernel writing one element past the end of a device buffer stops the process (in a
 //      child) with the simulator's message.
 
@@ -58,6 +59,31 @@ static void mma_kernel(const float* a, const float* b, float* c) {
     c[(g + 8) * 8 + 2 * t + 1] = acc[3];
 }
 
+// C (16×16) = A (16×16) · B (16×16), both row-major in shared memory, B fragments of the two
+// n-tiles from one ldmatrix.x4.trans, A from one ldmatrix.x4.
+static void ldmatrix_mma_kernel(const float* a, const float* b, float* c) {
+    __shared__ __align__(16) unsigned short As[16][16 + 8];
+    __shared__ __align__(16) unsigned short Bs[16][16 + 8];
+    unsigned lane = threadIdx.x, g = lane >> 2, t = lane & 3;
+    for (unsigned e = lane; e < 256; e += 32) {
+        As[e / 16][e % 16] = opl_f32_to_bf16(a[e]);
+        Bs[e / 16][e % 16] = opl_f32_to_bf16(b[e]);
+    }
+    __syncthreads();
+    unsigned m = lane >> 3, r = lane & 7;
+    unsigned fa[4], fb[4];
+    // A: matrix m = rows 8·(m%2).., columns 8·(m/2)..: a0..a3 in mma order.
+    opl_ldmatrix_x4(fa, &As[(m & 1) * 8 + r][(m >> 1) * 8]);
+    // B: matrix m = rows (k) 8·(m%2).., columns (n) 8·(m/2)..: b0, b1 of n-tile 0, then 1.
+    opl_ldmatrix_x4_trans(fb, &Bs[(m & 1) * 8 + r][(m >> 1) * 8]);
+    for (unsigned nt = 0; nt < 2; ++nt) {
+        float acc[4] = {0, 0, 0, 0};
+        opl_mma_bf16(acc, fa[0], fa[1], fa[2], fa[3], fb[2 * nt], fb[2 * nt + 1]);
+        for (unsigned e = 0; e < 4; ++e)
+            c[(g + (e >= 2 ? 8 : 0)) * 16 + nt * 8 + 2 * t + (e & 1)] = acc[e];
+    }
+}
+
 static void overrun_kernel(float* buf, int n) {
     for (int i = threadIdx.x; i <= n; i += blockDim.x) buf[i] = 1.0f;  // `<=`: one too many
 }
@@ -94,6 +120,20 @@ int main() {
         std::string f = sim::run_grid([&] { mma_kernel(a, b, c); }, {1, 1, 1}, {32, 1, 1}, "mma");
         bool same = f.empty() && memcmp(c, want, sizeof c) == 0;
         check(same, "mma m16n8k16 equals the plain product", f);
+    }
+    {
+        float a[256], b[256], c[256] = {}, want[256] = {};
+        for (int i = 0; i < 256; ++i) {
+            a[i] = (float)((i * 7) % 13 - 6);
+            b[i] = (float)((i * 3) % 7 - 3);
+        }
+        for (int r = 0; r < 16; ++r)
+            for (int n = 0; n < 16; ++n)
+                for (int k = 0; k < 16; ++k) want[r * 16 + n] += a[r * 16 + k] * b[k * 16 + n];
+        std::string f = sim::run_grid([&] { ldmatrix_mma_kernel(a, b, c); }, {1, 1, 1},
+                                      {32, 1, 1}, "ldmatrix_mma");
+        bool same = f.empty() && memcmp(c, want, sizeof c) == 0;
+        check(same, "ldmatrix.x4 (plain and .trans) fragments give the plain product", f);
     }
     {
         fflush(stdout);

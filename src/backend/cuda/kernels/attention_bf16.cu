@@ -8,10 +8,11 @@
 // flash: flash_attn_bf16, FlashAttention-2 style on tensor cores. One block of 4 warps per
 //   (head, 64 query rows); each warp owns 16 query rows, keeps their Q fragments and output
 //   accumulators in registers, and runs S = Q·Kᵀ and O += P·V as mma.sync m16n8k16 over K/V
-//   tiles of 64 rows staged in shared memory (V transposed, so both B operands are contiguous
-//   pairs). The online softmax runs on the S accumulators in the base-2 domain; P is rounded to
-//   bf16 for the P·V product (as FlashAttention does) while the row sums stay f32.
-//   head_dim must be 128.
+//   tiles of 64 rows staged in shared memory with 16-byte loads, row-major as in global memory.
+//   B fragments come from ldmatrix.x4 (two n-tiles per instruction): plain for K, transposed
+//   for V (so V needs no transposing store). The online softmax runs on the S accumulators in
+//   the base-2 domain; P is rounded to bf16 for the P·V product (as FlashAttention does) while
+//   the row sums stay f32. head_dim must be 128.
 
 // opl_bf16 and its conversions and mma helpers are in common.cuh (the probe uses them too).
 
@@ -74,10 +75,10 @@ extern "C" __global__ void __launch_bounds__(128)
 flash_attn_bf16(opl_bf16* O, const opl_bf16* Q, const opl_bf16* K, const opl_bf16* V, int n,
                 float scale_log2e, int causal) {
 #if __CUDA_ARCH__ >= 800
-    // Row strides padded by 8 bf16 (16 bytes): the 32-bit fragment loads of a warp then fall
-    // in 32 different banks.
+    // Row strides padded by 8 bf16 (272 bytes): the 8 rows an ldmatrix phase reads start 4 banks
+    // apart, so they fall in 32 different banks.
     __shared__ __align__(16) opl_bf16 Ks[FB_BC][FB_D + FB_PAD];
-    __shared__ __align__(16) opl_bf16 Vt[FB_D][FB_BC + FB_PAD];
+    __shared__ __align__(16) opl_bf16 Vs[FB_BC][FB_D + FB_PAD];
     const int tiles = (n + FB_BR - 1) / FB_BR;
     const long long h = blockIdx.x / tiles;
     const int i0 = (blockIdx.x % tiles) * FB_BR;
@@ -108,29 +109,36 @@ flash_attn_bf16(opl_bf16* O, const opl_bf16* Q, const opl_bf16* K, const opl_bf1
     const int kv_end = causal ? min(n, i0 + FB_BR) : n;
     for (int j0 = 0; j0 < kv_end; j0 += FB_BC) {
         __syncthreads();  // the previous tile's readers are done
-        for (int e = threadIdx.x; e < FB_BC * FB_D / 2; e += blockDim.x) {
-            int r = e / (FB_D / 2), c = 2 * (e % (FB_D / 2));
-            unsigned kw = 0u, vw = 0u;
+        // 16 bytes (8 bf16) per load: a row of K or V is 16 chunks.
+        for (int e = threadIdx.x; e < FB_BC * FB_D / 8; e += blockDim.x) {
+            int r = e / (FB_D / 8), c = 8 * (e % (FB_D / 8));
+            uint4 kw = {0u, 0u, 0u, 0u}, vw = {0u, 0u, 0u, 0u};
             if (j0 + r < n) {
-                kw = *(const unsigned*)(Kh + (long long)(j0 + r) * FB_D + c);
-                vw = *(const unsigned*)(Vh + (long long)(j0 + r) * FB_D + c);
+                kw = *(const uint4*)(Kh + (long long)(j0 + r) * FB_D + c);
+                vw = *(const uint4*)(Vh + (long long)(j0 + r) * FB_D + c);
             }
-            *(unsigned*)&Ks[r][c] = kw;
-            Vt[c][r] = (opl_bf16)(vw & 0xffffu);
-            Vt[c + 1][r] = (opl_bf16)(vw >> 16);
+            *(uint4*)&Ks[r][c] = kw;
+            *(uint4*)&Vs[r][c] = vw;
         }
         __syncthreads();
 
-        // S = Q·Kᵀ for this warp's 16 rows and the tile's 64 keys: 8 n-tiles of 8 keys.
+        // ldmatrix lane roles: lane gives the address of row (lane & 7) of matrix (lane >> 3).
+        const int lrow = lane & 7, lmat = lane >> 3;
+        // S = Q·Kᵀ for this warp's 16 rows and the tile's 64 keys: 8 n-tiles of 8 keys. The B
+        // fragment of n-tile nt at k-step kk is K rows 8nt..8nt+7, columns 16kk.. (b0) and
+        // 16kk+8.. (b1): one ldmatrix.x4 gives both for n-tiles 2p and 2p+1 (matrix m: n-tile
+        // 2p + m/2, column half m%2).
         float s[8][4];
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+        for (int nt = 0; nt < 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
 #pragma unroll
-            for (int kk = 0; kk < 8; ++kk) {
-                const opl_bf16* kr = &Ks[nt * 8 + g][kk * 16 + 2 * t];
-                opl_mma_bf16(s[nt], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3],
-                             *(const unsigned*)kr, *(const unsigned*)(kr + 8));
+        for (int kk = 0; kk < 8; ++kk) {
+#pragma unroll
+            for (int p = 0; p < 4; ++p) {
+                unsigned b[4];
+                opl_ldmatrix_x4(b, &Ks[(2 * p + (lmat >> 1)) * 8 + lrow][kk * 16 + (lmat & 1) * 8]);
+                opl_mma_bf16(s[2 * p], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], b[0], b[1]);
+                opl_mma_bf16(s[2 * p + 1], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], b[2], b[3]);
             }
         }
         // Scale into the base-2 domain, mask, and take the tile's row maxima.
@@ -178,7 +186,10 @@ flash_attn_bf16(opl_bf16* O, const opl_bf16* Q, const opl_bf16* K, const opl_bf1
             o[dt][3] *= corr1;
         }
         // O += P·V: the S accumulators of n-tiles 2kk and 2kk+1 are exactly the A fragment of
-        // the k-step kk (16 keys), so P never leaves registers.
+        // the k-step kk (16 keys), so P never leaves registers. The B fragment of dim-tile dt is
+        // V rows (keys) 16kk..16kk+7 (b0) and 16kk+8.. (b1) at columns 8dt..8dt+7, transposed:
+        // one ldmatrix.x4.trans gives both for dim-tiles 2p and 2p+1 (matrix m: key half m%2,
+        // dim-tile 2p + m/2).
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
             unsigned a0 = opl_pack_bf16x2(s[2 * kk][0], s[2 * kk][1]);
@@ -186,10 +197,11 @@ flash_attn_bf16(opl_bf16* O, const opl_bf16* Q, const opl_bf16* K, const opl_bf1
             unsigned a2 = opl_pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
             unsigned a3 = opl_pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
 #pragma unroll
-            for (int dt = 0; dt < 16; ++dt) {
-                const opl_bf16* vr = &Vt[dt * 8 + g][kk * 16 + 2 * t];
-                opl_mma_bf16(o[dt], a0, a1, a2, a3, *(const unsigned*)vr,
-                             *(const unsigned*)(vr + 8));
+            for (int p = 0; p < 8; ++p) {
+                unsigned b[4];
+                opl_ldmatrix_x4_trans(b, &Vs[kk * 16 + (lmat & 1) * 8 + lrow][(2 * p + (lmat >> 1)) * 8]);
+                opl_mma_bf16(o[2 * p], a0, a1, a2, a3, b[0], b[1]);
+                opl_mma_bf16(o[2 * p + 1], a0, a1, a2, a3, b[2], b[3]);
             }
         }
     }

@@ -56,8 +56,8 @@ __device__ __forceinline__ float opl_bf16_to_f32(opl_bf16 h) {
 }
 
 #if defined(OPL_CUDASIM)
-// tests/cudasim (the CPU simulator of the driver) provides opl_f32_to_bf16, opl_pack_bf16x2 and
-// opl_mma_bf16 as warp-collective C++ with the same fragment layouts.
+// tests/cudasim (the CPU simulator of the driver) provides opl_f32_to_bf16, opl_pack_bf16x2,
+// opl_mma_bf16 and the ldmatrix loads as warp-collective C++ with the same fragment layouts.
 #elif __CUDA_ARCH__ >= 800
 __device__ __forceinline__ opl_bf16 opl_f32_to_bf16(float f) {
     opl_bf16 h;
@@ -80,5 +80,27 @@ __device__ __forceinline__ void opl_mma_bf16(float c[4], unsigned a0, unsigned a
         "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ unsigned opl_smem_addr(const void* p) {
+    unsigned a;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    return a;
+}
+
+// ldmatrix.x4: four 8×8 bf16 matrices from shared memory; lanes 8i..8i+7 give the addresses of
+// matrix i's rows (16-byte aligned). Lane (g = lane/4, t = lane%4) receives in r[i] row g,
+// columns 2t and 2t+1 of matrix i (the lower column in the low half).
+__device__ __forceinline__ void opl_ldmatrix_x4(unsigned r[4], const opl_bf16* row) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(opl_smem_addr(row)));
+}
+
+// The same, each matrix transposed: r[i] holds rows 2t and 2t+1 (low half first) of column g.
+__device__ __forceinline__ void opl_ldmatrix_x4_trans(unsigned r[4], const opl_bf16* row) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(opl_smem_addr(row)));
 }
 #endif
