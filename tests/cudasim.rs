@@ -168,6 +168,7 @@ fn simulator_self_test_catches_broken_kernels() {
         "ok   block sum over 256 threads",
         "ok   divergent barrier and shuffle is a deadlock",
         "ok   full-mask shuffle in a partial warp is reported",
+        "ok   a missing __syncthreads changes the result",
         "ok   mma m16n8k16 equals the plain product",
         "ok   ldmatrix.x4 (plain and .trans) fragments give the plain product",
         "ok   a write past the end of a device buffer stops the process",

@@ -218,7 +218,14 @@ static void start_fiber(Fiber& f) {
 }
 
 // Runs one block to completion; false on a deadlock.
-static bool run_block(unsigned threads) {
+//
+// The schedule is a legal but adversarial one, so that a missing __syncthreads changes results
+// instead of hiding: each warp in turn runs as far as it can — its lanes round-robin through
+// their shuffles and mma collectives — until every lane waits at a block barrier (or is done);
+// only then does the next warp start. A warp thus races as far ahead of the others as a barrier
+// lets it, as a fast warp can on the hardware. Warps go in order in even blocks and in reverse
+// order in odd ones, so that unsynchronised data flowing either way shows up.
+static bool run_block(unsigned threads, bool reverse) {
     if (fibers.size() < threads) fibers.resize(threads);
     for (unsigned i = 0; i < threads; ++i) start_fiber(fibers[i]);
     block_live = threads;
@@ -226,14 +233,23 @@ static bool run_block(unsigned threads) {
     warps.assign((threads + 31) / 32, Warp{});
     for (unsigned w = 0; w < warps.size(); ++w) warps[w].live = std::min(32u, threads - 32 * w);
     unsigned live = threads;
+    const unsigned n_warps = (unsigned)warps.size();
     while (live > 0) {
         uint64_t before = progress;
-        for (unsigned i = 0; i < threads; ++i) {
-            if (fibers[i].done) continue;
-            cur = i;
-            set_thread(i);
-            opl_sim_switch(&sched_sp, fibers[i].sp);
-            if (fibers[i].done) --live;
+        for (unsigned k = 0; k < n_warps; ++k) {
+            unsigned w = reverse ? n_warps - 1 - k : k;
+            unsigned first = 32 * w, last = std::min(threads, first + 32);
+            for (;;) {  // until no lane of this warp can move
+                uint64_t warp_before = progress;
+                for (unsigned i = first; i < last; ++i) {
+                    if (fibers[i].done) continue;
+                    cur = i;
+                    set_thread(i);
+                    opl_sim_switch(&sched_sp, fibers[i].sp);
+                    if (fibers[i].done) --live;
+                }
+                if (progress == warp_before) break;
+            }
         }
         if (live > 0 && progress == before) {
             fail("deadlock in block (" + std::to_string(blockIdx.x) + "," +
@@ -259,7 +275,8 @@ static std::string run_grid(const std::function<void()>& f, opl_dim3 grid, opl_d
         for (unsigned y = 0; y < grid.y; ++y)
             for (unsigned x = 0; x < grid.x; ++x) {
                 blockIdx = {x, y, z};
-                if (!run_block(threads) || !fault.empty()) {
+                bool odd = ((z * grid.y + y) * grid.x + x) & 1;
+                if (!run_block(threads, odd) || !fault.empty()) {
                     running = nullptr;
                     return fault;
                 }

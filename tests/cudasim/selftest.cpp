@@ -4,7 +4,9 @@
 //
 //   1. a block reduction over 256 fiber-threads gives the exact sum (barriers and shuffles work);
 //   2. threads waiting at different barriers (block vs warp) are reported as a deadlock;
-//   3. a full-mask shuffle in a partial warp is reported;
+//   3. a full-mask shuffle in a partial warp is reported; a missing __syncthreads between one
+//      warp's shared-memory write and another's read changes the result (the schedule lets a
+//      warp run ahead to its next barrier), with the barrier it does not;
 //   4. one m16n8k16 mma with fragments loaded per the PTX layout equals the plain product, and
 //      so do two with fragments from ldmatrix.x4 (A plain, B transposed, row-major in shared);
 //   5. a kernel writing one element past the end of a device buffer stops the process (in a
@@ -35,6 +37,18 @@ static void divergent_barrier_kernel() {
         opl_warp_sum(1.0f);
         __syncthreads();
     }
+}
+
+// Warp 1 writes a shared value that warp 0 reads: correct only with the barrier between. (Two
+// blocks: the warps run in order in one and in reverse order in the other.)
+template <bool BARRIER>
+static void handoff_kernel(float* out) {
+    __shared__ float cell;
+    if (threadIdx.x == 0) cell = -1.0f;
+    __syncthreads();
+    if (threadIdx.x == 32) cell = 42.0f;
+    if (BARRIER) __syncthreads();
+    if (threadIdx.x == 0) out[blockIdx.x] = cell;
 }
 
 static void partial_warp_shuffle_kernel(float* out) {
@@ -101,6 +115,18 @@ int main() {
         std::string f = sim::run_grid([] { divergent_barrier_kernel(); }, {1, 1, 1},
                                       {128, 1, 1}, "divergent");
         check(f.find("deadlock") != std::string::npos, "divergent barrier and shuffle is a deadlock", f);
+    }
+    {
+        float with[2] = {}, without[2] = {};
+        std::string f1 = sim::run_grid([&] { handoff_kernel<true>(with); }, {2, 1, 1},
+                                       {64, 1, 1}, "handoff");
+        std::string f2 = sim::run_grid([&] { handoff_kernel<false>(without); }, {2, 1, 1},
+                                       {64, 1, 1}, "handoff");
+        check(f1.empty() && f2.empty() && with[0] == 42.0f && with[1] == 42.0f &&
+                  (without[0] != 42.0f || without[1] != 42.0f),
+              "a missing __syncthreads changes the result",
+              "with " + std::to_string(with[0]) + "/" + std::to_string(with[1]) + ", without " +
+                  std::to_string(without[0]) + "/" + std::to_string(without[1]));
     }
     {
         float out[48] = {};
