@@ -7,7 +7,8 @@
 // (src/backend/cuda/kernels/*.cu, included below) as C++: every CUDA thread is a fiber, a block's
 // fibers run on one OS thread and switch at __syncthreads and warp collectives, so the kernels'
 // synchronisation is honoured exactly (a barrier that not all threads reach is reported as a
-// deadlock, not hidden). NVRTC still compiles every module for real; the simulator checks that
+// deadlock, not hidden), and each warp runs ahead to its next barrier before the next warp
+// starts (run_block), so a missing barrier changes results. NVRTC still compiles every module for real; the simulator checks that
 // each requested kernel is in the loaded image, then runs its C++ twin.
 //
 // What it cannot tell: anything about speed (times are the CPU's), or a misreading of the PTX
