@@ -110,10 +110,23 @@ opl_sim_switch:
 constexpr size_t STACK_BYTES = 256 * 1024;
 constexpr size_t PAGE = 4096;
 
+// One cp.async copy: 16 bytes from `src` (or zeros when null) to `dst`.
+struct AsyncCopy {
+    void* dst;
+    const void* src;
+};
+
 struct Fiber {
     void* sp = nullptr;
     char* stack = nullptr;  // lowest usable byte (a PROT_NONE guard page lies below it)
     bool done = false;
+    // cp.async copies of this thread: the open group, then committed groups oldest first. In
+    // half of the blocks they are performed only when waited for (the latest the hardware may
+    // complete them: a read of shared memory before the wait sees the old contents), in the
+    // other half at once (the earliest: a copy into a buffer other warps still read lands
+    // while they read it).
+    std::vector<AsyncCopy> open_group;
+    std::vector<std::vector<AsyncCopy>> groups;
 };
 
 struct Warp {
@@ -130,6 +143,7 @@ static uint64_t progress = 0;  // arrivals, releases and exits: deadlock detecti
 static unsigned block_live = 0, block_arrived = 0;
 static uint64_t block_gen = 0;
 static std::vector<Warp> warps;
+static bool copies_early = false;      // cp.async copies land at issue (else at the wait)
 static std::string fault;              // first error found in a launch ("" when none)
 static const char* running = nullptr;  // the kernel being simulated, for fault messages
 
@@ -179,9 +193,18 @@ static void check_full_warp(unsigned mask, const char* what) {
              std::to_string(w.live) + " live threads (the kernels assume full warps)");
 }
 
+static void perform(const std::vector<AsyncCopy>& group) {
+    for (const AsyncCopy& c : group) {
+        if (c.src) memcpy(c.dst, c.src, 16);
+        else memset(c.dst, 0, 16);
+    }
+}
+
 static void fiber_main() {
     (*body)();
     Fiber& f = fibers[cur];
+    if (!f.open_group.empty() || !f.groups.empty())
+        fail("a thread exited with cp.async copies not waited for");
     f.done = true;
     ++progress;
     // An exited thread no longer counts at barriers (as on the hardware).
@@ -216,6 +239,8 @@ static void start_fiber(Fiber& f) {
     for (int i = 0; i < 6; ++i) *--sp = nullptr;    // rbp rbx r12 r13 r14 r15
     f.sp = sp;
     f.done = false;
+    f.open_group.clear();
+    f.groups.clear();
 }
 
 // Runs one block to completion; false on a deadlock.
@@ -276,8 +301,9 @@ static std::string run_grid(const std::function<void()>& f, opl_dim3 grid, opl_d
         for (unsigned y = 0; y < grid.y; ++y)
             for (unsigned x = 0; x < grid.x; ++x) {
                 blockIdx = {x, y, z};
-                bool odd = ((z * grid.y + y) * grid.x + x) & 1;
-                if (!run_block(threads, odd) || !fault.empty()) {
+                unsigned linear = (z * grid.y + y) * grid.x + x;
+                copies_early = (linear >> 1) & 1;  // blocks 0, 1: late; 2, 3: early; ...
+                if (!run_block(threads, linear & 1) || !fault.empty()) {
                     running = nullptr;
                     return fault;
                 }
@@ -389,6 +415,28 @@ static inline void opl_sim_ldmatrix(unsigned r[4], const unsigned short* row, bo
     }
     sim::sync_warp(w);
 }
+// cp.async.cg.shared.global (16 bytes, zero-filled when !valid), commit_group and wait_group.
+static inline void opl_cp_async16(void* smem, const void* gmem, bool valid) {
+    if (reinterpret_cast<uintptr_t>(smem) % 16 || reinterpret_cast<uintptr_t>(gmem) % 16)
+        sim::fail("cp.async of 16 bytes with an address not 16-byte aligned");
+    sim::AsyncCopy c{smem, valid ? gmem : nullptr};
+    if (sim::copies_early) sim::perform({c});
+    else sim::fibers[sim::cur].open_group.push_back(c);
+}
+static inline void opl_cp_async_commit() {
+    sim::Fiber& f = sim::fibers[sim::cur];
+    f.groups.push_back(std::move(f.open_group));
+    f.open_group.clear();
+}
+template <int N>
+static inline void opl_cp_async_wait() {
+    sim::Fiber& f = sim::fibers[sim::cur];
+    while (f.groups.size() > (size_t)N) {
+        sim::perform(f.groups.front());
+        f.groups.erase(f.groups.begin());
+    }
+}
+
 static inline void opl_ldmatrix_x4(unsigned r[4], const unsigned short* row) {
     opl_sim_ldmatrix(r, row, false);
 }

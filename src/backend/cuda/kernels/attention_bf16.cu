@@ -8,7 +8,9 @@
 // flash: flash_attn_bf16, FlashAttention-2 style on tensor cores. One block of 4 warps per
 //   (head, 64 query rows); each warp owns 16 query rows, keeps their Q fragments and output
 //   accumulators in registers, and runs S = Q·Kᵀ and O += P·V as mma.sync m16n8k16 over K/V
-//   tiles of 64 rows staged in shared memory with 16-byte loads, row-major as in global memory.
+//   tiles of 64 rows staged in shared memory by cp.async (16 bytes each), row-major as in
+//   global memory, pipelined as FlashAttention-2 does: the next K tile is loaded while the
+//   softmax and P·V of this one run, the next V tile while the next S = Q·Kᵀ runs.
 //   B fragments come from ldmatrix.x4 (two n-tiles per instruction): plain for K, transposed
 //   for V (so V needs no transposing store). The online softmax runs on the S accumulators in
 //   the base-2 domain; P is rounded to bf16 for the P·V product (as FlashAttention does) while
@@ -107,19 +109,24 @@ flash_attn_bf16(opl_bf16* O, const opl_bf16* Q, const opl_bf16* K, const opl_bf1
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
 
     const int kv_end = causal ? min(n, i0 + FB_BR) : n;
-    for (int j0 = 0; j0 < kv_end; j0 += FB_BC) {
-        __syncthreads();  // the previous tile's readers are done
-        // 16 bytes (8 bf16) per load: a row of K or V is 16 chunks.
-        for (int e = threadIdx.x; e < FB_BC * FB_D / 8; e += blockDim.x) {
-            int r = e / (FB_D / 8), c = 8 * (e % (FB_D / 8));
-            uint4 kw = {0u, 0u, 0u, 0u}, vw = {0u, 0u, 0u, 0u};
-            if (j0 + r < n) {
-                kw = *(const uint4*)(Kh + (long long)(j0 + r) * FB_D + c);
-                vw = *(const uint4*)(Vh + (long long)(j0 + r) * FB_D + c);
+    // One tile of K or V (rows j0.. of `src`) into `dst` by cp.async, 16 bytes (8 bf16) per copy:
+    // a row is 16 chunks; rows past n are zero-filled. Always one commit (a group, maybe empty),
+    // so that the wait counts below stay simple.
+    auto load_tile = [&](opl_bf16 (*dst)[FB_D + FB_PAD], const opl_bf16* src, int j0) {
+        if (j0 < kv_end) {
+            for (int e = threadIdx.x; e < FB_BC * FB_D / 8; e += blockDim.x) {
+                int r = e / (FB_D / 8), c = 8 * (e % (FB_D / 8));
+                bool ok = j0 + r < n;
+                opl_cp_async16(&dst[r][c], src + (long long)(ok ? j0 + r : 0) * FB_D + c, ok);
             }
-            *(uint4*)&Ks[r][c] = kw;
-            *(uint4*)&Vs[r][c] = vw;
         }
+        opl_cp_async_commit();
+    };
+    load_tile(Ks, Kh, 0);
+    load_tile(Vs, Vh, 0);
+    for (int j0 = 0; j0 < kv_end; j0 += FB_BC) {
+        // In flight: K and V of this tile, in that order: wait for K.
+        opl_cp_async_wait<1>();
         __syncthreads();
 
         // ldmatrix lane roles: lane gives the address of row (lane & 7) of matrix (lane >> 3).
@@ -141,6 +148,8 @@ flash_attn_bf16(opl_bf16* O, const opl_bf16* Q, const opl_bf16* K, const opl_bf1
                 opl_mma_bf16(s[2 * p + 1], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], b[2], b[3]);
             }
         }
+        __syncthreads();  // every warp is done with Ks: load the next K tile behind the softmax
+        load_tile(Ks, Kh, j0 + FB_BC);
         // Scale into the base-2 domain, mask, and take the tile's row maxima.
         float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
@@ -185,6 +194,9 @@ flash_attn_bf16(opl_bf16* O, const opl_bf16* Q, const opl_bf16* K, const opl_bf1
             o[dt][2] *= corr1;
             o[dt][3] *= corr1;
         }
+        // In flight: V of this tile and K of the next: wait for V.
+        opl_cp_async_wait<1>();
+        __syncthreads();
         // O += P·V: the S accumulators of n-tiles 2kk and 2kk+1 are exactly the A fragment of
         // the k-step kk (16 keys), so P never leaves registers. The B fragment of dim-tile dt is
         // V rows (keys) 16kk..16kk+7 (b0) and 16kk+8.. (b1) at columns 8dt..8dt+7, transposed:
@@ -204,7 +216,10 @@ flash_attn_bf16(opl_bf16* O, const opl_bf16* Q, const opl_bf16* K, const opl_bf1
                 opl_mma_bf16(o[2 * p + 1], a0, a1, a2, a3, b[2], b[3]);
             }
         }
+        __syncthreads();  // every warp is done with Vs: load the next V tile behind the next S
+        load_tile(Vs, Vh, j0 + FB_BC);
     }
+    opl_cp_async_wait<0>();  // nothing may be in flight when the block exits
     // Complete the row sums over the quad, normalize, store bf16 pairs.
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);

@@ -57,7 +57,8 @@ __device__ __forceinline__ float opl_bf16_to_f32(opl_bf16 h) {
 
 #if defined(OPL_CUDASIM)
 // tests/cudasim (the CPU simulator of the driver) provides opl_f32_to_bf16, opl_pack_bf16x2,
-// opl_mma_bf16 and the ldmatrix loads as warp-collective C++ with the same fragment layouts.
+// opl_mma_bf16 and the ldmatrix loads as warp-collective C++ with the same fragment layouts,
+// and the cp.async copies (performed when waited for, the latest the hardware may).
 #elif __CUDA_ARCH__ >= 800
 __device__ __forceinline__ opl_bf16 opl_f32_to_bf16(float f) {
     opl_bf16 h;
@@ -102,5 +103,21 @@ __device__ __forceinline__ void opl_ldmatrix_x4_trans(unsigned r[4], const opl_b
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(opl_smem_addr(row)));
+}
+
+// cp.async: 16 bytes from global to shared memory without passing through registers; with
+// `valid` false the 16 shared bytes are zero-filled and nothing is read. Copies issued since the
+// last commit form a group; opl_cp_async_wait<N> waits until at most N groups are in flight.
+__device__ __forceinline__ void opl_cp_async16(void* smem, const void* gmem, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(opl_smem_addr(smem)),
+                 "l"(gmem), "r"(valid ? 16 : 0)
+                 : "memory");
+}
+__device__ __forceinline__ void opl_cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void opl_cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 #endif
