@@ -471,6 +471,36 @@ fn cuda_compile(arch: u32, out: Option<&std::path::Path>) -> Result<ExitCode> {
             }
         }
     }
+    // What ptxas says of each kernel: registers (occupancy), shared memory, and any spill to
+    // local memory — the static half of a kernel's performance, known without a GPU.
+    println!(
+        "\n{:<24} {:>5} {:>10} {:>7} {:>13}",
+        "kernel (sm_".to_string() + &arch.to_string() + ")",
+        "regs",
+        "smem B",
+        "stack B",
+        "spills st/ld"
+    );
+    for src in nvrtc::SOURCES {
+        match nvrtc::resources(src, arch) {
+            Ok(kernels) => {
+                for k in kernels {
+                    println!(
+                        "{:<24} {:>5} {:>10} {:>7} {:>13}",
+                        k.name,
+                        k.registers,
+                        k.smem_bytes,
+                        k.stack_bytes,
+                        format!("{}/{}", k.spill_store_bytes, k.spill_load_bytes)
+                    );
+                }
+            }
+            Err(e) => {
+                println!("FAIL  {}: {e}", src.name);
+                failed += 1;
+            }
+        }
+    }
     Ok(if failed == 0 {
         ExitCode::Pass
     } else {

@@ -80,3 +80,41 @@ fn a_broken_kernel_fails_with_nvrtc_log() {
         "{err}"
     );
 }
+
+/// ptxas's report for every kernel (through NVRTC, no GPU): no kernel spills registers to local
+/// memory, every one fits the 48 KiB of static shared memory and the 255-register limit, and
+/// every extern "C" kernel of the sources is reported. A change that makes a kernel spill fails
+/// here, before any GPU sees it.
+#[test]
+fn no_kernel_spills_and_every_one_fits_an_sm() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    let mut names = Vec::new();
+    for src in nvrtc::SOURCES {
+        let kernels = nvrtc::resources(src, 90).unwrap_or_else(|log| panic!("{log}"));
+        for k in kernels {
+            assert_eq!(
+                (k.spill_store_bytes, k.spill_load_bytes, k.stack_bytes),
+                (0, 0, 0),
+                "{}: spills or uses a stack frame: {k:?}",
+                src.name
+            );
+            assert!(k.smem_bytes <= 48 * 1024, "{k:?}");
+            assert!(k.registers > 0 && k.registers <= 255, "{k:?}");
+            names.push(k.name);
+        }
+    }
+    for expected in [
+        "ew_chain",
+        "rmsnorm_fused",
+        "softmax_fused",
+        "gemm_tiled",
+        "flash_attn_f32",
+        "flash_attn_bf16",
+        "chain_affine",
+        "probe_mma_bf16",
+    ] {
+        assert!(names.iter().any(|n| n == expected), "{expected} not reported: {names:?}");
+    }
+}

@@ -67,6 +67,80 @@ pub fn full_source(src: &KernelSource) -> String {
 
 /// Compiles `src` for compute capability `arch` (e.g. 90). Errors carry NVRTC's log.
 pub fn compile(src: &KernelSource, arch: u32, output: Output) -> Result<Vec<u8>, String> {
+    compile_with(src, arch, output, &[]).map(|(bytes, _log)| bytes)
+}
+
+/// What ptxas reports for one kernel of a CUBIN: the static facts that decide occupancy and
+/// whether registers spill to local memory, known without a GPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelResources {
+    pub name: String,
+    pub registers: u32,
+    pub smem_bytes: u32,
+    pub stack_bytes: u32,
+    pub spill_store_bytes: u32,
+    pub spill_load_bytes: u32,
+}
+
+/// The resources of every kernel of `src` compiled for `arch` (ptxas `-v`, through NVRTC).
+pub fn resources(src: &KernelSource, arch: u32) -> Result<Vec<KernelResources>, String> {
+    let (_, log) = compile_with(src, arch, Output::Cubin, &["--ptxas-options=-v".into()])?;
+    let found = parse_ptxas_log(&log);
+    if found.is_empty() {
+        return Err(format!(
+            "{}: ptxas reported no kernel resources; its log:\n{log}",
+            src.name
+        ));
+    }
+    Ok(found)
+}
+
+/// Reads ptxas's `-v` report: for each "Compiling entry function 'k'", the stack/spill line and
+/// the "Used N registers, …, M bytes smem" line that follow it.
+fn parse_ptxas_log(log: &str) -> Vec<KernelResources> {
+    // The number just before `unit` in `text` ("202 registers" → 202), 0 when absent.
+    fn number_before(text: &str, unit: &str) -> u32 {
+        text.split(',')
+            .find_map(|part| {
+                let part = part.trim();
+                let value = part.strip_suffix(unit)?.trim();
+                value.rsplit(' ').next()?.parse().ok()
+            })
+            .unwrap_or(0)
+    }
+    let mut out: Vec<KernelResources> = Vec::new();
+    for line in log.lines() {
+        if let Some(rest) = line.split("Compiling entry function '").nth(1) {
+            let name = rest.split('\'').next().unwrap_or("").to_string();
+            out.push(KernelResources {
+                name,
+                registers: 0,
+                smem_bytes: 0,
+                stack_bytes: 0,
+                spill_store_bytes: 0,
+                spill_load_bytes: 0,
+            });
+        } else if let Some(k) = out.last_mut() {
+            let text = line.split_once(':').map_or(line, |(_, t)| t).trim_start_matches(['.', ' ']);
+            if line.contains("bytes stack frame") {
+                k.stack_bytes = number_before(text, "bytes stack frame");
+                k.spill_store_bytes = number_before(text, "bytes spill stores");
+                k.spill_load_bytes = number_before(text, "bytes spill loads");
+            } else if line.contains("Used ") && line.contains(" registers") {
+                k.registers = number_before(text, "registers");
+                k.smem_bytes = number_before(text, "bytes smem");
+            }
+        }
+    }
+    out
+}
+
+fn compile_with(
+    src: &KernelSource,
+    arch: u32,
+    output: Output,
+    extra: &[String],
+) -> Result<(Vec<u8>, String), String> {
     if !available() {
         return Err("libnvrtc could not be loaded (install NVRTC, e.g. pip's nvidia-cuda-nvrtc, and put its lib folder on LD_LIBRARY_PATH)".into());
     }
@@ -78,31 +152,30 @@ pub fn compile(src: &KernelSource, arch: u32, output: Output) -> Result<Vec<u8>,
         Output::Cubin => format!("--gpu-architecture=sm_{arch}"),
         Output::Ptx => format!("--gpu-architecture=compute_{arch}"),
     };
-    let opts = [
+    let mut opts = vec![
         arch_opt,
         "--std=c++17".into(),
         "-default-device".into(),
         "--use_fast_math".into(),
     ];
+    opts.extend(extra.iter().cloned());
     // SAFETY: `prog` was created above and is destroyed once, at the end of this block; `text`
     // and `name` outlive it.
     let result = unsafe {
         let compiled = cudarc::nvrtc::result::compile_program(prog, &opts);
+        let log = cudarc::nvrtc::result::get_program_log(prog)
+            .map(|l| {
+                l.iter()
+                    .take_while(|&&c| c != 0)
+                    .map(|&c| c as u8 as char)
+                    .collect::<String>()
+            })
+            .unwrap_or_default();
         let out = match compiled {
-            Err(e) => {
-                let log = cudarc::nvrtc::result::get_program_log(prog)
-                    .map(|l| {
-                        l.iter()
-                            .take_while(|&&c| c != 0)
-                            .map(|&c| c as u8 as char)
-                            .collect::<String>()
-                    })
-                    .unwrap_or_default();
-                Err(format!(
-                    "{}.cu does not compile for sm_{arch} ({e:?}):\n{log}",
-                    src.name
-                ))
-            }
+            Err(e) => Err(format!(
+                "{}.cu does not compile for sm_{arch} ({e:?}):\n{log}",
+                src.name
+            )),
             Ok(()) => match output {
                 Output::Ptx => cudarc::nvrtc::result::get_ptx(prog)
                     .map(|p| {
@@ -133,7 +206,47 @@ pub fn compile(src: &KernelSource, arch: u32, output: Output) -> Result<Vec<u8>,
             },
         };
         let _ = cudarc::nvrtc::result::destroy_program(prog);
-        out
+        out.map(|bytes| (bytes, log))
     };
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_ptxas_resource_reports() {
+        // As NVRTC 13.0 prints them with --ptxas-options=-v.
+        let log = "ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'flash_attn_bf16' for 'sm_90'
+ptxas info    : Function properties for flash_attn_bf16
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 202 registers, used 1 barriers, 34816 bytes smem
+ptxas info    : Compile time = 126.567 ms
+ptxas info    : Compiling entry function 'k2' for 'sm_90'
+ptxas info    : Function properties for k2
+ptxas         .     24 bytes stack frame, 16 bytes spill stores, 8 bytes spill loads
+ptxas info    : Used 255 registers, used 0 barriers, 368 bytes cmem[0]
+";
+        let r = parse_ptxas_log(log);
+        assert_eq!(r.len(), 2);
+        assert_eq!(
+            r[0],
+            KernelResources {
+                name: "flash_attn_bf16".into(),
+                registers: 202,
+                smem_bytes: 34816,
+                stack_bytes: 0,
+                spill_store_bytes: 0,
+                spill_load_bytes: 0,
+            }
+        );
+        assert_eq!(
+            (r[1].registers, r[1].smem_bytes, r[1].stack_bytes),
+            (255, 0, 24)
+        );
+        assert_eq!((r[1].spill_store_bytes, r[1].spill_load_bytes), (16, 8));
+        assert!(parse_ptxas_log("nothing here").is_empty());
+    }
 }

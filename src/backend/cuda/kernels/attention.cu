@@ -68,8 +68,12 @@ flash_attn_f32(float* O, const float* Q, const float* K, const float* V, int n, 
         Qs[r][c] = (i0 + r < n) ? Q[(h * n + i0 + r) * d + c] : 0.0f;
     }
     // Each warp owns rows warp*8 .. warp*8+7; lane holds columns lane, lane+32, ... of them.
+    // Every loop over these arrays is unrolled, so that their indices are constants and they
+    // live in registers (a dynamic index puts an array in local memory: ptxas reported a
+    // 192-byte stack frame before the pragmas).
     float acc[8][FA_DMAX / 32];
     float m[8], l[8];
+#pragma unroll
     for (int r = 0; r < 8; ++r) {
         m[r] = -INFINITY;
         l[r] = 0.0f;
@@ -93,6 +97,7 @@ flash_attn_f32(float* O, const float* Q, const float* K, const float* V, int n, 
             Ss[r][j] = masked ? -INFINITY : s * scale;
         }
         __syncthreads();
+#pragma unroll
         for (int rr = 0; rr < 8; ++rr) {
             int r = warp * 8 + rr;
             float s = lane < FA_BC ? Ss[r][lane] : -INFINITY;
@@ -103,6 +108,7 @@ flash_attn_f32(float* O, const float* Q, const float* K, const float* V, int n, 
             float corr = __expf(m[rr] - m_new);
             l[rr] = l[rr] * corr + opl_warp_sum(p);
             m[rr] = m_new;
+#pragma unroll
             for (int c = 0; c < FA_DMAX / 32; ++c) {
                 int col = lane + 32 * c;
                 float o = acc[rr][c] * corr;
@@ -112,9 +118,11 @@ flash_attn_f32(float* O, const float* Q, const float* K, const float* V, int n, 
             }
         }
     }
+#pragma unroll
     for (int rr = 0; rr < 8; ++rr) {
         int r = warp * 8 + rr;
         if (i0 + r >= n) continue;
+#pragma unroll
         for (int c = 0; c < FA_DMAX / 32; ++c) {
             int col = lane + 32 * c;
             if (col < d) O[(h * n + i0 + r) * d + col] = acc[rr][c] / l[rr];
