@@ -115,6 +115,9 @@ fn no_kernel_spills_and_every_one_fits_an_sm() {
         "chain_affine",
         "probe_mma_bf16",
     ] {
-        assert!(names.iter().any(|n| n == expected), "{expected} not reported: {names:?}");
+        assert!(
+            names.iter().any(|n| n == expected),
+            "{expected} not reported: {names:?}"
+        );
     }
 }

@@ -121,7 +121,10 @@ fn parse_ptxas_log(log: &str) -> Vec<KernelResources> {
                 spill_load_bytes: 0,
             });
         } else if let Some(k) = out.last_mut() {
-            let text = line.split_once(':').map_or(line, |(_, t)| t).trim_start_matches(['.', ' ']);
+            let text = line
+                .split_once(':')
+                .map_or(line, |(_, t)| t)
+                .trim_start_matches(['.', ' ']);
             if line.contains("bytes stack frame") {
                 k.stack_bytes = number_before(text, "bytes stack frame");
                 k.spill_store_bytes = number_before(text, "bytes spill stores");
