@@ -92,7 +92,8 @@ fn no_kernel_spills_and_every_one_fits_an_sm() {
     }
     let mut names = Vec::new();
     for src in nvrtc::SOURCES {
-        let kernels = nvrtc::resources(src, 90).unwrap_or_else(|log| panic!("{log}"));
+        let (_, kernels) =
+            nvrtc::compile_cubin_with_resources(src, 90).unwrap_or_else(|log| panic!("{log}"));
         for k in kernels {
             assert_eq!(
                 (k.spill_store_bytes, k.spill_load_bytes, k.stack_bytes),

@@ -82,9 +82,13 @@ pub struct KernelResources {
     pub spill_load_bytes: u32,
 }
 
-/// The resources of every kernel of `src` compiled for `arch` (ptxas `-v`, through NVRTC).
-pub fn resources(src: &KernelSource, arch: u32) -> Result<Vec<KernelResources>, String> {
-    let (_, log) = compile_with(src, arch, Output::Cubin, &["--ptxas-options=-v".into()])?;
+/// The CUBIN of `src` for `arch` and the resources of every kernel in it (ptxas `-v`, through
+/// NVRTC), from one compilation.
+pub fn compile_cubin_with_resources(
+    src: &KernelSource,
+    arch: u32,
+) -> Result<(Vec<u8>, Vec<KernelResources>), String> {
+    let (cubin, log) = compile_with(src, arch, Output::Cubin, &["--ptxas-options=-v".into()])?;
     let found = parse_ptxas_log(&log);
     if found.is_empty() {
         return Err(format!(
@@ -92,7 +96,7 @@ pub fn resources(src: &KernelSource, arch: u32) -> Result<Vec<KernelResources>, 
             src.name
         ));
     }
-    Ok(found)
+    Ok((cubin, found))
 }
 
 /// Reads ptxas's `-v` report: for each "Compiling entry function 'k'", the stack/spill line and

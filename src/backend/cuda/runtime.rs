@@ -42,7 +42,9 @@ pub struct Gpu {
     sms: u32,
     l2_bytes: u64,
     memory_bytes: u64,
+    /// The manifest's driver summary, and the driver's version for the device identity.
     driver: String,
+    driver_version: String,
     /// Overwritten before each cold sample (None in warm mode).
     flush: Mutex<Option<CudaSlice<u8>>>,
 }
@@ -86,6 +88,9 @@ impl Gpu {
         };
         Ok(Gpu {
             driver: super::driver_summary(),
+            driver_version: super::driver_version()
+                .map(|v| format!("CUDA {v}"))
+                .unwrap_or_default(),
             ctx,
             stream,
             modules: Mutex::new(HashMap::new()),
@@ -353,9 +358,7 @@ impl Backend for CudaBackend {
             governor: host.governor,
             rustc: host.rustc,
             memory_bytes: g.memory_bytes,
-            driver: super::driver_version()
-                .map(|v| format!("CUDA {v}"))
-                .unwrap_or_default(),
+            driver: g.driver_version.clone(),
         }
     }
 

@@ -58,7 +58,8 @@ __device__ __forceinline__ float opl_bf16_to_f32(opl_bf16 h) {
 #if defined(OPL_CUDASIM)
 // tests/cudasim (the CPU simulator of the driver) provides opl_f32_to_bf16, opl_pack_bf16x2,
 // opl_mma_bf16 and the ldmatrix loads as warp-collective C++ with the same fragment layouts,
-// and the cp.async copies (performed when waited for, the latest the hardware may).
+// and the cp.async copies (landing at issue in some blocks and at the wait in others: the
+// earliest and the latest the hardware may).
 #elif __CUDA_ARCH__ >= 800
 __device__ __forceinline__ opl_bf16 opl_f32_to_bf16(float f) {
     opl_bf16 h;
