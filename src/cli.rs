@@ -225,19 +225,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 junit: a.junit,
             })
         }
-        Command::Check { paths } => {
-            let specs = spec::load_all(&paths)?;
-            for s in &specs {
-                println!(
-                    "ok  {:<24} {}  ({})",
-                    s.name,
-                    s.workload.describe(),
-                    s.file.display()
-                );
-            }
-            println!("{} spec(s) valid", specs.len());
-            Ok(ExitCode::Pass)
-        }
+        Command::Check { paths } => check_specs(&paths),
         Command::Ledger {
             paths,
             tiling,
@@ -337,6 +325,57 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::Pass)
         }
     }
+}
+
+/// `opledger check`: every spec file validated (all errors reported, not the first only), and
+/// the claims the ledger alone decides (`io_saving`) judged, as `run` would judge them.
+fn check_specs(paths: &[PathBuf]) -> Result<ExitCode> {
+    let (specs, errors) = spec::load_all_collect(paths);
+    let mut refuted = 0;
+    for s in &specs {
+        // The IO saving depends on how a backend tiles (flash attention's K/V re-reads): a
+        // claim is refuted only when no backend's kernels could meet it.
+        let judged: Vec<_> = [crate::ledger::Tiling::CPU, crate::ledger::Tiling::CUDA]
+            .into_iter()
+            .map(|t| {
+                let l = Ledger::with_tiling(&s.workload, s.variants.before, s.variants.after, t);
+                crate::verdict::io_saving_check(l.io_saving(), s.expect.io_saving.as_ref())
+            })
+            .collect();
+        let io = &judged[0];
+        if judged.iter().all(|c| c.status == crate::verdict::Status::Fail) {
+            refuted += 1;
+            println!(
+                "FAIL {:<24} io_saving: {} ({})",
+                s.name,
+                io.detail,
+                s.file.display()
+            );
+        } else {
+            println!(
+                "ok   {:<24} {}  ({})",
+                s.name,
+                s.workload.describe(),
+                s.file.display()
+            );
+        }
+    }
+    for e in &errors {
+        eprintln!("error: {e}");
+    }
+    println!(
+        "{} spec(s) valid, {} with a claim the ledger refutes, {} error(s)",
+        specs.len() - refuted,
+        refuted,
+        errors.len()
+    );
+    Ok(if !errors.is_empty() {
+        ExitCode::BadInput
+    } else if refuted > 0 {
+        ExitCode::GateFailed
+    } else {
+        ExitCode::Pass
+    })
 }
 
 /// The seed's roofline, with units spelled out (the seed's docstring says ms; it is seconds).
@@ -511,11 +550,24 @@ fn cuda_compile(arch: u32, out: Option<&std::path::Path>) -> Result<ExitCode> {
 
 fn load_run(dir: &std::path::Path) -> Result<RunResult> {
     let path = dir.join("results.json");
-    let bytes = std::fs::read(&path).map_err(|e| Error::io("reading", &path, e))?;
-    serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
+    let bytes = crate::files::read_regular(&path, crate::files::MAX_RESULTS_BYTES, "results file")?;
+    let mut run: RunResult = serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
         path: path.clone(),
         message: format!("not a valid opledger results file: {e}"),
-    })
+    })?;
+    for s in &mut run.specs {
+        // Results written before the applied tolerance was recorded: the spec named it.
+        if s.tolerance.source.is_empty() {
+            if let Some(t) = s.expect.tolerance {
+                s.tolerance = spec::AppliedTolerance {
+                    rtol: t.rtol.0,
+                    atol: t.atol.0,
+                    source: "spec".into(),
+                };
+            }
+        }
+    }
+    Ok(run)
 }
 
 /// `opledger compare A B`: run A plays the baseline of run B, spec by spec, with the same

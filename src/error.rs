@@ -59,6 +59,10 @@ pub enum Error {
     /// A stored baseline or result file that is not what we wrote.
     #[error("{}: {message}", .path.display())]
     Corrupt { path: PathBuf, message: String },
+    /// A file refused before it is read or written (not a regular file, too large, a folder
+    /// that cannot be written).
+    #[error("{}: {message}", .path.display())]
+    Refused { path: PathBuf, message: String },
     /// A flag or argument that makes no sense.
     #[error("{0}")]
     Usage(String),

@@ -10,6 +10,7 @@ pub mod baseline;
 pub mod cli;
 pub mod device;
 pub mod error;
+pub mod files;
 pub mod ledger;
 pub mod measure;
 pub mod pipeline;

@@ -13,6 +13,7 @@ use crate::rng::Rng;
 use crate::spec::{self, Spec};
 use crate::verdict::{self, Check, Correctness, RegressionState, Status};
 use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 /// Everything `run` needs besides the specs.
@@ -40,29 +41,64 @@ pub struct RunOptions {
 pub fn run(opts: &RunOptions) -> Result<ExitCode> {
     let started = std::time::Instant::now();
     let specs = spec::load_all(&opts.paths)?;
-    // The backend first: the device it measures names the baselines directory.
+    // Every output is checked before anything is measured or written: a run that cannot archive
+    // its evidence must not write baselines first.
+    check_outputs(opts)?;
     let flush = if opts.measure.cold {
         opts.flush_bytes
     } else {
         Some(0)
     };
+    // The host memory the run holds besides the cases: the flush buffer and the three probe
+    // arrays (CPU), refused before either is allocated.
+    let this_cpu = DeviceInfo::this_cpu();
+    let default_host = (2 * this_cpu.llc_bytes).max(64 << 20);
+    let host_fixed = if opts.backend == BackendChoice::Cuda {
+        0
+    } else {
+        flush
+            .unwrap_or(default_host)
+            .saturating_add(opts.probe_bytes.unwrap_or(default_host).saturating_mul(3))
+    };
+    let available = backend::available_memory_bytes();
+    backend::check_memory("the probe and flush buffers", host_fixed, available).map_err(|e| {
+        Error::Usage(format!(
+            "{} (--probe-mib and --flush-mib size them)",
+            e.to_string().trim_start_matches("backend error: ")
+        ))
+    })?;
     // A malformed experiment hook is bad input, refused before anything runs.
     backend::cpu::elementwise::experiment_slowdown()?;
     let (backend, backend_note) = backend::select(opts.backend, flush)?;
     let device = backend.device();
     let flush_bytes = backend.flush_bytes();
+    for (flag, bytes) in [("--probe-mib", opts.probe_bytes), ("--flush-mib", opts.flush_bytes)] {
+        if let Some(b) = bytes.filter(|&b| b < device.llc_bytes) {
+            return Err(Error::Usage(format!(
+                "{flag} {}: smaller than the last-level cache ({} MiB) of {}: it would measure the cache, not memory{}",
+                b >> 20,
+                device.llc_bytes.div_ceil(1 << 20),
+                device.name,
+                if flag == "--flush-mib" { " (use --warm to measure with warm caches)" } else { "" }
+            )));
+        }
+    }
 
     // Accepting runs serialize on the store, from reading the baselines to writing them.
     let _lock = if opts.accept {
-        Some(baseline::StoreLock::acquire(&opts.baselines_dir)?)
+        let lock = baseline::StoreLock::acquire(&opts.baselines_dir)?;
+        // Under the lock no other writer is active: a temp file left in this device's folder is
+        // what a killed accept left behind.
+        baseline::remove_stale_temp_files(&opts.baselines_dir.join(&device.key));
+        Some(lock)
     } else {
         None
     };
     // Everything that can be refused is refused before any case is allocated or measured. The
     // host holds every case's inputs and reference (the CPU backend's sizes) on both backends.
     let cpu_sizer = backend::cpu::CpuBackend::with_device(device.clone(), 0);
-    let available = backend::available_memory_bytes();
     let mut baselines: Vec<(PathBuf, Option<BaselineFile>)> = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
     for s in &specs {
         let host_flush = if backend.name() == "cpu" {
             flush_bytes
@@ -79,8 +115,13 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
                 .to_string(),
         })?;
         let path = baseline::path_for(&opts.baselines_dir, &device.key, &s.name);
-        let loaded = match baseline::load(&path) {
-            Ok(b) => b,
+        let loaded = match baseline::find(&opts.baselines_dir, &device, &s.name) {
+            Ok(found) => {
+                if let Some(note) = found.note {
+                    notes.push(note);
+                }
+                found.baseline
+            }
             Err(e) if opts.accept => {
                 eprintln!("warning: {e}\n  (--accept will replace it if the spec passes)");
                 None
@@ -90,36 +131,35 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
         baselines.push((path, loaded));
     }
 
-    eprintln!("opledger: backend {backend_note}");
-    eprintln!(
-        "opledger: probing ceilings of {} ({})...",
+    let progress = Progress::new(specs.len());
+    progress.say(&format!("opledger: backend {backend_note}"));
+    for n in &notes {
+        progress.say(&format!("opledger: {n}"));
+    }
+    progress.say(&format!(
+        "opledger: probing ceilings of {} ({}, baselines `{}`)...",
         device.name,
         if backend.name() == "cpu" {
-            format!("{} threads", rayon::current_num_threads())
+            format!("{} threads, {}", rayon::current_num_threads(), device.simd)
         } else {
             format!("{} SMs", device.cores)
-        }
-    );
+        },
+        device.key
+    ));
     let ceilings = backend.ceilings(opts.probe_bytes)?;
-    eprintln!(
+    progress.say(&format!(
         "opledger: triad {:.2} GB/s, copy {:.2} GB/s, FMA peak {:.1} GFLOP/s, ridge {:.1} FLOP/B",
         ceilings.triad_bytes_per_sec / 1e9,
         ceilings.copy_bytes_per_sec / 1e9,
         ceilings.fma_flops_per_sec / 1e9,
         ceilings.ridge()
-    );
+    ));
 
     let (started_utc, stamp) = utc_now();
     let (git_sha, git_dirty) = git_info();
     let mut results = Vec::new();
     for (i, (s, (bpath, base))) in specs.iter().zip(&baselines).enumerate() {
-        eprintln!(
-            "opledger: [{}/{}] {} — {}",
-            i + 1,
-            specs.len(),
-            s.name,
-            s.workload.describe()
-        );
+        progress.start_spec(i, &s.name, &s.workload.describe());
         let mut r = run_spec(
             s,
             backend.as_ref(),
@@ -129,6 +169,7 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
             base.as_ref(),
             bpath,
             opts.require_baseline,
+            &progress,
         );
         if opts.accept {
             accept(
@@ -140,10 +181,12 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
                 &opts.measure,
                 &started_utc,
                 &git_sha,
+                &progress,
             )?;
         }
         results.push(r);
     }
+    progress.finish();
 
     // The CPU backend has no datasheet entry; a GPU's comes from the table by its name.
     let datasheet = crate::device::find_profile(&device.name)
@@ -192,6 +235,26 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
     } else {
         ExitCode::GateFailed
     })
+}
+
+/// Refuses, before anything is measured, a run whose outputs cannot be written: the runs folder
+/// (created and written to), the baselines store when accepting, the JUnit and summary files'
+/// folders, and a report template that does not compile.
+fn check_outputs(opts: &RunOptions) -> Result<()> {
+    crate::files::check_writable_dir(&opts.runs_dir, "runs folder (--runs-dir)")?;
+    if opts.accept {
+        crate::files::check_writable_dir(&opts.baselines_dir, "baselines store (--baselines)")?;
+    }
+    if let Some(p) = &opts.junit {
+        crate::files::check_writable_file(p, "JUnit file (--junit)")?;
+    }
+    if let Some(p) = &opts.summary_to {
+        crate::files::check_writable_file(p, "summary file (--summary-to)")?;
+    }
+    if let Some(t) = &opts.template {
+        report::load_template(t)?;
+    }
+    Ok(())
 }
 
 /// Writes results.json, report.md and a copy of every spec file into the run directory.
@@ -299,6 +362,7 @@ fn run_spec(
     base: Option<&BaselineFile>,
     base_path: &Path,
     require_baseline: bool,
+    progress: &Progress,
 ) -> SpecResult {
     let spec_cfg = effective_config(cfg, &s.measure);
     let cfg = &spec_cfg;
@@ -322,6 +386,7 @@ fn run_spec(
         workload_desc: s.workload.describe(),
         checklist: s.checklist.clone(),
         expect: s.expect.clone(),
+        tolerance: s.tolerance(),
         gate: s.gate,
         io_saving: ledger.io_saving(),
         predicted_time_saving: 1.0 - after.predicted.secs / before.predicted.secs,
@@ -347,7 +412,7 @@ fn run_spec(
         status: Status::Fail,
     };
     let fresh = r.clone();
-    if let Err(e) = measure_spec(s, backend, ceilings, cfg, &mut r) {
+    if let Err(e) = measure_spec(s, backend, ceilings, cfg, &mut r, progress) {
         r.error = Some(e.to_string());
         r.checks
             .push(Check::new("run", Status::Fail, e.to_string()));
@@ -370,7 +435,7 @@ fn run_spec(
             time_cap_secs: cfg.time_cap_secs * 1.5,
             ..*cfg
         };
-        eprintln!(
+        progress.say(&format!(
             "opledger: {}: regression check {} on the first pass; measuring again",
             s.name,
             match first {
@@ -378,9 +443,9 @@ fn run_spec(
                 RegressionState::Fail => "failed",
                 _ => "inconclusive",
             }
-        );
+        ));
         let mut second = fresh;
-        if measure_spec(s, backend, ceilings, &again_cfg, &mut second).is_ok() {
+        if measure_spec(s, backend, ceilings, &again_cfg, &mut second, progress).is_ok() {
             let again =
                 regression_check(&mut second, base, base_path, device, cfg, require_baseline);
             second.warnings.push(format!(
@@ -426,21 +491,16 @@ fn measure_spec(
     ceilings: &Ceilings,
     cfg: &MeasureConfig,
     r: &mut SpecResult,
+    progress: &Progress,
 ) -> Result<()> {
     let (vb, va) = (s.variants.before, s.variants.after);
     let mut case = backend.prepare(&s.workload, cfg.seed)?;
-    let bar = ProgressBar::new(cfg.max_pairs as u64).with_prefix(s.name.clone());
-    if let Ok(style) =
-        ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} pairs {elapsed}")
-    {
-        bar.set_style(style.progress_chars("=> "));
-    }
-    let samples =
-        measure::measure_pairs(case.as_mut(), vb, va, cfg, |n| bar.set_position(n as u64))?;
-    bar.finish_and_clear();
+    let samples = measure::measure_pairs(case.as_mut(), vb, va, cfg, |n| {
+        progress.pairs(&s.name, n, cfg.max_pairs)
+    })?;
 
     // Correctness on the outputs of the last timed runs.
-    let tol = &s.expect.tolerance;
+    let tol = &r.tolerance.tolerance();
     let out_b = case.output(vb)?;
     let out_a = case.output(va)?;
     let n = case.output_len();
@@ -493,6 +553,7 @@ fn measure_spec(
     r.checks.push(verdict::time_saving_check(
         &saving,
         s.expect.time_saving.as_ref(),
+        r.predicted_time_saving,
         (!launch_bound).then_some(r.max_time_saving),
     ));
     if let crate::spec::Workload::LaunchChain(l) = &s.workload {
@@ -590,28 +651,40 @@ fn accept(
     cfg: &MeasureConfig,
     utc: &str,
     git_sha: &str,
+    progress: &Progress,
 ) -> Result<()> {
     if r.status != Status::Pass {
-        eprintln!(
+        progress.say(&format!(
             "opledger: {}: not accepted as a baseline: the spec did not pass",
             r.name
-        );
+        ));
         return Ok(());
     }
     let Some(new) = baseline::from_result(r, device, ceilings, cfg, utc, git_sha, old) else {
         return Ok(());
     };
     baseline::store(path, &new)?;
-    eprintln!("opledger: accepted {}", path.display());
+    progress.say(&format!("opledger: accepted {}", path.display()));
     if old.is_some() && r.baseline.state == Some(RegressionState::Improved) {
-        eprintln!(
+        progress.say(&format!(
             "opledger: {}: significantly faster than the baseline: its history of accepted runs restarts here",
             r.name
-        );
+        ));
     }
-    eprint!("{}", baseline::summary_diff(path, old, &new));
+    progress.say(baseline::summary_diff(path, old, &new).trim_end());
     r.baseline.status = "accepted".into();
-    r.baseline.message = format!("{} (written by this run)", r.baseline.message);
+    r.baseline.message = match old {
+        None => format!(
+            "first baseline for device {}: recorded by this run ({} accepted run)",
+            device.key,
+            new.history.len()
+        ),
+        Some(_) => format!(
+            "{}; accepted: this run joins the baseline ({} accepted runs)",
+            r.baseline.message,
+            new.history.len()
+        ),
+    };
     Ok(())
 }
 
@@ -664,6 +737,58 @@ fn print_summary(run: &RunResult, dir: &Path) {
         run.backend
     );
     println!("report: {}", dir.join("report.md").display());
+}
+
+/// Progress on stderr: a bar on a terminal; plain lines elsewhere (CI logs, pipes), one per
+/// spec, so that a log shows where a run stood without control characters.
+struct Progress {
+    bar: Option<ProgressBar>,
+    total: usize,
+}
+
+impl Progress {
+    fn new(total: usize) -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::new(total as u64);
+            if let Ok(style) =
+                ProgressStyle::with_template("[{bar:24}] {pos}/{len} specs {elapsed} {wide_msg}")
+            {
+                bar.set_style(style.progress_chars("=> "));
+            }
+            bar
+        });
+        Progress { bar, total }
+    }
+
+    /// A line of its own, printed above the bar.
+    fn say(&self, line: &str) {
+        match &self.bar {
+            Some(b) => b.println(line),
+            None => eprintln!("{line}"),
+        }
+    }
+
+    fn start_spec(&self, index: usize, name: &str, desc: &str) {
+        match &self.bar {
+            Some(b) => {
+                b.set_position(index as u64);
+                b.set_message(format!("{name} — {desc}"));
+            }
+            None => eprintln!("opledger: [{}/{}] {name} — {desc}", index + 1, self.total),
+        }
+    }
+
+    fn pairs(&self, name: &str, done: usize, max: usize) {
+        if let Some(b) = &self.bar {
+            b.set_message(format!("{name}: {done}/{max} pairs"));
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
 }
 
 /// Creates `root/name`, or `root/name-2`, ... if a run of the same second exists.

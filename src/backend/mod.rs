@@ -72,12 +72,49 @@ pub trait Case {
     }
 }
 
-/// Bytes of memory the OS reports as available (MemAvailable), if known.
+/// Bytes this process may still allocate, if known: the least of the OS's MemAvailable, the
+/// address-space limit (`ulimit -v`, RLIMIT_AS) less what the process already maps, and the
+/// cgroup's `memory.max` less its current use. Any of them can be the one that ends a run with
+/// an abort, so a case is checked against the smallest.
 pub fn available_memory_bytes() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+    let kib_field = |text: &str, key: &str| -> Option<u64> {
+        let line = text.lines().find(|l| l.starts_with(key))?;
+        line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|k| k * 1024)
+    };
+    let read = |p: &str| std::fs::read_to_string(p).ok();
+    let mut limits: Vec<u64> = Vec::new();
+    if let Some(avail) = read("/proc/meminfo").and_then(|t| kib_field(&t, "MemAvailable:")) {
+        limits.push(avail);
+    }
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit only writes the struct passed by a valid, exclusive pointer.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } == 0;
+    if ok && lim.rlim_cur != libc::RLIM_INFINITY {
+        let mapped = read("/proc/self/status")
+            .and_then(|t| kib_field(&t, "VmSize:"))
+            .unwrap_or(0);
+        limits.push((lim.rlim_cur as u64).saturating_sub(mapped));
+    }
+    // cgroup v2, then v1; "max" (no limit) does not parse and is skipped.
+    for (max, current) in [
+        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+        (
+            "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+            "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+        ),
+    ] {
+        if let Some(limit) = read(max).and_then(|t| t.trim().parse::<u64>().ok()) {
+            let used = read(current)
+                .and_then(|t| t.trim().parse::<u64>().ok())
+                .unwrap_or(0);
+            limits.push(limit.saturating_sub(used));
+            break;
+        }
+    }
+    limits.into_iter().min()
 }
 
 /// Refuses a case whose memory need exceeds what is available, saying how much it needs.

@@ -11,7 +11,6 @@ use crate::report::model::{BaselineOutcome, SpecResult};
 use crate::spec::Workload;
 use crate::verdict::{regression_state, RegressionState};
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 pub const BASELINE_SCHEMA_VERSION: u32 = 1;
@@ -59,10 +58,13 @@ pub fn path_for(root: &Path, device_key: &str, spec: &str) -> PathBuf {
 
 /// Loads a baseline; `Ok(None)` when there is none, an error naming the file when it is damaged.
 pub fn load(path: &Path) -> Result<Option<BaselineFile>> {
-    let bytes = match std::fs::read(path) {
+    let bytes = match crate::files::read_regular(path, crate::files::MAX_BASELINE_BYTES, "baseline")
+    {
         Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io("reading baseline", path, e)),
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(None)
+        }
+        Err(e) => return Err(e),
     };
     let b: BaselineFile = serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
         path: path.to_path_buf(),
@@ -70,6 +72,10 @@ pub fn load(path: &Path) -> Result<Option<BaselineFile>> {
             "damaged baseline ({e}); it is left as it is: fix it, delete it, or replace it with `run --accept`"
         ),
     })?;
+    let mut b = b;
+    // A CPU baseline written under the older key (model and cores only) is keyed by what it
+    // recorded: its SIMD level and cache decide which machine it belongs to.
+    b.device.key = b.device.current_key();
     if b.schema_version != BASELINE_SCHEMA_VERSION {
         return Err(Error::Corrupt {
             path: path.to_path_buf(),
@@ -90,6 +96,52 @@ pub fn load(path: &Path) -> Result<Option<BaselineFile>> {
         });
     }
     Ok(Some(b))
+}
+
+/// A baseline found for a device: where it is (and where `--accept` writes it) and a note when
+/// it was read from the folder of the older, coarser CPU key.
+pub struct Found {
+    pub path: PathBuf,
+    pub baseline: Option<BaselineFile>,
+    pub note: Option<String>,
+}
+
+/// The baseline of `spec` on `device`: `root/<key>/<spec>.json`; failing that, for a CPU, the
+/// file in the folder of the older key (`cpu-<model>-<N>c`) when what it recorded (SIMD level,
+/// cores, cache) is this machine. A legacy file of another SIMD level or cache is not this
+/// device's baseline: none is found, which is neutral.
+pub fn find(root: &Path, device: &DeviceInfo, spec: &str) -> Result<Found> {
+    let path = path_for(root, &device.key, spec);
+    let baseline = load(&path)?;
+    if baseline.is_some() || device.kind != "cpu" {
+        return Ok(Found {
+            path,
+            baseline,
+            note: None,
+        });
+    }
+    let legacy = path_for(
+        root,
+        &crate::device::legacy_cpu_key(&device.name, device.cores),
+        spec,
+    );
+    let old = match load(&legacy) {
+        Ok(Some(b)) if b.device.key == device.key => Some(b),
+        // Another machine's, or damaged: not this device's baseline (the files stay as they are).
+        _ => None,
+    };
+    let note = old.as_ref().map(|_| {
+        format!(
+            "baseline read from {} (the folder of the older device key); `run --accept` writes it to {}",
+            legacy.display(),
+            path.display()
+        )
+    });
+    Ok(Found {
+        path,
+        baseline: old,
+        note,
+    })
 }
 
 /// Compares a fresh result with its baseline; returns the outcome and environment warnings.
@@ -453,42 +505,12 @@ pub fn summary_diff(path: &Path, old: Option<&BaselineFile>, new: &BaselineFile)
         .to_string()
 }
 
-/// Writes `bytes` to `path` atomically: a temp file in the same directory, fsync, rename over
-/// the target, fsync of the directory. The target is either the old or the new file, never torn.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| Error::io("creating directory", dir, e))?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".opledger-")
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(|e| Error::io("creating a temp file in", dir, e))?;
-    // Temp files are created 0600; give the result the target's mode, or 0644 for a new file.
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let perms = std::fs::metadata(path)
-            .map(|m| m.permissions())
-            .unwrap_or_else(|_| std::fs::Permissions::from_mode(0o644));
-        tmp.as_file()
-            .set_permissions(perms)
-            .map_err(|e| Error::io("setting permissions of", tmp.path().to_path_buf(), e))?;
-    }
-    tmp.write_all(bytes)
-        .map_err(|e| Error::io("writing", tmp.path().to_path_buf(), e))?;
-    tmp.as_file()
-        .sync_all()
-        .map_err(|e| Error::io("syncing", tmp.path().to_path_buf(), e))?;
-    tmp.persist(path)
-        .map_err(|e| Error::io("replacing", path, e.error))?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        // Persist the rename itself; some filesystems refuse fsync on directories, which is fine.
-        let _ = d.sync_all();
-    }
-    Ok(())
+pub use crate::files::write_atomic;
+
+/// Removes the temp files a killed writer left in `dir` (`.opledger-*.tmp`). Call it only while
+/// holding the store's lock, when no other writer can be between create and rename.
+pub fn remove_stale_temp_files(dir: &Path) {
+    crate::files::remove_temp_files(dir);
 }
 
 /// An exclusive lock on a baselines directory, held while a run with `--accept` reads, compares
@@ -537,20 +559,6 @@ pub fn store(path: &Path, b: &BaselineFile) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn atomic_write_replaces_and_leaves_no_temp_files() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("a/b.json");
-        write_atomic(&p, b"one").unwrap();
-        write_atomic(&p, b"two").unwrap();
-        assert_eq!(std::fs::read(&p).unwrap(), b"two");
-        let names: Vec<_> = std::fs::read_dir(p.parent().unwrap())
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(names.len(), 1, "{names:?}");
-    }
 
     #[test]
     fn relative_comparison_cancels_shared_drift_and_keeps_after_only_slowdowns() {

@@ -107,7 +107,9 @@ pub fn find_profile(name: &str) -> Option<&'static Profile> {
 /// Identity of the machine a run measured: what makes two results comparable.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DeviceInfo {
-    /// `cpu-<model>-<cores>c`: the directory of this device's baselines.
+    /// The directory of this device's baselines: `cpu-<model>-<simd>-<cores>c-<llc>m` on the
+    /// CPU (everything that changes the code path or the roof: VMs often mask the model name),
+    /// `cuda-<name>-sm<cc>-<SMs>sms` on a GPU.
     pub key: String,
     pub kind: String,
     pub name: String,
@@ -151,19 +153,51 @@ impl DeviceInfo {
                 .map(|s| s.trim().to_string())
                 .unwrap_or_else(|_| "unknown".into())
         };
+        let llc_bytes = last_level_cache_bytes();
+        let simd = crate::backend::cpu::simd::level().name();
         DeviceInfo {
-            key: format!("cpu-{}-{}c", slug(&name), cores),
+            key: cpu_key(&name, simd, cores, llc_bytes),
             kind: "cpu".into(),
             name,
             cores,
-            llc_bytes: last_level_cache_bytes(),
-            simd: crate::backend::cpu::simd::level().name().into(),
+            llc_bytes,
+            simd: simd.into(),
             os,
             kernel: read("/proc/sys/kernel/osrelease"),
             governor: read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
             rustc: env!("OPLEDGER_RUSTC").to_string(),
             memory_bytes: mem_total_bytes(&read("/proc/meminfo")),
             driver: String::new(),
+        }
+    }
+}
+
+/// The baseline key of a CPU: model, SIMD level, cores and last-level cache, the things that
+/// change which kernels run or where the roof is. Two machines of one key run the same code
+/// against comparable ceilings; a baseline of another key is never compared.
+pub fn cpu_key(model: &str, simd: &str, cores: usize, llc_bytes: u64) -> String {
+    format!(
+        "cpu-{}-{}-{cores}c-{}m",
+        slug(model),
+        slug(simd),
+        llc_bytes.div_ceil(1 << 20)
+    )
+}
+
+/// The key a CPU had before the SIMD level and the cache were part of it (`cpu-<model>-<N>c`):
+/// the folder where older baselines of this machine may still lie.
+pub fn legacy_cpu_key(model: &str, cores: usize) -> String {
+    format!("cpu-{}-{cores}c", slug(model))
+}
+
+impl DeviceInfo {
+    /// This identity's key as the current rule computes it from the recorded fields: a CPU
+    /// baseline written under the older, coarser key reads as what it is.
+    pub fn current_key(&self) -> String {
+        if self.kind == "cpu" {
+            cpu_key(&self.name, &self.simd, self.cores, self.llc_bytes)
+        } else {
+            self.key.clone()
         }
     }
 }
@@ -249,6 +283,23 @@ mod tests {
         assert_eq!(slug("Intel(R) Xeon(R) Processor"), "intel-xeon-processor");
         assert_eq!(slug("../../etc"), "etc");
         assert_eq!(slug("///"), "unknown");
+        assert_eq!(
+            cpu_key("AMD EPYC", "avx2+fma", 2, 32 << 20),
+            "cpu-amd-epyc-avx2-fma-2c-32m"
+        );
+        // The SIMD level, the cores and the cache each separate keys.
+        let keys = [
+            cpu_key("AMD EPYC", "avx512f", 2, 32 << 20),
+            cpu_key("AMD EPYC", "avx2+fma", 2, 32 << 20),
+            cpu_key("AMD EPYC", "avx2+fma", 4, 32 << 20),
+            cpu_key("AMD EPYC", "avx2+fma", 2, 16 << 20),
+        ];
+        for (i, a) in keys.iter().enumerate() {
+            for b in &keys[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+        assert_eq!(legacy_cpu_key("AMD EPYC", 2), "cpu-amd-epyc-2c");
         assert_eq!(parse_cache_size("266240K"), Some(266240 << 10));
         assert_eq!(parse_cache_size("2M"), Some(2 << 20));
         assert_eq!(parse_cache_size("x"), None);

@@ -397,13 +397,25 @@ pub fn render_summary(run: &RunResult) -> Result<String> {
     )
 }
 
+/// Reads a user's template (bounded, regular files only) and compiles it, so that a broken one
+/// is refused before a run measures anything. Returns its name and source.
+pub fn load_template(p: &Path) -> Result<(String, String)> {
+    let bytes = crate::files::read_regular(p, crate::files::MAX_TEMPLATE_BYTES, "template")?;
+    let name = p.display().to_string();
+    let source = String::from_utf8(bytes).map_err(|e| Error::Template {
+        name: name.clone(),
+        message: format!("not valid UTF-8 (invalid byte at offset {})", e.utf8_error().valid_up_to()),
+    })?;
+    let mut env = environment();
+    env.add_template_owned("report", source.clone())
+        .map_err(|e| template_error(&name, e))?;
+    Ok((name, source))
+}
+
 /// Renders a run with the built-in template or the one at `template`.
 pub fn render(run: &RunResult, template: Option<&Path>) -> Result<String> {
     let (name, source) = match template {
-        Some(p) => (
-            p.display().to_string(),
-            std::fs::read_to_string(p).map_err(|e| Error::io("reading template", p, e))?,
-        ),
+        Some(p) => load_template(p)?,
         None => (
             "report.md.j2 (built in)".to_string(),
             DEFAULT_TEMPLATE.to_string(),
@@ -412,14 +424,18 @@ pub fn render(run: &RunResult, template: Option<&Path>) -> Result<String> {
     render_source(run, &name, source)
 }
 
-fn render_source(run: &RunResult, name: &str, source: String) -> Result<String> {
-    let terr = |e: minijinja::Error| Error::Template {
+fn template_error(name: &str, e: minijinja::Error) -> Error {
+    Error::Template {
         name: name.to_string(),
         message: match e.line() {
             Some(l) => format!("line {l}: {e}"),
             None => e.to_string(),
         },
-    };
+    }
+}
+
+fn render_source(run: &RunResult, name: &str, source: String) -> Result<String> {
+    let terr = |e: minijinja::Error| template_error(name, e);
     let mut env = environment();
     env.add_template_owned("report", source).map_err(terr)?;
     let tmpl = env.get_template("report").map_err(terr)?;

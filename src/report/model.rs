@@ -5,7 +5,7 @@ use crate::device::{Ceilings, DeviceInfo};
 use crate::ledger::{Roofline, VariantLedger};
 use crate::measure::stats::{Estimate, Summary};
 use crate::measure::{MeasureConfig, PairSamples};
-use crate::spec::{ChecklistItem, Expect, Gate, SweepPoint, Workload};
+use crate::spec::{AppliedTolerance, ChecklistItem, Expect, Gate, SweepPoint, Workload};
 use crate::verdict::{Achieved, Check, Correctness, RegressionState, Status};
 use serde::{Deserialize, Serialize};
 
@@ -159,6 +159,10 @@ pub struct SpecResult {
     pub workload_desc: String,
     pub checklist: Vec<ChecklistItem>,
     pub expect: Expect,
+    /// The correctness tolerance applied (the spec's, or the default of its workload). Results
+    /// written before it was recorded read it from `expect.tolerance`.
+    #[serde(default)]
+    pub tolerance: AppliedTolerance,
     pub gate: Gate,
     pub before: VariantResult,
     pub after: VariantResult,

@@ -23,55 +23,95 @@ use std::path::{Path, PathBuf};
 pub const MAX_TENSOR_ELEMENTS: u64 = 1 << 34;
 
 /// Reads and validates every spec named by `paths` (files, or directories whose `*.yaml`/`*.yml`
-/// files are taken in name order). Duplicate spec names across files are an error.
+/// files are taken in name order). Duplicate spec names across files are an error; the first
+/// error is returned.
 pub fn load_all(paths: &[PathBuf]) -> Result<Vec<Spec>> {
+    let (specs, mut errors) = load_all_collect(paths);
+    if errors.is_empty() {
+        Ok(specs)
+    } else {
+        Err(errors.remove(0))
+    }
+}
+
+/// Like [`load_all`], but goes on past a bad file: every valid spec, and every error (`check`
+/// reports them all at once).
+pub fn load_all_collect(paths: &[PathBuf]) -> (Vec<Spec>, Vec<Error>) {
+    let mut errors = Vec::new();
     let mut files = Vec::new();
     for p in paths {
-        let meta = std::fs::metadata(p).map_err(|e| Error::io("reading", p, e))?;
-        if meta.is_dir() {
-            let mut found: Vec<PathBuf> = std::fs::read_dir(p)
-                .map_err(|e| Error::io("listing", p, e))?
-                .filter_map(|entry| entry.ok().map(|e| e.path()))
-                .filter(|f| {
-                    f.is_file()
-                        && matches!(f.extension().and_then(|x| x.to_str()), Some("yaml" | "yml"))
-                })
-                .collect();
-            found.sort();
-            if found.is_empty() {
-                return Err(Error::Usage(format!(
-                    "{}: no spec files (*.yaml, *.yml) in this directory",
-                    p.display()
-                )));
-            }
-            files.extend(found);
-        } else {
-            files.push(p.clone());
+        match spec_files_in(p) {
+            Ok(found) => files.extend(found),
+            Err(e) => errors.push(e),
         }
     }
-    if files.is_empty() {
-        return Err(Error::Usage("no spec files given".into()));
+    if files.is_empty() && errors.is_empty() {
+        errors.push(Error::Usage("no spec files given".into()));
     }
     let mut specs: Vec<Spec> = Vec::new();
     let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
     for f in files {
-        for spec in expand(load(&f)?)? {
+        let expanded = match load(&f).and_then(expand) {
+            Ok(v) => v,
+            Err(e) => {
+                errors.push(e);
+                continue;
+            }
+        };
+        for spec in expanded {
             if let Some(first) = seen.get(&spec.name) {
-                return Err(Error::Spec {
-                path: f.clone(),
-                pos: find_key(&spec.source_text, &["name"]),
-                message: format!(
-                    "duplicate spec name `{}`: already used by {} (names key the baselines and must be unique)",
-                    spec.name,
-                    first.display()
-                ),
-            });
+                errors.push(Error::Spec {
+                    path: f.clone(),
+                    pos: find_key(&spec.source_text, &["name"]),
+                    message: format!(
+                        "duplicate spec name `{}`: already used by {} (names key the baselines and must be unique)",
+                        spec.name,
+                        first.display()
+                    ),
+                });
+                break;
             }
             seen.insert(spec.name.clone(), f.clone());
             specs.push(spec);
         }
     }
-    Ok(specs)
+    (specs, errors)
+}
+
+/// The spec files a path names: the file itself, or a directory's `*.yaml`/`*.yml` in name
+/// order. A link among them that leads nowhere (dangling, or a loop) is an error, not skipped.
+fn spec_files_in(p: &Path) -> Result<Vec<PathBuf>> {
+    let meta = std::fs::metadata(p).map_err(|e| Error::io("reading", p, e))?;
+    if !meta.is_dir() {
+        return Ok(vec![p.to_path_buf()]);
+    }
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(p).map_err(|e| Error::io("listing", p, e))? {
+        let f = entry.map_err(|e| Error::io("listing", p, e))?.path();
+        if !matches!(f.extension().and_then(|x| x.to_str()), Some("yaml" | "yml")) {
+            continue;
+        }
+        match std::fs::metadata(&f) {
+            Ok(m) if m.is_dir() => continue,
+            Ok(_) => found.push(f),
+            Err(e) => {
+                return Err(Error::Refused {
+                    message: format!(
+                        "a spec file that cannot be opened ({e}): a dangling or looping symbolic link? Remove it or point it at a spec"
+                    ),
+                    path: f,
+                })
+            }
+        }
+    }
+    found.sort();
+    if found.is_empty() {
+        return Err(Error::Usage(format!(
+            "{}: no spec files (*.yaml, *.yml) in this directory",
+            p.display()
+        )));
+    }
+    Ok(found)
 }
 
 /// Expands a spec with a sweep into one spec per point, named `<name>--<param>-<value>...`,
@@ -147,7 +187,7 @@ pub fn expand(spec: Spec) -> Result<Vec<Spec>> {
 
 /// Reads and validates one spec file.
 pub fn load(path: &Path) -> Result<Spec> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io("reading", path, e))?;
+    let bytes = crate::files::read_regular(path, crate::files::MAX_SPEC_BYTES, "spec")?;
     parse(path, &bytes)
 }
 
@@ -174,6 +214,11 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Spec> {
             ));
         }
     };
+    // A byte-order mark is not part of the YAML (editors on some systems write one).
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if let Some((pos, message)) = prescan(text) {
+        return Err(err(Some(pos), message));
+    }
     if text.trim().is_empty() {
         return Err(err(
             None,
@@ -195,13 +240,151 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Spec> {
         .map_err(|(pos, message)| err(pos, message))
 }
 
+/// Deepest nesting a spec may have (flow brackets, or sequence markers on one line). A spec
+/// needs five levels; the limit keeps a hostile file from making the parser work for minutes.
+pub const MAX_NESTING: usize = 64;
+/// Widest indentation accepted, in columns (block nesting is bounded by it).
+pub const MAX_INDENT: usize = 256;
+
+/// What the YAML parser would either choke on or locate badly, found with its position before
+/// parsing: control characters, nesting deeper than [`MAX_NESTING`], and a second document.
+fn prescan(text: &str) -> Option<(Position, String)> {
+    let mut seen_content = false;
+    let mut flow = 0usize;
+    let (mut in_single, mut in_double) = (false, false);
+    for (li, line) in text.split_inclusive('\n').enumerate() {
+        let pos = |byte: usize| Position {
+            line: li + 1,
+            column: line[..byte].chars().count() + 1,
+        };
+        if let Some((i, c)) = line.char_indices().find(|&(_, c)| {
+            c.is_control() && !matches!(c, '\t' | '\n' | '\r' | '\u{85}')
+        }) {
+            return Some((
+                pos(i),
+                format!("control character U+{:04X} is not allowed in a spec (YAML text has none)", c as u32),
+            ));
+        }
+        let body = line.trim_end_matches(['\n', '\r']);
+        let at_doc_marker = |m: &str| {
+            body.strip_prefix(m)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t']))
+        };
+        if !in_single && !in_double && flow == 0 {
+            if at_doc_marker("---") && seen_content {
+                return Some((
+                    pos(0),
+                    "a second YAML document starts here; a spec file holds one document (split it into two files)".into(),
+                ));
+            }
+            let indent = body.len() - body.trim_start_matches(' ').len();
+            if indent > MAX_INDENT {
+                return Some((
+                    pos(0),
+                    format!("indented {indent} columns; more than the {MAX_INDENT} a spec may nest"),
+                ));
+            }
+        }
+        let trimmed = body.trim_start();
+        if !trimmed.is_empty() && !trimmed.starts_with('#') && !at_doc_marker("---") {
+            seen_content = true;
+        }
+        // Flow brackets and sequence markers outside quotes and comments.
+        let mut markers = 0usize;
+        let mut scalar_start = true;
+        let mut prev = ' ';
+        let mut chars = body.char_indices().peekable();
+        while let Some((i, c)) = chars.next() {
+            if in_double {
+                match c {
+                    '\\' => {
+                        chars.next();
+                    }
+                    '"' => in_double = false,
+                    _ => {}
+                }
+                prev = c;
+                continue;
+            }
+            if in_single {
+                if c == '\'' {
+                    if chars.peek().is_some_and(|&(_, n)| n == '\'') {
+                        chars.next();
+                    } else {
+                        in_single = false;
+                    }
+                }
+                prev = c;
+                continue;
+            }
+            match c {
+                '#' if prev == ' ' || prev == '\t' || i == 0 => break,
+                '"' if scalar_start => in_double = true,
+                '\'' if scalar_start => in_single = true,
+                '[' | '{' if scalar_start || flow > 0 => {
+                    flow += 1;
+                    if flow > MAX_NESTING {
+                        return Some((
+                            pos(i),
+                            format!("nested more than {MAX_NESTING} levels deep; a spec needs a few"),
+                        ));
+                    }
+                }
+                ']' | '}' if flow > 0 => flow -= 1,
+                '-' | '?' if scalar_start
+                    && chars.peek().is_none_or(|&(_, n)| n == ' ' || n == '\t') =>
+                {
+                    markers += 1;
+                    if markers > MAX_NESTING {
+                        return Some((
+                            pos(i),
+                            format!("nested more than {MAX_NESTING} levels deep; a spec needs a few"),
+                        ));
+                    }
+                }
+                _ => {}
+            }
+            if !(c == ' ' || c == '\t') {
+                scalar_start = matches!(c, '[' | '{' | ',' | ':' | '-' | '?');
+            }
+            prev = c;
+        }
+    }
+    None
+}
+
 /// serde_yaml appends " at line L column C" to its messages; we print the location in front, as
 /// compilers do, so the suffix is dropped.
+/// Rust type names that serde falls back to ("expected struct X") are replaced by what a spec
+/// author writes.
 fn clean_yaml_message(msg: &str) -> String {
-    match msg.rfind(" at line ") {
-        Some(i) if msg[i..].contains(" column ") => msg[..i].to_string(),
-        _ => msg.to_string(),
+    let msg = match msg.rfind(" at line ") {
+        Some(i) if msg[i..].contains(" column ") => &msg[..i],
+        _ => msg,
+    };
+    let mut out = String::with_capacity(msg.len());
+    let mut rest = msg;
+    while let Some(i) = rest.find("expected struct ").or_else(|| rest.find("expected enum ")) {
+        out.push_str(&rest[..i]);
+        let after = &rest[i..];
+        let is_struct = after.starts_with("expected struct ");
+        let name_start = if is_struct { 16 } else { 14 };
+        let name_len = after[name_start..]
+            .find(|c: char| !c.is_alphanumeric())
+            .unwrap_or(after.len() - name_start);
+        out.push_str(if is_struct {
+            "expected a mapping"
+        } else {
+            "expected one of its names"
+        });
+        rest = &after[name_start + name_len..];
     }
+    out.push_str(rest);
+    // serde_yaml's wording for an enum given a collection.
+    out.replace(
+        "expected a YAML tag starting with '!'",
+        "expected a plain name",
+    )
 }
 
 #[cfg(test)]

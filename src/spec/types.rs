@@ -298,20 +298,29 @@ impl Bound {
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a mapping {before: VARIANT, after: VARIANT}")]
 pub struct Variants {
     pub before: Variant,
     pub after: Variant,
 }
 
-/// A claimed interval of a saving (fractions: 0.4 is 40%). Either end may be open.
+/// A claimed interval of a saving (fractions: 0.4 is 40%). Either end may be open. A time saving
+/// may also be claimed in units of the roofline's prediction (`min_of_predicted: 0.6`: at least
+/// 60% of the saving the ledger predicts on the ceilings measured in the same run), which
+/// travels between machines where a fixed number holds on one only.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a mapping with `min`, `max` (fractions, 0.4 = 40%) or, for time_saving, `min_of_predicted`, `max_of_predicted`")]
 pub struct SavingRange {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min: Option<Finite>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max: Option<Finite>,
+    /// Lower end as a fraction of the predicted saving (time savings only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_of_predicted: Option<Finite>,
+    /// Upper end as a multiple of the predicted saving (time savings only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_of_predicted: Option<Finite>,
 }
 
 impl SavingRange {
@@ -321,28 +330,90 @@ impl SavingRange {
     pub fn max(&self) -> Option<f64> {
         self.max.map(|v| v.0)
     }
+    /// True when an end is given relative to the prediction.
+    pub fn is_relative(&self) -> bool {
+        self.min_of_predicted.is_some() || self.max_of_predicted.is_some()
+    }
+    /// The interval in absolute fractions, given the predicted saving: where both a fixed and
+    /// a relative end are given, the stricter one holds.
+    pub fn resolve(&self, predicted: f64) -> SavingRange {
+        let lo = [self.min(), self.min_of_predicted.map(|f| f.0 * predicted)]
+            .into_iter()
+            .flatten()
+            .reduce(f64::max);
+        let hi = [self.max(), self.max_of_predicted.map(|f| f.0 * predicted)]
+            .into_iter()
+            .flatten()
+            .reduce(f64::min);
+        SavingRange {
+            min: lo.map(Finite),
+            max: hi.map(Finite),
+            min_of_predicted: None,
+            max_of_predicted: None,
+        }
+    }
     pub fn contains(&self, v: f64) -> bool {
         self.min().is_none_or(|m| v >= m) && self.max().is_none_or(|m| v <= m)
     }
     pub fn describe(&self) -> String {
+        let pct = |v: f64| format!("{:.1}%", v * 100.0);
         match (self.min(), self.max()) {
-            (Some(a), Some(b)) => format!("[{:.0}%, {:.0}%]", a * 100.0, b * 100.0),
-            (Some(a), None) => format!(">= {:.0}%", a * 100.0),
-            (None, Some(b)) => format!("<= {:.0}%", b * 100.0),
+            (Some(a), Some(b)) => format!("[{}, {}]", pct(a), pct(b)),
+            (Some(a), None) => format!(">= {}", pct(a)),
+            (None, Some(b)) => format!("<= {}", pct(b)),
             (None, None) => "any".into(),
+        }
+    }
+    /// The claim as written, relative ends included (`>= 0.6 x predicted`).
+    pub fn describe_claim(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(a) = self.min() {
+            parts.push(format!(">= {:.1}%", a * 100.0));
+        }
+        if let Some(f) = self.min_of_predicted {
+            parts.push(format!(">= {} x predicted", f.0));
+        }
+        if let Some(b) = self.max() {
+            parts.push(format!("<= {:.1}%", b * 100.0));
+        }
+        if let Some(f) = self.max_of_predicted {
+            parts.push(format!("<= {} x predicted", f.0));
+        }
+        if parts.is_empty() {
+            "any".into()
+        } else {
+            parts.join(", ")
         }
     }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a mapping {rtol: NUMBER, atol: NUMBER}")]
 pub struct Tolerance {
     pub rtol: NonNeg,
     pub atol: NonNeg,
 }
 
+/// The tolerance a correctness check applied, and where it came from.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct AppliedTolerance {
+    pub rtol: f64,
+    pub atol: f64,
+    /// `spec`, or the rule that derived it (`default for f32, reduction length 768`).
+    pub source: String,
+}
+
+impl AppliedTolerance {
+    pub fn tolerance(&self) -> Tolerance {
+        Tolerance {
+            rtol: NonNeg(self.rtol),
+            atol: NonNeg(self.atol),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a mapping with `bound` and optional `io_saving`, `time_saving`, `tolerance`, `points`")]
 pub struct Expect {
     /// The bound of the `after` variant on the device under test.
     pub bound: Bound,
@@ -350,7 +421,10 @@ pub struct Expect {
     pub io_saving: Option<SavingRange>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_saving: Option<SavingRange>,
-    pub tolerance: Tolerance,
+    /// Correctness tolerance; by default derived from the dtype and the reduction length of the
+    /// workload ([`Workload::default_tolerance`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerance: Option<Tolerance>,
     /// Claims for single points of a sweep, keyed `param=value` (e.g. `seq_len=4096`); they
     /// replace the claims above at that point.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
@@ -359,7 +433,7 @@ pub struct Expect {
 
 /// Claims at one point of a sweep.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a mapping with optional `bound`, `io_saving`, `time_saving`")]
 pub struct PointExpect {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bound: Option<Bound>,
@@ -385,7 +459,7 @@ fn default_max_regression() -> Finite {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a mapping {max_regression: FRACTION, compare: both|raw|relative}")]
 pub struct Gate {
     /// Largest tolerated slowdown of the `after` variant against its baseline (0.10 = 10%).
     #[serde(default = "default_max_regression")]
@@ -422,7 +496,7 @@ impl Default for Gate {
 /// Per-spec limits of the sampling effort, for expensive cases. They can only lower what the
 /// command line asks for (the smaller value wins).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a mapping with optional `min_pairs`, `max_pairs`, `time_cap_secs`")]
 pub struct SpecMeasure {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_pairs: Option<Dim>,
@@ -433,7 +507,7 @@ pub struct SpecMeasure {
 }
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a spec: a mapping with keys name, title, workload, variants, expect")]
 pub struct RawSpec {
     pub name: SpecName,
     pub title: String,
@@ -477,6 +551,31 @@ pub struct Spec {
     pub raw_workload: RawWorkload,
 }
 
+impl Spec {
+    /// The spec's tolerance, or the default of its workload (dtype and reduction length).
+    pub fn tolerance(&self) -> AppliedTolerance {
+        match self.expect.tolerance {
+            Some(t) => AppliedTolerance {
+                rtol: t.rtol.0,
+                atol: t.atol.0,
+                source: "spec".into(),
+            },
+            None => {
+                let t = self.workload.default_tolerance();
+                AppliedTolerance {
+                    rtol: t.rtol.0,
+                    atol: t.atol.0,
+                    source: format!(
+                        "default for {}, reduction length {}",
+                        self.workload.dtype().name(),
+                        self.workload.reduction_len()
+                    ),
+                }
+            }
+        }
+    }
+}
+
 impl RawSpec {
     /// Checks that span several fields; the error carries the position of the key at fault.
     pub fn validate(self, text: &str) -> Result<Spec, Invalid> {
@@ -517,11 +616,35 @@ impl RawSpec {
             ("time_saving", &self.expect.time_saving),
         ] {
             if let Some(r) = range {
-                if r.min.is_none() && r.max.is_none() {
+                if key == "io_saving" && r.is_relative() {
                     return Err((
                         at(&["expect", key]),
-                        format!("expect.{key} needs `min`, `max` or both"),
+                        "expect.io_saving: `min_of_predicted`/`max_of_predicted` apply to time_saving only (the IO saving is the ledger's own figure); expected `min`, `max` or both".into(),
                     ));
+                }
+                if r.min.is_none() && r.max.is_none() && !r.is_relative() {
+                    return Err((
+                        at(&["expect", key]),
+                        format!("expect.{key} needs `min`, `max` or both (time_saving also takes `min_of_predicted`, `max_of_predicted`)"),
+                    ));
+                }
+                for (what, f) in [("min_of_predicted", r.min_of_predicted), ("max_of_predicted", r.max_of_predicted)] {
+                    if let Some(f) = f {
+                        if !(f.0 > 0.0 && f.0 <= 2.0) {
+                            return Err((
+                                at(&["expect", key, what]),
+                                format!("expect.{key}.{what}: {}: expected a factor in (0, 2] of the predicted saving (0.6 means 60% of it)", f.0),
+                            ));
+                        }
+                    }
+                }
+                if let (Some(a), Some(b)) = (r.min_of_predicted, r.max_of_predicted) {
+                    if a.0 > b.0 {
+                        return Err((
+                            at(&["expect", key]),
+                            format!("expect.{key}: min_of_predicted {} is greater than max_of_predicted {}", a.0, b.0),
+                        ));
+                    }
                 }
                 for v in [r.min(), r.max()].into_iter().flatten() {
                     if !(-100.0..1.0).contains(&v) {

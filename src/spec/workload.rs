@@ -87,7 +87,7 @@ impl DType {
 
 /// The `workload:` mapping as written; which keys apply depends on `kind`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a mapping with `kind` and the keys of that kind")]
 pub struct RawWorkload {
     pub kind: Option<WorkloadKind>,
     pub ops: Option<Vec<ElemOp>>,
@@ -227,6 +227,40 @@ impl Workload {
     }
 
     /// The variants this workload kind can run.
+    /// How many rounded terms one output element sums: the length of its reduction (1 for
+    /// elementwise chains). Rounding error grows with it, so the default tolerance does too.
+    pub fn reduction_len(&self) -> u64 {
+        match self {
+            Workload::Elementwise(e) => e.ops.len() as u64,
+            Workload::Rmsnorm(r) | Workload::Layernorm(r) | Workload::Softmax(r) => r.cols,
+            Workload::Gemm(g) => g.k,
+            Workload::Attention(a) => a.seq_len.max(a.head_dim),
+            Workload::LaunchChain(l) => l.n_ops,
+            // The FMA probe chains 256 dependent FMAs per element.
+            Workload::Probe(_) => 256,
+        }
+    }
+
+    /// The correctness tolerance a spec gets when it names none: rounding of the dtype grown
+    /// with the square root of the reduction length (errors of independent roundings add like a
+    /// random walk), with floors that cover transcendental approximations (GELU, exp).
+    /// f32: rtol = atol = max(1e-5, 16·2⁻²³·√K); bf16 (f32 accumulation, bf16 inputs and
+    /// P): rtol 2e-2, atol = max(5e-3, 2⁻⁸·√K/64).
+    pub fn default_tolerance(&self) -> super::Tolerance {
+        let k = (self.reduction_len().max(1) as f64).sqrt();
+        let (rtol, atol) = match self.dtype() {
+            DType::F32 => {
+                let t = (16.0 * f32::EPSILON as f64 * k).max(1e-5);
+                (t, t)
+            }
+            DType::Bf16 => (2e-2, (k / 64.0 / 256.0).max(5e-3)),
+        };
+        super::Tolerance {
+            rtol: super::NonNeg(rtol),
+            atol: super::NonNeg(atol),
+        }
+    }
+
     pub fn variants(&self) -> &'static [super::Variant] {
         use super::Variant::*;
         match self {

@@ -159,7 +159,7 @@ impl Correctness {
             })
             .collect();
         let summary = format!(
-            "max abs error {:.2e} / max rel {:.2e} vs reference ({} sampled), after vs before max abs {:.2e} over {} elements (rtol {:.1e}, atol {:.1e})",
+            "max abs error {:.2e} / max rel {:.2e} vs reference ({} sampled), after vs before max abs {:.2e} over {} elements (rtol {:.2e}, atol {:.2e})",
             self.after_vs_reference.max_abs.max(self.before_vs_reference.max_abs),
             self.after_vs_reference.max_rel.max(self.before_vs_reference.max_rel),
             self.after_vs_reference.checked,
@@ -269,19 +269,22 @@ pub fn io_saving_check(io_saving: f64, claim: Option<&SavingRange>) -> Check {
 /// saving exceed the prediction by a few points.
 pub const SUSPICIOUS_SLACK: f64 = 0.05;
 
-/// The time-saving check: the whole CI must lie in the claim. A saving beyond what the ledger
-/// allows (predicted on the measured ceilings) is flagged, never passed silently. `ledger_bound`
-/// is `None` where the saving lies outside the roofline by design (launch overhead).
+/// The time-saving check: the whole CI must lie in the claim, whose relative ends
+/// (`min_of_predicted`) are resolved against `predicted`, the saving the ledger predicts on the
+/// ceilings measured in this run. A saving beyond what the ledger allows (`ledger_bound`) is
+/// flagged, never passed silently; it is `None` where the saving lies outside the roofline by
+/// design (launch overhead). Figures are printed with enough digits to see why a check failed.
 pub fn time_saving_check(
     saving: &Estimate,
     claim: Option<&SavingRange>,
+    predicted: f64,
     ledger_bound: Option<f64>,
 ) -> Check {
     let desc = format!(
-        "measured {:.1}% (95% CI {:.1}% .. {:.1}%)",
-        saving.point * 100.0,
-        saving.lo * 100.0,
-        saving.hi * 100.0
+        "measured {} (95% CI {} .. {})",
+        pct_fine(saving.point),
+        pct_fine(saving.lo),
+        pct_fine(saving.hi)
     );
     let suspicious = ledger_bound.is_some_and(|b| saving.lo > b + SUSPICIOUS_SLACK);
     let suspicion = format!(
@@ -302,9 +305,19 @@ pub fn time_saving_check(
             }
             Check::new("time_saving", status, d)
         }
-        Some(r) => {
+        Some(claimed) => {
+            let r = claimed.resolve(predicted);
             let inside = r.contains(saving.lo) && r.contains(saving.hi);
-            let mut d = format!("{desc} vs claim {}", r.describe());
+            let mut d = if claimed.is_relative() {
+                format!(
+                    "{desc} vs claim {} = {} of the predicted {}",
+                    claimed.describe_claim(),
+                    describe_fine(&r),
+                    pct_fine(predicted)
+                )
+            } else {
+                format!("{desc} vs claim {}", describe_fine(&r))
+            };
             let status = if !inside {
                 Status::Fail
             } else if suspicious {
@@ -315,6 +328,21 @@ pub fn time_saving_check(
             };
             Check::new("time_saving", status, d)
         }
+    }
+}
+
+/// A fraction as a percentage with two decimals: a CI end of 89.98% must not print as the
+/// 90% claim it failed.
+fn pct_fine(v: f64) -> String {
+    format!("{:.2}%", v * 100.0)
+}
+
+fn describe_fine(r: &SavingRange) -> String {
+    match (r.min(), r.max()) {
+        (Some(a), Some(b)) => format!("[{}, {}]", pct_fine(a), pct_fine(b)),
+        (Some(a), None) => format!(">= {}", pct_fine(a)),
+        (None, Some(b)) => format!("<= {}", pct_fine(b)),
+        (None, None) => "any".into(),
     }
 }
 
@@ -452,19 +480,58 @@ mod tests {
         let claim = SavingRange {
             min: Some(Finite(0.25)),
             max: Some(Finite(0.75)),
+            min_of_predicted: None,
+            max_of_predicted: None,
         };
         let e = |p, lo, hi| Estimate { point: p, lo, hi };
         assert_eq!(
-            time_saving_check(&e(0.5, 0.45, 0.55), Some(&claim), Some(0.5)).status,
+            time_saving_check(&e(0.5, 0.45, 0.55), Some(&claim), 0.5, Some(0.5)).status,
             Status::Pass
         );
         assert_eq!(
-            time_saving_check(&e(0.3, 0.2, 0.4), Some(&claim), Some(0.5)).status,
+            time_saving_check(&e(0.3, 0.2, 0.4), Some(&claim), 0.5, Some(0.5)).status,
             Status::Fail
         );
-        let s = time_saving_check(&e(0.7, 0.68, 0.72), Some(&claim), Some(0.5));
+        let s = time_saving_check(&e(0.7, 0.68, 0.72), Some(&claim), 0.5, Some(0.5));
         assert_eq!(s.status, Status::Warn);
         assert!(s.detail.contains("SUSPICIOUS"), "{}", s.detail);
+        // A CI end just below the claim prints with the digits that show why it failed.
+        let min90 = SavingRange {
+            min: Some(Finite(0.9)),
+            ..claim
+        };
+        let s = time_saving_check(&e(0.904, 0.8998, 0.906), Some(&min90), 0.95, None);
+        assert_eq!(s.status, Status::Fail);
+        assert!(s.detail.contains("89.98%"), "{}", s.detail);
+    }
+
+    #[test]
+    fn time_saving_in_units_of_the_prediction() {
+        let rel = SavingRange {
+            min: None,
+            max: None,
+            min_of_predicted: Some(Finite(0.6)),
+            max_of_predicted: None,
+        };
+        let e = |p, lo, hi| Estimate { point: p, lo, hi };
+        // Predicted 50%: the claim is >= 30%.
+        let ok = time_saving_check(&e(0.4, 0.35, 0.45), Some(&rel), 0.5, Some(0.5));
+        assert_eq!(ok.status, Status::Pass, "{}", ok.detail);
+        assert!(
+            ok.detail.contains(">= 0.6 x predicted = >= 30.00% of the predicted 50.00%"),
+            "{}",
+            ok.detail
+        );
+        // The same measurement against a higher prediction (a machine with another roof).
+        let s = time_saving_check(&e(0.4, 0.35, 0.45), Some(&rel), 0.9, Some(0.9));
+        assert_eq!(s.status, Status::Fail, "{}", s.detail);
+        // A fixed and a relative end together: the stricter holds.
+        let both = SavingRange {
+            min: Some(Finite(0.4)),
+            ..rel
+        };
+        assert_eq!(both.resolve(0.5).min(), Some(0.4));
+        assert_eq!(both.resolve(0.9).min(), Some(0.6 * 0.9));
     }
 
     #[test]

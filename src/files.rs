@@ -1,0 +1,223 @@
+//! Files: bounded reads of what a user hands in (specs, templates, results, baselines) and
+//! atomic writes of what opledger produces. Every path that reaches the disk goes through here.
+
+use crate::error::{Error, Result};
+use std::io::{Read, Write};
+use std::path::Path;
+
+/// Largest spec file read (a spec is a page of YAML).
+pub const MAX_SPEC_BYTES: u64 = 1 << 20;
+/// Largest report template read.
+pub const MAX_TEMPLATE_BYTES: u64 = 1 << 20;
+/// Largest results.json read (raw samples of many specs).
+pub const MAX_RESULTS_BYTES: u64 = 256 << 20;
+/// Largest baseline read (at most 200 samples per variant are stored).
+pub const MAX_BASELINE_BYTES: u64 = 16 << 20;
+
+/// Reads a regular file of at most `max_bytes`. A device, FIFO, socket or directory is refused
+/// before it is opened (a FIFO would block, `/dev/zero` would never end), and so is a file that
+/// grows past the cap while it is read. `what` names the file in messages ("spec").
+pub fn read_regular(path: &Path, max_bytes: u64, what: &str) -> Result<Vec<u8>> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io("reading", path, e))?;
+    if !meta.is_file() {
+        return Err(Error::Refused {
+            path: path.to_path_buf(),
+            message: format!(
+                "not a regular file ({}); a {what} must be a regular file",
+                file_type_name(&meta.file_type())
+            ),
+        });
+    }
+    let too_big = |size: u64| Error::Refused {
+        path: path.to_path_buf(),
+        message: format!(
+            "{size} bytes or more: larger than the {} a {what} may have",
+            human_bytes(max_bytes)
+        ),
+    };
+    if meta.len() > max_bytes {
+        return Err(too_big(meta.len()));
+    }
+    let file = std::fs::File::open(path).map_err(|e| Error::io("reading", path, e))?;
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(max_bytes + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io("reading", path, e))?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(too_big(bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
+fn file_type_name(t: &std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_fifo() {
+            return "a FIFO";
+        }
+        if t.is_char_device() {
+            return "a character device";
+        }
+        if t.is_block_device() {
+            return "a block device";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+    }
+    if t.is_dir() {
+        "a directory"
+    } else {
+        "not a file"
+    }
+}
+
+fn human_bytes(n: u64) -> String {
+    if n >= 1 << 20 {
+        format!("{} MiB", n >> 20)
+    } else {
+        format!("{} KiB", n >> 10)
+    }
+}
+
+/// Checks that `dir` can hold new files (creating it if needed), by creating and removing a
+/// temp file in it: a run refuses an output folder it could not write before it measures.
+pub fn check_writable_dir(dir: &Path, what: &str) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io("creating", dir, e))?;
+    tempfile::Builder::new()
+        .prefix(".opledger-")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map(drop)
+        .map_err(|e| Error::Refused {
+            path: dir.to_path_buf(),
+            message: format!("the {what} cannot be written: {e}"),
+        })
+}
+
+/// Checks that a file can be created at `path`: its folder exists and it is not a directory.
+pub fn check_writable_file(path: &Path, what: &str) -> Result<()> {
+    if path.is_dir() {
+        return Err(Error::Refused {
+            path: path.to_path_buf(),
+            message: format!("is a directory; the {what} must be a file path"),
+        });
+    }
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(Error::Refused {
+            path: path.to_path_buf(),
+            message: format!("the folder {} of the {what} does not exist", dir.display()),
+        });
+    }
+    Ok(())
+}
+
+/// Removes `.opledger-*.tmp` files in `dir` (not recursive); errors are ignored, since a file
+/// that cannot be removed is only clutter.
+pub fn remove_temp_files(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with(".opledger-")
+            && name.ends_with(".tmp")
+            && entry.file_type().is_ok_and(|t| t.is_file())
+        {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Writes `bytes` to `path` atomically: a temp file in the same directory, fsync, rename over
+/// the target, fsync of the directory. The target is either the old or the new file, never torn.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| Error::io("creating directory", dir, e))?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".opledger-")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(|e| Error::io("creating a temp file in", dir, e))?;
+    // Temp files are created 0600; give the result the target's mode, or 0644 for a new file.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let perms = std::fs::metadata(path)
+            .map(|m| m.permissions())
+            .unwrap_or_else(|_| std::fs::Permissions::from_mode(0o644));
+        tmp.as_file()
+            .set_permissions(perms)
+            .map_err(|e| Error::io("setting permissions of", tmp.path().to_path_buf(), e))?;
+    }
+    tmp.write_all(bytes)
+        .map_err(|e| Error::io("writing", tmp.path().to_path_buf(), e))?;
+    tmp.as_file()
+        .sync_all()
+        .map_err(|e| Error::io("syncing", tmp.path().to_path_buf(), e))?;
+    tmp.persist(path)
+        .map_err(|e| Error::io("replacing", path, e.error))?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        // Persist the rename itself; some filesystems refuse fsync on directories, which is fine.
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temp_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a/b.json");
+        write_atomic(&p, b"one").unwrap();
+        write_atomic(&p, b"two").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        let names: Vec<_> = std::fs::read_dir(p.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+    }
+
+    #[test]
+    fn bounded_reads_refuse_devices_fifos_and_large_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big");
+        std::fs::write(&big, vec![b'x'; 2048]).unwrap();
+        assert_eq!(read_regular(&big, 4096, "spec").unwrap().len(), 2048);
+        let e = read_regular(&big, 1024, "spec").unwrap_err().to_string();
+        assert!(e.contains("big") && e.contains("larger than the 1 KiB"), "{e}");
+        let e = read_regular(Path::new("/dev/zero"), 1024, "spec")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("a character device"), "{e}");
+        let e = read_regular(dir.path(), 1024, "spec").unwrap_err().to_string();
+        assert!(e.contains("a directory"), "{e}");
+    }
+
+    #[test]
+    fn stale_temp_files_are_removed_and_others_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(".opledger-abc.tmp"), b"x").unwrap();
+        std::fs::write(dir.path().join("keep.json"), b"x").unwrap();
+        remove_temp_files(dir.path());
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["keep.json"]);
+    }
+}
