@@ -11,11 +11,19 @@ use crate::spec;
 use clap::{Args, Parser, Subcommand};
 use std::path::{Path, PathBuf};
 
+/// The exit codes, for every `--help`.
+const EXIT_CODES: &str = "Exit codes:
+  0  every check passed (INCONCLUSIVE gates included)
+  1  a check or the regression gate failed (or a claim the ledger refutes, for `check`)
+  2  bad input: a spec (file:line:column), a flag, a damaged baseline or results file, a template
+  3  the requested backend is unavailable (e.g. --backend cuda without a usable GPU)";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "opledger",
     version,
-    about = "The operator ledger of GPU optimizations: IO ledger, roofline, before/after measurement, a CI gate and a sign-off report."
+    about = "The operator ledger of GPU optimizations: IO ledger, roofline, before/after measurement, a CI gate and a sign-off report.",
+    after_help = EXIT_CODES
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -34,6 +42,7 @@ pub enum Command {
     },
     /// Print the IO ledger of each variant of the specs, and its roofline on datasheet devices.
     Ledger {
+        /// Spec files or directories of *.yaml specs.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
         /// Whose kernels' tiling the ledger models (tiled GEMM, flash attention).
@@ -111,6 +120,10 @@ pub enum SchemaKind {
     Results,
 }
 
+/// Largest probe or flush buffer a flag may ask for (1 TiB); the memory check refuses what this
+/// machine cannot hold.
+const MAX_BUFFER_MIB: u64 = 1 << 20;
+
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// Spec files or directories of *.yaml specs.
@@ -152,11 +165,13 @@ pub struct RunArgs {
     /// Seed of inputs, sample order and bootstrap.
     #[arg(long, default_value_t = MeasureConfig::default().seed)]
     pub seed: u64,
-    /// Size of each bandwidth-probe array in MiB (default: twice the last-level cache).
-    #[arg(long)]
+    /// Size of each bandwidth-probe array in MiB, at least the last-level cache (default: twice
+    /// the last-level cache).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_BUFFER_MIB))]
     pub probe_mib: Option<u64>,
-    /// Size of the cold-cache flush buffer in MiB (default: twice the last-level cache).
-    #[arg(long)]
+    /// Size of the cold-cache flush buffer in MiB, at least the last-level cache (default: twice
+    /// the last-level cache; --warm for no flush).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_BUFFER_MIB))]
     pub flush_mib: Option<u64>,
     /// Append a short Markdown summary to this file (default: $GITHUB_STEP_SUMMARY when set).
     #[arg(long, env = "GITHUB_STEP_SUMMARY")]
@@ -313,12 +328,25 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             let md = report::render(&run, template.as_deref())?;
             match out {
                 Some(o) => {
-                    // The charts go beside the report, where its links point.
-                    let dir = o.parent().unwrap_or(Path::new("."));
-                    for (name, svg) in report::chart::all(&run)? {
+                    // The charts go beside the report, where its links point; say so.
+                    let dir = o
+                        .parent()
+                        .filter(|p| !p.as_os_str().is_empty())
+                        .unwrap_or(Path::new("."));
+                    let charts = report::chart::all(&run)?;
+                    for (name, svg) in &charts {
                         crate::baseline::write_atomic(&dir.join(name), svg.as_bytes())?;
                     }
-                    crate::baseline::write_atomic(&o, md.as_bytes())?
+                    crate::baseline::write_atomic(&o, md.as_bytes())?;
+                    eprintln!(
+                        "opledger: wrote {} and, beside it, {}",
+                        o.display(),
+                        charts
+                            .iter()
+                            .map(|(n, _)| dir.join(n).display().to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    );
                 }
                 None => print!("{md}"),
             }
@@ -555,6 +583,16 @@ fn load_run(dir: &std::path::Path) -> Result<RunResult> {
         path: path.clone(),
         message: format!("not a valid opledger results file: {e}"),
     })?;
+    if run.schema_version != crate::report::model::SCHEMA_VERSION {
+        return Err(Error::Corrupt {
+            path: path.clone(),
+            message: format!(
+                "results schema version {} is not the supported {} (written by another opledger version?)",
+                run.schema_version,
+                crate::report::model::SCHEMA_VERSION
+            ),
+        });
+    }
     for s in &mut run.specs {
         // Results written before the applied tolerance was recorded: the spec named it.
         if s.tolerance.source.is_empty() {
@@ -562,7 +600,7 @@ fn load_run(dir: &std::path::Path) -> Result<RunResult> {
                 s.tolerance = spec::AppliedTolerance {
                     rtol: t.rtol.0,
                     atol: t.atol.0,
-                    source: "spec".into(),
+                    source: "from the spec".into(),
                 };
             }
         }
@@ -576,18 +614,29 @@ fn load_run(dir: &std::path::Path) -> Result<RunResult> {
 fn compare_runs(a: &std::path::Path, b: &std::path::Path) -> Result<ExitCode> {
     use crate::verdict::RegressionState;
     let (ra, rb) = (load_run(a)?, load_run(b)?);
+    if !rb
+        .specs
+        .iter()
+        .any(|sb| ra.specs.iter().any(|sa| sa.name == sb.name))
+    {
+        return Err(Error::Usage(format!(
+            "{} and {} have no spec in common: nothing to compare",
+            a.display(),
+            b.display()
+        )));
+    }
     println!(
         "# opledger compare\n\n`{}` ({}) → `{}` ({})\n",
         ra.run_id, ra.git_sha, rb.run_id, rb.git_sha
     );
     println!(
-        "| spec | before (A) | after (A) | after (B) | B/A ratio (95% CI) | threshold | decision |"
+        "| spec | before (A) | after (A) | after (B) | compared | B vs A ratio (95% CI) | threshold | decision |"
     );
-    println!("|---|--:|--:|--:|--:|--:|---|");
+    println!("|---|--:|--:|--:|---|--:|--:|---|");
     let mut regressed = 0;
     for sb in &rb.specs {
         let Some(sa) = ra.specs.iter().find(|s| s.name == sb.name) else {
-            println!("| {} | — | — | — | — | — | only in B |", sb.name);
+            println!("| {} | — | — | — | — | — | — | only in B |", sb.name);
             continue;
         };
         let base = crate::baseline::from_result(
@@ -600,7 +649,7 @@ fn compare_runs(a: &std::path::Path, b: &std::path::Path) -> Result<ExitCode> {
             None,
         );
         let Some(base) = base else {
-            println!("| {} | — | — | — | — | — | not measured in A |", sb.name);
+            println!("| {} | — | — | — | — | — | — | not measured in A |", sb.name);
             continue;
         };
         let (outcome, _) = crate::baseline::compare(
@@ -612,6 +661,9 @@ fn compare_runs(a: &std::path::Path, b: &std::path::Path) -> Result<ExitCode> {
             rb.measure.seed,
         );
         let ms = |v: Option<f64>| v.map_or("—".to_string(), |t| format!("{:.3} ms", t * 1e3));
+        // The decision says what the ratio shows: a raw-time speedup that the after/before
+        // comparison does not confirm is the machine (or shared code) being faster.
+        let faster = outcome.ratio.is_some_and(|r| r.hi < 1.0);
         let decision = match outcome.state {
             Some(RegressionState::Fail) => {
                 regressed += 1;
@@ -619,6 +671,9 @@ fn compare_runs(a: &std::path::Path, b: &std::path::Path) -> Result<ExitCode> {
             }
             Some(RegressionState::Improved) => "improved",
             Some(RegressionState::Inconclusive) => "inconclusive",
+            Some(RegressionState::Pass) if faster => {
+                "within threshold (faster in raw time only: the machine or code both variants share)"
+            }
             Some(RegressionState::Pass) => "within threshold",
             None => "not comparable",
         };
@@ -626,11 +681,12 @@ fn compare_runs(a: &std::path::Path, b: &std::path::Path) -> Result<ExitCode> {
             format!("{:.3} ({:.3} .. {:.3})", r.point, r.lo, r.hi)
         });
         println!(
-            "| {} | {} | {} | {} | {ratio} | +{:.0}% | {decision} |",
+            "| {} | {} | {} | {} | {} | {ratio} | +{:.0}% | {decision} |",
             sb.name,
             ms(sa.before.summary.map(|s| s.median_secs)),
             ms(sa.after.summary.map(|s| s.median_secs)),
             ms(sb.after.summary.map(|s| s.median_secs)),
+            outcome.basis.as_deref().unwrap_or("—"),
             outcome.threshold * 100.0
         );
     }

@@ -81,19 +81,48 @@ fn human_bytes(n: u64) -> String {
     }
 }
 
-/// Checks that `dir` can hold new files (creating it if needed), by creating and removing a
-/// temp file in it: a run refuses an output folder it could not write before it measures.
+/// Checks that `dir` can hold new files, by creating and removing a temp file in it; a folder
+/// that does not exist yet is checked where it would be created (its nearest existing ancestor),
+/// and is not created here: a run refused later must leave nothing behind.
 pub fn check_writable_dir(dir: &Path, what: &str) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io("creating", dir, e))?;
-    tempfile::Builder::new()
-        .prefix(".opledger-")
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map(drop)
-        .map_err(|e| Error::Refused {
-            path: dir.to_path_buf(),
-            message: format!("the {what} cannot be written: {e}"),
-        })
+    let refused = |e: std::io::Error| Error::Refused {
+        path: dir.to_path_buf(),
+        message: format!("the {what} cannot be written: {e}"),
+    };
+    if dir.is_dir() {
+        return tempfile::Builder::new()
+            .prefix(".opledger-")
+            .suffix(".tmp")
+            .tempfile_in(dir)
+            .map(drop)
+            .map_err(refused);
+    }
+    let mut ancestor = dir.parent();
+    while let Some(a) = ancestor {
+        let a = if a.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            a
+        };
+        if a.exists() {
+            if !a.is_dir() {
+                return Err(Error::Refused {
+                    path: dir.to_path_buf(),
+                    message: format!(
+                        "the {what} cannot be created: {} is not a folder",
+                        a.display()
+                    ),
+                });
+            }
+            return tempfile::Builder::new()
+                .prefix(".opledger-")
+                .tempdir_in(a)
+                .map(drop)
+                .map_err(refused);
+        }
+        ancestor = a.parent();
+    }
+    Ok(())
 }
 
 /// Checks that a file can be created at `path`: its folder exists and it is not a directory.

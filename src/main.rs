@@ -4,6 +4,14 @@ use clap::Parser;
 use opledger::cli::{dispatch, Cli};
 
 fn main() {
+    // Written to a closed pipe (`opledger ledger … | head`), end quietly as Unix tools do,
+    // instead of panicking in println!.
+    #[cfg(unix)]
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts; no
+    // handler runs Rust code.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let code = match dispatch(cli) {
         Ok(code) => code,

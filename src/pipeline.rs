@@ -72,15 +72,21 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
     let (backend, backend_note) = backend::select(opts.backend, flush)?;
     let device = backend.device();
     let flush_bytes = backend.flush_bytes();
+    // Buffers inside the last-level cache measure the cache, not memory: allowed (small test
+    // runs use them), and said.
+    let mut size_warnings = Vec::new();
     for (flag, bytes) in [("--probe-mib", opts.probe_bytes), ("--flush-mib", opts.flush_bytes)] {
         if let Some(b) = bytes.filter(|&b| b < device.llc_bytes) {
-            return Err(Error::Usage(format!(
-                "{flag} {}: smaller than the last-level cache ({} MiB) of {}: it would measure the cache, not memory{}",
+            size_warnings.push(format!(
+                "opledger: warning: {flag} {} is smaller than the last-level cache ({} MiB): {}",
                 b >> 20,
                 device.llc_bytes.div_ceil(1 << 20),
-                device.name,
-                if flag == "--flush-mib" { " (use --warm to measure with warm caches)" } else { "" }
-            )));
+                if flag == "--probe-mib" {
+                    "the ceilings are the cache's, not memory's"
+                } else {
+                    "caches are not cold between samples"
+                }
+            ));
         }
     }
 
@@ -133,6 +139,9 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
 
     let progress = Progress::new(specs.len());
     progress.say(&format!("opledger: backend {backend_note}"));
+    for w in &size_warnings {
+        progress.say(w);
+    }
     for n in &notes {
         progress.say(&format!("opledger: {n}"));
     }
@@ -227,7 +236,7 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
         baseline::write_atomic(path, report::junit(&run).as_bytes())?;
     }
     if let Some(path) = &opts.summary_to {
-        append_summary(path, &run)?;
+        append_summary(path, &run, &dir)?;
     }
     print_summary(&run, &dir);
     Ok(if run.verdict.specs_failed == 0 {
@@ -293,9 +302,9 @@ pub fn write_run_dir(
 }
 
 /// Appends the short summary to `path` (created if missing), as CI job summaries expect.
-fn append_summary(path: &Path, run: &RunResult) -> Result<()> {
+fn append_summary(path: &Path, run: &RunResult, dir: &Path) -> Result<()> {
     use std::io::Write;
-    let text = report::render_summary(run)?;
+    let text = report::render_summary(run, &dir.join("report.md"))?;
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -306,11 +315,9 @@ fn append_summary(path: &Path, run: &RunResult) -> Result<()> {
 }
 
 fn verdict_of(results: &[SpecResult]) -> RunVerdict {
+    // The three counts partition the specs: a failed spec is failed whatever its gate said.
     let failed = results.iter().filter(|r| r.status == Status::Fail).count();
-    let inconclusive = results
-        .iter()
-        .filter(|r| r.baseline.state == Some(RegressionState::Inconclusive))
-        .count();
+    let inconclusive = results.iter().filter(|r| is_inconclusive(r)).count();
     // INCONCLUSIVE (the gate could not decide even after re-measuring) is not a failure: the
     // exit code stays 0 and the report says which specs to look at.
     let status = if failed > 0 {
@@ -323,7 +330,7 @@ fn verdict_of(results: &[SpecResult]) -> RunVerdict {
     RunVerdict {
         status: status.into(),
         inconclusive,
-        specs_passed: results.len() - failed,
+        specs_passed: results.len() - failed - inconclusive,
         specs_failed: failed,
         checks_failed: results
             .iter()
@@ -405,6 +412,8 @@ fn run_spec(
             state: None,
             threshold: s.gate.max_regression.0,
             message: String::new(),
+            basis: None,
+            note: None,
         },
         checks: Vec::new(),
         warnings: Vec::new(),
@@ -688,55 +697,181 @@ fn accept(
     Ok(())
 }
 
+fn is_inconclusive(r: &SpecResult) -> bool {
+    r.status != Status::Fail && r.baseline.state == Some(RegressionState::Inconclusive)
+}
+
+/// Most distinct warnings the terminal lists (all of them are in the report).
+const TERMINAL_WARNINGS: usize = 8;
+/// Longest warning line on the terminal, in characters.
+const TERMINAL_WARNING_CHARS: usize = 240;
+
+/// The terminal's account of a run: one line per spec (verdict, before → after, saving with its
+/// CI, gate), a line per failed check under a failed spec, each distinct warning once, and the
+/// summary. The report holds the full text.
 fn print_summary(run: &RunResult, dir: &Path) {
     println!();
+    let width = run.specs.iter().map(|s| s.name.len()).max().unwrap_or(0).min(40);
     for s in &run.specs {
-        let status = if s.status == Status::Fail {
-            "FAIL"
-        } else {
-            "PASS"
-        };
-        match (&s.before.summary, &s.after.summary, &s.time_saving, &s.after.achieved) {
-            (Some(b), Some(a), Some(t), Some(aa)) => println!(
-                "{status} {:<24} {} {:.3} ms -> {} {:.3} ms  saving {:.1}% [{:.1}, {:.1}]  IO saving {:.1}%  {} {:.2} GB/s = {:.0}% of triad",
-                s.name,
-                s.before.variant,
-                b.median_secs * 1e3,
-                s.after.variant,
-                a.median_secs * 1e3,
-                t.point * 100.0,
-                t.lo * 100.0,
-                t.hi * 100.0,
-                s.io_saving * 100.0,
-                s.after.variant,
-                aa.bytes_per_sec / 1e9,
-                aa.frac_bandwidth * 100.0
-            ),
-            _ => println!("{status} {}", s.name),
-        }
-        for c in s
-            .checks
-            .iter()
-            .filter(|c| matches!(c.status, Status::Fail | Status::Warn))
-        {
-            println!("     {} {}: {}", c.status.mark(), c.name, c.detail);
-        }
-        for w in &s.warnings {
-            println!("     ⚠️ {w}");
+        println!("{}", spec_line(s, width));
+        if s.status == Status::Fail {
+            for c in s.checks.iter().filter(|c| c.status == Status::Fail) {
+                let detail = if c.name == "regression" {
+                    gate_detail(&s.baseline)
+                } else {
+                    c.detail.clone()
+                };
+                println!("    ❌ {}: {detail}", c.name);
+            }
         }
     }
+    // Each distinct warning once, with how many specs share it.
+    let mut distinct: Vec<(String, usize)> = Vec::new();
+    for s in &run.specs {
+        let mut mine: Vec<String> = s
+            .warnings
+            .iter()
+            .filter(|w| !w.starts_with("first pass: "))
+            .cloned()
+            .collect();
+        mine.extend(
+            s.checks
+                .iter()
+                .filter(|c| c.status == Status::Warn && c.name != "regression")
+                .map(|c| format!("{}: {}: {}", s.name, c.name, c.detail)),
+        );
+        mine.dedup();
+        for w in mine {
+            match distinct.iter_mut().find(|(t, _)| *t == w) {
+                Some((_, n)) => *n += 1,
+                None => distinct.push((w, 1)),
+            }
+        }
+    }
+    if !distinct.is_empty() {
+        println!(
+            "\nwarnings ({} distinct; full text in the report):",
+            distinct.len()
+        );
+        for (w, n) in distinct.iter().take(TERMINAL_WARNINGS) {
+            let mut line: String = w.chars().take(TERMINAL_WARNING_CHARS).collect();
+            if line.len() < w.len() {
+                line.push('…');
+            }
+            if *n > 1 {
+                line.push_str(&format!(" ({n} specs)"));
+            }
+            println!("  ⚠️ {line}");
+        }
+        if distinct.len() > TERMINAL_WARNINGS {
+            println!("  … and {} more", distinct.len() - TERMINAL_WARNINGS);
+        }
+    }
+    let v = &run.verdict;
     println!(
-        "\n{}: {} of {} specs pass, {} inconclusive ({} checks failed, {} warnings) on {} [{}]",
-        run.verdict.status,
-        run.verdict.specs_passed,
+        "\n{}: {} spec{}: {} pass, {} fail, {} inconclusive · {} checks failed · {} warnings · {} [{}] · {:.0} s",
+        v.status,
         run.specs.len(),
-        run.verdict.inconclusive,
-        run.verdict.checks_failed,
-        run.verdict.warnings,
+        if run.specs.len() == 1 { "" } else { "s" },
+        v.specs_passed,
+        v.specs_failed,
+        v.inconclusive,
+        v.checks_failed,
+        v.warnings,
         run.device.key,
-        run.backend
+        run.backend,
+        run.wall_secs
     );
     println!("report: {}", dir.join("report.md").display());
+}
+
+/// `PASS  name  before 1.23 ms → after 0.45 ms  saving 63.4% [61.0, 65.2]  gate: …`
+fn spec_line(s: &SpecResult, width: usize) -> String {
+    let status = if s.status == Status::Fail {
+        "FAIL"
+    } else if is_inconclusive(s) {
+        "INCONCLUSIVE"
+    } else {
+        "PASS"
+    };
+    let times = match (&s.before.summary, &s.after.summary, &s.time_saving) {
+        (Some(b), Some(a), Some(t)) => format!(
+            "{} {} → {} {}  saving {:.1}% [{:.1}, {:.1}]",
+            s.before.variant,
+            short_duration(b.median_secs),
+            s.after.variant,
+            short_duration(a.median_secs),
+            t.point * 100.0,
+            t.lo * 100.0,
+            t.hi * 100.0
+        ),
+        _ => s
+            .error
+            .as_deref()
+            .map_or_else(|| "not measured".into(), |e| format!("error: {e}")),
+    };
+    format!(
+        "{status:<12} {:<width$}  {times}  gate: {}",
+        s.name,
+        gate_short(&s.baseline)
+    )
+}
+
+fn short_duration(secs: f64) -> String {
+    if secs >= 1.0 {
+        format!("{secs:.3} s")
+    } else if secs >= 1e-3 {
+        format!("{:.3} ms", secs * 1e3)
+    } else {
+        format!("{:.2} µs", secs * 1e6)
+    }
+}
+
+/// The gate's result in a few words: `pass ×0.97`, `REGRESSION ×1.23 > +10%`, `no baseline`.
+fn gate_short(b: &BaselineOutcome) -> String {
+    let ratio = b.ratio.map(|r| format!("×{:.3}", r.point)).unwrap_or_default();
+    match (b.status.as_str(), b.state) {
+        ("accepted", _) if b.state.is_none() => "accepted (first baseline)".into(),
+        ("accepted", _) => format!("{} {ratio}, accepted", state_word(b.state)),
+        (_, Some(RegressionState::Fail)) => {
+            format!("REGRESSION {ratio} > +{:.1}%", b.threshold * 100.0)
+        }
+        (_, Some(RegressionState::Inconclusive)) => format!(
+            "inconclusive {ratio} [{:.3}, {:.3}] vs +{:.1}%{}",
+            b.ratio.map_or(0.0, |r| r.lo),
+            b.ratio.map_or(0.0, |r| r.hi),
+            b.threshold * 100.0,
+            b.note.as_deref().map(|n| format!(" ({n})")).unwrap_or_default()
+        ),
+        (_, Some(state)) => format!("{} {ratio}", state_word(Some(state))),
+        ("not_comparable", None) => "not comparable".into(),
+        _ => "no baseline".into(),
+    }
+}
+
+fn state_word(s: Option<RegressionState>) -> &'static str {
+    match s {
+        Some(RegressionState::Pass) => "pass",
+        Some(RegressionState::Improved) => "improved",
+        Some(RegressionState::Fail) => "REGRESSION",
+        Some(RegressionState::Inconclusive) => "inconclusive",
+        None => "",
+    }
+}
+
+/// A failed gate in one sentence: which ratio, its CI, and the threshold it crossed.
+fn gate_detail(b: &BaselineOutcome) -> String {
+    match b.ratio {
+        Some(r) => format!(
+            "{} ratio {:.3} (95% CI {:.3} .. {:.3}) against the baseline, threshold +{:.1}%",
+            b.basis.as_deref().unwrap_or("after time"),
+            r.point,
+            r.lo,
+            r.hi,
+            b.threshold * 100.0
+        ),
+        None => b.message.clone(),
+    }
 }
 
 /// Progress on stderr: a bar on a terminal; plain lines elsewhere (CI logs, pipes), one per

@@ -395,10 +395,14 @@ fn a_refuted_claim_fails_the_gate_with_exit_1_and_others_still_run() {
     let out = text(&o);
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(
-        out.contains("io_saving: ledger saving 49.2% vs claim >= 90%"),
+        out.contains("io_saving: ledger saving 49.23% vs claim >= 90.00%"),
         "{out}"
     );
-    assert!(out.contains("PASS tiny-chain"), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("PASS ") && l.contains(" tiny-chain ")),
+        "{out}"
+    );
     let report = std::fs::read_to_string(only_run_dir(dir.path()).join("report.md")).unwrap();
     assert!(report.starts_with("# opledger report: FAIL"), "{report}");
 }
@@ -501,12 +505,10 @@ fn report_out_redraws_svg_charts_with_one_point_per_case() {
     // One before point and one after point per case, plus one of each in the legend.
     assert_eq!(circles(&svg, "#DC6E14"), cases + 1, "after points");
     assert_eq!(circles(&svg, "#5A6E8C"), cases + 1, "before points");
+    // Each case labelled: by its name, or a sweep point by its parameter value.
     for s in results["specs"].as_array().unwrap() {
-        assert!(
-            svg.contains(s["name"].as_str().unwrap()),
-            "label of {}",
-            s["name"]
-        );
+        let label = s["sweep"]["label"].as_str().or(s["name"].as_str()).unwrap();
+        assert!(svg.contains(label), "label of {}", s["name"]);
     }
     // The sweep chart: one point per variant and sweep point in each of its two panels.
     let sweep = &results["sweeps"][0];
@@ -579,13 +581,19 @@ fn a_real_slowdown_fails_after_a_confirming_second_pass() {
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(out.contains("measuring again"), "{out}");
     assert!(out.contains("REGRESSION"), "{out}");
-    assert!(out.contains("first pass:"), "both passes reported: {out}");
+    let report = std::fs::read_to_string(only_run_dir(dir.path()).join("report.md")).unwrap();
+    assert!(report.contains("first pass:"), "both passes reported: {report}");
 }
 
 #[test]
 fn accepting_a_significant_improvement_restarts_the_baseline_history() {
+    // A 100% gate: the ordinary second accept must neither fail the gate nor count as an
+    // improvement. Under the default 10% gate it could do either on a µs-scale case while the
+    // other tests load the machine (a failed gate refuses the accept and exits 1; an
+    // "improvement" restarts the history), which made this test flaky.
     let dir = tempfile::tempdir().unwrap();
-    let bfile = accepted_baseline(dir.path());
+    let (spec, bfile) =
+        accepted_tiny_variant(dir.path(), "tiny-chain", "gate: {max_regression: 1.0}\n");
     let history_len = |p: &Path| {
         let b: serde_json::Value = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
         b["history"].as_array().unwrap().len()
@@ -594,7 +602,7 @@ fn accepting_a_significant_improvement_restarts_the_baseline_history() {
     let accept = || {
         run_in(
             dir.path(),
-            &[fixture("good/tiny-chain.yaml")],
+            std::slice::from_ref(&spec),
             &["--accept", PAIRS[0], PAIRS[1], PAIRS[2], PAIRS[3]],
         )
     };
@@ -666,7 +674,7 @@ fn a_baseline_too_noisy_to_decide_makes_the_run_inconclusive_not_failed() {
     assert_eq!(results["verdict"]["status"], "INCONCLUSIVE");
     assert_eq!(results["verdict"]["inconclusive"], 1);
     assert!(
-        out.contains("INCONCLUSIVE: 1 of 1 specs pass, 1 inconclusive"),
+        out.contains("INCONCLUSIVE: 1 spec: 0 pass, 0 fail, 1 inconclusive"),
         "{out}"
     );
     let report = std::fs::read_to_string(run.join("report.md")).unwrap();
@@ -900,7 +908,7 @@ fn junit_has_one_case_per_check_and_marks_failures() {
     assert!(failures[0]
         .attribute("message")
         .unwrap()
-        .contains("claim >= 90%"));
+        .contains("claim >= 90.0%"));
     assert_eq!(root.attribute("failures"), Some("1"));
 }
 
@@ -998,7 +1006,7 @@ fn by_default_a_slowdown_of_both_variants_alike_is_inconclusive_not_a_failure() 
         (
             "gate: {max_regression: 1.0}\n",
             0,
-            "both variants are slower than at the baseline alike",
+            "both variants slower alike",
         ),
         (
             "gate: {max_regression: 1.0, compare: raw}\n",
@@ -1052,7 +1060,7 @@ fn relative_gate_catches_a_slower_after_variant() {
     let o = run_in(dir.path(), std::slice::from_ref(&spec), &PAIRS);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(
-        text(&o).contains("(after/before)/baseline's median ratio")
+        text(&o).contains("after/before ratio")
             && text(&o).contains("REGRESSION"),
         "{}",
         text(&o)

@@ -75,7 +75,11 @@ pub fn load(path: &Path) -> Result<Option<BaselineFile>> {
     let mut b = b;
     // A CPU baseline written under the older key (model and cores only) is keyed by what it
     // recorded: its SIMD level and cache decide which machine it belongs to.
-    b.device.key = b.device.current_key();
+    if b.device.kind == "cpu"
+        && b.device.key == crate::device::legacy_cpu_key(&b.device.name, b.device.cores)
+    {
+        b.device.key = b.device.current_key();
+    }
     if b.schema_version != BASELINE_SCHEMA_VERSION {
         return Err(Error::Corrupt {
             path: path.to_path_buf(),
@@ -163,6 +167,8 @@ pub fn compare(
         state: None,
         threshold: threshold(base, max_regression, mode == GateCompare::Relative),
         message: String::new(),
+        basis: None,
+        note: None,
     };
     let mut warnings = Vec::new();
     if base.device.key != device.key {
@@ -194,11 +200,14 @@ pub fn compare(
         }
     }
     // Baselines written before memory was recorded say 0: nothing to compare.
-    if base.device.memory_bytes != 0 && base.device.memory_bytes != device.memory_bytes {
+    // The kernel reserves a little more or less memory from boot to boot: only a difference of
+    // more than 1% is another machine's memory.
+    let (now, then) = (device.memory_bytes as f64, base.device.memory_bytes as f64);
+    if then > 0.0 && (now - then).abs() > 0.01 * then {
         warnings.push(format!(
-            "device memory differs from the baseline's ({} MiB now, {} MiB then)",
-            device.memory_bytes >> 20,
-            base.device.memory_bytes >> 20
+            "device memory differs from the baseline's ({:.1} GiB now, {:.1} GiB then)",
+            now / (1u64 << 30) as f64,
+            then / (1u64 << 30) as f64
         ));
     }
     if base.device.cores != device.cores {
@@ -223,6 +232,9 @@ pub fn compare(
                 // Slower in raw time only: both variants slowed alike. The machine drifted, or
                 // code both variants share regressed; timing alone cannot tell which.
                 (RegressionState::Fail, _) => Judgement {
+                    note: Some(
+                        "both variants slower alike: machine drift or shared code".into(),
+                    ),
                     state: RegressionState::Inconclusive,
                     message: format!(
                         "{}; but {}: both variants are slower than at the baseline alike — the machine drifted, or code both share regressed (a quiet machine or `compare: raw` tells which)",
@@ -258,15 +270,28 @@ pub fn compare(
     outcome.state = Some(decided.state);
     outcome.threshold = decided.threshold;
     outcome.message = decided.message;
+    outcome.note = decided.note;
+    outcome.basis = Some(
+        if decided.relative {
+            "after/before"
+        } else {
+            "after time"
+        }
+        .into(),
+    );
     (outcome, warnings)
 }
 
 /// One comparison of a run with its baseline: on raw after times or on after/before ratios.
 struct Judgement {
+    /// True when `ratio` compares after/before ratios, false for raw after times.
+    relative: bool,
     ratio: Estimate,
     state: RegressionState,
     threshold: f64,
     message: String,
+    /// A short reason for the terminal, where the decision needs one.
+    note: Option<String>,
 }
 
 impl Judgement {
@@ -327,10 +352,12 @@ impl Judgement {
             }
         );
         Judgement {
+            relative,
             ratio,
             state,
             threshold,
             message,
+            note: None,
         }
     }
 }

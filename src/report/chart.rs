@@ -15,11 +15,17 @@ const AFTER: RGBColor = RGBColor(220, 110, 20);
 const ROOF: RGBColor = RGBColor(20, 20, 20);
 const DATASHEET: RGBColor = RGBColor(150, 150, 150);
 const TENSOR: RGBColor = RGBColor(40, 120, 60);
+/// Approximate width of one character and height of one line of an 11 px label.
+const LABEL_CHAR_PX: i32 = 6;
+const LABEL_LINE_PX: i32 = 13;
 
 /// One case on the roofline: where its before and after variants landed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RooflinePoint {
     pub spec: String,
+    /// The text beside the point: the spec's name, or for a sweep point its parameter value
+    /// (the sweep's name leads its first point), so a sweep's labels stay short.
+    pub label: String,
     /// (arithmetic intensity FLOP/byte, achieved FLOP/s).
     pub before: (f64, f64),
     pub after: (f64, f64),
@@ -33,11 +39,20 @@ pub fn roofline_points(run: &RunResult) -> Vec<RooflinePoint> {
         (v.intensity > 0.0 && v.intensity.is_finite() && flops_per_sec > 0.0 && secs > 0.0)
             .then_some((v.intensity, flops_per_sec))
     };
+    let mut groups_seen = std::collections::BTreeSet::new();
     run.specs
         .iter()
         .filter_map(|s| {
+            let label = match &s.sweep {
+                Some(pt) if groups_seen.insert(pt.group.clone()) => {
+                    format!("{}: {}", pt.group, pt.label)
+                }
+                Some(pt) => pt.label.clone(),
+                None => s.name.clone(),
+            };
             Some(RooflinePoint {
                 spec: s.name.clone(),
+                label,
                 before: place(&s.before)?,
                 after: place(&s.after)?,
             })
@@ -193,15 +208,30 @@ pub fn roofline_svg(run: &RunResult) -> Result<String> {
             .map_err(chart_error)?
             .label("after")
             .legend(|(x, y)| Circle::new((x + 10, y), 5, AFTER.filled()));
-        chart
-            .draw_series(points.iter().map(|p| {
-                Text::new(
-                    p.spec.clone(),
-                    p.after,
-                    ("sans-serif", 11).into_font().color(&BLACK),
-                )
-            }))
+        // Labels beside their points, each moved down past the labels already placed, so that
+        // cases that land close together (sweep points) stay legible.
+        let mut placed: Vec<(i32, i32, i32, i32)> = Vec::new();
+        for p in &points {
+            let (ax, ay) = chart.backend_coord(&p.after);
+            let w = LABEL_CHAR_PX * p.label.chars().count() as i32;
+            let (x, mut y) = (ax + 7, ay - 14);
+            for _ in 0..12 {
+                let overlaps = placed
+                    .iter()
+                    .any(|&(px, py, pw, ph)| x < px + pw && px < x + w && y < py + ph && py < y + LABEL_LINE_PX);
+                if !overlaps {
+                    break;
+                }
+                y += LABEL_LINE_PX;
+            }
+            placed.push((x, y, w, LABEL_LINE_PX));
+            root.draw(&Text::new(
+                p.label.clone(),
+                (x, y),
+                ("sans-serif", 11).into_font().color(&BLACK),
+            ))
             .map_err(chart_error)?;
+        }
         chart
             .configure_series_labels()
             .position(SeriesLabelPosition::LowerRight)
@@ -214,9 +244,15 @@ pub fn roofline_svg(run: &RunResult) -> Result<String> {
     Ok(svg)
 }
 
-/// The file name of a sweep's chart in the run directory (group names are spec names, so safe).
-pub fn sweep_file_name(series: &SweepSeries) -> String {
-    format!("sweep-{}.svg", series.group)
+/// The file name of a sweep's chart in the run directory. Group names are spec names; one read
+/// from a results file is checked again, since a tampered file could name a path
+/// (`x/../../victim`).
+pub fn sweep_file_name(series: &SweepSeries) -> Result<String> {
+    crate::spec::SpecName::try_from(series.group.clone()).map_err(|e| Error::Chart {
+        name: "sweep".into(),
+        message: format!("sweep group {e}"),
+    })?;
+    Ok(format!("sweep-{}.svg", series.group))
 }
 
 /// A sweep's chart: bytes moved (left) and median time (right) of both variants against the
@@ -256,7 +292,14 @@ pub fn sweep_svg(series: &SweepSeries) -> Result<String> {
                 .margin(10)
                 .x_label_area_size(40)
                 .y_label_area_size(64)
-                .build_cartesian_2d(x_range.clone().log_scale(), y_range.log_scale())
+                .build_cartesian_2d(
+                    // A tick at every swept value, the first included.
+                    x_range
+                        .clone()
+                        .log_scale()
+                        .with_key_points(series.rows.iter().map(|r| r.x as f64).collect()),
+                    y_range.log_scale(),
+                )
                 .map_err(chart_error)?;
             chart
                 .configure_mesh()
@@ -304,7 +347,7 @@ pub fn sweep_svg(series: &SweepSeries) -> Result<String> {
 pub fn all(run: &RunResult) -> Result<Vec<(String, String)>> {
     let mut out = vec![("roofline.svg".to_string(), roofline_svg(run)?)];
     for g in &run.sweeps {
-        out.push((sweep_file_name(g), sweep_svg(g)?));
+        out.push((sweep_file_name(g)?, sweep_svg(g)?));
     }
     Ok(out)
 }

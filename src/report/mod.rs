@@ -315,6 +315,15 @@ pub fn environment() -> Environment<'static> {
     let mut env = Environment::new();
     env.set_trim_blocks(true);
     env.set_lstrip_blocks(true);
+    // Every string rendered is escaped for Markdown: titles, descriptions, paths and messages
+    // come from spec files and results files, which may be hostile.
+    env.set_formatter(|out, state, value| match value.as_str() {
+        Some(s) => out.write_str(&md_escape(s)).map_err(minijinja::Error::from),
+        None => minijinja::escape_formatter(out, state, value),
+    });
+    // A template that loops without end (nested loops over a long list) runs out of fuel and
+    // fails with an error instead of holding the run.
+    env.set_fuel(Some(TEMPLATE_FUEL));
     env.add_filter("num", num);
     env.add_filter("dur", duration);
     env.add_filter("bytes", bytes);
@@ -324,6 +333,36 @@ pub fn environment() -> Environment<'static> {
     env.add_filter("sci", |v: f64| format!("{v:.3e}"));
     env.add_filter("mark", status_mark);
     env
+}
+
+/// Instructions a template may execute: the built-in report of a hundred specs needs well under
+/// a tenth of it.
+pub const TEMPLATE_FUEL: u64 = 50_000_000;
+
+/// Escapes text for Markdown: control characters (newlines, ESC) become spaces so a value can
+/// start no heading or block, `<` and `&` become entities so no HTML tag or entity passes, `|`
+/// is escaped so no table cell breaks, a leading `#` is escaped, and `](` is broken so no link
+/// to anywhere but an anchor of the report itself (`](#spec-…)`, which the checklist's evidence
+/// uses) forms. The rest (backticks, brackets) renders as written.
+pub fn md_escape(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    let mut prev = '\0';
+    let mut chars = s.chars().peekable();
+    let mut first = true;
+    while let Some(c) = chars.next() {
+        match c {
+            c if c.is_control() => o.push(' '),
+            '<' => o.push_str("&lt;"),
+            '&' => o.push_str("&amp;"),
+            '|' => o.push_str("\\|"),
+            '#' if first => o.push_str("\\#"),
+            '(' if prev == ']' && chars.peek() != Some(&'#') => o.push_str("\\("),
+            c => o.push(c),
+        }
+        prev = c;
+        first = false;
+    }
+    o
 }
 
 /// Escapes text for an XML attribute or element.
@@ -388,13 +427,21 @@ pub fn junit(run: &RunResult) -> String {
     x
 }
 
-/// Renders the short summary of a run.
-pub fn render_summary(run: &RunResult) -> Result<String> {
-    render_source(
-        run,
-        "summary.md.j2 (built in)",
-        SUMMARY_TEMPLATE.to_string(),
-    )
+/// Renders the short summary of a run; `report_path` is where its report.md lies, as the reader
+/// of the summary (a CI job page, a shell in the working directory) can open it.
+pub fn render_summary(run: &RunResult, report_path: &Path) -> Result<String> {
+    let name = "summary.md.j2 (built in)";
+    let terr = |e: minijinja::Error| template_error(name, e);
+    let mut env = environment();
+    env.add_template("summary", SUMMARY_TEMPLATE).map_err(terr)?;
+    let ctx = minijinja::context! {
+        report_path => report_path.display().to_string(),
+        ..Value::from_serialize(run)
+    };
+    env.get_template("summary")
+        .map_err(terr)?
+        .render(ctx)
+        .map_err(terr)
 }
 
 /// Reads a user's template (bounded, regular files only) and compiles it, so that a broken one
@@ -455,5 +502,29 @@ mod tests {
         assert_eq!(bytes(100.0), "100 B");
         assert_eq!(rate(12.34e9, "B/s"), "12.34 GB/s");
         assert_eq!(num(1.23456, Some(3)), "1.235");
+    }
+
+    #[test]
+    fn markdown_escaping_neutralises_html_newlines_and_links() {
+        assert_eq!(
+            md_escape("a\n# h <script>x</script> [c](http://e) | \u{1b}[31m"),
+            "a # h &lt;script>x&lt;/script> [c]\\(http://e) \\|  [31m"
+        );
+        assert_eq!(md_escape("# title"), "\\# title");
+        assert_eq!(md_escape("[bias_add -> gelu] 95% CI"), "[bias_add -> gelu] 95% CI");
+        assert_eq!(md_escape("[a](#spec-a)"), "[a](#spec-a)");
+    }
+
+    #[test]
+    fn a_template_that_loops_without_end_runs_out_of_fuel() {
+        let mut env = environment();
+        env.add_template_owned(
+            "t",
+            "{% for a in range(100000) %}{% for b in range(100000) %}{{ b }}{% endfor %}{% endfor %}"
+                .to_string(),
+        )
+        .unwrap();
+        let e = env.get_template("t").unwrap().render(()).unwrap_err();
+        assert!(e.to_string().contains("fuel"), "{e}");
     }
 }

@@ -142,6 +142,12 @@ pub struct BaselineOutcome {
     pub state: Option<RegressionState>,
     pub threshold: f64,
     pub message: String,
+    /// What the deciding ratio compares: `after time` (raw) or `after/before` (relative).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basis: Option<String>,
+    /// A short reason where the decision needs one (an INCONCLUSIVE from drift).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

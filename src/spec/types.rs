@@ -399,7 +399,7 @@ pub struct Tolerance {
 pub struct AppliedTolerance {
     pub rtol: f64,
     pub atol: f64,
-    /// `spec`, or the rule that derived it (`default for f32, reduction length 768`).
+    /// `from the spec`, or the rule that derived it (`default for f32, reduction length 768`).
     pub source: String,
 }
 
@@ -558,7 +558,7 @@ impl Spec {
             Some(t) => AppliedTolerance {
                 rtol: t.rtol.0,
                 atol: t.atol.0,
-                source: "spec".into(),
+                source: "from the spec".into(),
             },
             None => {
                 let t = self.workload.default_tolerance();

@@ -255,9 +255,9 @@ pub fn io_saving_check(io_saving: f64, claim: Option<&SavingRange>) -> Check {
                 "io_saving",
                 if ok { Status::Pass } else { Status::Fail },
                 format!(
-                    "ledger saving {:.1}% vs claim {}",
-                    io_saving * 100.0,
-                    r.describe()
+                    "ledger saving {} vs claim {}",
+                    pct_fine(io_saving),
+                    describe_fine(r)
                 ),
             )
         }
