@@ -371,7 +371,10 @@ fn check_specs(paths: &[PathBuf]) -> Result<ExitCode> {
             })
             .collect();
         let io = &judged[0];
-        if judged.iter().all(|c| c.status == crate::verdict::Status::Fail) {
+        if judged
+            .iter()
+            .all(|c| c.status == crate::verdict::Status::Fail)
+        {
             refuted += 1;
             println!(
                 "FAIL {:<24} io_saving: {} ({})",
@@ -649,7 +652,10 @@ fn compare_runs(a: &std::path::Path, b: &std::path::Path) -> Result<ExitCode> {
             None,
         );
         let Some(base) = base else {
-            println!("| {} | — | — | — | — | — | — | not measured in A |", sb.name);
+            println!(
+                "| {} | — | — | — | — | — | — | not measured in A |",
+                sb.name
+            );
             continue;
         };
         let (outcome, _) = crate::baseline::compare(

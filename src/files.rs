@@ -202,7 +202,6 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,12 +227,17 @@ mod tests {
         std::fs::write(&big, vec![b'x'; 2048]).unwrap();
         assert_eq!(read_regular(&big, 4096, "spec").unwrap().len(), 2048);
         let e = read_regular(&big, 1024, "spec").unwrap_err().to_string();
-        assert!(e.contains("big") && e.contains("larger than the 1 KiB"), "{e}");
+        assert!(
+            e.contains("big") && e.contains("larger than the 1 KiB"),
+            "{e}"
+        );
         let e = read_regular(Path::new("/dev/zero"), 1024, "spec")
             .unwrap_err()
             .to_string();
         assert!(e.contains("a character device"), "{e}");
-        let e = read_regular(dir.path(), 1024, "spec").unwrap_err().to_string();
+        let e = read_regular(dir.path(), 1024, "spec")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("a directory"), "{e}");
     }
 

@@ -75,7 +75,10 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
     // Buffers inside the last-level cache measure the cache, not memory: allowed (small test
     // runs use them), and said.
     let mut size_warnings = Vec::new();
-    for (flag, bytes) in [("--probe-mib", opts.probe_bytes), ("--flush-mib", opts.flush_bytes)] {
+    for (flag, bytes) in [
+        ("--probe-mib", opts.probe_bytes),
+        ("--flush-mib", opts.flush_bytes),
+    ] {
         if let Some(b) = bytes.filter(|&b| b < device.llc_bytes) {
             size_warnings.push(format!(
                 "opledger: warning: {flag} {} is smaller than the last-level cache ({} MiB): {}",
@@ -711,7 +714,13 @@ const TERMINAL_WARNING_CHARS: usize = 240;
 /// summary. The report holds the full text.
 fn print_summary(run: &RunResult, dir: &Path) {
     println!();
-    let width = run.specs.iter().map(|s| s.name.len()).max().unwrap_or(0).min(40);
+    let width = run
+        .specs
+        .iter()
+        .map(|s| s.name.len())
+        .max()
+        .unwrap_or(0)
+        .min(40);
     for s in &run.specs {
         println!("{}", spec_line(s, width));
         if s.status == Status::Fail {
@@ -725,8 +734,9 @@ fn print_summary(run: &RunResult, dir: &Path) {
             }
         }
     }
-    // Each distinct warning once, with how many specs share it.
-    let mut distinct: Vec<(String, usize)> = Vec::new();
+    // Each kind of warning once: warnings that differ only in their figures ("the after samples
+    // spread ±6.5%" and "±20.1%") are one line, with the range of the first figure and the count.
+    let mut kinds: Vec<(String, Vec<f64>, String, usize)> = Vec::new();
     for s in &run.specs {
         let mut mine: Vec<String> = s
             .warnings
@@ -742,29 +752,36 @@ fn print_summary(run: &RunResult, dir: &Path) {
         );
         mine.dedup();
         for w in mine {
-            match distinct.iter_mut().find(|(t, _)| *t == w) {
-                Some((_, n)) => *n += 1,
-                None => distinct.push((w, 1)),
+            let (shape, first) = figure_shape(&w);
+            match kinds.iter_mut().find(|k| k.0 == shape) {
+                Some(k) => {
+                    k.1.extend(first);
+                    k.3 += 1;
+                }
+                None => kinds.push((shape, first.into_iter().collect(), w, 1)),
             }
         }
     }
-    if !distinct.is_empty() {
-        println!(
-            "\nwarnings ({} distinct; full text in the report):",
-            distinct.len()
-        );
-        for (w, n) in distinct.iter().take(TERMINAL_WARNINGS) {
-            let mut line: String = w.chars().take(TERMINAL_WARNING_CHARS).collect();
-            if line.len() < w.len() {
+    if !kinds.is_empty() {
+        println!("\nwarnings (full text in the report):");
+        for (_, figures, example, n) in kinds.iter().take(TERMINAL_WARNINGS) {
+            let mut line: String = example.chars().take(TERMINAL_WARNING_CHARS).collect();
+            if line.len() < example.len() {
                 line.push('…');
             }
             if *n > 1 {
-                line.push_str(&format!(" ({n} specs)"));
+                let lo = figures.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = figures.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                if lo < hi {
+                    line.push_str(&format!(" ({n} times, figures {lo}..{hi})"));
+                } else {
+                    line.push_str(&format!(" ({n} times)"));
+                }
             }
             println!("  ⚠️ {line}");
         }
-        if distinct.len() > TERMINAL_WARNINGS {
-            println!("  … and {} more", distinct.len() - TERMINAL_WARNINGS);
+        if kinds.len() > TERMINAL_WARNINGS {
+            println!("  … and {} more kinds", kinds.len() - TERMINAL_WARNINGS);
         }
     }
     let v = &run.verdict;
@@ -783,6 +800,33 @@ fn print_summary(run: &RunResult, dir: &Path) {
         run.wall_secs
     );
     println!("report: {}", dir.join("report.md").display());
+}
+
+/// A warning with its figures masked (what makes two warnings the same kind), and its first
+/// figure.
+fn figure_shape(w: &str) -> (String, Option<f64>) {
+    let mut shape = String::with_capacity(w.len());
+    let mut first = None;
+    let mut number = String::new();
+    let flush = |number: &mut String, shape: &mut String, first: &mut Option<f64>| {
+        if !number.is_empty() {
+            if first.is_none() {
+                *first = number.parse::<f64>().ok();
+            }
+            shape.push('#');
+            number.clear();
+        }
+    };
+    for c in w.chars() {
+        if c.is_ascii_digit() || (c == '.' && !number.is_empty()) {
+            number.push(c);
+        } else {
+            flush(&mut number, &mut shape, &mut first);
+            shape.push(c);
+        }
+    }
+    flush(&mut number, &mut shape, &mut first);
+    (shape, first)
 }
 
 /// `PASS  name  before 1.23 ms → after 0.45 ms  saving 63.4% [61.0, 65.2]  gate: …`
@@ -829,7 +873,10 @@ fn short_duration(secs: f64) -> String {
 
 /// The gate's result in a few words: `pass ×0.97`, `REGRESSION ×1.23 > +10%`, `no baseline`.
 fn gate_short(b: &BaselineOutcome) -> String {
-    let ratio = b.ratio.map(|r| format!("×{:.3}", r.point)).unwrap_or_default();
+    let ratio = b
+        .ratio
+        .map(|r| format!("×{:.3}", r.point))
+        .unwrap_or_default();
     match (b.status.as_str(), b.state) {
         ("accepted", _) if b.state.is_none() => "accepted (first baseline)".into(),
         ("accepted", _) => format!("{} {ratio}, accepted", state_word(b.state)),
@@ -841,7 +888,10 @@ fn gate_short(b: &BaselineOutcome) -> String {
             b.ratio.map_or(0.0, |r| r.lo),
             b.ratio.map_or(0.0, |r| r.hi),
             b.threshold * 100.0,
-            b.note.as_deref().map(|n| format!(" ({n})")).unwrap_or_default()
+            b.note
+                .as_deref()
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default()
         ),
         (_, Some(state)) => format!("{} {ratio}", state_word(Some(state))),
         ("not_comparable", None) => "not comparable".into(),
@@ -1072,6 +1122,22 @@ fn utc_from_unix(secs: u64) -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn warnings_that_differ_in_figures_only_are_one_kind() {
+        let (a, fa) = figure_shape("the after samples spread ±6.5% (median)");
+        let (b, fb) = figure_shape("the after samples spread ±20.1% (median)");
+        assert_eq!(a, b);
+        assert_eq!((fa, fb), (Some(6.5), Some(20.1)));
+        assert_ne!(
+            a,
+            figure_shape("the before samples spread ±6.5% (median)").0
+        );
+        assert_eq!(
+            figure_shape("no figure here."),
+            ("no figure here.".into(), None)
+        );
+    }
 
     #[test]
     fn utc_formatting() {

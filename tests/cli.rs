@@ -582,7 +582,10 @@ fn a_real_slowdown_fails_after_a_confirming_second_pass() {
     assert!(out.contains("measuring again"), "{out}");
     assert!(out.contains("REGRESSION"), "{out}");
     let report = std::fs::read_to_string(only_run_dir(dir.path()).join("report.md")).unwrap();
-    assert!(report.contains("first pass:"), "both passes reported: {report}");
+    assert!(
+        report.contains("first pass:"),
+        "both passes reported: {report}"
+    );
 }
 
 #[test]
@@ -908,7 +911,7 @@ fn junit_has_one_case_per_check_and_marks_failures() {
     assert!(failures[0]
         .attribute("message")
         .unwrap()
-        .contains("claim >= 90.0%"));
+        .contains("claim >= 90.00%"));
     assert_eq!(root.attribute("failures"), Some("1"));
 }
 
@@ -1060,8 +1063,7 @@ fn relative_gate_catches_a_slower_after_variant() {
     let o = run_in(dir.path(), std::slice::from_ref(&spec), &PAIRS);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(
-        text(&o).contains("after/before ratio")
-            && text(&o).contains("REGRESSION"),
+        text(&o).contains("after/before ratio") && text(&o).contains("REGRESSION"),
         "{}",
         text(&o)
     );

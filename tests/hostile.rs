@@ -43,8 +43,18 @@ fn run(mut cmd: Command) -> (Option<i32>, String) {
         std::thread::sleep(Duration::from_millis(20));
     };
     let mut out = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-    child.stderr.take().unwrap().read_to_string(&mut out).unwrap();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
     assert!(!out.contains("panicked"), "panic: {out}");
     (status.code(), out)
 }
@@ -102,8 +112,7 @@ fn expect_refused(sb: &Sandbox, cmd: Command, says: &[&str]) {
 fn a_tampered_sweep_group_cannot_write_outside_the_output_folder() {
     let sb = Sandbox::new();
     let mut results: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(fixture("run-fixed/results.json")).unwrap())
-            .unwrap();
+        serde_json::from_slice(&std::fs::read(fixture("run-fixed/results.json")).unwrap()).unwrap();
     results["sweeps"][0]["group"] = serde_json::json!("x/../../../../victim");
     let run_dir = sb.path("run");
     std::fs::create_dir(&run_dir).unwrap();
@@ -145,7 +154,11 @@ fn devices_fifos_and_oversized_files_are_refused_before_reading() {
     std::fs::write(&big, text).unwrap();
     let mut cmd = bin();
     cmd.arg("check").arg(&big);
-    expect_refused(&sb, cmd, &["big.yaml", "larger than the 1 MiB a spec may have"]);
+    expect_refused(
+        &sb,
+        cmd,
+        &["big.yaml", "larger than the 1 MiB a spec may have"],
+    );
     std::fs::remove_file(&big).unwrap();
 
     // A template and a results file likewise.
@@ -216,7 +229,7 @@ fn control_characters_and_second_documents_are_located() {
         (
             "two.yaml",
             format!("{}---\nname: other\n", tiny_spec_text()),
-            "two.yaml:14:1: a second YAML document starts here",
+            "two.yaml:15:1: a second YAML document starts here",
         ),
     ] {
         let p = sb.path(name);
@@ -247,12 +260,20 @@ fn dangling_and_looping_links_in_a_spec_folder_are_errors() {
     std::os::unix::fs::symlink("nowhere.yaml", specs.join("dangling.yaml")).unwrap();
     let mut cmd = bin();
     cmd.arg("check").arg(&specs);
-    expect_refused(&sb, cmd, &["dangling.yaml", "dangling or looping symbolic link"]);
+    expect_refused(
+        &sb,
+        cmd,
+        &["dangling.yaml", "dangling or looping symbolic link"],
+    );
     std::fs::remove_file(specs.join("dangling.yaml")).unwrap();
     std::os::unix::fs::symlink("loop.yaml", specs.join("loop.yaml")).unwrap();
     let mut cmd = bin();
     cmd.arg("check").arg(&specs);
-    expect_refused(&sb, cmd, &["loop.yaml", "dangling or looping symbolic link"]);
+    expect_refused(
+        &sb,
+        cmd,
+        &["loop.yaml", "dangling or looping symbolic link"],
+    );
 }
 
 #[test]
@@ -324,7 +345,11 @@ fn outputs_are_checked_before_anything_is_measured_or_accepted() {
         "--runs-dir",
         "/proc",
     ]);
-    expect_refused(&sb, cmd, &["/proc", "runs folder (--runs-dir) cannot be written"]);
+    expect_refused(
+        &sb,
+        cmd,
+        &["/proc", "runs folder (--runs-dir) cannot be written"],
+    );
     assert!(
         !sb.path("baselines").exists()
             || std::fs::read_dir(sb.path("baselines"))
@@ -408,13 +433,19 @@ fn results_of_another_schema_version_are_refused() {
         results["schema_version"] = serde_json::json!(v);
         let dir = sb.path(&format!("run{v}"));
         std::fs::create_dir(&dir).unwrap();
-        std::fs::write(dir.join("results.json"), serde_json::to_vec(&results).unwrap()).unwrap();
+        std::fs::write(
+            dir.join("results.json"),
+            serde_json::to_vec(&results).unwrap(),
+        )
+        .unwrap();
         let mut cmd = bin();
         cmd.arg("report").arg(&dir);
         expect_refused(
             &sb,
             cmd,
-            &[&format!("results schema version {v} is not the supported 1")],
+            &[&format!(
+                "results schema version {v} is not the supported 1"
+            )],
         );
     }
 }

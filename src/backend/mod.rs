@@ -79,7 +79,11 @@ pub trait Case {
 pub fn available_memory_bytes() -> Option<u64> {
     let kib_field = |text: &str, key: &str| -> Option<u64> {
         let line = text.lines().find(|l| l.starts_with(key))?;
-        line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|k| k * 1024)
+        line.split_whitespace()
+            .nth(1)?
+            .parse::<u64>()
+            .ok()
+            .map(|k| k * 1024)
     };
     let read = |p: &str| std::fs::read_to_string(p).ok();
     let mut limits: Vec<u64> = Vec::new();
@@ -96,7 +100,7 @@ pub fn available_memory_bytes() -> Option<u64> {
         let mapped = read("/proc/self/status")
             .and_then(|t| kib_field(&t, "VmSize:"))
             .unwrap_or(0);
-        limits.push((lim.rlim_cur as u64).saturating_sub(mapped));
+        limits.push(lim.rlim_cur.saturating_sub(mapped));
     }
     // cgroup v2, then v1; "max" (no limit) does not parse and is skipped.
     for (max, current) in [

@@ -216,15 +216,23 @@ pub fn roofline_svg(run: &RunResult) -> Result<String> {
             let w = LABEL_CHAR_PX * p.label.chars().count() as i32;
             let (x, mut y) = (ax + 7, ay - 14);
             for _ in 0..12 {
-                let overlaps = placed
-                    .iter()
-                    .any(|&(px, py, pw, ph)| x < px + pw && px < x + w && y < py + ph && py < y + LABEL_LINE_PX);
+                let overlaps = placed.iter().any(|&(px, py, pw, ph)| {
+                    x < px + pw && px < x + w && y < py + ph && py < y + LABEL_LINE_PX
+                });
                 if !overlaps {
                     break;
                 }
                 y += LABEL_LINE_PX;
             }
             placed.push((x, y, w, LABEL_LINE_PX));
+            if y != ay - 14 {
+                // Moved away from its point: a thin leader line says whose label it is.
+                root.draw(&PathElement::new(
+                    vec![(ax, ay), (x - 2, y + LABEL_LINE_PX / 2)],
+                    BLACK.mix(0.35).stroke_width(1),
+                ))
+                .map_err(chart_error)?;
+            }
             root.draw(&Text::new(
                 p.label.clone(),
                 (x, y),
@@ -305,6 +313,7 @@ pub fn sweep_svg(series: &SweepSeries) -> Result<String> {
                 .configure_mesh()
                 .x_desc(series.param.as_str())
                 .x_label_formatter(&|v| format!("{v:.0}"))
+                .y_labels(6)
                 .y_label_formatter(&sci_label)
                 .draw()
                 .map_err(chart_error)?;

@@ -433,7 +433,8 @@ pub fn render_summary(run: &RunResult, report_path: &Path) -> Result<String> {
     let name = "summary.md.j2 (built in)";
     let terr = |e: minijinja::Error| template_error(name, e);
     let mut env = environment();
-    env.add_template("summary", SUMMARY_TEMPLATE).map_err(terr)?;
+    env.add_template("summary", SUMMARY_TEMPLATE)
+        .map_err(terr)?;
     let ctx = minijinja::context! {
         report_path => report_path.display().to_string(),
         ..Value::from_serialize(run)
@@ -451,7 +452,10 @@ pub fn load_template(p: &Path) -> Result<(String, String)> {
     let name = p.display().to_string();
     let source = String::from_utf8(bytes).map_err(|e| Error::Template {
         name: name.clone(),
-        message: format!("not valid UTF-8 (invalid byte at offset {})", e.utf8_error().valid_up_to()),
+        message: format!(
+            "not valid UTF-8 (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        ),
     })?;
     let mut env = environment();
     env.add_template_owned("report", source.clone())
@@ -511,7 +515,10 @@ mod tests {
             "a # h &lt;script>x&lt;/script> [c]\\(http://e) \\|  [31m"
         );
         assert_eq!(md_escape("# title"), "\\# title");
-        assert_eq!(md_escape("[bias_add -> gelu] 95% CI"), "[bias_add -> gelu] 95% CI");
+        assert_eq!(
+            md_escape("[bias_add -> gelu] 95% CI"),
+            "[bias_add -> gelu] 95% CI"
+        );
         assert_eq!(md_escape("[a](#spec-a)"), "[a](#spec-a)");
     }
 

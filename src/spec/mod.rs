@@ -257,12 +257,16 @@ fn prescan(text: &str) -> Option<(Position, String)> {
             line: li + 1,
             column: line[..byte].chars().count() + 1,
         };
-        if let Some((i, c)) = line.char_indices().find(|&(_, c)| {
-            c.is_control() && !matches!(c, '\t' | '\n' | '\r' | '\u{85}')
-        }) {
+        if let Some((i, c)) = line
+            .char_indices()
+            .find(|&(_, c)| c.is_control() && !matches!(c, '\t' | '\n' | '\r' | '\u{85}'))
+        {
             return Some((
                 pos(i),
-                format!("control character U+{:04X} is not allowed in a spec (YAML text has none)", c as u32),
+                format!(
+                    "control character U+{:04X} is not allowed in a spec (YAML text has none)",
+                    c as u32
+                ),
             ));
         }
         let body = line.trim_end_matches(['\n', '\r']);
@@ -281,7 +285,9 @@ fn prescan(text: &str) -> Option<(Position, String)> {
             if indent > MAX_INDENT {
                 return Some((
                     pos(0),
-                    format!("indented {indent} columns; more than the {MAX_INDENT} a spec may nest"),
+                    format!(
+                        "indented {indent} columns; more than the {MAX_INDENT} a spec may nest"
+                    ),
                 ));
             }
         }
@@ -326,19 +332,23 @@ fn prescan(text: &str) -> Option<(Position, String)> {
                     if flow > MAX_NESTING {
                         return Some((
                             pos(i),
-                            format!("nested more than {MAX_NESTING} levels deep; a spec needs a few"),
+                            format!(
+                                "nested more than {MAX_NESTING} levels deep; a spec needs a few"
+                            ),
                         ));
                     }
                 }
                 ']' | '}' if flow > 0 => flow -= 1,
-                '-' | '?' if scalar_start
-                    && chars.peek().is_none_or(|&(_, n)| n == ' ' || n == '\t') =>
+                '-' | '?'
+                    if scalar_start && chars.peek().is_none_or(|&(_, n)| n == ' ' || n == '\t') =>
                 {
                     markers += 1;
                     if markers > MAX_NESTING {
                         return Some((
                             pos(i),
-                            format!("nested more than {MAX_NESTING} levels deep; a spec needs a few"),
+                            format!(
+                                "nested more than {MAX_NESTING} levels deep; a spec needs a few"
+                            ),
                         ));
                     }
                 }
@@ -364,7 +374,10 @@ fn clean_yaml_message(msg: &str) -> String {
     };
     let mut out = String::with_capacity(msg.len());
     let mut rest = msg;
-    while let Some(i) = rest.find("expected struct ").or_else(|| rest.find("expected enum ")) {
+    while let Some(i) = rest
+        .find("expected struct ")
+        .or_else(|| rest.find("expected enum "))
+    {
         out.push_str(&rest[..i]);
         let after = &rest[i..];
         let is_struct = after.starts_with("expected struct ");

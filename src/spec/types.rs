@@ -298,7 +298,10 @@ impl Bound {
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, expecting = "a mapping {before: VARIANT, after: VARIANT}")]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping {before: VARIANT, after: VARIANT}"
+)]
 pub struct Variants {
     pub before: Variant,
     pub after: Variant,
@@ -309,7 +312,10 @@ pub struct Variants {
 /// 60% of the saving the ledger predicts on the ceilings measured in the same run), which
 /// travels between machines where a fixed number holds on one only.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, expecting = "a mapping with `min`, `max` (fractions, 0.4 = 40%) or, for time_saving, `min_of_predicted`, `max_of_predicted`")]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping with `min`, `max` (fractions, 0.4 = 40%) or, for time_saving, `min_of_predicted`, `max_of_predicted`"
+)]
 pub struct SavingRange {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min: Option<Finite>,
@@ -388,7 +394,10 @@ impl SavingRange {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, expecting = "a mapping {rtol: NUMBER, atol: NUMBER}")]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping {rtol: NUMBER, atol: NUMBER}"
+)]
 pub struct Tolerance {
     pub rtol: NonNeg,
     pub atol: NonNeg,
@@ -413,7 +422,10 @@ impl AppliedTolerance {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, expecting = "a mapping with `bound` and optional `io_saving`, `time_saving`, `tolerance`, `points`")]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping with `bound` and optional `io_saving`, `time_saving`, `tolerance`, `points`"
+)]
 pub struct Expect {
     /// The bound of the `after` variant on the device under test.
     pub bound: Bound,
@@ -433,7 +445,10 @@ pub struct Expect {
 
 /// Claims at one point of a sweep.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, expecting = "a mapping with optional `bound`, `io_saving`, `time_saving`")]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping with optional `bound`, `io_saving`, `time_saving`"
+)]
 pub struct PointExpect {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bound: Option<Bound>,
@@ -459,7 +474,10 @@ fn default_max_regression() -> Finite {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, expecting = "a mapping {max_regression: FRACTION, compare: both|raw|relative}")]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping {max_regression: FRACTION, compare: both|raw|relative}"
+)]
 pub struct Gate {
     /// Largest tolerated slowdown of the `after` variant against its baseline (0.10 = 10%).
     #[serde(default = "default_max_regression")]
@@ -496,7 +514,10 @@ impl Default for Gate {
 /// Per-spec limits of the sampling effort, for expensive cases. They can only lower what the
 /// command line asks for (the smaller value wins).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, expecting = "a mapping with optional `min_pairs`, `max_pairs`, `time_cap_secs`")]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping with optional `min_pairs`, `max_pairs`, `time_cap_secs`"
+)]
 pub struct SpecMeasure {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_pairs: Option<Dim>,
@@ -507,7 +528,10 @@ pub struct SpecMeasure {
 }
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, expecting = "a spec: a mapping with keys name, title, workload, variants, expect")]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a spec: a mapping with keys name, title, workload, variants, expect"
+)]
 pub struct RawSpec {
     pub name: SpecName,
     pub title: String,
@@ -628,7 +652,10 @@ impl RawSpec {
                         format!("expect.{key} needs `min`, `max` or both (time_saving also takes `min_of_predicted`, `max_of_predicted`)"),
                     ));
                 }
-                for (what, f) in [("min_of_predicted", r.min_of_predicted), ("max_of_predicted", r.max_of_predicted)] {
+                for (what, f) in [
+                    ("min_of_predicted", r.min_of_predicted),
+                    ("max_of_predicted", r.max_of_predicted),
+                ] {
                     if let Some(f) = f {
                         if !(f.0 > 0.0 && f.0 <= 2.0) {
                             return Err((

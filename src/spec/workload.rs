@@ -87,7 +87,10 @@ impl DType {
 
 /// The `workload:` mapping as written; which keys apply depends on `kind`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, expecting = "a mapping with `kind` and the keys of that kind")]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping with `kind` and the keys of that kind"
+)]
 pub struct RawWorkload {
     pub kind: Option<WorkloadKind>,
     pub ops: Option<Vec<ElemOp>>,

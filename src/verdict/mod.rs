@@ -518,7 +518,8 @@ mod tests {
         let ok = time_saving_check(&e(0.4, 0.35, 0.45), Some(&rel), 0.5, Some(0.5));
         assert_eq!(ok.status, Status::Pass, "{}", ok.detail);
         assert!(
-            ok.detail.contains(">= 0.6 x predicted = >= 30.00% of the predicted 50.00%"),
+            ok.detail
+                .contains(">= 0.6 x predicted = >= 30.00% of the predicted 50.00%"),
             "{}",
             ok.detail
         );
