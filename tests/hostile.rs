@@ -303,7 +303,7 @@ fn out_of_range_flags_are_refused_before_allocating() {
         "--probe-mib",
         "1048576",
     ]);
-    expect_refused(&sb, cmd, &["the probe and flush buffers", "--probe-mib"]);
+    expect_refused(&sb, cmd, &["the bandwidth probe", "lower --probe-mib"]);
     assert!(!sb.path("runs").join("x").exists());
 }
 
