@@ -2,22 +2,12 @@
 //! and writes nothing outside the folder it was given. Each case runs in a folder of its own
 //! beside a `victim` file that must survive unchanged.
 
+mod common;
+use common::{bin, fixture};
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_opledger"));
-    c.env_remove("GITHUB_STEP_SUMMARY");
-    c
-}
-
-fn fixture(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(p)
-}
 
 /// Generous limit that only a hang reaches (each case takes well under a second; that figure is
 /// measured outside the tests, which assert behaviour, not speed).

@@ -1,0 +1,52 @@
+//! Helpers shared by the integration tests: the binary, fixtures, and a run's text.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The binary under test, never writing into a real CI job summary.
+pub fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_opledger"));
+    c.env_remove("GITHUB_STEP_SUMMARY");
+    c
+}
+
+pub fn fixture(p: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(p)
+}
+
+/// stdout followed by stderr.
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A small, fast run of `specs` in `dir` on the CPU (buffers and sample counts for tests).
+pub fn quick_run(dir: &Path, specs: &[PathBuf], extra: &[&str]) -> Output {
+    bin()
+        .current_dir(dir)
+        .arg("run")
+        .args(specs)
+        .args([
+            "--backend",
+            "cpu",
+            "--probe-mib",
+            "8",
+            "--flush-mib",
+            "8",
+            "--min-pairs",
+            "3",
+            "--max-pairs",
+            "5",
+            "--time-cap-secs",
+            "2",
+        ])
+        .args(extra)
+        .output()
+        .unwrap()
+}
