@@ -1173,3 +1173,42 @@ fn ledger_follows_the_chosen_tiling_and_l2() {
         text(&o)
     );
 }
+
+#[test]
+fn a_baseline_in_the_folder_of_the_older_key_is_read_when_its_identity_is_this_machine() {
+    let dir = tempfile::tempdir().unwrap();
+    let bfile = accepted_baseline(dir.path());
+    let mut b: serde_json::Value = serde_json::from_slice(&std::fs::read(&bfile).unwrap()).unwrap();
+    // The older key: `cpu-<model>-<cores>c`, without SIMD level and cache.
+    let new_key = b["device"]["key"].as_str().unwrap().to_string();
+    let simd_and_more = format!(
+        "-{}-",
+        b["device"]["simd"].as_str().unwrap().replace('+', "-")
+    );
+    let (model, _) = new_key.split_once(&simd_and_more).unwrap();
+    let legacy_key = format!("{model}-{}c", b["device"]["cores"]);
+    b["device"]["key"] = serde_json::json!(legacy_key);
+    let legacy_dir = dir.path().join("baselines").join(&legacy_key);
+    std::fs::create_dir_all(&legacy_dir).unwrap();
+    std::fs::write(
+        legacy_dir.join("tiny-chain.json"),
+        serde_json::to_vec(&b).unwrap(),
+    )
+    .unwrap();
+    std::fs::remove_dir_all(bfile.parent().unwrap()).unwrap();
+    let o = run_in(dir.path(), &[fixture("good/tiny-chain.yaml")], &PAIRS);
+    let out = text(&o);
+    assert!(out.contains("baseline read from"), "{out}");
+    assert!(!out.contains("gate: no baseline"), "{out}");
+    // Recorded on another SIMD level: not this device's baseline (neutral, not compared).
+    b["device"]["simd"] = serde_json::json!("scalar");
+    std::fs::write(
+        legacy_dir.join("tiny-chain.json"),
+        serde_json::to_vec(&b).unwrap(),
+    )
+    .unwrap();
+    let o = run_in(dir.path(), &[fixture("good/tiny-chain.yaml")], &PAIRS);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("gate: no baseline"), "{out}");
+}
