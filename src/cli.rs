@@ -34,6 +34,16 @@ pub struct Cli {
 pub enum Command {
     /// Measure specs on a backend, check their claims, compare with baselines, write a report.
     Run(RunArgs),
+    /// Run unchanged code N times: the drift of each compared value between runs, the smallest
+    /// slowdown this machine can gate at (<= 1% false alarms, >= 95% detection), and with
+    /// --accept those runs recorded as the baseline.
+    Calibrate {
+        #[command(flatten)]
+        run: RunArgs,
+        /// How many runs of every spec (3 to 50).
+        #[arg(long, default_value_t = crate::calibrate::DEFAULT_RUNS)]
+        runs: usize,
+    },
     /// Validate spec files without running anything.
     Check {
         /// Spec files or directories of *.yaml specs.
@@ -200,45 +210,59 @@ pub struct RooflineArgs {
     pub bytes: f64,
 }
 
+/// The `run` flags as the pipeline takes them, checked.
+fn run_options(a: RunArgs) -> Result<RunOptions> {
+    let measure = MeasureConfig {
+        min_pairs: a.min_pairs,
+        max_pairs: a.max_pairs,
+        time_cap_secs: a.time_cap_secs,
+        target_rel_ci: a.target_ci,
+        cold: !a.warm,
+        seed: a.seed,
+        ..MeasureConfig::default()
+    };
+    if a.min_pairs < 3 || a.max_pairs < a.min_pairs {
+        return Err(Error::Usage(format!(
+            "--min-pairs must be >= 3 and --max-pairs >= --min-pairs (got {} and {})",
+            a.min_pairs, a.max_pairs
+        )));
+    }
+    if !(a.time_cap_secs > 0.0 && a.time_cap_secs.is_finite() && a.target_ci.is_finite()) {
+        return Err(Error::Usage(
+            "--time-cap-secs must be a positive number and --target-ci finite".into(),
+        ));
+    }
+    Ok(RunOptions {
+        paths: a.paths,
+        backend: a.backend,
+        accept: a.accept,
+        require_baseline: a.require_baseline,
+        baselines_dir: a.baselines,
+        runs_dir: a.runs_dir,
+        template: a.template,
+        measure,
+        probe_bytes: a.probe_mib.map(|m| m << 20),
+        flush_bytes: a.flush_mib.map(|m| m << 20),
+        command_line: std::env::args().collect(),
+        summary_to: a.summary_to.filter(|p| !p.as_os_str().is_empty()),
+        junit: a.junit,
+    })
+}
+
 /// Runs the parsed command; errors become exit codes in `main`.
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Run(a) => {
-            let measure = MeasureConfig {
-                min_pairs: a.min_pairs,
-                max_pairs: a.max_pairs,
-                time_cap_secs: a.time_cap_secs,
-                target_rel_ci: a.target_ci,
-                cold: !a.warm,
-                seed: a.seed,
-                ..MeasureConfig::default()
-            };
-            if a.min_pairs < 3 || a.max_pairs < a.min_pairs {
+        Command::Run(a) => pipeline::run(&run_options(a)?),
+        Command::Calibrate { run, runs } => {
+            if !(crate::calibrate::MIN_RUNS..=crate::calibrate::MAX_RUNS).contains(&runs) {
                 return Err(Error::Usage(format!(
-                    "--min-pairs must be >= 3 and --max-pairs >= --min-pairs (got {} and {})",
-                    a.min_pairs, a.max_pairs
+                    "--runs {runs}: expected {} to {} (the spread between runs needs at least {})",
+                    crate::calibrate::MIN_RUNS,
+                    crate::calibrate::MAX_RUNS,
+                    crate::calibrate::MIN_RUNS
                 )));
             }
-            if !(a.time_cap_secs > 0.0 && a.time_cap_secs.is_finite() && a.target_ci.is_finite()) {
-                return Err(Error::Usage(
-                    "--time-cap-secs must be a positive number and --target-ci finite".into(),
-                ));
-            }
-            pipeline::run(&RunOptions {
-                paths: a.paths,
-                backend: a.backend,
-                accept: a.accept,
-                require_baseline: a.require_baseline,
-                baselines_dir: a.baselines,
-                runs_dir: a.runs_dir,
-                template: a.template,
-                measure,
-                probe_bytes: a.probe_mib.map(|m| m << 20),
-                flush_bytes: a.flush_mib.map(|m| m << 20),
-                command_line: std::env::args().collect(),
-                summary_to: a.summary_to.filter(|p| !p.as_os_str().is_empty()),
-                junit: a.junit,
-            })
+            crate::calibrate::calibrate(&run_options(run)?, runs)
         }
         Command::Check { paths } => check_specs(&paths),
         Command::Ledger {
@@ -663,6 +687,7 @@ fn compare_runs(a: &std::path::Path, b: &std::path::Path) -> Result<ExitCode> {
             a,
             sb,
             &rb.device,
+            &rb.ceilings,
             rb.measure.bootstrap_resamples,
             rb.measure.seed,
         );

@@ -7,6 +7,7 @@
 
 pub mod backend;
 pub mod baseline;
+pub mod calibrate;
 pub mod cli;
 pub mod device;
 pub mod error;

@@ -38,8 +38,23 @@ pub struct RunOptions {
     pub junit: Option<PathBuf>,
 }
 
-pub fn run(opts: &RunOptions) -> Result<ExitCode> {
-    let started = std::time::Instant::now();
+/// A run made ready: specs loaded, outputs and memory checked, backend opened, baselines read
+/// (and locked when accepting), ceilings measured.
+pub(crate) struct Prepared {
+    pub specs: Vec<Spec>,
+    pub backend: Box<dyn Backend>,
+    pub backend_note: String,
+    pub device: DeviceInfo,
+    pub flush_bytes: u64,
+    pub ceilings: Ceilings,
+    pub baselines: Vec<(PathBuf, Option<BaselineFile>)>,
+    pub progress: Progress,
+    pub _lock: Option<baseline::StoreLock>,
+}
+
+/// Everything before the first spec is measured; everything that can be refused is refused
+/// here. `passes` is how many times each spec will be measured (the progress bar's length).
+pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
     let specs = spec::load_all(&opts.paths)?;
     // Every output is checked before anything is measured or written: a run that cannot archive
     // its evidence must not write baselines first.
@@ -97,7 +112,7 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
     }
 
     // Accepting runs serialize on the store, from reading the baselines to writing them.
-    let _lock = if opts.accept {
+    let lock = if opts.accept {
         let lock = baseline::StoreLock::acquire(&opts.baselines_dir)?;
         // Under the lock no other writer is active: a temp file left in this device's folder is
         // what a killed accept left behind.
@@ -143,7 +158,7 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
         baselines.push((path, loaded));
     }
 
-    let progress = Progress::new(specs.len());
+    let progress = Progress::new(specs.len() * passes);
     progress.say(&format!("opledger: backend {backend_note}"));
     for w in &size_warnings {
         progress.say(w);
@@ -170,6 +185,32 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
         ceilings.ridge()
     ));
 
+    Ok(Prepared {
+        specs,
+        backend,
+        backend_note,
+        device,
+        flush_bytes,
+        ceilings,
+        baselines,
+        progress,
+        _lock: lock,
+    })
+}
+
+pub fn run(opts: &RunOptions) -> Result<ExitCode> {
+    let started = std::time::Instant::now();
+    let Prepared {
+        specs,
+        backend,
+        backend_note,
+        device,
+        flush_bytes,
+        ceilings,
+        baselines,
+        progress,
+        _lock,
+    } = prepare(opts, 1)?;
     let (started_utc, stamp) = utc_now();
     let (git_sha, git_dirty) = git_info();
     let mut results = Vec::new();
@@ -366,7 +407,7 @@ fn variant_result(v: &crate::ledger::VariantLedger, c: &Ceilings) -> VariantResu
 }
 
 #[allow(clippy::too_many_arguments)]
-fn run_spec(
+pub(crate) fn run_spec(
     s: &Spec,
     backend: &dyn Backend,
     ceilings: &Ceilings,
@@ -420,6 +461,8 @@ fn run_spec(
             message: String::new(),
             basis: None,
             note: None,
+            spread: None,
+            guard: None,
         },
         checks: Vec::new(),
         warnings: Vec::new(),
@@ -433,17 +476,31 @@ fn run_spec(
             .push(Check::new("run", Status::Fail, e.to_string()));
         return r;
     }
-    let mut regression = regression_check(&mut r, base, base_path, device, cfg, require_baseline);
-    // A regression FAIL is final only if a fresh pass agrees; an INCONCLUSIVE one, or a suspect
-    // PASS (point estimate beyond the threshold), is measured again once with up to twice the
-    // samples (1.5 times the time). The second pass decides, and both are reported.
-    let second_pass = match (r.baseline.state, &r.baseline.ratio) {
-        (Some(state), Some(ratio)) => {
-            verdict::needs_second_pass(state, ratio, r.baseline.threshold).then_some(state)
+    let mut regression = regression_check(
+        &mut r,
+        base,
+        base_path,
+        device,
+        ceilings,
+        cfg,
+        require_baseline,
+    );
+    // A FAIL, or an INCONCLUSIVE that a second look could settle, is measured again once with
+    // up to twice the samples (1.5 times the time). The evidence of both passes decides
+    // together (their pooled samples), and passes that contradict each other give INCONCLUSIVE:
+    // never a PASS after a failing pass, never a FAIL on one noisy pass. The drift guard's
+    // INCONCLUSIVE is final at once.
+    let can_pass = r
+        .baseline
+        .spread
+        .is_none_or(|sp| sp.can_pass(s.gate.max_regression.0));
+    let second_pass = match r.baseline.state {
+        Some(state) if r.baseline.guard.is_none() => {
+            verdict::needs_second_pass(state, can_pass).then_some(state)
         }
         _ => None,
     };
-    if let Some(first) = second_pass {
+    if let (Some(first), Some(base)) = (second_pass, base) {
         let again_cfg = MeasureConfig {
             min_pairs: cfg.min_pairs * 2,
             max_pairs: cfg.max_pairs * 2,
@@ -453,27 +510,79 @@ fn run_spec(
         progress.say(&format!(
             "opledger: {}: regression check {} on the first pass; measuring again",
             s.name,
-            match first {
-                RegressionState::Pass => "a suspect pass (point estimate beyond the threshold)",
-                RegressionState::Fail => "failed",
-                _ => "inconclusive",
+            if first == RegressionState::Fail {
+                "failed"
+            } else {
+                "inconclusive"
             }
         ));
         let mut second = fresh;
         if measure_spec(s, backend, ceilings, &again_cfg, &mut second, progress).is_ok() {
-            let again =
-                regression_check(&mut second, base, base_path, device, cfg, require_baseline);
-            second.warnings.push(format!(
-                "first pass: {}; re-measured: {}",
-                regression.detail, again.detail
-            ));
-            if first == RegressionState::Fail
-                && second.baseline.state != Some(RegressionState::Fail)
-            {
-                second.warnings.push("the first pass failed the regression gate but a fresh pass did not: not failed".into());
+            let again = regression_check(
+                &mut second,
+                Some(base),
+                base_path,
+                device,
+                ceilings,
+                cfg,
+                require_baseline,
+            );
+            let second_state = second
+                .baseline
+                .state
+                .unwrap_or(RegressionState::Inconclusive);
+            // Both passes' samples together.
+            let mut pooled = second.clone();
+            if let (Some(a), Some(b)) = (&r.samples, &mut pooled.samples) {
+                b.before_secs.extend(&a.before_secs);
+                b.after_secs.extend(&a.after_secs);
             }
+            pooled.warnings.clear();
+            let both = regression_check(
+                &mut pooled,
+                Some(base),
+                base_path,
+                device,
+                ceilings,
+                cfg,
+                require_baseline,
+            );
+            let pooled_state = pooled
+                .baseline
+                .state
+                .unwrap_or(RegressionState::Inconclusive);
+            let (state, disagreement) = verdict::combine_passes(first, second_state, pooled_state);
+            second.warnings.push(format!(
+                "first pass: {}; second pass: {}; both together: {}",
+                regression.detail, again.detail, both.detail
+            ));
+            let mut outcome = pooled.baseline;
+            outcome.state = Some(state);
+            if let Some(why) = disagreement {
+                let show = |o: &BaselineOutcome| {
+                    o.ratio.map_or("—".into(), |r| {
+                        format!("x{:.3} [{:.3}, {:.3}]", r.point, r.lo, r.hi)
+                    })
+                };
+                outcome.note = Some(format!(
+                    "{why}: first {} {}, second {} {}",
+                    state_word(Some(first)),
+                    show(&r.baseline),
+                    state_word(Some(second_state)),
+                    show(&second.baseline)
+                ));
+                outcome.message = format!(
+                    "INCONCLUSIVE: {why} (first pass: {}; second pass: {}; both together: {})",
+                    regression.detail, again.detail, both.detail
+                );
+            }
+            regression = Check::new(
+                "regression",
+                status_of(&outcome, require_baseline),
+                outcome.message.clone(),
+            );
+            second.baseline = outcome;
             r = second;
-            regression = again;
         }
     }
     r.checks.push(regression);
@@ -619,6 +728,7 @@ fn regression_check(
     base: Option<&BaselineFile>,
     base_path: &Path,
     device: &DeviceInfo,
+    ceilings: &Ceilings,
     cfg: &MeasureConfig,
     require_baseline: bool,
 ) -> Check {
@@ -640,20 +750,29 @@ fn regression_check(
         base_path,
         r,
         device,
+        ceilings,
         cfg.bootstrap_resamples,
         cfg.seed,
     );
     r.warnings.extend(warnings);
-    let status = match outcome.state {
+    let check = Check::new(
+        "regression",
+        status_of(&outcome, require_baseline),
+        outcome.message.clone(),
+    );
+    r.baseline = outcome;
+    check
+}
+
+/// The check status of a gate outcome.
+fn status_of(outcome: &BaselineOutcome, require_baseline: bool) -> Status {
+    match outcome.state {
         Some(RegressionState::Fail) => Status::Fail,
         Some(RegressionState::Inconclusive) => Status::Warn,
         Some(RegressionState::Pass | RegressionState::Improved) => Status::Pass,
         None if require_baseline => Status::Fail,
         None => Status::Skip,
-    };
-    let check = Check::new("regression", status, outcome.message.clone());
-    r.baseline = outcome;
-    check
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -860,7 +979,7 @@ fn spec_line(s: &SpecResult, width: usize) -> String {
     format!(
         "{status:<12} {:<width$}  {times}  gate: {}",
         s.name,
-        gate_short(&s.baseline)
+        gate_short(&s.baseline, s.gate.max_regression.0)
     )
 }
 
@@ -874,29 +993,39 @@ fn short_duration(secs: f64) -> String {
     }
 }
 
-/// The gate's result in a few words: `pass ×0.97`, `REGRESSION ×1.23 > +10%`, `no baseline`.
-fn gate_short(b: &BaselineOutcome) -> String {
+/// The gate's result in a few words: `pass ×0.97`, `REGRESSION ×1.23 > +10%`, `no baseline`,
+/// and the smallest slowdown the baseline detects where it is known.
+fn gate_short(b: &BaselineOutcome, max_regression: f64) -> String {
     let ratio = b
         .ratio
         .map(|r| format!("×{:.3}", r.point))
         .unwrap_or_default();
+    let detects = b
+        .spread
+        .and_then(|sp| sp.detectable(max_regression))
+        .map(|d| format!(", detects ≥ +{:.0}%", d * 100.0))
+        .unwrap_or_default();
+    let note = b
+        .note
+        .as_deref()
+        .map(|n| format!(" ({n})"))
+        .unwrap_or_default();
     match (b.status.as_str(), b.state) {
-        ("accepted", _) if b.state.is_none() => "accepted (first baseline)".into(),
+        ("accepted", None) => "accepted (first baseline)".into(),
         ("accepted", _) => format!("{} {ratio}, accepted", state_word(b.state)),
         (_, Some(RegressionState::Fail)) => {
-            format!("REGRESSION {ratio} > +{:.1}%", b.threshold * 100.0)
+            format!("REGRESSION {ratio} > +{:.1}%{detects}", b.threshold * 100.0)
         }
-        (_, Some(RegressionState::Inconclusive)) => format!(
-            "inconclusive {ratio} [{:.3}, {:.3}] vs +{:.1}%{}",
-            b.ratio.map_or(0.0, |r| r.lo),
-            b.ratio.map_or(0.0, |r| r.hi),
-            b.threshold * 100.0,
-            b.note
-                .as_deref()
-                .map(|n| format!(" ({n})"))
-                .unwrap_or_default()
-        ),
-        (_, Some(state)) => format!("{} {ratio}", state_word(Some(state))),
+        (_, Some(RegressionState::Inconclusive)) => match b.ratio {
+            Some(r) if b.note.is_none() => format!(
+                "inconclusive {ratio} [{:.3}, {:.3}] vs +{:.1}%{detects}",
+                r.lo,
+                r.hi,
+                max_regression * 100.0
+            ),
+            _ => format!("inconclusive {ratio}{note}"),
+        },
+        (_, Some(state)) => format!("{} {ratio}{detects}", state_word(Some(state))),
         ("not_comparable", None) => "not comparable".into(),
         _ => "no baseline".into(),
     }
@@ -929,7 +1058,7 @@ fn gate_detail(b: &BaselineOutcome) -> String {
 
 /// Progress on stderr: a bar on a terminal; plain lines elsewhere (CI logs, pipes), one per
 /// spec, so that a log shows where a run stood without control characters.
-struct Progress {
+pub(crate) struct Progress {
     bar: Option<ProgressBar>,
     total: usize,
 }
@@ -949,14 +1078,14 @@ impl Progress {
     }
 
     /// A line of its own, printed above the bar.
-    fn say(&self, line: &str) {
+    pub(crate) fn say(&self, line: &str) {
         match &self.bar {
             Some(b) => b.println(line),
             None => eprintln!("{line}"),
         }
     }
 
-    fn start_spec(&self, index: usize, name: &str, desc: &str) {
+    pub(crate) fn start_spec(&self, index: usize, name: &str, desc: &str) {
         match &self.bar {
             Some(b) => {
                 b.set_position(index as u64);
@@ -972,7 +1101,7 @@ impl Progress {
         }
     }
 
-    fn finish(&self) {
+    pub(crate) fn finish(&self) {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
         }

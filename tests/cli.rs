@@ -1212,3 +1212,53 @@ fn a_baseline_in_the_folder_of_the_older_key_is_read_when_its_identity_is_this_m
     assert_eq!(o.status.code(), Some(0), "{out}");
     assert!(out.contains("gate: no baseline"), "{out}");
 }
+
+#[test]
+fn calibrate_measures_the_drift_and_records_the_runs_as_the_baseline() {
+    let dir = tempfile::tempdir().unwrap();
+    let calibrate = |runs: &str| {
+        bin()
+            .current_dir(dir.path())
+            .args(["calibrate", "--runs", runs, "--accept", "--backend", "cpu"])
+            .arg(fixture("good/tiny-chain.yaml"))
+            .args(FAST)
+            .args(FEW_PAIRS)
+            .output()
+            .unwrap()
+    };
+    let o = calibrate("2");
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let o = calibrate("3");
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("| tiny-chain | 3/3 |"), "{out}");
+    assert!(out.contains("gates at"), "{out}");
+    let key_dir = std::fs::read_dir(dir.path().join("baselines"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .unwrap();
+    let b: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(key_dir.join("tiny-chain.json")).unwrap()).unwrap();
+    assert_eq!(b["history"].as_array().unwrap().len(), 3);
+    // A run against it states what its thresholds rest on and what it can detect.
+    let o = bin()
+        .current_dir(dir.path())
+        .args(["run", "--backend", "cpu"])
+        .arg(fixture("good/tiny-chain.yaml"))
+        .args(FAST)
+        .args(FEW_PAIRS)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.code() == Some(0) || o.status.code() == Some(1),
+        "{}",
+        text(&o)
+    );
+    let report = std::fs::read_to_string(only_run_dir(dir.path()).join("report.md")).unwrap();
+    assert!(
+        report.contains("thresholds from 3 accepted runs")
+            && report.contains("smallest slowdown detected"),
+        "{report}"
+    );
+}

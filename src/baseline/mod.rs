@@ -9,7 +9,7 @@ use crate::measure::stats::{ratio_ci, Estimate, Summary};
 use crate::measure::MeasureConfig;
 use crate::report::model::{BaselineOutcome, SpecResult};
 use crate::spec::Workload;
-use crate::verdict::{regression_state, RegressionState};
+use crate::verdict::{gate_state, RegressionState, Spread, POOL_MIN_RUNS};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -154,6 +154,7 @@ pub fn compare(
     path: &Path,
     result: &SpecResult,
     device: &DeviceInfo,
+    ceilings: &Ceilings,
     resamples: usize,
     seed: u64,
 ) -> (BaselineOutcome, Vec<String>) {
@@ -169,6 +170,8 @@ pub fn compare(
         message: String::new(),
         basis: None,
         note: None,
+        spread: None,
+        guard: None,
     };
     let mut warnings = Vec::new();
     if base.device.key != device.key {
@@ -216,6 +219,17 @@ pub fn compare(
             device.cores, base.device.cores
         ));
     }
+    // Ceiling drift guard: when the roof that bounds this spec moved more than the gate can
+    // absorb, the machine is not in the state the baseline measured (another SIMD level, a
+    // neighbour saturating memory): INCONCLUSIVE at once, without a second pass.
+    if let Some(why) = ceiling_drift(base, result, ceilings, device.llc_bytes, max_regression) {
+        outcome.status = "compared".into();
+        outcome.state = Some(RegressionState::Inconclusive);
+        outcome.message = format!("not judged: {why}");
+        outcome.note = Some(why.clone());
+        outcome.guard = Some(why);
+        return (outcome, warnings);
+    }
     let judge = |relative| Judgement::of(base, samples, relative, max_regression, resamples, seed);
     let decided = match mode {
         GateCompare::Raw => judge(false),
@@ -242,26 +256,14 @@ pub fn compare(
                     ),
                     ..raw
                 },
-                // Neither fails. IMPROVED only when the after variant gained on the before
-                // variant: a raw-only speedup is the machine (or shared code) being faster, and
-                // calling it an improvement would restart the baseline's history on drift.
-                // The ratio reported is the relative one when it decides something (an
-                // improvement, or a suspect pass that must be measured again), else raw time's.
-                (raw_state, rel_state) => {
-                    let message = format!("{}; {}", raw.message, rel.message);
-                    let state = match (raw_state, rel_state) {
-                        (_, RegressionState::Improved) => RegressionState::Improved,
-                        (RegressionState::Improved, _) => RegressionState::Pass,
-                        (s, _) => s,
-                    };
-                    let rel_decides = rel_state == RegressionState::Improved
-                        || crate::verdict::needs_second_pass(rel_state, &rel.ratio, rel.threshold);
-                    Judgement {
-                        state,
-                        message,
-                        ..if rel_decides { rel } else { raw }
-                    }
-                }
+                // Neither fails: the after/before comparison decides (PASS, IMPROVED or
+                // INCONCLUSIVE). Raw time measures the machine as much as the code; its verdict
+                // is reported, and a raw-only speedup is never called an improvement (it would
+                // restart the baseline's history on drift).
+                _ => Judgement {
+                    message: format!("{}; raw time: {}", rel.message, raw.message),
+                    ..rel
+                },
             }
         }
     };
@@ -271,6 +273,7 @@ pub fn compare(
     outcome.threshold = decided.threshold;
     outcome.message = decided.message;
     outcome.note = decided.note;
+    outcome.spread = Some(decided.spread);
     outcome.basis = Some(
         if decided.relative {
             "after/before"
@@ -292,6 +295,7 @@ struct Judgement {
     message: String,
     /// A short reason for the terminal, where the decision needs one.
     note: Option<String>,
+    spread: Spread,
 }
 
 impl Judgement {
@@ -303,17 +307,19 @@ impl Judgement {
         resamples: usize,
         seed: u64,
     ) -> Judgement {
-        let threshold = threshold(base, max_regression, relative);
         let (new, old) = compared_values(
             relative,
             (&samples.before_secs, &samples.after_secs),
             (&base.before_samples_secs, &base.after_samples_secs),
         );
         let pooled = history_values(base, relative);
+        let mut spread = spread_of(&pooled);
+        // A run noisier than the accepted one widens the drift the gate allows for.
+        spread.noise_factor = noise_factor(&new, &old);
         let ratio = if pooled.len() >= POOL_MIN_RUNS {
             // The reference is the geometric mean of the accepted runs' medians, so one unlucky
-            // accept does not move the gate; the between-run spread is in the threshold, the CI
-            // is this run's own.
+            // accept does not move the gate; the between-run spread is in the thresholds, the
+            // CI is this run's own.
             let reference = geometric_mean(&pooled);
             let m = crate::measure::stats::median_ci(&new, resamples, seed);
             Estimate {
@@ -324,9 +330,10 @@ impl Judgement {
         } else {
             ratio_ci(&new, &old, resamples, seed)
         };
-        let state = regression_state(&ratio, threshold);
+        let state = gate_state(&ratio, max_regression, &spread);
+        let threshold = spread.fail_threshold(max_regression);
         let message = format!(
-            "{} median ratio {:.3} (95% CI {:.3} .. {:.3}){}, threshold +{:.1}%: {}",
+            "{} median ratio {:.3} (95% CI {:.3} .. {:.3}){}, FAIL above +{:.1}%, limit +{:.1}%: {} ({})",
             if relative {
                 "(after/before)/baseline's"
             } else {
@@ -344,12 +351,17 @@ impl Judgement {
                 String::new()
             },
             threshold * 100.0,
+            max_regression * 100.0,
             match state {
-                RegressionState::Pass => "within threshold",
+                RegressionState::Pass => "within the limit",
                 RegressionState::Fail => "REGRESSION",
                 RegressionState::Improved => "improved",
-                RegressionState::Inconclusive => "inconclusive (CI wider than the threshold)",
-            }
+                RegressionState::Inconclusive if !spread.can_pass(max_regression) => {
+                    "inconclusive (this machine drifts more between runs than the limit)"
+                }
+                RegressionState::Inconclusive => "inconclusive (the CI reaches past the limit)",
+            },
+            spread.describe(max_regression)
         );
         Judgement {
             relative,
@@ -358,8 +370,100 @@ impl Judgement {
             threshold,
             message,
             note: None,
+            spread,
         }
     }
+}
+
+/// The drift of unchanged code from one value per accepted run (log-sd; unknown with fewer
+/// than [`POOL_MIN_RUNS`]).
+pub fn spread_of(v: &[f64]) -> Spread {
+    if v.len() < POOL_MIN_RUNS {
+        return Spread {
+            runs: v.len(),
+            ..Spread::unknown()
+        };
+    }
+    let k = v.len() as f64;
+    let logs: Vec<f64> = v.iter().map(|x| x.ln()).collect();
+    let mean = logs.iter().sum::<f64>() / k;
+    let sd = (logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (k - 1.0)).sqrt();
+    Spread {
+        runs: v.len(),
+        log_sd: sd,
+        noise_factor: 1.0,
+    }
+}
+
+/// How much wider this run's spread of compared values is than the baseline's samples' (median
+/// absolute deviation of the logs), at least 1 and at most 4.
+fn noise_factor(new: &[f64], old: &[f64]) -> f64 {
+    let mad = |v: &[f64]| {
+        let logs: Vec<f64> = v.iter().filter(|x| **x > 0.0).map(|x| x.ln()).collect();
+        if logs.len() < 3 {
+            return None;
+        }
+        let m = crate::measure::stats::median(&logs);
+        let dev: Vec<f64> = logs.iter().map(|l| (l - m).abs()).collect();
+        Some(crate::measure::stats::median(&dev))
+    };
+    match (mad(new), mad(old)) {
+        (Some(n), Some(o)) if o > 0.0 => (n / o).clamp(1.0, 4.0),
+        _ => 1.0,
+    }
+}
+
+/// Most the bounding ceiling may move against the baseline's before the gate stops judging: a
+/// quiet VM's triad and FMA probes move by about ±10% between runs, a change of SIMD level or a
+/// neighbour saturating memory by 2x and more.
+pub const CEILING_DRIFT_MIN: f64 = 0.25;
+
+/// Why this run's ceilings are too far from the baseline's to judge it, if they are: the roof
+/// that bounds the spec (bandwidth, or the compute peak of its dtype) moved by more than
+/// max(25%, 2 x max_regression). Probes smaller than the last-level cache (`--probe-mib`
+/// below it, as small test runs use) measure the cache, whose figures swing with any load: no
+/// roof to guard, so no guard.
+fn ceiling_drift(
+    base: &BaselineFile,
+    result: &SpecResult,
+    now: &Ceilings,
+    llc_bytes: u64,
+    max_regression: f64,
+) -> Option<String> {
+    if now.array_bytes < llc_bytes || base.ceilings.array_bytes < llc_bytes {
+        return None;
+    }
+    let dtype = result.workload.dtype();
+    let (now, then) = (now.for_dtype(dtype), base.ceilings.for_dtype(dtype));
+    let (what, a, b, unit, scale) = match result.expect.bound {
+        crate::spec::Bound::Bandwidth => (
+            "triad bandwidth",
+            now.bandwidth(),
+            then.bandwidth(),
+            "GB/s",
+            1e9,
+        ),
+        crate::spec::Bound::Compute => (
+            "compute peak",
+            now.peak_flops(),
+            then.peak_flops(),
+            "GFLOP/s",
+            1e9,
+        ),
+    };
+    if !(a > 0.0 && b > 0.0) {
+        return None;
+    }
+    let allowed = CEILING_DRIFT_MIN.max(2.0 * max_regression);
+    let r = a / b;
+    (r > 1.0 + allowed || r < 1.0 / (1.0 + allowed)).then(|| {
+        format!(
+            "the {what} moved from {:.1} {unit} at the baseline to {:.1} {unit} now (x{r:.2}, more than the ±{:.0}% the gate absorbs): the machine is not in the state the baseline measured",
+            b / scale,
+            a / scale,
+            allowed * 100.0
+        )
+    })
 }
 
 /// pair's after/before, so that drift shared by the two members of a pair cancels.
@@ -376,13 +480,6 @@ pub fn compared_values(
         (new.1.to_vec(), base.1.to_vec())
     }
 }
-
-/// Accepted runs from which the gate pools its reference and takes the spread for its
-/// threshold; with fewer, the latest baseline's samples are the reference.
-pub const POOL_MIN_RUNS: usize = 3;
-/// One-sided 99% quantile of the normal distribution: the threshold implied by the spread makes
-/// an unchanged build exceed it about once in a hundred runs.
-const Z_99: f64 = 2.326;
 
 /// One value per accepted run, as the gate compares them: the `after` median, or (relative) the
 /// median of the pairs' after/before ratios (after/before of the medians for runs recorded
@@ -406,26 +503,15 @@ fn geometric_mean(v: &[f64]) -> f64 {
     (v.iter().map(|x| x.ln()).sum::<f64>() / v.len() as f64).exp()
 }
 
-/// The regression threshold: the spec's, but never below what the spread between accepted runs
-/// implies. With k ≥ 3 accepted runs whose log-medians have standard deviation s, a new run of
-/// unchanged code differs from their geometric mean by s·√(1 + 1/k) (one standard deviation);
-/// the implied threshold is z₀.₉₉ times that, so an unchanged build crosses it about 1% of the
-/// time from between-run drift alone.
+/// The FAIL threshold of a baseline before a run is measured: the spec's, but never below what
+/// the spread between accepted runs implies ([`Spread::fail_threshold`]).
 pub fn threshold(base: &BaselineFile, max_regression: f64, relative: bool) -> f64 {
     implied_threshold(&history_values(base, relative), max_regression)
 }
 
 /// [`threshold`] from one value per accepted run.
 pub fn implied_threshold(v: &[f64], max_regression: f64) -> f64 {
-    if v.len() < POOL_MIN_RUNS {
-        return max_regression;
-    }
-    let k = v.len() as f64;
-    let logs: Vec<f64> = v.iter().map(|x| x.ln()).collect();
-    let mean = logs.iter().sum::<f64>() / k;
-    let sd = (logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (k - 1.0)).sqrt();
-    let implied = (Z_99 * sd * (1.0 + 1.0 / k).sqrt()).exp() - 1.0;
-    max_regression.max(implied)
+    spread_of(v).fail_threshold(max_regression)
 }
 
 /// Builds the baseline of a passing result, carrying over the history of `old` — unless this
@@ -627,6 +713,54 @@ mod tests {
         // More runs with the same spread: a little lower (the reference is better known).
         let t10 = implied_threshold(&[0.9, 1.0, 1.1, 0.9, 1.1, 0.9, 1.0, 1.1, 0.9, 1.1], 0.05);
         assert!(t10 < t && t10 > 0.2, "{t10}");
+    }
+
+    #[test]
+    fn a_roof_that_moved_past_what_the_gate_absorbs_stops_the_comparison() {
+        let run: crate::report::model::RunResult =
+            serde_json::from_str(include_str!("../../tests/fixtures/run-fixed/results.json"))
+                .unwrap();
+        let r = &run.specs[0];
+        let mut device = run.device.clone();
+        // Probes beyond the cache, as a real run measures them.
+        device.llc_bytes = run.ceilings.array_bytes / 2;
+        let base = from_result(
+            r,
+            &device,
+            &run.ceilings,
+            &run.measure,
+            "2026-11-30T00:00:00Z",
+            "abc",
+            None,
+        )
+        .unwrap();
+        let judge =
+            |c: &Ceilings, d: &DeviceInfo| compare(&base, Path::new("b.json"), r, d, c, 200, 1).0;
+        // The same roof: compared.
+        assert!(judge(&run.ceilings, &device).guard.is_none());
+        // The baseline's machine had 4x the bandwidth (the spec is bandwidth-bound).
+        let slow = Ceilings {
+            triad_bytes_per_sec: run.ceilings.triad_bytes_per_sec / 4.0,
+            ..run.ceilings
+        };
+        let o = judge(&slow, &device);
+        assert_eq!(o.state, Some(RegressionState::Inconclusive));
+        assert!(
+            o.guard
+                .as_deref()
+                .is_some_and(|g| g.contains("triad bandwidth moved")),
+            "{o:?}"
+        );
+        // +20% is inside what the gate absorbs.
+        let drifted = Ceilings {
+            triad_bytes_per_sec: run.ceilings.triad_bytes_per_sec * 1.2,
+            ..run.ceilings
+        };
+        assert!(judge(&drifted, &device).guard.is_none());
+        // In-cache probes (smaller than the LLC) measure no roof: no guard.
+        let mut big_cache = device.clone();
+        big_cache.llc_bytes = run.ceilings.array_bytes * 2;
+        assert!(judge(&slow, &big_cache).guard.is_none());
     }
 
     #[test]

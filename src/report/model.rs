@@ -148,6 +148,12 @@ pub struct BaselineOutcome {
     /// A short reason where the decision needs one (an INCONCLUSIVE from drift).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// What the thresholds rest on: accepted runs, the spread between them, this run's noise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<crate::verdict::Spread>,
+    /// Set when the ceiling drift guard decided (INCONCLUSIVE without a second pass): why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guard: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -384,31 +384,176 @@ pub enum RegressionState {
     Inconclusive,
 }
 
-pub fn regression_state(ratio: &Estimate, threshold: f64) -> RegressionState {
-    if ratio.lo > 1.0 + threshold {
-        RegressionState::Fail
-    } else if ratio.hi < 1.0 / (1.0 + threshold) {
-        RegressionState::Improved
-    } else if ratio.hi - ratio.lo > threshold {
-        RegressionState::Inconclusive
-    } else {
-        RegressionState::Pass
+/// Accepted runs from which the gate pools its reference and takes the between-run spread; with
+/// fewer, the latest baseline's samples are the reference and the drift between runs is unknown.
+pub const POOL_MIN_RUNS: usize = 3;
+/// One-sided 99% quantile of the normal distribution: an unchanged build crosses the FAIL
+/// threshold about once in a hundred runs from between-run drift alone.
+pub const Z_99: f64 = 2.326;
+/// One-sided 95% quantile: a PASS leaves at most a 5% chance that the slowdown reached the
+/// spec's limit.
+pub const Z_95: f64 = 1.645;
+
+/// What the gate knows of the drift of unchanged code between runs, for one compared value.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Spread {
+    /// Accepted runs the estimate rests on.
+    pub runs: usize,
+    /// Standard deviation of the log of the compared value between those runs (0 with fewer
+    /// than [`POOL_MIN_RUNS`]: unknown).
+    pub log_sd: f64,
+    /// How much noisier this run's samples are than the accepted run's (>= 1): the drift is
+    /// assumed to grow with it, so a noisy run makes the gate more cautious, never more sure.
+    pub noise_factor: f64,
+}
+
+impl Spread {
+    /// No history: the drift between runs is unknown.
+    pub fn unknown() -> Self {
+        Spread {
+            runs: 0,
+            log_sd: 0.0,
+            noise_factor: 1.0,
+        }
+    }
+
+    /// One standard deviation of a new run of unchanged code against the pooled reference (the
+    /// mean of k runs): s·√(1 + 1/k), grown by the noise factor. 0 when unknown.
+    pub fn drift(&self) -> f64 {
+        if self.runs < POOL_MIN_RUNS {
+            return 0.0;
+        }
+        self.log_sd * (1.0 + 1.0 / self.runs as f64).sqrt() * self.noise_factor
+    }
+
+    /// The FAIL threshold: the spec's, but never below what the drift implies (an unchanged
+    /// build crosses it about 1% of the time).
+    pub fn fail_threshold(&self, max_regression: f64) -> f64 {
+        max_regression.max((Z_99 * self.drift()).exp() - 1.0)
+    }
+
+    /// The largest upper CI end that still PASSes: the spec's limit, less the drift a single run
+    /// cannot see in its own CI.
+    pub fn pass_limit(&self, max_regression: f64) -> f64 {
+        (1.0 + max_regression) / (Z_95 * self.drift()).exp()
+    }
+
+    /// Whether a run of unchanged code can PASS at all: false when the drift alone exceeds the
+    /// spec's limit (the machine cannot gate at it; a second pass would not help).
+    pub fn can_pass(&self, max_regression: f64) -> bool {
+        self.pass_limit(max_regression) > 1.0
+    }
+
+    /// The smallest slowdown this baseline FAILs in about 95% of runs: beyond the FAIL threshold
+    /// by the drift's 95% quantile. `None` while the drift is unknown.
+    pub fn detectable(&self, max_regression: f64) -> Option<f64> {
+        (self.runs >= POOL_MIN_RUNS).then(|| {
+            (1.0 + self.fail_threshold(max_regression)) * (Z_95 * self.drift()).exp() - 1.0
+        })
+    }
+
+    /// 90% confidence interval of the between-run standard deviation (chi-square with k − 1
+    /// degrees of freedom, Wilson–Hilferty): how sure the threshold is.
+    pub fn log_sd_interval(&self) -> Option<(f64, f64)> {
+        if self.runs < POOL_MIN_RUNS {
+            return None;
+        }
+        let nu = (self.runs - 1) as f64;
+        let chi2 = |z: f64| {
+            let a = 2.0 / (9.0 * nu);
+            nu * (1.0 - a + z * a.sqrt()).powi(3)
+        };
+        let (lo_q, hi_q) = (chi2(-Z_95).max(1e-9), chi2(Z_95));
+        Some((
+            self.log_sd * (nu / hi_q).sqrt(),
+            self.log_sd * (nu / lo_q).sqrt(),
+        ))
+    }
+
+    /// One sentence for the report: what the thresholds rest on.
+    pub fn describe(&self, max_regression: f64) -> String {
+        match (self.log_sd_interval(), self.detectable(max_regression)) {
+            (Some((lo, hi)), Some(d)) => format!(
+                "thresholds from {} accepted runs: between-run spread {:.1}% (90% CI {:.1}..{:.1}%){}; PASS needs the CI below x{:.3}; smallest slowdown detected: +{:.1}%",
+                self.runs,
+                self.log_sd * 100.0,
+                lo * 100.0,
+                hi * 100.0,
+                if self.noise_factor > 1.0 {
+                    format!(", x{:.2} for this run's noise", self.noise_factor)
+                } else {
+                    String::new()
+                },
+                self.pass_limit(max_regression),
+                d * 100.0
+            ),
+            _ => format!(
+                "{} accepted run(s): the drift between runs is unknown until {POOL_MIN_RUNS} are accepted (`opledger calibrate --accept` records them at once), so the smallest detectable slowdown is unknown",
+                self.runs
+            ),
+        }
     }
 }
 
-/// Whether a first-pass regression decision needs a fresh pass before it is final: a FAIL (a
-/// FAIL is final only if a fresh pass agrees), an INCONCLUSIVE, and a *suspect* PASS — one whose
-/// point estimate is beyond the threshold although its CI reaches below it. The suspect case is
-/// where a real regression most often hides on a drifting machine (the run's drift pulled the
-/// CI's lower end under the threshold); an unchanged build rarely lands there (its point
-/// estimate would have to drift by the whole threshold), and even then its fresh pass must FAIL
-/// outright.
-pub fn needs_second_pass(state: RegressionState, ratio: &Estimate, threshold: f64) -> bool {
-    match state {
-        RegressionState::Fail | RegressionState::Inconclusive => true,
-        RegressionState::Pass => ratio.point > 1.0 + threshold,
-        RegressionState::Improved => false,
+/// The gate's decision on a ratio new/reference (with its 95% CI) against the spec's
+/// `max_regression`, knowing the drift between runs:
+/// - FAIL: the whole CI beyond the FAIL threshold (the spec's, or the drift's 99% quantile);
+/// - PASS: the whole CI, widened by the drift's 95% quantile, below the spec's limit — a PASS
+///   means a slowdown of that size is unlikely, not merely unproven;
+/// - IMPROVED: likewise below 1/(1 + limit);
+/// - INCONCLUSIVE otherwise: the run cannot tell (a wide CI, or a machine that drifts more than
+///   the limit).
+pub fn gate_state(ratio: &Estimate, max_regression: f64, spread: &Spread) -> RegressionState {
+    let widen = (Z_95 * spread.drift()).exp();
+    if ratio.lo > 1.0 + spread.fail_threshold(max_regression) {
+        RegressionState::Fail
+    } else if ratio.hi * widen < 1.0 / (1.0 + max_regression) {
+        RegressionState::Improved
+    } else if ratio.hi <= spread.pass_limit(max_regression) {
+        RegressionState::Pass
+    } else {
+        RegressionState::Inconclusive
     }
+}
+
+/// [`gate_state`] with the drift unknown (two samples compared directly).
+pub fn regression_state(ratio: &Estimate, max_regression: f64) -> RegressionState {
+    gate_state(ratio, max_regression, &Spread::unknown())
+}
+
+/// Whether a first-pass decision is measured again in a fresh pass: a FAIL (final only if the
+/// evidence of both passes agrees) and an INCONCLUSIVE that a second look could settle — not one
+/// where the drift alone rules a PASS out, which only a quieter machine or more accepted runs
+/// can change.
+pub fn needs_second_pass(state: RegressionState, can_pass: bool) -> bool {
+    match state {
+        RegressionState::Fail => true,
+        RegressionState::Inconclusive => can_pass,
+        RegressionState::Pass | RegressionState::Improved => false,
+    }
+}
+
+/// The decision of two passes: the pooled samples of both decide, but passes that contradict
+/// each other (one FAIL, the other PASS or IMPROVED), or a pooled verdict that one pass
+/// contradicts, give INCONCLUSIVE — never a PASS after a failing pass, never a FAIL on one noisy
+/// pass. Returns the state and, when the passes disagree, why.
+pub fn combine_passes(
+    first: RegressionState,
+    second: RegressionState,
+    pooled: RegressionState,
+) -> (RegressionState, Option<&'static str>) {
+    use RegressionState::*;
+    let passed = |s| matches!(s, Pass | Improved);
+    if (first == Fail && passed(second)) || (second == Fail && passed(first)) {
+        return (Inconclusive, Some("the two passes disagree"));
+    }
+    if passed(pooled) && (first == Fail || second == Fail) {
+        return (Inconclusive, Some("a pass failed where both together pass"));
+    }
+    if pooled == Fail && (passed(first) || passed(second)) {
+        return (Inconclusive, Some("a pass passed where both together fail"));
+    }
+    (pooled, None)
 }
 
 /// Relative spread used to flag a noisy machine.
@@ -536,18 +681,77 @@ mod tests {
     }
 
     #[test]
-    fn suspect_passes_fails_and_inconclusives_are_measured_again() {
+    fn fails_and_settleable_inconclusives_are_measured_again() {
+        use RegressionState::*;
+        assert!(needs_second_pass(Fail, true));
+        assert!(needs_second_pass(Fail, false));
+        assert!(needs_second_pass(Inconclusive, true));
+        assert!(
+            !needs_second_pass(Inconclusive, false),
+            "drift rules a PASS out"
+        );
+        assert!(!needs_second_pass(Pass, true));
+        assert!(!needs_second_pass(Improved, true));
+    }
+
+    #[test]
+    fn passes_that_disagree_are_inconclusive_never_a_silent_pass_or_a_lone_fail() {
+        use RegressionState::*;
+        assert_eq!(combine_passes(Fail, Pass, Pass).0, Inconclusive);
+        assert_eq!(combine_passes(Fail, Pass, Fail).0, Inconclusive);
+        assert_eq!(combine_passes(Pass, Fail, Fail).0, Inconclusive);
+        assert_eq!(combine_passes(Fail, Inconclusive, Pass).0, Inconclusive);
+        assert_eq!(combine_passes(Fail, Fail, Fail), (Fail, None));
+        assert_eq!(combine_passes(Inconclusive, Fail, Fail), (Fail, None));
+        assert_eq!(combine_passes(Inconclusive, Pass, Pass), (Pass, None));
+        assert_eq!(
+            combine_passes(Inconclusive, Inconclusive, Pass),
+            (Pass, None)
+        );
+    }
+
+    #[test]
+    fn a_pass_needs_the_ci_below_the_limit_widened_by_the_drift() {
         let e = |point, lo, hi| Estimate { point, lo, hi };
         use RegressionState::*;
-        assert!(needs_second_pass(Fail, &e(1.2, 1.15, 1.25), 0.1));
-        assert!(needs_second_pass(Inconclusive, &e(1.0, 0.8, 1.2), 0.1));
-        // PASS with the point estimate beyond the threshold: suspect.
-        let suspect = e(1.12, 1.05, 1.14);
-        assert_eq!(regression_state(&suspect, 0.1), Pass);
-        assert!(needs_second_pass(Pass, &suspect, 0.1));
-        // An ordinary PASS and an IMPROVED are final.
-        assert!(!needs_second_pass(Pass, &e(1.03, 0.99, 1.06), 0.1));
-        assert!(!needs_second_pass(Improved, &e(0.8, 0.78, 0.82), 0.1));
+        let quiet = Spread {
+            runs: 10,
+            log_sd: 0.01,
+            noise_factor: 1.0,
+        };
+        // Unchanged code on a quiet machine passes a 10% gate.
+        assert_eq!(gate_state(&e(1.0, 0.98, 1.03), 0.10, &quiet), Pass);
+        // A 10% slowdown does not pass: its CI reaches the limit.
+        assert_eq!(gate_state(&e(1.10, 1.06, 1.14), 0.10, &quiet), Inconclusive);
+        assert_eq!(gate_state(&e(1.16, 1.14, 1.19), 0.10, &quiet), Fail);
+        // A machine drifting 8% between runs cannot gate at 10%: no PASS, FAIL only far out.
+        let noisy = Spread {
+            log_sd: 0.08,
+            ..quiet
+        };
+        assert!(!noisy.can_pass(0.10));
+        assert_eq!(gate_state(&e(1.0, 0.99, 1.01), 0.10, &noisy), Inconclusive);
+        assert_eq!(gate_state(&e(1.15, 1.13, 1.17), 0.10, &noisy), Inconclusive);
+        assert_eq!(gate_state(&e(1.30, 1.28, 1.32), 0.10, &noisy), Fail);
+        // A run noisier than the accepted ones grows the drift: the gate grows more cautious.
+        let loud = Spread {
+            noise_factor: 3.0,
+            ..quiet
+        };
+        assert!(loud.fail_threshold(0.05) > quiet.fail_threshold(0.05));
+        assert!(loud.pass_limit(0.05) < quiet.pass_limit(0.05));
+        // The smallest detectable slowdown where the drift sets the threshold:
+        // exp((z99 + z95)·s·√(1 + 1/k)) − 1, the README's formula.
+        let d = quiet.detectable(0.02).unwrap();
+        let expected = ((Z_99 + Z_95) * 0.01 * 1.1f64.sqrt()).exp() - 1.0;
+        assert!((d - expected).abs() < 1e-9, "{d} vs {expected}");
+        assert_eq!(Spread::unknown().detectable(0.1), None);
+        // How sure: with 10 runs the 90% CI of the spread is about 0.7x..1.6x of it.
+        let (lo, hi) = quiet.log_sd_interval().unwrap();
+        assert!(
+            (0.0065..0.0075).contains(&lo) && (0.015..0.017).contains(&hi),
+            "{lo} {hi}"
+        );
     }
 
     #[test]
@@ -571,6 +775,11 @@ mod tests {
         );
         assert_eq!(
             regression_state(&e(0.95, 1.20), 0.10),
+            RegressionState::Inconclusive
+        );
+        // Formerly a "suspect pass": a CI reaching beyond the limit is not a PASS.
+        assert_eq!(
+            regression_state(&e(1.05, 1.14), 0.10),
             RegressionState::Inconclusive
         );
     }
