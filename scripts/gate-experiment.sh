@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The gate's false-alarm and detection rates, measured (issue: "a gate people can trust").
 #
-#   [GATE_COMPARE=raw|relative|both] [PAIRS=60] [CAP=1.5] [ACCEPTS=1] [SLOWDOWN=0.10] [AA_N=N] [BIN=...]
+#   [GATE_COMPARE=raw|relative|both] [PAIRS=60] [CAP=1.5] [ACCEPTS=1 | CALIBRATE=RUNS]
+#   [SLOWDOWN=0.10] [AA_N=N] [BIN=...]
 #     scripts/gate-experiment.sh [N] [SPEC]
 #
-# 1. Accepts a baseline of SPEC (default: a 2048x1024 bias+GELU chain) in a temp store.
+# 1. Accepts a baseline of SPEC (default: a 2048x1024 bias+GELU chain) in a temp store:
+#    ACCEPTS runs with `run --accept`, or, with CALIBRATE=RUNS, one `opledger calibrate --runs
+#    RUNS --accept` (its table, the smallest slowdown this machine can gate, is printed).
 # 2. A/A: runs the unchanged gate AA_N times (default N, 100) against it and counts FAIL decisions.
 # The spec gates at max_regression 0.05: a 10% slowdown lies clearly beyond it.
 # 3. Slowdown: runs the gate N times again with OPLEDGER_EXPERIMENT_SLOWDOWN=$SLOWDOWN (default
@@ -41,9 +44,13 @@ ACCEPTS="${ACCEPTS:-1}"
 FAST=(--backend cpu --probe-mib 64 --flush-mib 64 --max-pairs "$PAIRS" --time-cap-secs "$CAP" --baselines "$WORK/baselines" --runs-dir "$WORK/runs")
 # The baseline: accepted ACCEPTS times, as a user builds its history (and with it the spread
 # the threshold respects).
-for _ in $(seq 1 "$ACCEPTS"); do
-  "$BIN" run "$SPEC" "${FAST[@]}" --accept > /dev/null 2>&1
-done
+if [ -n "${CALIBRATE:-}" ]; then
+  "$BIN" calibrate "$SPEC" "${FAST[@]}" --runs "$CALIBRATE" --accept 2> /dev/null | grep '^|' || true
+else
+  for _ in $(seq 1 "$ACCEPTS"); do
+    "$BIN" run "$SPEC" "${FAST[@]}" --accept > /dev/null 2>&1
+  done
+fi
 rm -rf "$WORK/runs"
 # What the accepted runs give the gate: its reference and its threshold (the detection rate
 # depends on them as much as on the slowdown).
@@ -105,5 +112,7 @@ med = lambda p: statistics.median(float(l.split()[col]) for l in open(p))
 print(f"{100 * (med(sys.argv[2]) / med(sys.argv[1]) - 1):+.1f}%")
 PY
 )
+# The states of every decision (pass / inconclusive / fail / improved) are listed: a slowdown
+# that PASSES is the outcome a gate must avoid; INCONCLUSIVE is honest.
 echo "A/A:      $aa_fail FAIL of $AA_N decisions ($(python3 -c "print(f'{100*$aa_fail/$AA_N:.1f}')")%)  states: $aa_detail"
 echo "slowdown $SLOWDOWN (measured $caused): $slow_fail FAIL of $N decisions ($(python3 -c "print(f'{100*$slow_fail/$N:.1f}')")%)  states: $slow_detail"
