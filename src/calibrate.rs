@@ -10,7 +10,7 @@ use crate::error::{ExitCode, Result};
 use crate::measure::stats::median;
 use crate::pipeline::{prepare, run_spec, Prepared, RunOptions};
 use crate::report::model::SpecResult;
-use crate::verdict::{Spread, Status, Z_95, Z_99};
+use crate::verdict::{Spread, Status};
 
 pub const DEFAULT_RUNS: usize = 5;
 /// The spread between runs needs three at least.
@@ -31,9 +31,10 @@ pub struct Calibration {
 }
 
 /// The smallest slowdown a spread lets the gate catch at <= 1% false alarms and >= 95%
-/// detection: exp((z₀.₉₉ + z₀.₉₅)·s·√(1 + 1/k)) − 1.
+/// detection: exp((t₀.₉₉ + t₀.₉₅)·s·√(1 + 1/k)) − 1, t with k − 1 degrees of freedom (the
+/// threshold it would need, and detection beyond it).
 pub fn smallest_gated(spread: &Spread) -> f64 {
-    ((Z_99 + Z_95) * spread.drift()).exp() - 1.0
+    spread.detectable(0.0).unwrap_or(0.0)
 }
 
 /// The calibration of one spec from its N results.
@@ -188,8 +189,8 @@ mod tests {
             noise_factor: 1.0,
         };
         let d = smallest_gated(&s);
-        // (2.326 + 1.645) * 0.02 * sqrt(1.1) = 0.0833 -> +8.7%
-        assert!((d - 0.0868).abs() < 0.001, "{d}");
+        // (2.821 + 1.833) * 0.02 * sqrt(1.1) = 0.0976 -> +10.3%
+        assert!((d - 0.1025).abs() < 0.001, "{d}");
         assert_eq!(smallest_gated(&Spread::unknown()), 0.0);
     }
 }

@@ -682,7 +682,7 @@ fn compare_runs(a: &std::path::Path, b: &std::path::Path) -> Result<ExitCode> {
             );
             continue;
         };
-        let (outcome, _) = crate::baseline::compare(
+        let (outcome, _) = crate::baseline::compare_passes(
             &base,
             a,
             sb,

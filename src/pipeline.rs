@@ -451,6 +451,7 @@ pub(crate) fn run_spec(
         time_saving: None,
         launch_overhead_secs: None,
         samples: None,
+        first_pass_pairs: None,
         correctness: None,
         baseline: BaselineOutcome {
             status: "missing".into(),
@@ -518,7 +519,16 @@ pub(crate) fn run_spec(
         ));
         let mut second = fresh;
         if measure_spec(s, backend, ceilings, &again_cfg, &mut second, progress).is_ok() {
-            let again = regression_check(
+            // The archive keeps the evidence of both passes: the first pass's pairs, then the
+            // second's; the gate judges each and both together (baseline::compare_passes).
+            if let (Some(a), Some(b)) = (&r.samples, &mut second.samples) {
+                let join = |x: &[f64], y: &[f64]| [x, y].concat();
+                b.before_secs = join(&a.before_secs, &b.before_secs);
+                b.after_secs = join(&a.after_secs, &b.after_secs);
+                b.after_first = [a.after_first.as_slice(), b.after_first.as_slice()].concat();
+                second.first_pass_pairs = Some(a.before_secs.len());
+            }
+            regression = regression_check(
                 &mut second,
                 Some(base),
                 base_path,
@@ -527,61 +537,6 @@ pub(crate) fn run_spec(
                 cfg,
                 require_baseline,
             );
-            let second_state = second
-                .baseline
-                .state
-                .unwrap_or(RegressionState::Inconclusive);
-            // Both passes' samples together.
-            let mut pooled = second.clone();
-            if let (Some(a), Some(b)) = (&r.samples, &mut pooled.samples) {
-                b.before_secs.extend(&a.before_secs);
-                b.after_secs.extend(&a.after_secs);
-            }
-            pooled.warnings.clear();
-            let both = regression_check(
-                &mut pooled,
-                Some(base),
-                base_path,
-                device,
-                ceilings,
-                cfg,
-                require_baseline,
-            );
-            let pooled_state = pooled
-                .baseline
-                .state
-                .unwrap_or(RegressionState::Inconclusive);
-            let (state, disagreement) = verdict::combine_passes(first, second_state, pooled_state);
-            second.warnings.push(format!(
-                "first pass: {}; second pass: {}; both together: {}",
-                regression.detail, again.detail, both.detail
-            ));
-            let mut outcome = pooled.baseline;
-            outcome.state = Some(state);
-            if let Some(why) = disagreement {
-                let show = |o: &BaselineOutcome| {
-                    o.ratio.map_or("—".into(), |r| {
-                        format!("x{:.3} [{:.3}, {:.3}]", r.point, r.lo, r.hi)
-                    })
-                };
-                outcome.note = Some(format!(
-                    "{why}: first {} {}, second {} {}",
-                    state_word(Some(first)),
-                    show(&r.baseline),
-                    state_word(Some(second_state)),
-                    show(&second.baseline)
-                ));
-                outcome.message = format!(
-                    "INCONCLUSIVE: {why} (first pass: {}; second pass: {}; both together: {})",
-                    regression.detail, again.detail, both.detail
-                );
-            }
-            regression = Check::new(
-                "regression",
-                status_of(&outcome, require_baseline),
-                outcome.message.clone(),
-            );
-            second.baseline = outcome;
             r = second;
         }
     }
@@ -745,7 +700,7 @@ fn regression_check(
         };
         return Check::new("regression", status, msg);
     };
-    let (outcome, warnings) = baseline::compare(
+    let (outcome, warnings) = baseline::compare_passes(
         base,
         base_path,
         r,
@@ -1032,13 +987,7 @@ fn gate_short(b: &BaselineOutcome, max_regression: f64) -> String {
 }
 
 fn state_word(s: Option<RegressionState>) -> &'static str {
-    match s {
-        Some(RegressionState::Pass) => "pass",
-        Some(RegressionState::Improved) => "improved",
-        Some(RegressionState::Fail) => "REGRESSION",
-        Some(RegressionState::Inconclusive) => "inconclusive",
-        None => "",
-    }
+    s.map_or("", RegressionState::word)
 }
 
 /// A failed gate in one sentence: which ratio, its CI, and the threshold it crossed.

@@ -1262,3 +1262,41 @@ fn calibrate_measures_the_drift_and_records_the_runs_as_the_baseline() {
         "{report}"
     );
 }
+
+#[test]
+fn compare_reaches_the_runs_own_verdict_on_the_same_archives() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = fixture("good/tiny-chain.yaml");
+    // Run A is accepted as the baseline; run B is gated against it (one pass or two).
+    for extra in [&["--accept"][..], &[][..]] {
+        let args: Vec<&str> = extra.iter().copied().chain(PAIRS).collect();
+        let o = run_in(dir.path(), std::slice::from_ref(&spec), &args);
+        assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    }
+    let mut runs: Vec<PathBuf> = std::fs::read_dir(dir.path().join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    runs.sort();
+    let b: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(runs[1].join("results.json")).unwrap()).unwrap();
+    let run_state = b["specs"][0]["baseline"]["state"].as_str().unwrap().to_string();
+    let o = bin()
+        .arg("compare")
+        .arg(&runs[0])
+        .arg(&runs[1])
+        .output()
+        .unwrap();
+    let out = text(&o);
+    let row = out.lines().find(|l| l.starts_with("| tiny-chain |")).unwrap();
+    let decision = row.rsplit('|').nth(1).unwrap().trim();
+    let expected = match run_state.as_str() {
+        "fail" => "REGRESSION",
+        "pass" => "within threshold",
+        other => other,
+    };
+    assert!(
+        decision.starts_with(expected),
+        "run said {run_state}, compare said {decision}: {out}"
+    );
+}

@@ -3,7 +3,7 @@
 //! beside a `victim` file that must survive unchanged.
 
 mod common;
-use common::{bin, fixture};
+use common::{bin, fixture, only_run_dir, QUICK};
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -381,27 +381,10 @@ fn user_strings_cannot_inject_markdown_into_the_report() {
     );
     std::fs::write(sb.path("tiny.yaml"), spec).unwrap();
     let mut cmd = bin();
-    cmd.current_dir(&sb.dir).args([
-        "run",
-        "tiny.yaml",
-        "--backend",
-        "cpu",
-        "--min-pairs",
-        "3",
-        "--max-pairs",
-        "3",
-        "--probe-mib",
-        "8",
-        "--flush-mib",
-        "8",
-    ]);
+    cmd.current_dir(&sb.dir).args(["run", "tiny.yaml"]).args(QUICK);
     let (code, out) = run(cmd);
     assert_eq!(code, Some(0), "{out}");
-    let runs: Vec<PathBuf> = std::fs::read_dir(sb.path("runs"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    let report = std::fs::read_to_string(runs[0].join("report.md")).unwrap();
+    let report = std::fs::read_to_string(only_run_dir(&sb.dir).join("report.md")).unwrap();
     assert!(!report.contains("<script>"), "{report}");
     assert!(!report.contains('\u{1b}'), "ESC in the report");
     assert!(
@@ -469,21 +452,9 @@ fn a_killed_accept_leaves_no_temp_file_behind_the_next_accept() {
     std::fs::write(sb.path("tiny.yaml"), tiny_spec_text()).unwrap();
     let accept = || {
         let mut cmd = bin();
-        cmd.current_dir(&sb.dir).args([
-            "run",
-            "tiny.yaml",
-            "--backend",
-            "cpu",
-            "--accept",
-            "--min-pairs",
-            "3",
-            "--max-pairs",
-            "3",
-            "--probe-mib",
-            "8",
-            "--flush-mib",
-            "8",
-        ]);
+        cmd.current_dir(&sb.dir)
+            .args(["run", "tiny.yaml", "--accept"])
+            .args(QUICK);
         run(cmd)
     };
     let (code, out) = accept();

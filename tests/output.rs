@@ -2,7 +2,7 @@
 //! `--help`, and errors that speak the spec's language.
 
 mod common;
-use common::{bin, fixture, quick_run, text};
+use common::{bin, fixture, only_run_dir, quick_run, text};
 
 #[test]
 fn a_run_prints_one_line_per_spec_and_a_summary_whose_counts_add_up() {
@@ -57,12 +57,7 @@ fn an_accepting_run_says_it_recorded_the_first_baseline() {
         "{}",
         text(&o)
     );
-    let run = std::fs::read_dir(dir.path().join("runs"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let run = only_run_dir(dir.path());
     let report = std::fs::read_to_string(run.join("report.md")).unwrap();
     assert!(report.contains("first baseline for device"), "{report}");
     assert!(!report.contains("yet (written by this run)"), "{report}");
@@ -154,12 +149,7 @@ fn compare_labels_its_ratio_and_refuses_runs_with_nothing_in_common() {
     let dir = tempfile::tempdir().unwrap();
     let o = quick_run(dir.path(), &[fixture("good/tiny-chain.yaml")], &[]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let run = std::fs::read_dir(dir.path().join("runs"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let run = only_run_dir(dir.path());
     let o = bin().arg("compare").arg(&run).arg(&run).output().unwrap();
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");

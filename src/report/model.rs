@@ -193,6 +193,10 @@ pub struct SpecResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launch_overhead_secs: Option<Estimate>,
     pub samples: Option<PairSamples>,
+    /// Set when the gate measured twice: the samples hold the first pass's pairs, this many,
+    /// followed by the second's (the summaries above are the second pass's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_pass_pairs: Option<usize>,
     pub correctness: Option<Correctness>,
     pub baseline: BaselineOutcome,
     pub checks: Vec<Check>,

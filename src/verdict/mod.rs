@@ -384,6 +384,18 @@ pub enum RegressionState {
     Inconclusive,
 }
 
+impl RegressionState {
+    /// The word the terminal and the report use.
+    pub fn word(self) -> &'static str {
+        match self {
+            RegressionState::Pass => "pass",
+            RegressionState::Improved => "improved",
+            RegressionState::Fail => "REGRESSION",
+            RegressionState::Inconclusive => "inconclusive",
+        }
+    }
+}
+
 /// Accepted runs from which the gate pools its reference and takes the between-run spread; with
 /// fewer, the latest baseline's samples are the reference and the drift between runs is unknown.
 pub const POOL_MIN_RUNS: usize = 3;
@@ -393,6 +405,31 @@ pub const Z_99: f64 = 2.326;
 /// One-sided 95% quantile: a PASS leaves at most a 5% chance that the slowdown reached the
 /// spec's limit.
 pub const Z_95: f64 = 1.645;
+
+/// One-sided quantiles of Student's t with 1..=30 degrees of freedom, at 99% and 95%.
+const T_99: [f64; 30] = [
+    31.821, 6.965, 4.541, 3.747, 3.365, 3.143, 2.998, 2.896, 2.821, 2.764, 2.718, 2.681, 2.650,
+    2.624, 2.602, 2.583, 2.567, 2.552, 2.539, 2.528, 2.518, 2.508, 2.500, 2.492, 2.485, 2.479,
+    2.473, 2.467, 2.462, 2.457,
+];
+const T_95: [f64; 30] = [
+    6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812, 1.796, 1.782, 1.771,
+    1.761, 1.753, 1.746, 1.740, 1.734, 1.729, 1.725, 1.721, 1.717, 1.714, 1.711, 1.708, 1.706,
+    1.703, 1.701, 1.699, 1.697,
+];
+
+/// The one-sided quantile of Student's t with `df` degrees of freedom for the normal quantile
+/// `z` (Z_99 or Z_95): the table up to 30, Cornish–Fisher's expansion beyond. With the spread
+/// estimated from k runs, a new run's deviation from their mean is t-distributed with k − 1
+/// degrees of freedom: few accepted runs mean wide margins, not false alarms.
+pub fn t_quantile(z: f64, df: usize) -> f64 {
+    let table = if z > 2.0 { &T_99 } else { &T_95 };
+    if (1..=30).contains(&df) {
+        return table[df - 1];
+    }
+    let v = df.max(1) as f64;
+    z + (z.powi(3) + z) / (4.0 * v) + (5.0 * z.powi(5) + 16.0 * z.powi(3) + 3.0 * z) / (96.0 * v * v)
+}
 
 /// What the gate knows of the drift of unchanged code between runs, for one compared value.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -426,16 +463,26 @@ impl Spread {
         self.log_sd * (1.0 + 1.0 / self.runs as f64).sqrt() * self.noise_factor
     }
 
+    /// The quantile of a new run's deviation: Student's t with k − 1 degrees of freedom.
+    fn quantile(&self, z: f64) -> f64 {
+        t_quantile(z, self.runs.saturating_sub(1))
+    }
+
     /// The FAIL threshold: the spec's, but never below what the drift implies (an unchanged
     /// build crosses it about 1% of the time).
     pub fn fail_threshold(&self, max_regression: f64) -> f64 {
-        max_regression.max((Z_99 * self.drift()).exp() - 1.0)
+        max_regression.max((self.quantile(Z_99) * self.drift()).exp() - 1.0)
     }
 
     /// The largest upper CI end that still PASSes: the spec's limit, less the drift a single run
     /// cannot see in its own CI.
     pub fn pass_limit(&self, max_regression: f64) -> f64 {
-        (1.0 + max_regression) / (Z_95 * self.drift()).exp()
+        (1.0 + max_regression) / (self.quantile(Z_95) * self.drift()).exp()
+    }
+
+    /// How much a PASS widens the CI's upper end for the drift.
+    pub fn pass_widening(&self) -> f64 {
+        (self.quantile(Z_95) * self.drift()).exp()
     }
 
     /// Whether a run of unchanged code can PASS at all: false when the drift alone exceeds the
@@ -447,9 +494,8 @@ impl Spread {
     /// The smallest slowdown this baseline FAILs in about 95% of runs: beyond the FAIL threshold
     /// by the drift's 95% quantile. `None` while the drift is unknown.
     pub fn detectable(&self, max_regression: f64) -> Option<f64> {
-        (self.runs >= POOL_MIN_RUNS).then(|| {
-            (1.0 + self.fail_threshold(max_regression)) * (Z_95 * self.drift()).exp() - 1.0
-        })
+        (self.runs >= POOL_MIN_RUNS)
+            .then(|| (1.0 + self.fail_threshold(max_regression)) * self.pass_widening() - 1.0)
     }
 
     /// 90% confidence interval of the between-run standard deviation (chi-square with k − 1
@@ -504,7 +550,7 @@ impl Spread {
 /// - INCONCLUSIVE otherwise: the run cannot tell (a wide CI, or a machine that drifts more than
 ///   the limit).
 pub fn gate_state(ratio: &Estimate, max_regression: f64, spread: &Spread) -> RegressionState {
-    let widen = (Z_95 * spread.drift()).exp();
+    let widen = spread.pass_widening();
     if ratio.lo > 1.0 + spread.fail_threshold(max_regression) {
         RegressionState::Fail
     } else if ratio.hi * widen < 1.0 / (1.0 + max_regression) {
@@ -741,10 +787,17 @@ mod tests {
         assert!(loud.fail_threshold(0.05) > quiet.fail_threshold(0.05));
         assert!(loud.pass_limit(0.05) < quiet.pass_limit(0.05));
         // The smallest detectable slowdown where the drift sets the threshold:
-        // exp((z99 + z95)·s·√(1 + 1/k)) − 1, the README's formula.
+        // exp((t99 + t95)·s·√(1 + 1/k)) − 1 with k − 1 = 9 degrees of freedom.
         let d = quiet.detectable(0.02).unwrap();
-        let expected = ((Z_99 + Z_95) * 0.01 * 1.1f64.sqrt()).exp() - 1.0;
+        let expected = ((2.821 + 1.833) * 0.01 * 1.1f64.sqrt()).exp() - 1.0;
         assert!((d - expected).abs() < 1e-9, "{d} vs {expected}");
+        // Fewer runs, the same spread: wider margins (t with fewer degrees of freedom).
+        let few = Spread { runs: 4, ..quiet };
+        assert!(few.fail_threshold(0.0) > quiet.fail_threshold(0.0));
+        assert!((t_quantile(Z_99, 4) - 3.747).abs() < 1e-9);
+        // Beyond the table the expansion continues it smoothly toward the normal quantile.
+        assert!((t_quantile(Z_99, 31) - 2.453).abs() < 0.003, "{}", t_quantile(Z_99, 31));
+        assert!((t_quantile(Z_95, 120) - 1.658).abs() < 0.003);
         assert_eq!(Spread::unknown().detectable(0.1), None);
         // How sure: with 10 runs the 90% CI of the spread is about 0.7x..1.6x of it.
         let (lo, hi) = quiet.log_sd_interval().unwrap();

@@ -26,27 +26,40 @@ pub fn text(o: &Output) -> String {
     )
 }
 
-/// A small, fast run of `specs` in `dir` on the CPU (buffers and sample counts for tests).
+/// Flags of a small, fast run on the CPU: in-cache probe and flush buffers, few pairs.
+pub const QUICK: [&str; 12] = [
+    "--backend",
+    "cpu",
+    "--probe-mib",
+    "8",
+    "--flush-mib",
+    "8",
+    "--min-pairs",
+    "3",
+    "--max-pairs",
+    "5",
+    "--time-cap-secs",
+    "2",
+];
+
+/// A small, fast run of `specs` in `dir` on the CPU.
 pub fn quick_run(dir: &Path, specs: &[PathBuf], extra: &[&str]) -> Output {
     bin()
         .current_dir(dir)
         .arg("run")
         .args(specs)
-        .args([
-            "--backend",
-            "cpu",
-            "--probe-mib",
-            "8",
-            "--flush-mib",
-            "8",
-            "--min-pairs",
-            "3",
-            "--max-pairs",
-            "5",
-            "--time-cap-secs",
-            "2",
-        ])
+        .args(QUICK)
         .args(extra)
         .output()
         .unwrap()
+}
+
+/// The one (or newest) run folder under `dir/runs`.
+pub fn only_run_dir(dir: &Path) -> PathBuf {
+    let mut runs: Vec<PathBuf> = std::fs::read_dir(dir.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    runs.sort();
+    runs.pop().expect("a run directory")
 }
