@@ -815,12 +815,7 @@ fn print_summary(run: &RunResult, dir: &Path) {
     // spread ±6.5%" and "±20.1%") are one line, with the range of the first figure and the count.
     let mut kinds: Vec<(String, Vec<f64>, String, usize)> = Vec::new();
     for s in &run.specs {
-        let mut mine: Vec<String> = s
-            .warnings
-            .iter()
-            .filter(|w| !w.starts_with("first pass: "))
-            .cloned()
-            .collect();
+        let mut mine: Vec<String> = s.warnings.clone();
         mine.extend(
             s.checks
                 .iter()

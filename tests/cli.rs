@@ -1280,7 +1280,10 @@ fn compare_reaches_the_runs_own_verdict_on_the_same_archives() {
     runs.sort();
     let b: serde_json::Value =
         serde_json::from_slice(&std::fs::read(runs[1].join("results.json")).unwrap()).unwrap();
-    let run_state = b["specs"][0]["baseline"]["state"].as_str().unwrap().to_string();
+    let run_state = b["specs"][0]["baseline"]["state"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let o = bin()
         .arg("compare")
         .arg(&runs[0])
@@ -1288,7 +1291,10 @@ fn compare_reaches_the_runs_own_verdict_on_the_same_archives() {
         .output()
         .unwrap();
     let out = text(&o);
-    let row = out.lines().find(|l| l.starts_with("| tiny-chain |")).unwrap();
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("| tiny-chain |"))
+        .unwrap();
     let decision = row.rsplit('|').nth(1).unwrap().trim();
     let expected = match run_state.as_str() {
         "fail" => "REGRESSION",

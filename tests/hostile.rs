@@ -381,7 +381,9 @@ fn user_strings_cannot_inject_markdown_into_the_report() {
     );
     std::fs::write(sb.path("tiny.yaml"), spec).unwrap();
     let mut cmd = bin();
-    cmd.current_dir(&sb.dir).args(["run", "tiny.yaml"]).args(QUICK);
+    cmd.current_dir(&sb.dir)
+        .args(["run", "tiny.yaml"])
+        .args(QUICK);
     let (code, out) = run(cmd);
     assert_eq!(code, Some(0), "{out}");
     let report = std::fs::read_to_string(only_run_dir(&sb.dir).join("report.md")).unwrap();

@@ -328,12 +328,19 @@ pub fn compare_passes(
         crate::verdict::combine_passes(state(&first), state(&second), state(&both));
     let show = |o: &BaselineOutcome| {
         o.ratio.map_or("—".into(), |r| {
-            format!("{} x{:.3} [{:.3}, {:.3}]", state(o).word(), r.point, r.lo, r.hi)
+            format!(
+                "{} x{:.3} [{:.3}, {:.3}]",
+                state(o).word(),
+                r.point,
+                r.lo,
+                r.hi
+            )
         })
     };
     both.message = format!(
         "{}both passes together: {}; first pass: {}; second pass: {}",
-        why.map(|w| format!("INCONCLUSIVE: {w}; ")).unwrap_or_default(),
+        why.map(|w| format!("INCONCLUSIVE: {w}; "))
+            .unwrap_or_default(),
         both.message,
         first.message,
         second.message

@@ -428,7 +428,8 @@ pub fn t_quantile(z: f64, df: usize) -> f64 {
         return table[df - 1];
     }
     let v = df.max(1) as f64;
-    z + (z.powi(3) + z) / (4.0 * v) + (5.0 * z.powi(5) + 16.0 * z.powi(3) + 3.0 * z) / (96.0 * v * v)
+    z + (z.powi(3) + z) / (4.0 * v)
+        + (5.0 * z.powi(5) + 16.0 * z.powi(3) + 3.0 * z) / (96.0 * v * v)
 }
 
 /// What the gate knows of the drift of unchanged code between runs, for one compared value.
@@ -796,7 +797,11 @@ mod tests {
         assert!(few.fail_threshold(0.0) > quiet.fail_threshold(0.0));
         assert!((t_quantile(Z_99, 4) - 3.747).abs() < 1e-9);
         // Beyond the table the expansion continues it smoothly toward the normal quantile.
-        assert!((t_quantile(Z_99, 31) - 2.453).abs() < 0.003, "{}", t_quantile(Z_99, 31));
+        assert!(
+            (t_quantile(Z_99, 31) - 2.453).abs() < 0.003,
+            "{}",
+            t_quantile(Z_99, 31)
+        );
         assert!((t_quantile(Z_95, 120) - 1.658).abs() < 0.003);
         assert_eq!(Spread::unknown().detectable(0.1), None);
         // How sure: with 10 runs the 90% CI of the spread is about 0.7x..1.6x of it.
