@@ -1,26 +1,10 @@
 //! Integration tests driving the real binary: exit codes, error messages with locations, the
 //! ledger and roofline output, a real (small) run, baselines and the golden report.
 
+mod common;
+use common::{bin, fixture, only_run_dir, text};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_opledger"))
-}
-
-fn fixture(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(p)
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 /// Small, fast measurement settings for tests (sizes and caps, not timings, are asserted).
 const FAST: [&str; 6] = [
@@ -38,8 +22,6 @@ const PAIRS: [&str; 4] = ["--min-pairs", "25", "--max-pairs", "25"];
 
 fn run_cmd(dir: &Path, specs: &[PathBuf], extra: &[&str]) -> Command {
     let mut c = bin();
-    // Tests must not write into a real CI job summary.
-    c.env_remove("GITHUB_STEP_SUMMARY");
     c.current_dir(dir)
         .arg("run")
         .args(specs)
@@ -58,15 +40,6 @@ fn run_cmd(dir: &Path, specs: &[PathBuf], extra: &[&str]) -> Command {
 
 fn run_in(dir: &Path, specs: &[PathBuf], extra: &[&str]) -> Output {
     run_cmd(dir, specs, extra).output().unwrap()
-}
-
-fn only_run_dir(dir: &Path) -> PathBuf {
-    let mut runs: Vec<PathBuf> = std::fs::read_dir(dir.join("runs"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    runs.sort();
-    runs.pop().expect("a run directory")
 }
 
 #[test]
