@@ -135,6 +135,9 @@ pub fn calibrate(opts: &RunOptions, runs: usize) -> Result<ExitCode> {
     }
     if opts.accept {
         println!();
+        // One timestamp and one git identity for every baseline this calibration records.
+        let (recorded_utc, _) = crate::pipeline::utc_now();
+        let (git_sha, _) = crate::pipeline::git_info();
         for (rs, (path, old)) in results.iter().zip(&baselines) {
             if rs.iter().any(|r| r.status != Status::Pass) {
                 println!("not accepted: {} (a run failed its checks)", path.display());
@@ -149,8 +152,8 @@ pub fn calibrate(opts: &RunOptions, runs: usize) -> Result<ExitCode> {
                     &device,
                     &ceilings,
                     &opts.measure,
-                    &crate::pipeline::utc_now().0,
-                    &crate::pipeline::git_info().0,
+                    &recorded_utc,
+                    &git_sha,
                     built.as_ref(),
                 );
             }

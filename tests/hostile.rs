@@ -72,6 +72,21 @@ impl Sandbox {
     fn path(&self, p: &str) -> PathBuf {
         self.dir.join(p)
     }
+    /// A run folder `name` holding the fixed archive's results.json as `edit` tampers with it.
+    fn tampered_run(&self, name: &str, edit: impl FnOnce(&mut serde_json::Value)) -> PathBuf {
+        let mut results: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(fixture("run-fixed/results.json")).unwrap())
+                .unwrap();
+        edit(&mut results);
+        let dir = self.path(name);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(
+            dir.join("results.json"),
+            serde_json::to_vec(&results).unwrap(),
+        )
+        .unwrap();
+        dir
+    }
     /// Nothing but the case folder and the untouched victim beside it.
     fn assert_contained(&self) {
         assert_eq!(std::fs::read(&self.victim).unwrap(), b"untouched");
@@ -101,16 +116,9 @@ fn expect_refused(sb: &Sandbox, cmd: Command, says: &[&str]) {
 #[test]
 fn a_tampered_sweep_group_cannot_write_outside_the_output_folder() {
     let sb = Sandbox::new();
-    let mut results: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(fixture("run-fixed/results.json")).unwrap()).unwrap();
-    results["sweeps"][0]["group"] = serde_json::json!("x/../../../../victim");
-    let run_dir = sb.path("run");
-    std::fs::create_dir(&run_dir).unwrap();
-    std::fs::write(
-        run_dir.join("results.json"),
-        serde_json::to_vec(&results).unwrap(),
-    )
-    .unwrap();
+    let run_dir = sb.tampered_run("run", |r| {
+        r["sweeps"][0]["group"] = serde_json::json!("x/../../../../victim")
+    });
     let mut cmd = bin();
     cmd.arg("report")
         .arg(&run_dir)
@@ -402,17 +410,9 @@ fn user_strings_cannot_inject_markdown_into_the_report() {
 fn results_of_another_schema_version_are_refused() {
     let sb = Sandbox::new();
     for v in [0, 2, 99999] {
-        let mut results: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(fixture("run-fixed/results.json")).unwrap())
-                .unwrap();
-        results["schema_version"] = serde_json::json!(v);
-        let dir = sb.path(&format!("run{v}"));
-        std::fs::create_dir(&dir).unwrap();
-        std::fs::write(
-            dir.join("results.json"),
-            serde_json::to_vec(&results).unwrap(),
-        )
-        .unwrap();
+        let dir = sb.tampered_run(&format!("run{v}"), |r| {
+            r["schema_version"] = serde_json::json!(v)
+        });
         let mut cmd = bin();
         cmd.arg("report").arg(&dir);
         expect_refused(
