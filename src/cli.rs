@@ -1,9 +1,9 @@
 //! The command line: argument parsing (clap) and the small commands; `run` is in `pipeline`.
 
-use crate::backend::BackendChoice;
+use crate::backend::{BackendChoice, BackendKind};
 use crate::device::{find_profile, profiles};
 use crate::error::{Error, ExitCode, Result};
-use crate::ledger::{roofline, Ledger};
+use crate::ledger::roofline;
 use crate::measure::MeasureConfig;
 use crate::pipeline::{self, RunOptions};
 use crate::report::{self, model::RunResult};
@@ -49,6 +49,9 @@ pub enum Command {
         /// Spec files or directories of *.yaml specs.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
+        /// Also refuse (exit 2) the specs this backend has no kernels for, with the reason.
+        #[arg(long, value_enum)]
+        backend: Option<CheckBackend>,
     },
     /// Print the IO ledger of each variant of the specs, and its roofline on datasheet devices.
     Ledger {
@@ -103,6 +106,22 @@ pub enum Command {
         #[arg(long, short)]
         out: Option<PathBuf>,
     },
+}
+
+/// The backends `check --backend` knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CheckBackend {
+    Cpu,
+    Cuda,
+}
+
+impl CheckBackend {
+    fn kind(self) -> BackendKind {
+        match self {
+            CheckBackend::Cpu => BackendKind::Cpu,
+            CheckBackend::Cuda => BackendKind::Cuda,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -264,7 +283,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             }
             crate::calibrate::calibrate(&run_options(run)?, runs)
         }
-        Command::Check { paths } => check_specs(&paths),
+        Command::Check { paths, backend } => check_specs(&paths, backend.map(CheckBackend::kind)),
         Command::Ledger {
             paths,
             tiling,
@@ -381,16 +400,47 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
 
 /// `opledger check`: every spec file validated (all errors reported, not the first only), and
 /// the claims the ledger alone decides (`io_saving`) judged, as `run` would judge them.
-fn check_specs(paths: &[PathBuf]) -> Result<ExitCode> {
-    let (specs, errors) = spec::load_all_collect(paths);
+fn check_specs(paths: &[PathBuf], backend: Option<BackendKind>) -> Result<ExitCode> {
+    let (specs, mut errors) = spec::load_all_collect(paths);
     let mut refuted = 0;
-    for s in &specs {
+    // Capabilities: a backend that has no kernels for a spec refuses it before anything runs.
+    let mut runnable = Vec::new();
+    for s in specs {
+        let cannot: Vec<(BackendKind, String)> = BackendKind::ALL
+            .into_iter()
+            .filter_map(|b| b.cannot_run(&s.workload).map(|why| (b, why)))
+            .collect();
+        match cannot.iter().find(|(b, _)| Some(*b) == backend) {
+            Some((b, why)) => errors.push(Error::Spec {
+                path: s.file.clone(),
+                pos: spec::find_key(&s.source_text, &["workload"]),
+                message: format!(
+                    "{}: the {} backend cannot run this workload: {why}",
+                    s.name,
+                    b.name()
+                ),
+            }),
+            None => runnable.push((s, cannot)),
+        }
+    }
+    let valid = runnable.len();
+    for (s, cannot) in &runnable {
+        let only = if cannot.is_empty() {
+            String::new()
+        } else {
+            let runs: Vec<&str> = BackendKind::ALL
+                .into_iter()
+                .filter(|b| cannot.iter().all(|(c, _)| c != b))
+                .map(BackendKind::name)
+                .collect();
+            format!("  [{} only]", runs.join(", "))
+        };
         // The IO saving depends on how a backend tiles (flash attention's K/V re-reads): a
         // claim is refuted only when no backend's kernels could meet it.
         let judged: Vec<_> = [crate::ledger::Tiling::CPU, crate::ledger::Tiling::CUDA]
             .into_iter()
             .map(|t| {
-                let l = Ledger::with_tiling(&s.workload, s.variants.before, s.variants.after, t);
+                let l = s.workload.ledger(s.variants.before, s.variants.after, &t);
                 crate::verdict::io_saving_check(l.io_saving(), s.expect.io_saving.as_ref())
             })
             .collect();
@@ -408,7 +458,7 @@ fn check_specs(paths: &[PathBuf]) -> Result<ExitCode> {
             );
         } else {
             println!(
-                "ok   {:<24} {}  ({})",
+                "ok   {:<24} {}{only}  ({})",
                 s.name,
                 s.workload.describe(),
                 s.file.display()
@@ -420,7 +470,7 @@ fn check_specs(paths: &[PathBuf]) -> Result<ExitCode> {
     }
     println!(
         "{} spec(s) valid, {} with a claim the ledger refutes, {} error(s)",
-        specs.len() - refuted,
+        valid - refuted,
         refuted,
         errors.len()
     );
@@ -464,7 +514,9 @@ pub fn roofline_text(
 
 /// The ledger of a spec as text tables.
 pub fn ledger_text(s: &spec::Spec, tiling: crate::ledger::Tiling) -> String {
-    let l = Ledger::with_tiling(&s.workload, s.variants.before, s.variants.after, tiling);
+    let l = s
+        .workload
+        .ledger(s.variants.before, s.variants.after, &tiling);
     let mut t = format!("{} — {}\n{}\n\n", s.name, s.title, s.workload.describe());
     t.push_str(&format!(
         "{:<10} {:<16} {:>16} {:>6} {:>6} {:>16}\n",

@@ -77,7 +77,7 @@ pub enum Error {
     BackendUnavailable(String),
     /// A backend failed while running a case (kernel error, allocation refused).
     #[error("backend error: {0}")]
-    Backend(String),
+    Backend(#[from] crate::backend::BackendError),
 }
 
 impl Error {

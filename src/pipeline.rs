@@ -6,7 +6,6 @@ use crate::backend::{self, Backend, BackendChoice};
 use crate::baseline::{self, BaselineFile};
 use crate::device::{Ceilings, DeviceInfo};
 use crate::error::{Error, ExitCode, Result};
-use crate::ledger::Ledger;
 use crate::measure::{self, stats, MeasureConfig};
 use crate::report::{self, model::*};
 use crate::rng::Rng;
@@ -85,8 +84,6 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
             avail as f64 / (1u64 << 30) as f64
         )));
     }
-    // A malformed experiment hook is bad input, refused before anything runs.
-    backend::cpu::elementwise::experiment_slowdown()?;
     let (backend, backend_note) = backend::select(opts.backend, flush)?;
     let device = backend.device();
     let flush_bytes = backend.flush_bytes();
@@ -121,26 +118,25 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
     } else {
         None
     };
-    // Everything that can be refused is refused before any case is allocated or measured. The
-    // host holds every case's inputs and reference (the CPU backend's sizes) on both backends.
-    let cpu_sizer = backend::cpu::CpuBackend::with_device(device.clone(), 0);
+    // Everything that can be refused is refused before any case is allocated or measured:
+    // a workload the backend has no kernels for, and a case larger than the memory there is.
     let mut baselines: Vec<(PathBuf, Option<BaselineFile>)> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
     for s in &specs {
-        let host_flush = if backend.name() == "cpu" {
-            flush_bytes
-        } else {
-            0
-        };
-        let need = cpu_sizer.required_bytes(&s.workload) + host_flush;
-        backend::check_memory(&s.name, need, available).map_err(|e| Error::Spec {
+        let refused = |message: String| Error::Spec {
             path: s.file.clone(),
             pos: spec::find_key(&s.source_text, &["workload"]),
-            message: e
-                .to_string()
-                .trim_start_matches("backend error: ")
-                .to_string(),
-        })?;
+            message,
+        };
+        if let Some(reason) = backend.kind().cannot_run(&s.workload) {
+            return Err(refused(format!(
+                "{}: the {} backend cannot run this workload: {reason}",
+                s.name,
+                backend.name()
+            )));
+        }
+        let need = backend.host_bytes(&s.workload);
+        backend::check_memory(&s.name, need, available).map_err(|e| refused(e.to_string()))?;
         let path = baseline::path_for(&opts.baselines_dir, &device.key, &s.name);
         let loaded = match baseline::find(&opts.baselines_dir, &device, &s.name) {
             Ok(found) => {
@@ -169,11 +165,7 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
     progress.say(&format!(
         "opledger: probing ceilings of {} ({}, baselines `{}`)...",
         device.name,
-        if backend.name() == "cpu" {
-            format!("{} threads, {}", rayon::current_num_threads(), device.simd)
-        } else {
-            format!("{} SMs", device.cores)
-        },
+        backend.describe_compute(),
         device.key
     ));
     let ceilings = backend.ceilings(opts.probe_bytes)?;
@@ -244,10 +236,8 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
     }
     progress.finish();
 
-    // The CPU backend has no datasheet entry; a GPU's comes from the table by its name.
-    let datasheet = crate::device::find_profile(&device.name)
-        .filter(|_| backend.name() != "cpu")
-        .map(Datasheet::from);
+    // A GPU's datasheet entry comes from the table by its name; the CPU has none.
+    let datasheet = backend.datasheet().map(Datasheet::from);
     let environment =
         environment_manifest(opts, &device, backend.name(), &specs, &git_sha, git_dirty);
     let mut run = RunResult {
@@ -422,12 +412,9 @@ pub(crate) fn run_spec(
     let cfg = &spec_cfg;
     let dtype_ceilings = ceilings.for_dtype(s.workload.dtype());
     let ceilings = &dtype_ceilings;
-    let ledger = Ledger::with_tiling(
-        &s.workload,
-        s.variants.before,
-        s.variants.after,
-        backend.tiling(),
-    );
+    let ledger = s
+        .workload
+        .ledger(s.variants.before, s.variants.after, &backend.tiling());
     let before = variant_result(&ledger.before, ceilings);
     let after = variant_result(&ledger.after, ceilings);
     let mut r = SpecResult {
@@ -573,7 +560,11 @@ fn measure_spec(
     progress: &Progress,
 ) -> Result<()> {
     let (vb, va) = (s.variants.before, s.variants.after);
-    let mut case = backend.prepare(&s.workload, cfg.seed)?;
+    let kind = s.workload.as_kind();
+    // The kind's seeded inputs: the backend computes on them, the reference is evaluated on
+    // them here, outside any backend.
+    let inputs = std::sync::Arc::new(kind.inputs(cfg.seed));
+    let mut case = backend.prepare(&s.workload, inputs.clone())?;
     let samples = measure::measure_pairs(case.as_mut(), vb, va, cfg, |n| {
         progress.pairs(&s.name, n, cfg.max_pairs)
     })?;
@@ -582,13 +573,13 @@ fn measure_spec(
     let tol = &r.tolerance.tolerance();
     let out_b = case.output(vb)?;
     let out_a = case.output(va)?;
-    let n = case.output_len();
+    let n = kind.output_len() as usize;
     let mut rng = Rng::new(cfg.seed ^ 0xc0ffee);
-    let mut idx: Vec<usize> = (0..case.reference_samples().min(n))
+    let mut idx: Vec<usize> = (0..kind.reference_samples().min(n))
         .map(|_| rng.below(n))
         .collect();
     idx.extend([0, n - 1]);
-    let agree = case.variants_agree();
+    let agree = kind.variants_agree();
     let correctness = Correctness {
         variants_comparable: agree,
         after_vs_before: if agree {
@@ -598,13 +589,13 @@ fn measure_spec(
         },
         before_vs_reference: verdict::compare(
             &out_b,
-            |i| case.reference_of(vb, i),
+            |i| kind.reference(&inputs, vb, i),
             idx.iter().copied(),
             tol,
         ),
         after_vs_reference: verdict::compare(
             &out_a,
-            |i| case.reference_of(va, i),
+            |i| kind.reference(&inputs, va, i),
             idx.iter().copied(),
             tol,
         ),
@@ -628,17 +619,18 @@ fn measure_spec(
         r.io_saving,
         s.expect.io_saving.as_ref(),
     ));
-    let launch_bound = matches!(s.workload, crate::spec::Workload::LaunchChain(_));
+    let launch_ops = kind.launch_chain_ops();
+    let launch_bound = launch_ops.is_some();
     r.checks.push(verdict::time_saving_check(
         &saving,
         s.expect.time_saving.as_ref(),
         r.predicted_time_saving,
         (!launch_bound).then_some(r.max_time_saving),
     ));
-    if let crate::spec::Workload::LaunchChain(l) = &s.workload {
+    if let Some(n_ops) = launch_ops {
         let diff =
             stats::paired_difference_ci(&samples.before_secs, &samples.after_secs, res, cfg.seed);
-        let per = |v: f64| v / (l.n_ops - 1) as f64;
+        let per = |v: f64| v / (n_ops - 1) as f64;
         let overhead = stats::Estimate {
             point: per(diff.point),
             lo: per(diff.lo),
@@ -646,21 +638,12 @@ fn measure_spec(
         };
         r.checks.push(verdict::launch_overhead_check(
             &overhead,
-            l.n_ops,
+            n_ops,
             &s.variants,
         ));
         r.launch_overhead_secs = Some(overhead);
     }
-    if let crate::spec::Workload::Elementwise(_) = &s.workload {
-        let f = crate::backend::cpu::elementwise::experiment_slowdown().unwrap_or(0.0);
-        if f > 0.0 && backend.name() == "cpu" {
-            r.warnings.push(format!(
-                "gate experiment: {}={f} made the fused variant compute {:.0}% of its output twice (a deliberate slowdown)",
-                crate::backend::cpu::elementwise::SLOWDOWN_VAR,
-                f * 100.0
-            ));
-        }
-    }
+    r.warnings.extend(backend.case_warnings(&s.workload));
     r.warnings.extend(verdict::measurement_warnings(
         &sb,
         &sa,

@@ -2,17 +2,19 @@
 //! `cpu` (always available) and `cuda` (cudarc + NVRTC; a build or machine without CUDA gets a
 //! polite `BackendUnavailable`, never a panic).
 //!
-//! Inputs are generated on the host from a seed ([`inputs`]) so that every backend computes on
-//! the same numbers and the f64 reference can be evaluated on the host.
+//! Inputs are generated on the host by the workload's kind ([`crate::kinds`]) so that every
+//! backend computes on the same numbers and the f64 reference is evaluated on the host, outside
+//! any backend. A backend implements each kind's kernels in its own folder, in a table made
+//! from the kinds' registry, and says which workloads it cannot run ([`BackendKind::cannot_run`]).
 
 pub mod cpu;
 pub mod cuda;
-pub mod inputs;
 
-use crate::device::{Ceilings, DeviceInfo};
+use crate::device::{Ceilings, DeviceInfo, Profile};
 use crate::error::{Error, Result};
-use crate::spec::{Variant, Workload};
+use crate::kinds::{Tensors, Variant, Workload};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// Which backend the user asked for.
 #[derive(
@@ -26,11 +28,79 @@ pub enum BackendChoice {
     Cuda,
 }
 
+/// The backends there are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendKind {
+    Cpu,
+    Cuda,
+}
+
+impl BackendKind {
+    pub const ALL: [BackendKind; 2] = [BackendKind::Cpu, BackendKind::Cuda];
+    /// `cpu` or `cuda`, as results record it.
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Cpu => "cpu",
+            BackendKind::Cuda => "cuda",
+        }
+    }
+    /// Why this backend cannot run `w`, if it cannot: its capabilities, known without a device.
+    pub fn cannot_run(self, w: &Workload) -> Option<String> {
+        match self {
+            BackendKind::Cpu => cpu::cannot_run(w),
+            BackendKind::Cuda => cuda::cannot_run(w),
+        }
+    }
+}
+
+/// What went wrong in a backend, with its parts (never a string to parse back).
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// The backend has no kernel for this workload (a capability, refused before measuring).
+    #[error("the {backend} backend cannot run this workload: {reason}")]
+    Unsupported {
+        backend: &'static str,
+        reason: String,
+    },
+    /// A case larger than the memory there is.
+    #[error("{spec}: the case needs {:.2} GiB of memory but only {:.2} GiB is available; reduce the workload size", gib(*.need_bytes), gib(*.available_bytes))]
+    OutOfMemory {
+        spec: String,
+        need_bytes: u64,
+        available_bytes: u64,
+    },
+    /// A driver call failed.
+    #[error("{what}: {detail}")]
+    Driver { what: String, detail: String },
+    /// The output of a variant was asked before the variant ran.
+    #[error("variant {variant} has not run")]
+    NotRun { variant: &'static str },
+    /// A kernel source that did not compile or load (NVRTC's log, or the driver's refusal).
+    #[error("{log}")]
+    Compile { log: String },
+    /// A kernel or launch that cannot run as asked (geometry, sizes).
+    #[error("{0}")]
+    Kernel(String),
+}
+
+fn gib(bytes: u64) -> f64 {
+    bytes as f64 / (1u64 << 30) as f64
+}
+
 pub trait Backend: Send {
+    fn kind(&self) -> BackendKind;
     /// `cpu` or `cuda`.
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &'static str {
+        self.kind().name()
+    }
     /// The device this backend measures: its key names the baselines directory.
     fn device(&self) -> DeviceInfo;
+    /// The compute resources in a few words, for the log (`2 threads, avx512f`, `132 SMs`).
+    fn describe_compute(&self) -> String;
+    /// The datasheet entry of the device, where the table has one (GPUs).
+    fn datasheet(&self) -> Option<&'static Profile> {
+        None
+    }
     /// Measures the device's ceilings (bandwidth and FMA peak); `probe_bytes` overrides the
     /// probe's array size.
     fn ceilings(&self, probe_bytes: Option<u64>) -> Result<Ceilings>;
@@ -40,11 +110,16 @@ pub trait Backend: Send {
     fn tiling(&self) -> crate::ledger::Tiling {
         crate::ledger::Tiling::CPU
     }
-    /// Host bytes a case of `workload` needs (inputs, outputs, intermediates), to refuse cases
-    /// that cannot fit before allocating anything.
-    fn required_bytes(&self, workload: &Workload) -> u64;
-    /// Allocates and fills the inputs of `workload` from `seed` and readies both variants.
-    fn prepare(&self, workload: &Workload, seed: u64) -> Result<Box<dyn Case>>;
+    /// Host bytes a case of `workload` needs (inputs, outputs, the backend's own buffers), to
+    /// refuse cases that cannot fit before allocating anything.
+    fn host_bytes(&self, workload: &Workload) -> u64;
+    /// Warnings that every case of `workload` on this backend carries (a deliberate
+    /// experiment slowdown).
+    fn case_warnings(&self, _workload: &Workload) -> Vec<String> {
+        Vec::new()
+    }
+    /// Readies both variants of `workload` on `inputs` (the kind's seeded tensors).
+    fn prepare(&self, workload: &Workload, inputs: Arc<Tensors>) -> Result<Box<dyn Case>>;
 }
 
 /// One prepared workload: both variants can run on the same inputs.
@@ -55,21 +130,6 @@ pub trait Case {
     fn flush_caches(&mut self);
     /// Output of the last run of `variant`, on the host.
     fn output(&self, variant: Variant) -> Result<std::borrow::Cow<'_, [f32]>>;
-    /// Number of output elements.
-    fn output_len(&self) -> usize;
-    /// The f64 reference value of output element `index`, computed from the inputs.
-    fn reference(&self, index: usize) -> f64;
-    /// How many sampled output elements to check against the reference.
-    fn reference_samples(&self) -> usize;
-    /// The reference of `variant` at `index`, for kinds whose variants compute different
-    /// functions (the probes); the same for both variants otherwise.
-    fn reference_of(&self, _variant: Variant, index: usize) -> f64 {
-        self.reference(index)
-    }
-    /// Whether both variants compute the same output (then they are compared element by element).
-    fn variants_agree(&self) -> bool {
-        true
-    }
 }
 
 /// Bytes this process may still allocate, if known: the least of the OS's MemAvailable, the
@@ -122,15 +182,19 @@ pub fn available_memory_bytes() -> Option<u64> {
 }
 
 /// Refuses a case whose memory need exceeds what is available, saying how much it needs.
-pub fn check_memory(spec_name: &str, need_bytes: u64, available: Option<u64>) -> Result<()> {
+pub fn check_memory(
+    spec_name: &str,
+    need_bytes: u64,
+    available: Option<u64>,
+) -> Result<(), BackendError> {
     if let Some(avail) = available {
         // Leave a tenth for the OS and everything else.
         if need_bytes > avail / 10 * 9 {
-            return Err(Error::Backend(format!(
-                "{spec_name}: the case needs {:.2} GiB of memory but only {:.2} GiB is available; reduce the workload size",
-                need_bytes as f64 / (1u64 << 30) as f64,
-                avail as f64 / (1u64 << 30) as f64
-            )));
+            return Err(BackendError::OutOfMemory {
+                spec: spec_name.to_string(),
+                need_bytes,
+                available_bytes: avail,
+            });
         }
     }
     Ok(())
@@ -140,13 +204,15 @@ pub fn check_memory(spec_name: &str, need_bytes: u64, available: Option<u64>) ->
 /// cold-cache flush: None for the backend's default size (twice its last-level cache), Some(0)
 /// in warm mode.
 pub fn select(choice: BackendChoice, flush: Option<u64>) -> Result<(Box<dyn Backend>, String)> {
-    let cpu = || -> Box<dyn Backend> {
+    let cpu = || -> Result<Box<dyn Backend>> {
+        // A malformed experiment hook is bad input, refused before anything runs.
+        cpu::elementwise::experiment_slowdown()?;
         let device = DeviceInfo::this_cpu();
         let bytes = flush.unwrap_or((2 * device.llc_bytes).max(64 << 20));
-        Box::new(cpu::CpuBackend::with_device(device, bytes))
+        Ok(Box::new(cpu::CpuBackend::with_device(device, bytes)))
     };
     match choice {
-        BackendChoice::Cpu => Ok((cpu(), "cpu (requested)".into())),
+        BackendChoice::Cpu => Ok((cpu()?, "cpu (requested)".into())),
         BackendChoice::Cuda => {
             let gpu = cuda::runtime::CudaBackend::open(flush)?;
             let note = format!("cuda (requested): {}", gpu.describe());
@@ -157,13 +223,8 @@ pub fn select(choice: BackendChoice, flush: Option<u64>) -> Result<(Box<dyn Back
                 let note = format!("cuda (auto): {}", gpu.describe());
                 Ok((Box::new(gpu), note))
             }
-            Err(e) => Ok((
-                cpu(),
-                format!(
-                    "cpu (auto: {})",
-                    e.to_string().trim_start_matches("backend unavailable: ")
-                ),
-            )),
+            Err(Error::BackendUnavailable(why)) => Ok((cpu()?, format!("cpu (auto: {why})"))),
+            Err(e) => Ok((cpu()?, format!("cpu (auto: {e})"))),
         },
     }
 }

@@ -1,9 +1,11 @@
-//! Device ceilings: a datasheet table of GPUs, the identity of the machine under test, and
-//! (in `probe`) the ceilings measured on it in the same run.
+//! The device under test: its identity (the key its baselines are kept under), a datasheet table
+//! of GPUs, its SIMD level (CPUs) and the shape of the ceilings measured on it. The backends
+//! measure the ceilings; this module only describes them.
 
-pub mod probe;
+pub mod ceilings;
+pub mod simd;
 
-pub use probe::{probe_cpu, Ceilings, ProbeConfig};
+pub use ceilings::Ceilings;
 
 use serde::{Deserialize, Serialize};
 
@@ -154,7 +156,7 @@ impl DeviceInfo {
                 .unwrap_or_else(|_| "unknown".into())
         };
         let llc_bytes = last_level_cache_bytes();
-        let simd = crate::backend::cpu::simd::level().name();
+        let simd = simd::level().name();
         DeviceInfo {
             key: cpu_key(&name, simd, cores, llc_bytes),
             kind: "cpu".into(),

@@ -144,15 +144,6 @@ mod tests {
         fn output(&self, _: Variant) -> Result<Cow<'_, [f32]>> {
             Ok(Cow::Owned(Vec::new()))
         }
-        fn output_len(&self) -> usize {
-            0
-        }
-        fn reference(&self, _: usize) -> f64 {
-            0.0
-        }
-        fn reference_samples(&self) -> usize {
-            0
-        }
     }
 
     #[test]

@@ -9,7 +9,6 @@
 mod locate;
 pub mod schema;
 mod types;
-mod workload;
 
 pub use locate::find_key;
 pub use types::*;
@@ -18,9 +17,7 @@ use crate::error::{Error, Position, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// Largest number of elements one tensor of a spec may have (2^34, 64 GiB of f32). Beyond this a
-/// spec is refused outright; below it, the run still refuses cases that do not fit in memory.
-pub const MAX_TENSOR_ELEMENTS: u64 = 1 << 34;
+pub use crate::kinds::MAX_TENSOR_ELEMENTS;
 
 /// Reads and validates every spec named by `paths` (files, or directories whose `*.yaml`/`*.yml`
 /// files are taken in name order). Duplicate spec names across files are an error; the first
@@ -144,13 +141,11 @@ pub fn expand(spec: Spec) -> Result<Vec<Spec>> {
             .map(|(k, v)| format!("{k}={v}"))
             .collect::<Vec<_>>()
             .join(",");
-        let workload = raw
-            .validate(&spec.source_text)
-            .map_err(|(pos, message)| Error::Spec {
-                path: spec.file.clone(),
-                pos,
-                message: format!("at sweep point {label}: {message}"),
-            })?;
+        let workload = raw.validate().map_err(|e| Error::Spec {
+            path: spec.file.clone(),
+            pos: find_key(&spec.source_text, &["workload", e.key]),
+            message: format!("at sweep point {label}: {}", e.message),
+        })?;
         let mut s = spec.clone();
         s.name = format!(
             "{}--{}",

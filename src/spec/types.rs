@@ -1,8 +1,14 @@
 //! The spec's types: the raw shapes serde reads, and the validated `Spec` the pipeline uses.
 
-pub use super::workload::*;
-use super::{find_key, MAX_TENSOR_ELEMENTS};
+use super::find_key;
 use crate::error::Position;
+pub use crate::kinds::{
+    Attention, DType, ElemOp, Elementwise, Gemm, LaunchChain, ProbeWorkload, RawWorkload, RowOp,
+    Variant, Workload, WorkloadKind,
+};
+pub use crate::ledger::Bound;
+use crate::values::{checked_deserialize, newtype_schema};
+pub use crate::values::{Dim, Finite, NonNeg};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -28,133 +34,14 @@ impl TryFrom<String> for SpecName {
     }
 }
 
-/// A tensor dimension: a whole number ≥ 1.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Dim(pub u64);
-
-impl TryFrom<i64> for Dim {
-    type Error = String;
-    fn try_from(v: i64) -> Result<Self, String> {
-        if v < 1 {
-            return Err(format!("invalid size {v}: expected a whole number >= 1"));
-        }
-        if v as u64 > MAX_TENSOR_ELEMENTS {
-            return Err(format!(
-                "invalid size {v}: larger than the limit of {MAX_TENSOR_ELEMENTS} elements"
-            ));
-        }
-        Ok(Dim(v as u64))
-    }
-}
-
-/// A finite, non-negative number (tolerances).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct NonNeg(pub f64);
-
-impl TryFrom<f64> for NonNeg {
-    type Error = String;
-    fn try_from(v: f64) -> Result<Self, String> {
-        if !v.is_finite() || v < 0.0 {
-            return Err(format!("invalid value {v}: expected a finite number >= 0"));
-        }
-        Ok(NonNeg(v))
-    }
-}
-
-/// A finite number (savings bounds, scale factors).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Finite(pub f64);
-
-impl TryFrom<f64> for Finite {
-    type Error = String;
-    fn try_from(v: f64) -> Result<Self, String> {
-        if !v.is_finite() {
-            return Err(format!("invalid value {v}: expected a finite number"));
-        }
-        Ok(Finite(v))
-    }
-}
-
-/// Deserializes a checked newtype through a visitor, so that a refused value is reported while
-/// the parser still stands on it (serde_yaml then gives the value's own line and column).
-macro_rules! checked_deserialize {
-    ($ty:ty, $what:literal, $method:ident, [$($visit:ident: $arg:ty => $conv:expr),*]) => {
-        impl<'de> Deserialize<'de> for $ty {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                struct V;
-                impl<'de> serde::de::Visitor<'de> for V {
-                    type Value = $ty;
-                    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                        f.write_str($what)
-                    }
-                    $(fn $visit<E: serde::de::Error>(self, v: $arg) -> Result<$ty, E> {
-                        #[allow(clippy::redundant_closure_call)]
-                        <$ty>::try_from(($conv)(v)).map_err(E::custom)
-                    })*
-                }
-                d.$method(V)
-            }
-        }
-    };
-}
-
 checked_deserialize!(SpecName, "a spec name of [a-z0-9-]", deserialize_str, [
     visit_str: &str => |v: &str| v.to_string()
 ]);
-checked_deserialize!(Dim, "a whole number >= 1", deserialize_i64, [
-    visit_i64: i64 => |v| v,
-    visit_u64: u64 => |v: u64| i64::try_from(v).unwrap_or(i64::MAX)
-]);
-checked_deserialize!(NonNeg, "a finite number >= 0", deserialize_f64, [
-    visit_f64: f64 => |v| v,
-    visit_i64: i64 => |v| v as f64,
-    visit_u64: u64 => |v| v as f64
-]);
-checked_deserialize!(Finite, "a finite number", deserialize_f64, [
-    visit_f64: f64 => |v| v,
-    visit_i64: i64 => |v| v as f64,
-    visit_u64: u64 => |v| v as f64
-]);
-
-/// JSON Schema of a checked newtype: the rule its `TryFrom` enforces, for editors (`opledger
-/// schema spec`). Inlined, so editors show the rule at the key itself.
-macro_rules! newtype_schema {
-    ($ty:ty, $name:literal, $schema:tt) => {
-        impl schemars::JsonSchema for $ty {
-            fn schema_name() -> std::borrow::Cow<'static, str> {
-                $name.into()
-            }
-            fn inline_schema() -> bool {
-                true
-            }
-            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-                schemars::json_schema!($schema)
-            }
-        }
-    };
-}
-
 newtype_schema!(SpecName, "SpecName", {
     "type": "string",
     "pattern": "^[a-z0-9][a-z0-9-]{0,63}$",
     "description": "1-64 characters from [a-z0-9-], not starting with '-' (used as a file name)"
 });
-newtype_schema!(Dim, "Dim", {
-    "type": "integer",
-    "minimum": 1,
-    "maximum": MAX_TENSOR_ELEMENTS,
-    "description": "a whole number >= 1"
-});
-newtype_schema!(NonNeg, "NonNeg", {
-    "type": "number",
-    "minimum": 0,
-    "description": "a finite number >= 0"
-});
-newtype_schema!(Finite, "Finite", {
-    "type": "number",
-    "description": "a finite number"
-});
-
 /// The five items of the seed's delivery checklist.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
@@ -199,100 +86,6 @@ impl ChecklistItem {
             ChecklistItem::FlashAttention => "Long-sequence attention takes a FlashAttention-class IO path",
             ChecklistItem::GraphReplay => "Decode-like small-kernel chains use graph replay",
             ChecklistItem::Baseline => "Measured before/after and archived as an acceptance baseline",
-        }
-    }
-}
-
-/// One elementwise op of a chain. Binary ops (`add`, `mul`) read a tensor of the same shape of
-/// their own (a residual, a gate); `bias_add` reads a bias vector of `cols` elements.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ElemOp {
-    BiasAdd,
-    Add,
-    Mul,
-    Scale,
-    Relu,
-    Gelu,
-    Silu,
-}
-
-impl ElemOp {
-    pub fn name(self) -> &'static str {
-        match self {
-            ElemOp::BiasAdd => "bias_add",
-            ElemOp::Add => "add",
-            ElemOp::Mul => "mul",
-            ElemOp::Scale => "scale",
-            ElemOp::Relu => "relu",
-            ElemOp::Gelu => "gelu",
-            ElemOp::Silu => "silu",
-        }
-    }
-    /// True for ops that read a second full-size tensor.
-    pub fn reads_tensor(self) -> bool {
-        matches!(self, ElemOp::Add | ElemOp::Mul)
-    }
-}
-
-/// The implementation variants a backend can run; each workload kind takes one pair.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Variant {
-    /// One kernel per op; every intermediate goes through memory.
-    Unfused,
-    /// One kernel for the chain; intermediates stay on chip (registers, L1).
-    Fused,
-    /// Attention with S = QKᵀ and P = softmax(S) materialized in memory.
-    Standard,
-    /// FlashAttention: tiles of Q against tiles of K, V with online softmax.
-    Flash,
-    /// A chain of small kernels, each dispatched (launched) on its own.
-    Eager,
-    /// The same chain recorded once as a plan and replayed with one dispatch.
-    Graph,
-    /// Textbook triple loop.
-    Naive,
-    /// Cache-blocked, packed, register-tiled.
-    Tiled,
-    /// Probe: y = x (STREAM copy).
-    Copy,
-    /// Probe: a = b + s·c (STREAM triad).
-    Triad,
-    /// Probe: 256 dependent FMAs per element, many elements in flight (compute peak).
-    Fma,
-}
-
-impl Variant {
-    pub fn name(self) -> &'static str {
-        match self {
-            Variant::Unfused => "unfused",
-            Variant::Fused => "fused",
-            Variant::Standard => "standard",
-            Variant::Flash => "flash",
-            Variant::Eager => "eager",
-            Variant::Graph => "graph",
-            Variant::Naive => "naive",
-            Variant::Tiled => "tiled",
-            Variant::Copy => "copy",
-            Variant::Triad => "triad",
-            Variant::Fma => "fma",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Bound {
-    Bandwidth,
-    Compute,
-}
-
-impl Bound {
-    pub fn name(self) -> &'static str {
-        match self {
-            Bound::Bandwidth => "bandwidth",
-            Bound::Compute => "compute",
         }
     }
 }
@@ -585,10 +378,10 @@ impl Spec {
                 source: "from the spec".into(),
             },
             None => {
-                let t = self.workload.default_tolerance();
+                let (rtol, atol) = self.workload.default_tolerance();
                 AppliedTolerance {
-                    rtol: t.rtol.0,
-                    atol: t.atol.0,
+                    rtol,
+                    atol,
                     source: format!(
                         "default for {}, reduction length {}",
                         self.workload.dtype().name(),
@@ -607,7 +400,10 @@ impl RawSpec {
         if self.title.trim().is_empty() {
             return Err((at(&["title"]), "title must not be empty".into()));
         }
-        let workload = self.workload.validate(text)?;
+        let workload = self
+            .workload
+            .validate()
+            .map_err(|e| (find_key(text, &["workload", e.key]), e.message))?;
         let allowed = workload.variants();
         for (key, v) in [
             ("before", self.variants.before),

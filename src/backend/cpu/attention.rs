@@ -11,19 +11,30 @@
 
 use super::gemm::{micro, pack_a, pack_b_serial, MR, NR};
 use super::rows::{exp_sub_sum_row, max_row, scale_in_place};
-use super::Kernels;
-use crate::backend::inputs::{uniform, LineVec};
+use super::{CaseConfig, CpuKernels, Kernels};
+use crate::error::Result;
+use crate::kinds::attention::Attention;
+use crate::kinds::{DType, Tensors, Variant};
 use crate::ledger::{FLASH_BC, FLASH_BR};
-use crate::spec::{Attention, Variant};
 use rayon::prelude::*;
+use std::sync::Arc;
 
 const BR: usize = FLASH_BR as usize;
 const BC: usize = FLASH_BC as usize;
 
-/// Host bytes of a case: Q, K, V, two outputs, and S, P of the standard variant.
-pub fn required_bytes(a: &Attention) -> u64 {
-    let qkv = a.heads_total() * a.seq_len * a.head_dim * 4;
-    5 * qkv + 2 * a.heads_total() * a.seq_len * a.seq_len * 4
+impl CpuKernels for Attention {
+    fn cannot_run(&self) -> Option<String> {
+        (self.dtype == DType::Bf16).then(|| {
+            "dtype bf16 runs on the CUDA backend (tensor cores); the CPU backend computes attention in f32 only: use dtype f32 here, or --backend cuda".into()
+        })
+    }
+    /// S and P of the standard variant.
+    fn scratch_bytes(&self) -> u64 {
+        2 * self.score_elements() * 4
+    }
+    fn kernels(&self, inputs: Arc<Tensors>, _: &CaseConfig) -> Result<Box<dyn Kernels>> {
+        Ok(Box::new(AttentionKernels::new(self.clone(), inputs)))
+    }
 }
 
 /// Splits a `[heads][n][row_len]` buffer into one task per (head, block of BR rows), yielding
@@ -159,42 +170,22 @@ fn pv_block(
 
 pub struct AttentionKernels {
     a: Attention,
-    q: LineVec,
-    k: LineVec,
-    v: LineVec,
+    inputs: Arc<Tensors>,
     s: Vec<f32>,
     p: Vec<f32>,
     scale: f32,
 }
 
 impl AttentionKernels {
-    pub fn new(a: Attention, seed: u64) -> Self {
-        let n = (a.heads_total() * a.seq_len * a.head_dim) as usize;
-        let nn = (a.heads_total() * a.seq_len * a.seq_len) as usize;
+    pub fn new(a: Attention, inputs: Arc<Tensors>) -> Self {
+        let nn = a.score_elements() as usize;
         AttentionKernels {
-            q: uniform(n, seed, 0, -1.0, 1.0),
-            k: uniform(n, seed, 1, -1.0, 1.0),
-            v: uniform(n, seed, 2, -1.0, 1.0),
+            inputs,
             s: vec![0f32; nn],
             p: vec![0f32; nn],
-            scale: 1.0 / (a.head_dim as f32).sqrt(),
+            scale: a.softmax_scale(),
             a,
         }
-    }
-
-    /// Rounds Q, K and V to bf16 values (kept as f32), so that the f64 reference is computed
-    /// from exactly the inputs a bf16 kernel reads.
-    pub fn round_inputs_to_bf16(&mut self) {
-        use crate::backend::inputs::{bf16_bits, bf16_value};
-        for t in [&mut self.q, &mut self.k, &mut self.v] {
-            t.par_iter_mut()
-                .for_each(|x| *x = bf16_value(bf16_bits(*x)));
-        }
-    }
-
-    /// The inputs Q, K, V and the softmax scale (for backends that upload them).
-    pub fn host_inputs(&self) -> (&[f32], &[f32], &[f32], f32) {
-        (&self.q, &self.k, &self.v, self.scale)
     }
 
     fn standard(&mut self, out: &mut [f32]) {
@@ -204,7 +195,8 @@ impl AttentionKernels {
             self.a.causal,
             self.scale,
         );
-        let (q, k, v) = (&self.q, &self.k, &self.v);
+        let t = &self.inputs;
+        let (q, k, v) = (t.get("Q"), t.get("K"), t.get("V"));
         // Pass 1: S = Q·Kᵀ·scale into memory, by blocks of BR query rows.
         head_tiles(&mut self.s, n, n).for_each_init(
             || Scratch::new(d),
@@ -277,7 +269,8 @@ impl AttentionKernels {
             self.a.causal,
             self.scale,
         );
-        let (q, k, v) = (&self.q, &self.k, &self.v);
+        let t = &self.inputs;
+        let (q, k, v) = (t.get("Q"), t.get("K"), t.get("V"));
         // One task per (head, query tile); its output rows are contiguous.
         head_tiles(out, n, d).for_each_init(
             || (Scratch::new(d), vec![0f32; BR * BC]),
@@ -329,10 +322,6 @@ impl AttentionKernels {
 }
 
 impl Kernels for AttentionKernels {
-    fn output_len(&self) -> usize {
-        (self.a.heads_total() * self.a.seq_len * self.a.head_dim) as usize
-    }
-
     fn run(&mut self, variant: Variant, out: &mut [f32]) {
         if variant == Variant::Standard {
             self.standard(out)
@@ -340,42 +329,12 @@ impl Kernels for AttentionKernels {
             self.flash(out)
         }
     }
-
-    fn reference(&self, idx: usize) -> f64 {
-        let (n, d) = (self.a.seq_len as usize, self.a.head_dim as usize);
-        let (row, c) = (idx / d, idx % d);
-        let (h, i) = (row / n, row % n);
-        let last = if self.a.causal { i + 1 } else { n };
-        let qi = &self.q[(h * n + i) * d..(h * n + i + 1) * d];
-        let scores: Vec<f64> = (0..last)
-            .map(|j| {
-                let kj = &self.k[(h * n + j) * d..(h * n + j + 1) * d];
-                qi.iter()
-                    .zip(kj)
-                    .map(|(a, b)| *a as f64 * *b as f64)
-                    .sum::<f64>()
-                    / (d as f64).sqrt()
-            })
-            .collect();
-        let m = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let w: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
-        let z: f64 = w.iter().sum();
-        (0..last)
-            .map(|j| w[j] * self.v[(h * n + j) * d + c] as f64)
-            .sum::<f64>()
-            / z
-    }
-
-    fn reference_samples(&self) -> usize {
-        // Each reference element costs O(N·d): sample fewer than for cheap kernels.
-        256
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::DType;
+    use crate::kinds::Kind;
 
     #[test]
     fn standard_and_flash_match_f64_causal_and_not_at_ragged_sizes() {
@@ -394,12 +353,13 @@ mod tests {
                 causal,
                 dtype: DType::F32,
             };
-            let mut k = AttentionKernels::new(a, 11);
+            let inputs = Arc::new(a.inputs(11));
+            let mut k = AttentionKernels::new(a.clone(), inputs.clone());
             for v in [Variant::Standard, Variant::Flash] {
-                let mut out = vec![f32::NAN; k.output_len()];
+                let mut out = vec![f32::NAN; a.output_len() as usize];
                 k.run(v, &mut out);
                 for i in (0..out.len()).step_by(7) {
-                    let e = k.reference(i);
+                    let e = a.reference(&inputs, v, i);
                     assert!(
                         (out[i] as f64 - e).abs() <= 1e-5 + 1e-4 * e.abs(),
                         "{v:?} n={n} d={d} causal={causal} [{i}] {} vs {e}",

@@ -17,14 +17,17 @@
 //! and that the ledger does not count. Both variants get the same store path, so the comparison
 //! stays fair.
 
-use super::math;
+use super::math::{self, Operand};
 use super::simd::{store_fence, stream_copy, LineVec};
 #[cfg(target_arch = "x86_64")]
 use super::vector::chain_segment;
-use crate::backend::inputs::ElementwiseInputs;
+use super::{CaseConfig, CpuKernels, Kernels};
+use crate::error::Result;
+use crate::kinds::elementwise::{ChainInputs, ElemOp, Elementwise};
+use crate::kinds::{Tensors, Variant, Workload};
 use crate::multiversion;
-use crate::spec::{ElemOp, Elementwise};
 use rayon::prelude::*;
+use std::sync::Arc;
 
 /// Elements per parallel task: 256 KiB of f32, large enough to amortise scheduling.
 const CHUNK: usize = 1 << 16;
@@ -34,17 +37,6 @@ const TILE: usize = 4096;
 /// a fine grain (measured on bias+GELU 8192², `opledger run specs/fuse-bias-gelu.yaml`, 3 runs
 /// each: 4096-element tiles 46–53% of triad, 256-element tiles 53–55%).
 const FUSED_TILE: usize = 256;
-
-/// The second input of an op for one segment.
-#[derive(Clone, Copy)]
-pub enum Operand<'a> {
-    None,
-    /// The bias values of the segment's columns.
-    Bias(&'a [f32]),
-    /// The segment of a second tensor.
-    Tensor(&'a [f32]),
-    Scale(f32),
-}
 
 multiversion! {
     /// dst[i] = op(src[i], operand[i]).
@@ -85,7 +77,7 @@ multiversion! {
 /// The operand of op `k` for the segment of `n` elements at flat index `at`, column `col`.
 fn operand_for<'a>(
     w: &Elementwise,
-    inputs: &'a ElementwiseInputs,
+    inputs: &ChainInputs<'a>,
     k: usize,
     at: usize,
     col: usize,
@@ -164,7 +156,7 @@ fn chain_segment(_: &[(ElemOp, Operand<'_>)], _: &mut [f32], _: &[f32], _: bool)
 fn unfused_pass(
     path: Path,
     w: &Elementwise,
-    inputs: &ElementwiseInputs,
+    inputs: &ChainInputs<'_>,
     k: usize,
     src: &[f32],
     dst: &mut [f32],
@@ -210,20 +202,20 @@ fn unfused_pass(
 pub fn run_unfused(
     path: Path,
     w: &Elementwise,
-    inputs: &ElementwiseInputs,
+    inputs: &ChainInputs<'_>,
     tmp: &mut [LineVec],
     y: &mut [f32],
     stream: bool,
 ) {
     let last = w.ops.len() - 1;
     if last == 0 {
-        unfused_pass(path, w, inputs, 0, &inputs.x, y, stream);
+        unfused_pass(path, w, inputs, 0, inputs.x, y, stream);
         return;
     }
     let (t0, rest) = tmp
         .split_first_mut()
         .expect("unfused chains of 2+ ops get a buffer");
-    unfused_pass(path, w, inputs, 0, &inputs.x, t0, stream);
+    unfused_pass(path, w, inputs, 0, inputs.x, t0, stream);
     let mut cur: &mut LineVec = t0;
     let mut spare: Option<&mut LineVec> = rest.first_mut();
     for k in 1..last {
@@ -238,7 +230,7 @@ pub fn run_unfused(
 pub fn run_fused(
     path: Path,
     w: &Elementwise,
-    inputs: &ElementwiseInputs,
+    inputs: &ChainInputs<'_>,
     y: &mut [f32],
     stream: bool,
 ) {
@@ -327,10 +319,34 @@ pub fn experiment_slowdown() -> crate::error::Result<f64> {
     }
 }
 
-/// The elementwise chain as a CPU workload.
+/// The warning every elementwise case carries while the experiment slowdown is set.
+pub fn experiment_warning(workload: &Workload) -> Vec<String> {
+    let f = experiment_slowdown().unwrap_or(0.0);
+    match workload {
+        Workload::Elementwise(_) if f > 0.0 => vec![format!(
+            "gate experiment: {SLOWDOWN_VAR}={f} made the fused variant compute {:.0}% of its output twice (a deliberate slowdown)",
+            f * 100.0
+        )],
+        _ => Vec::new(),
+    }
+}
+
+impl CpuKernels for Elementwise {
+    fn scratch_bytes(&self) -> u64 {
+        self.elements() * 4 * tmp_buffers(self) as u64
+    }
+    fn kernels(&self, inputs: Arc<Tensors>, cfg: &CaseConfig) -> Result<Box<dyn Kernels>> {
+        Ok(Box::new(
+            ElementwiseKernels::new(self.clone(), inputs, cfg.stream)
+                .with_slowdown(experiment_slowdown()?),
+        ))
+    }
+}
+
+/// The elementwise chain's kernels on the CPU.
 pub struct ElementwiseKernels {
     w: Elementwise,
-    inputs: ElementwiseInputs,
+    inputs: Arc<Tensors>,
     tmp: Vec<LineVec>,
     stream: bool,
     /// Elements the fused variant computes twice ([`experiment_slowdown`]); normally 0.
@@ -339,10 +355,10 @@ pub struct ElementwiseKernels {
 }
 
 impl ElementwiseKernels {
-    pub fn new(w: Elementwise, seed: u64, stream: bool) -> Self {
+    pub fn new(w: Elementwise, inputs: Arc<Tensors>, stream: bool) -> Self {
         let n = w.elements() as usize;
         ElementwiseKernels {
-            inputs: ElementwiseInputs::generate(&w, seed),
+            inputs,
             tmp: (0..tmp_buffers(&w)).map(|_| LineVec::zeroed(n)).collect(),
             stream,
             redo_elements: 0,
@@ -359,39 +375,27 @@ impl ElementwiseKernels {
     }
 }
 
-impl super::Kernels for ElementwiseKernels {
-    fn output_len(&self) -> usize {
-        self.w.elements() as usize
-    }
-    fn run(&mut self, variant: crate::spec::Variant, out: &mut [f32]) {
-        if variant == crate::spec::Variant::Unfused {
-            run_unfused(
-                self.path,
-                &self.w,
-                &self.inputs,
-                &mut self.tmp,
-                out,
-                self.stream,
-            );
+impl Kernels for ElementwiseKernels {
+    fn run(&mut self, variant: Variant, out: &mut [f32]) {
+        let inputs = ChainInputs::of(&self.w, &self.inputs);
+        if variant == Variant::Unfused {
+            run_unfused(self.path, &self.w, &inputs, &mut self.tmp, out, self.stream);
         } else {
-            run_fused(self.path, &self.w, &self.inputs, out, self.stream);
+            run_fused(self.path, &self.w, &inputs, out, self.stream);
             if self.redo_elements > 0 {
                 // The prefix of the output is the same elements (chunks are indexed from 0),
                 // recomputed from the inputs: the same bits, written again.
                 let m = self.redo_elements.min(out.len());
-                run_fused(self.path, &self.w, &self.inputs, &mut out[..m], self.stream);
+                run_fused(self.path, &self.w, &inputs, &mut out[..m], self.stream);
             }
         }
-    }
-    fn reference(&self, i: usize) -> f64 {
-        self.inputs.reference(&self.w, i)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::DType;
+    use crate::kinds::{DType, Kind};
 
     fn check(ops: &[ElemOp], rows: u64, cols: u64) {
         let w = Elementwise {
@@ -401,7 +405,8 @@ mod tests {
             dtype: DType::F32,
             scale: 0.7,
         };
-        let inputs = ElementwiseInputs::generate(&w, 42);
+        let tensors = w.inputs(42);
+        let inputs = ChainInputs::of(&w, &tensors);
         let n = w.elements() as usize;
         let mut tmp: Vec<LineVec> = (0..tmp_buffers(&w)).map(|_| LineVec::zeroed(n)).collect();
         let mut yu = vec![f32::NAN; n];
@@ -412,19 +417,19 @@ mod tests {
                 yf.fill(f32::NAN);
                 run_unfused(path, &w, &inputs, &mut tmp, &mut yu, stream);
                 run_fused(path, &w, &inputs, &mut yf, stream);
-                check_outputs(&w, &inputs, &yu, &yf);
+                check_outputs(&w, &tensors, &yu, &yf);
                 // Into an output that starts on a cache line too (streaming stores of whole
                 // lines from the first element), and one that starts one element past it.
                 for shift in [0, 1] {
                     let mut ya = LineVec::filled(n + 1, f32::NAN);
                     run_fused(path, &w, &inputs, &mut ya[shift..shift + n], stream);
-                    check_outputs(&w, &inputs, &yu, &ya[shift..shift + n]);
+                    check_outputs(&w, &tensors, &yu, &ya[shift..shift + n]);
                 }
             }
         }
     }
 
-    fn check_outputs(w: &Elementwise, inputs: &ElementwiseInputs, yu: &[f32], yf: &[f32]) {
+    fn check_outputs(w: &Elementwise, tensors: &Tensors, yu: &[f32], yf: &[f32]) {
         let ops = &w.ops;
         let (rows, cols) = (w.rows, w.cols);
         for i in 0..yu.len() {
@@ -433,7 +438,7 @@ mod tests {
                 yf[i].to_bits(),
                 "{ops:?} {rows}x{cols} element {i}"
             );
-            let r = inputs.reference(w, i);
+            let r = w.reference(tensors, Variant::Fused, i);
             let err = (yf[i] as f64 - r).abs();
             assert!(
                 err <= 1e-6 + 1e-5 * r.abs(),
@@ -445,7 +450,6 @@ mod tests {
 
     #[test]
     fn experiment_slowdown_redoes_a_prefix_with_the_same_result() {
-        use super::super::Kernels;
         let w = Elementwise {
             ops: vec![ElemOp::BiasAdd, ElemOp::Gelu],
             rows: 9,
@@ -453,15 +457,16 @@ mod tests {
             dtype: DType::F32,
             scale: 1.0,
         };
-        let mut plain = ElementwiseKernels::new(w.clone(), 3, false);
-        let mut slow = ElementwiseKernels::new(w, 3, false).with_slowdown(0.25);
+        let inputs = Arc::new(w.inputs(3));
+        let mut plain = ElementwiseKernels::new(w.clone(), inputs.clone(), false);
+        let mut slow = ElementwiseKernels::new(w, inputs, false).with_slowdown(0.25);
         assert_eq!(
             slow.redo_elements,
             (9.0f64 * 1001.0 * 0.25).round() as usize
         );
         let (mut a, mut b) = (vec![0f32; 9009], vec![0f32; 9009]);
-        plain.run(crate::spec::Variant::Fused, &mut a);
-        slow.run(crate::spec::Variant::Fused, &mut b);
+        plain.run(Variant::Fused, &mut a);
+        slow.run(Variant::Fused, &mut b);
         assert_eq!(a, b);
     }
 

@@ -6,11 +6,13 @@
 //!   accumulators, broadcast A, two loads of B per step; plain loops elsewhere). The block sizes
 //!   are the ledger's (`GEMM_MC`, `GEMM_NC`, `GEMM_KC`), so its traffic model is this code's.
 
-use super::Kernels;
-use crate::backend::inputs::{uniform, LineVec};
+use super::{CaseConfig, CpuKernels, Kernels};
+use crate::error::Result;
+use crate::kinds::gemm::Gemm;
+use crate::kinds::{Tensors, Variant};
 use crate::ledger::{GEMM_KC, GEMM_MC, GEMM_NC};
-use crate::spec::{Gemm, Variant};
 use rayon::prelude::*;
+use std::sync::Arc;
 
 /// Rows of the micro-kernel's register tile.
 pub const MR: usize = 8;
@@ -20,33 +22,34 @@ const MC: usize = GEMM_MC as usize;
 const NC: usize = GEMM_NC as usize;
 const KC: usize = GEMM_KC as usize;
 
+impl CpuKernels for Gemm {
+    fn scratch_bytes(&self) -> u64 {
+        (KC * NC.div_ceil(NR) * NR * 4) as u64
+    }
+    fn kernels(&self, inputs: Arc<Tensors>, _: &CaseConfig) -> Result<Box<dyn Kernels>> {
+        Ok(Box::new(GemmKernels::new(self.clone(), inputs)))
+    }
+}
+
 pub struct GemmKernels {
     g: Gemm,
-    a: LineVec,
-    b: LineVec,
+    inputs: Arc<Tensors>,
     /// Packed B block (KC×NC, in NR-wide panels).
     bp: Vec<f32>,
 }
 
 impl GemmKernels {
-    pub fn new(g: Gemm, seed: u64) -> Self {
-        let (m, n, k) = (g.m as usize, g.n as usize, g.k as usize);
+    pub fn new(g: Gemm, inputs: Arc<Tensors>) -> Self {
         GemmKernels {
-            a: uniform(m * k, seed, 0, -1.0, 1.0),
-            b: uniform(k * n, seed, 1, -1.0, 1.0),
+            inputs,
             bp: vec![0f32; KC * NC.div_ceil(NR) * NR],
             g,
         }
     }
 
-    /// The inputs A and B (for backends that upload them).
-    pub fn host_inputs(&self) -> (&[f32], &[f32]) {
-        (&self.a, &self.b)
-    }
-
     fn naive(&self, c: &mut [f32]) {
         let (n, k) = (self.g.n as usize, self.g.k as usize);
-        let (a, b) = (&self.a, &self.b);
+        let (a, b) = (self.inputs.get("A"), self.inputs.get("B"));
         c.par_chunks_mut(n).enumerate().for_each(|(i, crow)| {
             let arow = &a[i * k..(i + 1) * k];
             for (j, cij) in crow.iter_mut().enumerate() {
@@ -61,12 +64,12 @@ impl GemmKernels {
 
     fn tiled(&mut self, c: &mut [f32]) {
         let (m, n, k) = (self.g.m as usize, self.g.n as usize, self.g.k as usize);
-        let a = &self.a;
+        let (a, b) = (self.inputs.get("A"), self.inputs.get("B"));
         for jc in (0..n).step_by(NC) {
             let nc = NC.min(n - jc);
             for pc in (0..k).step_by(KC) {
                 let kc = KC.min(k - pc);
-                pack_b(&self.b, n, pc, kc, jc, nc, &mut self.bp);
+                pack_b(b, n, pc, kc, jc, nc, &mut self.bp);
                 let bp = &self.bp;
                 c.par_chunks_mut(MC * n)
                     .enumerate()
@@ -244,10 +247,6 @@ unsafe fn micro_avx512(kc: usize, ap: &[f32], bp: &[f32], acc: &mut [f32; MR * N
 }
 
 impl Kernels for GemmKernels {
-    fn output_len(&self) -> usize {
-        (self.g.m * self.g.n) as usize
-    }
-
     fn run(&mut self, variant: Variant, out: &mut [f32]) {
         if variant == Variant::Naive {
             self.naive(out)
@@ -255,20 +254,13 @@ impl Kernels for GemmKernels {
             self.tiled(out)
         }
     }
-
-    fn reference(&self, idx: usize) -> f64 {
-        let (n, k) = (self.g.n as usize, self.g.k as usize);
-        let (i, j) = (idx / n, idx % n);
-        (0..k)
-            .map(|p| self.a[i * k + p] as f64 * self.b[p * n + j] as f64)
-            .sum()
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::DType;
+    use crate::kinds::tensors::uniform;
+    use crate::kinds::{DType, Kind};
 
     #[test]
     fn naive_and_tiled_match_f64_at_ragged_sizes() {
@@ -278,20 +270,19 @@ mod tests {
             (MC as u64 + 3, NC as u64 + 17, KC as u64 + 9),
             (64, 64, 600),
         ] {
-            let mut g = GemmKernels::new(
-                Gemm {
-                    m,
-                    n,
-                    k,
-                    dtype: DType::F32,
-                },
-                3,
-            );
+            let w = Gemm {
+                m,
+                n,
+                k,
+                dtype: DType::F32,
+            };
+            let inputs = Arc::new(w.inputs(3));
+            let mut g = GemmKernels::new(w.clone(), inputs.clone());
             for v in [Variant::Naive, Variant::Tiled] {
-                let mut out = vec![f32::NAN; g.output_len()];
+                let mut out = vec![f32::NAN; (m * n) as usize];
                 g.run(v, &mut out);
                 for (i, &o) in out.iter().enumerate() {
-                    let e = g.reference(i);
+                    let e = w.reference(&inputs, v, i);
                     assert!(
                         (o as f64 - e).abs() <= 1e-4 + 1e-4 * e.abs(),
                         "{v:?} {m}x{n}x{k} [{i}] {o} vs {e}"

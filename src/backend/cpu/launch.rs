@@ -8,11 +8,13 @@
 //!
 //! Both run the same ops on the same chunks through the same two ping-pong buffers.
 
-use super::Kernels;
-use crate::backend::inputs::{uniform, LineVec};
+use super::{CaseConfig, CpuKernels, Kernels};
+use crate::error::Result;
+use crate::kinds::launch_chain::{chain_buffers, coeffs, LaunchChain};
+use crate::kinds::{Tensors, Variant};
 use crate::multiversion;
-use crate::spec::{LaunchChain, Variant};
 use rayon::prelude::*;
+use std::sync::Arc;
 
 multiversion! {
     fn affine(dst: &mut [f32], src: &[f32], a: f32, b: f32) {
@@ -22,45 +24,29 @@ multiversion! {
     }
 }
 
-/// Coefficients of op `i`: values stay bounded over thousands of ops.
-pub fn coeffs(i: u64) -> (f32, f32) {
-    (0.999 - 0.001 * (i % 3) as f32, 0.001 * (i % 7) as f32)
-}
-
-/// The buffers op `i` of an `ops`-long chain reads and writes: it reads x (first op) or the
-/// buffer the previous op wrote, and writes the other of t0/t1, or `out` (last op). Every
-/// variant and backend rotates its buffers this way, so they compute the same chain.
-pub fn chain_buffers<'a, T: ?Sized>(
-    i: u64,
-    ops: u64,
-    x: &'a T,
-    t0: &'a mut T,
-    t1: &'a mut T,
-    out: &'a mut T,
-) -> (&'a T, &'a mut T) {
-    match (i, i == ops - 1, i % 2) {
-        (0, true, _) => (x, out),
-        (0, false, _) => (x, t0),
-        (_, true, 1) => (t0, out),
-        (_, true, _) => (t1, out),
-        (_, false, 1) => (t0, t1),
-        (_, false, _) => (t1, t0),
+impl CpuKernels for LaunchChain {
+    /// The two intermediates t0 and t1.
+    fn scratch_bytes(&self) -> u64 {
+        2 * self.elements * 4
+    }
+    fn kernels(&self, inputs: Arc<Tensors>, _: &CaseConfig) -> Result<Box<dyn Kernels>> {
+        Ok(Box::new(LaunchKernels::new(self.clone(), inputs)))
     }
 }
 
 pub struct LaunchKernels {
     l: LaunchChain,
-    x: LineVec,
+    inputs: Arc<Tensors>,
     t0: Vec<f32>,
     t1: Vec<f32>,
     chunk: usize,
 }
 
 impl LaunchKernels {
-    pub fn new(l: LaunchChain, seed: u64) -> Self {
+    pub fn new(l: LaunchChain, inputs: Arc<Tensors>) -> Self {
         let n = l.elements as usize;
         LaunchKernels {
-            x: uniform(n, seed, 0, -2.0, 2.0),
+            inputs,
             t0: vec![0f32; n],
             t1: vec![0f32; n],
             // One chunk per worker, as a small kernel gets a few blocks.
@@ -69,17 +55,19 @@ impl LaunchKernels {
         }
     }
 
-    /// The input tensor (for backends that upload it).
-    pub fn host_input(&self) -> &[f32] {
-        &self.x
-    }
-
     fn eager(&mut self, out: &mut [f32]) {
         let ops = self.l.n_ops;
         let c = self.chunk;
         for i in 0..ops {
             let (a, b) = coeffs(i);
-            let (src, dst) = chain_buffers(i, ops, &self.x[..], &mut self.t0, &mut self.t1, out);
+            let (src, dst) = chain_buffers(
+                i,
+                ops,
+                self.inputs.get("x"),
+                &mut self.t0,
+                &mut self.t1,
+                out,
+            );
             dst.par_chunks_mut(c)
                 .zip(src.par_chunks(c))
                 .for_each(|(d, s)| affine(d, s, a, b));
@@ -92,7 +80,7 @@ impl LaunchKernels {
         out.par_chunks_mut(c)
             .zip(self.t0.par_chunks_mut(c))
             .zip(self.t1.par_chunks_mut(c))
-            .zip(self.x.par_chunks(c))
+            .zip(self.inputs.get("x").par_chunks(c))
             .for_each(|(((o, t0), t1), x)| {
                 for i in 0..ops {
                     let (a, b) = coeffs(i);
@@ -104,10 +92,6 @@ impl LaunchKernels {
 }
 
 impl Kernels for LaunchKernels {
-    fn output_len(&self) -> usize {
-        self.l.elements as usize
-    }
-
     fn run(&mut self, variant: Variant, out: &mut [f32]) {
         if variant == Variant::Eager {
             self.eager(out)
@@ -115,38 +99,30 @@ impl Kernels for LaunchKernels {
             self.graph(out)
         }
     }
-
-    fn reference(&self, idx: usize) -> f64 {
-        (0..self.l.n_ops).fold(self.x[idx] as f64, |v, i| {
-            let (a, b) = coeffs(i);
-            v * a as f64 + b as f64
-        })
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::DType;
+    use crate::kinds::{DType, Kind};
 
     #[test]
     fn eager_and_graph_match_f64_for_odd_and_even_chains() {
         for (ops, n) in [(2, 5), (3, 1000), (200, 4099)] {
-            let mut k = LaunchKernels::new(
-                LaunchChain {
-                    n_ops: ops,
-                    elements: n,
-                    dtype: DType::F32,
-                },
-                5,
-            );
+            let l = LaunchChain {
+                n_ops: ops,
+                elements: n,
+                dtype: DType::F32,
+            };
+            let inputs = Arc::new(l.inputs(5));
+            let mut k = LaunchKernels::new(l.clone(), inputs.clone());
             let mut e = vec![f32::NAN; n as usize];
             let mut g = vec![f32::NAN; n as usize];
             k.run(Variant::Eager, &mut e);
             k.run(Variant::Graph, &mut g);
             for i in 0..n as usize {
                 assert_eq!(e[i].to_bits(), g[i].to_bits(), "ops={ops} [{i}]");
-                let r = k.reference(i);
+                let r = l.reference(&inputs, Variant::Eager, i);
                 assert!(
                     (e[i] as f64 - r).abs() <= 1e-5 + 1e-5 * r.abs(),
                     "ops={ops} [{i}] {} vs {r}",

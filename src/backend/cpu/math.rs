@@ -6,6 +6,17 @@
 //! FMA, pays a library call: it is the slow fallback).
 //! NaN propagates through every function (NaN never passes a check silently).
 
+/// The second input of an op for one segment.
+#[derive(Clone, Copy)]
+pub enum Operand<'a> {
+    None,
+    /// The bias values of the segment's columns.
+    Bias(&'a [f32]),
+    /// The segment of a second tensor.
+    Tensor(&'a [f32]),
+    Scale(f32),
+}
+
 const LOG2E: f32 = std::f32::consts::LOG2_E;
 const LN2_HI: f32 = 0.693_359_4;
 const LN2_LO: f32 = -2.121_944_4e-4;

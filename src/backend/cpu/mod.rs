@@ -2,23 +2,25 @@
 //! timed with the monotonic clock, and a cold-cache flush that streams a buffer larger than the
 //! last-level cache between samples.
 //!
-//! Each workload kind implements [`Kernels`] (its inputs, its two variants, its f64 reference);
-//! [`CpuCase`] adds what is common: the outputs of both variants, timing and the flush.
+//! Each workload kind implements [`CpuKernels`] in its kernel file (`gemm.rs` for `kind: gemm`):
+//! its kernels on the kind's input tensors; [`CpuCase`] adds what is common: the outputs of both
+//! variants, timing and the flush. The kind's module (`src/kinds/`) owns inputs and references.
 
 pub mod attention;
 pub mod elementwise;
 pub mod gemm;
 pub mod launch;
 pub mod math;
+pub mod probe;
 pub mod probe_kernels;
 pub mod rows;
 pub mod simd;
 pub mod vector;
 
-use super::inputs::ElementwiseInputs;
-use super::{Backend, Case};
+use super::{Backend, BackendKind, Case};
+use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
-use crate::spec::{Variant, Workload};
+use crate::kinds::{Kind, Tensors, Variant, Workload};
 use rayon::prelude::*;
 use simd::LineVec;
 use std::borrow::Cow;
@@ -26,39 +28,62 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// One workload kind's kernels on the CPU.
+/// One workload kind's kernels on the CPU, made ready on a case's inputs.
 pub trait Kernels: Send {
-    /// Elements of the output.
-    fn output_len(&self) -> usize;
     /// Runs `variant`, writing every element of `out`.
     fn run(&mut self, variant: Variant, out: &mut [f32]);
-    /// The f64 reference of output element `i`.
-    fn reference(&self, i: usize) -> f64;
-    /// How many output elements to check against the reference (fewer when each is costly).
-    fn reference_samples(&self) -> usize {
-        4096
+}
+
+/// What the CPU backend runs of a kind: implemented by every kind, in the kind's kernel file.
+pub trait CpuKernels: Kind {
+    /// Why the CPU cannot run this workload, if it cannot (checked before anything runs).
+    fn cannot_run(&self) -> Option<String> {
+        None
     }
-    /// The reference of a given variant (for kinds whose variants differ, the probes).
-    fn reference_of(&self, _variant: Variant, i: usize) -> f64 {
-        self.reference(i)
+    /// Host bytes of the kernels' own buffers (intermediates, packed tiles) besides the inputs
+    /// and the outputs.
+    fn scratch_bytes(&self) -> u64 {
+        0
     }
-    /// Whether both variants compute the same output.
-    fn variants_agree(&self) -> bool {
-        true
-    }
+    /// The kernels of both variants on `inputs` (the kind's tensors).
+    fn kernels(&self, inputs: Arc<Tensors>, cfg: &CaseConfig) -> Result<Box<dyn Kernels>>;
+}
+
+/// How the backend runs a case, beyond the kind's parameters.
+#[derive(Debug, Clone, Copy)]
+pub struct CaseConfig {
+    /// Write outputs with streaming (non-temporal) stores: outputs large against the cache.
+    pub stream: bool,
+}
+
+/// The CPU kernel table: every kind of the registry, through its [`CpuKernels`].
+macro_rules! cpu_table {
+    ($($variant:ident($name:literal) => $module:ident :: $ty:ident),* $(,)?) => {
+        fn kernels_of(w: &Workload) -> &dyn CpuKernels {
+            match w {
+                $(Workload::$variant(k) => k),*
+            }
+        }
+    };
+}
+crate::kinds::registry!(cpu_table);
+
+/// Why the CPU backend cannot run `w`, if it cannot.
+pub fn cannot_run(w: &Workload) -> Option<String> {
+    kernels_of(w).cannot_run()
 }
 
 pub struct CpuBackend {
-    device: crate::device::DeviceInfo,
+    device: DeviceInfo,
     flush: Arc<FlushBuffer>,
 }
 
 impl CpuBackend {
     /// A backend whose cold-cache flush streams `flush_bytes` (0 disables flushing).
     pub fn new(flush_bytes: u64) -> Self {
-        Self::with_device(crate::device::DeviceInfo::this_cpu(), flush_bytes)
+        Self::with_device(DeviceInfo::this_cpu(), flush_bytes)
     }
-    pub fn with_device(device: crate::device::DeviceInfo, flush_bytes: u64) -> Self {
+    pub fn with_device(device: DeviceInfo, flush_bytes: u64) -> Self {
         CpuBackend {
             device,
             flush: Arc::new(FlushBuffer::new(flush_bytes)),
@@ -72,89 +97,65 @@ fn streams(output_bytes: u64) -> bool {
 }
 
 impl Backend for CpuBackend {
-    fn name(&self) -> &'static str {
-        "cpu"
+    fn kind(&self) -> BackendKind {
+        BackendKind::Cpu
     }
 
-    fn device(&self) -> crate::device::DeviceInfo {
+    fn device(&self) -> DeviceInfo {
         self.device.clone()
     }
 
+    fn describe_compute(&self) -> String {
+        format!(
+            "{} threads, {}",
+            rayon::current_num_threads(),
+            self.device.simd
+        )
+    }
+
     fn ceilings(&self, probe_bytes: Option<u64>) -> Result<crate::device::Ceilings> {
-        let default = crate::device::ProbeConfig::for_llc(self.device.llc_bytes);
+        let default = probe::ProbeConfig::for_llc(self.device.llc_bytes);
         let cfg = match probe_bytes {
-            Some(b) => crate::device::ProbeConfig {
+            Some(b) => probe::ProbeConfig {
                 array_bytes: b,
                 ..default
             },
             None => default,
         };
-        Ok(crate::device::probe_cpu(&cfg))
+        Ok(probe::probe_cpu(&cfg))
     }
 
     fn flush_bytes(&self) -> u64 {
         self.flush.bytes()
     }
 
-    fn required_bytes(&self, workload: &Workload) -> u64 {
-        match workload {
-            Workload::Elementwise(w) => {
-                let t = w.elements() * 4;
-                ElementwiseInputs::bytes_for(w) + t * (2 + elementwise::tmp_buffers(w) as u64)
-            }
-            Workload::Rmsnorm(r) | Workload::Layernorm(r) | Workload::Softmax(r) => {
-                r.elements() * 4 * 5 + r.cols * 8 + r.rows * 16
-            }
-            Workload::Gemm(g) => 4 * (g.m * g.k + g.k * g.n + 2 * g.m * g.n),
-            Workload::Attention(a) => attention::required_bytes(a),
-            Workload::LaunchChain(l) => l.elements * 4 * 6,
-            Workload::Probe(p) => p.elements * 4 * 5,
-        }
+    fn host_bytes(&self, workload: &Workload) -> u64 {
+        let k = kernels_of(workload);
+        k.input_bytes() + 2 * k.output_len() * 4 + k.scratch_bytes() + self.flush.bytes()
     }
 
-    fn prepare(&self, workload: &Workload, seed: u64) -> Result<Box<dyn Case>> {
-        let flush = self.flush.clone();
-        let case: Box<dyn Case> = match workload {
-            Workload::Elementwise(w) => {
-                let k = elementwise::ElementwiseKernels::new(
-                    w.clone(),
-                    seed,
-                    streams(w.elements() * 4),
-                )
-                .with_slowdown(elementwise::experiment_slowdown()?);
-                Box::new(CpuCase::new(k, flush))
-            }
-            Workload::Rmsnorm(r) | Workload::Layernorm(r) | Workload::Softmax(r) => {
-                let k = rows::RowKernels::new(
-                    workload.kind(),
-                    r.clone(),
-                    seed,
-                    streams(r.elements() * 4),
-                );
-                Box::new(CpuCase::new(k, flush))
-            }
-            Workload::Gemm(g) => {
-                Box::new(CpuCase::new(gemm::GemmKernels::new(g.clone(), seed), flush))
-            }
-            Workload::Attention(a) if a.dtype == crate::spec::DType::Bf16 => {
-                return Err(Error::Backend(
-                    "dtype bf16 runs on the CUDA backend (tensor cores); the CPU backend computes attention in f32 only: use dtype f32 here, or --backend cuda".into(),
-                ))
-            }
-            Workload::Attention(a) => Box::new(CpuCase::new(
-                attention::AttentionKernels::new(a.clone(), seed),
-                flush,
-            )),
-            Workload::LaunchChain(l) => Box::new(CpuCase::new(
-                launch::LaunchKernels::new(l.clone(), seed),
-                flush,
-            )),
-            Workload::Probe(p) => Box::new(CpuCase::new(
-                probe_kernels::ProbeKernels::new(p.clone(), seed),
-                flush,
-            )),
+    fn case_warnings(&self, workload: &Workload) -> Vec<String> {
+        elementwise::experiment_warning(workload)
+    }
+
+    fn prepare(&self, workload: &Workload, inputs: Arc<Tensors>) -> Result<Box<dyn Case>> {
+        let k = kernels_of(workload);
+        if let Some(why) = k.cannot_run() {
+            return Err(Error::Backend(super::BackendError::Unsupported {
+                backend: "cpu",
+                reason: why,
+            }));
+        }
+        let cfg = CaseConfig {
+            stream: streams(k.output_len() * 4),
         };
-        Ok(case)
+        let kernels = k.kernels(inputs, &cfg)?;
+        Ok(Box::new(CpuCase {
+            kernels,
+            output_len: k.output_len() as usize,
+            outputs: Vec::new(),
+            flush: self.flush.clone(),
+        }))
     }
 }
 
@@ -185,32 +186,21 @@ impl FlushBuffer {
 }
 
 /// A prepared case: the kernels, one output per variant that ran, and the flush buffer.
-pub struct CpuCase<K: Kernels> {
-    kernels: K,
+pub struct CpuCase {
+    kernels: Box<dyn Kernels>,
+    output_len: usize,
     outputs: Vec<(Variant, LineVec)>,
     flush: Arc<FlushBuffer>,
 }
 
-impl<K: Kernels> CpuCase<K> {
-    pub fn new(kernels: K, flush: Arc<FlushBuffer>) -> Self {
-        CpuCase {
-            kernels,
-            outputs: Vec::new(),
-            flush,
-        }
-    }
-}
-
-impl<K: Kernels> Case for CpuCase<K> {
+impl Case for CpuCase {
     fn run_timed(&mut self, variant: Variant) -> Result<f64> {
         let idx = match self.outputs.iter().position(|(v, _)| *v == variant) {
             Some(i) => i,
             None => {
                 // NaN-filled, so an output element a kernel forgot to write fails the check.
-                self.outputs.push((
-                    variant,
-                    LineVec::filled(self.kernels.output_len(), f32::NAN),
-                ));
+                self.outputs
+                    .push((variant, LineVec::filled(self.output_len, f32::NAN)));
                 self.outputs.len() - 1
             }
         };
@@ -229,26 +219,8 @@ impl<K: Kernels> Case for CpuCase<K> {
             .iter()
             .find(|(v, _)| *v == variant)
             .map(|(_, o)| Cow::Borrowed(&o[..]))
-            .ok_or_else(|| Error::Backend(format!("variant {} has not run", variant.name())))
-    }
-
-    fn output_len(&self) -> usize {
-        self.kernels.output_len()
-    }
-
-    fn reference(&self, index: usize) -> f64 {
-        self.kernels.reference(index)
-    }
-
-    fn reference_samples(&self) -> usize {
-        self.kernels.reference_samples()
-    }
-
-    fn reference_of(&self, variant: Variant, index: usize) -> f64 {
-        self.kernels.reference_of(variant, index)
-    }
-
-    fn variants_agree(&self) -> bool {
-        self.kernels.variants_agree()
+            .ok_or(Error::Backend(super::BackendError::NotRun {
+                variant: variant.name(),
+            }))
     }
 }

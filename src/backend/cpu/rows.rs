@@ -16,11 +16,13 @@
 
 use super::math;
 use super::simd::{prefetch_l2, store_fence, stream_scale, LineVec};
-use super::Kernels;
-use crate::backend::inputs::uniform;
+use super::{CaseConfig, CpuKernels, Kernels};
+use crate::error::Result;
+use crate::kinds::rows::{Layernorm, Rmsnorm, RowOp, Softmax};
+use crate::kinds::{Tensors, Variant, WorkloadKind};
 use crate::multiversion;
-use crate::spec::{RowOp, Variant, WorkloadKind};
 use rayon::prelude::*;
+use std::sync::Arc;
 
 const LANES: usize = 64;
 
@@ -249,9 +251,7 @@ fn row_stat(v: &mut [f32], f: impl Fn(usize) -> f32 + Sync + Send) {
 pub struct RowKernels {
     kind: WorkloadKind,
     r: RowOp,
-    x: LineVec,
-    weight: LineVec,
-    bias: LineVec,
+    inputs: Arc<Tensors>,
     stream: bool,
     /// Full-size intermediates of the unfused variant.
     t1: LineVec,
@@ -263,13 +263,11 @@ pub struct RowKernels {
 }
 
 impl RowKernels {
-    pub fn new(kind: WorkloadKind, r: RowOp, seed: u64, stream: bool) -> Self {
-        let (n, rows, cols) = (r.elements() as usize, r.rows as usize, r.cols as usize);
+    pub fn new(kind: WorkloadKind, r: RowOp, inputs: Arc<Tensors>, stream: bool) -> Self {
+        let (n, rows) = (r.elements() as usize, r.rows as usize);
         let full = |used: bool| LineVec::zeroed(if used { n } else { 0 });
         RowKernels {
-            x: uniform(n, seed, 0, -3.0, 3.0),
-            weight: uniform(cols, seed, 1, 0.5, 1.5),
-            bias: uniform(cols, seed, 2, -0.5, 0.5),
+            inputs,
             t1: full(true),
             t2: full(kind != WorkloadKind::Softmax),
             v1: vec![0f32; rows],
@@ -281,15 +279,11 @@ impl RowKernels {
         }
     }
 
-    /// The inputs x, weight and bias (for backends that upload them).
-    pub fn host_inputs(&self) -> (&[f32], &[f32], &[f32]) {
-        (&self.x, &self.weight, &self.bias)
-    }
-
     fn unfused(&mut self, out: &mut [f32]) {
         let c = self.r.cols as usize;
         let (inv_c, eps, stream) = (1.0 / c as f32, self.r.eps as f32, self.stream);
-        let (x, w, b) = (&self.x, &self.weight, &self.bias);
+        let t = &self.inputs;
+        let (x, w, b) = (t.get("x"), t.get("weight"), t.get("bias"));
         let row = |r: usize| r * c..(r + 1) * c;
         match self.kind {
             WorkloadKind::Rmsnorm => {
@@ -339,7 +333,8 @@ impl RowKernels {
     fn fused(&self, out: &mut [f32]) {
         let c = self.r.cols as usize;
         let (inv_c, eps) = (1.0 / c as f32, self.r.eps as f32);
-        let (x, w, b) = (&self.x, &self.weight, &self.bias);
+        let t = &self.inputs;
+        let (x, w, b) = (t.get("x"), t.get("weight"), t.get("bias"));
         // The next row's input (empty after the last), prefetched during this row's last sweep.
         let next = |r: usize| x.get((r + 1) * c..(r + 2) * c).unwrap_or(&[]);
         match self.kind {
@@ -363,10 +358,6 @@ impl RowKernels {
 }
 
 impl Kernels for RowKernels {
-    fn output_len(&self) -> usize {
-        self.r.elements() as usize
-    }
-
     fn run(&mut self, variant: Variant, out: &mut [f32]) {
         if variant == Variant::Unfused {
             self.unfused(out)
@@ -374,40 +365,32 @@ impl Kernels for RowKernels {
             self.fused(out)
         }
     }
+}
 
-    fn reference(&self, i: usize) -> f64 {
-        let c = self.r.cols as usize;
-        let (r, j) = (i / c, i % c);
-        let row: Vec<f64> = self.x[r * c..(r + 1) * c]
-            .iter()
-            .map(|&v| v as f64)
-            .collect();
-        let n = c as f64;
-        let eps = self.r.eps;
-        let (w, b) = (self.weight[j] as f64, self.bias[j] as f64);
-        match self.kind {
-            WorkloadKind::Rmsnorm => {
-                let ms = row.iter().map(|v| v * v).sum::<f64>() / n;
-                row[j] / (ms + eps).sqrt() * w
+/// Host bytes of the unfused variant's intermediates: two full-size tensors and three per-row
+/// vectors.
+fn row_scratch_bytes(r: &RowOp) -> u64 {
+    2 * r.elements() * 4 + 3 * r.rows * 4
+}
+
+macro_rules! row_kernels {
+    ($($ty:ident => $kind:ident),*) => {$(
+        impl CpuKernels for $ty {
+            fn scratch_bytes(&self) -> u64 {
+                row_scratch_bytes(&self.0)
             }
-            WorkloadKind::Layernorm => {
-                let mean = row.iter().sum::<f64>() / n;
-                let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
-                (row[j] - mean) / (var + eps).sqrt() * w + b
-            }
-            _ => {
-                let m = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                let s: f64 = row.iter().map(|v| (v - m).exp()).sum();
-                (row[j] - m).exp() / s
+            fn kernels(&self, inputs: Arc<Tensors>, cfg: &CaseConfig) -> Result<Box<dyn Kernels>> {
+                Ok(Box::new(RowKernels::new(WorkloadKind::$kind, self.0.clone(), inputs, cfg.stream)))
             }
         }
-    }
+    )*};
 }
+row_kernels!(Rmsnorm => Rmsnorm, Layernorm => Layernorm, Softmax => Softmax);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::DType;
+    use crate::kinds::{DType, Workload};
 
     #[test]
     fn every_row_kind_matches_f64_reference_both_variants() {
@@ -424,13 +407,19 @@ mod tests {
                         dtype: DType::F32,
                         eps: 1e-5,
                     };
-                    let mut k = RowKernels::new(kind, r, 7, stream);
-                    let n = k.output_len();
+                    let w = match kind {
+                        WorkloadKind::Rmsnorm => Workload::Rmsnorm(Rmsnorm(r.clone())),
+                        WorkloadKind::Layernorm => Workload::Layernorm(Layernorm(r.clone())),
+                        _ => Workload::Softmax(Softmax(r.clone())),
+                    };
+                    let inputs = Arc::new(w.as_kind().inputs(7));
+                    let mut k = RowKernels::new(kind, r, inputs.clone(), stream);
+                    let n = (rows * cols) as usize;
                     for v in [Variant::Unfused, Variant::Fused] {
                         let mut out = vec![f32::NAN; n];
                         k.run(v, &mut out);
                         for (i, &o) in out.iter().enumerate() {
-                            let e = k.reference(i);
+                            let e = w.as_kind().reference(&inputs, v, i);
                             assert!(
                                 (o as f64 - e).abs() <= 1e-6 + 2e-5 * e.abs(),
                                 "{kind:?} {v:?} {rows}x{cols} [{i}] {o} vs {e}"

@@ -17,14 +17,11 @@
 
 #![cfg(target_arch = "x86_64")]
 
-use super::elementwise::Operand;
-use super::math::gate_v;
+use super::math::{gate_v, Operand};
 use crate::spec::ElemOp;
 use std::arch::x86_64::*;
 
-/// How far ahead of the current position the streamed inputs are prefetched: 4 KiB (measured:
-/// 1 KiB 22–24 GB/s, 4 KiB 27–30, 8–16 KiB no better than 4).
-pub const PREFETCH_ELEMS: usize = 1024;
+pub use super::simd::PREFETCH_ELEMS;
 
 /// Elements per group: four vectors, so that four independent GELU dependency chains keep
 /// both FMA ports busy.

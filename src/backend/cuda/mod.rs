@@ -1,12 +1,21 @@
 //! The CUDA backend (cudarc, libraries loaded at run time): driver detection that never panics
 //! (here), NVRTC compilation of the embedded kernels ([`nvrtc`]) and the runtime backend that
-//! launches and times them ([`runtime`]).
+//! launches and times them ([`runtime`]), and each kind's launches in a file of its own
+//! (`gemm.rs` for `kind: gemm`).
 //!
 //! cudarc with `dynamic-loading` panics if a symbol is used while its library is missing, so
 //! presence is checked first with `is_culib_present`.
 
+mod attention;
+mod elementwise;
+mod gemm;
+mod launch_chain;
 pub mod nvrtc;
+mod probe;
+mod rows;
 pub mod runtime;
+
+pub use runtime::cannot_run;
 
 use crate::error::{Error, Result};
 
@@ -54,12 +63,8 @@ pub fn driver_version() -> Option<String> {
 pub fn driver_summary() -> String {
     let b = match Driver::open() {
         Ok(b) => b,
-        Err(e) => {
-            return format!(
-                "none: {}",
-                e.to_string().trim_start_matches("backend unavailable: ")
-            )
-        }
+        Err(Error::BackendUnavailable(why)) => return format!("none: {why}"),
+        Err(e) => return format!("none: {e}"),
     };
     let version = driver_version().unwrap_or_else(|| "unknown".into());
     let names: Vec<String> = (0..b.device_count)

@@ -1,52 +1,56 @@
 //! The CUDA runtime backend: the kernels of `kernels/*.cu`, compiled by NVRTC for the device's
 //! own architecture when a case first needs them, launched through cudarc on one stream, timed
 //! with CUDA events, with the L2 cache flushed (a buffer twice its size overwritten) before
-//! every cold sample. Inputs are generated on the host by the same seeded generator as the CPU
-//! backend's and uploaded, so the f64 references of the CPU kernels apply unchanged.
+//! every cold sample. Inputs are the kind's seeded host tensors, uploaded, so the kind's f64
+//! reference applies unchanged. Each kind's launches live in its own file beside this one
+//! (`gemm.rs` for `kind: gemm`), behind [`CudaKernels`], in a table made from the registry.
 //!
 //! Status: not yet run on hardware (`scripts/gpu-check.sh` is the check to run when a GPU is
 //! lent). Every launch below, with the kernels, runs end to end in the tests on `tests/cudasim`,
 //! a CPU stand-in for the driver library, and its outputs match the f64 references there.
 
 use super::nvrtc::{self, Output};
-use crate::backend::cpu::{attention, gemm, launch, rows, Kernels};
-use crate::backend::inputs::{bf16_bits, bf16_value, ElementwiseInputs};
-use crate::backend::{Backend, Case};
+use crate::backend::{Backend, BackendError, BackendKind, Case};
 use crate::device::{slug, Ceilings, DeviceInfo};
 use crate::error::{Error, Result};
-use crate::spec::{ElemOp, Elementwise, Variant, Workload, WorkloadKind};
+use crate::kinds::{Kind, Tensors, Variant, Workload};
 use cudarc::driver::{
-    sys, CudaContext, CudaFunction, CudaGraph, CudaModule, CudaSlice, CudaStream, DevicePtr,
-    DriverError, LaunchConfig, PushKernelArg,
+    sys, CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError, LaunchConfig,
+    PushKernelArg,
 };
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-fn driver_error(what: &str) -> impl Fn(DriverError) -> Error + '_ {
-    move |e| Error::Backend(format!("CUDA {what}: {e:?}"))
+pub(super) fn driver_error(what: &str) -> impl Fn(DriverError) -> Error + '_ {
+    move |e| {
+        Error::Backend(BackendError::Driver {
+            what: format!("CUDA {what}"),
+            detail: format!("{e:?}"),
+        })
+    }
 }
 
 /// Threads per block of the grid-stride and per-row kernels.
-const BLOCK: u32 = 256;
+pub(super) const BLOCK: u32 = 256;
 
 /// The opened device: context, the one stream every operation is ordered on, and the modules
 /// compiled so far (a module that failed to compile keeps its NVRTC log, so every case that
 /// needs it fails with the log and the run goes on).
 pub struct Gpu {
-    ctx: Arc<CudaContext>,
-    stream: Arc<CudaStream>,
-    modules: Mutex<HashMap<&'static str, std::result::Result<Arc<CudaModule>, String>>>,
-    name: String,
-    arch: u32,
-    sms: u32,
-    l2_bytes: u64,
-    memory_bytes: u64,
+    pub(super) ctx: Arc<CudaContext>,
+    pub(super) stream: Arc<CudaStream>,
+    pub(super) modules: Mutex<HashMap<&'static str, std::result::Result<Arc<CudaModule>, String>>>,
+    pub(super) name: String,
+    pub(super) arch: u32,
+    pub(super) sms: u32,
+    pub(super) l2_bytes: u64,
+    pub(super) memory_bytes: u64,
     /// The manifest's driver summary, and the driver's version for the device identity.
-    driver: String,
-    driver_version: String,
+    pub(super) driver: String,
+    pub(super) driver_version: String,
     /// Overwritten before each cold sample (None in warm mode).
-    flush: Mutex<Option<CudaSlice<u8>>>,
+    pub(super) flush: Mutex<Option<CudaSlice<u8>>>,
 }
 
 impl Gpu {
@@ -105,11 +109,11 @@ impl Gpu {
 
     /// The module of one kernel family, compiled (CUBIN for this architecture, PTX for the
     /// driver to JIT if the CUBIN does not load) on first use.
-    fn module(&self, family: &'static str) -> Result<Arc<CudaModule>> {
+    pub(super) fn module(&self, family: &'static str) -> Result<Arc<CudaModule>> {
         let mut modules = self
             .modules
             .lock()
-            .map_err(|_| Error::Backend("CUDA module cache poisoned".into()))?;
+            .map_err(|_| BackendError::Kernel("CUDA module cache poisoned".into()))?;
         let entry = modules.entry(family).or_insert_with(|| {
             let src = nvrtc::SOURCES
                 .iter()
@@ -132,17 +136,19 @@ impl Gpu {
                 }
             }
         });
-        entry.clone().map_err(Error::Backend)
+        entry
+            .clone()
+            .map_err(|log| BackendError::Compile { log }.into())
     }
 
-    fn function(&self, family: &'static str, name: &str) -> Result<CudaFunction> {
+    pub(super) fn function(&self, family: &'static str, name: &str) -> Result<CudaFunction> {
         self.module(family)?
             .load_function(name)
             .map_err(driver_error("loading a kernel"))
     }
 
     /// A grid-stride launch over `n` elements: enough blocks to fill every SM several times.
-    fn grid_for(&self, n: u64) -> LaunchConfig {
+    pub(super) fn grid_for(&self, n: u64) -> LaunchConfig {
         let blocks = n.div_ceil(BLOCK as u64).clamp(1, self.sms as u64 * 32) as u32;
         LaunchConfig {
             grid_dim: (blocks, 1, 1),
@@ -152,7 +158,7 @@ impl Gpu {
     }
 
     /// One block of `BLOCK` threads per row.
-    fn per_row(rows: u64) -> LaunchConfig {
+    pub(super) fn per_row(rows: u64) -> LaunchConfig {
         LaunchConfig {
             grid_dim: (rows as u32, 1, 1),
             block_dim: (BLOCK, 1, 1),
@@ -160,7 +166,7 @@ impl Gpu {
         }
     }
 
-    fn upload(&self, host: &[f32]) -> Result<CudaSlice<f32>> {
+    pub(super) fn upload(&self, host: &[f32]) -> Result<CudaSlice<f32>> {
         if host.is_empty() {
             // A one-element placeholder keeps every kernel argument a valid pointer.
             return self
@@ -173,14 +179,14 @@ impl Gpu {
             .map_err(driver_error("copying inputs to the device"))
     }
 
-    fn zeros(&self, n: u64) -> Result<CudaSlice<f32>> {
+    pub(super) fn zeros(&self, n: u64) -> Result<CudaSlice<f32>> {
         self.stream
             .alloc_zeros::<f32>(n.max(1) as usize)
             .map_err(driver_error("allocating"))
     }
 
     /// Seconds between two events recorded around `enqueue` on the stream.
-    fn time(&self, enqueue: impl FnOnce() -> Result<()>) -> Result<f64> {
+    pub(super) fn time(&self, enqueue: impl FnOnce() -> Result<()>) -> Result<f64> {
         let timing = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
         let start = self.ctx.new_event(timing).map_err(driver_error("event"))?;
         let end = self.ctx.new_event(timing).map_err(driver_error("event"))?;
@@ -198,11 +204,11 @@ impl Gpu {
         Ok(ms as f64 / 1e3)
     }
 
-    fn flush_l2(&self) -> Result<()> {
+    pub(super) fn flush_l2(&self) -> Result<()> {
         let mut flush = self
             .flush
             .lock()
-            .map_err(|_| Error::Backend("CUDA flush buffer poisoned".into()))?;
+            .map_err(|_| BackendError::Kernel("CUDA flush buffer poisoned".into()))?;
         if let Some(buf) = flush.as_mut() {
             self.stream
                 .memset_zeros(buf)
@@ -303,7 +309,7 @@ impl Gpu {
         })
     }
 
-    fn free_bytes(&self) -> Option<u64> {
+    pub(super) fn free_bytes(&self) -> Option<u64> {
         self.ctx.mem_get_info().ok().map(|(free, _)| free as u64)
     }
 }
@@ -335,9 +341,38 @@ impl CudaBackend {
     }
 }
 
+/// What the CUDA backend runs of a kind: implemented by every kind, in the kind's file here.
+pub trait CudaKernels: Kind {
+    /// Why the CUDA kernels cannot run this workload, if they cannot (known without a device).
+    fn cannot_run(&self) -> Option<String> {
+        None
+    }
+    /// Device bytes of a case: inputs, both outputs and every intermediate.
+    fn device_bytes(&self) -> u64;
+    /// Uploads `inputs` and readies both variants.
+    fn kernels(&self, gpu: Arc<Gpu>, inputs: &Tensors) -> Result<Box<dyn GpuKernels>>;
+}
+
+/// The CUDA kernel table: every kind of the registry, through its [`CudaKernels`].
+macro_rules! cuda_table {
+    ($($variant:ident($name:literal) => $module:ident :: $ty:ident),* $(,)?) => {
+        fn kernels_of(w: &Workload) -> &dyn CudaKernels {
+            match w {
+                $(Workload::$variant(k) => k),*
+            }
+        }
+    };
+}
+crate::kinds::registry!(cuda_table);
+
+/// Why the CUDA backend cannot run `w`, if it cannot.
+pub fn cannot_run(w: &Workload) -> Option<String> {
+    kernels_of(w).cannot_run()
+}
+
 impl Backend for CudaBackend {
-    fn name(&self) -> &'static str {
-        "cuda"
+    fn kind(&self) -> BackendKind {
+        BackendKind::Cuda
     }
 
     fn device(&self) -> DeviceInfo {
@@ -362,6 +397,14 @@ impl Backend for CudaBackend {
         }
     }
 
+    fn describe_compute(&self) -> String {
+        format!("{} SMs", self.gpu.sms)
+    }
+
+    fn datasheet(&self) -> Option<&'static crate::device::Profile> {
+        crate::device::find_profile(&self.gpu.name)
+    }
+
     fn ceilings(&self, probe_bytes: Option<u64>) -> Result<Ceilings> {
         self.gpu.probe(probe_bytes)
     }
@@ -382,71 +425,42 @@ impl Backend for CudaBackend {
         }
     }
 
-    fn required_bytes(&self, workload: &Workload) -> u64 {
-        device_bytes(workload)
+    /// The host holds the inputs and both outputs once copied back.
+    fn host_bytes(&self, workload: &Workload) -> u64 {
+        let k = kernels_of(workload);
+        k.input_bytes() + 2 * k.output_len() * 4
     }
 
-    fn prepare(&self, workload: &Workload, seed: u64) -> Result<Box<dyn Case>> {
-        let need = device_bytes(workload);
+    fn prepare(&self, workload: &Workload, inputs: Arc<Tensors>) -> Result<Box<dyn Case>> {
+        let k = kernels_of(workload);
+        if let Some(reason) = k.cannot_run() {
+            return Err(BackendError::Unsupported {
+                backend: "cuda",
+                reason,
+            }
+            .into());
+        }
+        let need = k.device_bytes();
         if let Some(free) = self.gpu.free_bytes() {
             if need > free / 10 * 9 {
-                return Err(Error::Backend(format!(
-                    "the case needs {:.2} GiB of device memory but {:.2} GiB is free",
-                    need as f64 / (1u64 << 30) as f64,
-                    free as f64 / (1u64 << 30) as f64
-                )));
+                return Err(BackendError::OutOfMemory {
+                    spec: "device memory".into(),
+                    need_bytes: need,
+                    available_bytes: free,
+                }
+                .into());
             }
         }
-        let gpu = self.gpu.clone();
-        Ok(match workload {
-            Workload::Elementwise(w) => Box::new(GpuCase::new(ElementwiseGpu::new(gpu, w, seed)?)),
-            Workload::Rmsnorm(r) | Workload::Layernorm(r) | Workload::Softmax(r) => Box::new(
-                GpuCase::new(RowsGpu::new(gpu, workload.kind(), r, seed)?),
-            ),
-            Workload::Gemm(g) => Box::new(GpuCase::new(GemmGpu::new(gpu, g, seed)?)),
-            Workload::Attention(a) if a.dtype == crate::spec::DType::Bf16 => {
-                Box::new(GpuCase::new(AttentionBf16Gpu::new(gpu, a, seed)?))
-            }
-            Workload::Attention(a) => Box::new(GpuCase::new(AttentionGpu::new(gpu, a, seed)?)),
-            Workload::LaunchChain(l) => Box::new(GpuCase::new(ChainGpu::new(gpu, l, seed)?)),
-            Workload::Probe(_) => {
-                return Err(Error::Backend(
-                    "the probe kind runs on the CPU backend; on a GPU the run's own copy and FMA probes measure the ceilings".into(),
-                ))
-            }
-        })
+        Ok(Box::new(GpuCase {
+            k: k.kernels(self.gpu.clone(), &inputs)?,
+            output_len: k.output_len() as usize,
+            ran: Vec::new(),
+        }))
     }
 }
 
-/// Device bytes of a case: inputs, both outputs and every intermediate.
-fn device_bytes(workload: &Workload) -> u64 {
-    match workload {
-        Workload::Elementwise(w) => {
-            let n = w.elements() * 4;
-            let operands = w
-                .ops
-                .iter()
-                .filter(|o| matches!(o, ElemOp::Add | ElemOp::Mul))
-                .count() as u64;
-            n * (1 + operands + 4) + w.cols * 4
-        }
-        Workload::Rmsnorm(r) | Workload::Layernorm(r) | Workload::Softmax(r) => {
-            r.elements() * 4 * 5 + r.cols * 8 + r.rows * 12
-        }
-        Workload::Gemm(g) => 4 * (g.m * g.k + g.k * g.n + 2 * g.m * g.n),
-        Workload::Attention(a) => {
-            let elem = a.dtype.bytes();
-            let t = a.heads_total() * a.seq_len * a.head_dim * elem;
-            5 * t + 2 * a.heads_total() * a.seq_len * a.seq_len * elem
-        }
-        Workload::LaunchChain(l) => l.elements * 4 * 5,
-        Workload::Probe(p) => p.elements * 4 * 3,
-    }
-}
-
-/// One workload kind on the GPU: enqueue a variant, give its output buffer, and the host
-/// reference (the CPU backend's, on the same inputs).
-trait GpuKernels {
+/// One workload kind's kernels on the GPU: enqueue a variant, give its output.
+pub trait GpuKernels {
     fn gpu(&self) -> &Arc<Gpu>;
     /// Enqueues `variant` on the stream (no synchronisation).
     fn enqueue(&mut self, variant: Variant) -> Result<()>;
@@ -456,7 +470,7 @@ trait GpuKernels {
     /// The output of `variant` on the host, as f32.
     fn output_host(&self, variant: Variant) -> Result<Vec<f32>> {
         let buf = self.output_buffer(variant).ok_or_else(|| {
-            Error::Backend(format!(
+            BackendError::Kernel(format!(
                 "no f32 output buffer for variant {}",
                 variant.name()
             ))
@@ -466,25 +480,15 @@ trait GpuKernels {
             .clone_dtoh(buf)
             .map_err(driver_error("copying the output to the host"))
     }
-    fn output_len(&self) -> usize;
-    fn reference(&self, i: usize) -> f64;
-    fn reference_samples(&self) -> usize {
-        4096
-    }
 }
 
-struct GpuCase<K: GpuKernels> {
-    k: K,
+struct GpuCase {
+    k: Box<dyn GpuKernels>,
+    output_len: usize,
     ran: Vec<Variant>,
 }
 
-impl<K: GpuKernels> GpuCase<K> {
-    fn new(k: K) -> Self {
-        GpuCase { k, ran: Vec::new() }
-    }
-}
-
-impl<K: GpuKernels> Case for GpuCase<K> {
+impl Case for GpuCase {
     fn run_timed(&mut self, variant: Variant) -> Result<f64> {
         // An owned handle, so that the enqueue closure may borrow the kernels mutably.
         let gpu = self.k.gpu().clone();
@@ -502,31 +506,19 @@ impl<K: GpuKernels> Case for GpuCase<K> {
 
     fn output(&self, variant: Variant) -> Result<Cow<'_, [f32]>> {
         if !self.ran.contains(&variant) {
-            return Err(Error::Backend(format!(
-                "variant {} has not run",
-                variant.name()
-            )));
+            return Err(BackendError::NotRun {
+                variant: variant.name(),
+            }
+            .into());
         }
         let mut host = self.k.output_host(variant)?;
-        host.truncate(self.k.output_len());
+        host.truncate(self.output_len);
         Ok(Cow::Owned(host))
-    }
-
-    fn output_len(&self) -> usize {
-        self.k.output_len()
-    }
-
-    fn reference(&self, index: usize) -> f64 {
-        self.k.reference(index)
-    }
-
-    fn reference_samples(&self) -> usize {
-        self.k.reference_samples()
     }
 }
 
 /// Launches `func` with the arguments pushed by `args`.
-fn launch<'a>(
+pub(super) fn launch<'a>(
     gpu: &'a Gpu,
     func: &'a CudaFunction,
     cfg: LaunchConfig,
@@ -537,861 +529,10 @@ fn launch<'a>(
     args(&mut b);
     // SAFETY: every call site passes the arguments of the kernel's C signature in order, with
     // buffers of the sizes the kernel indexes (documented at each site).
-    unsafe { b.launch(cfg) }
-        .map(|_| ())
-        .map_err(|e| Error::Backend(format!("CUDA launching {what}: {e:?}")))
-}
-
-// ---- elementwise chains ----
-
-struct ElementwiseGpu {
-    gpu: Arc<Gpu>,
-    w: Elementwise,
-    inputs: ElementwiseInputs,
-    x: CudaSlice<f32>,
-    // Never read on the host: owned so that the operand pointers in the chains stay valid.
-    #[allow(dead_code)]
-    bias: CudaSlice<f32>,
-    #[allow(dead_code)]
-    operands: Vec<CudaSlice<f32>>,
-    t0: CudaSlice<f32>,
-    t1: CudaSlice<f32>,
-    out_unfused: CudaSlice<f32>,
-    out_fused: CudaSlice<f32>,
-    /// The whole chain (fused) and one one-op chain per op (unfused), operand pointers filled.
-    fused: OplChain,
-    unfused: Vec<OplChain>,
-    chain_fn: CudaFunction,
-}
-
-/// Ops per chain that `ew_chain` takes (`OPL_MAX_OPS` in elementwise.cu).
-const MAX_CHAIN_OPS: usize = 16;
-
-/// `struct OplChain` of elementwise.cu, passed by value: operand device pointers, op codes and
-/// the op count, with C's layout.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-struct OplChain {
-    operands: [u64; MAX_CHAIN_OPS],
-    ops: [i32; MAX_CHAIN_OPS],
-    n_ops: i32,
-}
-
-// SAFETY: OplChain is #[repr(C)] plain data whose layout matches `struct OplChain` in
-// elementwise.cu (16 pointers, 16 ints, one int; 200 bytes with tail padding on both sides).
-unsafe impl cudarc::driver::DeviceRepr for OplChain {}
-
-impl OplChain {
-    /// The chain of `ops` (op code, operand device pointer); at most MAX_CHAIN_OPS.
-    fn of(ops: &[(i32, u64)]) -> Self {
-        let mut c = OplChain {
-            operands: [0; MAX_CHAIN_OPS],
-            ops: [0; MAX_CHAIN_OPS],
-            n_ops: ops.len() as i32,
-        };
-        for (k, &(op, ptr)) in ops.iter().enumerate() {
-            c.ops[k] = op;
-            c.operands[k] = ptr;
-        }
-        c
-    }
-}
-
-fn op_code(op: ElemOp) -> i32 {
-    match op {
-        ElemOp::BiasAdd => 0,
-        ElemOp::Add => 1,
-        ElemOp::Mul => 2,
-        ElemOp::Scale => 3,
-        ElemOp::Relu => 4,
-        ElemOp::Gelu => 5,
-        ElemOp::Silu => 6,
-    }
-}
-
-/// The operand op `k` reads: the bias for bias_add, its own tensor for add/mul, and (unread)
-/// the bias otherwise, so that every pointer handed to a kernel is valid.
-fn operand_of<'a>(
-    op: ElemOp,
-    k: usize,
-    bias: &'a CudaSlice<f32>,
-    operands: &'a [CudaSlice<f32>],
-) -> &'a CudaSlice<f32> {
-    match op {
-        ElemOp::Add | ElemOp::Mul => &operands[k],
-        _ => bias,
-    }
-}
-
-impl ElementwiseGpu {
-    fn new(gpu: Arc<Gpu>, w: &Elementwise, seed: u64) -> Result<Self> {
-        let inputs = ElementwiseInputs::generate(w, seed);
-        let n = w.elements();
-        let x = gpu.upload(&inputs.x)?;
-        let bias = gpu.upload(&inputs.bias)?;
-        let operands = inputs
-            .operands
-            .iter()
-            .map(|o| gpu.upload(o))
-            .collect::<Result<Vec<_>>>()?;
-        if w.ops.len() > MAX_CHAIN_OPS {
-            return Err(Error::Backend(format!(
-                "the CUDA elementwise kernel takes chains of at most {MAX_CHAIN_OPS} ops (this one has {})",
-                w.ops.len()
-            )));
-        }
-        // Each op with the device pointer of its operand (valid for as long as the buffers
-        // live in this case, which owns them).
-        let steps: Vec<(i32, u64)> = w
-            .ops
-            .iter()
-            .enumerate()
-            .map(|(k, op)| {
-                let (p, _sync) = operand_of(*op, k, &bias, &operands).device_ptr(&gpu.stream);
-                (op_code(*op), p)
-            })
-            .collect();
-        Ok(ElementwiseGpu {
-            chain_fn: gpu.function("elementwise", "ew_chain")?,
-            fused: OplChain::of(&steps),
-            unfused: steps.iter().map(|s| OplChain::of(&[*s])).collect(),
-            t0: gpu.zeros(n)?,
-            t1: gpu.zeros(n)?,
-            out_unfused: gpu.zeros(n)?,
-            out_fused: gpu.zeros(n)?,
-            w: w.clone(),
-            inputs,
-            x,
-            bias,
-            operands,
-            gpu,
+    unsafe { b.launch(cfg) }.map(|_| ()).map_err(|e| {
+        Error::Backend(BackendError::Driver {
+            what: format!("CUDA launching {what}"),
+            detail: format!("{e:?}"),
         })
-    }
-}
-
-impl GpuKernels for ElementwiseGpu {
-    fn gpu(&self) -> &Arc<Gpu> {
-        &self.gpu
-    }
-
-    fn enqueue(&mut self, variant: Variant) -> Result<()> {
-        let n = self.w.elements() as i64;
-        let cols = self.w.cols as i64;
-        let scale = self.w.scale as f32;
-        // Rows of a multiple of 4 columns run as float4: a quarter of the threads.
-        let cfg = self.gpu.grid_for(if cols % 4 == 0 {
-            n as u64 / 4
-        } else {
-            n as u64
-        });
-        let gpu = &self.gpu;
-        if variant == Variant::Fused {
-            let chain = self.fused;
-            // SAFETY (launch): ew_chain(y, x, chain, scale, n, cols): y and x hold n floats;
-            // each operand pointer of the chain is the bias (cols floats) for bias_add or a
-            // tensor of n floats for add/mul; all are 256-byte aligned device allocations.
-            return launch(gpu, &self.chain_fn, cfg, "ew_chain", |b| {
-                b.arg(&mut self.out_fused)
-                    .arg(&self.x)
-                    .arg(&chain)
-                    .arg(&scale)
-                    .arg(&n)
-                    .arg(&cols);
-            });
-        }
-        let passes = self.unfused.len() as u64;
-        for (k, chain) in self.unfused.iter().enumerate() {
-            let (src, dst) = crate::backend::cpu::launch::chain_buffers(
-                k as u64,
-                passes,
-                &self.x,
-                &mut self.t0,
-                &mut self.t1,
-                &mut self.out_unfused,
-            );
-            // SAFETY (launch): as for the fused chain, with a one-op chain; src and dst are
-            // distinct buffers of n floats.
-            launch(gpu, &self.chain_fn, cfg, "ew_chain", |b| {
-                b.arg(dst)
-                    .arg(src)
-                    .arg(chain)
-                    .arg(&scale)
-                    .arg(&n)
-                    .arg(&cols);
-            })?;
-        }
-        Ok(())
-    }
-
-    fn output_buffer(&self, variant: Variant) -> Option<&CudaSlice<f32>> {
-        Some(if variant == Variant::Fused {
-            &self.out_fused
-        } else {
-            &self.out_unfused
-        })
-    }
-
-    fn output_len(&self) -> usize {
-        self.w.elements() as usize
-    }
-
-    fn reference(&self, i: usize) -> f64 {
-        self.inputs.reference(&self.w, i)
-    }
-}
-
-// ---- RMSNorm, LayerNorm, softmax ----
-
-struct RowsGpu {
-    gpu: Arc<Gpu>,
-    kind: WorkloadKind,
-    host: rows::RowKernels,
-    rows: u64,
-    cols: u64,
-    eps: f32,
-    x: CudaSlice<f32>,
-    w: CudaSlice<f32>,
-    b: CudaSlice<f32>,
-    t1: CudaSlice<f32>,
-    t2: CudaSlice<f32>,
-    v1: CudaSlice<f32>,
-    v2: CudaSlice<f32>,
-    v3: CudaSlice<f32>,
-    out_unfused: CudaSlice<f32>,
-    out_fused: CudaSlice<f32>,
-}
-
-impl RowsGpu {
-    fn new(gpu: Arc<Gpu>, kind: WorkloadKind, r: &crate::spec::RowOp, seed: u64) -> Result<Self> {
-        let host = rows::RowKernels::new(kind, r.clone(), seed, false);
-        let (x, w, b) = host.host_inputs();
-        let n = r.elements();
-        Ok(RowsGpu {
-            x: gpu.upload(x)?,
-            w: gpu.upload(w)?,
-            b: gpu.upload(b)?,
-            t1: gpu.zeros(n)?,
-            t2: gpu.zeros(n)?,
-            v1: gpu.zeros(r.rows)?,
-            v2: gpu.zeros(r.rows)?,
-            v3: gpu.zeros(r.rows)?,
-            out_unfused: gpu.zeros(n)?,
-            out_fused: gpu.zeros(n)?,
-            rows: r.rows,
-            cols: r.cols,
-            eps: r.eps as f32,
-            kind,
-            host,
-            gpu,
-        })
-    }
-}
-
-impl GpuKernels for RowsGpu {
-    fn gpu(&self) -> &Arc<Gpu> {
-        &self.gpu
-    }
-
-    fn enqueue(&mut self, variant: Variant) -> Result<()> {
-        let n = (self.rows * self.cols) as i64;
-        let (cols, rows, eps) = (self.cols as i64, self.rows as i64, self.eps);
-        let gpu = self.gpu.clone();
-        let per_row = Gpu::per_row(self.rows);
-        // SAFETY (launches below): every kernel of rows.cu takes full tensors of n = rows·cols
-        // floats, per-row vectors of `rows` floats and per-column vectors of `cols` floats;
-        // the buffers are allocated with exactly those sizes.
-        // y = step(x, v) elementwise, v indexed per row or per column: (y, x, v, n, cols).
-        let step = |name: &'static str, y: &mut CudaSlice<f32>, x: &CudaSlice<f32>, v| {
-            let f = gpu.function("rows", name)?;
-            launch(&gpu, &f, gpu.grid_for(n as u64), name, |a| {
-                a.arg(y).arg(x).arg(v).arg(&n).arg(&cols);
-            })
-        };
-        // out[r] = reduce(x[r, :]), one block per row: (out, x, cols).
-        let reduce = |name: &'static str, out: &mut CudaSlice<f32>, x: &CudaSlice<f32>| {
-            let f = gpu.function("rows", name)?;
-            launch(&gpu, &f, per_row, name, |a| {
-                a.arg(out).arg(x).arg(&cols);
-            })
-        };
-        let rsqrt = |out: &mut CudaSlice<f32>, x: &CudaSlice<f32>| {
-            let f = gpu.function("rows", "row_rsqrt")?;
-            launch(&gpu, &f, gpu.grid_for(self.rows), "row_rsqrt", |a| {
-                a.arg(out).arg(x).arg(&eps).arg(&rows);
-            })
-        };
-        let square = |y: &mut CudaSlice<f32>, x: &CudaSlice<f32>| {
-            let f = gpu.function("rows", "row_square")?;
-            launch(&gpu, &f, gpu.grid_for(n as u64), "row_square", |a| {
-                a.arg(y).arg(x).arg(&n);
-            })
-        };
-        let fused = variant == Variant::Fused;
-        match (self.kind, fused) {
-            (WorkloadKind::Rmsnorm, true) => {
-                let f = gpu.function("rows", "rmsnorm_fused")?;
-                launch(&gpu, &f, per_row, "rmsnorm_fused", |a| {
-                    a.arg(&mut self.out_fused)
-                        .arg(&self.x)
-                        .arg(&self.w)
-                        .arg(&eps)
-                        .arg(&cols);
-                })
-            }
-            (WorkloadKind::Layernorm, true) => {
-                let f = gpu.function("rows", "layernorm_fused")?;
-                launch(&gpu, &f, per_row, "layernorm_fused", |a| {
-                    a.arg(&mut self.out_fused)
-                        .arg(&self.x)
-                        .arg(&self.w)
-                        .arg(&self.b)
-                        .arg(&eps)
-                        .arg(&cols);
-                })
-            }
-            (_, true) => {
-                let f = gpu.function("rows", "softmax_fused")?;
-                launch(&gpu, &f, per_row, "softmax_fused", |a| {
-                    a.arg(&mut self.out_fused).arg(&self.x).arg(&cols);
-                })
-            }
-            (WorkloadKind::Rmsnorm, false) => {
-                square(&mut self.t1, &self.x)?;
-                reduce("row_mean", &mut self.v1, &self.t1)?;
-                rsqrt(&mut self.v2, &self.v1)?;
-                step("row_scale_by", &mut self.t2, &self.x, &self.v2)?;
-                step("row_mul_weight", &mut self.out_unfused, &self.t2, &self.w)
-            }
-            (WorkloadKind::Layernorm, false) => {
-                reduce("row_mean", &mut self.v1, &self.x)?;
-                step("row_sub", &mut self.t1, &self.x, &self.v1)?;
-                reduce("row_mean_sq", &mut self.v2, &self.t1)?;
-                rsqrt(&mut self.v3, &self.v2)?;
-                step("row_scale_by", &mut self.t2, &self.t1, &self.v3)?;
-                let f = gpu.function("rows", "row_affine")?;
-                launch(&gpu, &f, gpu.grid_for(n as u64), "row_affine", |a| {
-                    a.arg(&mut self.out_unfused)
-                        .arg(&self.t2)
-                        .arg(&self.w)
-                        .arg(&self.b)
-                        .arg(&n)
-                        .arg(&cols);
-                })
-            }
-            (_, false) => {
-                reduce("row_max", &mut self.v1, &self.x)?;
-                step("row_exp_sub", &mut self.t1, &self.x, &self.v1)?;
-                reduce("row_sum", &mut self.v2, &self.t1)?;
-                step("row_div", &mut self.out_unfused, &self.t1, &self.v2)
-            }
-        }
-    }
-
-    fn output_buffer(&self, variant: Variant) -> Option<&CudaSlice<f32>> {
-        Some(if variant == Variant::Fused {
-            &self.out_fused
-        } else {
-            &self.out_unfused
-        })
-    }
-
-    fn output_len(&self) -> usize {
-        (self.rows * self.cols) as usize
-    }
-
-    fn reference(&self, i: usize) -> f64 {
-        self.host.reference(i)
-    }
-}
-
-// ---- GEMM ----
-
-struct GemmGpu {
-    gpu: Arc<Gpu>,
-    host: gemm::GemmKernels,
-    g: crate::spec::Gemm,
-    a: CudaSlice<f32>,
-    b: CudaSlice<f32>,
-    c_naive: CudaSlice<f32>,
-    c_tiled: CudaSlice<f32>,
-}
-
-impl GemmGpu {
-    fn new(gpu: Arc<Gpu>, g: &crate::spec::Gemm, seed: u64) -> Result<Self> {
-        let host = gemm::GemmKernels::new(g.clone(), seed);
-        let (a, b) = host.host_inputs();
-        Ok(GemmGpu {
-            a: gpu.upload(a)?,
-            b: gpu.upload(b)?,
-            c_naive: gpu.zeros(g.m * g.n)?,
-            c_tiled: gpu.zeros(g.m * g.n)?,
-            g: g.clone(),
-            host,
-            gpu,
-        })
-    }
-}
-
-impl GpuKernels for GemmGpu {
-    fn gpu(&self) -> &Arc<Gpu> {
-        &self.gpu
-    }
-
-    fn enqueue(&mut self, variant: Variant) -> Result<()> {
-        let (m, n, k) = (self.g.m as i32, self.g.n as i32, self.g.k as i32);
-        let tiled = variant == Variant::Tiled;
-        // naive: one thread per C element in 16×16 blocks; tiled: a 64×64 C tile per 16×16
-        // block (each thread a 4×4 register tile), as gemm.cu documents.
-        let span = if tiled { 64 } else { 16 };
-        let cfg = LaunchConfig {
-            grid_dim: ((n as u32).div_ceil(span), (m as u32).div_ceil(span), 1),
-            block_dim: (16, 16, 1),
-            shared_mem_bytes: 0,
-        };
-        let name = if tiled { "gemm_tiled" } else { "gemm_naive" };
-        let f = self.gpu.function("gemm", name)?;
-        let gpu = self.gpu.clone();
-        let c = if tiled {
-            &mut self.c_tiled
-        } else {
-            &mut self.c_naive
-        };
-        // SAFETY (launch): gemm_*(C, A, B, m, n, k): C holds m·n, A m·k, B k·n floats.
-        launch(&gpu, &f, cfg, name, |a| {
-            a.arg(c).arg(&self.a).arg(&self.b).arg(&m).arg(&n).arg(&k);
-        })
-    }
-
-    fn output_buffer(&self, variant: Variant) -> Option<&CudaSlice<f32>> {
-        Some(if variant == Variant::Tiled {
-            &self.c_tiled
-        } else {
-            &self.c_naive
-        })
-    }
-
-    fn output_len(&self) -> usize {
-        (self.g.m * self.g.n) as usize
-    }
-
-    fn reference(&self, i: usize) -> f64 {
-        self.host.reference(i)
-    }
-
-    fn reference_samples(&self) -> usize {
-        self.host.reference_samples()
-    }
-}
-
-// ---- attention ----
-
-/// The device tensors of an attention case in the kernels' element type (f32, or bf16 bits as
-/// u16), and the launches both element types share.
-struct AttnBuffers<T> {
-    q: CudaSlice<T>,
-    k: CudaSlice<T>,
-    v: CudaSlice<T>,
-    s: CudaSlice<T>,
-    p: CudaSlice<T>,
-    o_standard: CudaSlice<T>,
-    o_flash: CudaSlice<T>,
-}
-
-impl<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits> AttnBuffers<T> {
-    /// Uploads Q, K, V and allocates S, P and both outputs.
-    fn new(gpu: &Gpu, a: &crate::spec::Attention, q: &[T], k: &[T], v: &[T]) -> Result<Self> {
-        let up = |t: &[T]| {
-            gpu.stream
-                .clone_htod(t)
-                .map_err(driver_error("copying inputs to the device"))
-        };
-        let zeros = |n: u64| {
-            gpu.stream
-                .alloc_zeros::<T>(n.max(1) as usize)
-                .map_err(driver_error("allocating"))
-        };
-        let t = a.heads_total() * a.seq_len * a.head_dim;
-        let nn = a.heads_total() * a.seq_len * a.seq_len;
-        Ok(AttnBuffers {
-            q: up(q)?,
-            k: up(k)?,
-            v: up(v)?,
-            s: zeros(nn)?,
-            p: zeros(nn)?,
-            o_standard: zeros(t)?,
-            o_flash: zeros(t)?,
-        })
-    }
-
-    fn output(&self, variant: Variant) -> &CudaSlice<T> {
-        if variant == Variant::Flash {
-            &self.o_flash
-        } else {
-            &self.o_standard
-        }
-    }
-
-    /// Standard attention's three launches — S = Q·Kᵀ·scale, P = softmax(S), O = P·V — of
-    /// kernel `family`, whose kernels are named `attn_scores{suffix}` and so on ("" in
-    /// attention.cu, "_bf16" in attention_bf16.cu).
-    fn enqueue_standard(
-        &mut self,
-        gpu: &Gpu,
-        family: &'static str,
-        suffix: &str,
-        a: &crate::spec::Attention,
-        scale: f32,
-    ) -> Result<()> {
-        let bh = a.heads_total();
-        let (n, d) = (a.seq_len as i32, a.head_dim as i32);
-        let causal = a.causal as i32;
-        let total_s = (bh * a.seq_len * a.seq_len) as i64;
-        let total_o = (bh * a.seq_len * a.head_dim) as i64;
-        let (scores, softmax, pv) = (
-            format!("attn_scores{suffix}"),
-            format!("attn_softmax_rows{suffix}"),
-            format!("attn_pv{suffix}"),
-        );
-        // SAFETY (launches): S and P hold bh·n·n elements, Q, K, V and O bh·n·d, all of the
-        // element type the kernels of `family` take.
-        launch(
-            gpu,
-            &gpu.function(family, &scores)?,
-            gpu.grid_for(total_s as u64),
-            &scores,
-            |x| {
-                x.arg(&mut self.s)
-                    .arg(&self.q)
-                    .arg(&self.k)
-                    .arg(&n)
-                    .arg(&d)
-                    .arg(&scale)
-                    .arg(&causal)
-                    .arg(&total_s);
-            },
-        )?;
-        launch(
-            gpu,
-            &gpu.function(family, &softmax)?,
-            Gpu::per_row(bh * a.seq_len),
-            &softmax,
-            |x| {
-                x.arg(&mut self.p).arg(&self.s).arg(&n);
-            },
-        )?;
-        launch(
-            gpu,
-            &gpu.function(family, &pv)?,
-            gpu.grid_for(total_o as u64),
-            &pv,
-            |x| {
-                x.arg(&mut self.o_standard)
-                    .arg(&self.p)
-                    .arg(&self.v)
-                    .arg(&n)
-                    .arg(&d)
-                    .arg(&causal)
-                    .arg(&total_o);
-            },
-        )
-    }
-}
-
-/// One block of 128 threads per (head, `rows` query rows): the flash kernels' grid.
-fn flash_grid(a: &crate::spec::Attention, rows: u32) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (
-            a.heads_total() as u32 * (a.seq_len as u32).div_ceil(rows),
-            1,
-            1,
-        ),
-        block_dim: (128, 1, 1),
-        shared_mem_bytes: 0,
-    }
-}
-
-struct AttentionGpu {
-    gpu: Arc<Gpu>,
-    host: attention::AttentionKernels,
-    a: crate::spec::Attention,
-    scale: f32,
-    buf: AttnBuffers<f32>,
-}
-
-impl AttentionGpu {
-    fn new(gpu: Arc<Gpu>, a: &crate::spec::Attention, seed: u64) -> Result<Self> {
-        if a.head_dim > 128 || !a.head_dim.is_multiple_of(32) {
-            return Err(Error::Backend(format!(
-                "the CUDA flash kernel needs head_dim <= 128 and a multiple of 32 (got {})",
-                a.head_dim
-            )));
-        }
-        let host = attention::AttentionKernels::new(a.clone(), seed);
-        let (q, k, v, scale) = host.host_inputs();
-        let buf = AttnBuffers::new(&gpu, a, q, k, v)?;
-        Ok(AttentionGpu {
-            buf,
-            scale,
-            a: a.clone(),
-            host,
-            gpu,
-        })
-    }
-}
-
-impl GpuKernels for AttentionGpu {
-    fn gpu(&self) -> &Arc<Gpu> {
-        &self.gpu
-    }
-
-    fn enqueue(&mut self, variant: Variant) -> Result<()> {
-        let gpu = self.gpu.clone();
-        if variant != Variant::Flash {
-            return self
-                .buf
-                .enqueue_standard(&gpu, "attention", "", &self.a, self.scale);
-        }
-        let (n, d) = (self.a.seq_len as i32, self.a.head_dim as i32);
-        let causal = self.a.causal as i32;
-        let scale = self.scale;
-        let f = gpu.function("attention", "flash_attn_f32")?;
-        let b = &mut self.buf;
-        // SAFETY (launch): flash_attn_f32(O, Q, K, V, n, d, scale, causal): all four hold
-        // bh·n·d floats; d ≤ 128 and d % 32 == 0 were checked when the case was built; one
-        // block per (head, 32 query rows), as attention.cu documents.
-        launch(&gpu, &f, flash_grid(&self.a, 32), "flash_attn_f32", |x| {
-            x.arg(&mut b.o_flash)
-                .arg(&b.q)
-                .arg(&b.k)
-                .arg(&b.v)
-                .arg(&n)
-                .arg(&d)
-                .arg(&scale)
-                .arg(&causal);
-        })
-    }
-
-    fn output_buffer(&self, variant: Variant) -> Option<&CudaSlice<f32>> {
-        Some(self.buf.output(variant))
-    }
-
-    fn output_len(&self) -> usize {
-        (self.a.heads_total() * self.a.seq_len * self.a.head_dim) as usize
-    }
-
-    fn reference(&self, i: usize) -> f64 {
-        self.host.reference(i)
-    }
-
-    fn reference_samples(&self) -> usize {
-        self.host.reference_samples()
-    }
-}
-
-// ---- attention in bf16 on tensor cores ----
-
-/// Attention with bf16 tensors (`attention_bf16.cu`): the standard variant's three kernels keep
-/// S and P in bf16; flash runs on tensor cores. Inputs are the CPU backend's, rounded to bf16
-/// on the host (so the f64 reference sees the same values); outputs come back as f32.
-struct AttentionBf16Gpu {
-    gpu: Arc<Gpu>,
-    host: attention::AttentionKernels,
-    a: crate::spec::Attention,
-    scale: f32,
-    buf: AttnBuffers<u16>,
-}
-
-impl AttentionBf16Gpu {
-    fn new(gpu: Arc<Gpu>, a: &crate::spec::Attention, seed: u64) -> Result<Self> {
-        if gpu.arch < 80 {
-            return Err(Error::Backend(format!(
-                "bf16 attention needs tensor cores with bf16 (compute capability 8.0 or newer); this device is sm_{}",
-                gpu.arch
-            )));
-        }
-        if a.head_dim != 128 {
-            return Err(Error::Backend(format!(
-                "the CUDA bf16 flash kernel is built for head_dim 128 (got {})",
-                a.head_dim
-            )));
-        }
-        let mut host = attention::AttentionKernels::new(a.clone(), seed);
-        host.round_inputs_to_bf16();
-        let (q, k, v, scale) = host.host_inputs();
-        let bits = |t: &[f32]| -> Vec<u16> { t.iter().map(|&x| bf16_bits(x)).collect() };
-        let buf = AttnBuffers::new(&gpu, a, &bits(q), &bits(k), &bits(v))?;
-        Ok(AttentionBf16Gpu {
-            buf,
-            scale,
-            a: a.clone(),
-            host,
-            gpu,
-        })
-    }
-}
-
-impl GpuKernels for AttentionBf16Gpu {
-    fn gpu(&self) -> &Arc<Gpu> {
-        &self.gpu
-    }
-
-    fn enqueue(&mut self, variant: Variant) -> Result<()> {
-        let gpu = self.gpu.clone();
-        if variant != Variant::Flash {
-            return self
-                .buf
-                .enqueue_standard(&gpu, "attention_bf16", "_bf16", &self.a, self.scale);
-        }
-        let n = self.a.seq_len as i32;
-        let causal = self.a.causal as i32;
-        let scale_log2e = self.scale * std::f32::consts::LOG2_E;
-        let f = gpu.function("attention_bf16", "flash_attn_bf16")?;
-        let b = &mut self.buf;
-        // SAFETY (launch): flash_attn_bf16(O, Q, K, V, n, scale·log2e, causal): all four hold
-        // bh·n·128 bf16; head_dim 128 and sm_80+ were checked when the case was built; one
-        // block of 4 warps per (head, 64 query rows), as attention_bf16.cu documents.
-        launch(&gpu, &f, flash_grid(&self.a, 64), "flash_attn_bf16", |x| {
-            x.arg(&mut b.o_flash)
-                .arg(&b.q)
-                .arg(&b.k)
-                .arg(&b.v)
-                .arg(&n)
-                .arg(&scale_log2e)
-                .arg(&causal);
-        })
-    }
-
-    fn output_buffer(&self, _variant: Variant) -> Option<&CudaSlice<f32>> {
-        None
-    }
-
-    fn output_host(&self, variant: Variant) -> Result<Vec<f32>> {
-        let bits = self
-            .gpu
-            .stream
-            .clone_dtoh(self.buf.output(variant))
-            .map_err(driver_error("copying the output to the host"))?;
-        Ok(bits.into_iter().map(bf16_value).collect())
-    }
-
-    fn output_len(&self) -> usize {
-        (self.a.heads_total() * self.a.seq_len * self.a.head_dim) as usize
-    }
-
-    fn reference(&self, i: usize) -> f64 {
-        self.host.reference(i)
-    }
-
-    fn reference_samples(&self) -> usize {
-        self.host.reference_samples()
-    }
-}
-
-// ---- launch chains: eager launches vs one CUDA graph replay ----
-
-struct ChainGpu {
-    gpu: Arc<Gpu>,
-    host: launch::LaunchKernels,
-    n_ops: u64,
-    elements: u64,
-    x: CudaSlice<f32>,
-    t0: CudaSlice<f32>,
-    t1: CudaSlice<f32>,
-    out_eager: CudaSlice<f32>,
-    out_graph: CudaSlice<f32>,
-    func: CudaFunction,
-    graph: Option<CudaGraph>,
-}
-
-impl ChainGpu {
-    fn new(gpu: Arc<Gpu>, l: &crate::spec::LaunchChain, seed: u64) -> Result<Self> {
-        let host = launch::LaunchKernels::new(l.clone(), seed);
-        let x = gpu.upload(host.host_input())?;
-        let mut c = ChainGpu {
-            func: gpu.function("launch", "chain_affine")?,
-            t0: gpu.zeros(l.elements)?,
-            t1: gpu.zeros(l.elements)?,
-            out_eager: gpu.zeros(l.elements)?,
-            out_graph: gpu.zeros(l.elements)?,
-            n_ops: l.n_ops,
-            elements: l.elements,
-            x,
-            host,
-            gpu,
-            graph: None,
-        };
-        // The graph variant: the very launches of the eager variant (into its own output),
-        // captured once; each sample replays it with one launch.
-        c.gpu
-            .stream
-            .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-            .map_err(driver_error("beginning graph capture"))?;
-        let captured = c.enqueue_chain(true);
-        let graph = c
-            .gpu
-            .stream
-            .end_capture(sys::CUgraphInstantiate_flags(0))
-            .map_err(driver_error("ending graph capture"))?;
-        captured?;
-        c.graph = Some(
-            graph.ok_or_else(|| Error::Backend("CUDA graph capture recorded nothing".into()))?,
-        );
-        Ok(c)
-    }
-
-    fn enqueue_chain(&mut self, into_graph_output: bool) -> Result<()> {
-        let n = self.elements as i64;
-        let cfg = self.gpu.grid_for(self.elements);
-        let gpu = self.gpu.clone();
-        let ops = self.n_ops;
-        for i in 0..ops {
-            let (a, b) = launch::coeffs(i);
-            let out = if into_graph_output {
-                &mut self.out_graph
-            } else {
-                &mut self.out_eager
-            };
-            let (src, dst) =
-                launch::chain_buffers(i, ops, &self.x, &mut self.t0, &mut self.t1, out);
-            // SAFETY (launch): chain_affine(dst, src, a, b, n): both hold n floats.
-            launch(&gpu, &self.func, cfg, "chain_affine", |l| {
-                l.arg(dst).arg(src).arg(&a).arg(&b).arg(&n);
-            })?;
-        }
-        Ok(())
-    }
-}
-
-impl GpuKernels for ChainGpu {
-    fn gpu(&self) -> &Arc<Gpu> {
-        &self.gpu
-    }
-
-    fn enqueue(&mut self, variant: Variant) -> Result<()> {
-        if variant == Variant::Graph {
-            return self
-                .graph
-                .as_ref()
-                .ok_or_else(|| Error::Backend("the CUDA graph was not captured".into()))?
-                .launch()
-                .map_err(driver_error("launching the graph"));
-        }
-        self.enqueue_chain(false)
-    }
-
-    fn output_buffer(&self, variant: Variant) -> Option<&CudaSlice<f32>> {
-        Some(if variant == Variant::Graph {
-            &self.out_graph
-        } else {
-            &self.out_eager
-        })
-    }
-
-    fn output_len(&self) -> usize {
-        self.elements as usize
-    }
-
-    fn reference(&self, i: usize) -> f64 {
-        self.host.reference(i)
-    }
+    })
 }

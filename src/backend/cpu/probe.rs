@@ -8,54 +8,12 @@
 //! ceiling and the kernels pay the same store path (no write-allocate reads on either side) and
 //! a kernel is never judged against a slower loop than its own.
 
-use crate::backend::cpu::simd::{self, store_fence, stream_copy, LineVec, SimdLevel};
+use super::simd::{self, store_fence, stream_copy, LineVec, SimdLevel};
+use crate::device::Ceilings;
 use crate::multiversion;
 use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
 use std::hint::black_box;
 use std::time::Instant;
-
-/// Measured ceilings. Bandwidths count bytes as STREAM does (copy: 2 arrays, triad: 3).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Ceilings {
-    pub copy_bytes_per_sec: f64,
-    pub triad_bytes_per_sec: f64,
-    pub fma_flops_per_sec: f64,
-    /// Tensor-core peak (bf16 inputs, f32 accumulation), on GPUs that have one; the compute
-    /// ceiling of bf16 workloads.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tensor_flops_per_sec: Option<f64>,
-    pub threads: usize,
-    /// Size of each probe array.
-    pub array_bytes: u64,
-}
-
-impl Ceilings {
-    /// The bandwidth ceiling the verdicts use: the triad's.
-    pub fn bandwidth(&self) -> f64 {
-        self.triad_bytes_per_sec
-    }
-    /// The compute ceiling the verdicts use: the FMA peak.
-    pub fn peak_flops(&self) -> f64 {
-        self.fma_flops_per_sec
-    }
-    /// The ceilings that judge a workload in `dtype`: for bf16 the compute ceiling is the
-    /// tensor-core peak where the device has one (FP32 FMA throughput would make a tensor-core
-    /// kernel look several times "faster than peak").
-    pub fn for_dtype(&self, dtype: crate::spec::DType) -> Ceilings {
-        match (dtype, self.tensor_flops_per_sec) {
-            (crate::spec::DType::Bf16, Some(t)) => Ceilings {
-                fma_flops_per_sec: t,
-                ..*self
-            },
-            _ => *self,
-        }
-    }
-    /// Ridge point, FLOP/byte.
-    pub fn ridge(&self) -> f64 {
-        self.peak_flops() / self.bandwidth()
-    }
-}
 
 #[derive(Debug, Clone, Copy)]
 pub struct ProbeConfig {
@@ -92,7 +50,7 @@ multiversion! {
 pub fn triad_streaming(a: &mut [f32], b: &[f32], c: &[f32], s: f32) {
     #[cfg(target_arch = "x86_64")]
     if simd::level() == SimdLevel::Avx512 {
-        crate::backend::cpu::vector::triad_stream(a, b, c, s);
+        super::vector::triad_stream(a, b, c, s);
         return;
     }
     let mut tile = [0f32; 1024];
@@ -262,26 +220,5 @@ mod tests {
         assert!(v.is_finite() && v > 0.0);
         let lanes = simd::level().f32_lanes() as f64;
         assert!(flops >= 100.0 * 2.0 * lanes * 8.0, "{flops}");
-    }
-
-    #[test]
-    fn bf16_work_is_judged_against_the_tensor_peak_when_there_is_one() {
-        use crate::spec::DType;
-        let c = Ceilings {
-            copy_bytes_per_sec: 4e12,
-            triad_bytes_per_sec: 4e12,
-            fma_flops_per_sec: 60e12,
-            tensor_flops_per_sec: Some(600e12),
-            threads: 132,
-            array_bytes: 1 << 30,
-        };
-        assert_eq!(c.for_dtype(DType::F32), c);
-        assert_eq!(c.for_dtype(DType::Bf16).peak_flops(), 600e12);
-        assert_eq!(c.for_dtype(DType::Bf16).bandwidth(), 4e12);
-        let cpu = Ceilings {
-            tensor_flops_per_sec: None,
-            ..c
-        };
-        assert_eq!(cpu.for_dtype(DType::Bf16), cpu);
     }
 }

@@ -1,0 +1,64 @@
+//! The SIMD level of this CPU: the widest instruction set its kernels may use, detected at run
+//! time and capped by `OPLEDGER_SIMD=scalar|avx2|avx512` (to test the fallbacks). Part of the
+//! device's identity: baselines are kept per SIMD level.
+
+use std::sync::OnceLock;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SimdLevel {
+    Scalar,
+    Avx2Fma,
+    Avx512,
+}
+
+impl SimdLevel {
+    pub fn name(self) -> &'static str {
+        match self {
+            SimdLevel::Scalar => "scalar",
+            SimdLevel::Avx2Fma => "avx2+fma",
+            SimdLevel::Avx512 => "avx512f",
+        }
+    }
+    /// f32 lanes of one vector register.
+    pub fn f32_lanes(self) -> usize {
+        match self {
+            SimdLevel::Scalar => 1,
+            SimdLevel::Avx2Fma => 8,
+            SimdLevel::Avx512 => 16,
+        }
+    }
+}
+
+/// The widest level this CPU supports, capped by `OPLEDGER_SIMD`.
+pub fn level() -> SimdLevel {
+    static LEVEL: OnceLock<SimdLevel> = OnceLock::new();
+    *LEVEL.get_or_init(|| {
+        let detected = detect();
+        let cap = match std::env::var("OPLEDGER_SIMD").as_deref() {
+            Ok("scalar") => SimdLevel::Scalar,
+            Ok("avx2") => SimdLevel::Avx2Fma,
+            _ => SimdLevel::Avx512,
+        };
+        detected.min(cap)
+    })
+}
+
+#[cfg(target_arch = "x86_64")]
+fn detect() -> SimdLevel {
+    if is_x86_feature_detected!("avx512f")
+        && is_x86_feature_detected!("avx512vl")
+        && is_x86_feature_detected!("avx2")
+        && is_x86_feature_detected!("fma")
+    {
+        SimdLevel::Avx512
+    } else if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+        SimdLevel::Avx2Fma
+    } else {
+        SimdLevel::Scalar
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn detect() -> SimdLevel {
+    SimdLevel::Scalar
+}

@@ -1,0 +1,192 @@
+//! `kind: attention`: scaled dot-product attention forward, O = softmax(QKᵀ/√d)·V per (batch,
+//! head); standard (S and P materialized in memory) against flash (tiles, online softmax).
+
+use super::tensors::{uniform, Tensors};
+use super::{DType, FromRaw, Invalid, Kind, RawWorkload, Variant};
+use crate::ledger::{mv, Tiling, VariantLedger};
+use serde::{Deserialize, Serialize};
+
+/// Scaled dot-product attention forward, O = softmax(QKᵀ/√d)·V per (batch, head).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Attention {
+    pub batch: u64,
+    pub heads: u64,
+    pub seq_len: u64,
+    pub head_dim: u64,
+    pub causal: bool,
+    pub dtype: DType,
+}
+
+impl Attention {
+    pub fn heads_total(&self) -> u64 {
+        self.batch * self.heads
+    }
+    /// The softmax scale 1/√d, in f32 as every kernel applies it.
+    pub fn softmax_scale(&self) -> f32 {
+        1.0 / (self.head_dim as f32).sqrt()
+    }
+    /// Elements of Q (and of K, V and O).
+    pub fn qkv_elements(&self) -> u64 {
+        self.heads_total() * self.seq_len * self.head_dim
+    }
+    /// Elements of S (and of P) of the standard variant.
+    pub fn score_elements(&self) -> u64 {
+        self.heads_total() * self.seq_len * self.seq_len
+    }
+}
+
+impl FromRaw for Attention {
+    const KEYS: (&'static [&'static str], &'static [&'static str]) = (
+        &["batch", "heads", "seq_len", "head_dim"],
+        &["causal", "dtype"],
+    );
+    const DTYPES: &'static [DType] = &[DType::F32, DType::Bf16];
+    fn from_raw(raw: &RawWorkload) -> Result<Self, Invalid> {
+        raw.elements(&["batch", "heads", "seq_len", "head_dim"], "head_dim")?;
+        let a = Attention {
+            batch: raw.dim("batch"),
+            heads: raw.dim("heads"),
+            seq_len: raw.dim("seq_len"),
+            head_dim: raw.dim("head_dim"),
+            causal: raw.causal.unwrap_or(false),
+            dtype: raw.dtype(),
+        };
+        if a.head_dim > 512 {
+            return Err(Invalid::at(
+                "head_dim",
+                format!("workload.head_dim {}: at most 512 is supported", a.head_dim),
+            ));
+        }
+        Ok(a)
+    }
+}
+
+impl Kind for Attention {
+    fn variants(&self) -> &'static [Variant] {
+        &[Variant::Standard, Variant::Flash]
+    }
+    fn dtype(&self) -> DType {
+        self.dtype
+    }
+    fn describe(&self) -> String {
+        format!(
+            "attention b={} h={} N={} d={}{} {}",
+            self.batch,
+            self.heads,
+            self.seq_len,
+            self.head_dim,
+            if self.causal { " causal" } else { "" },
+            self.dtype.name()
+        )
+    }
+    fn reduction_len(&self) -> u64 {
+        self.seq_len.max(self.head_dim)
+    }
+    fn ledger(&self, variant: Variant, tiling: &Tiling) -> VariantLedger {
+        attention_ledger(self, variant, tiling)
+    }
+    fn output_len(&self) -> u64 {
+        self.qkv_elements()
+    }
+    fn input_bytes(&self) -> u64 {
+        3 * self.qkv_elements() * 4
+    }
+    /// Q, K and V; in bf16 workloads rounded to bf16 values, so that the f64 reference is
+    /// computed from exactly the inputs a bf16 kernel reads.
+    fn inputs(&self, seed: u64) -> Tensors {
+        let n = self.qkv_elements() as usize;
+        let mut t = Tensors::new();
+        t.put("Q", uniform(n, seed, 0, -1.0, 1.0));
+        t.put("K", uniform(n, seed, 1, -1.0, 1.0));
+        t.put("V", uniform(n, seed, 2, -1.0, 1.0));
+        if self.dtype == DType::Bf16 {
+            t.round_to_bf16();
+        }
+        t
+    }
+    fn reference(&self, t: &Tensors, _: Variant, idx: usize) -> f64 {
+        let (q, k, v) = (t.get("Q"), t.get("K"), t.get("V"));
+        let (n, d) = (self.seq_len as usize, self.head_dim as usize);
+        let (row, c) = (idx / d, idx % d);
+        let (h, i) = (row / n, row % n);
+        let last = if self.causal { i + 1 } else { n };
+        let qi = &q[(h * n + i) * d..(h * n + i + 1) * d];
+        let scores: Vec<f64> = (0..last)
+            .map(|j| {
+                let kj = &k[(h * n + j) * d..(h * n + j + 1) * d];
+                qi.iter()
+                    .zip(kj)
+                    .map(|(a, b)| *a as f64 * *b as f64)
+                    .sum::<f64>()
+                    / (d as f64).sqrt()
+            })
+            .collect();
+        let m = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let w: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
+        let z: f64 = w.iter().sum();
+        (0..last)
+            .map(|j| w[j] * v[(h * n + j) * d + c] as f64)
+            .sum::<f64>()
+            / z
+    }
+    fn reference_samples(&self) -> usize {
+        // Each reference element costs O(N·d): sample fewer than for cheap kernels.
+        256
+    }
+}
+
+/// Attention forward per (batch, head), FLOPs by the FlashAttention convention: 4·N²·d (QKᵀ and
+/// PV), halved when causal. Standard materializes S and P (N² each) in memory; flash keeps them
+/// in the tile and re-reads K and V once per Q tile of Br rows (about half as often when
+/// causal, since tiles above the diagonal are skipped).
+fn attention_ledger(a: &Attention, variant: Variant, t: &Tiling) -> VariantLedger {
+    let (bh, n, d) = (a.heads_total(), a.seq_len, a.head_dim);
+    // Every tensor in the workload's dtype: bf16 standard attention stores S and P in bf16 too
+    // (its softmax reads and writes bf16), as framework eager attention does.
+    let elem = a.dtype.bytes();
+    let qkvo = bh * n * d * elem;
+    let s = bh * n * n * elem;
+    let full = 4 * bh * n * n * d;
+    let flops = if a.causal { full / 2 } else { full };
+    match variant {
+        Variant::Standard => VariantLedger::new(
+            variant,
+            vec![
+                mv("Q", qkvo, 1, 0),
+                mv("K", qkvo, 1, 0),
+                mv("S", s, 1, 1),
+                mv("P", s, 1, 1),
+                mv("V", qkvo, 1, 0),
+                mv("O", qkvo, 0, 1),
+            ],
+            flops,
+            3,
+        ),
+        _ => {
+            let br = match a.dtype {
+                DType::Bf16 => t.flash_bf16_br,
+                DType::F32 => t.flash_br,
+            };
+            let tr = n.div_ceil(br);
+            let kv_head_bytes = 2 * n * d * elem;
+            let kv_reads = if t.reuse_cache_bytes > 0 && kv_head_bytes <= t.reuse_cache_bytes / 4 {
+                1
+            } else if a.causal {
+                tr.div_ceil(2).max(1)
+            } else {
+                tr
+            };
+            VariantLedger::new(
+                variant,
+                vec![
+                    mv("Q", qkvo, 1, 0),
+                    mv("K", qkvo, kv_reads, 0),
+                    mv("V", qkvo, kv_reads, 0),
+                    mv("O", qkvo, 0, 1),
+                ],
+                flops,
+                1,
+            )
+        }
+    }
+}

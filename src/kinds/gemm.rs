@@ -1,0 +1,105 @@
+//! `kind: gemm`: C[m×n] = A[m×k] · B[k×n], a textbook triple loop against a cache-blocked,
+//! register-tiled kernel.
+
+use super::tensors::{uniform, Tensors};
+use super::{DType, FromRaw, Invalid, Kind, RawWorkload, Variant};
+use crate::ledger::{mv, Tiling, VariantLedger};
+use serde::{Deserialize, Serialize};
+
+/// C[m×n] = A[m×k] · B[k×n].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Gemm {
+    pub m: u64,
+    pub n: u64,
+    pub k: u64,
+    pub dtype: DType,
+}
+
+impl FromRaw for Gemm {
+    const KEYS: (&'static [&'static str], &'static [&'static str]) = (&["m", "n", "k"], &["dtype"]);
+    fn from_raw(raw: &RawWorkload) -> Result<Self, Invalid> {
+        raw.elements(&["m", "k"], "k")?;
+        raw.elements(&["k", "n"], "n")?;
+        raw.elements(&["m", "n"], "n")?;
+        Ok(Gemm {
+            m: raw.dim("m"),
+            n: raw.dim("n"),
+            k: raw.dim("k"),
+            dtype: raw.dtype(),
+        })
+    }
+}
+
+impl Kind for Gemm {
+    fn variants(&self) -> &'static [Variant] {
+        &[Variant::Naive, Variant::Tiled]
+    }
+    fn dtype(&self) -> DType {
+        self.dtype
+    }
+    fn describe(&self) -> String {
+        format!(
+            "gemm {}x{}x{} {}",
+            self.m,
+            self.n,
+            self.k,
+            self.dtype.name()
+        )
+    }
+    fn reduction_len(&self) -> u64 {
+        self.k
+    }
+    fn ledger(&self, variant: Variant, tiling: &Tiling) -> VariantLedger {
+        gemm_ledger(self, variant, tiling)
+    }
+    fn output_len(&self) -> u64 {
+        self.m * self.n
+    }
+    fn input_bytes(&self) -> u64 {
+        4 * (self.m * self.k + self.k * self.n)
+    }
+    fn inputs(&self, seed: u64) -> Tensors {
+        let (m, n, k) = (self.m as usize, self.n as usize, self.k as usize);
+        let mut t = Tensors::new();
+        t.put("A", uniform(m * k, seed, 0, -1.0, 1.0));
+        t.put("B", uniform(k * n, seed, 1, -1.0, 1.0));
+        t
+    }
+    fn reference(&self, t: &Tensors, _: Variant, idx: usize) -> f64 {
+        let (a, b) = (t.get("A"), t.get("B"));
+        let (n, k) = (self.n as usize, self.k as usize);
+        let (i, j) = (idx / n, idx % n);
+        (0..k)
+            .map(|p| a[i * k + p] as f64 * b[p * n + j] as f64)
+            .sum()
+    }
+}
+
+/// GEMM. Naive (i, j, k loops): a row of A stays in cache across j, but B is streamed once per
+/// row of C. Tiled: A is re-read once per NC-wide block column, B once per MC-tall block row, and
+/// C is read back for every KC slice after the first.
+fn gemm_ledger(g: &Gemm, variant: Variant, t: &Tiling) -> VariantLedger {
+    let (a, b, c) = (g.m * g.k * 4, g.k * g.n * 4, g.m * g.n * 4);
+    let flops = 2 * g.m * g.n * g.k;
+    match variant {
+        Variant::Naive => VariantLedger::new(
+            variant,
+            vec![mv("A", a, 1, 0), mv("B", b, g.m, 0), mv("C", c, 0, 1)],
+            flops,
+            1,
+        ),
+        _ => {
+            let k_slices = g.k.div_ceil(t.gemm_kc);
+            VariantLedger::new(
+                variant,
+                vec![
+                    mv("A", a, g.n.div_ceil(t.gemm_nc), 0),
+                    mv("B", b, g.m.div_ceil(t.gemm_mc), 0),
+                    mv("C", c, k_slices - 1, k_slices),
+                ],
+                flops,
+                1,
+            )
+        }
+    }
+}
