@@ -1043,7 +1043,7 @@ fn relative_gate_catches_a_slower_after_variant() {
 }
 
 #[test]
-fn bf16_attention_on_the_cpu_fails_that_spec_with_the_reason_and_the_run_goes_on() {
+fn a_spec_the_backend_cannot_run_is_refused_by_check_and_run_before_anything_is_measured() {
     let dir = tempfile::tempdir().unwrap();
     let spec = dir.path().join("bf16.yaml");
     std::fs::write(
@@ -1051,24 +1051,30 @@ fn bf16_attention_on_the_cpu_fails_that_spec_with_the_reason_and_the_run_goes_on
         "name: bf16-attention\ntitle: bf16 on the CPU\nworkload: {kind: attention, batch: 1, heads: 1, seq_len: 64, head_dim: 128, dtype: bf16}\nvariants: {before: standard, after: flash}\nexpect: {bound: compute, tolerance: {rtol: 2.0e-2, atol: 5.0e-3}}\n",
     )
     .unwrap();
+    let reason = "the cpu backend cannot run this workload: dtype bf16 runs on the CUDA backend";
+    // Without a backend, check says where the spec can run.
+    let o = bin().arg("check").arg(&spec).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("[cuda only]"), "{}", text(&o));
+    // Naming the backend refuses it, located at the workload, with the reason.
+    let o = bin()
+        .args(["check", "--backend", "cpu"])
+        .arg(&spec)
+        .arg(fixture("good/tiny-chain.yaml"))
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(out.contains(&format!("{}:3:1: ", spec.display())), "{out}");
+    assert!(out.contains(reason), "{out}");
+    assert!(out.contains("1 spec(s) valid"), "{out}");
+    // run refuses it the same way, before any case is measured or any run folder written.
     let o = run_in(dir.path(), &[spec, fixture("good/tiny-chain.yaml")], &[]);
     let out = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{out}");
-    assert!(out.contains("dtype bf16 runs on the CUDA backend"), "{out}");
-    let results: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(only_run_dir(dir.path()).join("results.json")).unwrap(),
-    )
-    .unwrap();
-    let status = |name: &str| {
-        results["specs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["name"] == name)
-            .map(|s| s["status"].as_str().unwrap().to_string())
-    };
-    assert_eq!(status("bf16-attention").as_deref(), Some("fail"));
-    assert_eq!(status("tiny-chain").as_deref(), Some("pass"));
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(out.contains(reason), "{out}");
+    assert!(!out.contains("probing ceilings"), "{out}");
+    assert!(!dir.path().join("runs").exists() || std::fs::read_dir(dir.path().join("runs")).unwrap().next().is_none());
 }
 
 #[test]
