@@ -9,7 +9,7 @@ use crate::baseline::{self, compared_values, spread_of};
 use crate::error::{ExitCode, Result};
 use crate::measure::stats::median;
 use crate::pipeline::{prepare, run_spec, Prepared, RunOptions};
-use crate::report::model::SpecResult;
+use crate::results::SpecResult;
 use crate::verdict::{Spread, Status};
 
 pub const DEFAULT_RUNS: usize = 5;

@@ -6,7 +6,8 @@ use crate::error::{Error, ExitCode, Result};
 use crate::ledger::roofline;
 use crate::measure::MeasureConfig;
 use crate::pipeline::{self, RunOptions};
-use crate::report::{self, model::RunResult};
+use crate::report;
+use crate::results::RunResult;
 use crate::spec;
 use clap::{Args, Parser, Subcommand};
 use std::path::{Path, PathBuf};
@@ -353,11 +354,11 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Schema { which, out } => {
             let schema = match which {
                 SchemaKind::Spec => spec::schema::spec_schema(),
-                SchemaKind::Results => spec::schema::results_schema(),
+                SchemaKind::Results => crate::results::schema(),
             };
             let text = spec::schema::to_text(&schema);
             match out {
-                Some(o) => crate::baseline::write_atomic(&o, text.as_bytes())?,
+                Some(o) => crate::files::write_atomic(&o, text.as_bytes())?,
                 None => print!("{text}"),
             }
             Ok(ExitCode::Pass)
@@ -378,9 +379,9 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                         .unwrap_or(Path::new("."));
                     let charts = report::chart::all(&run)?;
                     for (name, svg) in &charts {
-                        crate::baseline::write_atomic(&dir.join(name), svg.as_bytes())?;
+                        crate::files::write_atomic(&dir.join(name), svg.as_bytes())?;
                     }
-                    crate::baseline::write_atomic(&o, md.as_bytes())?;
+                    crate::files::write_atomic(&o, md.as_bytes())?;
                     eprintln!(
                         "opledger: wrote {} and, beside it, {}",
                         o.display(),
@@ -617,7 +618,7 @@ fn cuda_compile(arch: u32, out: Option<&std::path::Path>) -> Result<ExitCode> {
                         bytes.len()
                     );
                     if let Some(dir) = out {
-                        crate::baseline::write_atomic(
+                        crate::files::write_atomic(
                             &dir.join(format!("{}.sm_{arch}.{ext}", src.name)),
                             &bytes,
                         )?;
@@ -662,13 +663,13 @@ fn load_run(dir: &std::path::Path) -> Result<RunResult> {
         path: path.clone(),
         message: format!("not a valid opledger results file: {e}"),
     })?;
-    if run.schema_version != crate::report::model::SCHEMA_VERSION {
+    if run.schema_version != crate::results::SCHEMA_VERSION {
         return Err(Error::Corrupt {
             path: path.clone(),
             message: format!(
                 "results schema version {} is not the supported {} (written by another opledger version?)",
                 run.schema_version,
-                crate::report::model::SCHEMA_VERSION
+                crate::results::SCHEMA_VERSION
             ),
         });
     }

@@ -17,6 +17,7 @@ pub mod ledger;
 pub mod measure;
 pub mod pipeline;
 pub mod report;
+pub mod results;
 pub mod rng;
 pub mod spec;
 pub mod values;

@@ -7,7 +7,8 @@ use crate::baseline::{self, BaselineFile};
 use crate::device::{Ceilings, DeviceInfo};
 use crate::error::{Error, ExitCode, Result};
 use crate::measure::{self, stats, MeasureConfig};
-use crate::report::{self, model::*};
+use crate::report;
+use crate::results::*;
 use crate::rng::Rng;
 use crate::spec::{self, Spec};
 use crate::verdict::{self, Check, Correctness, RegressionState, Status};
@@ -270,7 +271,7 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
     run.wall_secs = started.elapsed().as_secs_f64();
     write_run_dir(&dir, &run, &specs, opts.template.as_deref())?;
     if let Some(path) = &opts.junit {
-        baseline::write_atomic(path, report::junit(&run).as_bytes())?;
+        crate::files::write_atomic(path, report::junit(&run).as_bytes())?;
     }
     if let Some(path) = &opts.summary_to {
         append_summary(path, &run, &dir)?;
@@ -320,22 +321,22 @@ pub fn write_run_dir(
             |n| n.to_string_lossy().into_owned(),
         );
         if written.insert(name.clone()) {
-            baseline::write_atomic(&spec_dir.join(name), s.source_text.as_bytes())?;
+            crate::files::write_atomic(&spec_dir.join(name), s.source_text.as_bytes())?;
         }
     }
     let mut json = serde_json::to_vec_pretty(run)
         .map_err(|e| Error::Usage(format!("cannot serialise results: {e}")))?;
     json.push(b'\n');
-    baseline::write_atomic(&dir.join("results.json"), &json)?;
+    crate::files::write_atomic(&dir.join("results.json"), &json)?;
     let mut env = serde_json::to_vec_pretty(&run.environment)
         .map_err(|e| Error::Usage(format!("cannot serialise the environment: {e}")))?;
     env.push(b'\n');
-    baseline::write_atomic(&dir.join("environment.json"), &env)?;
+    crate::files::write_atomic(&dir.join("environment.json"), &env)?;
     for (name, svg) in report::chart::all(run)? {
-        baseline::write_atomic(&dir.join(name), svg.as_bytes())?;
+        crate::files::write_atomic(&dir.join(name), svg.as_bytes())?;
     }
     let md = report::render(run, template)?;
-    baseline::write_atomic(&dir.join("report.md"), md.as_bytes())
+    crate::files::write_atomic(&dir.join("report.md"), md.as_bytes())
 }
 
 /// Appends the short summary to `path` (created if missing), as CI job summaries expect.
@@ -358,14 +359,14 @@ fn verdict_of(results: &[SpecResult]) -> RunVerdict {
     // INCONCLUSIVE (the gate could not decide even after re-measuring) is not a failure: the
     // exit code stays 0 and the report says which specs to look at.
     let status = if failed > 0 {
-        "FAIL"
+        RunStatus::Fail
     } else if inconclusive > 0 {
-        "INCONCLUSIVE"
+        RunStatus::Inconclusive
     } else {
-        "PASS"
+        RunStatus::Pass
     };
     RunVerdict {
-        status: status.into(),
+        status,
         inconclusive,
         specs_passed: results.len() - failed - inconclusive,
         specs_failed: failed,
@@ -385,7 +386,7 @@ fn verdict_of(results: &[SpecResult]) -> RunVerdict {
 
 fn variant_result(v: &crate::ledger::VariantLedger, c: &Ceilings) -> VariantResult {
     VariantResult {
-        variant: v.variant.name().into(),
+        variant: v.variant,
         bytes: v.bytes_moved(),
         flops: v.flops,
         intensity: v.intensity(),
@@ -441,7 +442,7 @@ pub(crate) fn run_spec(
         first_pass_pairs: None,
         correctness: None,
         baseline: BaselineOutcome {
-            status: "missing".into(),
+            status: BaselineStatus::Missing,
             path: base_path.display().to_string(),
             ratio: None,
             state: None,
@@ -744,7 +745,7 @@ fn accept(
         ));
     }
     progress.say(baseline::summary_diff(path, old, &new).trim_end());
-    r.baseline.status = "accepted".into();
+    r.baseline.status = BaselineStatus::Accepted;
     r.baseline.message = match old {
         None => format!(
             "first baseline for device {}: recorded by this run ({} accepted run)",
@@ -887,18 +888,19 @@ fn figure_shape(w: &str) -> (String, Option<f64>) {
 /// `PASS  name  before 1.23 ms → after 0.45 ms  saving 63.4% [61.0, 65.2]  gate: …`
 fn spec_line(s: &SpecResult, width: usize) -> String {
     let status = if s.status == Status::Fail {
-        "FAIL"
+        RunStatus::Fail
     } else if is_inconclusive(s) {
-        "INCONCLUSIVE"
+        RunStatus::Inconclusive
     } else {
-        "PASS"
-    };
+        RunStatus::Pass
+    }
+    .word();
     let times = match (&s.before.summary, &s.after.summary, &s.time_saving) {
         (Some(b), Some(a), Some(t)) => format!(
             "{} {} → {} {}  saving {:.1}% [{:.1}, {:.1}]",
-            s.before.variant,
+            s.before.variant.name(),
             short_duration(b.median_secs),
-            s.after.variant,
+            s.after.variant.name(),
             short_duration(a.median_secs),
             t.point * 100.0,
             t.lo * 100.0,
@@ -943,9 +945,9 @@ fn gate_short(b: &BaselineOutcome, max_regression: f64) -> String {
         .as_deref()
         .map(|n| format!(" ({n})"))
         .unwrap_or_default();
-    match (b.status.as_str(), b.state) {
-        ("accepted", None) => "accepted (first baseline)".into(),
-        ("accepted", _) => format!("{} {ratio}, accepted", state_word(b.state)),
+    match (b.status, b.state) {
+        (BaselineStatus::Accepted, None) => "accepted (first baseline)".into(),
+        (BaselineStatus::Accepted, _) => format!("{} {ratio}, accepted", state_word(b.state)),
         (_, Some(RegressionState::Fail)) => {
             format!("REGRESSION {ratio} > +{:.1}%{detects}", b.threshold * 100.0)
         }
@@ -959,7 +961,7 @@ fn gate_short(b: &BaselineOutcome, max_regression: f64) -> String {
             _ => format!("inconclusive {ratio}{note}"),
         },
         (_, Some(state)) => format!("{} {ratio}{detects}", state_word(Some(state))),
-        ("not_comparable", None) => "not comparable".into(),
+        (BaselineStatus::NotComparable, None) => "not comparable".into(),
         _ => "no baseline".into(),
     }
 }

@@ -1074,7 +1074,13 @@ fn a_spec_the_backend_cannot_run_is_refused_by_check_and_run_before_anything_is_
     assert_eq!(o.status.code(), Some(2), "{out}");
     assert!(out.contains(reason), "{out}");
     assert!(!out.contains("probing ceilings"), "{out}");
-    assert!(!dir.path().join("runs").exists() || std::fs::read_dir(dir.path().join("runs")).unwrap().next().is_none());
+    assert!(
+        !dir.path().join("runs").exists()
+            || std::fs::read_dir(dir.path().join("runs"))
+                .unwrap()
+                .next()
+                .is_none()
+    );
 }
 
 #[test]

@@ -7,7 +7,7 @@ use crate::device::{Ceilings, DeviceInfo};
 use crate::error::{Error, Result};
 use crate::measure::stats::{ratio_ci, Estimate, Summary};
 use crate::measure::MeasureConfig;
-use crate::report::model::{BaselineOutcome, SpecResult};
+use crate::results::{BaselineOutcome, BaselineStatus, SpecResult};
 use crate::spec::Workload;
 use crate::verdict::{gate_state, RegressionState, Spread, POOL_MIN_RUNS};
 use serde::{Deserialize, Serialize};
@@ -75,7 +75,7 @@ pub fn load(path: &Path) -> Result<Option<BaselineFile>> {
     let mut b = b;
     // A CPU baseline written under the older key (model and cores only) is keyed by what it
     // recorded: its SIMD level and cache decide which machine it belongs to.
-    if b.device.kind == "cpu"
+    if b.device.kind == crate::device::DeviceKind::Cpu
         && b.device.key == crate::device::legacy_cpu_key(&b.device.name, b.device.cores)
     {
         b.device.key = b.device.current_key();
@@ -117,7 +117,7 @@ pub struct Found {
 pub fn find(root: &Path, device: &DeviceInfo, spec: &str) -> Result<Found> {
     let path = path_for(root, &device.key, spec);
     let baseline = load(&path)?;
-    if baseline.is_some() || device.kind != "cpu" {
+    if baseline.is_some() || device.kind != crate::device::DeviceKind::Cpu {
         return Ok(Found {
             path,
             baseline,
@@ -162,7 +162,7 @@ pub fn compare(
     let mode = result.gate.compare;
     let max_regression = result.gate.max_regression.0;
     let mut outcome = BaselineOutcome {
-        status: "not_comparable".into(),
+        status: BaselineStatus::NotComparable,
         path: path.display().to_string(),
         ratio: None,
         state: None,
@@ -223,7 +223,7 @@ pub fn compare(
     // absorb, the machine is not in the state the baseline measured (another SIMD level, a
     // neighbour saturating memory): INCONCLUSIVE at once, without a second pass.
     if let Some(why) = ceiling_drift(base, result, ceilings, device.llc_bytes, max_regression) {
-        outcome.status = "compared".into();
+        outcome.status = BaselineStatus::Compared;
         outcome.state = Some(RegressionState::Inconclusive);
         outcome.message = format!("not judged: {why}");
         outcome.note = Some(why.clone());
@@ -267,7 +267,7 @@ pub fn compare(
             }
         }
     };
-    outcome.status = "compared".into();
+    outcome.status = BaselineStatus::Compared;
     outcome.ratio = Some(decided.ratio);
     outcome.state = Some(decided.state);
     outcome.threshold = decided.threshold;
@@ -689,7 +689,7 @@ pub fn summary_diff(path: &Path, old: Option<&BaselineFile>, new: &BaselineFile)
         .to_string()
 }
 
-pub use crate::files::write_atomic;
+use crate::files::write_atomic;
 
 /// Removes the temp files a killed writer left in `dir` (`.opledger-*.tmp`). Call it only while
 /// holding the store's lock, when no other writer can be between create and rename.
@@ -789,7 +789,7 @@ mod tests {
 
     #[test]
     fn a_roof_that_moved_past_what_the_gate_absorbs_stops_the_comparison() {
-        let run: crate::report::model::RunResult =
+        let run: crate::results::RunResult =
             serde_json::from_str(include_str!("../../tests/fixtures/run-fixed/results.json"))
                 .unwrap();
         let r = &run.specs[0];

@@ -9,6 +9,14 @@ pub use ceilings::Ceilings;
 
 use serde::{Deserialize, Serialize};
 
+/// What sort of device was measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceKind {
+    Cpu,
+    Cuda,
+}
+
 /// Datasheet ceilings of one accelerator. Peaks are dense (no sparsity).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Profile {
@@ -113,7 +121,7 @@ pub struct DeviceInfo {
     /// CPU (everything that changes the code path or the roof: VMs often mask the model name),
     /// `cuda-<name>-sm<cc>-<SMs>sms` on a GPU.
     pub key: String,
-    pub kind: String,
+    pub kind: DeviceKind,
     pub name: String,
     pub cores: usize,
     pub llc_bytes: u64,
@@ -159,7 +167,7 @@ impl DeviceInfo {
         let simd = simd::level().name();
         DeviceInfo {
             key: cpu_key(&name, simd, cores, llc_bytes),
-            kind: "cpu".into(),
+            kind: DeviceKind::Cpu,
             name,
             cores,
             llc_bytes,
@@ -196,7 +204,7 @@ impl DeviceInfo {
     /// This identity's key as the current rule computes it from the recorded fields: a CPU
     /// baseline written under the older, coarser key reads as what it is.
     pub fn current_key(&self) -> String {
-        if self.kind == "cpu" {
+        if self.kind == DeviceKind::Cpu {
             cpu_key(&self.name, &self.simd, self.cores, self.llc_bytes)
         } else {
             self.key.clone()

@@ -105,6 +105,12 @@ pub enum Variant {
     Fma,
 }
 
+impl std::fmt::Display for Variant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl Variant {
     pub fn name(self) -> &'static str {
         match self {
@@ -298,8 +304,8 @@ impl Workload {
 /// Variant pair of the fusion kinds.
 pub(crate) const UNFUSED_FUSED: &[Variant] = &[Variant::Unfused, Variant::Fused];
 
+// A kind that needs a key no kind has yet adds one field here (a whole number also to `dims!`).
 /// The `workload:` mapping as written: the keys of every kind (which apply depends on `kind`).
-/// A kind that needs a key no kind has yet adds one field here.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(
     deny_unknown_fields,

@@ -43,6 +43,18 @@ impl Default for MeasureConfig {
     }
 }
 
+/// Why sampling stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// Both medians' confidence intervals reached the target width.
+    Ci,
+    /// The most pairs allowed were taken.
+    MaxPairs,
+    /// The time cap was reached.
+    TimeCap,
+}
+
 /// Raw samples of a before/after comparison.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PairSamples {
@@ -50,8 +62,8 @@ pub struct PairSamples {
     pub after_secs: Vec<f64>,
     /// For each pair, whether `after` ran first.
     pub after_first: Vec<bool>,
-    /// Why sampling stopped: "ci" (target reached), "max_pairs" or "time_cap".
-    pub stop_reason: String,
+    /// Why sampling stopped.
+    pub stop_reason: StopReason,
     pub wall_secs: f64,
 }
 
@@ -74,7 +86,7 @@ pub fn measure_pairs(
         before_secs: Vec::new(),
         after_secs: Vec::new(),
         after_first: Vec::new(),
-        stop_reason: "max_pairs".into(),
+        stop_reason: StopReason::MaxPairs,
         wall_secs: 0.0,
     };
     let min_pairs = cfg.min_pairs.max(3);
@@ -105,7 +117,7 @@ pub fn measure_pairs(
         progress(n);
         if n >= min_pairs {
             if start.elapsed().as_secs_f64() >= cfg.time_cap_secs {
-                s.stop_reason = "time_cap".into();
+                s.stop_reason = StopReason::TimeCap;
                 break;
             }
             // A cheaper bootstrap for the stopping decision; the reported CIs use the full one.
@@ -113,7 +125,7 @@ pub fn measure_pairs(
                 stats::median_ci(xs, 300, cfg.seed).rel_half_width() <= cfg.target_rel_ci
             };
             if tight(&s.before_secs) && tight(&s.after_secs) {
-                s.stop_reason = "ci".into();
+                s.stop_reason = StopReason::Ci;
                 break;
             }
         }
@@ -158,7 +170,7 @@ mod tests {
         };
         let s = measure_pairs(&mut c, Variant::Unfused, Variant::Fused, &cfg, |_| {}).unwrap();
         // Constant timings: the CI is zero-width, so it stops at min_pairs.
-        assert_eq!(s.stop_reason, "ci");
+        assert_eq!(s.stop_reason, StopReason::Ci);
         assert_eq!(s.before_secs.len(), 8);
         assert!(s.before_secs.iter().all(|&t| t == 2.0));
         assert!(s.after_secs.iter().all(|&t| t == 1.0));
@@ -187,6 +199,6 @@ mod tests {
         let s = measure_pairs(&mut c, Variant::Unfused, Variant::Fused, &cfg, |_| {}).unwrap();
         assert_eq!(c.flushes, 0);
         assert_eq!(s.before_secs.len(), 3);
-        assert_eq!(s.stop_reason, "max_pairs");
+        assert_eq!(s.stop_reason, StopReason::MaxPairs);
     }
 }

@@ -4,8 +4,8 @@
 //! swept parameter. Both are pure functions of a `RunResult`, so `opledger report` can redraw
 //! them from an archive.
 
-use super::model::{RunResult, SweepSeries};
 use crate::error::{Error, Result};
+use crate::results::{RunResult, SweepSeries};
 use plotters::prelude::*;
 
 const WIDTH_PX: u32 = 960;
@@ -33,7 +33,7 @@ pub struct RooflinePoint {
 
 /// The cases that can be placed on a log-log roofline: measured, with FLOPs and bytes > 0.
 pub fn roofline_points(run: &RunResult) -> Vec<RooflinePoint> {
-    let place = |v: &super::model::VariantResult| {
+    let place = |v: &crate::results::VariantResult| {
         let secs = v.summary.as_ref()?.median_secs;
         let flops_per_sec = v.flops as f64 / secs;
         (v.intensity > 0.0 && v.intensity.is_finite() && flops_per_sec > 0.0 && secs > 0.0)
@@ -279,7 +279,7 @@ pub fn sweep_svg(series: &SweepSeries) -> Result<String> {
             .map_err(chart_error)?;
         let panels = root.split_evenly((1, 2));
         let x_range = log_range(series.rows.iter().map(|r| r.x as f64), 1.3);
-        type Pick = fn(&super::model::SweepRow) -> (Option<f64>, Option<f64>);
+        type Pick = fn(&crate::results::SweepRow) -> (Option<f64>, Option<f64>);
         let bytes: Pick = |r| (Some(r.before_bytes as f64), Some(r.after_bytes as f64));
         let secs: Pick = |r| (r.before_secs, r.after_secs);
         for (panel, (title, pick)) in panels
@@ -318,8 +318,8 @@ pub fn sweep_svg(series: &SweepSeries) -> Result<String> {
                 .draw()
                 .map_err(chart_error)?;
             for (which, color, label) in [
-                (1usize, BEFORE, series.before_variant.as_str()),
-                (2, AFTER, series.after_variant.as_str()),
+                (1usize, BEFORE, series.before_variant.name()),
+                (2, AFTER, series.after_variant.name()),
             ] {
                 let line: Vec<(f64, f64)> = values
                     .iter()

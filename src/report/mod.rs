@@ -2,13 +2,12 @@
 //! run with minijinja (`templates/report.md.j2` is compiled in; `--template FILE` overrides it).
 
 pub mod chart;
-pub mod model;
 
 use crate::error::{Error, Result};
+use crate::results::{self as model, BaselineStatus, ChecklistRow, RunResult, SpecResult};
 use crate::spec::ChecklistItem;
 use crate::verdict::Status;
 use minijinja::{Environment, Value};
-use model::{ChecklistRow, RunResult, SpecResult};
 use std::path::Path;
 
 /// The built-in template.
@@ -223,9 +222,11 @@ fn baseline_row(specs: &[SpecResult]) -> (Status, String, Vec<String>) {
     let mut ok = Vec::new();
     let mut missing = Vec::new();
     for s in specs {
-        match (s.baseline.status.as_str(), s.baseline.state) {
-            ("compared", Some(crate::verdict::RegressionState::Fail)) => fail.push(link(s)),
-            ("compared", _) | ("accepted", _) => ok.push(link(s)),
+        match (s.baseline.status, s.baseline.state) {
+            (BaselineStatus::Compared, Some(crate::verdict::RegressionState::Fail)) => {
+                fail.push(link(s))
+            }
+            (BaselineStatus::Compared | BaselineStatus::Accepted, _) => ok.push(link(s)),
             _ => missing.push(link(s)),
         }
     }

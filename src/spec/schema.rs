@@ -8,7 +8,7 @@ use super::{RawSpec, RawWorkload, WorkloadKind};
 use serde_json::{json, Value};
 
 /// Draft-07: the draft editors' YAML language servers support most widely.
-fn generator() -> schemars::SchemaGenerator {
+pub(crate) fn generator() -> schemars::SchemaGenerator {
     schemars::generate::SchemaSettings::draft07().into_generator()
 }
 
@@ -29,9 +29,10 @@ pub fn spec_schema() -> Value {
                 allowed.extend_from_slice(required);
                 allowed.extend_from_slice(optional);
                 let mut then = json!({"required": required, "propertyNames": {"enum": allowed}});
-                // bf16 only where a kernel backs it (the validator says the same).
-                if *kind != WorkloadKind::Attention && optional.contains(&"dtype") {
-                    then["properties"] = json!({"dtype": {"const": "f32"}});
+                // Only the dtypes a kernel backs (the validator says the same).
+                if optional.contains(&"dtype") {
+                    let names: Vec<&str> = kind.dtypes().iter().map(|d| d.name()).collect();
+                    then["properties"] = json!({"dtype": {"enum": names}});
                 }
                 json!({
                     "if": {"properties": {"kind": {"const": kind.name()}}, "required": ["kind"]},
@@ -44,16 +45,6 @@ pub fn spec_schema() -> Value {
     if let Some(sweep) = root.pointer_mut("/properties/sweep") {
         sweep["propertyNames"] = json!({"enum": RawWorkload::SWEEPABLE});
     }
-    root
-}
-
-/// The schema of `results.json` (what `opledger run` writes and `report`/`compare` read).
-pub fn results_schema() -> Value {
-    let mut root = generator()
-        .into_root_schema_for::<crate::report::model::RunResult>()
-        .to_value();
-    root["$id"] = json!("https://opledger.dev/schemas/results.schema.json");
-    root["title"] = json!("opledger results.json");
     root
 }
 

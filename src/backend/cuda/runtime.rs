@@ -383,7 +383,7 @@ impl Backend for CudaBackend {
             // what makes two GPUs' timings comparable. Memory and driver are recorded and
             // compared with a warning, not keyed: a driver update should not orphan baselines.
             key: format!("cuda-{}-sm{}-{}sms", slug(&g.name), g.arch, g.sms),
-            kind: "cuda".into(),
+            kind: crate::device::DeviceKind::Cuda,
             name: g.name.clone(),
             cores: g.sms as usize,
             llc_bytes: g.l2_bytes,

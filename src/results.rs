@@ -1,11 +1,13 @@
-//! The result of a run: what `results.json` holds, what baselines are made from and what the
-//! report renders. Plain data; `schema_version` changes when a field changes meaning.
+//! The result of a run: what `results.json` holds, what baselines are made from, what the report
+//! renders and what `compare` and `calibrate` read. Plain data, below the stages that read it
+//! (baseline, report, CLI); `schema_version` changes when a field changes meaning. Statuses are
+//! enums serialized as the words older files hold, so those files still read.
 
 use crate::device::{Ceilings, DeviceInfo};
 use crate::ledger::{Roofline, VariantLedger};
 use crate::measure::stats::{Estimate, Summary};
 use crate::measure::{MeasureConfig, PairSamples};
-use crate::spec::{AppliedTolerance, ChecklistItem, Expect, Gate, SweepPoint, Workload};
+use crate::spec::{AppliedTolerance, ChecklistItem, Expect, Gate, SweepPoint, Variant, Workload};
 use crate::verdict::{Achieved, Check, Correctness, RegressionState, Status};
 use serde::{Deserialize, Serialize};
 
@@ -106,10 +108,35 @@ pub struct SpecFile {
     pub bytes: u64,
 }
 
+/// The verdict of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum RunStatus {
+    Pass,
+    Fail,
+    /// Nothing failed, but a gate could not decide even after measuring again (exit 0).
+    Inconclusive,
+}
+
+impl RunStatus {
+    pub fn word(self) -> &'static str {
+        match self {
+            RunStatus::Pass => "PASS",
+            RunStatus::Fail => "FAIL",
+            RunStatus::Inconclusive => "INCONCLUSIVE",
+        }
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.word())
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunVerdict {
-    /// PASS, FAIL, or INCONCLUSIVE (nothing failed, but a gate could not decide; exit 0).
-    pub status: String,
+    pub status: RunStatus,
     pub specs_passed: usize,
     pub specs_failed: usize,
     /// Specs whose regression gate stayed inconclusive after re-measuring (not failures).
@@ -121,7 +148,7 @@ pub struct RunVerdict {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VariantResult {
-    pub variant: String,
+    pub variant: Variant,
     pub ledger: VariantLedger,
     pub bytes: u64,
     pub flops: u64,
@@ -132,10 +159,23 @@ pub struct VariantResult {
     pub achieved: Option<Achieved>,
 }
 
+/// Where a spec stands against its stored baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BaselineStatus {
+    /// No baseline for this device yet.
+    Missing,
+    /// Compared; the gate decided (`state`).
+    Compared,
+    /// A baseline exists but measured something else (another workload or device).
+    NotComparable,
+    /// This run was recorded as the baseline.
+    Accepted,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BaselineOutcome {
-    /// missing, compared, not_comparable, accepted, refused
-    pub status: String,
+    pub status: BaselineStatus,
     pub path: String,
     /// new/baseline ratio of the `after` medians.
     pub ratio: Option<Estimate>,
@@ -242,12 +282,22 @@ pub struct SweepRow {
 pub struct SweepSeries {
     pub group: String,
     pub param: String,
-    pub before_variant: String,
-    pub after_variant: String,
+    pub before_variant: Variant,
+    pub after_variant: Variant,
     pub rows: Vec<SweepRow>,
     /// Log-log slopes between the first and the last point: bytes ∝ x^slope.
     pub before_bytes_slope: Option<f64>,
     pub after_bytes_slope: Option<f64>,
     pub before_time_slope: Option<f64>,
     pub after_time_slope: Option<f64>,
+}
+
+/// The schema of `results.json` (what `opledger run` writes and `report`/`compare` read).
+pub fn schema() -> serde_json::Value {
+    let mut root = crate::spec::schema::generator()
+        .into_root_schema_for::<RunResult>()
+        .to_value();
+    root["$id"] = serde_json::json!("https://opledger.dev/schemas/results.schema.json");
+    root["title"] = serde_json::json!("opledger results.json");
+    root
 }
