@@ -11,6 +11,7 @@ pub mod cpu;
 pub mod cuda;
 
 use crate::device::{Ceilings, DeviceInfo, Profile};
+pub use crate::error::BackendError;
 use crate::error::{Error, Result};
 use crate::kinds::{Tensors, Variant, Workload};
 use serde::{Deserialize, Serialize};
@@ -51,40 +52,6 @@ impl BackendKind {
             BackendKind::Cuda => cuda::cannot_run(w),
         }
     }
-}
-
-/// What went wrong in a backend, with its parts (never a string to parse back).
-#[derive(Debug, thiserror::Error)]
-pub enum BackendError {
-    /// The backend has no kernel for this workload (a capability, refused before measuring).
-    #[error("the {backend} backend cannot run this workload: {reason}")]
-    Unsupported {
-        backend: &'static str,
-        reason: String,
-    },
-    /// A case larger than the memory there is.
-    #[error("{spec}: the case needs {:.2} GiB of memory but only {:.2} GiB is available; reduce the workload size", gib(*.need_bytes), gib(*.available_bytes))]
-    OutOfMemory {
-        spec: String,
-        need_bytes: u64,
-        available_bytes: u64,
-    },
-    /// A driver call failed.
-    #[error("{what}: {detail}")]
-    Driver { what: String, detail: String },
-    /// The output of a variant was asked before the variant ran.
-    #[error("variant {variant} has not run")]
-    NotRun { variant: &'static str },
-    /// A kernel source that did not compile or load (NVRTC's log, or the driver's refusal).
-    #[error("{log}")]
-    Compile { log: String },
-    /// A kernel or launch that cannot run as asked (geometry, sizes).
-    #[error("{0}")]
-    Kernel(String),
-}
-
-fn gib(bytes: u64) -> f64 {
-    bytes as f64 / (1u64 << 30) as f64
 }
 
 pub trait Backend: Send {

@@ -27,6 +27,7 @@ pub use rows::{Layernorm, Rmsnorm, RowOp, Softmax};
 pub use tensors::Tensors;
 
 use crate::ledger::{Ledger, Tiling, VariantLedger};
+pub use crate::values::{DType, Variant, MAX_TENSOR_ELEMENTS};
 use crate::values::{Dim, Finite};
 use serde::{Deserialize, Serialize};
 
@@ -48,86 +49,6 @@ macro_rules! registry {
     };
 }
 pub(crate) use registry;
-
-/// Largest number of elements one tensor of a spec may have (2^34, 64 GiB of f32). Beyond this a
-/// spec is refused outright; below it, the run still refuses cases that do not fit in memory.
-pub const MAX_TENSOR_ELEMENTS: u64 = 1 << 34;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum DType {
-    F32,
-    /// bfloat16 storage with f32 accumulation, for attention on tensor cores (CUDA backend).
-    Bf16,
-}
-
-impl DType {
-    pub const ALL: [DType; 2] = [DType::F32, DType::Bf16];
-    pub fn bytes(self) -> u64 {
-        match self {
-            DType::F32 => 4,
-            DType::Bf16 => 2,
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            DType::F32 => "f32",
-            DType::Bf16 => "bf16",
-        }
-    }
-}
-
-/// The implementation variants of the kinds; each kind takes its own pair.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Variant {
-    /// One kernel per op; every intermediate goes through memory.
-    Unfused,
-    /// One kernel for the chain; intermediates stay on chip (registers, L1).
-    Fused,
-    /// Attention with S = QKᵀ and P = softmax(S) materialized in memory.
-    Standard,
-    /// FlashAttention: tiles of Q against tiles of K, V with online softmax.
-    Flash,
-    /// A chain of small kernels, each dispatched (launched) on its own.
-    Eager,
-    /// The same chain recorded once as a plan and replayed with one dispatch.
-    Graph,
-    /// Textbook triple loop.
-    Naive,
-    /// Cache-blocked, packed, register-tiled.
-    Tiled,
-    /// Probe: y = x (STREAM copy).
-    Copy,
-    /// Probe: a = b + s·c (STREAM triad).
-    Triad,
-    /// Probe: 256 dependent FMAs per element, many elements in flight (compute peak).
-    Fma,
-}
-
-impl std::fmt::Display for Variant {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl Variant {
-    pub fn name(self) -> &'static str {
-        match self {
-            Variant::Unfused => "unfused",
-            Variant::Fused => "fused",
-            Variant::Standard => "standard",
-            Variant::Flash => "flash",
-            Variant::Eager => "eager",
-            Variant::Graph => "graph",
-            Variant::Naive => "naive",
-            Variant::Tiled => "tiled",
-            Variant::Copy => "copy",
-            Variant::Triad => "triad",
-            Variant::Fma => "fma",
-        }
-    }
-}
 
 /// What a kind refuses in a `workload:` mapping: the key at fault (the spec locates it in the
 /// file) and what was expected.

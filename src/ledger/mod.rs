@@ -10,7 +10,7 @@
 //!   counts [`SPECIAL_FN_FLOPS`] — one SFU instruction on a GPU. A CPU evaluates it as a
 //!   polynomial of ~15 operations, which the measured bound (not the ledger) reveals.
 
-use crate::kinds::Variant;
+use crate::values::Variant;
 use serde::{Deserialize, Serialize};
 
 /// FLOPs charged for one special-function evaluation (exp, tanh, erf, rsqrt).
