@@ -1069,7 +1069,11 @@ fn a_spec_the_backend_cannot_run_is_refused_by_check_and_run_before_anything_is_
     assert!(out.contains(reason), "{out}");
     assert!(out.contains("1 spec(s) valid"), "{out}");
     // run refuses it the same way, before any case is measured or any run folder written.
-    let o = run_in(dir.path(), &[spec, fixture("good/tiny-chain.yaml")], &[]);
+    let o = run_in(
+        dir.path(),
+        &[spec.clone(), fixture("good/tiny-chain.yaml")],
+        &[],
+    );
     let out = text(&o);
     assert_eq!(o.status.code(), Some(2), "{out}");
     assert!(out.contains(reason), "{out}");
@@ -1081,6 +1085,36 @@ fn a_spec_the_backend_cannot_run_is_refused_by_check_and_run_before_anything_is_
                 .next()
                 .is_none()
     );
+    // Picked by `auto` (no GPU here), the CPU fails that spec without measuring it and the run
+    // goes on with the others.
+    let o = run_in(
+        dir.path(),
+        &[spec, fixture("good/tiny-chain.yaml")],
+        &["--backend", "auto"],
+    );
+    let out = text(&o);
+    if out.contains("backend cuda") {
+        return;
+    }
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let results: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(only_run_dir(dir.path()).join("results.json")).unwrap(),
+    )
+    .unwrap();
+    let spec_result = |name: &str| {
+        results["specs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    let bf16 = spec_result("bf16-attention");
+    assert_eq!(bf16["status"], "fail");
+    assert!(bf16["error"].as_str().unwrap().contains(reason), "{bf16}");
+    assert!(bf16["samples"].is_null(), "not measured: {bf16}");
+    assert_eq!(spec_result("tiny-chain")["status"], "pass");
 }
 
 #[test]
