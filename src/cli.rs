@@ -3,11 +3,9 @@
 use crate::backend::{BackendChoice, BackendKind};
 use crate::device::{find_profile, profiles};
 use crate::error::{Error, ExitCode, Result};
-use crate::ledger::roofline;
 use crate::measure::MeasureConfig;
 use crate::pipeline::{self, RunOptions};
 use crate::report;
-use crate::results::RunResult;
 use crate::spec;
 use clap::{Args, Parser, Subcommand};
 use std::path::{Path, PathBuf};
@@ -300,7 +298,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 t.reuse_cache_bytes = mib.saturating_mul(1 << 20);
             }
             for s in spec::load_all(&paths)? {
-                print!("{}", ledger_text(&s, t));
+                print!("{}", report::text::ledger(&s, t));
             }
             Ok(ExitCode::Pass)
         }
@@ -345,12 +343,19 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             }
             print!(
                 "{}",
-                roofline_text(peak_tflops, bw_gbps, a.flops, a.bytes, &label)
+                report::text::roofline(peak_tflops, bw_gbps, a.flops, a.bytes, &label)
             );
             Ok(ExitCode::Pass)
         }
-        Command::CudaCompile { arch, out } => cuda_compile(arch, out.as_deref()),
-        Command::Compare { run_a, run_b } => compare_runs(&run_a, &run_b),
+        Command::CudaCompile { arch, out } => {
+            let all_compiled = crate::backend::cuda::nvrtc::compile_all(arch, out.as_deref())?;
+            Ok(if all_compiled {
+                ExitCode::Pass
+            } else {
+                ExitCode::GateFailed
+            })
+        }
+        Command::Compare { run_a, run_b } => crate::compare::compare_runs(&run_a, &run_b),
         Command::Schema { which, out } => {
             let schema = match which {
                 SchemaKind::Spec => spec::schema::spec_schema(),
@@ -368,7 +373,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             template,
             out,
         } => {
-            let run = load_run(&run_dir)?;
+            let run = crate::results::load(&run_dir)?;
             let md = report::render(&run, template.as_deref())?;
             match out {
                 Some(o) => {
@@ -481,302 +486,5 @@ fn check_specs(paths: &[PathBuf], backend: Option<BackendKind>) -> Result<ExitCo
         ExitCode::GateFailed
     } else {
         ExitCode::Pass
-    })
-}
-
-/// The seed's roofline, with units spelled out (the seed's docstring says ms; it is seconds).
-pub fn roofline_text(
-    peak_tflops: f64,
-    bw_gbps: f64,
-    flops: f64,
-    bytes: f64,
-    label: &str,
-) -> String {
-    let r = roofline(peak_tflops * 1e12, bw_gbps * 1e9, flops, bytes);
-    format!(
-        "roofline on {label}: peak {peak_tflops} TFLOP/s, bandwidth {bw_gbps} GB/s\n\
-         compute time  FLOPs/Peak = {flops:.3e} / {:.3e} FLOP/s = {:.6e} s ({:.3} ms)\n\
-         memory time   Bytes/BW   = {bytes:.3e} / {:.3e} B/s    = {:.6e} s ({:.3} ms)\n\
-         predicted     T = max(...) = {:.6e} s = {:.3} ms\n\
-         bound         {} (AI {:.2} FLOP/byte vs ridge {:.2} FLOP/byte)\n",
-        peak_tflops * 1e12,
-        r.compute_secs,
-        r.compute_secs * 1e3,
-        bw_gbps * 1e9,
-        r.memory_secs,
-        r.memory_secs * 1e3,
-        r.secs,
-        r.secs * 1e3,
-        r.bound.name(),
-        r.intensity,
-        r.ridge
-    )
-}
-
-/// The ledger of a spec as text tables.
-pub fn ledger_text(s: &spec::Spec, tiling: crate::ledger::Tiling) -> String {
-    let l = s
-        .workload
-        .ledger(s.variants.before, s.variants.after, &tiling);
-    let mut t = format!("{} — {}\n{}\n\n", s.name, s.title, s.workload.describe());
-    t.push_str(&format!(
-        "{:<10} {:<16} {:>16} {:>6} {:>6} {:>16}\n",
-        "variant", "tensor", "bytes", "reads", "writes", "traffic"
-    ));
-    for v in [&l.before, &l.after] {
-        for m in &v.movements {
-            t.push_str(&format!(
-                "{:<10} {:<16} {:>16} {:>6} {:>6} {:>16}\n",
-                v.variant.name(),
-                m.tensor,
-                m.bytes,
-                m.reads,
-                m.writes,
-                m.traffic_bytes()
-            ));
-        }
-    }
-    t.push_str(&format!(
-        "\n{:<10} {:>16} {:>16} {:>12} {:>9}\n",
-        "variant", "FLOPs", "bytes moved", "AI FLOP/B", "launches"
-    ));
-    for v in [&l.before, &l.after] {
-        t.push_str(&format!(
-            "{:<10} {:>16} {:>16} {:>12.4} {:>9}\n",
-            v.variant.name(),
-            v.flops,
-            v.bytes_moved(),
-            v.intensity(),
-            v.launches
-        ));
-    }
-    t.push_str(&format!(
-        "io_saving  {:.2}% (1 - bytes(after)/bytes(before))\n\n",
-        l.io_saving() * 100.0
-    ));
-    let f32_work = true;
-    t.push_str(&format!(
-        "{:<24} {:>12} {:>12} {:>10} {:>10}\n",
-        "predicted on (datasheet)", "before", "after", "bound", "saving"
-    ));
-    for p in profiles() {
-        let pk = p.peak_flops_per_sec(f32_work);
-        let rb = roofline(
-            pk,
-            p.bw_bytes_per_sec(),
-            l.before.flops as f64,
-            l.before.bytes_moved() as f64,
-        );
-        let ra = roofline(
-            pk,
-            p.bw_bytes_per_sec(),
-            l.after.flops as f64,
-            l.after.bytes_moved() as f64,
-        );
-        t.push_str(&format!(
-            "{:<24} {:>9.3} ms {:>9.3} ms {:>10} {:>9.1}%\n",
-            p.name,
-            rb.secs * 1e3,
-            ra.secs * 1e3,
-            ra.bound.name(),
-            (1.0 - ra.secs / rb.secs) * 100.0
-        ));
-    }
-    t.push('\n');
-    t
-}
-
-/// `opledger cuda-compile`: every kernel source to a CUBIN for sm_<arch> and to PTX.
-fn cuda_compile(arch: u32, out: Option<&std::path::Path>) -> Result<ExitCode> {
-    use crate::backend::cuda::nvrtc;
-    if !nvrtc::available() {
-        return Err(Error::BackendUnavailable(
-            "libnvrtc could not be loaded: install NVRTC (e.g. `pip install nvidia-cuda-nvrtc==13.0.88`) and put its lib folder on LD_LIBRARY_PATH".into(),
-        ));
-    }
-    let mut failed = 0;
-    // What ptxas says of each kernel (from the CUBIN compilation): registers (occupancy),
-    // shared memory, and any spill to local memory — the static half of a kernel's performance,
-    // known without a GPU.
-    let mut resources = Vec::new();
-    for src in nvrtc::SOURCES {
-        for (kind, ext) in [(nvrtc::Output::Cubin, "cubin"), (nvrtc::Output::Ptx, "ptx")] {
-            let compiled = match kind {
-                nvrtc::Output::Cubin => {
-                    nvrtc::compile_cubin_with_resources(src, arch).map(|(bytes, kernels)| {
-                        resources.extend(kernels);
-                        bytes
-                    })
-                }
-                nvrtc::Output::Ptx => nvrtc::compile(src, arch, kind),
-            };
-            match compiled {
-                Ok(bytes) => {
-                    println!(
-                        "ok    {:<12} {ext:<5} sm_{arch} {:>9} bytes",
-                        src.name,
-                        bytes.len()
-                    );
-                    if let Some(dir) = out {
-                        crate::files::write_atomic(
-                            &dir.join(format!("{}.sm_{arch}.{ext}", src.name)),
-                            &bytes,
-                        )?;
-                    }
-                }
-                Err(log) => {
-                    println!("FAIL  {:<12} {ext:<5} sm_{arch}\n{log}", src.name);
-                    failed += 1;
-                }
-            }
-        }
-    }
-    println!(
-        "\n{:<24} {:>5} {:>10} {:>7} {:>13}",
-        format!("kernel (sm_{arch})"),
-        "regs",
-        "smem B",
-        "stack B",
-        "spills st/ld"
-    );
-    for k in resources {
-        println!(
-            "{:<24} {:>5} {:>10} {:>7} {:>13}",
-            k.name,
-            k.registers,
-            k.smem_bytes,
-            k.stack_bytes,
-            format!("{}/{}", k.spill_store_bytes, k.spill_load_bytes)
-        );
-    }
-    Ok(if failed == 0 {
-        ExitCode::Pass
-    } else {
-        ExitCode::GateFailed
-    })
-}
-
-fn load_run(dir: &std::path::Path) -> Result<RunResult> {
-    let path = dir.join("results.json");
-    let bytes = crate::files::read_regular(&path, crate::files::MAX_RESULTS_BYTES, "results file")?;
-    let mut run: RunResult = serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
-        path: path.clone(),
-        message: format!("not a valid opledger results file: {e}"),
-    })?;
-    if run.schema_version != crate::results::SCHEMA_VERSION {
-        return Err(Error::Corrupt {
-            path: path.clone(),
-            message: format!(
-                "results schema version {} is not the supported {} (written by another opledger version?)",
-                run.schema_version,
-                crate::results::SCHEMA_VERSION
-            ),
-        });
-    }
-    for s in &mut run.specs {
-        // Results written before the applied tolerance was recorded: the spec named it.
-        if s.tolerance.source.is_empty() {
-            if let Some(t) = s.expect.tolerance {
-                s.tolerance = spec::AppliedTolerance {
-                    rtol: t.rtol.0,
-                    atol: t.atol.0,
-                    source: "from the spec".into(),
-                };
-            }
-        }
-    }
-    Ok(run)
-}
-
-/// `opledger compare A B`: run A plays the baseline of run B, spec by spec, with the same
-/// comparison as the live gate (device and workload must match, ratio of medians with a
-/// bootstrap CI, the spec's threshold). Exit 1 when a spec regressed.
-fn compare_runs(a: &std::path::Path, b: &std::path::Path) -> Result<ExitCode> {
-    use crate::verdict::RegressionState;
-    let (ra, rb) = (load_run(a)?, load_run(b)?);
-    if !rb
-        .specs
-        .iter()
-        .any(|sb| ra.specs.iter().any(|sa| sa.name == sb.name))
-    {
-        return Err(Error::Usage(format!(
-            "{} and {} have no spec in common: nothing to compare",
-            a.display(),
-            b.display()
-        )));
-    }
-    println!(
-        "# opledger compare\n\n`{}` ({}) → `{}` ({})\n",
-        ra.run_id, ra.git_sha, rb.run_id, rb.git_sha
-    );
-    println!(
-        "| spec | before (A) | after (A) | after (B) | compared | B vs A ratio (95% CI) | threshold | decision |"
-    );
-    println!("|---|--:|--:|--:|---|--:|--:|---|");
-    let mut regressed = 0;
-    for sb in &rb.specs {
-        let Some(sa) = ra.specs.iter().find(|s| s.name == sb.name) else {
-            println!("| {} | — | — | — | — | — | — | only in B |", sb.name);
-            continue;
-        };
-        let base = crate::baseline::from_result(
-            sa,
-            &ra.device,
-            &ra.ceilings,
-            &ra.measure,
-            &ra.started_utc,
-            &ra.git_sha,
-            None,
-        );
-        let Some(base) = base else {
-            println!(
-                "| {} | — | — | — | — | — | — | not measured in A |",
-                sb.name
-            );
-            continue;
-        };
-        let (outcome, _) = crate::baseline::compare_passes(
-            &base,
-            a,
-            sb,
-            &rb.device,
-            &rb.ceilings,
-            rb.measure.bootstrap_resamples,
-            rb.measure.seed,
-        );
-        let ms = |v: Option<f64>| v.map_or("—".to_string(), |t| format!("{:.3} ms", t * 1e3));
-        // The decision says what the ratio shows: a raw-time speedup that the after/before
-        // comparison does not confirm is the machine (or shared code) being faster.
-        let faster = outcome.ratio.is_some_and(|r| r.hi < 1.0);
-        let decision = match outcome.state {
-            Some(RegressionState::Fail) => {
-                regressed += 1;
-                "REGRESSION"
-            }
-            Some(RegressionState::Improved) => "improved",
-            Some(RegressionState::Inconclusive) => "inconclusive",
-            Some(RegressionState::Pass) if faster => {
-                "within threshold (faster in raw time only: the machine or code both variants share)"
-            }
-            Some(RegressionState::Pass) => "within threshold",
-            None => "not comparable",
-        };
-        let ratio = outcome.ratio.map_or("—".into(), |r| {
-            format!("{:.3} ({:.3} .. {:.3})", r.point, r.lo, r.hi)
-        });
-        println!(
-            "| {} | {} | {} | {} | {} | {ratio} | +{:.0}% | {decision} |",
-            sb.name,
-            ms(sa.before.summary.map(|s| s.median_secs)),
-            ms(sa.after.summary.map(|s| s.median_secs)),
-            ms(sb.after.summary.map(|s| s.median_secs)),
-            outcome.basis.as_deref().unwrap_or("—"),
-            outcome.threshold * 100.0
-        );
-    }
-    Ok(if regressed == 0 {
-        ExitCode::Pass
-    } else {
-        ExitCode::GateFailed
     })
 }

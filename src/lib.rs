@@ -9,6 +9,7 @@ pub mod backend;
 pub mod baseline;
 pub mod calibrate;
 pub mod cli;
+pub mod compare;
 pub mod device;
 pub mod error;
 pub mod files;

@@ -292,6 +292,41 @@ pub struct SweepSeries {
     pub after_time_slope: Option<f64>,
 }
 
+/// Reads `results.json` of a run folder, refusing another schema version; results written
+/// before the applied tolerance was recorded get it from their spec.
+pub fn load(dir: &std::path::Path) -> crate::error::Result<RunResult> {
+    use crate::error::Error;
+    let path = dir.join("results.json");
+    let bytes = crate::files::read_regular(&path, crate::files::MAX_RESULTS_BYTES, "results file")?;
+    let mut run: RunResult = serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
+        path: path.clone(),
+        message: format!("not a valid opledger results file: {e}"),
+    })?;
+    if run.schema_version != SCHEMA_VERSION {
+        return Err(Error::Corrupt {
+            path: path.clone(),
+            message: format!(
+                "results schema version {} is not the supported {} (written by another opledger version?)",
+                run.schema_version,
+                SCHEMA_VERSION
+            ),
+        });
+    }
+    for s in &mut run.specs {
+        // Results written before the applied tolerance was recorded: the spec named it.
+        if s.tolerance.source.is_empty() {
+            if let Some(t) = s.expect.tolerance {
+                s.tolerance = AppliedTolerance {
+                    rtol: t.rtol.0,
+                    atol: t.atol.0,
+                    source: "from the spec".into(),
+                };
+            }
+        }
+    }
+    Ok(run)
+}
+
 /// The schema of `results.json` (what `opledger run` writes and `report`/`compare` read).
 pub fn schema() -> serde_json::Value {
     let mut root = crate::spec::schema::generator()

@@ -2,6 +2,7 @@
 //! run with minijinja (`templates/report.md.j2` is compiled in; `--template FILE` overrides it).
 
 pub mod chart;
+pub mod text;
 
 use crate::error::{Error, Result};
 use crate::results::{self as model, BaselineStatus, ChecklistRow, RunResult, SpecResult};
@@ -43,8 +44,8 @@ pub fn sweeps(specs: &[SpecResult]) -> Vec<model::SweepSeries> {
             None => out.push(model::SweepSeries {
                 group: p.group.clone(),
                 param,
-                before_variant: s.before.variant.clone(),
-                after_variant: s.after.variant.clone(),
+                before_variant: s.before.variant,
+                after_variant: s.after.variant,
                 rows: vec![row],
                 before_bytes_slope: None,
                 after_bytes_slope: None,

@@ -218,6 +218,73 @@ fn compile_with(
     result
 }
 
+/// `opledger cuda-compile`: every kernel source to a CUBIN for sm_<arch> and to PTX, with what
+/// ptxas says of each kernel; true when every source compiled.
+pub fn compile_all(arch: u32, out: Option<&std::path::Path>) -> crate::error::Result<bool> {
+    use self as nvrtc;
+    if !nvrtc::available() {
+        return Err(crate::error::Error::BackendUnavailable(
+            "libnvrtc could not be loaded: install NVRTC (e.g. `pip install nvidia-cuda-nvrtc==13.0.88`) and put its lib folder on LD_LIBRARY_PATH".into(),
+        ));
+    }
+    let mut failed = 0;
+    // What ptxas says of each kernel (from the CUBIN compilation): registers (occupancy),
+    // shared memory, and any spill to local memory — the static half of a kernel's performance,
+    // known without a GPU.
+    let mut resources = Vec::new();
+    for src in nvrtc::SOURCES {
+        for (kind, ext) in [(nvrtc::Output::Cubin, "cubin"), (nvrtc::Output::Ptx, "ptx")] {
+            let compiled = match kind {
+                nvrtc::Output::Cubin => {
+                    nvrtc::compile_cubin_with_resources(src, arch).map(|(bytes, kernels)| {
+                        resources.extend(kernels);
+                        bytes
+                    })
+                }
+                nvrtc::Output::Ptx => nvrtc::compile(src, arch, kind),
+            };
+            match compiled {
+                Ok(bytes) => {
+                    println!(
+                        "ok    {:<12} {ext:<5} sm_{arch} {:>9} bytes",
+                        src.name,
+                        bytes.len()
+                    );
+                    if let Some(dir) = out {
+                        crate::files::write_atomic(
+                            &dir.join(format!("{}.sm_{arch}.{ext}", src.name)),
+                            &bytes,
+                        )?;
+                    }
+                }
+                Err(log) => {
+                    println!("FAIL  {:<12} {ext:<5} sm_{arch}\n{log}", src.name);
+                    failed += 1;
+                }
+            }
+        }
+    }
+    println!(
+        "\n{:<24} {:>5} {:>10} {:>7} {:>13}",
+        format!("kernel (sm_{arch})"),
+        "regs",
+        "smem B",
+        "stack B",
+        "spills st/ld"
+    );
+    for k in resources {
+        println!(
+            "{:<24} {:>5} {:>10} {:>7} {:>13}",
+            k.name,
+            k.registers,
+            k.smem_bytes,
+            k.stack_bytes,
+            format!("{}/{}", k.spill_store_bytes, k.spill_load_bytes)
+        );
+    }
+    Ok(failed == 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
