@@ -1,5 +1,5 @@
 //! Unit tests of spec parsing; the fixture corpus of bad specs is driven through the binary in
-//! `tests/cli.rs`.
+//! `tests/spec_errors.rs`.
 
 use super::*;
 use std::path::Path;

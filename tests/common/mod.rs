@@ -63,3 +63,39 @@ pub fn only_run_dir(dir: &Path) -> PathBuf {
     runs.sort();
     runs.pop().expect("a run directory")
 }
+
+/// Small, fast measurement settings for tests (sizes and caps, not timings, are asserted).
+pub const FAST: [&str; 6] = [
+    "--time-cap-secs",
+    "2",
+    "--probe-mib",
+    "8",
+    "--flush-mib",
+    "8",
+];
+/// Default sample counts of test runs: few, for speed.
+pub const FEW_PAIRS: [&str; 4] = ["--min-pairs", "3", "--max-pairs", "5"];
+/// Enough pairs that a bootstrap CI of a 10x ratio cannot reach 1 (tests of the gate's decisions).
+pub const PAIRS: [&str; 4] = ["--min-pairs", "25", "--max-pairs", "25"];
+
+pub fn run_cmd(dir: &Path, specs: &[PathBuf], extra: &[&str]) -> Command {
+    let mut c = bin();
+    c.current_dir(dir)
+        .arg("run")
+        .args(specs)
+        .args(FAST)
+        .args(extra);
+    if !extra.contains(&"--min-pairs") {
+        c.args(FEW_PAIRS);
+    }
+    if !extra.contains(&"--backend") {
+        c.args(["--backend", "cpu"]);
+    }
+    c.args(["--baselines", dir.join("baselines").to_str().unwrap()]);
+    c.args(["--runs-dir", dir.join("runs").to_str().unwrap()]);
+    c
+}
+
+pub fn run_in(dir: &Path, specs: &[PathBuf], extra: &[&str]) -> Output {
+    run_cmd(dir, specs, extra).output().unwrap()
+}

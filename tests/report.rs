@@ -1,0 +1,231 @@
+//! The report and `compare`: templates, re-rendering, charts, the golden report, and two
+//! archived runs compared with the gate's statistics.
+
+mod common;
+use common::{bin, fixture, only_run_dir, run_in, text, PAIRS};
+use std::path::{Path, PathBuf};
+
+#[test]
+fn custom_template_and_report_rerender() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmpl = dir.path().join("t.j2");
+    std::fs::write(
+        &tmpl,
+        "{% for s in specs %}{{ s.name }}={{ s.status }};{% endfor %}",
+    )
+    .unwrap();
+    let o = run_in(
+        dir.path(),
+        &[fixture("good/tiny-chain.yaml")],
+        &["--template", tmpl.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let run = only_run_dir(dir.path());
+    assert_eq!(
+        std::fs::read_to_string(run.join("report.md")).unwrap(),
+        "tiny-chain=pass;"
+    );
+    // Re-render the archive with the built-in template, without measuring.
+    let o = bin().arg("report").arg(&run).output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("# opledger report: PASS"));
+    // A broken template is bad input.
+    std::fs::write(&tmpl, "{% for %}").unwrap();
+    let o = bin()
+        .arg("report")
+        .arg(&run)
+        .arg("--template")
+        .arg(&tmpl)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("t.j2"), "{}", text(&o));
+}
+
+#[test]
+fn report_on_a_damaged_archive_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("results.json"), b"[1, 2").unwrap();
+    let o = bin().arg("report").arg(dir.path()).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o).contains("results.json") && text(&o).contains("not a valid opledger results file"),
+        "{}",
+        text(&o)
+    );
+}
+
+/// Counts `<circle>` elements filled with `fill` (plotters writes colours as #RRGGBB).
+fn circles(svg: &str, fill: &str) -> usize {
+    let doc = roxmltree::Document::parse(svg).expect("the SVG parses as XML");
+    doc.descendants()
+        .filter(|n| n.has_tag_name("circle") && n.attribute("fill") == Some(fill))
+        .count()
+}
+
+#[test]
+fn report_out_redraws_svg_charts_with_one_point_per_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r/report.md");
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    let o = bin()
+        .arg("report")
+        .arg(fixture("run-fixed"))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixture("run-fixed/results.json")).unwrap()).unwrap();
+    let cases = results["specs"].as_array().unwrap().len();
+    let svg = std::fs::read_to_string(dir.path().join("r/roofline.svg")).unwrap();
+    // One before point and one after point per case, plus one of each in the legend.
+    assert_eq!(circles(&svg, "#DC6E14"), cases + 1, "after points");
+    assert_eq!(circles(&svg, "#5A6E8C"), cases + 1, "before points");
+    // Each case labelled: by its name, or a sweep point by its parameter value.
+    for s in results["specs"].as_array().unwrap() {
+        let label = s["sweep"]["label"].as_str().or(s["name"].as_str()).unwrap();
+        assert!(svg.contains(label), "label of {}", s["name"]);
+    }
+    // The sweep chart: one point per variant and sweep point in each of its two panels.
+    let sweep = &results["sweeps"][0];
+    let rows = sweep["rows"].as_array().unwrap().len();
+    let name = format!("r/sweep-{}.svg", sweep["group"].as_str().unwrap());
+    let svg = std::fs::read_to_string(dir.path().join(name)).unwrap();
+    assert_eq!(circles(&svg, "#DC6E14"), 2 * rows);
+    assert_eq!(circles(&svg, "#5A6E8C"), 2 * rows);
+    let md = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        md.contains("](roofline.svg)") && md.contains("](sweep-tiny-sweep.svg)"),
+        "{md}"
+    );
+}
+
+/// The report rendered from a fixed result file must match the golden file exactly.
+/// Regenerate with `OPLEDGER_BLESS=1 cargo test --release --test report golden`.
+#[test]
+fn golden_report_from_fixed_results() {
+    let o = bin()
+        .arg("report")
+        .arg(fixture("run-fixed"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let got = String::from_utf8(o.stdout).unwrap();
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/report.md");
+    if std::env::var_os("OPLEDGER_BLESS").is_some() {
+        std::fs::write(&golden, &got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&golden).unwrap();
+    if got != want {
+        let diff = similar::TextDiff::from_lines(&want, &got)
+            .unified_diff()
+            .header("golden", "rendered")
+            .to_string();
+        panic!("report differs from tests/golden/report.md (OPLEDGER_BLESS=1 to accept):\n{diff}");
+    }
+}
+
+#[test]
+fn compare_two_archived_runs_with_the_gate_statistics() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = fixture("good/tiny-chain.yaml");
+    for _ in 0..2 {
+        let o = run_in(dir.path(), std::slice::from_ref(&spec), &PAIRS);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    }
+    let mut runs: Vec<PathBuf> = std::fs::read_dir(dir.path().join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    runs.sort();
+    // B slowed down 10x on paper: a regression whatever the noise of 5 samples.
+    let b_json = runs[1].join("results.json");
+    let mut b: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&b_json).unwrap()).unwrap();
+    for t in b["specs"][0]["samples"]["after_secs"]
+        .as_array_mut()
+        .unwrap()
+    {
+        *t = serde_json::json!(t.as_f64().unwrap() * 10.0);
+    }
+    let slow = dir.path().join("slow");
+    std::fs::create_dir_all(&slow).unwrap();
+    std::fs::write(slow.join("results.json"), serde_json::to_vec(&b).unwrap()).unwrap();
+    let o = bin()
+        .arg("compare")
+        .arg(&runs[0])
+        .arg(&slow)
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("| tiny-chain |") && out.contains("REGRESSION"),
+        "{out}"
+    );
+    // A run compared with itself: ratio exactly 1, never a regression.
+    let o = bin()
+        .arg("compare")
+        .arg(&runs[0])
+        .arg(&runs[0])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("| 1.000 ("), "{}", text(&o));
+    // A damaged archive is a clear error.
+    std::fs::write(slow.join("results.json"), b"{").unwrap();
+    let o = bin()
+        .arg("compare")
+        .arg(&runs[0])
+        .arg(&slow)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn compare_reaches_the_runs_own_verdict_on_the_same_archives() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = fixture("good/tiny-chain.yaml");
+    // Run A is accepted as the baseline; run B is gated against it (one pass or two).
+    for extra in [&["--accept"][..], &[][..]] {
+        let args: Vec<&str> = extra.iter().copied().chain(PAIRS).collect();
+        let o = run_in(dir.path(), std::slice::from_ref(&spec), &args);
+        assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    }
+    let mut runs: Vec<PathBuf> = std::fs::read_dir(dir.path().join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    runs.sort();
+    let b: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(runs[1].join("results.json")).unwrap()).unwrap();
+    let run_state = b["specs"][0]["baseline"]["state"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let o = bin()
+        .arg("compare")
+        .arg(&runs[0])
+        .arg(&runs[1])
+        .output()
+        .unwrap();
+    let out = text(&o);
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("| tiny-chain |"))
+        .unwrap();
+    let decision = row.rsplit('|').nth(1).unwrap().trim();
+    let expected = match run_state.as_str() {
+        "fail" => "REGRESSION",
+        "pass" => "within threshold",
+        other => other,
+    };
+    assert!(
+        decision.starts_with(expected),
+        "run said {run_state}, compare said {decision}: {out}"
+    );
+}
