@@ -1,0 +1,134 @@
+//! The module layers, checked on the source: each top-level module of `src/` may name (through
+//! `crate::…`) only modules of its own layer or below, so the pipeline reads bottom to top and
+//! no import runs back up into a cycle. A new module takes a place in `LAYERS`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Bottom to top. Modules of one layer do not name each other.
+const LAYERS: &[&[&str]] = &[
+    &["error", "values", "rng"],
+    &["files", "ledger"],
+    &["kinds"],
+    &["spec", "device"],
+    &["backend"],
+    &["measure"],
+    &["verdict"],
+    &["results"],
+    &["baseline", "report"],
+    &["compare", "pipeline"],
+    &["calibrate"],
+    &["cli"],
+    &["main"],
+];
+
+/// Names reached as `crate::name` that are macros exported at the crate root, not modules.
+const ROOT_MACROS: &[&str] = &["multiversion"];
+
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|l| l.contains(&module))
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The top-level module a file of `src/` belongs to (`src/backend/cpu/gemm.rs` → `backend`).
+fn module_of(src: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(src).unwrap();
+    let first = rel
+        .components()
+        .next()
+        .unwrap()
+        .as_os_str()
+        .to_string_lossy();
+    first.trim_end_matches(".rs").to_string()
+}
+
+/// The modules a file names as `crate::name`.
+fn named_modules(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("crate::") {
+        rest = &rest[i + "crate::".len()..];
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if !name.is_empty() && !ROOT_MACROS.contains(&name.as_str()) {
+            out.push(name);
+        }
+    }
+    out
+}
+
+#[test]
+fn every_module_names_only_its_own_layer_or_below() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut wrong: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for file in &files {
+        let module = module_of(&src, file);
+        if module == "lib" {
+            continue;
+        }
+        let Some(own) = layer_of(&module) else {
+            panic!(
+                "module `{module}` ({}) has no place in LAYERS",
+                file.display()
+            );
+        };
+        let text = std::fs::read_to_string(file).unwrap();
+        for named in named_modules(&text) {
+            if named == module {
+                continue;
+            }
+            let Some(theirs) = layer_of(&named) else {
+                panic!(
+                    "{} names crate::{named}, which has no place in LAYERS",
+                    file.display()
+                );
+            };
+            if theirs >= own {
+                wrong
+                    .entry(file.display().to_string())
+                    .or_default()
+                    .push(format!(
+                        "crate::{named} (layer {theirs}; this file's is {own})"
+                    ));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "imports that run sideways or up a layer:\n{wrong:#?}"
+    );
+}
+
+#[test]
+fn every_top_level_module_has_a_layer() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
+    for line in lib.lines() {
+        if let Some(name) = line.strip_prefix("pub mod ") {
+            let name = name.trim_end_matches(';');
+            assert!(layer_of(name).is_some(), "module `{name}` has no layer");
+        }
+    }
+}
+
+#[test]
+fn the_checker_sees_an_upward_import() {
+    // A file of `kinds` naming the pipeline would be caught.
+    let named = named_modules("use crate::pipeline::run;\nlet x = crate::multiversion!();");
+    assert_eq!(named, vec!["pipeline".to_string()]);
+    assert!(layer_of("pipeline").unwrap() > layer_of("kinds").unwrap());
+}
