@@ -188,18 +188,26 @@ fn every_kind_runs_correctly_on_the_simulated_driver() {
     let Some(sim) = simulator() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let f = |p: &str| root().join("tests/fixtures").join(p);
-    let specs = [
+    // Every tiny spec of every kind the CUDA backend has kernels for (the registry's), and the
+    // bf16 and float4 cases.
+    let mut specs: Vec<PathBuf> = std::fs::read_dir(f("kinds"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let spec = opledger::spec::load(p).unwrap();
+            opledger::backend::BackendKind::Cuda
+                .cannot_run(&spec.workload)
+                .is_none()
+        })
+        .collect();
+    specs.sort();
+    let kinds_run = specs.len();
+    specs.extend([
         f("good/tiny-chain.yaml"),
-        f("kinds/tiny-rmsnorm.yaml"),
-        f("kinds/tiny-layernorm.yaml"),
-        f("kinds/tiny-softmax.yaml"),
-        f("kinds/tiny-gemm.yaml"),
-        f("kinds/tiny-attention.yaml"),
-        f("kinds/tiny-launch.yaml"),
         f("cudasim/tiny-attention-bf16-causal.yaml"),
         f("cudasim/tiny-attention-bf16.yaml"),
         f("cudasim/tiny-chain-float4.yaml"),
-    ];
+    ]);
     let o = run(sim, tmp.path(), &specs, "cuda");
     let out = text(&o);
     // Exit 0 or 1: bound and speed claims are judged on the simulator's meaningless timings, but
@@ -230,7 +238,16 @@ fn every_kind_runs_correctly_on_the_simulated_driver() {
     }
     assert_eq!(r["flush_bytes"], 8u64 << 20);
     let specs = r["specs"].as_array().unwrap();
-    assert_eq!(specs.len(), 10);
+    assert_eq!(specs.len(), kinds_run + 4);
+    for kind in opledger::kinds::WorkloadKind::ALL {
+        if *kind != opledger::kinds::WorkloadKind::Probe {
+            assert!(
+                specs.iter().any(|s| s["workload"]["kind"] == kind.name()),
+                "kind {} did not run on the simulated GPU",
+                kind.name()
+            );
+        }
+    }
     for s in specs {
         assert!(s["error"].is_null(), "{}: {}", s["name"], s["error"]);
         let c = check(s, "correctness");

@@ -8,6 +8,7 @@
 //! (a validated workload, as results and baselines store it) and the backends' tables are
 //! generated from it.
 
+pub mod add_rmsnorm;
 pub mod attention;
 pub mod elementwise;
 pub mod gemm;
@@ -45,6 +46,7 @@ macro_rules! registry {
             Attention("attention") => attention::Attention,
             LaunchChain("launch_chain") => launch_chain::LaunchChain,
             Probe("probe") => probe::ProbeWorkload,
+            AddRmsnorm("add_rmsnorm") => add_rmsnorm::AddRmsnorm,
         }
     };
 }

@@ -22,7 +22,7 @@ impl RowOp {
         self.rows * self.cols
     }
 
-    fn from_raw(raw: &RawWorkload) -> Result<Self, Invalid> {
+    pub(super) fn from_raw(raw: &RawWorkload) -> Result<Self, Invalid> {
         let eps = raw.eps.map_or(1e-5, |e| e.0);
         if eps <= 0.0 {
             return Err(Invalid::at(
@@ -39,7 +39,7 @@ impl RowOp {
         })
     }
 
-    fn describe(&self, kind: &str) -> String {
+    pub(super) fn describe(&self, kind: &str) -> String {
         format!("{kind} {}x{} {}", self.rows, self.cols, self.dtype.name())
     }
 

@@ -455,6 +455,7 @@ static inline void opl_ldmatrix_x4_trans(unsigned r[4], const unsigned short* ro
 #include "attention_bf16.cu"
 #include "launch.cu"
 #include "probe.cu"
+#include "add_rmsnorm.cu"
 
 namespace sim {
 
@@ -497,6 +498,7 @@ static const std::vector<Kernel>& registry() {
         OPL_K(attn_softmax_rows), OPL_K(attn_pv),         OPL_K(flash_attn_f32, 128),
         OPL_K(attn_scores_bf16), OPL_K(attn_softmax_rows_bf16), OPL_K(attn_pv_bf16),
         OPL_K(flash_attn_bf16, 128),
+        OPL_K(add_residual),    OPL_K(rmsnorm_of_sum),    OPL_K(add_rmsnorm_fused),
     };
     return r;
 }

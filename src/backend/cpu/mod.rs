@@ -6,6 +6,7 @@
 //! its kernels on the kind's input tensors; [`CpuCase`] adds what is common: the outputs of both
 //! variants, timing and the flush. The kind's module (`src/kinds/`) owns inputs and references.
 
+pub mod add_rmsnorm;
 pub mod attention;
 pub mod elementwise;
 pub mod gemm;

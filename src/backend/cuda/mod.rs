@@ -6,6 +6,7 @@
 //! cudarc with `dynamic-loading` panics if a symbol is used while its library is missing, so
 //! presence is checked first with `is_culib_present`.
 
+mod add_rmsnorm;
 mod attention;
 mod elementwise;
 mod gemm;

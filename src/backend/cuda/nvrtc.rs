@@ -43,6 +43,10 @@ pub const SOURCES: &[KernelSource] = &[
         name: "probe",
         source: include_str!("kernels/probe.cu"),
     },
+    KernelSource {
+        name: "add_rmsnorm",
+        source: include_str!("kernels/add_rmsnorm.cu"),
+    },
 ];
 
 /// What to produce.
