@@ -123,6 +123,14 @@ pub enum BackendError {
     /// A kernel source that did not compile or load (NVRTC's log, or the driver's refusal).
     #[error("{log}")]
     Compile { log: String },
+    /// A worker (the user's implementation of a variant) that failed: it could not start,
+    /// crashed, did not answer in time, broke the protocol or returned a wrong output.
+    #[error("worker `{command}`: {message}{}", if .output_tail.is_empty() { String::new() } else { format!("\n  its last output:\n{}", .output_tail.lines().map(|l| format!("    {l}")).collect::<Vec<_>>().join("\n")) })]
+    Worker {
+        command: String,
+        message: String,
+        output_tail: String,
+    },
     /// A kernel or launch that cannot run as asked (geometry, sizes).
     #[error("{0}")]
     Kernel(String),

@@ -2,6 +2,7 @@
 //! Bad input stops the run before anything is measured; a backend error in one spec fails that
 //! spec and the run goes on with the others.
 
+use crate::backend::pair::Side;
 use crate::backend::{self, Backend, BackendChoice};
 use crate::baseline::{self, BaselineFile};
 use crate::device::{Ceilings, DeviceInfo};
@@ -392,6 +393,7 @@ fn verdict_of(results: &[SpecResult]) -> RunVerdict {
 fn variant_result(v: &crate::ledger::VariantLedger, c: &Ceilings) -> VariantResult {
     VariantResult {
         variant: v.variant,
+        implementation: None,
         bytes: v.bytes_moved(),
         flops: v.flops,
         intensity: v.intensity(),
@@ -570,15 +572,29 @@ fn measure_spec(
     // The kind's seeded inputs: the backend computes on them, the reference is evaluated on
     // them here, outside any backend.
     let inputs = std::sync::Arc::new(kind.inputs(cfg.seed));
-    let mut case = backend.prepare(&s.workload, inputs.clone())?;
-    let samples = measure::measure_pairs(case.as_mut(), vb, va, cfg, |n| {
+    let ctx = backend::pair::PairContext {
+        spec_dir: s.file.parent().unwrap_or(Path::new(".")),
+        flush_bytes: backend.flush_bytes().max(64 << 20),
+    };
+    let mut case = backend::pair::prepare(
+        backend,
+        &s.workload,
+        s.variants,
+        &s.implementations,
+        inputs.clone(),
+        &ctx,
+    )?;
+    let samples = measure::measure_pairs(case.as_mut(), cfg, |n| {
         progress.pairs(&s.name, n, cfg.max_pairs)
     })?;
 
     // Correctness on the outputs of the last timed runs.
     let tol = &r.tolerance.tolerance();
-    let out_b = case.output(vb)?;
-    let out_a = case.output(va)?;
+    case.collect_outputs()?;
+    r.before.implementation = case.implementation(Side::Before);
+    r.after.implementation = case.implementation(Side::After);
+    let out_b = case.output(Side::Before)?;
+    let out_a = case.output(Side::After)?;
     let n = kind.output_len() as usize;
     let mut rng = Rng::new(cfg.seed ^ 0xc0ffee);
     let mut idx: Vec<usize> = (0..kind.reference_samples().min(n))
@@ -586,7 +602,12 @@ fn measure_spec(
         .collect();
     idx.extend([0, n - 1]);
     let agree = kind.variants_agree();
+    let guard = [(vb, &out_b), (va, &out_a)]
+        .into_iter()
+        .filter_map(|(v, out)| verdict::output_guard(v.name(), out))
+        .collect();
     let correctness = Correctness {
+        guard,
         variants_comparable: agree,
         after_vs_before: if agree {
             verdict::compare(&out_a, |i| out_b[i] as f64, 0..n, tol)
@@ -911,10 +932,11 @@ fn spec_line(s: &SpecResult, width: usize) -> String {
             t.lo * 100.0,
             t.hi * 100.0
         ),
-        _ => s
-            .error
-            .as_deref()
-            .map_or_else(|| "not measured".into(), |e| format!("error: {e}")),
+        // The first line of an error: its detail (a worker's output, say) is under the spec.
+        _ => s.error.as_deref().map_or_else(
+            || "not measured".into(),
+            |e| format!("error: {}", e.lines().next().unwrap_or_default()),
+        ),
     };
     format!(
         "{status:<12} {:<width$}  {times}  gate: {}",

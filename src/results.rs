@@ -149,6 +149,9 @@ pub struct RunVerdict {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VariantResult {
     pub variant: Variant,
+    /// Who ran this side when it is the user's code (a worker), not the backend's kernel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub implementation: Option<String>,
     pub ledger: VariantLedger,
     pub bytes: u64,
     pub flops: u64,

@@ -9,6 +9,8 @@
 
 pub mod cpu;
 pub mod cuda;
+pub mod pair;
+pub mod worker;
 
 use crate::device::{Ceilings, DeviceInfo, Profile};
 pub use crate::error::BackendError;

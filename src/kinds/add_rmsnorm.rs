@@ -63,14 +63,18 @@ impl Kind for AddRmsnorm {
     fn output_len(&self) -> u64 {
         self.0.elements()
     }
+    fn output_shape(&self) -> Vec<u64> {
+        vec![self.0.rows, self.0.cols]
+    }
     fn input_bytes(&self) -> u64 {
         2 * self.0.elements() * 4 + self.0.cols * 4
     }
     fn inputs(&self, seed: u64) -> Tensors {
         let (n, cols) = (self.0.elements() as usize, self.0.cols as usize);
         let mut t = Tensors::new();
-        t.put("x", uniform(n, seed, 0, -3.0, 3.0));
-        t.put("residual", uniform(n, seed, 3, -1.0, 1.0));
+        let shape = vec![self.0.rows, self.0.cols];
+        t.put_shaped("x", shape.clone(), uniform(n, seed, 0, -3.0, 3.0));
+        t.put_shaped("residual", shape, uniform(n, seed, 3, -1.0, 1.0));
         t.put("weight", uniform(cols, seed, 1, 0.5, 1.5));
         t
     }

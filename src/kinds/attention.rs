@@ -88,6 +88,9 @@ impl Kind for Attention {
     fn output_len(&self) -> u64 {
         self.qkv_elements()
     }
+    fn output_shape(&self) -> Vec<u64> {
+        vec![self.batch, self.heads, self.seq_len, self.head_dim]
+    }
     fn input_bytes(&self) -> u64 {
         3 * self.qkv_elements() * 4
     }
@@ -96,9 +99,10 @@ impl Kind for Attention {
     fn inputs(&self, seed: u64) -> Tensors {
         let n = self.qkv_elements() as usize;
         let mut t = Tensors::new();
-        t.put("Q", uniform(n, seed, 0, -1.0, 1.0));
-        t.put("K", uniform(n, seed, 1, -1.0, 1.0));
-        t.put("V", uniform(n, seed, 2, -1.0, 1.0));
+        let shape = vec![self.batch, self.heads, self.seq_len, self.head_dim];
+        t.put_shaped("Q", shape.clone(), uniform(n, seed, 0, -1.0, 1.0));
+        t.put_shaped("K", shape.clone(), uniform(n, seed, 1, -1.0, 1.0));
+        t.put_shaped("V", shape, uniform(n, seed, 2, -1.0, 1.0));
         if self.dtype == DType::Bf16 {
             t.round_to_bf16();
         }

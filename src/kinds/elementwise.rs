@@ -173,6 +173,9 @@ impl Kind for Elementwise {
     fn output_len(&self) -> u64 {
         self.elements()
     }
+    fn output_shape(&self) -> Vec<u64> {
+        vec![self.rows, self.cols]
+    }
     fn input_bytes(&self) -> u64 {
         let t = self.elements() * 4;
         let operands = self.ops.iter().filter(|o| o.reads_tensor()).count() as u64;
@@ -186,7 +189,8 @@ impl Kind for Elementwise {
     fn inputs(&self, seed: u64) -> Tensors {
         let n = self.elements() as usize;
         let mut t = Tensors::new();
-        t.put("x", uniform(n, seed, 0, -4.0, 4.0));
+        let shape = vec![self.rows, self.cols];
+        t.put_shaped("x", shape.clone(), uniform(n, seed, 0, -4.0, 4.0));
         if self.ops.contains(&ElemOp::BiasAdd) {
             t.put("bias", uniform(self.cols as usize, seed, 1, -1.0, 1.0));
         }
@@ -197,7 +201,7 @@ impl Kind for Elementwise {
                 ElemOp::Mul => uniform(n, seed, 2 + k as u64, 0.25, 2.0),
                 _ => continue,
             };
-            t.put(operand_name(op, k), tensor);
+            t.put_shaped(operand_name(op, k), shape.clone(), tensor);
         }
         t
     }

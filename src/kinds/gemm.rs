@@ -55,14 +55,25 @@ impl Kind for Gemm {
     fn output_len(&self) -> u64 {
         self.m * self.n
     }
+    fn output_shape(&self) -> Vec<u64> {
+        vec![self.m, self.n]
+    }
     fn input_bytes(&self) -> u64 {
         4 * (self.m * self.k + self.k * self.n)
     }
     fn inputs(&self, seed: u64) -> Tensors {
         let (m, n, k) = (self.m as usize, self.n as usize, self.k as usize);
         let mut t = Tensors::new();
-        t.put("A", uniform(m * k, seed, 0, -1.0, 1.0));
-        t.put("B", uniform(k * n, seed, 1, -1.0, 1.0));
+        t.put_shaped(
+            "A",
+            vec![self.m, self.k],
+            uniform(m * k, seed, 0, -1.0, 1.0),
+        );
+        t.put_shaped(
+            "B",
+            vec![self.k, self.n],
+            uniform(k * n, seed, 1, -1.0, 1.0),
+        );
         t
     }
     fn reference(&self, t: &Tensors, _: Variant, idx: usize) -> f64 {

@@ -85,6 +85,10 @@ pub trait Kind: Send + Sync {
     fn ledger(&self, variant: Variant, tiling: &Tiling) -> VariantLedger;
     /// Elements of the output (f32 on the host).
     fn output_len(&self) -> u64;
+    /// The output's shape (row-major), as workers must return it.
+    fn output_shape(&self) -> Vec<u64> {
+        vec![self.output_len()]
+    }
     /// Host bytes of the input tensors, without generating them.
     fn input_bytes(&self) -> u64;
     /// The input tensors, seeded, named as the ledger names them.

@@ -53,7 +53,11 @@ impl RowOp {
     fn inputs(&self, seed: u64) -> Tensors {
         let (n, cols) = (self.elements() as usize, self.cols as usize);
         let mut t = Tensors::new();
-        t.put("x", uniform(n, seed, 0, -3.0, 3.0));
+        t.put_shaped(
+            "x",
+            vec![self.rows, self.cols],
+            uniform(n, seed, 0, -3.0, 3.0),
+        );
         t.put("weight", uniform(cols, seed, 1, 0.5, 1.5));
         t.put("bias", uniform(cols, seed, 2, -0.5, 0.5));
         t
@@ -106,6 +110,9 @@ macro_rules! row_kind {
             }
             fn output_len(&self) -> u64 {
                 self.0.elements()
+            }
+            fn output_shape(&self) -> Vec<u64> {
+                vec![self.0.rows, self.0.cols]
             }
             fn input_bytes(&self) -> u64 {
                 self.0.input_bytes()

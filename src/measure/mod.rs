@@ -4,10 +4,9 @@
 
 pub mod stats;
 
-use crate::backend::Case;
+use crate::backend::pair::{Pair, Side};
 use crate::error::Result;
 use crate::rng::Rng;
-use crate::spec::Variant;
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
@@ -70,16 +69,14 @@ pub struct PairSamples {
 /// Measures `before` and `after` of a prepared case. `progress(pairs_done)` is called after each
 /// pair.
 pub fn measure_pairs(
-    case: &mut dyn Case,
-    before: Variant,
-    after: Variant,
+    case: &mut dyn Pair,
     cfg: &MeasureConfig,
     mut progress: impl FnMut(usize),
 ) -> Result<PairSamples> {
     let start = Instant::now();
     for _ in 0..cfg.warmup_runs.max(1) {
-        case.run_timed(before)?;
-        case.run_timed(after)?;
+        case.run_timed(Side::Before)?;
+        case.run_timed(Side::After)?;
     }
     let mut rng = Rng::new(cfg.seed ^ 0x5eed);
     let mut s = PairSamples {
@@ -94,9 +91,9 @@ pub fn measure_pairs(
     while s.before_secs.len() < max_pairs {
         let after_first = rng.next_u64() & 1 == 1;
         let order = if after_first {
-            [after, before]
+            [Side::After, Side::Before]
         } else {
-            [before, after]
+            [Side::Before, Side::After]
         };
         let mut times = [0.0; 2];
         for (slot, v) in order.iter().enumerate() {
@@ -141,19 +138,19 @@ mod tests {
 
     /// A fake case whose timings are scripted, to test the loop's bookkeeping.
     struct Scripted {
-        runs: Vec<Variant>,
+        runs: Vec<Side>,
         flushes: usize,
     }
 
-    impl Case for Scripted {
-        fn run_timed(&mut self, v: Variant) -> Result<f64> {
-            self.runs.push(v);
-            Ok(if v == Variant::Unfused { 2.0 } else { 1.0 })
+    impl Pair for Scripted {
+        fn run_timed(&mut self, side: Side) -> Result<f64> {
+            self.runs.push(side);
+            Ok(if side == Side::Before { 2.0 } else { 1.0 })
         }
         fn flush_caches(&mut self) {
             self.flushes += 1;
         }
-        fn output(&self, _: Variant) -> Result<Cow<'_, [f32]>> {
+        fn output(&self, _: Side) -> Result<Cow<'_, [f32]>> {
             Ok(Cow::Owned(Vec::new()))
         }
     }
@@ -168,7 +165,7 @@ mod tests {
             min_pairs: 8,
             ..MeasureConfig::default()
         };
-        let s = measure_pairs(&mut c, Variant::Unfused, Variant::Fused, &cfg, |_| {}).unwrap();
+        let s = measure_pairs(&mut c, &cfg, |_| {}).unwrap();
         // Constant timings: the CI is zero-width, so it stops at min_pairs.
         assert_eq!(s.stop_reason, StopReason::Ci);
         assert_eq!(s.before_secs.len(), 8);
@@ -179,7 +176,7 @@ mod tests {
         assert!(s.after_first.iter().any(|&b| b) && s.after_first.iter().any(|&b| !b));
         let timed = &c.runs[2 * cfg.warmup_runs..];
         for (i, &af) in s.after_first.iter().enumerate() {
-            assert_eq!(timed[2 * i] == Variant::Fused, af);
+            assert_eq!(timed[2 * i] == Side::After, af);
         }
     }
 
@@ -196,7 +193,7 @@ mod tests {
             target_rel_ci: -1.0,
             ..MeasureConfig::default()
         };
-        let s = measure_pairs(&mut c, Variant::Unfused, Variant::Fused, &cfg, |_| {}).unwrap();
+        let s = measure_pairs(&mut c, &cfg, |_| {}).unwrap();
         assert_eq!(c.flushes, 0);
         assert_eq!(s.before_secs.len(), 3);
         assert_eq!(s.stop_reason, StopReason::MaxPairs);

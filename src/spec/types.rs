@@ -90,14 +90,161 @@ impl ChecklistItem {
     }
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, schemars::JsonSchema)]
+/// The variants a spec compares, by the ledger each follows.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Variants {
+    pub before: Variant,
+    pub after: Variant,
+}
+
+/// `variants:` as written: each side a built-in variant's name or an implementation of one.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(
     deny_unknown_fields,
     expecting = "a mapping {before: VARIANT, after: VARIANT}"
 )]
-pub struct Variants {
-    pub before: Variant,
-    pub after: Variant,
+pub struct RawVariants {
+    pub before: RawVariant,
+    pub after: RawVariant,
+}
+
+/// One side of `variants:`: a built-in variant (`fused`), or the user's implementation of one
+/// (`{implements: fused, command: [python3, fused.py]}`).
+#[derive(Debug, Clone, PartialEq, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum RawVariant {
+    Builtin(Variant),
+    Implementation(RawImplementation),
+}
+
+/// Read by hand so that a bad name or key is reported where serde stands on it (an untagged
+/// enum would only say that nothing matched).
+impl<'de> Deserialize<'de> for RawVariant {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawVariant;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a variant name, or a mapping {implements: VARIANT, command: [PROGRAM, ARGS...]}")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawVariant, E> {
+                Variant::deserialize(serde::de::value::StrDeserializer::<E>::new(v))
+                    .map(RawVariant::Builtin)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, m: A) -> Result<RawVariant, A::Error> {
+                RawImplementation::deserialize(serde::de::value::MapAccessDeserializer::new(m))
+                    .map(RawVariant::Implementation)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The user's implementation of a variant, run by a worker process (see docs/workers.md).
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping {implements: VARIANT, command: [PROGRAM, ARGS...]}"
+)]
+pub struct RawImplementation {
+    /// The built-in variant whose IO ledger this implementation follows (one of the kind's
+    /// variants): what its bytes and FLOPs are counted as.
+    pub implements: Variant,
+    /// The worker: a program and its arguments, started in the spec file's folder.
+    pub command: Option<Vec<String>>,
+    /// The name the worker registered the function under (default: the `implements` name).
+    pub function: Option<String>,
+    /// Seconds the worker may take to answer one run or output request (default 60; setting up
+    /// may take ten times as long: compilers, autotuners).
+    pub timeout_secs: Option<Finite>,
+}
+
+/// A variant the user's worker process runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct WorkerCommand {
+    /// Program and arguments, run in the spec file's folder.
+    pub command: Vec<String>,
+    /// The function the worker registered.
+    pub function: String,
+    /// Per-request limit of runs and outputs, seconds (setup: ten times as long).
+    pub timeout_secs: f64,
+}
+
+impl WorkerCommand {
+    /// `python3 bench.py (function fused)`, for logs and the report.
+    pub fn describe(&self) -> String {
+        format!("{} (function {})", self.command.join(" "), self.function)
+    }
+}
+
+/// Which sides of a spec are the user's implementations (None: the backend's built-in kernels).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Implementations {
+    pub before: Option<WorkerCommand>,
+    pub after: Option<WorkerCommand>,
+}
+
+impl Implementations {
+    pub fn any(&self) -> bool {
+        self.before.is_some() || self.after.is_some()
+    }
+}
+
+/// Default per-request limit of a worker, seconds.
+pub const WORKER_TIMEOUT_SECS: f64 = 60.0;
+
+impl RawVariant {
+    fn variant(&self) -> Variant {
+        match self {
+            RawVariant::Builtin(v) => *v,
+            RawVariant::Implementation(i) => i.implements,
+        }
+    }
+
+    /// The worker of an implementation, checked; None for a built-in variant.
+    fn worker(&self, side: &'static str) -> Result<Option<WorkerCommand>, (&'static str, String)> {
+        let RawVariant::Implementation(i) = self else {
+            return Ok(None);
+        };
+        let command = i.command.clone().unwrap_or_default();
+        if command.is_empty() || command[0].trim().is_empty() {
+            return Err((
+                "command",
+                format!("variants.{side}: an implementation needs `command`: the worker's program and its arguments, e.g. [python3, bench.py]"),
+            ));
+        }
+        if command.iter().any(|a| a.contains('\0')) {
+            return Err((
+                "command",
+                format!("variants.{side}.command: an argument holds a NUL character"),
+            ));
+        }
+        let function = i
+            .function
+            .clone()
+            .unwrap_or_else(|| i.implements.name().to_string());
+        let ok = |c: char| c.is_ascii_alphanumeric() || "_.-".contains(c);
+        if function.is_empty() || function.len() > 64 || !function.chars().all(ok) {
+            return Err((
+                "function",
+                format!("variants.{side}.function {function:?}: expected 1-64 characters from [A-Za-z0-9_.-]"),
+            ));
+        }
+        let timeout_secs = i.timeout_secs.map_or(WORKER_TIMEOUT_SECS, |t| t.0);
+        if !(timeout_secs > 0.0 && timeout_secs <= 86_400.0) {
+            return Err((
+                "timeout_secs",
+                format!(
+                    "variants.{side}.timeout_secs {timeout_secs}: expected seconds in (0, 86400]"
+                ),
+            ));
+        }
+        Ok(Some(WorkerCommand {
+            command,
+            function,
+            timeout_secs,
+        }))
+    }
 }
 
 /// A claimed interval of a saving (fractions: 0.4 is 40%). Either end may be open. A time saving
@@ -333,7 +480,7 @@ pub struct RawSpec {
     #[serde(default)]
     pub checklist: Vec<ChecklistItem>,
     pub workload: RawWorkload,
-    pub variants: Variants,
+    pub variants: RawVariants,
     pub expect: Expect,
     #[serde(default)]
     pub gate: Gate,
@@ -358,6 +505,8 @@ pub struct Spec {
     pub checklist: Vec<ChecklistItem>,
     pub workload: Workload,
     pub variants: Variants,
+    /// The sides the user's code implements (workers); the others run the backend's kernels.
+    pub implementations: Implementations,
     pub expect: Expect,
     pub gate: Gate,
     pub measure: SpecMeasure,
@@ -405,13 +554,26 @@ impl RawSpec {
             .validate()
             .map_err(|e| (find_key(text, &["workload", e.key]), e.message))?;
         let allowed = workload.variants();
-        for (key, v) in [
-            ("before", self.variants.before),
-            ("after", self.variants.after),
+        let mut implementations = Implementations::default();
+        for (key, raw) in [
+            ("before", &self.variants.before),
+            ("after", &self.variants.after),
         ] {
+            let worker = raw
+                .worker(key)
+                .map_err(|(field, message)| (at(&["variants", key, field]), message))?;
+            match key {
+                "before" => implementations.before = worker,
+                _ => implementations.after = worker,
+            }
+            let v = raw.variant();
             if !allowed.contains(&v) {
+                let path: &[&str] = match raw {
+                    RawVariant::Builtin(_) => &["variants", key],
+                    RawVariant::Implementation(_) => &["variants", key, "implements"],
+                };
                 return Err((
-                    at(&["variants", key]),
+                    at(path),
                     format!(
                         "variant `{}` does not apply to workload kind {}; expected one of: {}",
                         v.name(),
@@ -425,7 +587,13 @@ impl RawSpec {
                 ));
             }
         }
-        if self.variants.before == self.variants.after {
+        let variants = Variants {
+            before: self.variants.before.variant(),
+            after: self.variants.after.variant(),
+        };
+        // Two implementations of one ledger are a fair comparison (the user's fused kernel
+        // against the built-in one); one built-in variant against itself is not.
+        if variants.before == variants.after && !implementations.any() {
             return Err((
                 at(&["variants"]),
                 "variants.before and variants.after are the same: a spec compares two different variants".into(),
@@ -574,7 +742,8 @@ impl RawSpec {
             source_sha256: sha256_hex(text.as_bytes()),
             checklist,
             workload,
-            variants: self.variants,
+            variants,
+            implementations,
             expect: self.expect,
             gate: self.gate,
             measure: self.measure,

@@ -126,7 +126,7 @@ fn yes() -> bool {
 
 /// Correctness of a spec: after vs before on every element, and both vs the f64 reference on a
 /// sample.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Correctness {
     /// False when the two variants compute different functions (the probes): then only each
     /// against its own reference is checked.
@@ -135,6 +135,31 @@ pub struct Correctness {
     pub after_vs_before: ErrorStats,
     pub before_vs_reference: ErrorStats,
     pub after_vs_reference: ErrorStats,
+    /// What the output guard found in either variant's whole output: NaN or Inf, or every
+    /// element equal (all zeros, say). Either fails correctness even when the variants agree:
+    /// an empty kernel and its reference can agree on nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guard: Vec<String>,
+}
+
+/// The output guard: why `out` cannot be a real result, if it cannot — a NaN or an infinity, or
+/// every element the same value (all zeros, an unwritten buffer, a constant).
+pub fn output_guard(variant: &str, out: &[f32]) -> Option<String> {
+    if let Some(i) = out.iter().position(|v| !v.is_finite()) {
+        let n = out.iter().filter(|v| !v.is_finite()).count();
+        return Some(format!(
+            "{variant}: the output holds {n} NaN or infinite element{} (the first at index {i}: {})",
+            if n == 1 { "" } else { "s" },
+            out[i]
+        ));
+    }
+    match out.first() {
+        Some(&first) if out.len() > 1 && out.iter().all(|&v| v == first) => Some(format!(
+            "{variant}: every one of the {} output elements is {first}: a constant output (an empty kernel, an unwritten buffer) is no result",
+            out.len()
+        )),
+        _ => None,
+    }
 }
 
 impl Correctness {
@@ -157,6 +182,7 @@ impl Correctness {
                     s.worst_index.map_or("-".into(), |i| i.to_string())
                 )
             })
+            .chain(self.guard.iter().cloned())
             .collect();
         let summary = format!(
             "max abs error {:.2e} / max rel {:.2e} vs reference ({} sampled), after vs before max abs {:.2e} over {} elements (rtol {:.2e}, atol {:.2e})",
@@ -648,6 +674,53 @@ mod tests {
             rtol: NonNeg(r),
             atol: NonNeg(a),
         }
+    }
+
+    #[test]
+    fn the_output_guard_refuses_constant_and_non_finite_outputs() {
+        assert!(output_guard("fused", &[0.5, -1.0, 2.0]).is_none());
+        // A single element cannot be told from a constant: allowed.
+        assert!(output_guard("fused", &[0.0]).is_none());
+        let zeros = output_guard("fused", &[0.0; 8]).unwrap();
+        assert!(
+            zeros.contains("fused") && zeros.contains("every one of the 8"),
+            "{zeros}"
+        );
+        assert!(output_guard("fused", &[3.0; 4]).unwrap().contains("is 3"));
+        let nan = output_guard("unfused", &[1.0, f32::NAN, f32::INFINITY]).unwrap();
+        assert!(
+            nan.contains("2 NaN or infinite elements") && nan.contains("index 1"),
+            "{nan}"
+        );
+        // A guard finding fails the check even when every comparison passed.
+        let clean = ErrorStats {
+            checked: 4,
+            max_abs: 0.0,
+            max_rel: 0.0,
+            mismatches: 0,
+            nans: 0,
+            worst_index: None,
+        };
+        let mut c = Correctness {
+            variants_comparable: true,
+            after_vs_before: clean,
+            before_vs_reference: clean,
+            after_vs_reference: clean,
+            guard: Vec::new(),
+        };
+        let tol = Tolerance {
+            rtol: crate::spec::NonNeg(1e-5),
+            atol: crate::spec::NonNeg(1e-6),
+        };
+        assert_eq!(c.check(&tol).status, Status::Pass);
+        c.guard.push(zeros);
+        let check = c.check(&tol);
+        assert_eq!(check.status, Status::Fail);
+        assert!(
+            check.detail.contains("every one of the 8"),
+            "{}",
+            check.detail
+        );
     }
 
     #[test]

@@ -1,0 +1,230 @@
+"""The worker side of opledger's worker protocol (version 1): serve your functions to opledger.
+
+opledger starts a worker once per spec, writes the workload's input tensors as .npy files, and
+asks it, over JSON lines on a socket of its own (file descriptor OPLEDGER_WORKER_FD, not stdout),
+to set a function up, run it (timing each run itself), and write its output as .npy. A worker:
+
+    from opledger_worker import Worker
+    import numpy as np
+
+    worker = Worker(device="cpu")
+
+    @worker.function("fused")
+    def fused(x, bias):                  # input tensors by the names of the kind's ledger
+        return gelu(x + bias)
+
+    worker.serve()
+
+Standard library and NumPy only. On a GPU say `Worker(device="cuda")`: runs are then timed with
+CUDA events (PyTorch or CuPy, whichever is installed), the cache flush overwrites a device buffer
+twice the L2, and outputs that are torch or cupy tensors are copied back. A `prepare` function
+turns the NumPy inputs into what the function takes (device tensors, say) once, before timing:
+
+    @worker.function("eager", prepare=lambda **t: {k: torch.from_numpy(v).cuda() for k, v in t.items()})
+
+The protocol is documented in docs/workers.md; this module is its reference implementation.
+"""
+
+import inspect
+import json
+import os
+import socket
+import sys
+import time
+import traceback
+
+import numpy as np
+
+PROTOCOL = 1
+__version__ = "1"
+
+
+class Worker:
+    def __init__(self, device="cpu"):
+        self.device = device
+        self.functions = {}
+        self.cases = {}
+        self._flush = None
+        self._timer = None
+
+    def function(self, name, prepare=None):
+        """Registers `fn` under `name` (what a spec names in `function:`)."""
+
+        def register(fn):
+            self.functions[name] = (fn, prepare)
+            return fn
+
+        return register
+
+    def serve(self):
+        """Answers opledger's requests until it says shutdown or closes the channel."""
+        fd = os.environ.get("OPLEDGER_WORKER_FD")
+        if fd is None:
+            sys.exit("opledger_worker: OPLEDGER_WORKER_FD is not set: this program is a worker that opledger starts")
+        channel = socket.socket(fileno=int(fd))
+        # Raw bytes and one send per reply: the round trip is what the protocol adds to every
+        # sample, so it carries no text-layer buffering.
+        pending = b""
+        while True:
+            while b"\n" not in pending:
+                chunk = channel.recv(1 << 16)
+                if not chunk:
+                    return
+                pending += chunk
+            line, pending = pending.split(b"\n", 1)
+            op = None
+            try:
+                request = json.loads(line)
+                op = request.get("op")
+                reply = self._handle(request)
+            except Exception as e:  # every failure goes back as a reply, with its place
+                tb = traceback.format_exc(limit=-3)
+                reply = {"ok": False, "error": f"{type(e).__name__}: {e}", "traceback": tb}
+            channel.sendall(json.dumps(reply).encode() + b"\n")
+            if op == "shutdown":
+                return
+
+    # ---- requests ----
+
+    def _handle(self, r):
+        op = r.get("op")
+        if op == "hello":
+            if r.get("protocol") != PROTOCOL:
+                raise ValueError(f"protocol {r.get('protocol')} asked; this worker speaks {PROTOCOL}")
+            return {
+                "ok": True,
+                "protocol": PROTOCOL,
+                "worker": f"opledger_worker.py {__version__} (Python {sys.version.split()[0]}, NumPy {np.__version__})",
+                "device": self.device,
+                "functions": sorted(self.functions),
+            }
+        if op == "setup":
+            return self._setup(r)
+        if op == "run":
+            case = self._case(r)
+            if r.get("cold"):
+                self._flush_caches()
+            secs = []
+            for _ in range(int(r.get("count", 1))):
+                case["result"], t = self._timed(case["fn"], case["args"])
+                secs.append(t)
+            return {"ok": True, "secs": secs}
+        if op == "output":
+            case = self._case(r)
+            if "result" not in case:
+                raise RuntimeError("output asked before the function ran")
+            out = _to_numpy(case["result"])
+            np.save(case["output"], np.ascontiguousarray(out))
+            return {"ok": True, "shape": list(out.shape), "dtype": str(out.dtype)}
+        if op == "shutdown":
+            return {"ok": True}
+        raise ValueError(f"unknown op {op!r}")
+
+    def _setup(self, r):
+        name = r["function"]
+        if name not in self.functions:
+            raise KeyError(f"no function {name!r} registered; this worker has: {', '.join(sorted(self.functions)) or 'none'}")
+        fn, prepare = self.functions[name]
+        inputs = {k: np.load(v["path"]) for k, v in r["inputs"].items()}
+        args = prepare(**inputs) if prepare else inputs
+        params = inspect.signature(fn).parameters
+        takes_all = any(p.kind == p.VAR_KEYWORD for p in params.values())
+        if not takes_all:
+            unknown = [p for p in params if p not in args and p != "workload"]
+            if unknown:
+                raise TypeError(f"function {name} takes {', '.join(unknown)}: no input of this workload (its inputs: {', '.join(args)})")
+            args = {k: v for k, v in args.items() if k in params}
+        if takes_all or "workload" in params:
+            args = dict(args, workload=r.get("workload", {}))
+        if self._flush is None:
+            self._make_flush(int(r.get("flush_bytes", 64 << 20)))
+        self.cases[r["id"]] = {"fn": fn, "args": args, "output": r["output"]["path"]}
+        return {"ok": True}
+
+    def _case(self, r):
+        case = self.cases.get(r.get("id"))
+        if case is None:
+            raise KeyError(f"no case {r.get('id')!r} set up")
+        return case
+
+    # ---- timing and caches ----
+
+    def _timed(self, fn, args):
+        if self.device.startswith("cuda"):
+            return self._cuda_timer()(fn, args)
+        start = time.perf_counter()
+        out = fn(**args)
+        _block(out)
+        return out, time.perf_counter() - start
+
+    def _cuda_timer(self):
+        if self._timer is None:
+            try:
+                import torch
+
+                def timer(fn, args):
+                    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    a.record()
+                    out = fn(**args)
+                    b.record()
+                    torch.cuda.synchronize()
+                    return out, a.elapsed_time(b) / 1e3
+
+            except ImportError:
+                import cupy
+
+                def timer(fn, args):
+                    a, b = cupy.cuda.Event(), cupy.cuda.Event()
+                    a.record()
+                    out = fn(**args)
+                    b.record()
+                    b.synchronize()
+                    return out, cupy.cuda.get_elapsed_time(a, b) / 1e3
+
+            self._timer = timer
+        return self._timer
+
+    def _make_flush(self, nbytes):
+        if self.device.startswith("cuda"):
+            try:
+                import torch
+
+                l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 64 << 20)
+                buf = torch.empty(2 * l2, dtype=torch.uint8, device="cuda")
+                self._flush = lambda: buf.zero_()
+            except ImportError:
+                import cupy
+
+                buf = cupy.empty(128 << 20, dtype=cupy.uint8)
+                self._flush = lambda: buf.fill(0)
+        else:
+            # Read (not written): evicts the case's data without dirty lines of its own.
+            buf = np.ones(max(nbytes // 4, 1), dtype=np.float32)
+            self._flush = lambda: float(buf.sum())
+
+    def _flush_caches(self):
+        self._flush()
+        if self.device.startswith("cuda"):
+            try:
+                import torch
+
+                torch.cuda.synchronize()
+            except ImportError:
+                import cupy
+
+                cupy.cuda.Device().synchronize()
+
+
+def _block(out):
+    """Waits for lazily computed results (JAX) before the clock stops."""
+    ready = getattr(out, "block_until_ready", None)
+    if callable(ready):
+        ready()
+
+
+def _to_numpy(out):
+    if hasattr(out, "detach"):  # torch
+        out = out.detach().cpu().numpy()
+    elif hasattr(out, "get") and not isinstance(out, np.ndarray) and hasattr(out, "device"):  # cupy
+        out = out.get()
+    return np.asarray(out)

@@ -1,0 +1,371 @@
+//! The two sides of a comparison, made ready: what the measurement loop drives. Each side is a
+//! variant of the backend's own kernels or the user's implementation in a worker process; a
+//! worker that serves both sides (one command) is started once.
+
+use super::worker::{self, Worker};
+use super::{Backend, Case};
+use crate::error::{BackendError, Result};
+use crate::kinds::{Tensors, Variant, Workload};
+use crate::spec::{Implementations, Variants, WorkerCommand};
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Which side of a comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Before,
+    After,
+}
+
+impl Side {
+    pub fn name(self) -> &'static str {
+        match self {
+            Side::Before => "before",
+            Side::After => "after",
+        }
+    }
+}
+
+/// Both sides of a spec, ready to run on the same inputs.
+pub trait Pair {
+    /// Runs `side` once and returns its duration in seconds, as its runner times it.
+    fn run_timed(&mut self, side: Side) -> Result<f64>;
+    /// Makes the next run of either side start from cold caches.
+    fn flush_caches(&mut self);
+    /// Fetches the outputs of the last runs where they live elsewhere (a worker's `.npy`), so
+    /// that both can be read at once.
+    fn collect_outputs(&mut self) -> Result<()> {
+        Ok(())
+    }
+    /// The output of the last run of `side`, on the host (after [`Pair::collect_outputs`]).
+    fn output(&self, side: Side) -> Result<Cow<'_, [f32]>>;
+    /// Who ran `side` when it is not the backend's own kernel: the worker, its device, and what
+    /// the protocol added to each sample's wall time beyond the time the worker reported.
+    fn implementation(&self, _side: Side) -> Option<String> {
+        None
+    }
+}
+
+/// Where a spec's files are, and how cold samples are made: what preparing its sides needs
+/// besides the workload.
+pub struct PairContext<'a> {
+    /// The spec file's folder: workers start there.
+    pub spec_dir: &'a Path,
+    /// Bytes a CPU worker streams to flush its caches (the backend's own flush size).
+    pub flush_bytes: u64,
+}
+
+/// Readies both sides of `workload`: the backend's kernels for the built-in sides, workers for
+/// the user's.
+pub fn prepare(
+    backend: &dyn Backend,
+    workload: &Workload,
+    variants: Variants,
+    implementations: &Implementations,
+    inputs: Arc<Tensors>,
+    ctx: &PairContext<'_>,
+) -> Result<Box<dyn Pair>> {
+    if !implementations.any() {
+        return Ok(Box::new(Builtin {
+            case: backend.prepare(workload, inputs)?,
+            variants,
+        }));
+    }
+    let builtin = match (&implementations.before, &implementations.after) {
+        (Some(_), Some(_)) => None,
+        _ => Some(backend.prepare(workload, inputs.clone())?),
+    };
+    Ok(Box::new(WithWorkers::start(
+        builtin,
+        workload,
+        variants,
+        implementations,
+        &inputs,
+        ctx,
+    )?))
+}
+
+/// Both sides on the backend's kernels.
+struct Builtin {
+    case: Box<dyn Case>,
+    variants: Variants,
+}
+
+impl Builtin {
+    fn variant(&self, side: Side) -> Variant {
+        match side {
+            Side::Before => self.variants.before,
+            Side::After => self.variants.after,
+        }
+    }
+}
+
+impl Pair for Builtin {
+    fn run_timed(&mut self, side: Side) -> Result<f64> {
+        let v = self.variant(side);
+        self.case.run_timed(v)
+    }
+    fn flush_caches(&mut self) {
+        self.case.flush_caches()
+    }
+    fn output(&self, side: Side) -> Result<Cow<'_, [f32]>> {
+        self.case.output(self.variant(side))
+    }
+}
+
+/// How one side runs when workers are involved.
+enum Runner {
+    Builtin(Variant),
+    Worker {
+        /// Index into `WithWorkers::workers`.
+        worker: usize,
+        /// What the spec named for this side (its function).
+        cmd: WorkerCommand,
+        timeout: Duration,
+        output: PathBuf,
+        /// The output read back after the last `output` request.
+        last: Vec<f32>,
+        /// Per run: the request's wall time less the seconds the worker reported (the
+        /// protocol's round trip, which the reported time excludes).
+        round_trip_secs: Vec<f64>,
+    },
+}
+
+/// At least one side in a worker; the other, if built in, on the backend's kernels.
+struct WithWorkers {
+    /// Inputs as `.npy`, outputs, and the workers' logs; removed with the pair.
+    _dir: tempfile::TempDir,
+    builtin: Option<Box<dyn Case>>,
+    workers: Vec<(WorkerCommand, Worker)>,
+    sides: [Runner; 2],
+    output_shape: Vec<u64>,
+    /// Set by `flush_caches`: the next worker run is asked to start cold.
+    cold: bool,
+}
+
+impl WithWorkers {
+    fn start(
+        builtin: Option<Box<dyn Case>>,
+        workload: &Workload,
+        variants: Variants,
+        implementations: &Implementations,
+        inputs: &Tensors,
+        ctx: &PairContext<'_>,
+    ) -> Result<Self> {
+        let dir = tempfile::Builder::new()
+            .prefix("opledger-workers-")
+            .tempdir()
+            .map_err(|e| {
+                BackendError::Kernel(format!("cannot create a folder for workers: {e}"))
+            })?;
+        let mut input_files = serde_json::Map::new();
+        for (name, shape, data) in inputs.iter() {
+            let path = dir.path().join(format!("input-{name}.npy"));
+            worker::write_npy(&path, shape, data)?;
+            input_files.insert(
+                name.to_string(),
+                serde_json::json!({"path": path, "shape": shape, "dtype": "float32"}),
+            );
+        }
+        let kind = workload.as_kind();
+        let output_shape = kind.output_shape();
+        let workload_json = serde_json::to_value(workload).unwrap_or(serde_json::Value::Null);
+        let mut workers: Vec<(WorkerCommand, Worker)> = Vec::new();
+        let mut runners = Vec::new();
+        for (side, variant, implementation) in [
+            (Side::Before, variants.before, &implementations.before),
+            (Side::After, variants.after, &implementations.after),
+        ] {
+            let Some(cmd) = implementation else {
+                runners.push(Runner::Builtin(variant));
+                continue;
+            };
+            // One process per command: a worker that registers both functions serves both sides.
+            let index = match workers.iter().position(|(c, _)| c.command == cmd.command) {
+                Some(i) => i,
+                None => {
+                    let log = dir.path().join(format!("worker-{}.log", workers.len() + 1));
+                    workers.push((cmd.clone(), Worker::start(cmd, ctx.spec_dir, &log)?));
+                    workers.len() - 1
+                }
+            };
+            let w = &mut workers[index].1;
+            if !w.functions.is_empty() && !w.functions.contains(&cmd.function) {
+                return Err(w
+                    .failure(format!(
+                        "it serves no function `{}` (it registered: {}); name one in variants.{}.function",
+                        cmd.function,
+                        w.functions.join(", "),
+                        side.name()
+                    ))
+                    .into());
+            }
+            let output = dir.path().join(format!("output-{}.npy", side.name()));
+            let timeout = Duration::from_secs_f64(cmd.timeout_secs);
+            w.request(
+                &serde_json::json!({
+                    "op": "setup",
+                    "id": side.name(),
+                    "function": cmd.function,
+                    "variant": variant.name(),
+                    "workload": workload_json,
+                    "inputs": input_files,
+                    "output": {"path": output, "shape": output_shape, "dtype": "float32"},
+                    "flush_bytes": ctx.flush_bytes,
+                }),
+                timeout * 10,
+            )?;
+            runners.push(Runner::Worker {
+                worker: index,
+                cmd: cmd.clone(),
+                timeout,
+                output,
+                last: Vec::new(),
+                round_trip_secs: Vec::new(),
+            });
+        }
+        let after = runners.pop();
+        let before = runners.pop();
+        let (Some(before), Some(after)) = (before, after) else {
+            return Err(BackendError::Kernel("a pair needs two sides".into()).into());
+        };
+        Ok(WithWorkers {
+            _dir: dir,
+            builtin,
+            workers,
+            sides: [before, after],
+            output_shape,
+            cold: false,
+        })
+    }
+
+    fn index(side: Side) -> usize {
+        match side {
+            Side::Before => 0,
+            Side::After => 1,
+        }
+    }
+}
+
+impl Pair for WithWorkers {
+    fn run_timed(&mut self, side: Side) -> Result<f64> {
+        let cold = std::mem::take(&mut self.cold);
+        match &mut self.sides[Self::index(side)] {
+            Runner::Builtin(v) => match &mut self.builtin {
+                Some(case) => case.run_timed(*v),
+                None => Err(BackendError::Kernel("no built-in case".into()).into()),
+            },
+            Runner::Worker {
+                worker,
+                timeout,
+                round_trip_secs,
+                ..
+            } => {
+                let w = &mut self.workers[*worker].1;
+                let started = std::time::Instant::now();
+                let reply = w.request(
+                    &serde_json::json!({"op": "run", "id": side.name(), "count": 1, "cold": cold}),
+                    *timeout,
+                )?;
+                let wall = started.elapsed().as_secs_f64();
+                let secs = reply
+                    .get("secs")
+                    .and_then(|s| s.as_array())
+                    .and_then(|a| a.first())
+                    .and_then(|s| s.as_f64());
+                match secs {
+                    Some(s) if s.is_finite() && s > 0.0 => {
+                        // Cold runs include the worker's flush in the wall time: only warm
+                        // requests measure the protocol alone.
+                        if !cold {
+                            round_trip_secs.push((wall - s).max(0.0));
+                        }
+                        Ok(s)
+                    }
+                    _ => Err(w
+                        .failure(format!(
+                            "protocol error: `run` must reply `secs`: a list of positive seconds; got {}",
+                            reply.get("secs").unwrap_or(&serde_json::Value::Null)
+                        ))
+                        .into()),
+                }
+            }
+        }
+    }
+
+    fn flush_caches(&mut self) {
+        if let Some(case) = &mut self.builtin {
+            case.flush_caches();
+        }
+        self.cold = true;
+    }
+
+    fn collect_outputs(&mut self) -> Result<()> {
+        for side in [Side::Before, Side::After] {
+            if let Runner::Worker {
+                worker,
+                timeout,
+                output,
+                last,
+                ..
+            } = &mut self.sides[Self::index(side)]
+            {
+                let w = &mut self.workers[*worker].1;
+                w.request(
+                    &serde_json::json!({"op": "output", "id": side.name()}),
+                    *timeout * 10,
+                )?;
+                *last = worker::read_npy(output, &self.output_shape).map_err(|m| w.failure(m))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn output(&self, side: Side) -> Result<Cow<'_, [f32]>> {
+        match &self.sides[Self::index(side)] {
+            Runner::Builtin(v) => match &self.builtin {
+                Some(case) => case.output(*v),
+                None => Err(BackendError::Kernel("no built-in case".into()).into()),
+            },
+            Runner::Worker { last, .. } if !last.is_empty() => Ok(Cow::Borrowed(&last[..])),
+            Runner::Worker { .. } => Err(BackendError::NotRun {
+                variant: side.name(),
+            }
+            .into()),
+        }
+    }
+
+    fn implementation(&self, side: Side) -> Option<String> {
+        let Runner::Worker {
+            worker,
+            cmd,
+            round_trip_secs,
+            ..
+        } = &self.sides[Self::index(side)]
+        else {
+            return None;
+        };
+        let w = &self.workers[*worker].1;
+        let mut text = format!("worker {}: {}", cmd.describe(), w.about);
+        if !round_trip_secs.is_empty() {
+            let mut rt = round_trip_secs.clone();
+            rt.sort_by(f64::total_cmp);
+            text.push_str(&format!(
+                "; protocol round trip {:.0} µs per warm run (median of {}), outside the reported time",
+                rt[rt.len() / 2] * 1e6,
+                rt.len()
+            ));
+        }
+        Some(text)
+    }
+}
+
+impl Drop for WithWorkers {
+    fn drop(&mut self) {
+        for (_, w) in self.workers.drain(..) {
+            w.shutdown();
+        }
+    }
+}
