@@ -2,14 +2,9 @@
 step a pass over memory: unfused) and numexpr, which evaluates the whole expression in one pass
 over cache-sized blocks (fused)."""
 
-import os
-import sys
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-
 import numexpr
 import numpy as np
-from opledger_worker import Worker
+from opledger_worker import Worker  # opledger puts its worker module on PYTHONPATH
 
 C = np.float32(np.sqrt(2.0 / np.pi))
 K = np.float32(0.044715)

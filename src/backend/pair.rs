@@ -160,6 +160,10 @@ impl WithWorkers {
             .map_err(|e| {
                 BackendError::Kernel(format!("cannot create a folder for workers: {e}"))
             })?;
+        let python = dir.path().join("python");
+        std::fs::create_dir(&python)
+            .and_then(|_| std::fs::write(python.join("opledger_worker.py"), worker::PYTHON_MODULE))
+            .map_err(|e| BackendError::Kernel(format!("cannot write the worker module: {e}")))?;
         let mut input_files = serde_json::Map::new();
         for (name, shape, data) in inputs.iter() {
             let path = dir.path().join(format!("input-{name}.npy"));
@@ -187,7 +191,10 @@ impl WithWorkers {
                 Some(i) => i,
                 None => {
                     let log = dir.path().join(format!("worker-{}.log", workers.len() + 1));
-                    workers.push((cmd.clone(), Worker::start(cmd, ctx.spec_dir, &log)?));
+                    workers.push((
+                        cmd.clone(),
+                        Worker::start(cmd, ctx.spec_dir, &log, &python)?,
+                    ));
                     workers.len() - 1
                 }
             };

@@ -43,7 +43,12 @@ pub struct Worker {
 impl Worker {
     /// Starts `cmd` in `dir` with its output going to `log`, and greets it (protocol version,
     /// the functions it serves).
-    pub fn start(cmd: &WorkerCommand, dir: &Path, log: &Path) -> Result<Self, BackendError> {
+    pub fn start(
+        cmd: &WorkerCommand,
+        dir: &Path,
+        log: &Path,
+        python_path: &Path,
+    ) -> Result<Self, BackendError> {
         let command = cmd.command.join(" ");
         let fail = |message: String| BackendError::Worker {
             command: command.clone(),
@@ -63,6 +68,8 @@ impl Worker {
             .current_dir(dir)
             .env("OPLEDGER_WORKER_FD", WORKER_FD.to_string())
             .env("OPLEDGER_WORKER_PROTOCOL", PROTOCOL.to_string())
+            // The reference module, importable by every Python worker without installing it.
+            .env("PYTHONPATH", python_path_with(python_path))
             .stdin(Stdio::null())
             .stdout(Stdio::from(out))
             .stderr(Stdio::from(err))
@@ -258,6 +265,18 @@ impl Drop for Worker {
         }
         let _ = self.child.wait();
     }
+}
+
+/// The Python worker module shipped inside opledger.
+pub const PYTHON_MODULE: &str = include_str!("../../python/opledger_worker.py");
+
+/// `PYTHONPATH` with `dir` first.
+fn python_path_with(dir: &Path) -> std::ffi::OsString {
+    let mut paths = vec![dir.to_path_buf()];
+    if let Some(old) = std::env::var_os("PYTHONPATH") {
+        paths.extend(std::env::split_paths(&old));
+    }
+    std::env::join_paths(paths).unwrap_or_else(|_| dir.as_os_str().to_owned())
 }
 
 /// The last `lines` lines of a log file (empty if it cannot be read).

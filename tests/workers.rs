@@ -1,0 +1,326 @@
+//! Workers: the user's implementation of a variant in a process of its own. A worker written in
+//! the standard library alone (`tests/fixtures/workers/fake_worker.py`) serves relu correctly or
+//! misbehaves as asked; every misbehaviour must end that spec with its reason (and the worker's
+//! own output), within the time limit, leaving no process behind. The NumPy example runs where a
+//! Python with NumPy and numexpr is on PATH (`.ci/run` installs one; elsewhere it says SKIPPED,
+//! and OPLEDGER_REQUIRE_PYTHON=1 makes that a failure).
+
+mod common;
+use common::{fixture, only_run_dir, run_in, text};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A spec folder with the fake worker and a relu spec whose `after` side runs it in `mode`.
+fn relu_spec(dir: &Path, mode: &str, extra_after: &str) -> PathBuf {
+    std::fs::copy(
+        fixture("workers/fake_worker.py"),
+        dir.join("fake_worker.py"),
+    )
+    .unwrap();
+    let spec = dir.join(format!("relu-{mode}.yaml"));
+    std::fs::write(
+        &spec,
+        format!(
+            "name: worker-relu-{mode}\ntitle: a worker's relu\nworkload: {{kind: elementwise, ops: [relu], rows: 8, cols: 16}}\nvariants:\n  before: unfused\n  after: {{implements: fused, command: [python3, fake_worker.py, {mode}], function: relu, timeout_secs: 2{extra_after}}}\nexpect: {{bound: bandwidth}}\n"
+        ),
+    )
+    .unwrap();
+    spec
+}
+
+fn python3() -> bool {
+    Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Processes whose command line holds `token` (a test's own temporary folder).
+fn processes_with(token: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let cmdline = entry.path().join("cmdline");
+        if let Ok(bytes) = std::fs::read(&cmdline) {
+            let line = String::from_utf8_lossy(&bytes).replace('\0', " ");
+            if line.contains(token) && !line.contains("cargo") {
+                found.push(line);
+            }
+        }
+    }
+    found
+}
+
+fn results(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(only_run_dir(dir).join("results.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn a_worker_side_is_measured_checked_and_named_in_the_results() {
+    if !python3() {
+        eprintln!("SKIPPED: no python3");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spec = relu_spec(dir.path(), "ok", "");
+    let o = run_in(dir.path(), &[spec], &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    let r = results(dir.path());
+    let s = &r["specs"][0];
+    let correctness = s["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "correctness")
+        .unwrap();
+    assert_eq!(correctness["status"], "pass", "{correctness}");
+    assert!(
+        s["correctness"]["after_vs_before"]["checked"]
+            .as_u64()
+            .unwrap()
+            == 128
+    );
+    let implementation = s["after"]["implementation"].as_str().unwrap();
+    assert!(
+        implementation.contains("python3 fake_worker.py ok (function relu)")
+            && implementation.contains("fake_worker.py on cpu"),
+        "{implementation}"
+    );
+    assert!(s["before"]["implementation"].is_null());
+    // The after side's samples are the worker's own timings.
+    assert!(s["samples"]["after_secs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|t| t.as_f64().unwrap() > 0.0));
+}
+
+#[test]
+fn every_worker_failure_fails_its_spec_with_the_reason_and_leaves_no_process() {
+    if !python3() {
+        eprintln!("SKIPPED: no python3");
+        return;
+    }
+    // (mode, what the failure must say, the worker's own output quoted)
+    let cases = [
+        (
+            "crash-at-run",
+            "the worker closed the channel instead of answering `run` (it exited: exit status: 3)",
+            Some("segfault of the user's kernel"),
+        ),
+        (
+            "hang-at-run",
+            "no reply to `run` within 2 s",
+            Some("waiting forever"),
+        ),
+        (
+            "garbage",
+            "protocol error: the reply to `run` is not JSON",
+            None,
+        ),
+        (
+            "no-secs",
+            "`run` must reply `secs`: a list of positive seconds; got \"fast\"",
+            None,
+        ),
+        (
+            "wrong-shape",
+            "the output has shape [128]; expected [8, 16]",
+            None,
+        ),
+        (
+            "wrong-dtype",
+            "the output's dtype is '<f8'; expected float32",
+            None,
+        ),
+        (
+            "no-function",
+            "it serves no function `relu` (it registered: other)",
+            None,
+        ),
+        (
+            "exit-at-start",
+            "instead of answering `hello` (it exited: exit status: 7)",
+            Some("leaving before hello"),
+        ),
+    ];
+    for (mode, reason, output) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = relu_spec(dir.path(), mode, "");
+        let started = std::time::Instant::now();
+        // The other spec of the run still runs: a worker's failure is its spec's alone.
+        let o = run_in(dir.path(), &[spec, fixture("good/tiny-chain.yaml")], &[]);
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{mode}: {out}");
+        assert!(out.contains(reason), "{mode}: expected {reason:?} in {out}");
+        if let Some(tail) = output {
+            assert!(
+                out.contains("its last output:") && out.contains(tail),
+                "{mode}: {out}"
+            );
+        }
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "{mode}: the run did not end in time"
+        );
+        let r = results(dir.path());
+        let s = &r["specs"][0];
+        assert_eq!(s["status"], "fail", "{mode}");
+        assert!(s["error"].as_str().unwrap().contains(reason), "{mode}");
+        assert_eq!(r["specs"][1]["status"], "pass", "{mode}: {out}");
+        let token = dir.path().display().to_string();
+        let left = processes_with(&token);
+        assert!(left.is_empty(), "{mode}: processes left behind: {left:?}");
+    }
+}
+
+#[test]
+fn outputs_a_guard_refuses_fail_correctness_even_when_they_match_nothing_else() {
+    if !python3() {
+        eprintln!("SKIPPED: no python3");
+        return;
+    }
+    for (mode, said) in [
+        (
+            "zeros",
+            "fused: every one of the 128 output elements is 0: a constant output",
+        ),
+        (
+            "nan",
+            "fused: the output holds 1 NaN or infinite element (the first at index 0: NaN)",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = relu_spec(dir.path(), mode, "");
+        let o = run_in(dir.path(), &[spec], &[]);
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{mode}: {out}");
+        assert!(
+            out.contains("❌ correctness") && out.contains(said),
+            "{mode}: {out}"
+        );
+    }
+}
+
+#[test]
+fn implementation_keys_are_checked_where_they_are_written() {
+    let dir = tempfile::tempdir().unwrap();
+    // (after side as written, expected location, expected message)
+    let cases = [
+        (
+            "{implements: fused}",
+            "6:3",
+            "an implementation needs `command`",
+        ),
+        (
+            "{implements: fused, command: []}",
+            "6:30",
+            "an implementation needs `command`",
+        ),
+        (
+            "{implements: naive, command: [python3, w.py]}",
+            "6:11",
+            "variant `naive` does not apply to workload kind elementwise",
+        ),
+        (
+            "{implements: fused, command: [python3, w.py], function: \"a b\"}",
+            "6:56",
+            "variants.after.function \"a b\": expected 1-64 characters",
+        ),
+        (
+            "{implements: fused, command: [python3, w.py], timeout_secs: 0}",
+            "6:56",
+            "variants.after.timeout_secs 0: expected seconds in (0, 86400]",
+        ),
+        (
+            "{implements: fused, command: [python3, w.py], workers: 2}",
+            "6:56",
+            "unknown field `workers`",
+        ),
+        (
+            "{implements: fuse, command: [python3]}",
+            "6:23",
+            "unknown variant `fuse`",
+        ),
+    ];
+    for (after, pos, message) in cases {
+        let spec = dir.path().join("s.yaml");
+        std::fs::write(
+            &spec,
+            format!("name: s\ntitle: t\nworkload: {{kind: elementwise, ops: [relu], rows: 8, cols: 16}}\nvariants:\n  before: unfused\n  after: {after}\nexpect: {{bound: bandwidth}}\n"),
+        )
+        .unwrap();
+        let o = common::bin().arg("check").arg(&spec).output().unwrap();
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{after}: {out}");
+        assert!(
+            out.contains(&format!("{}:{pos}: ", spec.display())),
+            "{after}: expected position {pos} in {out}"
+        );
+        assert!(
+            out.contains(message),
+            "{after}: expected {message:?} in {out}"
+        );
+    }
+    // Two implementations of one ledger (the user's fused kernel against the built-in one)
+    // are a fair comparison; one built-in variant against itself is not.
+    let spec = dir.path().join("same.yaml");
+    std::fs::write(
+        &spec,
+        "name: same\ntitle: t\nworkload: {kind: elementwise, ops: [relu], rows: 8, cols: 16}\nvariants:\n  before: fused\n  after: {implements: fused, command: [python3, w.py]}\nexpect: {bound: bandwidth}\n",
+    )
+    .unwrap();
+    let o = common::bin().arg("check").arg(&spec).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+/// The shipped NumPy example: NumPy step by step against numexpr, both in one worker.
+#[test]
+fn the_numpy_example_runs_both_sides_in_one_worker() {
+    let has_numpy = Command::new("python3")
+        .args(["-c", "import numpy, numexpr"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_numpy {
+        assert!(
+            std::env::var_os("OPLEDGER_REQUIRE_PYTHON").is_none(),
+            "OPLEDGER_REQUIRE_PYTHON is set but python3 has no numpy and numexpr"
+        );
+        eprintln!("SKIPPED: python3 without numpy and numexpr");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/numpy");
+    // The example, smaller, in a folder of its own: the worker imports opledger's module from
+    // the PYTHONPATH opledger gives it, wherever it lives.
+    std::fs::copy(
+        example.join("bias_gelu_worker.py"),
+        dir.path().join("bias_gelu_worker.py"),
+    )
+    .unwrap();
+    let spec = dir.path().join("bias-gelu.yaml");
+    let spec_text = std::fs::read_to_string(example.join("bias-gelu.yaml"))
+        .unwrap()
+        .replace("rows: 4096, cols: 4096", "rows: 64, cols: 256");
+    std::fs::write(&spec, spec_text).unwrap();
+    let o = run_in(dir.path(), &[spec], &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    let r = results(dir.path());
+    let s = &r["specs"][0];
+    for side in ["before", "after"] {
+        let i = s[side]["implementation"].as_str().unwrap();
+        assert!(
+            i.contains("opledger_worker.py 1") && i.contains("NumPy"),
+            "{i}"
+        );
+    }
+    assert!(s["before"]["implementation"]
+        .as_str()
+        .unwrap()
+        .contains("numpy_unfused"));
+    assert!(s["after"]["implementation"]
+        .as_str()
+        .unwrap()
+        .contains("numexpr_fused"));
+}
