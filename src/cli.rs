@@ -146,6 +146,8 @@ pub enum SchemaKind {
     Spec,
     /// A run's results.json.
     Results,
+    /// One line of the worker protocol (a request or a reply).
+    Worker,
 }
 
 /// Largest probe or flush buffer a flag may ask for (1 TiB); the memory check refuses what this
@@ -360,6 +362,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             let schema = match which {
                 SchemaKind::Spec => spec::schema::spec_schema(),
                 SchemaKind::Results => crate::results::schema(),
+                SchemaKind::Worker => crate::backend::worker::schema(),
             };
             let text = spec::schema::to_text(&schema);
             match out {

@@ -45,7 +45,7 @@ fn yaml_as_json(path: &Path) -> Value {
 /// Regenerate with `OPLEDGER_BLESS=1 cargo test --test schema`.
 #[test]
 fn shipped_schemas_match_the_types() {
-    for which in ["spec", "results"] {
+    for which in ["spec", "results", "worker"] {
         let path = root().join(format!("schemas/{which}.schema.json"));
         let got = generated(which);
         if std::env::var_os("OPLEDGER_BLESS").is_some() {
@@ -163,4 +163,29 @@ fn results_of_a_real_run_and_the_fixed_archive_validate() {
     let mut bad = results.clone();
     bad["specs"][0]["status"] = Value::from("maybe");
     assert!(!v.is_valid(&bad));
+}
+
+/// Every message the reference worker and opledger exchange in a real run is one the shipped
+/// protocol schema accepts, and it refuses what the protocol does not allow.
+#[test]
+fn the_worker_protocol_schema_accepts_its_messages_and_refuses_others() {
+    let v = validator("worker");
+    for ok in [
+        serde_json::json!({"op": "hello", "protocol": 1}),
+        serde_json::json!({"op": "run", "id": "after", "count": 1, "cold": true}),
+        serde_json::json!({"op": "output", "id": "before"}),
+        serde_json::json!({"op": "shutdown"}),
+        serde_json::json!({"ok": true, "protocol": 1, "worker": "w", "device": "cpu", "functions": ["f"]}),
+        serde_json::json!({"ok": true, "secs": [0.001]}),
+        serde_json::json!({"ok": false, "error": "boom"}),
+    ] {
+        assert!(v.is_valid(&ok), "{ok}");
+    }
+    for bad in [
+        serde_json::json!({"op": "run", "id": "after"}),
+        serde_json::json!({"op": "launch"}),
+        serde_json::json!({"ok": true, "secs": "fast"}),
+    ] {
+        assert!(!v.is_valid(&bad), "{bad}");
+    }
 }

@@ -115,12 +115,12 @@ fn every_worker_failure_fails_its_spec_with_the_reason_and_leaves_no_process() {
         ),
         (
             "garbage",
-            "protocol error: the reply to `run` is not JSON",
+            "protocol error: the reply to `run` is not the protocol's",
             None,
         ),
         (
             "no-secs",
-            "`run` must reply `secs`: a list of positive seconds; got \"fast\"",
+            "protocol error: the reply to `run` is not the protocol's (invalid type: string \"fast\", expected a sequence",
             None,
         ),
         (

@@ -2,7 +2,7 @@
 //! variant of the backend's own kernels or the user's implementation in a worker process; a
 //! worker that serves both sides (one command) is started once.
 
-use super::worker::{self, Worker};
+use super::worker::{self, Request, TensorFile, Worker};
 use super::{Backend, Case};
 use crate::error::{BackendError, Result};
 use crate::kinds::{Tensors, Variant, Workload};
@@ -164,13 +164,17 @@ impl WithWorkers {
         std::fs::create_dir(&python)
             .and_then(|_| std::fs::write(python.join("opledger_worker.py"), worker::PYTHON_MODULE))
             .map_err(|e| BackendError::Kernel(format!("cannot write the worker module: {e}")))?;
-        let mut input_files = serde_json::Map::new();
+        let mut input_files = std::collections::BTreeMap::new();
         for (name, shape, data) in inputs.iter() {
             let path = dir.path().join(format!("input-{name}.npy"));
             worker::write_npy(&path, shape, data)?;
             input_files.insert(
                 name.to_string(),
-                serde_json::json!({"path": path, "shape": shape, "dtype": "float32"}),
+                TensorFile {
+                    path,
+                    shape: shape.to_vec(),
+                    dtype: "float32".into(),
+                },
             );
         }
         let kind = workload.as_kind();
@@ -212,16 +216,19 @@ impl WithWorkers {
             let output = dir.path().join(format!("output-{}.npy", side.name()));
             let timeout = Duration::from_secs_f64(cmd.timeout_secs);
             w.request(
-                &serde_json::json!({
-                    "op": "setup",
-                    "id": side.name(),
-                    "function": cmd.function,
-                    "variant": variant.name(),
-                    "workload": workload_json,
-                    "inputs": input_files,
-                    "output": {"path": output, "shape": output_shape, "dtype": "float32"},
-                    "flush_bytes": ctx.flush_bytes,
-                }),
+                &Request::Setup {
+                    id: side.name().into(),
+                    function: cmd.function.clone(),
+                    variant: variant.name().into(),
+                    workload: workload_json.clone(),
+                    inputs: input_files.clone(),
+                    output: TensorFile {
+                        path: output.clone(),
+                        shape: output_shape.clone(),
+                        dtype: "float32".into(),
+                    },
+                    flush_bytes: ctx.flush_bytes,
+                },
                 timeout * 10,
             )?;
             runners.push(Runner::Worker {
@@ -273,15 +280,15 @@ impl Pair for WithWorkers {
                 let w = &mut self.workers[*worker].1;
                 let started = std::time::Instant::now();
                 let reply = w.request(
-                    &serde_json::json!({"op": "run", "id": side.name(), "count": 1, "cold": cold}),
+                    &Request::Run {
+                        id: side.name().into(),
+                        count: 1,
+                        cold,
+                    },
                     *timeout,
                 )?;
                 let wall = started.elapsed().as_secs_f64();
-                let secs = reply
-                    .get("secs")
-                    .and_then(|s| s.as_array())
-                    .and_then(|a| a.first())
-                    .and_then(|s| s.as_f64());
+                let secs = reply.secs.as_ref().and_then(|s| s.first().copied());
                 match secs {
                     Some(s) if s.is_finite() && s > 0.0 => {
                         // Cold runs include the worker's flush in the wall time: only warm
@@ -293,8 +300,8 @@ impl Pair for WithWorkers {
                     }
                     _ => Err(w
                         .failure(format!(
-                            "protocol error: `run` must reply `secs`: a list of positive seconds; got {}",
-                            reply.get("secs").unwrap_or(&serde_json::Value::Null)
+                            "protocol error: `run` must reply `secs`: a list of positive seconds; got {:?}",
+                            reply.secs
                         ))
                         .into()),
                 }
@@ -321,7 +328,9 @@ impl Pair for WithWorkers {
             {
                 let w = &mut self.workers[*worker].1;
                 w.request(
-                    &serde_json::json!({"op": "output", "id": side.name()}),
+                    &Request::Output {
+                        id: side.name().into(),
+                    },
                     *timeout * 10,
                 )?;
                 *last = worker::read_npy(output, &self.output_shape).map_err(|m| w.failure(m))?;

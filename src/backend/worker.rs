@@ -26,6 +26,95 @@ const MAX_REPLY_BYTES: u64 = 1 << 20;
 /// Lines of the worker's output quoted in an error.
 const LOG_TAIL_LINES: usize = 20;
 
+/// A request of the protocol: one JSON object on one line, `op` naming it.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// First request: the protocol version opledger speaks. The reply says the worker's
+    /// version, its device and the functions it registered.
+    Hello { protocol: u64 },
+    /// Ready `function` as case `id` (`before` or `after`) on the inputs (`.npy` files opledger
+    /// wrote); its output goes to `output.path`.
+    Setup {
+        id: String,
+        function: String,
+        /// The ledger variant the function implements (`fused`, …).
+        variant: String,
+        /// The validated workload, as results.json stores it (`kind` and its parameters).
+        workload: serde_json::Value,
+        /// Input tensors by name (the kind's ledger names: `x`, `bias`, `A`, `Q`, …).
+        inputs: std::collections::BTreeMap<String, TensorFile>,
+        output: TensorFile,
+        /// Bytes a CPU worker streams to evict its caches before a cold run.
+        flush_bytes: u64,
+    },
+    /// Run case `id` `count` times; with `cold`, flush the device's caches first. The reply
+    /// holds the seconds of each run, as the worker timed it.
+    Run { id: String, count: u64, cold: bool },
+    /// Write the last run's output of case `id` to its `output.path` as `.npy`.
+    Output { id: String },
+    /// Exit (opledger ends the process group right after).
+    Shutdown,
+}
+
+/// A tensor exchanged as a `.npy` file.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct TensorFile {
+    pub path: PathBuf,
+    /// Row-major shape.
+    pub shape: Vec<u64>,
+    /// Always `float32` in protocol version 1.
+    pub dtype: String,
+}
+
+/// A reply: `ok`, and the fields of the request answered (or `error`).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct Reply {
+    pub ok: bool,
+    /// Why the request failed (with `ok: false`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Where it failed, for the user (quoted in opledger's error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceback: Option<String>,
+    /// hello: the protocol version the worker speaks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<u64>,
+    /// hello: the worker's name and version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
+    /// hello: the device it runs on (`cpu`, `cuda`, `cuda:0 NVIDIA H200`…).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// hello: the functions registered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub functions: Option<Vec<String>>,
+    /// run: seconds of each run, timed by the worker (CUDA events on a GPU, a monotonic clock on
+    /// the CPU), excluding the protocol.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secs: Option<Vec<f64>>,
+}
+
+/// The JSON Schema of the protocol's messages (`opledger schema worker`).
+pub fn schema() -> serde_json::Value {
+    /// One line of opledger's worker protocol, version 1: a request (opledger to worker) or a
+    /// reply (worker to opledger).
+    #[derive(schemars::JsonSchema)]
+    #[schemars(untagged)]
+    #[allow(dead_code)]
+    enum Message {
+        Request(Request),
+        Reply(Reply),
+    }
+    let mut root = schemars::generate::SchemaSettings::draft07()
+        .into_generator()
+        .into_root_schema_for::<Message>()
+        .to_value();
+    root["$id"] = serde_json::json!("https://opledger.dev/schemas/worker.schema.json");
+    root["title"] = serde_json::json!("opledger worker protocol 1");
+    root
+}
+
 /// A running worker process.
 pub struct Worker {
     child: Child,
@@ -112,52 +201,36 @@ impl Worker {
             functions: Vec::new(),
         };
         let setup_limit = Duration::from_secs_f64(cmd.timeout_secs * 10.0);
-        let hello = w.request(
-            &serde_json::json!({"op": "hello", "protocol": PROTOCOL}),
-            setup_limit,
-        )?;
-        if hello.get("protocol").and_then(|p| p.as_u64()) != Some(PROTOCOL) {
+        let hello = w.request(&Request::Hello { protocol: PROTOCOL }, setup_limit)?;
+        if hello.protocol != Some(PROTOCOL) {
             return Err(w.failure(format!(
                 "it speaks protocol {}, this opledger {PROTOCOL}",
-                hello.get("protocol").unwrap_or(&serde_json::Value::Null)
+                hello
+                    .protocol
+                    .map_or("(none said)".to_string(), |p| p.to_string())
             )));
         }
         w.about = format!(
             "{} on {}",
-            hello
-                .get("worker")
-                .and_then(|v| v.as_str())
-                .unwrap_or("a worker"),
-            hello
-                .get("device")
-                .and_then(|v| v.as_str())
-                .unwrap_or("an unnamed device")
+            hello.worker.as_deref().unwrap_or("a worker"),
+            hello.device.as_deref().unwrap_or("an unnamed device")
         );
-        w.functions = hello
-            .get("functions")
-            .and_then(|f| f.as_array())
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default();
+        w.functions = hello.functions.unwrap_or_default();
         Ok(w)
     }
 
     /// Sends one request and reads its reply within `limit`; a reply with `ok: false` is an
     /// error carrying the worker's message.
-    pub fn request(
-        &mut self,
-        request: &serde_json::Value,
-        limit: Duration,
-    ) -> Result<serde_json::Value, BackendError> {
-        let op = request
-            .get("op")
-            .and_then(|v| v.as_str())
-            .unwrap_or("?")
-            .to_string();
-        let mut line = request.to_string();
+    pub fn request(&mut self, request: &Request, limit: Duration) -> Result<Reply, BackendError> {
+        let op = match request {
+            Request::Hello { .. } => "hello",
+            Request::Setup { .. } => "setup",
+            Request::Run { .. } => "run",
+            Request::Output { .. } => "output",
+            Request::Shutdown => "shutdown",
+        };
+        let mut line = serde_json::to_string(request)
+            .map_err(|e| self.failure(format!("cannot encode `{op}`: {e}")))?;
         line.push('\n');
         if let Err(e) = self.writer.write_all(line.as_bytes()) {
             return Err(self.failure(format!("cannot send `{op}`: {e}")));
@@ -197,33 +270,24 @@ impl Worker {
             }
             Ok(_) => {}
         }
-        let value: serde_json::Value = match serde_json::from_str(&reply) {
+        let value: Reply = match serde_json::from_str(&reply) {
             Ok(v) => v,
             Err(e) => {
                 let shown: String = reply.trim_end().chars().take(200).collect();
                 return Err(self.failure(format!(
-                    "protocol error: the reply to `{op}` is not JSON ({e}): {shown:?}"
+                    "protocol error: the reply to `{op}` is not the protocol's ({e}): {shown:?}"
                 )));
             }
         };
-        match value.get("ok").and_then(|v| v.as_bool()) {
-            Some(true) => Ok(value),
-            Some(false) => {
-                let mut message = value
-                    .get("error")
-                    .and_then(|v| v.as_str())
-                    .unwrap_or("(no message)")
-                    .to_string();
-                if let Some(tb) = value.get("traceback").and_then(|v| v.as_str()) {
-                    message.push('\n');
-                    message.push_str(tb.trim_end());
-                }
-                Err(self.failure(format!("`{op}` failed: {message}")))
-            }
-            None => Err(self.failure(format!(
-                "protocol error: the reply to `{op}` has no boolean `ok`"
-            ))),
+        if value.ok {
+            return Ok(value);
         }
+        let mut message = value.error.unwrap_or_else(|| "(no message)".into());
+        if let Some(tb) = value.traceback {
+            message.push('\n');
+            message.push_str(tb.trim_end());
+        }
+        Err(self.failure(format!("`{op}` failed: {message}")))
     }
 
     /// The worker's exit status if it has exited (waiting a moment for it), in words.
@@ -248,10 +312,7 @@ impl Worker {
 
     /// Asks the worker to exit, then ends its process group whatever it answered.
     pub fn shutdown(mut self) {
-        let _ = self.request(
-            &serde_json::json!({"op": "shutdown"}),
-            Duration::from_secs(2),
-        );
+        let _ = self.request(&Request::Shutdown, Duration::from_secs(2));
     }
 }
 
