@@ -12,6 +12,7 @@ pub mod cli;
 pub mod compare;
 pub mod device;
 pub mod error;
+pub mod expr;
 pub mod files;
 pub mod kinds;
 pub mod ledger;

@@ -133,7 +133,11 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
         // Asked for by name, a backend that cannot run a spec makes the spec bad input. Picked
         // by `auto`, it fails that spec without measuring it (its reason in the report) and the
         // run goes on: a suite with GPU-only specs still gates its other specs on a CPU runner.
-        if let Some(reason) = backend.kind().cannot_run(&s.workload) {
+        let uses_kernels = s.implementations.before.is_none() || s.implementations.after.is_none();
+        if let Some(reason) = uses_kernels
+            .then(|| backend.kind().cannot_run(&s.workload))
+            .flatten()
+        {
             if opts.backend != BackendChoice::Auto {
                 return Err(refused(format!(
                     "{}: the {} backend cannot run this workload: {reason}",
@@ -602,12 +606,18 @@ fn measure_spec(
         .collect();
     idx.extend([0, n - 1]);
     let agree = kind.variants_agree();
+    // Without an f64 reference (kind custom) the before side is the after side's reference.
+    let referenced = kind.has_reference();
+    if !referenced {
+        idx.clear();
+    }
     let guard = [(vb, &out_b), (va, &out_a)]
         .into_iter()
         .filter_map(|(v, out)| verdict::output_guard(v.name(), out))
         .collect();
     let correctness = Correctness {
         guard,
+        reference: referenced,
         variants_comparable: agree,
         after_vs_before: if agree {
             verdict::compare(&out_a, |i| out_b[i] as f64, 0..n, tol)

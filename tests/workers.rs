@@ -324,3 +324,181 @@ fn the_numpy_example_runs_both_sides_in_one_worker() {
         .unwrap()
         .contains("numexpr_fused"));
 }
+
+/// A custom op (relu, ledger in the spec) with the fake worker on both sides: the before side
+/// is the after side's reference; a sweep over one of the op's own sizes makes a case per value.
+fn custom_spec(dir: &Path, before_mode: &str, after_mode: &str) -> PathBuf {
+    std::fs::copy(
+        fixture("workers/fake_worker.py"),
+        dir.join("fake_worker.py"),
+    )
+    .unwrap();
+    let spec = dir.join("custom.yaml");
+    std::fs::write(
+        &spec,
+        format!(
+            "name: custom-relu\ntitle: relu as a custom op\nworkload:\n  kind: custom\n  sizes: {{rows: 8, cols: 16}}\n  tensors:\n    x: {{shape: [rows, cols]}}\n    t: {{shape: [rows, cols]}}\n    y: {{shape: [rows, cols]}}\n  inputs: [x]\n  output: y\n  ledger:\n    unfused: {{reads: {{x: 1, t: 1}}, writes: {{t: 1, y: 1}}, flops: rows * cols, launches: 2}}\n    fused: {{reads: {{x: 1}}, writes: {{y: 1}}, flops: rows * cols}}\nsweep: {{rows: [8, 24]}}\nvariants:\n  before: {{implements: unfused, command: [python3, fake_worker.py, {before_mode}], function: relu}}\n  after: {{implements: fused, command: [python3, fake_worker.py, {after_mode}], function: relu}}\nexpect: {{bound: bandwidth, io_saving: {{min: 0.45, max: 0.55}}}}\n"
+        ),
+    )
+    .unwrap();
+    spec
+}
+
+#[test]
+fn a_custom_op_runs_on_workers_with_its_declared_ledger_and_the_before_side_as_reference() {
+    if !python3() {
+        eprintln!("SKIPPED: no python3");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spec = custom_spec(dir.path(), "ok", "ok");
+    let o = run_in(dir.path(), &[spec], &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    let r = results(dir.path());
+    let specs = r["specs"].as_array().unwrap();
+    assert_eq!(specs.len(), 2, "one case per swept value");
+    for (s, rows) in specs.iter().zip([8u64, 24]) {
+        // The declared ledger: unfused moves x, t twice, y; fused x and y.
+        let t = rows * 16 * 4;
+        assert_eq!(s["before"]["bytes"], 4 * t);
+        assert_eq!(s["after"]["bytes"], 2 * t);
+        assert_eq!(s["io_saving"], 0.5);
+        let c = s["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "correctness")
+            .unwrap();
+        assert_eq!(c["status"], "pass", "{c}");
+        assert!(
+            c["detail"].as_str().unwrap().contains(&format!(
+                "no f64 reference for this kind: after checked against before over {} elements",
+                rows * 16
+            )),
+            "{c}"
+        );
+    }
+    // The after side computing something else fails against the before side.
+    let dir = tempfile::tempdir().unwrap();
+    let spec = custom_spec(dir.path(), "ok", "zeros");
+    let o = run_in(dir.path(), &[spec], &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("after vs before:") && out.contains("every one of the"),
+        "{out}"
+    );
+}
+
+#[test]
+fn custom_op_errors_are_located_in_the_spec() {
+    let base = "name: c\ntitle: t\nworkload:\n  kind: custom\n  sizes: {rows: 8}\n  tensors: {x: {shape: [rows]}, y: {shape: [rows]}}\n  inputs: [x]\n  output: y\n  ledger:\n    unfused: {reads: {x: 1}, writes: {y: 1}, flops: rows}\n    fused: {reads: {x: 1}, writes: {y: 1}, flops: rows}\nvariants:\n  before: {implements: unfused, command: [python3, w.py]}\n  after: {implements: fused, command: [python3, w.py]}\nexpect: {bound: bandwidth}\n";
+    // (replace this, with that, expected location, expected message)
+    let cases = [
+        (
+            "flops: rows}\n    fused",
+            "flops: depth}\n    fused",
+            "9:3",
+            "workload.ledger: unfused.flops `depth`: unknown name `depth`; known: rows",
+        ),
+        (
+            "writes: {y: 1}, flops: rows}\n    fused",
+            "writes: {z: 1}, flops: rows}\n    fused",
+            "9:3",
+            "workload.ledger.unfused: `z` is no tensor of workload.tensors (its tensors: x, y)",
+        ),
+        (
+            "unfused: {reads: {x: 1}, writes: {y: 1}",
+            "unfused: {reads: {x: 1}, writes: {x: 1}",
+            "9:3",
+            "workload.ledger.unfused: the variant never writes the output `y`",
+        ),
+        (
+            "shape: [rows]}, y",
+            "shape: [rows ^ 2]}, y",
+            "6:25",
+            "unexpected `^`",
+        ),
+        (
+            "output: y",
+            "output: x",
+            "8:3",
+            "workload.output `x` is also an input",
+        ),
+        (
+            "  before: {implements: unfused, command: [python3, w.py]}",
+            "  before: unfused",
+            "13:3",
+            "variants.before: kind custom has no built-in kernels: both sides must be implementations",
+        ),
+        (
+            "sizes: {rows: 8}",
+            "sizes: {Rows: 8}",
+            "5:3",
+            "workload.sizes: `Rows`: expected a name of [a-z_][a-z0-9_]*",
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.yaml");
+    std::fs::write(&good, base).unwrap();
+    let o = common::bin().arg("check").arg(&good).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    for (this, that, pos, message) in cases {
+        assert!(base.contains(this), "{this}");
+        let spec = dir.path().join("c.yaml");
+        std::fs::write(&spec, base.replace(this, that)).unwrap();
+        let o = common::bin().arg("check").arg(&spec).output().unwrap();
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{that}: {out}");
+        assert!(
+            out.contains(&format!("{}:{pos}: ", spec.display())),
+            "{that}: expected {pos} in {out}"
+        );
+        assert!(
+            out.contains(message),
+            "{that}: expected {message:?} in {out}"
+        );
+    }
+}
+
+/// The shipped SwiGLU example (kind custom, NumPy against numexpr), smaller.
+#[test]
+fn the_swiglu_example_runs_its_declared_ledger_on_workers() {
+    let has_numpy = Command::new("python3")
+        .args(["-c", "import numpy, numexpr"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_numpy {
+        assert!(
+            std::env::var_os("OPLEDGER_REQUIRE_PYTHON").is_none(),
+            "OPLEDGER_REQUIRE_PYTHON is set but python3 has no numpy and numexpr"
+        );
+        eprintln!("SKIPPED: python3 without numpy and numexpr");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/numpy");
+    std::fs::copy(
+        example.join("swiglu_worker.py"),
+        dir.path().join("swiglu_worker.py"),
+    )
+    .unwrap();
+    let spec = dir.path().join("swiglu.yaml");
+    let spec_text = std::fs::read_to_string(example.join("swiglu.yaml"))
+        .unwrap()
+        .replace(
+            "sizes: {rows: 2048, cols: 4096}",
+            "sizes: {rows: 64, cols: 256}",
+        );
+    std::fs::write(&spec, spec_text).unwrap();
+    let o = run_in(dir.path(), &[spec], &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    let s = &results(dir.path())["specs"][0];
+    assert_eq!(s["io_saving"], 0.4);
+    assert!(s["after"]["implementation"]
+        .as_str()
+        .unwrap()
+        .contains("numexpr_fused"));
+}

@@ -24,8 +24,8 @@ impl FromRaw for AddRmsnorm {
 }
 
 impl Kind for AddRmsnorm {
-    fn variants(&self) -> &'static [Variant] {
-        UNFUSED_FUSED
+    fn variants(&self) -> Vec<Variant> {
+        UNFUSED_FUSED.to_vec()
     }
     fn dtype(&self) -> DType {
         self.0.dtype

@@ -62,8 +62,8 @@ impl FromRaw for Attention {
 }
 
 impl Kind for Attention {
-    fn variants(&self) -> &'static [Variant] {
-        &[Variant::Standard, Variant::Flash]
+    fn variants(&self) -> Vec<Variant> {
+        vec![Variant::Standard, Variant::Flash]
     }
     fn dtype(&self) -> DType {
         self.dtype

@@ -145,8 +145,8 @@ impl FromRaw for Elementwise {
 }
 
 impl Kind for Elementwise {
-    fn variants(&self) -> &'static [Variant] {
-        UNFUSED_FUSED
+    fn variants(&self) -> Vec<Variant> {
+        UNFUSED_FUSED.to_vec()
     }
     fn dtype(&self) -> DType {
         self.dtype

@@ -31,8 +31,8 @@ impl FromRaw for Gemm {
 }
 
 impl Kind for Gemm {
-    fn variants(&self) -> &'static [Variant] {
-        &[Variant::Naive, Variant::Tiled]
+    fn variants(&self) -> Vec<Variant> {
+        vec![Variant::Naive, Variant::Tiled]
     }
     fn dtype(&self) -> DType {
         self.dtype

@@ -65,8 +65,8 @@ impl FromRaw for LaunchChain {
 }
 
 impl Kind for LaunchChain {
-    fn variants(&self) -> &'static [Variant] {
-        &[Variant::Eager, Variant::Graph]
+    fn variants(&self) -> Vec<Variant> {
+        vec![Variant::Eager, Variant::Graph]
     }
     fn dtype(&self) -> DType {
         self.dtype

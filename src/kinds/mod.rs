@@ -10,6 +10,7 @@
 
 pub mod add_rmsnorm;
 pub mod attention;
+pub mod custom;
 pub mod elementwise;
 pub mod gemm;
 pub mod launch_chain;
@@ -47,6 +48,7 @@ macro_rules! registry {
             LaunchChain("launch_chain") => launch_chain::LaunchChain,
             Probe("probe") => probe::ProbeWorkload,
             AddRmsnorm("add_rmsnorm") => add_rmsnorm::AddRmsnorm,
+            Custom("custom") => custom::Custom,
         }
     };
 }
@@ -73,7 +75,7 @@ impl Invalid {
 /// pipeline holds `&dyn Kind` and never matches on the kind.
 pub trait Kind: Send + Sync {
     /// The variants this kind compares (a spec picks two).
-    fn variants(&self) -> &'static [Variant];
+    fn variants(&self) -> Vec<Variant>;
     /// The element type of the workload's tensors.
     fn dtype(&self) -> DType;
     /// A one-line description for tables and logs.
@@ -111,6 +113,11 @@ pub trait Kind: Send + Sync {
     fn launch_chain_ops(&self) -> Option<u64> {
         None
     }
+    /// Whether [`Kind::reference`] is an f64 reference (false: the `before` side's output is
+    /// the reference of the `after` side's).
+    fn has_reference(&self) -> bool {
+        true
+    }
 }
 
 /// Building a kind from the `workload:` mapping.
@@ -119,6 +126,8 @@ pub trait FromRaw: Kind + Sized {
     const KEYS: (&'static [&'static str], &'static [&'static str]);
     /// The element types this kind has kernels for.
     const DTYPES: &'static [DType] = &[DType::F32];
+    /// Whether the backends have kernels of this kind (false: both sides are the user's code).
+    const BUILTIN_KERNELS: bool = true;
     /// Builds the kind from a mapping whose keys are already checked against [`Self::KEYS`]
     /// and whose dtype is one of [`Self::DTYPES`].
     fn from_raw(raw: &RawWorkload) -> Result<Self, Invalid>;
@@ -144,6 +153,13 @@ macro_rules! define_kinds {
             pub fn keys(self) -> (&'static [&'static str], &'static [&'static str]) {
                 match self {
                     $(WorkloadKind::$variant => <$module::$ty as FromRaw>::KEYS),*
+                }
+            }
+            /// Whether the backends have kernels of this kind (false: both sides of a spec are
+            /// the user's implementations).
+            pub fn builtin_kernels(self) -> bool {
+                match self {
+                    $(WorkloadKind::$variant => <$module::$ty as FromRaw>::BUILTIN_KERNELS),*
                 }
             }
             /// The element types this kind has kernels for.
@@ -189,7 +205,7 @@ impl Workload {
     pub fn dtype(&self) -> DType {
         self.as_kind().dtype()
     }
-    pub fn variants(&self) -> &'static [Variant] {
+    pub fn variants(&self) -> Vec<Variant> {
         self.as_kind().variants()
     }
     pub fn describe(&self) -> String {
@@ -258,6 +274,16 @@ pub struct RawWorkload {
     pub causal: Option<bool>,
     pub n_ops: Option<Dim>,
     pub elements: Option<Dim>,
+    /// kind custom: the op's own whole-number keys, named in shapes and FLOPs (sweepable).
+    pub sizes: Option<std::collections::BTreeMap<String, Dim>>,
+    /// kind custom: every tensor with its shape (expressions over `sizes`).
+    pub tensors: Option<std::collections::BTreeMap<String, custom::RawTensor>>,
+    /// kind custom: the tensors opledger generates and hands to the implementations.
+    pub inputs: Option<Vec<String>>,
+    /// kind custom: the tensor the variants write and are compared on.
+    pub output: Option<String>,
+    /// kind custom: each variant's reads and writes per tensor, FLOPs and launches.
+    pub ledger: Option<std::collections::BTreeMap<String, custom::RawCustomLedger>>,
 }
 
 /// The keys of [`RawWorkload`] with a whole-number value, in field order: the ones a sweep may
@@ -267,13 +293,24 @@ macro_rules! dims {
         impl RawWorkload {
             /// Parameters a sweep may vary.
             pub const SWEEPABLE: &'static [&'static str] = &[$(stringify!($key)),*];
-            /// Sets a sweepable parameter; false for any other key.
+            /// Sets a sweepable parameter (a built-in key, or one of a custom op's sizes); false
+            /// for any other key.
             pub fn set(&mut self, key: &str, v: u64) -> bool {
+                // A custom op's own size first: its names may be the built-in kinds' too.
+                if let Some(d) = self.sizes.as_mut().and_then(|s| s.get_mut(key)) {
+                    *d = Dim(v);
+                    return true;
+                }
                 match key {
                     $(stringify!($key) => self.$key = Some(Dim(v)),)*
                     _ => return false,
                 }
                 true
+            }
+            /// Whether a sweep may vary `key` here.
+            pub fn sweepable(&self, key: &str) -> bool {
+                Self::SWEEPABLE.contains(&key)
+                    || self.sizes.as_ref().is_some_and(|s| s.contains_key(key))
             }
             /// The value of a whole-number key (0 when absent: kinds read their required keys,
             /// whose presence is checked first).
@@ -297,6 +334,11 @@ impl RawWorkload {
     fn set_keys(&self) -> Vec<&'static str> {
         let mut v = self.set_dims();
         for (key, set) in [
+            ("sizes", self.sizes.is_some()),
+            ("tensors", self.tensors.is_some()),
+            ("inputs", self.inputs.is_some()),
+            ("output", self.output.is_some()),
+            ("ledger", self.ledger.is_some()),
             ("ops", self.ops.is_some()),
             ("dtype", self.dtype.is_some()),
             ("scale", self.scale.is_some()),

@@ -34,8 +34,8 @@ impl FromRaw for ProbeWorkload {
 }
 
 impl Kind for ProbeWorkload {
-    fn variants(&self) -> &'static [Variant] {
-        &[Variant::Copy, Variant::Triad, Variant::Fma]
+    fn variants(&self) -> Vec<Variant> {
+        vec![Variant::Copy, Variant::Triad, Variant::Fma]
     }
     fn dtype(&self) -> DType {
         self.dtype

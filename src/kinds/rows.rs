@@ -93,8 +93,8 @@ macro_rules! row_kind {
         }
 
         impl Kind for $name {
-            fn variants(&self) -> &'static [Variant] {
-                UNFUSED_FUSED
+            fn variants(&self) -> Vec<Variant> {
+                UNFUSED_FUSED.to_vec()
             }
             fn dtype(&self) -> DType {
                 self.0.dtype

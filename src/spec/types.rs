@@ -591,6 +591,20 @@ impl RawSpec {
             before: self.variants.before.variant(),
             after: self.variants.after.variant(),
         };
+        // A kind without built-in kernels (custom) runs the user's code on both sides.
+        if !workload.kind().builtin_kernels() {
+            for (key, side) in [
+                ("before", &implementations.before),
+                ("after", &implementations.after),
+            ] {
+                if side.is_none() {
+                    return Err((
+                        at(&["variants", key]),
+                        format!("variants.{key}: kind {} has no built-in kernels: both sides must be implementations ({{implements: VARIANT, command: [...]}})", workload.kind().name()),
+                    ));
+                }
+            }
+        }
         // Two implementations of one ledger are a fair comparison (the user's fused kernel
         // against the built-in one); one built-in variant against itself is not.
         if variants.before == variants.after && !implementations.any() {
@@ -686,7 +700,7 @@ impl RawSpec {
         }
         let mut sweep = Vec::new();
         for (key, values) in &self.sweep {
-            if !RawWorkload::SWEEPABLE.contains(&key.as_str()) {
+            if !self.workload.sweepable(key) {
                 return Err((
                     at(&["sweep", key]),
                     format!(

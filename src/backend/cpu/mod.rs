@@ -8,6 +8,7 @@
 
 pub mod add_rmsnorm;
 pub mod attention;
+pub mod custom;
 pub mod elementwise;
 pub mod gemm;
 pub mod launch;

@@ -8,6 +8,7 @@
 
 mod add_rmsnorm;
 mod attention;
+mod custom;
 mod elementwise;
 mod gemm;
 mod launch_chain;
