@@ -138,7 +138,10 @@ class Worker:
             args = dict(args, workload=r.get("workload", {}))
         if self._flush is None:
             self._make_flush(int(r.get("flush_bytes", 64 << 20)))
-        self.cases[r["id"]] = {"fn": fn, "args": args, "output": r["output"]["path"]}
+        # One untimed call readies the function (torch.compile compiles, Triton autotunes) within
+        # setup's longer time limit, not in a timed run.
+        result, _ = self._timed(fn, args)
+        self.cases[r["id"]] = {"fn": fn, "args": args, "output": r["output"]["path"], "result": result}
         return {"ok": True}
 
     def _case(self, r):

@@ -78,10 +78,21 @@ fi
 step bf16-attention 90 "$BIN" run specs/gpu/ --backend cuda --baselines "$WORK/b" --runs-dir "$WORK/bf16"
 bf16=$(ls -d "$WORK"/bf16/* 2>/dev/null | head -1)
 [ -n "$bf16" ] && cp "$bf16/results.json" "$OUT/bf16-results.json"
+
+# Users' kernels through workers (examples/): PyTorch eager against torch.compile, and a Triton
+# kernel, judged on the GPU's ceilings.
+if python3 -c "import torch, triton, numpy" >/dev/null 2>&1; then
+  step workers 300 "$BIN" run examples/torch/ examples/triton/ --backend cuda \
+    --baselines "$WORK/b" --runs-dir "$WORK/workers"
+  workers=$(ls -d "$WORK"/workers/* 2>/dev/null | head -1)
+  [ -n "$workers" ] && cp "$workers/results.json" "$OUT/workers-results.json"
+else
+  echo "workers: skipped (python3 lacks torch, triton or numpy)" >> "$OUT/steps.txt"
+fi
 fi
 
 cat "$OUT/steps.txt"
-for f in "$OUT/tiny-results.json" "$OUT/suite-results.json" "$OUT/bf16-results.json"; do
+for f in "$OUT/tiny-results.json" "$OUT/suite-results.json" "$OUT/bf16-results.json" "$OUT/workers-results.json"; do
   [ -f "$f" ] || continue
   python3 - "$f" <<'PY'
 import json, sys
