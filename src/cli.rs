@@ -415,12 +415,12 @@ fn check_specs(paths: &[PathBuf], backend: Option<BackendKind>) -> Result<ExitCo
     // Capabilities: a backend that has no kernels for a spec refuses it before anything runs.
     let mut runnable = Vec::new();
     for s in specs {
-        // Only a side that runs the backend's kernels needs them.
-        let uses_kernels = s.implementations.before.is_none() || s.implementations.after.is_none();
         let cannot: Vec<(BackendKind, String)> = BackendKind::ALL
             .into_iter()
-            .filter(|_| uses_kernels)
-            .filter_map(|b| b.cannot_run(&s.workload).map(|why| (b, why)))
+            .filter_map(|b| {
+                b.cannot_run_sides(&s.workload, &s.implementations)
+                    .map(|why| (b, why))
+            })
             .collect();
         match cannot.iter().find(|(b, _)| Some(*b) == backend) {
             Some((b, why)) => errors.push(Error::Spec {

@@ -133,10 +133,9 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
         // Asked for by name, a backend that cannot run a spec makes the spec bad input. Picked
         // by `auto`, it fails that spec without measuring it (its reason in the report) and the
         // run goes on: a suite with GPU-only specs still gates its other specs on a CPU runner.
-        let uses_kernels = s.implementations.before.is_none() || s.implementations.after.is_none();
-        if let Some(reason) = uses_kernels
-            .then(|| backend.kind().cannot_run(&s.workload))
-            .flatten()
+        if let Some(reason) = backend
+            .kind()
+            .cannot_run_sides(&s.workload, &s.implementations)
         {
             if opts.backend != BackendChoice::Auto {
                 return Err(refused(format!(

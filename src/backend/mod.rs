@@ -54,6 +54,22 @@ impl BackendKind {
             BackendKind::Cuda => cuda::cannot_run(w),
         }
     }
+
+    /// Why this backend cannot run a spec's sides, if it cannot: the built-in kernels a side
+    /// uses, or a `cuda:` side elsewhere than on the CUDA backend.
+    pub fn cannot_run_sides(
+        self,
+        w: &Workload,
+        implementations: &crate::spec::Implementations,
+    ) -> Option<String> {
+        if implementations.uses_builtin_kernels() {
+            if let Some(reason) = self.cannot_run(w) {
+                return Some(reason);
+            }
+        }
+        (implementations.uses_cuda_source() && self != BackendKind::Cuda)
+            .then(|| "a `cuda:` implementation runs on the CUDA backend (--backend cuda)".into())
+    }
 }
 
 pub trait Backend: Send {
@@ -89,6 +105,36 @@ pub trait Backend: Send {
     }
     /// Readies both variants of `workload` on `inputs` (the kind's seeded tensors).
     fn prepare(&self, workload: &Workload, inputs: Arc<Tensors>) -> Result<Box<dyn Case>>;
+    /// Readies the user's own kernel as one side (`variant`'s ledger) on `inputs`.
+    fn user_kernel(
+        &self,
+        _source: &UserSource,
+        _workload: &Workload,
+        _variant: Variant,
+        _inputs: &Tensors,
+    ) -> Result<Box<dyn UserKernel>> {
+        Err(BackendError::Unsupported {
+            backend: self.name(),
+            reason: "a `cuda:` implementation runs on the CUDA backend (--backend cuda)".into(),
+        }
+        .into())
+    }
+}
+
+/// The user's kernel source of one side, read from its file.
+pub struct UserSource {
+    pub path: std::path::PathBuf,
+    pub text: String,
+    pub spec: crate::spec::CudaSource,
+}
+
+/// One side that is the user's kernel, run and timed by the backend like its own.
+pub trait UserKernel {
+    fn run_timed(&mut self) -> Result<f64>;
+    fn flush_caches(&mut self);
+    fn output(&self) -> Result<std::borrow::Cow<'_, [f32]>>;
+    /// The kernel in a few words, for the report.
+    fn describe(&self) -> String;
 }
 
 /// One prepared workload: both variants can run on the same inputs.

@@ -6,7 +6,7 @@ use super::worker::{self, Request, TensorFile, Worker};
 use super::{Backend, Case};
 use crate::error::{BackendError, Result};
 use crate::kinds::{Tensors, Variant, Workload};
-use crate::spec::{Implementations, Variants, WorkerCommand};
+use crate::spec::{Implementation, Implementations, Variants, WorkerCommand};
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -78,6 +78,7 @@ pub fn prepare(
         _ => Some(backend.prepare(workload, inputs.clone())?),
     };
     Ok(Box::new(WithWorkers::start(
+        backend,
         builtin,
         workload,
         variants,
@@ -118,6 +119,8 @@ impl Pair for Builtin {
 /// How one side runs when workers are involved.
 enum Runner {
     Builtin(Variant),
+    /// The user's kernel, run by the backend (a CUDA source).
+    Kernel(Box<dyn super::UserKernel>),
     Worker {
         /// Index into `WithWorkers::workers`.
         worker: usize,
@@ -147,6 +150,7 @@ struct WithWorkers {
 
 impl WithWorkers {
     fn start(
+        backend: &dyn Backend,
         builtin: Option<Box<dyn Case>>,
         workload: &Workload,
         variants: Variants,
@@ -186,9 +190,29 @@ impl WithWorkers {
             (Side::Before, variants.before, &implementations.before),
             (Side::After, variants.after, &implementations.after),
         ] {
-            let Some(cmd) = implementation else {
-                runners.push(Runner::Builtin(variant));
-                continue;
+            let cmd = match implementation {
+                None => {
+                    runners.push(Runner::Builtin(variant));
+                    continue;
+                }
+                Some(Implementation::Cuda(src)) => {
+                    let path = ctx.spec_dir.join(&src.source);
+                    let text = crate::files::read_regular(&path, 16 << 20, "CUDA source")
+                        .map_err(|e| BackendError::Kernel(e.to_string()))?;
+                    let text = String::from_utf8(text).map_err(|_| {
+                        BackendError::Kernel(format!("{}: not UTF-8 text", path.display()))
+                    })?;
+                    let user = super::UserSource {
+                        path,
+                        text,
+                        spec: src.clone(),
+                    };
+                    runners.push(Runner::Kernel(
+                        backend.user_kernel(&user, workload, variant, inputs)?,
+                    ));
+                    continue;
+                }
+                Some(Implementation::Worker(cmd)) => cmd,
             };
             // One process per command: a worker that registers both functions serves both sides.
             let index = match workers.iter().position(|(c, _)| c.command == cmd.command) {
@@ -271,6 +295,7 @@ impl Pair for WithWorkers {
                 Some(case) => case.run_timed(*v),
                 None => Err(BackendError::Kernel("no built-in case".into()).into()),
             },
+            Runner::Kernel(k) => k.run_timed(),
             Runner::Worker {
                 worker,
                 timeout,
@@ -312,6 +337,12 @@ impl Pair for WithWorkers {
     fn flush_caches(&mut self) {
         if let Some(case) = &mut self.builtin {
             case.flush_caches();
+        } else if let Some(Runner::Kernel(k)) = self
+            .sides
+            .iter_mut()
+            .find(|s| matches!(s, Runner::Kernel(_)))
+        {
+            k.flush_caches();
         }
         self.cold = true;
     }
@@ -345,6 +376,7 @@ impl Pair for WithWorkers {
                 Some(case) => case.output(*v),
                 None => Err(BackendError::Kernel("no built-in case".into()).into()),
             },
+            Runner::Kernel(k) => k.output(),
             Runner::Worker { last, .. } if !last.is_empty() => Ok(Cow::Borrowed(&last[..])),
             Runner::Worker { .. } => Err(BackendError::NotRun {
                 variant: side.name(),
@@ -354,6 +386,9 @@ impl Pair for WithWorkers {
     }
 
     fn implementation(&self, side: Side) -> Option<String> {
+        if let Runner::Kernel(k) = &self.sides[Self::index(side)] {
+            return Some(k.describe());
+        }
         let Runner::Worker {
             worker,
             cmd,

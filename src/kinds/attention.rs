@@ -88,6 +88,9 @@ impl Kind for Attention {
     fn output_len(&self) -> u64 {
         self.qkv_elements()
     }
+    fn output_name(&self) -> String {
+        "O".into()
+    }
     fn output_shape(&self) -> Vec<u64> {
         vec![self.batch, self.heads, self.seq_len, self.head_dim]
     }

@@ -344,6 +344,9 @@ impl Kind for Custom {
     fn output_len(&self) -> u64 {
         self.elements(&self.output)
     }
+    fn output_name(&self) -> String {
+        self.output.clone()
+    }
     fn output_shape(&self) -> Vec<u64> {
         self.tensor(&self.output)
             .map_or_else(|| vec![0], |t| t.shape.clone())

@@ -55,6 +55,9 @@ impl Kind for Gemm {
     fn output_len(&self) -> u64 {
         self.m * self.n
     }
+    fn output_name(&self) -> String {
+        "C".into()
+    }
     fn output_shape(&self) -> Vec<u64> {
         vec![self.m, self.n]
     }

@@ -87,6 +87,10 @@ pub trait Kind: Send + Sync {
     fn ledger(&self, variant: Variant, tiling: &Tiling) -> VariantLedger;
     /// Elements of the output (f32 on the host).
     fn output_len(&self) -> u64;
+    /// The output tensor's name in the ledger (`y`, `C`, `O`).
+    fn output_name(&self) -> String {
+        "y".into()
+    }
     /// The output's shape (row-major), as workers must return it.
     fn output_shape(&self) -> Vec<u64> {
         vec![self.output_len()]
@@ -222,6 +226,30 @@ impl Workload {
             after: k.ledger(after, tiling),
         }
     }
+    /// The workload's numbers by key (`rows`, `eps`, a custom op's sizes): what expressions
+    /// and kernel arguments may name.
+    pub fn scalars(&self) -> std::collections::BTreeMap<String, Scalar> {
+        let mut out = std::collections::BTreeMap::new();
+        let mut add = |k: &str, v: &serde_json::Value| {
+            if let Some(i) = v.as_i64() {
+                out.insert(k.to_string(), Scalar::Int(i));
+            } else if let Some(f) = v.as_f64() {
+                out.insert(k.to_string(), Scalar::Float(f));
+            }
+        };
+        if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(self) {
+            for (k, v) in &m {
+                add(k, v);
+            }
+            if let Some(serde_json::Value::Object(sizes)) = m.get("sizes") {
+                for (k, v) in sizes {
+                    add(k, v);
+                }
+            }
+        }
+        out
+    }
+
     /// The ledger of one variant with the CPU kernels' tiling.
     pub fn variant_ledger(&self, variant: Variant) -> VariantLedger {
         self.as_kind().ledger(variant, &Tiling::CPU)
@@ -242,6 +270,13 @@ impl Workload {
             DType::Bf16 => (2e-2, (k / 64.0 / 256.0).max(5e-3)),
         }
     }
+}
+
+/// A number of a workload.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Scalar {
+    Int(i64),
+    Float(f64),
 }
 
 /// Variant pair of the fusion kinds.

@@ -6,6 +6,7 @@
 //! finite number) run inside deserialization so that serde_yaml attaches the exact location;
 //! checks across fields run afterwards and locate the offending key in the text.
 
+pub mod kernel_source;
 mod locate;
 pub mod schema;
 mod types;
@@ -48,7 +49,7 @@ pub fn load_all_collect(paths: &[PathBuf]) -> (Vec<Spec>, Vec<Error>) {
     let mut specs: Vec<Spec> = Vec::new();
     let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
     for f in files {
-        let expanded = match load(&f).and_then(expand) {
+        let expanded = match load(&f).and_then(expand).and_then(check_kernel_sources) {
             Ok(v) => v,
             Err(e) => {
                 errors.push(e);
@@ -73,6 +74,41 @@ pub fn load_all_collect(paths: &[PathBuf]) -> (Vec<Spec>, Vec<Error>) {
         }
     }
     (specs, errors)
+}
+
+/// Checks every `cuda:` implementation of `specs` (one file's, sweep points included) against
+/// its source file, which is read here: a kernel that cannot be launched as written is a spec
+/// error at `check` time, not a failure on the GPU.
+fn check_kernel_sources(specs: Vec<Spec>) -> Result<Vec<Spec>> {
+    for spec in &specs {
+        for (side, implementation) in [
+            ("before", &spec.implementations.before),
+            ("after", &spec.implementations.after),
+        ] {
+            let Some(Implementation::Cuda(src)) = implementation else {
+                continue;
+            };
+            let err = |message: String| Error::Spec {
+                path: spec.file.clone(),
+                pos: find_key(&spec.source_text, &["variants", side, "cuda"]),
+                message: format!("variants.{side}.cuda: {message}"),
+            };
+            let dir = spec.file.parent().unwrap_or(Path::new("."));
+            let path = dir.join(&src.source);
+            let bytes = crate::files::read_regular(&path, 16 << 20, "CUDA source")
+                .map_err(|e| err(e.to_string()))?;
+            let text = String::from_utf8(bytes)
+                .map_err(|_| err(format!("{}: not UTF-8 text", path.display())))?;
+            let point = spec
+                .point
+                .as_ref()
+                .map(|p| format!(" (at sweep point {})", p.label))
+                .unwrap_or_default();
+            kernel_source::check(spec, side, src, &text)
+                .map_err(|m| err(format!("{}: {m}{point}", src.source)))?;
+        }
+    }
+    Ok(specs)
 }
 
 /// The spec files a path names: the file itself, or a directory's `*.yaml`/`*.yml` in name

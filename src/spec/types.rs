@@ -114,7 +114,7 @@ pub struct RawVariants {
 #[serde(untagged)]
 pub enum RawVariant {
     Builtin(Variant),
-    Implementation(RawImplementation),
+    Implementation(Box<RawImplementation>),
 }
 
 /// Read by hand so that a bad name or key is reported where serde stands on it (an untagged
@@ -133,7 +133,7 @@ impl<'de> Deserialize<'de> for RawVariant {
             }
             fn visit_map<A: serde::de::MapAccess<'de>>(self, m: A) -> Result<RawVariant, A::Error> {
                 RawImplementation::deserialize(serde::de::value::MapAccessDeserializer::new(m))
-                    .map(RawVariant::Implementation)
+                    .map(|i| RawVariant::Implementation(Box::new(i)))
             }
         }
         d.deserialize_any(V)
@@ -152,11 +152,64 @@ pub struct RawImplementation {
     pub implements: Variant,
     /// The worker: a program and its arguments, started in the spec file's folder.
     pub command: Option<Vec<String>>,
+    /// Or a CUDA C++ kernel of the user's, compiled by NVRTC for the device (CUDA backend).
+    pub cuda: Option<RawCudaSource>,
     /// The name the worker registered the function under (default: the `implements` name).
     pub function: Option<String>,
     /// Seconds the worker may take to answer one run or output request (default 60; setting up
     /// may take ten times as long: compilers, autotuners).
     pub timeout_secs: Option<Finite>,
+}
+
+/// A CUDA kernel of the user's as written.
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping {source: FILE.cu, entry: NAME, block: [EXPR], grid: [EXPR], args: [NAME, ...]}"
+)]
+pub struct RawCudaSource {
+    /// The `.cu` file, relative to the spec file.
+    pub source: String,
+    /// The `extern "C" __global__` function to launch.
+    pub entry: String,
+    /// Threads per block: 1 to 3 dimensions, numbers or expressions over the workload's keys.
+    pub block: Vec<crate::kinds::custom::ExprText>,
+    /// Blocks per grid: 1 to 3 dimensions, numbers or expressions over the workload's keys.
+    pub grid: Vec<crate::kinds::custom::ExprText>,
+    /// The kernel's arguments in order: tensor names of the kind's ledger (device pointers) and
+    /// workload keys (passed as the parameter's type: int, long long, float…).
+    pub args: Vec<String>,
+    /// Dynamic shared memory per block, bytes (default 0).
+    pub smem_bytes: Option<crate::kinds::custom::ExprText>,
+    /// Extra NVRTC options (`-DTILE=64`).
+    #[serde(default)]
+    pub options: Vec<String>,
+}
+
+/// A CUDA kernel of the user's, checked against the spec (its file is read when the spec is).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CudaSource {
+    /// The `.cu` file as written (relative to the spec file).
+    pub source: String,
+    pub entry: String,
+    pub block: Vec<String>,
+    pub grid: Vec<String>,
+    pub args: Vec<String>,
+    pub smem_bytes: String,
+    pub options: Vec<String>,
+}
+
+impl CudaSource {
+    pub fn describe(&self) -> String {
+        format!("{} (entry {})", self.source, self.entry)
+    }
+}
+
+/// The user's implementation of one side.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Implementation {
+    Worker(WorkerCommand),
+    Cuda(CudaSource),
 }
 
 /// A variant the user's worker process runs.
@@ -180,13 +233,23 @@ impl WorkerCommand {
 /// Which sides of a spec are the user's implementations (None: the backend's built-in kernels).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Implementations {
-    pub before: Option<WorkerCommand>,
-    pub after: Option<WorkerCommand>,
+    pub before: Option<Implementation>,
+    pub after: Option<Implementation>,
 }
 
 impl Implementations {
     pub fn any(&self) -> bool {
         self.before.is_some() || self.after.is_some()
+    }
+    /// Whether a side runs the backend's own kernels.
+    pub fn uses_builtin_kernels(&self) -> bool {
+        self.before.is_none() || self.after.is_none()
+    }
+    /// Whether a side is a CUDA source (it runs on the CUDA backend only).
+    pub fn uses_cuda_source(&self) -> bool {
+        [&self.before, &self.after]
+            .iter()
+            .any(|i| matches!(i, Some(Implementation::Cuda(_))))
     }
 }
 
@@ -201,16 +264,53 @@ impl RawVariant {
         }
     }
 
-    /// The worker of an implementation, checked; None for a built-in variant.
-    fn worker(&self, side: &'static str) -> Result<Option<WorkerCommand>, (&'static str, String)> {
+    /// The implementation of a side, checked; None for a built-in variant.
+    fn implementation(
+        &self,
+        side: &'static str,
+    ) -> Result<Option<Implementation>, (&'static str, String)> {
         let RawVariant::Implementation(i) = self else {
             return Ok(None);
         };
+        if let Some(c) = &i.cuda {
+            if i.command.is_some() || i.function.is_some() || i.timeout_secs.is_some() {
+                return Err((
+                    "cuda",
+                    format!("variants.{side}: `cuda` and `command` (with `function`, `timeout_secs`) are two kinds of implementation: give one"),
+                ));
+            }
+            for (key, dims) in [("block", &c.block), ("grid", &c.grid)] {
+                if dims.is_empty() || dims.len() > 3 {
+                    return Err((
+                        "cuda",
+                        format!("variants.{side}.cuda.{key}: expected 1 to 3 dimensions"),
+                    ));
+                }
+            }
+            if !c.source.ends_with(".cu") && !c.source.ends_with(".cuh") {
+                return Err((
+                    "cuda",
+                    format!(
+                        "variants.{side}.cuda.source {:?}: expected a .cu file",
+                        c.source
+                    ),
+                ));
+            }
+            return Ok(Some(Implementation::Cuda(CudaSource {
+                source: c.source.clone(),
+                entry: c.entry.clone(),
+                block: c.block.iter().map(|e| e.0.clone()).collect(),
+                grid: c.grid.iter().map(|e| e.0.clone()).collect(),
+                args: c.args.clone(),
+                smem_bytes: c.smem_bytes.as_ref().map_or("0".into(), |e| e.0.clone()),
+                options: c.options.clone(),
+            })));
+        }
         let command = i.command.clone().unwrap_or_default();
         if command.is_empty() || command[0].trim().is_empty() {
             return Err((
                 "command",
-                format!("variants.{side}: an implementation needs `command`: the worker's program and its arguments, e.g. [python3, bench.py]"),
+                format!("variants.{side}: an implementation needs `command` (the worker's program and its arguments, e.g. [python3, bench.py]) or `cuda` (a kernel source)"),
             ));
         }
         if command.iter().any(|a| a.contains('\0')) {
@@ -239,11 +339,11 @@ impl RawVariant {
                 ),
             ));
         }
-        Ok(Some(WorkerCommand {
+        Ok(Some(Implementation::Worker(WorkerCommand {
             command,
             function,
             timeout_secs,
-        }))
+        })))
     }
 }
 
@@ -560,7 +660,7 @@ impl RawSpec {
             ("after", &self.variants.after),
         ] {
             let worker = raw
-                .worker(key)
+                .implementation(key)
                 .map_err(|(field, message)| (at(&["variants", key, field]), message))?;
             match key {
                 "before" => implementations.before = worker,

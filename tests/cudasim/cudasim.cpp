@@ -51,6 +51,7 @@ struct float4 {
 struct uint4 {
     unsigned x, y, z, w;
 };
+static inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 static opl_dim3 threadIdx, blockIdx, blockDim = {1, 1, 1}, gridDim = {1, 1, 1};
 
 #define __global__
@@ -456,6 +457,8 @@ static inline void opl_ldmatrix_x4_trans(unsigned r[4], const unsigned short* ro
 #include "launch.cu"
 #include "probe.cu"
 #include "add_rmsnorm.cu"
+// A user's kernel, as a spec's `cuda:` side names it (examples/cuda/).
+#include "../../examples/cuda/bias_gelu.cu"
 
 namespace sim {
 
@@ -499,6 +502,7 @@ static const std::vector<Kernel>& registry() {
         OPL_K(attn_scores_bf16), OPL_K(attn_softmax_rows_bf16), OPL_K(attn_pv_bf16),
         OPL_K(flash_attn_bf16, 128),
         OPL_K(add_residual),    OPL_K(rmsnorm_of_sum),    OPL_K(add_rmsnorm_fused),
+        OPL_K(bias_gelu_fused),
     };
     return r;
 }

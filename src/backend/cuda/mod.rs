@@ -16,6 +16,7 @@ pub mod nvrtc;
 mod probe;
 mod rows;
 pub mod runtime;
+mod user;
 
 pub use runtime::cannot_run;
 

@@ -152,10 +152,37 @@ fn compile_with(
     output: Output,
     extra: &[String],
 ) -> Result<(Vec<u8>, String), String> {
+    compile_text(src.name, &full_source(src), arch, output, extra)
+}
+
+/// Compiles a user's kernel source as written (nothing prepended), named after its file so that
+/// NVRTC's log points into it (`bias_gelu.cu(12): error: …`).
+pub fn compile_source(
+    file_name: &str,
+    text: &str,
+    arch: u32,
+    output: Output,
+    options: &[String],
+) -> Result<Vec<u8>, String> {
+    let stem = file_name.strip_suffix(".cu").unwrap_or(file_name);
+    compile_text(stem, text, arch, output, options).map(|(bytes, _)| bytes)
+}
+
+fn compile_text(
+    name: &str,
+    text: &str,
+    arch: u32,
+    output: Output,
+    extra: &[String],
+) -> Result<(Vec<u8>, String), String> {
+    struct Named<'a> {
+        name: &'a str,
+    }
+    let src = Named { name };
     if !available() {
         return Err("libnvrtc could not be loaded (install NVRTC, e.g. pip's nvidia-cuda-nvrtc, and put its lib folder on LD_LIBRARY_PATH)".into());
     }
-    let text = CString::new(full_source(src)).map_err(|e| format!("source {}: {e}", src.name))?;
+    let text = CString::new(text).map_err(|e| format!("source {}: {e}", src.name))?;
     let name = CString::new(format!("{}.cu", src.name)).map_err(|e| e.to_string())?;
     let prog = cudarc::nvrtc::result::create_program(&text, Some(&name))
         .map_err(|e| format!("{}: create_program: {e:?}", src.name))?;

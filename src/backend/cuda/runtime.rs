@@ -425,6 +425,22 @@ impl Backend for CudaBackend {
         }
     }
 
+    fn user_kernel(
+        &self,
+        source: &crate::backend::UserSource,
+        workload: &Workload,
+        variant: Variant,
+        inputs: &Tensors,
+    ) -> Result<Box<dyn crate::backend::UserKernel>> {
+        Ok(Box::new(super::user::UserKernelGpu::new(
+            self.gpu.clone(),
+            source,
+            workload,
+            variant,
+            inputs,
+        )?))
+    }
+
     /// The host holds the inputs and both outputs once copied back.
     fn host_bytes(&self, workload: &Workload) -> u64 {
         let k = kernels_of(workload);
