@@ -347,21 +347,25 @@ fn a_users_cuda_kernel_runs_as_one_side() {
     .unwrap();
     let spec_text = std::fs::read_to_string(example.join("bias-gelu.yaml"))
         .unwrap()
-        .replace("rows: 8192, cols: 8192", "rows: 16, cols: 256");
+        .replace("rows: 8192, cols: 8192", "rows: 16, cols: 256")
+        // Two cases of one kernel: compiled once, run twice.
+        .replace("variants:", "sweep: {rows: [16, 32]}\nvariants:");
     let spec = tmp.path().join("bias-gelu.yaml");
     std::fs::write(&spec, spec_text).unwrap();
     let o = run(sim, tmp.path(), std::slice::from_ref(&spec), "cuda");
     let out = text(&o);
     assert!(matches!(o.status.code(), Some(0 | 1)), "{out}");
     let r = results(tmp.path());
-    let s = &r["specs"][0];
-    assert!(s["error"].is_null(), "{}", s["error"]);
-    assert_eq!(check(s, "correctness")["status"], "pass", "{out}");
-    let about = s["after"]["implementation"].as_str().unwrap();
-    assert!(
-        about.contains("bias_gelu.cu (entry bias_gelu_fused), compiled by NVRTC for sm_90"),
-        "{about}"
-    );
+    assert_eq!(r["specs"].as_array().unwrap().len(), 2);
+    for s in r["specs"].as_array().unwrap() {
+        assert!(s["error"].is_null(), "{}", s["error"]);
+        assert_eq!(check(s, "correctness")["status"], "pass", "{out}");
+        let about = s["after"]["implementation"].as_str().unwrap();
+        assert!(
+            about.contains("bias_gelu.cu (entry bias_gelu_fused), compiled by NVRTC for sm_90"),
+            "{about}"
+        );
+    }
     // A compile error: that spec fails with NVRTC's log, naming the user's file and line.
     std::fs::write(
         tmp.path().join("bias_gelu.cu"),

@@ -41,6 +41,9 @@ pub struct Gpu {
     pub(super) ctx: Arc<CudaContext>,
     pub(super) stream: Arc<CudaStream>,
     pub(super) modules: Mutex<HashMap<&'static str, std::result::Result<Arc<CudaModule>, String>>>,
+    /// The users' kernels compiled so far, by the SHA-256 of their file name, text and options:
+    /// each is compiled once per run, whatever the number of cases (sweep points) using it.
+    pub(super) user_modules: Mutex<HashMap<String, Arc<CudaModule>>>,
     pub(super) name: String,
     pub(super) arch: u32,
     pub(super) sms: u32,
@@ -98,6 +101,7 @@ impl Gpu {
             ctx,
             stream,
             modules: Mutex::new(HashMap::new()),
+            user_modules: Mutex::new(HashMap::new()),
             name,
             arch: (major * 10 + minor) as u32,
             sms,

@@ -41,6 +41,28 @@ fn fail(src: &UserSource, message: String) -> BackendError {
     BackendError::Kernel(format!("{}: {message}", src.path.display()))
 }
 
+/// The module of a user's source: its CUBIN for the device, or its PTX for the driver to JIT
+/// where the CUBIN does not load.
+fn compile(
+    gpu: &Gpu,
+    file_name: &str,
+    text: &str,
+    options: &[String],
+) -> Result<Arc<cudarc::driver::CudaModule>> {
+    let cubin = nvrtc::compile_source(file_name, text, gpu.arch, Output::Cubin, options)
+        .map_err(|log| BackendError::Compile { log })?;
+    if let Ok(m) = gpu.ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin)) {
+        return Ok(m);
+    }
+    let ptx = nvrtc::compile_source(file_name, text, gpu.arch, Output::Ptx, options)
+        .map_err(|log| BackendError::Compile { log })?;
+    gpu.ctx
+        .load_module(cudarc::nvrtc::Ptx::from_src(
+            String::from_utf8_lossy(&ptx).into_owned(),
+        ))
+        .map_err(driver_error("loading the user's module"))
+}
+
 impl UserKernelGpu {
     pub fn new(
         gpu: Arc<Gpu>,
@@ -63,19 +85,22 @@ impl UserKernelGpu {
                 .parent()
                 .map_or(".".into(), |p| p.display().to_string())
         ));
-        let cubin = nvrtc::compile_source(&file_name, &src.text, gpu.arch, Output::Cubin, &options)
-            .map_err(|log| BackendError::Compile { log })?;
-        let module = match gpu.ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin)) {
-            Ok(m) => m,
-            Err(_) => {
-                let ptx =
-                    nvrtc::compile_source(&file_name, &src.text, gpu.arch, Output::Ptx, &options)
-                        .map_err(|log| BackendError::Compile { log })?;
-                gpu.ctx
-                    .load_module(cudarc::nvrtc::Ptx::from_src(
-                        String::from_utf8_lossy(&ptx).into_owned(),
-                    ))
-                    .map_err(driver_error("loading the user's module"))?
+        let key =
+            crate::spec::sha256_hex(format!("{file_name}\0{}\0{options:?}", src.text).as_bytes());
+        let cached = gpu
+            .user_modules
+            .lock()
+            .map_err(|_| BackendError::Kernel("the module cache is poisoned".into()))?
+            .get(&key)
+            .cloned();
+        let module = match cached {
+            Some(m) => m,
+            None => {
+                let m = compile(&gpu, &file_name, &src.text, &options)?;
+                if let Ok(mut cache) = gpu.user_modules.lock() {
+                    cache.insert(key, m.clone());
+                }
+                m
             }
         };
         let func = module.load_function(&spec.entry).map_err(|e| {
