@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check: run opledger's CUDA backend on a lent GPU machine, in one call.
+# The GPU check: run opledger's CUDA backend on a GPU machine, in one call.
 #
 # Here (no GPU needed):   cargo build --release && mkdir -p .gpu && cp target/release/opledger .gpu/
 #                         (`.gpu/` is git-ignored; carry it with the call)

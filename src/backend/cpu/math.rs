@@ -99,7 +99,7 @@ pub enum Gate {
 /// replaces the division by a reciprocal estimate refined by one Newton step and the exponent
 /// arithmetic by `vscalefps`: GELU on an L1-resident 4096-element slice takes a median of 0.43
 /// ns/element/core against 0.50 for the auto-vectorized scalar functions (throwaway
-/// microbenchmark, 14 timings each over 1 and 2 threads, on the 2-core development VM). That matters
+/// microbenchmark, 14 timings each over 1 and 2 threads, on a 2-core Intel Xeon VM). That matters
 /// because on this machine a fused bias+GELU is as much arithmetic as memory stream (streaming
 /// 8 B/element takes ~0.53 ns/element/core). Every element, the tail included,
 /// goes through the same vector code (masked loads and stores), so the result of an element does

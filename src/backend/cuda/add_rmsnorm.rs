@@ -1,7 +1,8 @@
 //! CUDA kernels of `kind: add_rmsnorm` (`kernels/add_rmsnorm.cu`): an add launch and an RMSNorm
 //! launch with one block per row (unfused) against one block per row doing both (fused).
 
-use super::runtime::{launch, CudaKernels, Gpu, GpuKernels};
+use super::gpu::{launch, Gpu};
+use super::runtime::{CudaKernels, GpuKernels};
 use crate::error::Result;
 use crate::kinds::add_rmsnorm::AddRmsnorm;
 use crate::kinds::{Tensors, Variant};

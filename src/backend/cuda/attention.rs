@@ -2,7 +2,8 @@
 //! standard attention's three launches (S, P and O through memory) against one flash kernel;
 //! in bf16 the flash kernel runs on tensor cores.
 
-use super::runtime::{driver_error, launch, CudaKernels, Gpu, GpuKernels};
+use super::gpu::{driver_error, launch, Gpu};
+use super::runtime::{CudaKernels, GpuKernels};
 use crate::backend::BackendError;
 use crate::error::Result;
 use crate::kinds::attention::Attention;

@@ -1,6 +1,7 @@
 //! `kind: custom` has no CUDA kernels: both sides of such a spec are the user's implementations.
 
-use super::runtime::{CudaKernels, Gpu, GpuKernels};
+use super::gpu::Gpu;
+use super::runtime::{CudaKernels, GpuKernels};
 use crate::error::{BackendError, Result};
 use crate::kinds::custom::Custom;
 use crate::kinds::Tensors;

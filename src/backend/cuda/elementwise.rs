@@ -1,7 +1,8 @@
 //! CUDA kernels of `kind: elementwise` (`kernels/elementwise.cu`): one `ew_chain` launch per op
 //! (unfused) against one launch of the whole chain (fused).
 
-use super::runtime::{launch, CudaKernels, Gpu, GpuKernels};
+use super::gpu::{launch, Gpu};
+use super::runtime::{CudaKernels, GpuKernels};
 use crate::error::Result;
 use crate::kinds::elementwise::{ChainInputs, ElemOp, Elementwise};
 use crate::kinds::launch_chain::chain_buffers;

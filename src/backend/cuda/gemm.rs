@@ -1,7 +1,8 @@
 //! CUDA kernels of `kind: gemm` (`kernels/gemm.cu`): one thread per C element (naive) against
 //! 64×64 C tiles with 4×4 register tiles per thread (tiled).
 
-use super::runtime::{launch, CudaKernels, Gpu, GpuKernels};
+use super::gpu::{launch, Gpu};
+use super::runtime::{CudaKernels, GpuKernels};
 use crate::error::Result;
 use crate::kinds::gemm::Gemm;
 use crate::kinds::{Tensors, Variant};

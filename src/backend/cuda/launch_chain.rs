@@ -1,7 +1,8 @@
 //! CUDA kernels of `kind: launch_chain` (`kernels/launch.cu`): the chain's `n_ops` launches
 //! one by one (eager) against the same launches captured once as a CUDA graph and replayed.
 
-use super::runtime::{driver_error, launch, CudaKernels, Gpu, GpuKernels};
+use super::gpu::{driver_error, launch, Gpu};
+use super::runtime::{CudaKernels, GpuKernels};
 use crate::backend::BackendError;
 use crate::error::Result;
 use crate::kinds::launch_chain::{chain_buffers, coeffs, LaunchChain};

@@ -11,6 +11,7 @@ mod attention;
 mod custom;
 mod elementwise;
 mod gemm;
+pub mod gpu;
 mod launch_chain;
 pub mod nvrtc;
 mod probe;

@@ -1,7 +1,8 @@
 //! `kind: probe` has no CUDA kernels: on a GPU the run's own copy and FMA probes
 //! ([`super::runtime`]) measure the ceilings, so a probe spec is refused before it runs.
 
-use super::runtime::{CudaKernels, Gpu, GpuKernels};
+use super::gpu::Gpu;
+use super::runtime::{CudaKernels, GpuKernels};
 use crate::backend::BackendError;
 use crate::error::Result;
 use crate::kinds::probe::ProbeWorkload;

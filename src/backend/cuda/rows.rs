@@ -1,7 +1,8 @@
 //! CUDA kernels of the row kinds (`kernels/rows.cu`): RMSNorm, LayerNorm and softmax, one
 //! launch per step (unfused) against one block per row (fused).
 
-use super::runtime::{launch, CudaKernels, Gpu, GpuKernels};
+use super::gpu::{launch, Gpu};
+use super::runtime::{CudaKernels, GpuKernels};
 use crate::error::Result;
 use crate::kinds::rows::{Layernorm, Rmsnorm, RowOp, Softmax};
 use crate::kinds::WorkloadKind;

@@ -3,8 +3,8 @@
 //! buffers, workload keys as the parameter's number type), launched on the backend's stream and
 //! timed with its events, after the same L2 flush as the built-in kernels.
 
+use super::gpu::{driver_error, Gpu};
 use super::nvrtc::{self, Output};
-use super::runtime::{driver_error, Gpu};
 use crate::backend::{UserKernel, UserSource};
 use crate::error::{BackendError, Result};
 use crate::kinds::{Scalar, Tensors, Variant, Workload};
