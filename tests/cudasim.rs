@@ -288,7 +288,7 @@ fn auto_backend_picks_the_simulated_gpu() {
     );
 }
 
-/// `scripts/gpu-check.sh`, the one call a GPU session gets, dry-run on the simulator (QUICK=1:
+/// `scripts/gpu-check.sh`, the one call a GPU machine gets, dry-run on the simulator (QUICK=1:
 /// the NVRTC compile of every kernel for the device and the tiny specs of every kind), so that a
 /// broken script cannot waste a GPU loan: its steps, the results it keeps and its table.
 #[test]
