@@ -209,6 +209,11 @@ pub struct RunArgs {
     /// Write JUnit XML (one test case per check) to this file, for CI dashboards.
     #[arg(long)]
     pub junit: Option<PathBuf>,
+    /// Run only shard M of N of the cases: hash:M/N (stable as specs are added), count:M/N
+    /// (round-robin over the sorted names), or auto (from Slurm, a Kubernetes Indexed Job with
+    /// OPLEDGER_SHARD_TOTAL, or OPLEDGER_SHARD=M/N).
+    #[arg(long)]
+    pub shard: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -266,6 +271,11 @@ fn run_options(a: RunArgs) -> Result<RunOptions> {
         command_line: std::env::args().collect(),
         summary_to: a.summary_to.filter(|p| !p.as_os_str().is_empty()),
         junit: a.junit,
+        shard: a
+            .shard
+            .as_deref()
+            .map(|s| crate::shard::Shard::parse(s, &|k| std::env::var(k).ok()))
+            .transpose()?,
     })
 }
 

@@ -21,6 +21,7 @@ pub mod pipeline;
 pub mod report;
 pub mod results;
 pub mod rng;
+pub mod shard;
 pub mod spec;
 pub mod values;
 pub mod verdict;

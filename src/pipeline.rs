@@ -37,6 +37,8 @@ pub struct RunOptions {
     pub summary_to: Option<PathBuf>,
     /// Write JUnit XML (one test case per check) to this file.
     pub junit: Option<PathBuf>,
+    /// Run only this shard's cases.
+    pub shard: Option<crate::shard::Shard>,
 }
 
 /// A run made ready: specs loaded, outputs and memory checked, backend opened, baselines read
@@ -56,7 +58,20 @@ pub(crate) struct Prepared {
 /// Everything before the first spec is measured; everything that can be refused is refused
 /// here. `passes` is how many times each spec will be measured (the progress bar's length).
 pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
-    let specs = spec::load_all(&opts.paths)?;
+    let mut specs = spec::load_all(&opts.paths)?;
+    let mut shard_note = None;
+    if let Some(shard) = &opts.shard {
+        let all = specs.len();
+        let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+        let keep = shard.keeps(&names);
+        let mut k = keep.into_iter();
+        specs.retain(|_| k.next().unwrap_or(false));
+        shard_note = Some(format!(
+            "opledger: {}: {} of {all} cases",
+            shard.describe(),
+            specs.len()
+        ));
+    }
     // Every output is checked before anything is measured or written: a run that cannot archive
     // its evidence must not write baselines first.
     check_outputs(opts)?;
@@ -166,6 +181,9 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
 
     let progress = Progress::new(specs.len() * passes);
     progress.say(&format!("opledger: backend {backend_note}"));
+    if let Some(n) = &shard_note {
+        progress.say(n);
+    }
     for w in &size_warnings {
         progress.say(w);
     }

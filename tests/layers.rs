@@ -10,7 +10,7 @@ const LAYERS: &[&[&str]] = &[
     &["error", "values", "rng", "expr"],
     &["files", "ledger"],
     &["kinds"],
-    &["spec", "device"],
+    &["spec", "device", "shard"],
     &["backend"],
     &["measure"],
     &["verdict"],

@@ -1,8 +1,8 @@
 //! Real (small) runs: the archive a run writes, claims judged, every kind correct on the CPU.
 
 mod common;
-use common::{fixture, only_run_dir, run_in, text};
-use std::path::PathBuf;
+use common::{fixture, only_run_dir, run_cmd, run_in, text};
+use std::path::{Path, PathBuf};
 
 #[test]
 fn run_passes_writes_archive_and_round_trips_baselines() {
@@ -187,4 +187,57 @@ fn every_workload_kind_runs_and_is_correct_on_the_cpu() {
         let row = report.lines().find(|l| l.contains(title)).unwrap();
         assert!(!row.contains("not evidenced"), "{row}");
     }
+}
+
+/// `--shard`: the shards of a suite together run each of its cases once, whichever way they are
+/// dealt; a shard may hold no case (an empty archive, exit 0); a bad setting is exit 2.
+#[test]
+fn shards_of_a_suite_run_each_case_once() {
+    let names = |dir: &Path| -> Vec<String> {
+        let r: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(only_run_dir(dir).join("results.json")).unwrap())
+                .unwrap();
+        r["specs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let suite = [fixture("kinds"), fixture("good/tiny-chain.yaml")];
+    let whole = tempfile::tempdir().unwrap();
+    run_in(whole.path(), &suite, &[]);
+    let mut all = names(whole.path());
+    all.sort();
+    for mode in ["hash", "count"] {
+        let mut seen = Vec::new();
+        for m in 1..=3 {
+            let dir = tempfile::tempdir().unwrap();
+            let shard = format!("{mode}:{m}/3");
+            let o = run_in(dir.path(), &suite, &["--shard", &shard]);
+            assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+            assert!(
+                text(&o).contains(&format!("shard {m}/3 ({mode}")),
+                "{}",
+                text(&o)
+            );
+            seen.extend(names(dir.path()));
+        }
+        seen.sort();
+        assert_eq!(
+            seen, all,
+            "{mode}: the shards together are the suite, once each"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let o = run_cmd(dir.path(), &suite, &["--shard", "auto"])
+        .env("SLURM_ARRAY_TASK_ID", "4")
+        .env("SLURM_ARRAY_TASK_MIN", "1")
+        .env("SLURM_ARRAY_TASK_STEP", "2")
+        .env("SLURM_ARRAY_TASK_COUNT", "4")
+        .env_remove("JOB_COMPLETION_INDEX")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("the task is not one of the array's ids"));
 }
