@@ -85,6 +85,21 @@ pub enum Command {
         /// The later run directory.
         run_b: PathBuf,
     },
+    /// Merge the run folders of a sharded run (`run --shard`) into one archive: results, spec
+    /// files, every shard's manifest, one report, JUnit XML and a summary; one archive per
+    /// device when the shards ran on several. Exit 1 when a case of the suite ran in no shard
+    /// (unless --allow-partial) or a spec failed.
+    Merge {
+        /// The shards' run folders.
+        #[arg(required = true)]
+        run_dirs: Vec<PathBuf>,
+        /// The merged archive's folder (created).
+        #[arg(long)]
+        out: PathBuf,
+        /// Accept shards that together miss cases of the suite (they are still named).
+        #[arg(long)]
+        allow_partial: bool,
+    },
     /// Print the JSON Schema of spec files or of results.json (generated from opledger's types;
     /// the same files ship in `schemas/`).
     Schema {
@@ -368,6 +383,11 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             })
         }
         Command::Compare { run_a, run_b } => crate::compare::compare_runs(&run_a, &run_b),
+        Command::Merge {
+            run_dirs,
+            out,
+            allow_partial,
+        } => crate::merge::merge(&run_dirs, &out, allow_partial),
         Command::Schema { which, out } => {
             let schema = match which {
                 SchemaKind::Spec => spec::schema::spec_schema(),

@@ -17,6 +17,7 @@ pub mod files;
 pub mod kinds;
 pub mod ledger;
 pub mod measure;
+pub mod merge;
 pub mod pipeline;
 pub mod report;
 pub mod results;

@@ -45,6 +45,9 @@ pub struct RunOptions {
 /// (and locked when accepting), ceilings measured.
 pub(crate) struct Prepared {
     pub specs: Vec<Spec>,
+    /// Every spec file of the suite (a shard's archive holds them all, so that a merge knows
+    /// which cases the whole suite has): (file name, text).
+    pub suite_files: Vec<(String, String)>,
     pub backend: Box<dyn Backend>,
     pub backend_note: String,
     pub device: DeviceInfo,
@@ -59,6 +62,13 @@ pub(crate) struct Prepared {
 /// here. `passes` is how many times each spec will be measured (the progress bar's length).
 pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
     let mut specs = spec::load_all(&opts.paths)?;
+    let mut suite_files: Vec<(String, String)> = Vec::new();
+    for s in &specs {
+        let name = spec_file_name(s);
+        if !suite_files.iter().any(|(n, _)| *n == name) {
+            suite_files.push((name, s.source_text.clone()));
+        }
+    }
     let mut shard_note = None;
     if let Some(shard) = &opts.shard {
         let all = specs.len();
@@ -207,6 +217,7 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
 
     Ok(Prepared {
         specs,
+        suite_files,
         backend,
         backend_note,
         device,
@@ -222,6 +233,7 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
     let started = std::time::Instant::now();
     let Prepared {
         specs,
+        suite_files,
         backend,
         backend_note,
         device,
@@ -286,7 +298,7 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
         flush_bytes,
         checklist: report::checklist(&results),
         sweeps: report::sweeps(&results),
-        verdict: verdict_of(&results),
+        verdict: RunVerdict::of(&results),
         specs: results,
         wall_secs: 0.0,
     };
@@ -296,7 +308,7 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     run.wall_secs = started.elapsed().as_secs_f64();
-    write_run_dir(&dir, &run, &specs, opts.template.as_deref())?;
+    write_run_dir(&dir, &run, &suite_files, opts.template.as_deref())?;
     if let Some(path) = &opts.junit {
         crate::files::write_atomic(path, report::junit(&run).as_bytes())?;
     }
@@ -335,21 +347,14 @@ fn check_outputs(opts: &RunOptions) -> Result<()> {
 pub fn write_run_dir(
     dir: &Path,
     run: &RunResult,
-    specs: &[Spec],
+    spec_files: &[(String, String)],
     template: Option<&Path>,
 ) -> Result<()> {
     let spec_dir = dir.join("specs");
     std::fs::create_dir_all(&spec_dir).map_err(|e| Error::io("creating", &spec_dir, e))?;
     // The exact files used, once each (a sweep expands one file into several specs).
-    let mut written = std::collections::BTreeSet::new();
-    for s in specs {
-        let name = s.file.file_name().map_or_else(
-            || format!("{}.yaml", s.name),
-            |n| n.to_string_lossy().into_owned(),
-        );
-        if written.insert(name.clone()) {
-            crate::files::write_atomic(&spec_dir.join(name), s.source_text.as_bytes())?;
-        }
+    for (name, text) in spec_files {
+        crate::files::write_atomic(&spec_dir.join(name), text.as_bytes())?;
     }
     let mut json = serde_json::to_vec_pretty(run)
         .map_err(|e| Error::Usage(format!("cannot serialise results: {e}")))?;
@@ -366,6 +371,14 @@ pub fn write_run_dir(
     crate::files::write_atomic(&dir.join("report.md"), md.as_bytes())
 }
 
+/// The name a spec's file is archived under.
+pub fn spec_file_name(s: &Spec) -> String {
+    s.file.file_name().map_or_else(
+        || format!("{}.yaml", s.name),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
 /// Appends the short summary to `path` (created if missing), as CI job summaries expect.
 fn append_summary(path: &Path, run: &RunResult, dir: &Path) -> Result<()> {
     use std::io::Write;
@@ -377,38 +390,6 @@ fn append_summary(path: &Path, run: &RunResult, dir: &Path) -> Result<()> {
         .map_err(|e| Error::io("opening summary file", path, e))?;
     f.write_all(text.as_bytes())
         .map_err(|e| Error::io("appending to", path, e))
-}
-
-fn verdict_of(results: &[SpecResult]) -> RunVerdict {
-    // The three counts partition the specs: a failed spec is failed whatever its gate said.
-    let failed = results.iter().filter(|r| r.status == Status::Fail).count();
-    let inconclusive = results.iter().filter(|r| is_inconclusive(r)).count();
-    // INCONCLUSIVE (the gate could not decide even after re-measuring) is not a failure: the
-    // exit code stays 0 and the report says which specs to look at.
-    let status = if failed > 0 {
-        RunStatus::Fail
-    } else if inconclusive > 0 {
-        RunStatus::Inconclusive
-    } else {
-        RunStatus::Pass
-    };
-    RunVerdict {
-        status,
-        inconclusive,
-        specs_passed: results.len() - failed - inconclusive,
-        specs_failed: failed,
-        checks_failed: results
-            .iter()
-            .flat_map(|r| &r.checks)
-            .filter(|c| c.status == Status::Fail)
-            .count(),
-        warnings: results
-            .iter()
-            .map(|r| {
-                r.warnings.len() + r.checks.iter().filter(|c| c.status == Status::Warn).count()
-            })
-            .sum(),
-    }
 }
 
 fn variant_result(v: &crate::ledger::VariantLedger, c: &Ceilings) -> VariantResult {

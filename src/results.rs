@@ -162,6 +162,46 @@ pub struct VariantResult {
     pub achieved: Option<Achieved>,
 }
 
+impl RunVerdict {
+    /// The verdict of a run's specs: the three counts partition them.
+    pub fn of(results: &[SpecResult]) -> RunVerdict {
+        // The three counts partition the specs: a failed spec is failed whatever its gate said.
+        let failed = results.iter().filter(|r| r.status == Status::Fail).count();
+        let inconclusive = results
+            .iter()
+            .filter(|r| {
+                r.status != Status::Fail && r.baseline.state == Some(RegressionState::Inconclusive)
+            })
+            .count();
+        // INCONCLUSIVE (the gate could not decide even after re-measuring) is not a failure: the
+        // exit code stays 0 and the report says which specs to look at.
+        let status = if failed > 0 {
+            RunStatus::Fail
+        } else if inconclusive > 0 {
+            RunStatus::Inconclusive
+        } else {
+            RunStatus::Pass
+        };
+        RunVerdict {
+            status,
+            inconclusive,
+            specs_passed: results.len() - failed - inconclusive,
+            specs_failed: failed,
+            checks_failed: results
+                .iter()
+                .flat_map(|r| &r.checks)
+                .filter(|c| c.status == Status::Fail)
+                .count(),
+            warnings: results
+                .iter()
+                .map(|r| {
+                    r.warnings.len() + r.checks.iter().filter(|c| c.status == Status::Warn).count()
+                })
+                .sum(),
+        }
+    }
+}
+
 /// Where a spec stands against its stored baseline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]

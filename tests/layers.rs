@@ -17,7 +17,7 @@ const LAYERS: &[&[&str]] = &[
     &["results"],
     &["baseline", "report"],
     &["compare", "pipeline"],
-    &["calibrate"],
+    &["calibrate", "merge"],
     &["cli"],
     &["main"],
 ];

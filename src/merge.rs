@@ -1,0 +1,225 @@
+//! `opledger merge RUN_DIR… --out DIR`: the archives of a sharded run (one per shard, written by
+//! `run --shard`) merged into one sign-off: results, the spec files, every shard's environment
+//! manifest, one report with its charts, JUnit XML and the short summary. Duplicated or
+//! conflicting cases are refused; the cases of the suite that no shard ran are named (exit 1
+//! unless `--allow-partial`). Shards measured on different devices are kept apart: one merged
+//! archive per device, each gated on its own, and an index report above them.
+
+use crate::error::{Error, ExitCode, Result};
+use crate::results::{RunResult, RunStatus, RunVerdict, SpecResult};
+use crate::{files, report, spec};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Merges the run folders `dirs` into `out`.
+pub fn merge(dirs: &[PathBuf], out: &Path, allow_partial: bool) -> Result<ExitCode> {
+    if dirs.is_empty() {
+        return Err(Error::Usage("merge: no run folder given".into()));
+    }
+    let mut runs: Vec<(PathBuf, RunResult)> = Vec::new();
+    for d in dirs {
+        if runs.iter().any(|(p, _)| same_dir(p, d)) {
+            return Err(Error::Usage(format!(
+                "merge: {} is given twice",
+                d.display()
+            )));
+        }
+        runs.push((d.clone(), crate::results::load(d)?));
+    }
+    // One commit: shards of different code are not one sign-off.
+    let shas: Vec<&str> = runs.iter().map(|(_, r)| r.git_sha.as_str()).collect();
+    if shas.iter().any(|s| *s != shas[0]) {
+        return Err(Error::Usage(format!(
+            "merge: the shards measured different commits ({}): merge the shards of one run",
+            runs.iter()
+                .map(|(p, r)| format!("{} in {}", r.git_sha, p.display()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    // Each case once.
+    let mut owner: BTreeMap<&str, &Path> = BTreeMap::new();
+    for (p, r) in &runs {
+        for s in &r.specs {
+            if let Some(first) = owner.insert(&s.name, p) {
+                let other = runs
+                    .iter()
+                    .find(|(q, _)| q == first)
+                    .and_then(|(_, r)| r.specs.iter().find(|x| x.name == s.name));
+                let what = if other.is_some_and(|o| o == s) {
+                    "twice with the same results (the same shard given twice?)"
+                } else {
+                    "twice with different results"
+                };
+                return Err(Error::Usage(format!(
+                    "merge: case `{}` was measured {what}: in {} and {}",
+                    s.name,
+                    first.display(),
+                    p.display()
+                )));
+            }
+        }
+    }
+    // The suite: every spec file of every shard (each shard archives the whole suite).
+    let mut spec_files: BTreeMap<String, String> = BTreeMap::new();
+    for (p, _) in &runs {
+        let dir = p.join("specs");
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            let bytes = files::read_regular(&path, files::MAX_SPEC_BYTES, "archived spec")?;
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            if let Some(old) = spec_files.get(&name) {
+                if *old != text {
+                    return Err(Error::Usage(format!(
+                        "merge: the shards hold different versions of spec file {name} ({})",
+                        path.display()
+                    )));
+                }
+            }
+            spec_files.insert(name, text);
+        }
+    }
+    let mut suite: Vec<String> = Vec::new();
+    for (name, text) in &spec_files {
+        let parsed = spec::parse(Path::new(name), text.as_bytes()).and_then(spec::expand)?;
+        suite.extend(parsed.into_iter().map(|s| s.name));
+    }
+    let missing: Vec<&String> = suite
+        .iter()
+        .filter(|n| !owner.contains_key(n.as_str()))
+        .collect();
+
+    files::check_writable_dir(out, "merge output (--out)")?;
+    // Results grouped by device: the gate and the checklist hold per device.
+    let mut by_device: BTreeMap<String, Vec<&(PathBuf, RunResult)>> = BTreeMap::new();
+    for r in &runs {
+        by_device.entry(r.1.device.key.clone()).or_default().push(r);
+    }
+    let spec_list: Vec<(String, String)> = spec_files.into_iter().collect();
+    let mut failed = false;
+    let mut index = String::from("# opledger merged run\n\n| device | shards | specs | verdict | report |\n|---|--:|--:|---|---|\n");
+    for (key, group) in &by_device {
+        let dir = if by_device.len() == 1 {
+            out.to_path_buf()
+        } else {
+            out.join(key)
+        };
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io("creating", &dir, e))?;
+        let merged = merged_run(group, &dir);
+        failed |= merged.verdict.status == RunStatus::Fail;
+        crate::pipeline::write_run_dir(&dir, &merged, &spec_list, None)?;
+        for (n, (p, r)) in group.iter().enumerate() {
+            let shard_dir = dir.join("shards").join((n + 1).to_string());
+            std::fs::create_dir_all(&shard_dir)
+                .map_err(|e| Error::io("creating", &shard_dir, e))?;
+            let mut env = serde_json::to_vec_pretty(&r.environment)
+                .map_err(|e| Error::Usage(format!("cannot serialise the environment: {e}")))?;
+            env.push(b'\n');
+            files::write_atomic(&shard_dir.join("environment.json"), &env)?;
+            files::write_atomic(
+                &shard_dir.join("source.txt"),
+                format!("{}\nrun {}\n", p.display(), r.run_id).as_bytes(),
+            )?;
+        }
+        files::write_atomic(&dir.join("junit.xml"), report::junit(&merged).as_bytes())?;
+        let summary = report::render_summary(&merged, &dir.join("report.md"))?;
+        files::write_atomic(&dir.join("summary.md"), summary.as_bytes())?;
+        index.push_str(&format!(
+            "| `{key}` | {} | {} | {} | [{}]({}) |\n",
+            group.len(),
+            merged.specs.len(),
+            merged.verdict.status,
+            "report.md",
+            if by_device.len() == 1 {
+                "report.md".to_string()
+            } else {
+                format!("{key}/report.md")
+            }
+        ));
+        println!(
+            "{}: {} shard{}, {} specs: {} pass, {} fail, {} inconclusive · {}",
+            merged.verdict.status,
+            group.len(),
+            if group.len() == 1 { "" } else { "s" },
+            merged.specs.len(),
+            merged.verdict.specs_passed,
+            merged.verdict.specs_failed,
+            merged.verdict.inconclusive,
+            key
+        );
+        println!("report: {}", dir.join("report.md").display());
+    }
+    if by_device.len() > 1 {
+        files::write_atomic(&out.join("report.md"), index.as_bytes())?;
+        println!("index: {}", out.join("report.md").display());
+    }
+    if !missing.is_empty() {
+        eprintln!(
+            "opledger: {} case{} of the suite ran in no shard: {}",
+            missing.len(),
+            if missing.len() == 1 { "" } else { "s" },
+            missing
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        if !allow_partial {
+            return Ok(ExitCode::GateFailed);
+        }
+    }
+    Ok(if failed {
+        ExitCode::GateFailed
+    } else {
+        ExitCode::Pass
+    })
+}
+
+/// Whether two paths name one folder.
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// One run of the shards of one device.
+fn merged_run(group: &[&(PathBuf, RunResult)], dir: &Path) -> RunResult {
+    let first = &group[0].1;
+    let mut specs: Vec<SpecResult> = group
+        .iter()
+        .flat_map(|(_, r)| r.specs.iter().cloned())
+        .collect();
+    specs.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut run = first.clone();
+    run.run_id = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    run.started_utc = group
+        .iter()
+        .map(|(_, r)| r.started_utc.clone())
+        .min()
+        .unwrap_or_default();
+    run.git_dirty = group.iter().any(|(_, r)| r.git_dirty);
+    run.wall_secs = group.iter().map(|(_, r)| r.wall_secs).fold(0.0, f64::max);
+    run.backend_note = format!(
+        "merged from {} shard{}: {}",
+        group.len(),
+        if group.len() == 1 { "" } else { "s" },
+        group
+            .iter()
+            .map(|(_, r)| r.run_id.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    run.checklist = report::checklist(&specs);
+    run.sweeps = report::sweeps(&specs);
+    run.verdict = RunVerdict::of(&specs);
+    run.specs = specs;
+    run
+}

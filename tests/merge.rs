@@ -1,0 +1,157 @@
+//! `opledger merge`: the archives of a sharded run merged into one sign-off.
+
+mod common;
+use common::{bin, fixture, only_run_dir, run_in, text};
+use std::path::{Path, PathBuf};
+
+fn shard_runs(root: &Path, shards: u64) -> Vec<PathBuf> {
+    let suite = [fixture("kinds"), fixture("good/tiny-chain.yaml")];
+    (1..=shards)
+        .map(|m| {
+            let dir = root.join(format!("shard-{m}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            let o = run_in(&dir, &suite, &["--shard", &format!("count:{m}/{shards}")]);
+            assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+            only_run_dir(&dir)
+        })
+        .collect()
+}
+
+fn names(results: &Path) -> Vec<String> {
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(results).unwrap()).unwrap();
+    r["specs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn merged_shards_are_the_suite_once_with_every_manifest_and_one_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = shard_runs(tmp.path(), 3);
+    let out = tmp.path().join("merged");
+    let o = bin()
+        .arg("merge")
+        .args(&runs)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    assert!(!text(&o).contains("ran in no shard"), "{}", text(&o));
+    let mut merged = names(&out.join("results.json"));
+    let mut expected: Vec<String> = runs
+        .iter()
+        .flat_map(|r| names(&r.join("results.json")))
+        .collect();
+    merged.sort();
+    expected.sort();
+    assert_eq!(merged, expected);
+    assert_eq!(merged.len(), 9, "the whole suite");
+    for f in [
+        "report.md",
+        "junit.xml",
+        "summary.md",
+        "roofline.svg",
+        "specs/tiny-gemm.yaml",
+    ] {
+        assert!(out.join(f).is_file(), "{f}");
+    }
+    for n in 1..=3 {
+        assert!(out.join(format!("shards/{n}/environment.json")).is_file());
+    }
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        report.contains("merged from 3 shards"),
+        "the report says it was merged"
+    );
+    // The merged archive re-renders like any run's.
+    let o = bin().arg("report").arg(&out).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+#[test]
+fn merge_names_missing_cases_and_refuses_duplicates() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = shard_runs(tmp.path(), 2);
+    // One shard only: the other's cases are named; exit 1 unless partial results are allowed.
+    let o = bin()
+        .arg("merge")
+        .arg(&runs[0])
+        .arg("--out")
+        .arg(tmp.path().join("partial"))
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let missing = names(&runs[1].join("results.json"));
+    assert!(
+        out.contains(&format!(
+            "{} cases of the suite ran in no shard",
+            missing.len()
+        )),
+        "{out}"
+    );
+    for m in &missing {
+        assert!(out.contains(m.as_str()), "{m}: {out}");
+    }
+    let o = bin()
+        .arg("merge")
+        .arg(&runs[0])
+        .args(["--allow-partial", "--out"])
+        .arg(tmp.path().join("partial-ok"))
+        .output()
+        .unwrap();
+    assert!(text(&o).contains("ran in no shard"));
+    // The same case in two archives is refused (exit 2).
+    let copy = tmp.path().join("copy");
+    std::fs::create_dir_all(copy.join("specs")).unwrap();
+    for f in ["results.json", "environment.json"] {
+        std::fs::copy(runs[0].join(f), copy.join(f)).unwrap();
+    }
+    let o = bin()
+        .arg("merge")
+        .arg(&runs[0])
+        .arg(&copy)
+        .arg("--out")
+        .arg(tmp.path().join("dup"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("was measured twice with the same results"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn shards_of_different_devices_stay_apart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = shard_runs(tmp.path(), 2);
+    // The second shard as if measured on another machine.
+    let path = runs[1].join("results.json");
+    let mut r: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    r["device"]["key"] = serde_json::json!("cpu-other-machine-avx2-fma-8c-32m");
+    std::fs::write(&path, serde_json::to_vec_pretty(&r).unwrap()).unwrap();
+    let out = tmp.path().join("merged");
+    let o = bin()
+        .arg("merge")
+        .args(&runs)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    let index = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        index.contains("cpu-other-machine-avx2-fma-8c-32m/report.md"),
+        "{index}"
+    );
+    assert_eq!(
+        names(&out.join("cpu-other-machine-avx2-fma-8c-32m/results.json")),
+        names(&runs[1].join("results.json"))
+    );
+}
