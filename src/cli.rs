@@ -85,6 +85,15 @@ pub enum Command {
         /// The later run directory.
         run_b: PathBuf,
     },
+    /// Record the baselines of an archived run (a run's folder, or a merged one's device
+    /// folder): the specs that passed there, as `run --accept` would have, without measuring.
+    Accept {
+        /// The run folder holding results.json.
+        run_dir: PathBuf,
+        /// The baselines store.
+        #[arg(long, default_value = "baselines")]
+        baselines: PathBuf,
+    },
     /// Merge the run folders of a sharded run (`run --shard`) into one archive: results, spec
     /// files, every shard's manifest, one report, JUnit XML and a summary; one archive per
     /// device when the shards ran on several. Exit 1 when a case of the suite ran in no shard
@@ -383,6 +392,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             })
         }
         Command::Compare { run_a, run_b } => crate::compare::compare_runs(&run_a, &run_b),
+        Command::Accept { run_dir, baselines } => crate::accept::accept(&run_dir, &baselines),
         Command::Merge {
             run_dirs,
             out,

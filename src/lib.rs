@@ -5,6 +5,7 @@
 //! `verdict` (checks) → `baseline` (archive, compare) → `report` (render). `pipeline` runs the
 //! stages, `cli` parses the command line.
 
+pub mod accept;
 pub mod backend;
 pub mod baseline;
 pub mod calibrate;

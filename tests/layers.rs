@@ -18,7 +18,7 @@ const LAYERS: &[&[&str]] = &[
     &["results"],
     &["baseline", "report"],
     &["compare", "pipeline"],
-    &["calibrate", "merge"],
+    &["calibrate", "merge", "accept"],
     &["cli"],
     &["main"],
 ];

@@ -155,3 +155,67 @@ fn shards_of_different_devices_stay_apart() {
         names(&runs[1].join("results.json"))
     );
 }
+
+/// A merged (or any archived) run becomes the baseline without measuring again, and a later run
+/// is compared with it.
+#[test]
+fn an_archived_run_is_accepted_as_the_baseline() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = shard_runs(tmp.path(), 2);
+    let out = tmp.path().join("merged");
+    bin()
+        .arg("merge")
+        .args(&runs)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let store = tmp.path().join("store");
+    let o = bin()
+        .arg("accept")
+        .arg(&out)
+        .arg("--baselines")
+        .arg(&store)
+        .output()
+        .unwrap();
+    let said = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{said}");
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("results.json")).unwrap()).unwrap();
+    let key = r["device"]["key"].as_str().unwrap();
+    for s in r["specs"].as_array().unwrap() {
+        let file = store
+            .join(key)
+            .join(format!("{}.json", s["name"].as_str().unwrap()));
+        assert_eq!(
+            file.is_file(),
+            s["status"] == "pass",
+            "{}: {said}",
+            s["name"]
+        );
+    }
+    assert!(said.contains("accepted") && said.contains(key), "{said}");
+    // A run against that store is compared, not "no baseline".
+    let again = tmp.path().join("again");
+    std::fs::create_dir_all(&again).unwrap();
+    let o = bin()
+        .current_dir(&again)
+        .arg("run")
+        .arg(fixture("good/tiny-chain.yaml"))
+        .args(common::FAST)
+        .args(common::FEW_PAIRS)
+        .args(["--backend", "cpu", "--baselines"])
+        .arg(&store)
+        .args(["--runs-dir"])
+        .arg(again.join("runs"))
+        .output()
+        .unwrap();
+    let tiny_passed = r["specs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["name"] == "tiny-chain" && s["status"] == "pass");
+    if tiny_passed {
+        assert!(!text(&o).contains("no baseline"), "{}", text(&o));
+    }
+}
