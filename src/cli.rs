@@ -84,6 +84,10 @@ pub enum Command {
         run_a: PathBuf,
         /// The later run directory.
         run_b: PathBuf,
+        /// Also write a short pull-request comment (Markdown, first line a hidden marker that a
+        /// workflow finds to update its comment in place).
+        #[arg(long)]
+        markdown: Option<PathBuf>,
     },
     /// Record the baselines of an archived run (a run's folder, or a merged one's device
     /// folder): the specs that passed there, as `run --accept` would have, without measuring.
@@ -391,7 +395,11 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 ExitCode::GateFailed
             })
         }
-        Command::Compare { run_a, run_b } => crate::compare::compare_runs(&run_a, &run_b),
+        Command::Compare {
+            run_a,
+            run_b,
+            markdown,
+        } => crate::compare::compare_runs(&run_a, &run_b, markdown.as_deref()),
         Command::Accept { run_dir, baselines } => crate::accept::accept(&run_dir, &baselines),
         Command::Merge {
             run_dirs,

@@ -154,10 +154,13 @@ fn compare_two_archived_runs_with_the_gate_statistics() {
     let slow = dir.path().join("slow");
     std::fs::create_dir_all(&slow).unwrap();
     std::fs::write(slow.join("results.json"), serde_json::to_vec(&b).unwrap()).unwrap();
+    let comment = dir.path().join("comment.md");
     let o = bin()
         .arg("compare")
         .arg(&runs[0])
         .arg(&slow)
+        .arg("--markdown")
+        .arg(&comment)
         .output()
         .unwrap();
     let out = text(&o);
@@ -166,6 +169,15 @@ fn compare_two_archived_runs_with_the_gate_statistics() {
         out.contains("| tiny-chain |") && out.contains("REGRESSION"),
         "{out}"
     );
+    // The pull-request comment: the marker first, the verdict, the changed case, the reports.
+    let c = std::fs::read_to_string(&comment).unwrap();
+    assert!(c.starts_with("<!-- opledger-compare -->\n"), "{c}");
+    assert!(c.contains("### opledger: 1 REGRESSION"), "{c}");
+    assert!(
+        c.contains("| tiny-chain |") && c.contains("| REGRESSION |"),
+        "{c}"
+    );
+    assert!(c.contains("report.md"), "{c}");
     // A run compared with itself: ratio exactly 1, never a regression.
     let o = bin()
         .arg("compare")
