@@ -219,3 +219,114 @@ fn an_archived_run_is_accepted_as_the_baseline() {
         assert!(!text(&o).contains("no baseline"), "{}", text(&o));
     }
 }
+
+/// The Slurm example, run as a task of `--array=1-3:2` would run it (a faked Slurm environment).
+#[test]
+fn the_slurm_example_runs_its_array_tasks_shard() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let o = std::process::Command::new("bash")
+        .current_dir(tmp.path())
+        .arg(root.join("examples/slurm/opledger-array.sbatch"))
+        .args(common::FAST)
+        .args(common::FEW_PAIRS)
+        .arg("--baselines")
+        .arg(tmp.path().join("b"))
+        .env("OPLEDGER", env!("CARGO_BIN_EXE_opledger"))
+        .env("SPECS", fixture("kinds"))
+        .env("OUT", tmp.path().join("runs"))
+        .env("BACKEND", "cpu")
+        .env("SLURM_ARRAY_TASK_ID", "3")
+        .env("SLURM_ARRAY_TASK_MIN", "1")
+        .env("SLURM_ARRAY_TASK_STEP", "2")
+        .env("SLURM_ARRAY_TASK_COUNT", "2")
+        .env_remove("JOB_COMPLETION_INDEX")
+        .env_remove("OPLEDGER_SHARD")
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{out}");
+    assert!(out.contains("shard 2/2 (hash, Slurm array)"), "{out}");
+    let runs: Vec<_> = std::fs::read_dir(tmp.path().join("runs/shard-3"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(runs.len(), 1);
+    assert!(runs[0].join("results.json").is_file());
+}
+
+/// The Kubernetes example is an Indexed Job whose shard total matches its completions, and whose
+/// pods run `--shard auto`.
+#[test]
+fn the_kubernetes_example_is_an_indexed_job_with_its_total() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text =
+        std::fs::read_to_string(root.join("examples/k8s/opledger-indexed-job.yaml")).unwrap();
+    let job: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    assert_eq!(job["kind"], "Job");
+    assert_eq!(job["spec"]["completionMode"], "Indexed");
+    let completions = job["spec"]["completions"].as_u64().unwrap();
+    let container = &job["spec"]["template"]["spec"]["containers"][0];
+    let total = container["env"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "OPLEDGER_SHARD_TOTAL")
+        .and_then(|e| e["value"].as_str())
+        .unwrap();
+    assert_eq!(total.parse::<u64>().unwrap(), completions);
+    let command = serde_yaml::to_string(&container["args"]).unwrap();
+    assert!(
+        command.contains("--shard auto") && command.contains("JOB_COMPLETION_INDEX"),
+        "{command}"
+    );
+}
+
+/// The GitHub example shards the suite over its matrix (as many shards as the matrix has jobs)
+/// and merges them in a job that needs them.
+#[test]
+fn the_github_example_shards_over_its_matrix_and_merges() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("examples/github/opledger.yml")).unwrap();
+    let wf: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let shards = wf["jobs"]["shard"]["strategy"]["matrix"]["shard"]
+        .as_sequence()
+        .unwrap()
+        .len();
+    let steps = serde_yaml::to_string(&wf["jobs"]["shard"]["steps"]).unwrap();
+    assert!(
+        steps.contains(&format!("--shard hash:${{{{ matrix.shard }}}}/{shards}")),
+        "{steps}"
+    );
+    assert_eq!(wf["jobs"]["merge"]["needs"], "shard");
+    let merge = serde_yaml::to_string(&wf["jobs"]["merge"]["steps"]).unwrap();
+    assert!(merge.contains("opledger merge") && merge.contains("GITHUB_STEP_SUMMARY"));
+    assert!(merge.contains("--markdown comment.md") && merge.contains("<!-- opledger-compare -->"));
+}
+
+/// The per-GPU script: one shard per device in parallel, then one merged archive (run here with
+/// two "devices" on the CPU backend).
+#[test]
+fn the_per_gpu_script_runs_a_shard_per_device_and_merges() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = tmp.path().join("per-gpu");
+    let o = std::process::Command::new("bash")
+        .current_dir(tmp.path())
+        .arg(root.join("examples/multi-gpu/run-per-gpu.sh"))
+        .arg(fixture("kinds"))
+        .args(common::FAST)
+        .args(common::FEW_PAIRS)
+        .arg("--baselines")
+        .arg(tmp.path().join("b"))
+        .env("OPLEDGER", env!("CARGO_BIN_EXE_opledger"))
+        .env("NGPUS", "2")
+        .env("BACKEND", "cpu")
+        .env("OUT", &out)
+        .output()
+        .unwrap();
+    let said = text(&o);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{said}");
+    assert!(said.contains("2 shards, 8 specs"), "{said}");
+    assert_eq!(names(&out.join("merged/results.json")).len(), 8);
+}
