@@ -67,6 +67,49 @@ fn merged_shards_are_the_suite_once_with_every_manifest_and_one_report() {
         report.contains("merged from 3 shards"),
         "the report says it was merged"
     );
+    // Case by case, the merged archive has what one run of the whole suite has: the same
+    // ledgers and the same checks.
+    let whole = tmp.path().join("whole");
+    std::fs::create_dir_all(&whole).unwrap();
+    run_in(
+        &whole,
+        &[fixture("kinds"), fixture("good/tiny-chain.yaml")],
+        &[],
+    );
+    let load = |p: &Path| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+    };
+    let (m, w) = (
+        load(&out.join("results.json")),
+        load(&only_run_dir(&whole).join("results.json")),
+    );
+    for ws in w["specs"].as_array().unwrap() {
+        let ms = m["specs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == ws["name"])
+            .unwrap();
+        for key in ["io_saving", "workload"] {
+            assert_eq!(ms[key], ws[key], "{}: {key}", ws["name"]);
+        }
+        for side in ["before", "after"] {
+            assert_eq!(ms[side]["ledger"], ws[side]["ledger"], "{}", ws["name"]);
+        }
+        let checks = |s: &serde_json::Value| -> Vec<String> {
+            s["checks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["name"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(checks(ms), checks(ws), "{}", ws["name"]);
+    }
+    assert_eq!(
+        m["checklist"].as_array().unwrap().len(),
+        w["checklist"].as_array().unwrap().len()
+    );
     // The merged archive re-renders like any run's.
     let o = bin().arg("report").arg(&out).output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
