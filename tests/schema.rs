@@ -76,13 +76,17 @@ fn every_good_spec_validates_and_says_where_its_schema_is() {
         "specs/gpu",
         "tests/fixtures/good",
         "tests/fixtures/kinds",
+        "examples/numpy",
+        "examples/cuda",
+        "examples/torch",
+        "examples/triton",
     ] {
         for f in yaml_files(dir) {
             let doc = yaml_as_json(&f);
             let errors: Vec<String> = v.iter_errors(&doc).map(|e| e.to_string()).collect();
             assert!(errors.is_empty(), "{}: {errors:?}", f.display());
             n += 1;
-            if dir.starts_with("specs") {
+            if dir.starts_with("specs") || dir.starts_with("examples") {
                 let depth = dir.matches('/').count() + 1;
                 let line = format!(
                     "# yaml-language-server: $schema={}schemas/spec.schema.json",
