@@ -6,9 +6,11 @@
 //!   then y is computed from the row of s still in cache.
 //!
 //! Both variants round s to f32 and sum the squares of a row in the same order, so their outputs
-//! are bit-identical.
+//! are bit-identical. For tensors large against the cache both write s and y with streaming
+//! stores through an L1 tile (no write-allocate reads, which the ledger does not count); the
+//! fused variant then keeps its row in a scratch row, so its second sweep reads the cache, not s.
 
-use super::simd::LineVec;
+use super::simd::{store_fence, stream_copy, LineVec};
 use super::{CaseConfig, CpuKernels, Kernels};
 use crate::error::Result;
 use crate::kinds::add_rmsnorm::AddRmsnorm;
@@ -58,6 +60,19 @@ multiversion! {
     }
 }
 
+/// Elements per streaming tile (16 KiB, in L1).
+const TILE: usize = 4096;
+
+/// `dst = f(tile)` for consecutive tiles of `dst`, written with streaming stores.
+fn streamed(dst: &mut [f32], mut f: impl FnMut(usize, &mut [f32])) {
+    let mut tile = [0f32; TILE];
+    for (k, d) in dst.chunks_mut(TILE).enumerate() {
+        let t = &mut tile[..d.len()];
+        f(k * TILE, t);
+        stream_copy(d, t);
+    }
+}
+
 /// 1/√(mean(s²) + ε) of one row.
 fn rstd(s: &[f32], eps: f32) -> f32 {
     1.0 / (sum_sq(s) / s.len() as f32 + eps).sqrt()
@@ -68,11 +83,13 @@ impl CpuKernels for AddRmsnorm {
     fn scratch_bytes(&self) -> u64 {
         self.0.elements() * 4
     }
-    fn kernels(&self, inputs: Arc<Tensors>, _: &CaseConfig) -> Result<Box<dyn Kernels>> {
+    fn kernels(&self, inputs: Arc<Tensors>, cfg: &CaseConfig) -> Result<Box<dyn Kernels>> {
         Ok(Box::new(AddRmsnormKernels {
             sum: LineVec::zeroed(self.0.elements() as usize),
             cols: self.0.cols as usize,
             eps: self.0.eps as f32,
+            // Only AVX-512 has the non-temporal stores that make the tile copy pay for itself.
+            stream: cfg.stream && super::simd::level() == super::simd::SimdLevel::Avx512,
             inputs,
         }))
     }
@@ -84,10 +101,59 @@ pub struct AddRmsnormKernels {
     sum: LineVec,
     cols: usize,
     eps: f32,
+    /// Write s and y with streaming stores (tensors large against the cache).
+    stream: bool,
+}
+
+impl AddRmsnormKernels {
+    fn run_streaming(&mut self, variant: Variant, out: &mut [f32]) {
+        let t = &self.inputs;
+        let (x, res, w) = (t.get("x"), t.get("residual"), t.get("weight"));
+        let (cols, eps) = (self.cols, self.eps);
+        if variant == Variant::Unfused {
+            self.sum
+                .par_chunks_mut(CHUNK)
+                .zip(x.par_chunks(CHUNK).zip(res.par_chunks(CHUNK)))
+                .for_each(|(s, (x, r))| {
+                    streamed(s, |at, tile| add(tile, &x[at..at + tile.len()], &r[at..]));
+                    store_fence();
+                });
+            out.par_chunks_mut(cols)
+                .zip(self.sum.par_chunks(cols))
+                .with_min_len(16)
+                .for_each(|(y, s)| {
+                    let r = rstd(s, eps);
+                    streamed(y, |at, tile| {
+                        scale_weight(tile, &s[at..at + tile.len()], r, &w[at..])
+                    });
+                    store_fence();
+                });
+            return;
+        }
+        out.par_chunks_mut(cols)
+            .zip(self.sum.par_chunks_mut(cols))
+            .zip(x.par_chunks(cols).zip(res.par_chunks(cols)))
+            .with_min_len(16)
+            .for_each_init(
+                || vec![0f32; cols],
+                |row, ((y, s), (x, r))| {
+                    add(row, x, r);
+                    stream_copy(s, row);
+                    let rs = rstd(row, eps);
+                    streamed(y, |at, tile| {
+                        scale_weight(tile, &row[at..at + tile.len()], rs, &w[at..])
+                    });
+                    store_fence();
+                },
+            );
+    }
 }
 
 impl Kernels for AddRmsnormKernels {
     fn run(&mut self, variant: Variant, out: &mut [f32]) {
+        if self.stream {
+            return self.run_streaming(variant, out);
+        }
         let t = &self.inputs;
         let (x, res, w) = (t.get("x"), t.get("residual"), t.get("weight"));
         let (cols, eps) = (self.cols, self.eps);
@@ -121,7 +187,13 @@ mod tests {
 
     #[test]
     fn both_variants_match_the_f64_reference_and_each_other() {
-        for (rows, cols) in [(1, 1), (3, 17), (5, 1000), (2, 4099)] {
+        for (rows, cols) in [
+            (1, 1),
+            (3, 17),
+            (5, 1000),
+            (2, 4099),
+            (3, 2 * TILE as u64 + 5),
+        ] {
             let k = AddRmsnorm(RowOp {
                 rows,
                 cols,
@@ -129,20 +201,22 @@ mod tests {
                 eps: 1e-5,
             });
             let inputs = Arc::new(k.inputs(9));
-            let cfg = CaseConfig { stream: false };
-            let mut kernels = k.kernels(inputs.clone(), &cfg).unwrap();
-            let n = (rows * cols) as usize;
-            let (mut u, mut f) = (vec![f32::NAN; n], vec![f32::NAN; n]);
-            kernels.run(Variant::Unfused, &mut u);
-            kernels.run(Variant::Fused, &mut f);
-            for i in 0..n {
-                assert_eq!(u[i].to_bits(), f[i].to_bits(), "{rows}x{cols} [{i}]");
-                let e = k.reference(&inputs, Variant::Fused, i);
-                assert!(
-                    (f[i] as f64 - e).abs() <= 1e-6 + 2e-5 * e.abs(),
-                    "{rows}x{cols} [{i}] {} vs {e}",
-                    f[i]
-                );
+            for stream in [false, true] {
+                let cfg = CaseConfig { stream };
+                let mut kernels = k.kernels(inputs.clone(), &cfg).unwrap();
+                let n = (rows * cols) as usize;
+                let (mut u, mut f) = (vec![f32::NAN; n], vec![f32::NAN; n]);
+                kernels.run(Variant::Unfused, &mut u);
+                kernels.run(Variant::Fused, &mut f);
+                for i in 0..n {
+                    assert_eq!(u[i].to_bits(), f[i].to_bits(), "{rows}x{cols} [{i}]");
+                    let e = k.reference(&inputs, Variant::Fused, i);
+                    assert!(
+                        (f[i] as f64 - e).abs() <= 1e-6 + 2e-5 * e.abs(),
+                        "{rows}x{cols} [{i}] {} vs {e}",
+                        f[i]
+                    );
+                }
             }
         }
     }
