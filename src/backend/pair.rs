@@ -77,7 +77,7 @@ pub fn prepare(
         (Some(_), Some(_)) => None,
         _ => Some(backend.prepare(workload, inputs.clone())?),
     };
-    Ok(Box::new(WithWorkers::start(
+    Ok(Box::new(UserSides::start(
         backend,
         builtin,
         workload,
@@ -122,7 +122,7 @@ enum Runner {
     /// The user's kernel, run by the backend (a CUDA source).
     Kernel(Box<dyn super::UserKernel>),
     Worker {
-        /// Index into `WithWorkers::workers`.
+        /// Index into `UserSides::workers`.
         worker: usize,
         /// What the spec named for this side (its function).
         cmd: WorkerCommand,
@@ -136,8 +136,9 @@ enum Runner {
     },
 }
 
-/// At least one side in a worker; the other, if built in, on the backend's kernels.
-struct WithWorkers {
+/// At least one side the user's code (a worker or a CUDA kernel of theirs); the other, if
+/// built in, on the backend's kernels.
+struct UserSides {
     /// Inputs as `.npy`, outputs, and the workers' logs; removed with the pair.
     _dir: tempfile::TempDir,
     builtin: Option<Box<dyn Case>>,
@@ -148,7 +149,7 @@ struct WithWorkers {
     cold: bool,
 }
 
-impl WithWorkers {
+impl UserSides {
     fn start(
         backend: &dyn Backend,
         builtin: Option<Box<dyn Case>>,
@@ -164,22 +165,33 @@ impl WithWorkers {
             .map_err(|e| {
                 BackendError::Kernel(format!("cannot create a folder for workers: {e}"))
             })?;
+        // The worker module and the inputs as `.npy`, written only for workers (a CUDA kernel of
+        // the user's gets the device buffers of the tensors themselves).
         let python = dir.path().join("python");
-        std::fs::create_dir(&python)
-            .and_then(|_| std::fs::write(python.join("opledger_worker.py"), worker::PYTHON_MODULE))
-            .map_err(|e| BackendError::Kernel(format!("cannot write the worker module: {e}")))?;
         let mut input_files = std::collections::BTreeMap::new();
-        for (name, shape, data) in inputs.iter() {
-            let path = dir.path().join(format!("input-{name}.npy"));
-            worker::write_npy(&path, shape, data)?;
-            input_files.insert(
-                name.to_string(),
-                TensorFile {
-                    path,
-                    shape: shape.to_vec(),
-                    dtype: "float32".into(),
-                },
-            );
+        let has_worker = [&implementations.before, &implementations.after]
+            .iter()
+            .any(|i| matches!(i, Some(Implementation::Worker(_))));
+        if has_worker {
+            std::fs::create_dir(&python)
+                .and_then(|_| {
+                    std::fs::write(python.join("opledger_worker.py"), worker::PYTHON_MODULE)
+                })
+                .map_err(|e| {
+                    BackendError::Kernel(format!("cannot write the worker module: {e}"))
+                })?;
+            for (name, shape, data) in inputs.iter() {
+                let path = dir.path().join(format!("input-{name}.npy"));
+                worker::write_npy(&path, shape, data)?;
+                input_files.insert(
+                    name.to_string(),
+                    TensorFile {
+                        path,
+                        shape: shape.to_vec(),
+                        dtype: "float32".into(),
+                    },
+                );
+            }
         }
         let kind = workload.as_kind();
         let output_shape = kind.output_shape();
@@ -269,7 +281,7 @@ impl WithWorkers {
         let (Some(before), Some(after)) = (before, after) else {
             return Err(BackendError::Kernel("a pair needs two sides".into()).into());
         };
-        Ok(WithWorkers {
+        Ok(UserSides {
             _dir: dir,
             builtin,
             workers,
@@ -287,7 +299,7 @@ impl WithWorkers {
     }
 }
 
-impl Pair for WithWorkers {
+impl Pair for UserSides {
     fn run_timed(&mut self, side: Side) -> Result<f64> {
         let cold = std::mem::take(&mut self.cold);
         match &mut self.sides[Self::index(side)] {
@@ -413,7 +425,7 @@ impl Pair for WithWorkers {
     }
 }
 
-impl Drop for WithWorkers {
+impl Drop for UserSides {
     fn drop(&mut self) {
         for (_, w) in self.workers.drain(..) {
             w.shutdown();

@@ -47,10 +47,6 @@ impl Tensors {
             .iter()
             .map(|(n, s, t)| (n.as_str(), s.as_slice(), &t[..]))
     }
-    /// Host bytes held.
-    pub fn bytes(&self) -> u64 {
-        self.list.iter().map(|(_, _, t)| t.len() as u64 * 4).sum()
-    }
     /// Rounds every tensor to bf16 values (kept as f32), so that the f64 reference is computed
     /// from exactly the inputs a bf16 kernel reads.
     pub fn round_to_bf16(&mut self) {
