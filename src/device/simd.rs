@@ -43,6 +43,12 @@ pub fn level() -> SimdLevel {
     })
 }
 
+/// Whether this CPU runs `l`'s instructions, whatever `OPLEDGER_SIMD` caps (tests run every
+/// path the CPU has).
+pub fn supports(l: SimdLevel) -> bool {
+    l <= detect()
+}
+
 #[cfg(target_arch = "x86_64")]
 fn detect() -> SimdLevel {
     if is_x86_feature_detected!("avx512f")

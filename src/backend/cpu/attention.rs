@@ -9,7 +9,7 @@
 //! Both compute their matrix products with the GEMM's packed, register-tiled micro-kernel on the
 //! same block shapes, so the comparison isolates the IO of S and P, not the arithmetic.
 
-use super::gemm::{micro, pack_a, pack_b_serial, MR, NR};
+use super::gemm::Tile;
 use super::rows::{exp_sub_sum_row, max_row, scale_in_place};
 use super::{CaseConfig, CpuKernels, Kernels};
 use crate::error::Result;
@@ -53,8 +53,9 @@ fn head_tiles(
         })
 }
 
-/// Scratch buffers of one task: packed operands of the micro-kernel.
+/// Scratch buffers of one task: the micro-kernel and its packed operands.
 struct Scratch {
+    t: Tile,
     qp: Vec<f32>,
     kt: Vec<f32>,
     pp: Vec<f32>,
@@ -62,12 +63,13 @@ struct Scratch {
 }
 
 impl Scratch {
-    fn new(d: usize) -> Self {
+    fn new(t: Tile, d: usize) -> Self {
         Scratch {
-            qp: vec![0f32; BR.div_ceil(MR) * MR * d],
-            kt: vec![0f32; BC.div_ceil(NR) * NR * d],
-            pp: vec![0f32; BR.div_ceil(MR) * MR * BC],
-            vp: vec![0f32; d.div_ceil(NR) * NR * BC],
+            qp: vec![0f32; t.a_len(BR, d)],
+            kt: vec![0f32; t.b_len(BC, d)],
+            pp: vec![0f32; t.a_len(BR, BC)],
+            vp: vec![0f32; t.b_len(d, BC)],
+            t,
         }
     }
 }
@@ -87,42 +89,30 @@ fn scores_block(
     ld: usize,
     mask: Option<(usize, usize)>,
 ) {
-    // Pack Kᵀ: panel jp holds, for each p < d, keys krow0 + jp·NR .. + NR at coordinate p.
-    for jp in 0..cols.div_ceil(NR) {
-        let nr = NR.min(cols - jp * NR);
-        let panel = &mut sc.kt[jp * d * NR..(jp + 1) * d * NR];
-        for jj in 0..NR {
-            if jj < nr {
-                let key = &k[(krow0 + jp * NR + jj) * d..(krow0 + jp * NR + jj + 1) * d];
-                for (p, &v) in key.iter().enumerate() {
-                    panel[p * NR + jj] = v;
-                }
-            } else {
-                for p in 0..d {
-                    panel[p * NR + jj] = 0.0;
-                }
-            }
-        }
-    }
-    let mut acc = [0f32; MR * NR];
-    for ip in 0..rows.div_ceil(MR) {
-        let mr = MR.min(rows - ip * MR);
-        for jp in 0..cols.div_ceil(NR) {
-            let nr = NR.min(cols - jp * NR);
-            micro(
-                d,
-                &sc.qp[ip * d * MR..(ip + 1) * d * MR],
-                &sc.kt[jp * d * NR..(jp + 1) * d * NR],
-                &mut acc,
-            );
+    let t = sc.t;
+    t.pack_bt(k, d, krow0, cols, d, &mut sc.kt);
+    for jp in 0..cols.div_ceil(t.nr) {
+        let nr = t.nr.min(cols - jp * t.nr);
+        let kpanel = &sc.kt[jp * d * t.nr..(jp + 1) * d * t.nr];
+        for ip in 0..rows.div_ceil(t.mr) {
+            let mr = t.mr.min(rows - ip * t.mr);
+            let qpanel = &sc.qp[ip * d * t.mr..(ip + 1) * d * t.mr];
+            let at = ip * t.mr * ld + jp * t.nr;
+            t.store(d, qpanel, kpanel, &mut s[at..], ld, mr, nr, false);
             for i in 0..mr {
-                let r = ip * MR + i;
-                let dst = &mut s[r * ld + jp * NR..r * ld + jp * NR + nr];
-                for (j, (o, &a)) in dst.iter_mut().zip(&acc[i * NR..i * NR + nr]).enumerate() {
-                    *o = match mask {
-                        Some((i0, j0)) if j0 + jp * NR + j > i0 + r => f32::NEG_INFINITY,
-                        _ => a * scale,
-                    };
+                let r = ip * t.mr + i;
+                let row = &mut s[r * ld + jp * t.nr..r * ld + jp * t.nr + nr];
+                match mask {
+                    Some((i0, j0)) if j0 + jp * t.nr + nr > i0 + r => {
+                        for (j, o) in row.iter_mut().enumerate() {
+                            *o = if j0 + jp * t.nr + j > i0 + r {
+                                f32::NEG_INFINITY
+                            } else {
+                                *o * scale
+                            };
+                        }
+                    }
+                    _ => scale_in_place(row, scale),
                 }
             }
         }
@@ -142,28 +132,25 @@ fn pv_block(
     vrow0: usize,
     o: &mut [f32],
 ) {
-    pack_a(p, ldp, 0, rows, 0, cols, &mut sc.pp);
-    pack_b_serial(v, d, vrow0, cols, 0, d, &mut sc.vp);
-    let mut acc = [0f32; MR * NR];
-    for ip in 0..rows.div_ceil(MR) {
-        let mr = MR.min(rows - ip * MR);
-        for jp in 0..d.div_ceil(NR) {
-            let nr = NR.min(d - jp * NR);
-            micro(
+    let t = sc.t;
+    t.pack_a(p, ldp, 0, rows, 0, cols, &mut sc.pp);
+    t.pack_b(v, d, vrow0, cols, 0, d, &mut sc.vp);
+    for jp in 0..d.div_ceil(t.nr) {
+        let nr = t.nr.min(d - jp * t.nr);
+        let vpanel = &sc.vp[jp * cols * t.nr..(jp + 1) * cols * t.nr];
+        for ip in 0..rows.div_ceil(t.mr) {
+            let mr = t.mr.min(rows - ip * t.mr);
+            let ppanel = &sc.pp[ip * cols * t.mr..(ip + 1) * cols * t.mr];
+            t.store(
                 cols,
-                &sc.pp[ip * cols * MR..(ip + 1) * cols * MR],
-                &sc.vp[jp * cols * NR..(jp + 1) * cols * NR],
-                &mut acc,
+                ppanel,
+                vpanel,
+                &mut o[ip * t.mr * d + jp * t.nr..],
+                d,
+                mr,
+                nr,
+                true,
             );
-            for i in 0..mr {
-                let r = ip * MR + i;
-                for (o, &a) in o[r * d + jp * NR..r * d + jp * NR + nr]
-                    .iter_mut()
-                    .zip(&acc[i * NR..i * NR + nr])
-                {
-                    *o += a;
-                }
-            }
         }
     }
 }
@@ -199,9 +186,9 @@ impl AttentionKernels {
         let (q, k, v) = (t.get("Q"), t.get("K"), t.get("V"));
         // Pass 1: S = Q·Kᵀ·scale into memory, by blocks of BR query rows.
         head_tiles(&mut self.s, n, n).for_each_init(
-            || Scratch::new(d),
+            || Scratch::new(Tile::of_this_cpu(), d),
             |sc, (h, i0, rows, sblk)| {
-                pack_a(q, d, h * n + i0, rows, 0, d, &mut sc.qp);
+                sc.t.pack_a(q, d, h * n + i0, rows, 0, d, &mut sc.qp);
                 let kv_end = if causal { i0 + rows } else { n };
                 for j0 in (0..kv_end).step_by(BC) {
                     let cols = BC.min(n - j0);
@@ -240,7 +227,7 @@ impl AttentionKernels {
         // Pass 3: O = P·V.
         let p = &self.p;
         head_tiles(out, n, d).for_each_init(
-            || Scratch::new(d),
+            || Scratch::new(Tile::of_this_cpu(), d),
             |sc, (h, i0, rows, oblk)| {
                 oblk.fill(0.0);
                 let kv_end = if causal { i0 + rows } else { n };
@@ -273,9 +260,9 @@ impl AttentionKernels {
         let (q, k, v) = (t.get("Q"), t.get("K"), t.get("V"));
         // One task per (head, query tile); its output rows are contiguous.
         head_tiles(out, n, d).for_each_init(
-            || (Scratch::new(d), vec![0f32; BR * BC]),
+            || (Scratch::new(Tile::of_this_cpu(), d), vec![0f32; BR * BC]),
             |(sc, sbuf), (h, i0, rows, otile)| {
-                pack_a(q, d, h * n + i0, rows, 0, d, &mut sc.qp);
+                sc.t.pack_a(q, d, h * n + i0, rows, 0, d, &mut sc.qp);
                 let mut m = [f32::NEG_INFINITY; BR];
                 let mut l = [0f32; BR];
                 otile.fill(0.0);

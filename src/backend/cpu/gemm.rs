@@ -2,9 +2,15 @@
 //!
 //! - naive: the textbook i-j-k triple loop, one row of C per task; B is walked down its columns.
 //! - tiled: the BLIS/GotoBLAS structure: C in MC×NC blocks over KC slices of k; B and A packed
-//!   into contiguous panels; an MR×NR register-tiled micro-kernel (AVX-512: 8×32 with 16 zmm
-//!   accumulators, broadcast A, two loads of B per step; plain loops elsewhere). The block sizes
-//!   are the ledger's (`GEMM_MC`, `GEMM_NC`, `GEMM_KC`), so its traffic model is this code's.
+//!   into contiguous panels; an MR×NR register-tiled micro-kernel picked for the SIMD level
+//!   ([`Tile`]: AVX-512 12×32 with 24 zmm accumulators, AVX2+FMA 6×16 with 12 ymm accumulators,
+//!   both with broadcast loads of A; a 4×16 loop LLVM vectorizes elsewhere, NEON included). The
+//!   block sizes are the ledger's (`GEMM_MC`, `GEMM_NC`, `GEMM_KC`), so its traffic model is this
+//!   code's (MC rounded up to whole micro-panels): the packed A block (MC×KC) is sized for L2, a
+//!   B micro-panel (KC×NR) for L1.
+//!
+//! The work of each (NC, KC) block is split over (MC block, column chunk) tasks, as many as
+//! there are threads several times over, so the split holds on any thread count.
 
 use super::{CaseConfig, CpuKernels, Kernels};
 use crate::error::Result;
@@ -14,17 +20,344 @@ use crate::ledger::{GEMM_KC, GEMM_MC, GEMM_NC};
 use rayon::prelude::*;
 use std::sync::Arc;
 
-/// Rows of the micro-kernel's register tile.
-pub const MR: usize = 8;
-/// Columns of the micro-kernel's register tile.
-pub const NR: usize = 32;
 const MC: usize = GEMM_MC as usize;
 const NC: usize = GEMM_NC as usize;
 const KC: usize = GEMM_KC as usize;
 
+/// The largest MR·NR of any micro-kernel: the size of an edge tile's accumulator.
+pub const MAX_TILE: usize = 12 * 32;
+
+/// A micro-kernel: C[MR×NR] (+)= Ap·Bp over kc steps, Ap packed MR values per step, Bp NR.
+#[derive(Clone, Copy)]
+pub struct Tile {
+    pub mr: usize,
+    pub nr: usize,
+    /// # Safety
+    /// `ap` holds kc·mr values, `bp` kc·nr, `c` points to mr rows of nr writable values, row
+    /// stride `ldc`; the CPU has the instructions the kernel was compiled for.
+    kernel: unsafe fn(usize, *const f32, *const f32, *mut f32, usize, bool),
+}
+
+impl Tile {
+    /// The micro-kernel of this CPU's SIMD level.
+    pub fn of_this_cpu() -> Tile {
+        #[cfg(target_arch = "x86_64")]
+        match super::simd::level() {
+            super::simd::SimdLevel::Avx512 => {
+                return Tile {
+                    mr: 12,
+                    nr: 32,
+                    kernel: micro_avx512,
+                }
+            }
+            super::simd::SimdLevel::Avx2Fma => {
+                return Tile {
+                    mr: 6,
+                    nr: 16,
+                    kernel: micro_avx2,
+                }
+            }
+            super::simd::SimdLevel::Scalar => {}
+        }
+        Tile::portable()
+    }
+
+    /// The plain-loop micro-kernel (any CPU).
+    pub fn portable() -> Tile {
+        Tile {
+            mr: PORTABLE_MR,
+            nr: PORTABLE_NR,
+            kernel: micro_portable_raw,
+        }
+    }
+
+    /// c (mr×nr, row stride ldc) = or += Ap·Bp, for a full tile.
+    pub fn full(&self, kc: usize, ap: &[f32], bp: &[f32], c: &mut [f32], ldc: usize, add: bool) {
+        assert!(ap.len() >= kc * self.mr && bp.len() >= kc * self.nr);
+        assert!(ldc >= self.nr && c.len() >= (self.mr - 1) * ldc + self.nr);
+        // SAFETY: the asserts above are the kernel's bounds contract; `self` was built by
+        // of_this_cpu/portable, which pick a kernel this CPU runs.
+        unsafe { (self.kernel)(kc, ap.as_ptr(), bp.as_ptr(), c.as_mut_ptr(), ldc, add) }
+    }
+
+    /// acc (mr×nr, row stride nr) = Ap·Bp.
+    pub fn into_acc(&self, kc: usize, ap: &[f32], bp: &[f32], acc: &mut [f32; MAX_TILE]) {
+        self.full(kc, ap, bp, &mut acc[..self.mr * self.nr], self.nr, false)
+    }
+
+    /// C[rows×cols] (row stride ldc) = or += Ap·Bp where rows ≤ mr, cols ≤ nr: full tiles go
+    /// straight to C, edge tiles through an accumulator.
+    #[allow(clippy::too_many_arguments)]
+    pub fn store(
+        &self,
+        kc: usize,
+        ap: &[f32],
+        bp: &[f32],
+        c: &mut [f32],
+        ldc: usize,
+        rows: usize,
+        cols: usize,
+        add: bool,
+    ) {
+        if rows == self.mr && cols == self.nr {
+            return self.full(kc, ap, bp, c, ldc, add);
+        }
+        let mut acc = [0f32; MAX_TILE];
+        self.into_acc(kc, ap, bp, &mut acc);
+        for i in 0..rows {
+            let dst = &mut c[i * ldc..i * ldc + cols];
+            let src = &acc[i * self.nr..i * self.nr + cols];
+            if add {
+                for (d, s) in dst.iter_mut().zip(src) {
+                    *d += s;
+                }
+            } else {
+                dst.copy_from_slice(src);
+            }
+        }
+    }
+
+    /// Floats of the packed panels of `rows` rows (A side) over kc steps.
+    pub fn a_len(&self, rows: usize, kc: usize) -> usize {
+        rows.div_ceil(self.mr) * self.mr * kc
+    }
+
+    /// Floats of the packed panels of `cols` columns (B side) over kc steps.
+    pub fn b_len(&self, cols: usize, kc: usize) -> usize {
+        cols.div_ceil(self.nr) * self.nr * kc
+    }
+
+    /// Packs A[ic..ic+mc][pc..pc+kc] (row stride `lda`) into mr-tall panels, each kc×mr
+    /// contiguous (column by column), zero-padded.
+    #[allow(clippy::too_many_arguments)]
+    pub fn pack_a(
+        &self,
+        a: &[f32],
+        lda: usize,
+        ic: usize,
+        mc: usize,
+        pc: usize,
+        kc: usize,
+        ap: &mut [f32],
+    ) {
+        let mr = self.mr;
+        for (ip, panel) in ap[..self.a_len(mc, kc)].chunks_mut(kc * mr).enumerate() {
+            pack_a_panel(
+                a,
+                lda,
+                ic + ip * mr,
+                mr.min(mc - ip * mr),
+                mr,
+                pc,
+                kc,
+                panel,
+            );
+        }
+    }
+
+    /// Packs B[pc..pc+kc][jc..jc+nc] (row stride `ldb`) into nr-wide panels, each kc×nr
+    /// contiguous, zero-padded.
+    #[allow(clippy::too_many_arguments)]
+    pub fn pack_b(
+        &self,
+        b: &[f32],
+        ldb: usize,
+        pc: usize,
+        kc: usize,
+        jc: usize,
+        nc: usize,
+        bp: &mut [f32],
+    ) {
+        let nr = self.nr;
+        for (jp, panel) in bp[..self.b_len(nc, kc)].chunks_mut(kc * nr).enumerate() {
+            pack_b_panel(
+                b,
+                ldb,
+                pc,
+                kc,
+                jc + jp * nr,
+                nr.min(nc - jp * nr),
+                nr,
+                panel,
+            );
+        }
+    }
+
+    /// Packs rows r0..r0+rows of a row-major matrix (row stride `ld`, `depth` values a row) as
+    /// the B side of a product with its transpose: panel jp holds, for each p < depth, rows
+    /// r0 + jp·nr .. + nr at coordinate p (zero-padded).
+    pub fn pack_bt(
+        &self,
+        x: &[f32],
+        ld: usize,
+        r0: usize,
+        rows: usize,
+        depth: usize,
+        bp: &mut [f32],
+    ) {
+        let nr = self.nr;
+        for (jp, panel) in bp[..self.b_len(rows, depth)]
+            .chunks_mut(depth * nr)
+            .enumerate()
+        {
+            let n_here = nr.min(rows - jp * nr);
+            for jj in 0..nr {
+                if jj < n_here {
+                    let row = &x[(r0 + jp * nr + jj) * ld..(r0 + jp * nr + jj) * ld + depth];
+                    for (p, &v) in row.iter().enumerate() {
+                        panel[p * nr + jj] = v;
+                    }
+                } else {
+                    for p in 0..depth {
+                        panel[p * nr + jj] = 0.0;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One mr-tall panel of A: rows r0..r0+rows (rows ≤ mr, zero rows below), columns pc..pc+kc.
+/// Written in order (the mr values of step p, then step p+1), reading mr rows side by side.
+#[allow(clippy::too_many_arguments)]
+fn pack_a_panel(
+    a: &[f32],
+    lda: usize,
+    r0: usize,
+    rows: usize,
+    mr: usize,
+    pc: usize,
+    kc: usize,
+    panel: &mut [f32],
+) {
+    fn fixed<const MR: usize>(
+        a: &[f32],
+        lda: usize,
+        r0: usize,
+        pc: usize,
+        kc: usize,
+        panel: &mut [f32],
+    ) {
+        let src: [&[f32]; MR] =
+            std::array::from_fn(|i| &a[(r0 + i) * lda + pc..(r0 + i) * lda + pc + kc]);
+        for (p, step) in panel[..kc * MR].chunks_exact_mut(MR).enumerate() {
+            for i in 0..MR {
+                step[i] = src[i][p];
+            }
+        }
+    }
+    match (rows == mr, mr) {
+        (true, 6) => return fixed::<6>(a, lda, r0, pc, kc, panel),
+        (true, 12) => return fixed::<12>(a, lda, r0, pc, kc, panel),
+        _ => {}
+    }
+    if rows < mr {
+        panel[..kc * mr].fill(0.0);
+    }
+    for i in 0..rows {
+        let src = &a[(r0 + i) * lda + pc..(r0 + i) * lda + pc + kc];
+        for (p, &v) in src.iter().enumerate() {
+            panel[p * mr + i] = v;
+        }
+    }
+}
+
+/// One nr-wide panel of B: rows pc..pc+kc, columns j0..j0+cols (cols ≤ nr, zero-padded).
+#[allow(clippy::too_many_arguments)]
+fn pack_b_panel(
+    b: &[f32],
+    ldb: usize,
+    pc: usize,
+    kc: usize,
+    j0: usize,
+    cols: usize,
+    nr: usize,
+    panel: &mut [f32],
+) {
+    for p in 0..kc {
+        let src = &b[(pc + p) * ldb + j0..(pc + p) * ldb + j0 + cols];
+        copy_padded(&mut panel[p * nr..(p + 1) * nr], src);
+    }
+}
+
+/// dst = src followed by zeros. Whole panel rows (16 or 32 values) are copied as fixed-size
+/// arrays: inline moves, not a call to memcpy per 64 bytes (which made packing B take a tenth of
+/// the GEMM's time).
+#[inline(always)]
+fn copy_padded(dst: &mut [f32], src: &[f32]) {
+    fn whole<const N: usize>(dst: &mut [f32], src: &[f32]) -> bool {
+        match (
+            <&mut [f32; N]>::try_from(&mut *dst),
+            <&[f32; N]>::try_from(src),
+        ) {
+            (Ok(d), Ok(s)) => {
+                *d = *s;
+                true
+            }
+            _ => false,
+        }
+    }
+    if whole::<16>(dst, src) || whole::<32>(dst, src) {
+        return;
+    }
+    dst[..src.len()].copy_from_slice(src);
+    dst[src.len()..].fill(0.0);
+}
+
+/// Rows of B packed by one task: each row is read whole (nc values in a run, prefetcher-friendly)
+/// and scattered into the panels; tasks own disjoint rows of every panel.
+const B_ROWS_A_TASK: usize = 16;
+
+/// Packs B[pc..pc+kc][jc..jc+nc] into nr-wide panels, in parallel.
+#[allow(clippy::too_many_arguments)]
+fn pack_b_block(
+    t: &Tile,
+    b: &[f32],
+    ldb: usize,
+    pc: usize,
+    kc: usize,
+    jc: usize,
+    nc: usize,
+    bp: &mut [f32],
+) {
+    let (nr, panels) = (t.nr, nc.div_ceil(t.nr));
+    let len = t.b_len(nc, kc);
+    let out = CPtr(bp[..len].as_mut_ptr());
+    (0..kc.div_ceil(B_ROWS_A_TASK))
+        .into_par_iter()
+        .for_each(|g| {
+            for p in g * B_ROWS_A_TASK..((g + 1) * B_ROWS_A_TASK).min(kc) {
+                let row = &b[(pc + p) * ldb + jc..(pc + p) * ldb + jc + nc];
+                for jp in 0..panels {
+                    let cols = nr.min(nc - jp * nr);
+                    // SAFETY: panel jp's step p, nr values at jp·kc·nr + p·nr < len; written by
+                    // this task alone (it owns steps g·B_ROWS_A_TASK.. of every panel).
+                    let dst = unsafe {
+                        std::slice::from_raw_parts_mut(out.at(jp * kc * nr + p * nr), nr)
+                    };
+                    copy_padded(dst, &row[jp * nr..jp * nr + cols]);
+                }
+            }
+        });
+}
+
+/// Packs rows 0..m of A over columns pc..pc+kc into mr-tall panels, in parallel.
+fn pack_a_all(t: &Tile, a: &[f32], lda: usize, m: usize, pc: usize, kc: usize, ap: &mut [f32]) {
+    ap[..t.a_len(m, kc)]
+        .par_chunks_mut(kc * t.mr * 4)
+        .enumerate()
+        .for_each(|(g, group)| {
+            for (i, panel) in group.chunks_mut(kc * t.mr).enumerate() {
+                let r0 = (g * 4 + i) * t.mr;
+                pack_a_panel(a, lda, r0, t.mr.min(m - r0), t.mr, pc, kc, panel);
+            }
+        });
+}
+
 impl CpuKernels for Gemm {
     fn scratch_bytes(&self) -> u64 {
-        (KC * NC.div_ceil(NR) * NR * 4) as u64
+        let t = Tile::of_this_cpu();
+        (t.b_len(NC, KC) + t.a_len(self.m as usize, KC)) as u64 * 4
     }
     fn kernels(&self, inputs: Arc<Tensors>, _: &CaseConfig) -> Result<Box<dyn Kernels>> {
         Ok(Box::new(GemmKernels::new(self.clone(), inputs)))
@@ -34,15 +367,36 @@ impl CpuKernels for Gemm {
 pub struct GemmKernels {
     g: Gemm,
     inputs: Arc<Tensors>,
-    /// Packed B block (KC×NC, in NR-wide panels).
+    tile: Tile,
+    /// Packed B block (KC×NC, in nr-wide panels).
     bp: Vec<f32>,
+    /// Packed A (every row of A over one KC slice, in mr-tall panels).
+    ap: Vec<f32>,
+}
+
+/// C's base pointer shared by tasks that write disjoint tiles of it.
+#[derive(Clone, Copy)]
+struct CPtr(*mut f32);
+// SAFETY: tasks given a CPtr write disjoint regions (distinct (MC block, column chunk) tiles),
+// and the owner waits for all of them (rayon's scope) before touching C again.
+unsafe impl Send for CPtr {}
+unsafe impl Sync for CPtr {}
+
+impl CPtr {
+    /// The pointer (a method, so that closures capture the whole `CPtr`, not its field).
+    fn at(self, offset: usize) -> *mut f32 {
+        self.0.wrapping_add(offset)
+    }
 }
 
 impl GemmKernels {
     pub fn new(g: Gemm, inputs: Arc<Tensors>) -> Self {
+        let tile = Tile::of_this_cpu();
         GemmKernels {
             inputs,
-            bp: vec![0f32; KC * NC.div_ceil(NR) * NR],
+            bp: vec![0f32; tile.b_len(NC, KC)],
+            ap: vec![0f32; tile.a_len(g.m as usize, KC)],
+            tile,
             g,
         }
     }
@@ -65,184 +419,211 @@ impl GemmKernels {
     fn tiled(&mut self, c: &mut [f32]) {
         let (m, n, k) = (self.g.m as usize, self.g.n as usize, self.g.k as usize);
         let (a, b) = (self.inputs.get("A"), self.inputs.get("B"));
-        for jc in (0..n).step_by(NC) {
-            let nc = NC.min(n - jc);
-            for pc in (0..k).step_by(KC) {
-                let kc = KC.min(k - pc);
-                pack_b(b, n, pc, kc, jc, nc, &mut self.bp);
-                let bp = &self.bp;
-                c.par_chunks_mut(MC * n)
-                    .enumerate()
-                    .for_each(|(bi, cblock)| {
-                        let ic = bi * MC;
-                        let mc = MC.min(m - ic);
-                        let mut ap = vec![0f32; kc * mc.div_ceil(MR) * MR];
-                        pack_a(a, k, ic, mc, pc, kc, &mut ap);
-                        let mut acc = [0f32; MR * NR];
-                        for jp in 0..nc.div_ceil(NR) {
-                            let nr = NR.min(nc - jp * NR);
-                            for ip in 0..mc.div_ceil(MR) {
-                                let mr = MR.min(mc - ip * MR);
-                                micro(
-                                    kc,
-                                    &ap[ip * kc * MR..(ip + 1) * kc * MR],
-                                    &bp[jp * kc * NR..(jp + 1) * kc * NR],
-                                    &mut acc,
-                                );
-                                for i in 0..mr {
-                                    let row = (ip * MR + i) * n + jc + jp * NR;
-                                    let dst = &mut cblock[row..row + nr];
-                                    let src = &acc[i * NR..i * NR + nr];
-                                    if pc == 0 {
-                                        dst.copy_from_slice(src);
-                                    } else {
-                                        for (d, s) in dst.iter_mut().zip(src) {
-                                            *d += s;
-                                        }
-                                    }
-                                }
-                            }
+        let t = self.tile;
+        // MC rounded up to whole micro-panels, so that every block starts on a packed panel.
+        let mc_rows = MC.div_ceil(t.mr) * t.mr;
+        let m_blocks = m.div_ceil(mc_rows);
+        let threads = rayon::current_num_threads();
+        // The KC slice outermost: A's slice is packed once and its packed panels serve every NC
+        // block (as many reads of them as the ledger counts of A, one pack instead of n/NC).
+        for pc in (0..k).step_by(KC) {
+            let kc = KC.min(k - pc);
+            for jc in (0..n).step_by(NC) {
+                let nc = NC.min(n - jc);
+                let panels = nc.div_ceil(t.nr);
+                // Column chunks per MC block: enough tasks for every thread several times over.
+                let chunks = (4 * threads).div_ceil(m_blocks).clamp(1, panels);
+                let panels_per_chunk = panels.div_ceil(chunks);
+                let (ap, bp) = (&mut self.ap, &mut self.bp);
+                if jc == 0 {
+                    rayon::join(
+                        || pack_b_block(&t, b, n, pc, kc, jc, nc, bp),
+                        || pack_a_all(&t, a, k, m, pc, kc, ap),
+                    );
+                } else {
+                    pack_b_block(&t, b, n, pc, kc, jc, nc, bp);
+                }
+                let (ap, bp) = (&self.ap, &self.bp);
+                let cptr = CPtr(c.as_mut_ptr());
+                let c_len = c.len();
+                (0..m_blocks * chunks).into_par_iter().for_each(|task| {
+                    let (ib, ch) = (task / chunks, task % chunks);
+                    let ic = ib * mc_rows;
+                    let mc = mc_rows.min(m - ic);
+                    let jp_end = ((ch + 1) * panels_per_chunk).min(panels);
+                    for jp in ch * panels_per_chunk..jp_end {
+                        let j0 = jc + jp * t.nr;
+                        let cols = t.nr.min(jc + nc - j0);
+                        let bpanel = &bp[jp * kc * t.nr..(jp + 1) * kc * t.nr];
+                        for ip in 0..mc.div_ceil(t.mr) {
+                            let r0 = ic + ip * t.mr;
+                            let rows = t.mr.min(m - r0);
+                            let apanel = &ap[(r0 / t.mr) * kc * t.mr..(r0 / t.mr + 1) * kc * t.mr];
+                            let start = r0 * n + j0;
+                            let len = (rows - 1) * n + cols;
+                            debug_assert!(start + len <= c_len);
+                            // SAFETY: this task alone writes rows ic..ic+mc, columns of its
+                            // chunk; start + len ≤ m·n = c.len() (r0 + rows ≤ m, j0 + cols ≤ n).
+                            let ctile =
+                                unsafe { std::slice::from_raw_parts_mut(cptr.at(start), len) };
+                            t.store(kc, apanel, bpanel, ctile, n, rows, cols, pc > 0);
                         }
-                    });
+                    }
+                });
             }
         }
     }
 }
 
-/// Packs B[pc..pc+kc][jc..jc+nc] into NR-wide panels, each kc×NR contiguous, zero-padded;
-/// panels are filled in parallel.
-fn pack_b(b: &[f32], n: usize, pc: usize, kc: usize, jc: usize, nc: usize, bp: &mut [f32]) {
-    bp[..kc * nc.div_ceil(NR) * NR]
-        .par_chunks_mut(kc * NR)
-        .enumerate()
-        .for_each(|(jp, panel)| {
-            pack_b_panel(
-                b,
-                n,
-                pc,
-                kc,
-                jc + jp * NR,
-                NR.min(jc + nc - jc - jp * NR),
-                panel,
-            )
-        });
-}
+const PORTABLE_MR: usize = 4;
+const PORTABLE_NR: usize = 16;
 
-/// One NR-wide panel of B: rows pc..pc+kc, columns j0..j0+nr (nr ≤ NR), zero-padded.
-pub fn pack_b_panel(
-    b: &[f32],
-    n: usize,
-    pc: usize,
+/// # Safety
+/// `ap` holds kc·4 values, `bp` kc·16, `c` 4 rows of 16 writable values with row stride `ldc`.
+unsafe fn micro_portable_raw(
     kc: usize,
-    j0: usize,
-    nr: usize,
-    panel: &mut [f32],
+    ap: *const f32,
+    bp: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    add: bool,
 ) {
-    for p in 0..kc {
-        let src = &b[(pc + p) * n + j0..(pc + p) * n + j0 + nr];
-        let dst = &mut panel[p * NR..(p + 1) * NR];
-        dst[..nr].copy_from_slice(src);
-        dst[nr..].fill(0.0);
-    }
-}
-
-/// Serial pack_b, for callers already inside a parallel task.
-pub fn pack_b_serial(
-    b: &[f32],
-    n: usize,
-    pc: usize,
-    kc: usize,
-    jc: usize,
-    nc: usize,
-    bp: &mut [f32],
-) {
-    for jp in 0..nc.div_ceil(NR) {
-        let nr = NR.min(nc - jp * NR);
-        pack_b_panel(
-            b,
-            n,
-            pc,
-            kc,
-            jc + jp * NR,
-            nr,
-            &mut bp[jp * kc * NR..(jp + 1) * kc * NR],
-        );
-    }
-}
-
-/// Packs A[ic..ic+mc][pc..pc+kc] into MR-tall panels, each kc×MR contiguous (column by column),
-/// zero-padded.
-pub fn pack_a(a: &[f32], k: usize, ic: usize, mc: usize, pc: usize, kc: usize, ap: &mut [f32]) {
-    for ip in 0..mc.div_ceil(MR) {
-        let panel = &mut ap[ip * kc * MR..(ip + 1) * kc * MR];
-        for i in 0..MR {
-            let r = ip * MR + i;
-            if r < mc {
-                let src = &a[(ic + r) * k + pc..(ic + r) * k + pc + kc];
-                for (p, &v) in src.iter().enumerate() {
-                    panel[p * MR + i] = v;
-                }
-            } else {
-                for p in 0..kc {
-                    panel[p * MR + i] = 0.0;
-                }
-            }
+    // SAFETY: the caller's contract is these slices' bounds.
+    let (ap, bp) = unsafe {
+        (
+            std::slice::from_raw_parts(ap, kc * PORTABLE_MR),
+            std::slice::from_raw_parts(bp, kc * PORTABLE_NR),
+        )
+    };
+    let mut acc = [[0f32; PORTABLE_NR]; PORTABLE_MR];
+    micro_portable(kc, ap, bp, &mut acc);
+    for (i, row) in acc.iter().enumerate() {
+        // SAFETY: row i < 4 of the caller's tile, 16 values from c + i·ldc.
+        let dst = unsafe { std::slice::from_raw_parts_mut(c.add(i * ldc), PORTABLE_NR) };
+        for (d, s) in dst.iter_mut().zip(row) {
+            *d = if add { *d + s } else { *s };
         }
     }
-}
-
-/// acc = Ap·Bp for one MR×NR tile over kc steps.
-pub fn micro(kc: usize, ap: &[f32], bp: &[f32], acc: &mut [f32; MR * NR]) {
-    assert!(ap.len() >= kc * MR && bp.len() >= kc * NR);
-    #[cfg(target_arch = "x86_64")]
-    if super::simd::level() == super::simd::SimdLevel::Avx512 {
-        // SAFETY: level() returned Avx512, so the CPU has avx512f; the slice lengths were checked
-        // above, which is what micro_avx512's unchecked loads rely on.
-        unsafe { micro_avx512(kc, ap, bp, acc) };
-        return;
-    }
-    micro_portable(kc, ap, bp, acc);
 }
 
 crate::multiversion! {
-    fn micro_portable(kc: usize, ap: &[f32], bp: &[f32], acc: &mut [f32; MR * NR]) {
-        acc.fill(0.0);
-        for p in 0..kc {
-            let b = &bp[p * NR..(p + 1) * NR];
-            for i in 0..MR {
-                let a = ap[p * MR + i];
-                let row = &mut acc[i * NR..(i + 1) * NR];
-                for j in 0..NR {
-                    row[j] += a * b[j];
+    /// Accumulators in a local array of 4 rows of 16: LLVM keeps them in vector registers
+    /// (4 NEON or SSE registers a row) and unrolls the row loop.
+    fn micro_portable(kc: usize, ap: &[f32], bp: &[f32], acc: &mut [[f32; PORTABLE_NR]; PORTABLE_MR]) {
+        let mut c = [[0f32; PORTABLE_NR]; PORTABLE_MR];
+        for (a, b) in ap.chunks_exact(PORTABLE_MR).zip(bp.chunks_exact(PORTABLE_NR)).take(kc) {
+            for i in 0..PORTABLE_MR {
+                for j in 0..PORTABLE_NR {
+                    c[i][j] += a[i] * b[j];
                 }
+            }
+        }
+        *acc = c;
+    }
+}
+
+/// 12×32 over kc steps: 24 zmm accumulators, two loads of B and twelve broadcasts of A a step.
+///
+/// # Safety
+/// The CPU must support avx512f; `ap` holds kc·12 values, `bp` kc·32, `c` 12 rows of 32
+/// writable values with row stride `ldc`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn micro_avx512(
+    kc: usize,
+    ap: *const f32,
+    bp: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    add: bool,
+) {
+    use std::arch::x86_64::*;
+    const R: usize = 12;
+    // The C tile is read (or written) after the loop: its lines are fetched meanwhile.
+    for i in 0..R {
+        _mm_prefetch::<_MM_HINT_T0>(c.wrapping_add(i * ldc) as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(c.wrapping_add(i * ldc + 16) as *const i8);
+    }
+    let mut acc = [_mm512_setzero_ps(); 2 * R];
+    for p in 0..kc {
+        // SAFETY: p < kc, so p·32 + 32 ≤ kc·32 and p·12 + 12 ≤ kc·12 (the caller's contract).
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(p * 32 + 256) as *const i8);
+            let b0 = _mm512_loadu_ps(bp.add(p * 32));
+            let b1 = _mm512_loadu_ps(bp.add(p * 32 + 16));
+            for i in 0..R {
+                let a = _mm512_set1_ps(*ap.add(p * R + i));
+                acc[2 * i] = _mm512_fmadd_ps(a, b0, acc[2 * i]);
+                acc[2 * i + 1] = _mm512_fmadd_ps(a, b1, acc[2 * i + 1]);
+            }
+        }
+    }
+    for i in 0..R {
+        for h in 0..2 {
+            // SAFETY: row i < 12, columns h·16..h·16+16 < 32 of the caller's tile.
+            unsafe {
+                let dst = c.add(i * ldc + h * 16);
+                let v = if add {
+                    _mm512_add_ps(_mm512_loadu_ps(dst), acc[2 * i + h])
+                } else {
+                    acc[2 * i + h]
+                };
+                _mm512_storeu_ps(dst, v);
             }
         }
     }
 }
 
+/// 6×16 over kc steps: 12 ymm accumulators, two loads of B and six broadcasts of A a step
+/// (15 of the 16 ymm registers).
+///
 /// # Safety
-/// The CPU must support avx512f; `ap` must hold kc·MR and `bp` kc·NR values.
+/// The CPU must support avx2 and fma; `ap` holds kc·6 values, `bp` kc·16, `c` 6 rows of 16
+/// writable values with row stride `ldc`.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn micro_avx512(kc: usize, ap: &[f32], bp: &[f32], acc: &mut [f32; MR * NR]) {
+#[target_feature(enable = "avx2,fma")]
+unsafe fn micro_avx2(
+    kc: usize,
+    ap: *const f32,
+    bp: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    add: bool,
+) {
     use std::arch::x86_64::*;
-    let mut c = [_mm512_setzero_ps(); 2 * MR];
-    let (a_ptr, b_ptr) = (ap.as_ptr(), bp.as_ptr());
+    const R: usize = 6;
+    // The C tile is read (or written) after the loop: its lines are fetched meanwhile.
+    for i in 0..R {
+        _mm_prefetch::<_MM_HINT_T0>(c.wrapping_add(i * ldc) as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(c.wrapping_add(i * ldc + 8) as *const i8);
+    }
+    let mut acc = [_mm256_setzero_ps(); 2 * R];
     for p in 0..kc {
-        // SAFETY: p < kc, so p·NR + 32 ≤ kc·NR and p·MR + MR ≤ kc·MR (the caller's contract).
+        // SAFETY: p < kc, so p·16 + 16 ≤ kc·16 and p·6 + 6 ≤ kc·6 (the caller's contract).
         unsafe {
-            let b0 = _mm512_loadu_ps(b_ptr.add(p * NR));
-            let b1 = _mm512_loadu_ps(b_ptr.add(p * NR + 16));
-            for i in 0..MR {
-                let a = _mm512_set1_ps(*a_ptr.add(p * MR + i));
-                c[2 * i] = _mm512_fmadd_ps(a, b0, c[2 * i]);
-                c[2 * i + 1] = _mm512_fmadd_ps(a, b1, c[2 * i + 1]);
+            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(p * 16 + 128) as *const i8);
+            let b0 = _mm256_loadu_ps(bp.add(p * 16));
+            let b1 = _mm256_loadu_ps(bp.add(p * 16 + 8));
+            for i in 0..R {
+                let a = _mm256_broadcast_ss(&*ap.add(p * R + i));
+                acc[2 * i] = _mm256_fmadd_ps(a, b0, acc[2 * i]);
+                acc[2 * i + 1] = _mm256_fmadd_ps(a, b1, acc[2 * i + 1]);
             }
         }
     }
-    for (i, v) in c.iter().enumerate() {
-        // SAFETY: acc holds MR·NR = 16·16 values; i < 16.
-        unsafe { _mm512_storeu_ps(acc.as_mut_ptr().add(i * 16), *v) };
+    for i in 0..R {
+        for h in 0..2 {
+            // SAFETY: row i < 6, columns h·8..h·8+8 < 16 of the caller's tile.
+            unsafe {
+                let dst = c.add(i * ldc + h * 8);
+                let v = if add {
+                    _mm256_add_ps(_mm256_loadu_ps(dst), acc[2 * i + h])
+                } else {
+                    acc[2 * i + h]
+                };
+                _mm256_storeu_ps(dst, v);
+            }
+        }
     }
 }
 
@@ -292,16 +673,58 @@ mod tests {
         }
     }
 
+    /// Every micro-kernel this CPU runs, full and edge tiles, set and accumulate, against f64.
     #[test]
-    fn portable_micro_kernel_matches_the_dispatched_one() {
+    fn every_micro_kernel_of_this_cpu_matches_f64() {
+        let mut tiles = vec![Tile::portable()];
+        #[cfg(target_arch = "x86_64")]
+        {
+            use crate::device::simd::SimdLevel;
+            if super::super::simd::supports(SimdLevel::Avx2Fma) {
+                tiles.push(Tile {
+                    mr: 6,
+                    nr: 16,
+                    kernel: micro_avx2,
+                });
+            }
+            if super::super::simd::supports(SimdLevel::Avx512) {
+                tiles.push(Tile {
+                    mr: 12,
+                    nr: 32,
+                    kernel: micro_avx512,
+                });
+            }
+        }
         let kc = 37;
-        let ap = uniform(kc * MR, 1, 0, -1.0, 1.0);
-        let bp = uniform(kc * NR, 1, 1, -1.0, 1.0);
-        let (mut x, mut y) = ([0f32; MR * NR], [0f32; MR * NR]);
-        micro(kc, &ap, &bp, &mut x);
-        micro_portable(kc, &ap, &bp, &mut y);
-        for (a, b) in x.iter().zip(&y) {
-            assert!((a - b).abs() < 1e-4, "{a} vs {b}");
+        for t in tiles {
+            let ap = uniform(kc * t.mr, 1, 0, -1.0, 1.0);
+            let bp = uniform(kc * t.nr, 1, 1, -1.0, 1.0);
+            let ldc = t.nr + 5;
+            for (rows, cols) in [(t.mr, t.nr), (t.mr - 1, t.nr), (1, 3)] {
+                for add in [false, true] {
+                    let mut c = vec![0.5f32; t.mr * ldc];
+                    t.store(kc, &ap, &bp, &mut c, ldc, rows, cols, add);
+                    for i in 0..t.mr {
+                        for j in 0..ldc {
+                            let got = c[i * ldc + j];
+                            if i >= rows || j >= cols {
+                                assert_eq!(got, 0.5, "{}x{} outside the tile written", t.mr, t.nr);
+                                continue;
+                            }
+                            let dot: f64 = (0..kc)
+                                .map(|p| ap[p * t.mr + i] as f64 * bp[p * t.nr + j] as f64)
+                                .sum();
+                            let e = dot + if add { 0.5 } else { 0.0 };
+                            assert!(
+                                (got as f64 - e).abs() < 1e-4,
+                                "{}x{} [{i},{j}] {got} vs {e}",
+                                t.mr,
+                                t.nr
+                            );
+                        }
+                    }
+                }
+            }
         }
     }
 }

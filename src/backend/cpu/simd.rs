@@ -3,7 +3,7 @@
 //! is picked at run time, so one binary runs everywhere (no `-C target-cpu=native`).
 //! `OPLEDGER_SIMD=scalar|avx2|avx512` caps the level (to test the fallbacks).
 
-pub use crate::device::simd::{level, SimdLevel};
+pub use crate::device::simd::{level, supports, SimdLevel};
 pub use crate::kinds::tensors::LineVec;
 
 /// How far ahead of the current position the streamed inputs are prefetched: 4 KiB (measured:

@@ -1,0 +1,136 @@
+//! Times the CPU kernels alone (no probe, no flush, no statistics beyond a median): the quick
+//! loop for tuning a kernel. `cargo bench --bench kernels [-- FILTER]`; `OPLEDGER_SIMD=avx2`
+//! picks the AVX2 path on an AVX-512 CPU. The gate's numbers come from `opledger run`.
+
+use opledger::backend::cpu::attention::AttentionKernels;
+use opledger::backend::cpu::gemm::GemmKernels;
+use opledger::backend::cpu::Kernels;
+use opledger::kinds::attention::Attention;
+use opledger::kinds::gemm::Gemm;
+use opledger::kinds::{DType, Kind, Variant};
+use std::sync::Arc;
+use std::time::Instant;
+
+fn median_secs(runs: usize, mut f: impl FnMut()) -> f64 {
+    f();
+    let mut t: Vec<f64> = (0..runs)
+        .map(|_| {
+            let s = Instant::now();
+            f();
+            s.elapsed().as_secs_f64()
+        })
+        .collect();
+    t.sort_by(f64::total_cmp);
+    t[runs / 2]
+}
+
+fn main() {
+    let filter = std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with("--"))
+        .unwrap_or_default();
+    println!(
+        "simd {}, {} threads",
+        opledger::device::simd::level().name(),
+        rayon::current_num_threads()
+    );
+    if "micro".contains(&filter) || filter.is_empty() {
+        // One core, operands in L1: the micro-kernel's own ceiling.
+        let t = opledger::backend::cpu::gemm::Tile::of_this_cpu();
+        let kc = 256;
+        let ap = vec![0.5f32; t.a_len(t.mr, kc)];
+        let bp = vec![0.25f32; t.b_len(t.nr, kc)];
+        let mut c = vec![0f32; t.mr * t.nr];
+        let reps = 2000;
+        let s = median_secs(9, || {
+            for _ in 0..reps {
+                t.full(kc, &ap, &bp, &mut c, t.nr, true);
+            }
+        });
+        let flops = 2.0 * (t.mr * t.nr * kc * reps) as f64;
+        println!(
+            "micro {}x{} kc={kc}, one core, in L1: {:.1} GFLOP/s",
+            t.mr,
+            t.nr,
+            flops / s / 1e9
+        );
+        // The same with A streamed from a 22-panel block (L2), as inside the GEMM.
+        let ablk = vec![0.5f32; t.a_len(22 * t.mr, kc)];
+        let s = median_secs(9, || {
+            for r in 0..reps / 22 {
+                for ip in 0..22 {
+                    let _ = r;
+                    t.full(kc, &ablk[ip * kc * t.mr..], &bp, &mut c, t.nr, true);
+                }
+            }
+        });
+        let flops = 2.0 * (t.mr * t.nr * kc * (reps / 22) * 22) as f64;
+        println!(
+            "micro {}x{} kc={kc}, one core, A from L2: {:.1} GFLOP/s",
+            t.mr,
+            t.nr,
+            flops / s / 1e9
+        );
+        // And C a tile of a 1024-wide row-major matrix, as inside the GEMM.
+        let mut cbig = vec![0f32; 1024 * 1024];
+        let s = median_secs(9, || {
+            for r in 0..reps / 22 {
+                let jp = r % (1024 / t.nr);
+                for ip in 0..22 {
+                    let at = ((r / (1024 / t.nr)) % 7 * 132 + ip * t.mr) * 1024 + jp * t.nr;
+                    t.full(
+                        kc,
+                        &ablk[ip * kc * t.mr..],
+                        &bp,
+                        &mut cbig[at..],
+                        1024,
+                        true,
+                    );
+                }
+            }
+        });
+        println!(
+            "micro {}x{} kc={kc}, one core, A from L2, C 1024 wide: {:.1} GFLOP/s",
+            t.mr,
+            t.nr,
+            flops / s / 1e9
+        );
+    }
+    if "gemm".contains(&filter) || filter.is_empty() {
+        let g = Gemm {
+            m: 1024,
+            n: 1024,
+            k: 1024,
+            dtype: DType::F32,
+        };
+        let mut k = GemmKernels::new(g.clone(), Arc::new(g.inputs(1)));
+        let mut out = opledger::kinds::tensors::LineVec::zeroed(1024 * 1024);
+        let s = median_secs(15, || k.run(Variant::Tiled, &mut out));
+        println!(
+            "gemm tiled 1024^3: {:.2} ms = {:.1} GFLOP/s",
+            s * 1e3,
+            2.0 * 1024f64.powi(3) / s / 1e9
+        );
+    }
+    if "attention".contains(&filter) || filter.is_empty() {
+        let a = Attention {
+            batch: 1,
+            heads: 1,
+            seq_len: 4096,
+            head_dim: 128,
+            causal: false,
+            dtype: DType::F32,
+        };
+        let mut k = AttentionKernels::new(a.clone(), Arc::new(a.inputs(1)));
+        let mut out = vec![0f32; a.output_len() as usize];
+        let flops = 4.0 * 4096f64 * 4096.0 * 128.0;
+        for v in [Variant::Flash, Variant::Standard] {
+            let s = median_secs(5, || k.run(v, &mut out));
+            println!(
+                "attention {v:?} N=4096 d=128: {:.2} ms = {:.1} GFLOP/s",
+                s * 1e3,
+                flops / s / 1e9
+            );
+        }
+    }
+}
