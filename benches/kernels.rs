@@ -112,7 +112,7 @@ fn main() {
             2.0 * 1024f64.powi(3) / s / 1e9
         );
     }
-    if "attention".contains(&filter) || filter.is_empty() {
+    if "attention".contains(&filter) || filter.is_empty() || filter == "flash" {
         let a = Attention {
             batch: 1,
             heads: 1,
@@ -125,6 +125,9 @@ fn main() {
         let mut out = vec![0f32; a.output_len() as usize];
         let flops = 4.0 * 4096f64 * 4096.0 * 128.0;
         for v in [Variant::Flash, Variant::Standard] {
+            if filter == "flash" && v != Variant::Flash {
+                continue;
+            }
             let s = median_secs(5, || k.run(v, &mut out));
             println!(
                 "attention {v:?} N=4096 d=128: {:.2} ms = {:.1} GFLOP/s",

@@ -10,10 +10,11 @@
 //! same block shapes, so the comparison isolates the IO of S and P, not the arithmetic.
 
 use super::gemm::Tile;
-use super::rows::{exp_sub_sum_row, max_row, scale_in_place};
+use super::rows::{exp_sub_sum_in_place, exp_sub_sum_row, max_row, scale_in_place};
 use super::{CaseConfig, CpuKernels, Kernels};
 use crate::error::Result;
 use crate::kinds::attention::Attention;
+use crate::kinds::tensors::LineVec;
 use crate::kinds::{DType, Tensors, Variant};
 use crate::ledger::{FLASH_BC, FLASH_BR};
 use rayon::prelude::*;
@@ -28,9 +29,9 @@ impl CpuKernels for Attention {
             "dtype bf16 runs on the CUDA backend (tensor cores); the CPU backend computes attention in f32 only: use dtype f32 here, or --backend cuda".into()
         })
     }
-    /// S and P of the standard variant.
+    /// S and P of the standard variant, K and V packed.
     fn scratch_bytes(&self) -> u64 {
-        2 * self.score_elements() * 4
+        2 * self.score_elements() * 4 + 2 * self.qkv_elements() * 4 + 2 * (4 << 20)
     }
     fn kernels(&self, inputs: Arc<Tensors>, _: &CaseConfig) -> Result<Box<dyn Kernels>> {
         Ok(Box::new(AttentionKernels::new(self.clone(), inputs)))
@@ -53,94 +54,144 @@ fn head_tiles(
         })
 }
 
-/// Scratch buffers of one task: the micro-kernel and its packed operands.
-struct Scratch {
+/// K and V of every head packed once a call as the micro-kernel's B side, one block per
+/// (head, key tile): Kᵀ panels (d deep) and V panels (tile rows deep). Every query tile reads
+/// them (the ledger's re-reads of K and V) without packing them again.
+struct PackedKv {
     t: Tile,
-    qp: Vec<f32>,
-    kt: Vec<f32>,
-    pp: Vec<f32>,
-    vp: Vec<f32>,
+    kt: LineVec,
+    vp: LineVec,
+    /// Floats of one (head, key tile) block of `kt` and of `vp`.
+    k_block: usize,
+    v_block: usize,
+    tiles: usize,
 }
 
-impl Scratch {
-    fn new(t: Tile, d: usize) -> Self {
-        Scratch {
-            qp: vec![0f32; t.a_len(BR, d)],
-            kt: vec![0f32; t.b_len(BC, d)],
-            pp: vec![0f32; t.a_len(BR, BC)],
-            vp: vec![0f32; t.b_len(d, BC)],
+impl PackedKv {
+    fn new(t: Tile, a: &Attention) -> Self {
+        let (n, d, heads) = (
+            a.seq_len as usize,
+            a.head_dim as usize,
+            a.heads_total() as usize,
+        );
+        let tiles = n.div_ceil(BC);
+        let (k_block, v_block) = (t.b_len(BC, d), t.b_len(d, BC));
+        PackedKv {
+            kt: LineVec::zeroed_huge(heads * tiles * k_block),
+            vp: LineVec::zeroed_huge(heads * tiles * v_block),
             t,
+            k_block,
+            v_block,
+            tiles,
         }
+    }
+
+    fn pack(&mut self, k: &[f32], v: &[f32], n: usize, d: usize) {
+        let (t, tiles) = (self.t, self.tiles);
+        rayon::join(
+            || {
+                self.kt
+                    .par_chunks_mut(self.k_block)
+                    .enumerate()
+                    .for_each(|(i, blk)| {
+                        let (h, j0) = (i / tiles, (i % tiles) * BC);
+                        t.pack_bt(k, d, h * n + j0, BC.min(n - j0), d, blk)
+                    })
+            },
+            || {
+                self.vp
+                    .par_chunks_mut(self.v_block)
+                    .enumerate()
+                    .for_each(|(i, blk)| {
+                        let (h, j0) = (i / tiles, (i % tiles) * BC);
+                        t.pack_b(v, d, h * n + j0, BC.min(n - j0), 0, d, blk)
+                    })
+            },
+        );
+    }
+
+    fn k(&self, h: usize, j0: usize) -> &[f32] {
+        let i = h * self.tiles + j0 / BC;
+        &self.kt[i * self.k_block..(i + 1) * self.k_block]
+    }
+
+    fn v(&self, h: usize, j0: usize) -> &[f32] {
+        let i = h * self.tiles + j0 / BC;
+        &self.vp[i * self.v_block..(i + 1) * self.v_block]
     }
 }
 
-/// s[i][j] (row stride `ld`) = scale · Q_blockᵢ · K[krow0 + j] for i < rows, j < cols, with the
-/// Q block already packed in `sc.qp`; entries where key j0+j > query i0+i are −∞ when causal.
+thread_local! {
+    /// Per-thread buffers of the flash tasks (packed Q, packed P, the score tile): allocated
+    /// once a thread, not once a task (rayon's `for_each_init` calls its init per split, and
+    /// fresh pages cost page faults).
+    static SCRATCH: std::cell::RefCell<(Vec<f32>, Vec<f32>, Vec<f32>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
+}
+
+/// Packs the query rows of one task, times the softmax scale (so that the scores come out of
+/// the micro-kernel scaled, without another pass over them).
+fn pack_q(t: &Tile, q: &[f32], d: usize, row0: usize, rows: usize, scale: f32, qp: &mut Vec<f32>) {
+    qp.resize(t.a_len(rows, d), 0.0);
+    t.pack_a(q, d, row0, rows, 0, d, qp);
+    for v in qp.iter_mut() {
+        *v *= scale;
+    }
+}
+
+/// s[i][j] (row stride `ld`) = Q_blockᵢ · K[j0 + j] (Q packed and scaled in `qp`, the key tile
+/// packed in `kt`) for i < rows, j < cols; −∞ where key j0+j > query i0+i when causal.
 #[allow(clippy::too_many_arguments)]
 fn scores_block(
-    sc: &mut Scratch,
+    t: &Tile,
+    qp: &[f32],
     rows: usize,
-    k: &[f32],
+    kt: &[f32],
     d: usize,
-    krow0: usize,
     cols: usize,
-    scale: f32,
     s: &mut [f32],
     ld: usize,
     mask: Option<(usize, usize)>,
 ) {
-    let t = sc.t;
-    t.pack_bt(k, d, krow0, cols, d, &mut sc.kt);
     for jp in 0..cols.div_ceil(t.nr) {
         let nr = t.nr.min(cols - jp * t.nr);
-        let kpanel = &sc.kt[jp * d * t.nr..(jp + 1) * d * t.nr];
+        let kpanel = &kt[jp * d * t.nr..(jp + 1) * d * t.nr];
         for ip in 0..rows.div_ceil(t.mr) {
             let mr = t.mr.min(rows - ip * t.mr);
-            let qpanel = &sc.qp[ip * d * t.mr..(ip + 1) * d * t.mr];
+            let qpanel = &qp[ip * d * t.mr..(ip + 1) * d * t.mr];
             let at = ip * t.mr * ld + jp * t.nr;
             t.store(d, qpanel, kpanel, &mut s[at..], ld, mr, nr, false);
+            let Some((i0, j0)) = mask else { continue };
             for i in 0..mr {
                 let r = ip * t.mr + i;
-                let row = &mut s[r * ld + jp * t.nr..r * ld + jp * t.nr + nr];
-                match mask {
-                    Some((i0, j0)) if j0 + jp * t.nr + nr > i0 + r => {
-                        for (j, o) in row.iter_mut().enumerate() {
-                            *o = if j0 + jp * t.nr + j > i0 + r {
-                                f32::NEG_INFINITY
-                            } else {
-                                *o * scale
-                            };
-                        }
-                    }
-                    _ => scale_in_place(row, scale),
-                }
+                // Keys after query i0 + r are masked: columns from i0 + r + 1 − j0 on.
+                let first = (i0 + r + 1).saturating_sub(j0 + jp * t.nr).min(nr);
+                s[r * ld + jp * t.nr + first..r * ld + jp * t.nr + nr].fill(f32::NEG_INFINITY);
             }
         }
     }
 }
 
-/// o (rows×d, row stride d) += P (rows×cols, row stride ldp) · V[vrow0 .. vrow0 + cols].
+/// o (rows×d, row stride d) += P (rows×cols, row stride ldp) · V tile (packed in `vt`).
 #[allow(clippy::too_many_arguments)]
 fn pv_block(
-    sc: &mut Scratch,
+    t: &Tile,
+    pp: &mut Vec<f32>,
     p: &[f32],
     ldp: usize,
     rows: usize,
     cols: usize,
-    v: &[f32],
+    vt: &[f32],
     d: usize,
-    vrow0: usize,
     o: &mut [f32],
 ) {
-    let t = sc.t;
-    t.pack_a(p, ldp, 0, rows, 0, cols, &mut sc.pp);
-    t.pack_b(v, d, vrow0, cols, 0, d, &mut sc.vp);
+    pp.resize(t.a_len(rows, cols), 0.0);
+    t.pack_a(p, ldp, 0, rows, 0, cols, pp);
     for jp in 0..d.div_ceil(t.nr) {
         let nr = t.nr.min(d - jp * t.nr);
-        let vpanel = &sc.vp[jp * cols * t.nr..(jp + 1) * cols * t.nr];
+        let vpanel = &vt[jp * cols * t.nr..(jp + 1) * cols * t.nr];
         for ip in 0..rows.div_ceil(t.mr) {
             let mr = t.mr.min(rows - ip * t.mr);
-            let ppanel = &sc.pp[ip * cols * t.mr..(ip + 1) * cols * t.mr];
+            let ppanel = &pp[ip * cols * t.mr..(ip + 1) * cols * t.mr];
             t.store(
                 cols,
                 ppanel,
@@ -158,8 +209,9 @@ fn pv_block(
 pub struct AttentionKernels {
     a: Attention,
     inputs: Arc<Tensors>,
-    s: Vec<f32>,
-    p: Vec<f32>,
+    s: LineVec,
+    p: LineVec,
+    kv: PackedKv,
     scale: f32,
 }
 
@@ -168,8 +220,9 @@ impl AttentionKernels {
         let nn = a.score_elements() as usize;
         AttentionKernels {
             inputs,
-            s: vec![0f32; nn],
-            p: vec![0f32; nn],
+            s: LineVec::zeroed(nn),
+            p: LineVec::zeroed(nn),
+            kv: PackedKv::new(Tile::of_this_cpu(), &a),
             scale: a.softmax_scale(),
             a,
         }
@@ -184,36 +237,36 @@ impl AttentionKernels {
         );
         let t = &self.inputs;
         let (q, k, v) = (t.get("Q"), t.get("K"), t.get("V"));
+        self.kv.pack(k, v, n, d);
+        let kv = &self.kv;
+        let tile = kv.t;
         // Pass 1: S = Q·Kᵀ·scale into memory, by blocks of BR query rows.
-        head_tiles(&mut self.s, n, n).for_each_init(
-            || Scratch::new(Tile::of_this_cpu(), d),
-            |sc, (h, i0, rows, sblk)| {
-                sc.t.pack_a(q, d, h * n + i0, rows, 0, d, &mut sc.qp);
-                let kv_end = if causal { i0 + rows } else { n };
-                for j0 in (0..kv_end).step_by(BC) {
-                    let cols = BC.min(n - j0);
-                    scores_block(
-                        sc,
-                        rows,
-                        k,
-                        d,
-                        h * n + j0,
-                        cols,
-                        scale,
-                        &mut sblk[j0..],
-                        n,
-                        causal.then_some((i0, j0)),
-                    );
+        head_tiles(&mut self.s, n, n).for_each_init(Vec::new, |qp, (h, i0, rows, sblk)| {
+            pack_q(&tile, q, d, h * n + i0, rows, scale, qp);
+            let kv_end = if causal { i0 + rows } else { n };
+            for j0 in (0..kv_end).step_by(BC) {
+                let cols = BC.min(n - j0);
+                let mask = causal.then_some((i0, j0));
+                scores_block(
+                    &tile,
+                    qp,
+                    rows,
+                    kv.k(h, j0),
+                    d,
+                    cols,
+                    &mut sblk[j0..],
+                    n,
+                    mask,
+                );
+            }
+            if kv_end < n {
+                // Beyond the diagonal blocks: masked.
+                for r in 0..rows {
+                    let start = kv_end.div_ceil(BC) * BC;
+                    sblk[r * n + start.min(n)..(r + 1) * n].fill(f32::NEG_INFINITY);
                 }
-                if kv_end < n {
-                    // Beyond the diagonal blocks: masked.
-                    for r in 0..rows {
-                        let start = kv_end.div_ceil(BC) * BC;
-                        sblk[r * n + start.min(n)..(r + 1) * n].fill(f32::NEG_INFINITY);
-                    }
-                }
-            },
-        );
+            }
+        });
         // Pass 2: P = softmax(S), row by row, into memory.
         let s = &self.s;
         self.p
@@ -226,30 +279,18 @@ impl AttentionKernels {
             });
         // Pass 3: O = P·V.
         let p = &self.p;
-        head_tiles(out, n, d).for_each_init(
-            || Scratch::new(Tile::of_this_cpu(), d),
-            |sc, (h, i0, rows, oblk)| {
-                oblk.fill(0.0);
-                let kv_end = if causal { i0 + rows } else { n };
-                for j0 in (0..kv_end).step_by(BC) {
-                    let cols = BC.min(n - j0);
-                    pv_block(
-                        sc,
-                        &p[(h * n + i0) * n + j0..],
-                        n,
-                        rows,
-                        cols,
-                        v,
-                        d,
-                        h * n + j0,
-                        oblk,
-                    );
-                }
-            },
-        );
+        head_tiles(out, n, d).for_each_init(Vec::new, |pp, (h, i0, rows, oblk)| {
+            oblk.fill(0.0);
+            let kv_end = if causal { i0 + rows } else { n };
+            for j0 in (0..kv_end).step_by(BC) {
+                let cols = BC.min(n - j0);
+                let pblk = &p[(h * n + i0) * n + j0..];
+                pv_block(&tile, pp, pblk, n, rows, cols, kv.v(h, j0), d, oblk);
+            }
+        });
     }
 
-    fn flash(&self, out: &mut [f32]) {
+    fn flash(&mut self, out: &mut [f32]) {
         let (n, d, causal, scale) = (
             self.a.seq_len as usize,
             self.a.head_dim as usize,
@@ -258,29 +299,22 @@ impl AttentionKernels {
         );
         let t = &self.inputs;
         let (q, k, v) = (t.get("Q"), t.get("K"), t.get("V"));
+        self.kv.pack(k, v, n, d);
+        let kv = &self.kv;
+        let tile = kv.t;
         // One task per (head, query tile); its output rows are contiguous.
-        head_tiles(out, n, d).for_each_init(
-            || (Scratch::new(Tile::of_this_cpu(), d), vec![0f32; BR * BC]),
-            |(sc, sbuf), (h, i0, rows, otile)| {
-                sc.t.pack_a(q, d, h * n + i0, rows, 0, d, &mut sc.qp);
+        head_tiles(out, n, d).for_each(|(h, i0, rows, otile)| {
+            SCRATCH.with_borrow_mut(|(qp, pp, sbuf)| {
+                sbuf.resize(BR * BC, 0.0);
+                pack_q(&tile, q, d, h * n + i0, rows, scale, qp);
                 let mut m = [f32::NEG_INFINITY; BR];
                 let mut l = [0f32; BR];
                 otile.fill(0.0);
                 let kv_end = if causal { i0 + rows } else { n };
                 for j0 in (0..kv_end).step_by(BC) {
                     let cols = BC.min(n - j0);
-                    scores_block(
-                        sc,
-                        rows,
-                        k,
-                        d,
-                        h * n + j0,
-                        cols,
-                        scale,
-                        sbuf,
-                        BC,
-                        causal.then_some((i0, j0)),
-                    );
+                    let mask = causal.then_some((i0, j0));
+                    scores_block(&tile, qp, rows, kv.k(h, j0), d, cols, sbuf, BC, mask);
                     // Online softmax: P = exp(S − m_new) in place, rescale what was summed.
                     for r in 0..rows {
                         let srow = &mut sbuf[r * BC..r * BC + cols];
@@ -290,21 +324,22 @@ impl AttentionKernels {
                             continue;
                         }
                         let m_new = if row_max > m[r] { row_max } else { m[r] };
-                        let mut prow = [0f32; BC];
-                        let psum = exp_sub_sum_row(srow, m_new, &mut prow[..cols]);
-                        srow.copy_from_slice(&prow[..cols]);
-                        let corr = super::math::exp(m[r] - m_new);
-                        scale_in_place(&mut otile[r * d..(r + 1) * d], corr);
-                        l[r] = l[r] * corr + psum;
+                        let psum = exp_sub_sum_in_place(srow, m_new);
+                        if m_new != m[r] {
+                            let corr = super::math::exp(m[r] - m_new);
+                            scale_in_place(&mut otile[r * d..(r + 1) * d], corr);
+                            l[r] *= corr;
+                        }
+                        l[r] += psum;
                         m[r] = m_new;
                     }
-                    pv_block(sc, sbuf, BC, rows, cols, v, d, h * n + j0, otile);
+                    pv_block(&tile, pp, sbuf, BC, rows, cols, kv.v(h, j0), d, otile);
                 }
                 for r in 0..rows {
                     scale_in_place(&mut otile[r * d..(r + 1) * d], 1.0 / l[r]);
                 }
-            },
-        );
+            })
+        });
     }
 }
 

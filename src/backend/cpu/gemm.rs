@@ -15,6 +15,7 @@
 use super::{CaseConfig, CpuKernels, Kernels};
 use crate::error::Result;
 use crate::kinds::gemm::Gemm;
+use crate::kinds::tensors::LineVec;
 use crate::kinds::{Tensors, Variant};
 use crate::ledger::{GEMM_KC, GEMM_MC, GEMM_NC};
 use rayon::prelude::*;
@@ -357,7 +358,9 @@ fn pack_a_all(t: &Tile, a: &[f32], lda: usize, m: usize, pc: usize, kc: usize, a
 impl CpuKernels for Gemm {
     fn scratch_bytes(&self) -> u64 {
         let t = Tile::of_this_cpu();
-        (t.b_len(NC, KC) + t.a_len(self.m as usize, KC)) as u64 * 4
+        // Each buffer rounded up to 2 MiB pages, plus one page of alignment slack.
+        let huge = |floats: usize| (floats * 4).next_multiple_of(2 << 20) + (2 << 20);
+        (huge(t.b_len(NC, KC)) + huge(t.a_len(self.m as usize, KC))) as u64
     }
     fn kernels(&self, inputs: Arc<Tensors>, _: &CaseConfig) -> Result<Box<dyn Kernels>> {
         Ok(Box::new(GemmKernels::new(self.clone(), inputs)))
@@ -368,10 +371,10 @@ pub struct GemmKernels {
     g: Gemm,
     inputs: Arc<Tensors>,
     tile: Tile,
-    /// Packed B block (KC×NC, in nr-wide panels).
-    bp: Vec<f32>,
+    /// Packed B block (KC×NC, in nr-wide panels), on 2 MiB pages as `ap`.
+    bp: LineVec,
     /// Packed A (every row of A over one KC slice, in mr-tall panels).
-    ap: Vec<f32>,
+    ap: LineVec,
 }
 
 /// C's base pointer shared by tasks that write disjoint tiles of it.
@@ -394,8 +397,8 @@ impl GemmKernels {
         let tile = Tile::of_this_cpu();
         GemmKernels {
             inputs,
-            bp: vec![0f32; tile.b_len(NC, KC)],
-            ap: vec![0f32; tile.a_len(g.m as usize, KC)],
+            bp: LineVec::zeroed_huge(tile.b_len(NC, KC)),
+            ap: LineVec::zeroed_huge(tile.a_len(g.m as usize, KC)),
             tile,
             g,
         }

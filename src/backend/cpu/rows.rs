@@ -134,6 +134,16 @@ multiversion! {
 }
 
 multiversion! {
+    /// x = exp(x − m); returns Σ x.
+    pub(super) fn exp_sub_sum_in_place(x: &mut [f32], m: f32) -> f32 {
+        for v in x.iter_mut() {
+            *v = math::exp(*v - m);
+        }
+        lanes_sum(x, |v| v)
+    }
+}
+
+multiversion! {
     fn affine_row(x: &[f32], w: &[f32], b: &[f32], out: &mut [f32]) {
         for (((o, &v), &w), &b) in out.iter_mut().zip(x).zip(w).zip(b) {
             *o = v * w + b;
