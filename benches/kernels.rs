@@ -96,6 +96,61 @@ fn main() {
             flops / s / 1e9
         );
     }
+    #[cfg(target_arch = "x86_64")]
+    if ("stream".contains(&filter) || filter.is_empty())
+        && opledger::backend::cpu::vector::available()
+    {
+        use opledger::backend::cpu::math::Operand;
+        use opledger::backend::cpu::simd::store_fence;
+        use opledger::backend::cpu::vector::{chain_segment, triad_stream};
+        use opledger::kinds::tensors::LineVec;
+        use opledger::spec::ElemOp;
+        use rayon::prelude::*;
+        let (rows, cols) = (8192usize, 8192usize);
+        let x = LineVec::filled(rows * cols, 0.5);
+        let c = LineVec::filled(rows * cols, 0.25);
+        let bias = vec![0.1f32; cols];
+        let mut y = LineVec::zeroed(rows * cols);
+        let bytes = 2.0 * (rows * cols * 4) as f64;
+        let s = median_secs(9, || {
+            y.par_chunks_mut(cols)
+                .zip(x.par_chunks(cols))
+                .for_each(|(o, i)| {
+                    chain_segment(
+                        &[
+                            (ElemOp::BiasAdd, Operand::Bias(&bias)),
+                            (
+                                if std::env::var("RELU").is_ok() {
+                                    ElemOp::Relu
+                                } else {
+                                    ElemOp::Gelu
+                                },
+                                Operand::None,
+                            ),
+                        ],
+                        o,
+                        i,
+                        true,
+                    );
+                    store_fence();
+                })
+        });
+        let fused = bytes / s / 1e9;
+        let s = median_secs(9, || {
+            y.par_chunks_mut(1 << 16)
+                .zip(x.par_chunks(1 << 16))
+                .zip(c.par_chunks(1 << 16))
+                .for_each(|((a, b), c)| {
+                    triad_stream(a, b, c, 3.0);
+                    store_fence();
+                })
+        });
+        let triad = 3.0 * (rows * cols * 4) as f64 / s / 1e9;
+        println!(
+            "bias+GELU 8192^2 fused: {fused:.1} GB/s; triad {triad:.1} GB/s; {:.0}% of triad",
+            100.0 * fused / triad
+        );
+    }
     if "gemm".contains(&filter) || filter.is_empty() {
         let g = Gemm {
             m: 1024,

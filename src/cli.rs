@@ -193,6 +193,10 @@ pub struct RunArgs {
     /// Record (or update) the baselines of the specs that pass.
     #[arg(long)]
     pub accept: bool,
+    /// Threads of the CPU kernels (default: one per core the OS gives this process; rayon's
+    /// RAYON_NUM_THREADS is honoured too). Part of the device's baseline key.
+    #[arg(long, env = "OPLEDGER_THREADS", value_name = "N")]
+    pub threads: Option<usize>,
     /// Fail specs that have no comparable baseline.
     #[arg(long)]
     pub require_baseline: bool,
@@ -265,6 +269,9 @@ pub struct RooflineArgs {
 
 /// The `run` flags as the pipeline takes them, checked.
 fn run_options(a: RunArgs) -> Result<RunOptions> {
+    if let Some(n) = a.threads {
+        set_threads(n)?;
+    }
     let measure = MeasureConfig {
         min_pairs: a.min_pairs,
         max_pairs: a.max_pairs,
@@ -308,6 +315,26 @@ fn run_options(a: RunArgs) -> Result<RunOptions> {
 }
 
 /// Runs the parsed command; errors become exit codes in `main`.
+/// Most threads `--threads` accepts: beyond any machine's cores, so a typo is caught.
+const MAX_THREADS: usize = 4096;
+
+/// Sizes the pool every CPU kernel runs on; before anything has used it.
+fn set_threads(n: usize) -> Result<()> {
+    if !(1..=MAX_THREADS).contains(&n) {
+        return Err(Error::Usage(format!(
+            "--threads {n}: expected 1 to {MAX_THREADS} threads"
+        )));
+    }
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(n)
+        .build_global()
+        .map_err(|e| {
+            Error::Usage(format!(
+                "--threads {n}: the thread pool could not be set up: {e}"
+            ))
+        })
+}
+
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Run(a) => pipeline::run(&run_options(a)?),

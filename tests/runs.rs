@@ -105,6 +105,42 @@ fn run_passes_writes_archive_and_round_trips_baselines() {
 }
 
 #[test]
+fn threads_size_the_pool_and_key_the_baselines() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = fixture("good/tiny-chain.yaml");
+    let o = run_in(
+        dir.path(),
+        std::slice::from_ref(&spec),
+        &["--threads", "1", "--accept"],
+    );
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("(1 thread, "), "{out}");
+    let run = only_run_dir(dir.path());
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["ceilings"]["threads"], 1);
+    let key = results["device"]["key"].as_str().unwrap();
+    assert!(key.contains("-1c-"), "{key}");
+    // The same through the environment variable, and a nonsense count refused as bad input.
+    let o = run_cmd(dir.path(), std::slice::from_ref(&spec), &["--threads", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("--threads 0: expected 1 to 4096 threads"),
+        "{}",
+        text(&o)
+    );
+    let o = run_cmd(dir.path(), std::slice::from_ref(&spec), &[])
+        .env("OPLEDGER_THREADS", "1")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("(1 thread, "), "{}", text(&o));
+}
+
+#[test]
 fn a_refuted_claim_fails_the_gate_with_exit_1_and_others_still_run() {
     let dir = tempfile::tempdir().unwrap();
     let o = run_in(

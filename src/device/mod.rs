@@ -166,7 +166,9 @@ impl DeviceInfo {
         let llc_bytes = last_level_cache_bytes();
         let simd = simd::level().name();
         DeviceInfo {
-            key: cpu_key(&name, simd, cores, llc_bytes),
+            // The threads the kernels run on (the cores, unless `--threads` or
+            // RAYON_NUM_THREADS says otherwise): timings of another thread count never compare.
+            key: cpu_key(&name, simd, rayon::current_num_threads(), llc_bytes),
             kind: DeviceKind::Cpu,
             name,
             cores,
@@ -182,8 +184,9 @@ impl DeviceInfo {
     }
 }
 
-/// The baseline key of a CPU: model, SIMD level, cores and last-level cache, the things that
-/// change which kernels run or where the roof is. Two machines of one key run the same code
+/// The baseline key of a CPU: model, SIMD level, threads (`<N>c`: the cores, unless the run was
+/// given another thread count) and last-level cache, the things that change which kernels run or
+/// where the roof is. Two machines of one key run the same code
 /// against comparable ceilings; a baseline of another key is never compared.
 pub fn cpu_key(model: &str, simd: &str, cores: usize, llc_bytes: u64) -> String {
     format!(

@@ -88,8 +88,9 @@ impl CpuKernels for AddRmsnorm {
             sum: LineVec::zeroed(self.0.elements() as usize),
             cols: self.0.cols as usize,
             eps: self.0.eps as f32,
-            // Only AVX-512 has the non-temporal stores that make the tile copy pay for itself.
-            stream: cfg.stream && super::simd::level() == super::simd::SimdLevel::Avx512,
+            // Non-temporal stores (AVX-512, AVX2) make the tile copy pay for itself; without
+            // them (the portable path) the copy costs more than it saves.
+            stream: cfg.stream && super::simd::level() >= super::simd::SimdLevel::Avx2Fma,
             inputs,
         }))
     }

@@ -5,10 +5,11 @@
 //!   ledger's, the footprint stays small).
 //! - fused: one parallel pass that reads the inputs once and writes only the result.
 //!
-//! On AVX-512 CPUs both run through [`super::vector::chain_segment`]: values stay in registers
-//! from load to store and the streamed inputs are prefetched (the unfused variant is that kernel
-//! with one op per pass). Elsewhere each pass goes through L1 tiles: the fused one takes 256
-//! elements (1 KiB) at a time and runs the whole chain on them between two tile buffers.
+//! On AVX-512 and AVX2+FMA CPUs both run through [`super::vector::chain_segment`]: values stay
+//! in registers from load to store and the streamed inputs are prefetched (the unfused variant
+//! is that kernel with one op per pass). Elsewhere each pass goes through L1 tiles: the fused
+//! one takes 256 elements (1 KiB) at a time and runs the whole chain on them between two tile
+//! buffers.
 //!
 //! Both variants apply the same arithmetic in the same order, so their results are
 //! bit-identical. With `stream` (tensors much larger than the cache), both write every output
@@ -120,8 +121,8 @@ fn segment_period(w: &Elementwise) -> usize {
     }
 }
 
-/// How a chain is executed: in registers ([`super::vector`], AVX-512 only) or through L1 tiles
-/// (portable). Both variants of a run take the same path.
+/// How a chain is executed: in registers ([`super::vector`], AVX-512 or AVX2+FMA) or through
+/// L1 tiles (portable). Both variants of a run take the same path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Path {
     Registers,
@@ -129,13 +130,13 @@ pub enum Path {
 }
 
 impl Path {
-    /// Registers on AVX-512 CPUs, tiles elsewhere (and under `OPLEDGER_SIMD=avx2|scalar`).
+    /// Registers on AVX-512 and AVX2+FMA CPUs, tiles elsewhere (and under `OPLEDGER_SIMD=scalar`).
     pub fn for_this_cpu() -> Path {
-        if cfg!(target_arch = "x86_64") && super::simd::level() == super::simd::SimdLevel::Avx512 {
-            Path::Registers
-        } else {
-            Path::Tiles
+        #[cfg(target_arch = "x86_64")]
+        if super::vector::available() {
+            return Path::Registers;
         }
+        Path::Tiles
     }
     /// The paths this CPU can run (tests check each).
     pub fn available() -> Vec<Path> {

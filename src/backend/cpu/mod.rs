@@ -11,6 +11,7 @@ pub mod attention;
 pub mod custom;
 pub mod elementwise;
 pub mod gemm;
+pub mod lanes;
 pub mod launch;
 pub mod math;
 pub mod probe;
@@ -108,11 +109,9 @@ impl Backend for CpuBackend {
     }
 
     fn describe_compute(&self) -> String {
-        format!(
-            "{} threads, {}",
-            rayon::current_num_threads(),
-            self.device.simd
-        )
+        let threads = rayon::current_num_threads();
+        let plural = if threads == 1 { "" } else { "s" };
+        format!("{threads} thread{plural}, {}", self.device.simd)
     }
 
     fn ceilings(&self, probe_bytes: Option<u64>) -> Result<crate::device::Ceilings> {

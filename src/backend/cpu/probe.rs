@@ -44,12 +44,12 @@ multiversion! {
     }
 }
 
-/// `a = b + s·c` with streaming stores: in registers with prefetched inputs on AVX-512 (the
-/// way the elementwise kernels run there), through an L1 tile elsewhere. Call [`store_fence`]
+/// `a = b + s·c` with streaming stores: in registers with prefetched inputs on AVX-512 and
+/// AVX2+FMA (the way the elementwise kernels run there), through an L1 tile elsewhere. Call [`store_fence`]
 /// before the result is read by another thread.
 pub fn triad_streaming(a: &mut [f32], b: &[f32], c: &[f32], s: f32) {
     #[cfg(target_arch = "x86_64")]
-    if simd::level() == SimdLevel::Avx512 {
+    if super::vector::available() {
         super::vector::triad_stream(a, b, c, s);
         return;
     }

@@ -71,6 +71,9 @@ pub fn stream_scale(dst: &mut [f32], src: &[f32], s: f32) {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: level() returns Avx512 only when the CPU reports avx512f.
         SimdLevel::Avx512 => unsafe { stream_scale_avx512(&mut dst[..n], &src[..n], s) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: level() returns Avx2Fma only when the CPU reports avx2 and fma.
+        SimdLevel::Avx2Fma => unsafe { stream_scale_avx2(&mut dst[..n], &src[..n], s) },
         _ => {
             for (d, &v) in dst[..n].iter_mut().zip(&src[..n]) {
                 *d = v * s;
@@ -82,6 +85,22 @@ pub fn stream_scale(dst: &mut [f32], src: &[f32], s: f32) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 fn stream_scale_avx512(dst: &mut [f32], src: &[f32], s: f32) {
+    // SAFETY: compiled with avx512f.
+    unsafe { stream_scale_v::<std::arch::x86_64::__m512>(dst, src, s) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn stream_scale_avx2(dst: &mut [f32], src: &[f32], s: f32) {
+    // SAFETY: compiled with avx2 and fma.
+    unsafe { stream_scale_v::<std::arch::x86_64::__m256>(dst, src, s) }
+}
+
+/// # Safety
+/// V's features are enabled; `src` holds at least `dst.len()` values.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn stream_scale_v<V: super::lanes::Lanes>(dst: &mut [f32], src: &[f32], s: f32) {
     use std::arch::x86_64::*;
     let n = dst.len();
     // Plain stores up to the first 64-byte boundary, streaming stores for whole lines, plain
@@ -90,17 +109,23 @@ fn stream_scale_avx512(dst: &mut [f32], src: &[f32], s: f32) {
     for (d, &v) in dst[..head].iter_mut().zip(&src[..head]) {
         *d = v * s;
     }
-    let sv = _mm512_set1_ps(s);
+    // SAFETY: the caller's contract.
+    let sv = unsafe { V::splat(s) };
     let mut i = head;
     while i + 16 <= n {
         // The source is prefetched 4 KiB ahead, as the register kernels do (a no-op cost when
         // it is an L1 tile; a prefetch never faults, so the address may run past the end).
-        _mm_prefetch::<_MM_HINT_T0>(src.as_ptr().wrapping_add(i + PREFETCH_ELEMS) as *const i8);
-        // SAFETY: i + 16 <= n bounds both slices; dst + i is 64-byte aligned (head aligned it
-        // and each step adds 64 bytes), as _mm512_stream_ps requires.
+        // SAFETY: prefetcht0 is a hint (SSE, part of x86_64).
         unsafe {
-            let v = _mm512_mul_ps(_mm512_loadu_ps(src.as_ptr().add(i)), sv);
-            _mm512_stream_ps(dst.as_mut_ptr().add(i), v);
+            _mm_prefetch::<_MM_HINT_T0>(src.as_ptr().wrapping_add(i + PREFETCH_ELEMS) as *const i8)
+        };
+        for k in (0..16).step_by(V::LANES) {
+            // SAFETY: i + 16 <= n bounds both slices; dst + i + k is aligned to the vector
+            // (head aligned i to a line, each step adds a line), as the streaming store needs.
+            unsafe {
+                let v = V::mul(V::load(src.as_ptr().add(i + k)), sv);
+                V::stream(dst.as_mut_ptr().add(i + k), v);
+            }
         }
         i += 16;
     }
@@ -112,7 +137,7 @@ fn stream_scale_avx512(dst: &mut [f32], src: &[f32], s: f32) {
 /// Orders this thread's streaming stores before any later store (and before the task ends).
 pub fn store_fence() {
     #[cfg(target_arch = "x86_64")]
-    if level() == SimdLevel::Avx512 {
+    if level() >= SimdLevel::Avx2Fma {
         // SAFETY: sfence has no preconditions; SSE is part of x86_64.
         unsafe { std::arch::x86_64::_mm_sfence() };
     }

@@ -1,0 +1,199 @@
+//! The SIMD vector the register kernels ([`super::vector`]) are written against, implemented
+//! for AVX-512 (`__m512`, 16 lanes) and AVX2+FMA (`__m256`, 8 lanes). A kernel is written once,
+//! generic over [`Lanes`], and instantiated inside a `#[target_feature]` function per level:
+//! every method is `#[inline(always)]`, so it is compiled into that function with its features
+//! (the intrinsics inline there; no call per vector operation).
+//!
+//! Where AVX2 lacks an AVX-512 instruction the gate uses the classic substitutes: the reciprocal
+//! estimate `vrcpps` (12 bits) with one Newton step instead of `vrcp14ps`, 2^n built in the
+//! exponent bits by an integer add and shift instead of `vscalefps`, blends instead of mask
+//! registers, `vmaskmovps` for partial vectors.
+
+#![cfg(target_arch = "x86_64")]
+
+use std::arch::x86_64::*;
+
+const LOG2E: f32 = std::f32::consts::LOG2_E;
+const LN2_HI: f32 = 0.693_359_4;
+const LN2_LO: f32 = -2.121_944_4e-4;
+/// 1.5·2^23: adding it rounds to the nearest integer, which lands in the low mantissa bits.
+const SHIFT: f32 = 12_582_912.0;
+const GELU_C: f32 = 0.797_884_6; // √(2/π)
+
+/// One SIMD vector of f32 lanes.
+///
+/// # Safety
+/// Every method needs the CPU features of its implementation (avx512f, or avx2 and fma): call
+/// them only from functions compiled with those features. Pointer methods read or write
+/// `LANES` values (or the first `m`) at the pointer.
+pub unsafe trait Lanes: Copy {
+    const LANES: usize;
+    unsafe fn load(p: *const f32) -> Self;
+    unsafe fn store(p: *mut f32, v: Self);
+    /// A non-temporal store; `p` is aligned to the vector's size.
+    unsafe fn stream(p: *mut f32, v: Self);
+    /// The first `m < LANES` values at `p` (others zero); nothing past them is read.
+    unsafe fn load_first(p: *const f32, m: usize) -> Self;
+    /// Writes the first `m < LANES` lanes at `p`; nothing past them is written.
+    unsafe fn store_first(p: *mut f32, m: usize, v: Self);
+    unsafe fn splat(x: f32) -> Self;
+    unsafe fn add(a: Self, b: Self) -> Self;
+    unsafe fn mul(a: Self, b: Self) -> Self;
+    /// a·b + c, one rounding.
+    unsafe fn fmadd(a: Self, b: Self, c: Self) -> Self;
+    /// max(0, v), keeping NaN and −0 as the scalar relu does.
+    unsafe fn relu(v: Self) -> Self;
+    /// x·σ(z) = x / (1 + e^{−z}): GELU (tanh form) when `GELU`, else SiLU.
+    unsafe fn gate<const GELU: bool>(x: Self) -> Self;
+}
+
+// SAFETY: the methods are used only under avx512f (see the trait's contract).
+unsafe impl Lanes for __m512 {
+    const LANES: usize = 16;
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        unsafe { _mm512_loadu_ps(p) }
+    }
+    #[inline(always)]
+    unsafe fn store(p: *mut f32, v: Self) {
+        unsafe { _mm512_storeu_ps(p, v) }
+    }
+    #[inline(always)]
+    unsafe fn stream(p: *mut f32, v: Self) {
+        unsafe { _mm512_stream_ps(p, v) }
+    }
+    #[inline(always)]
+    unsafe fn load_first(p: *const f32, m: usize) -> Self {
+        unsafe { _mm512_maskz_loadu_ps(((1u32 << m) - 1) as __mmask16, p) }
+    }
+    #[inline(always)]
+    unsafe fn store_first(p: *mut f32, m: usize, v: Self) {
+        unsafe { _mm512_mask_storeu_ps(p, ((1u32 << m) - 1) as __mmask16, v) }
+    }
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> Self {
+        unsafe { _mm512_set1_ps(x) }
+    }
+    #[inline(always)]
+    unsafe fn add(a: Self, b: Self) -> Self {
+        unsafe { _mm512_add_ps(a, b) }
+    }
+    #[inline(always)]
+    unsafe fn mul(a: Self, b: Self) -> Self {
+        unsafe { _mm512_mul_ps(a, b) }
+    }
+    #[inline(always)]
+    unsafe fn fmadd(a: Self, b: Self, c: Self) -> Self {
+        unsafe { _mm512_fmadd_ps(a, b, c) }
+    }
+    #[inline(always)]
+    unsafe fn relu(v: Self) -> Self {
+        // vmaxps returns its second operand when either is NaN, and −0 for (0, −0).
+        unsafe { _mm512_max_ps(_mm512_setzero_ps(), v) }
+    }
+    #[inline(always)]
+    unsafe fn gate<const GELU: bool>(x: Self) -> Self {
+        unsafe { super::math::gate_v::<GELU>(x) }
+    }
+}
+
+// SAFETY: the methods are used only under avx2 and fma (see the trait's contract).
+unsafe impl Lanes for __m256 {
+    const LANES: usize = 8;
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        unsafe { _mm256_loadu_ps(p) }
+    }
+    #[inline(always)]
+    unsafe fn store(p: *mut f32, v: Self) {
+        unsafe { _mm256_storeu_ps(p, v) }
+    }
+    #[inline(always)]
+    unsafe fn stream(p: *mut f32, v: Self) {
+        unsafe { _mm256_stream_ps(p, v) }
+    }
+    #[inline(always)]
+    unsafe fn load_first(p: *const f32, m: usize) -> Self {
+        // vmaskmovps reads only the enabled lanes (no fault past them).
+        unsafe { _mm256_maskload_ps(p, first_lanes(m)) }
+    }
+    #[inline(always)]
+    unsafe fn store_first(p: *mut f32, m: usize, v: Self) {
+        unsafe { _mm256_maskstore_ps(p, first_lanes(m), v) }
+    }
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> Self {
+        unsafe { _mm256_set1_ps(x) }
+    }
+    #[inline(always)]
+    unsafe fn add(a: Self, b: Self) -> Self {
+        unsafe { _mm256_add_ps(a, b) }
+    }
+    #[inline(always)]
+    unsafe fn mul(a: Self, b: Self) -> Self {
+        unsafe { _mm256_mul_ps(a, b) }
+    }
+    #[inline(always)]
+    unsafe fn fmadd(a: Self, b: Self, c: Self) -> Self {
+        unsafe { _mm256_fmadd_ps(a, b, c) }
+    }
+    #[inline(always)]
+    unsafe fn relu(v: Self) -> Self {
+        unsafe { _mm256_max_ps(_mm256_setzero_ps(), v) }
+    }
+    /// The AVX-512 gate's steps (see `math::gate_v`) with AVX2's instructions.
+    #[inline(always)]
+    unsafe fn gate<const GELU: bool>(x: Self) -> Self {
+        unsafe {
+            let one = _mm256_set1_ps(1.0);
+            let mz = if GELU {
+                let a = _mm256_set1_ps(-2.0 * GELU_C);
+                let b = _mm256_set1_ps(-2.0 * GELU_C * 0.044_715);
+                _mm256_mul_ps(x, _mm256_fmadd_ps(b, _mm256_mul_ps(x, x), a))
+            } else {
+                _mm256_sub_ps(_mm256_setzero_ps(), x)
+            };
+            // Lanes where −z > 86 give 0 (σ(z) < e^-86); NaN compares false and stays NaN.
+            let tiny = _mm256_cmp_ps::<_CMP_GT_OQ>(mz, _mm256_set1_ps(86.0));
+            // The argument second: vmaxps returns it when either is NaN. Clamped at −87 (not
+            // −104 as under AVX-512): n = round(mz·log2 e) then stays ≥ −126, a normal 2^n, and
+            // 1 + e^{−z} is 1 either way.
+            let mz = _mm256_max_ps(_mm256_set1_ps(-87.0), mz);
+            let t = _mm256_fmadd_ps(mz, _mm256_set1_ps(LOG2E), _mm256_set1_ps(SHIFT));
+            let nf = _mm256_sub_ps(t, _mm256_set1_ps(SHIFT));
+            let r = _mm256_fnmadd_ps(nf, _mm256_set1_ps(LN2_HI), mz);
+            let r = _mm256_fnmadd_ps(nf, _mm256_set1_ps(LN2_LO), r);
+            let mut p = _mm256_set1_ps(8.312_860_5e-3);
+            p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.188_902e-2));
+            p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.666_711_1e-1));
+            p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.499_992_43));
+            p = _mm256_fmadd_ps(p, r, one);
+            p = _mm256_fmadd_ps(p, r, one);
+            // 2^n in the exponent bits (n in [−126, 125] after the clamps).
+            let n = _mm256_sub_epi32(
+                _mm256_castps_si256(t),
+                _mm256_castps_si256(_mm256_set1_ps(SHIFT)),
+            );
+            let two_n = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(
+                n,
+                _mm256_set1_epi32(127),
+            )));
+            let d = _mm256_add_ps(one, _mm256_mul_ps(p, two_n));
+            // 1/d: 12-bit estimate and one Newton step (relative error ~2^-22, a few ulps).
+            let r0 = _mm256_rcp_ps(d);
+            let recip = _mm256_fmadd_ps(r0, _mm256_fnmadd_ps(d, r0, one), r0);
+            _mm256_andnot_ps(tiny, _mm256_mul_ps(x, recip))
+        }
+    }
+}
+
+/// The vmaskmovps mask enabling lanes 0..m.
+#[inline(always)]
+unsafe fn first_lanes(m: usize) -> __m256i {
+    unsafe {
+        _mm256_cmpgt_epi32(
+            _mm256_set1_epi32(m as i32),
+            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+        )
+    }
+}
