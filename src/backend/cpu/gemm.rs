@@ -679,9 +679,10 @@ mod tests {
     /// Every micro-kernel this CPU runs, full and edge tiles, set and accumulate, against f64.
     #[test]
     fn every_micro_kernel_of_this_cpu_matches_f64() {
-        let mut tiles = vec![Tile::portable()];
+        let tiles = [Tile::portable()];
         #[cfg(target_arch = "x86_64")]
-        {
+        let tiles = {
+            let mut tiles = tiles.to_vec();
             use crate::device::simd::SimdLevel;
             if super::super::simd::supports(SimdLevel::Avx2Fma) {
                 tiles.push(Tile {
@@ -697,7 +698,8 @@ mod tests {
                     kernel: micro_avx512,
                 });
             }
-        }
+            tiles
+        };
         let kc = 37;
         for t in tiles {
             let ap = uniform(kc * t.mr, 1, 0, -1.0, 1.0);

@@ -205,7 +205,12 @@ fn compile_text(
             .map(|l| {
                 l.iter()
                     .take_while(|&&c| c != 0)
-                    .map(|&c| c as u8 as char)
+                    // c_char is i8 on x86-64 and u8 on aarch64: the cast is needed on one of them.
+                    .map(|&c| {
+                        #[allow(clippy::unnecessary_cast)]
+                        let b = c as u8;
+                        b as char
+                    })
                     .collect::<String>()
             })
             .unwrap_or_default();
@@ -219,7 +224,11 @@ fn compile_text(
                     .map(|p| {
                         p.iter()
                             .take_while(|&&c| c != 0)
-                            .map(|&c| c as u8)
+                            .map(|&c| {
+                                #[allow(clippy::unnecessary_cast)]
+                                let b = c as u8; // c_char: i8 or u8 by platform
+                                b
+                            })
                             .collect()
                     })
                     .map_err(|e| format!("{}: get_ptx: {e:?}", src.name)),
