@@ -19,6 +19,7 @@ use crate::kinds::tensors::LineVec;
 use crate::kinds::{Tensors, Variant};
 use crate::ledger::{GEMM_KC, GEMM_MC, GEMM_NC};
 use rayon::prelude::*;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 const MC: usize = GEMM_MC as usize;
@@ -309,9 +310,12 @@ fn copy_padded(dst: &mut [f32], src: &[f32]) {
 /// and scattered into the panels; tasks own disjoint rows of every panel.
 const B_ROWS_A_TASK: usize = 16;
 
-/// Packs B[pc..pc+kc][jc..jc+nc] into nr-wide panels, in parallel.
+/// Packs rows g·B_ROWS_A_TASK.. of B[pc..pc+kc][jc..jc+nc] into every nr-wide panel at `bp`.
+///
+/// # Safety
+/// `bp` points to t.b_len(nc, kc) writable values that no other thread writes these rows of.
 #[allow(clippy::too_many_arguments)]
-fn pack_b_block(
+unsafe fn pack_b_rows(
     t: &Tile,
     b: &[f32],
     ldb: usize,
@@ -319,40 +323,59 @@ fn pack_b_block(
     kc: usize,
     jc: usize,
     nc: usize,
-    bp: &mut [f32],
+    g: usize,
+    bp: CPtr,
 ) {
     let (nr, panels) = (t.nr, nc.div_ceil(t.nr));
-    let len = t.b_len(nc, kc);
-    let out = CPtr(bp[..len].as_mut_ptr());
-    (0..kc.div_ceil(B_ROWS_A_TASK))
-        .into_par_iter()
-        .for_each(|g| {
-            for p in g * B_ROWS_A_TASK..((g + 1) * B_ROWS_A_TASK).min(kc) {
-                let row = &b[(pc + p) * ldb + jc..(pc + p) * ldb + jc + nc];
-                for jp in 0..panels {
-                    let cols = nr.min(nc - jp * nr);
-                    // SAFETY: panel jp's step p, nr values at jp·kc·nr + p·nr < len; written by
-                    // this task alone (it owns steps g·B_ROWS_A_TASK.. of every panel).
-                    let dst = unsafe {
-                        std::slice::from_raw_parts_mut(out.at(jp * kc * nr + p * nr), nr)
-                    };
-                    copy_padded(dst, &row[jp * nr..jp * nr + cols]);
-                }
-            }
-        });
+    for p in g * B_ROWS_A_TASK..((g + 1) * B_ROWS_A_TASK).min(kc) {
+        let row = &b[(pc + p) * ldb + jc..(pc + p) * ldb + jc + nc];
+        for jp in 0..panels {
+            let cols = nr.min(nc - jp * nr);
+            // SAFETY: panel jp's step p, nr values at jp·kc·nr + p·nr < b_len(nc, kc); this
+            // task alone writes step p (the caller's contract).
+            let dst = unsafe { std::slice::from_raw_parts_mut(bp.at(jp * kc * nr + p * nr), nr) };
+            copy_padded(dst, &row[jp * nr..jp * nr + cols]);
+        }
+    }
 }
 
-/// Packs rows 0..m of A over columns pc..pc+kc into mr-tall panels, in parallel.
-fn pack_a_all(t: &Tile, a: &[f32], lda: usize, m: usize, pc: usize, kc: usize, ap: &mut [f32]) {
-    ap[..t.a_len(m, kc)]
-        .par_chunks_mut(kc * t.mr * 4)
-        .enumerate()
-        .for_each(|(g, group)| {
-            for (i, panel) in group.chunks_mut(kc * t.mr).enumerate() {
-                let r0 = (g * 4 + i) * t.mr;
-                pack_a_panel(a, lda, r0, t.mr.min(m - r0), t.mr, pc, kc, panel);
+/// A barrier for the GEMM's threads, spinning (then yielding) instead of sleeping: a sleeping
+/// thread of a VM wakes up hundreds of microseconds later, and a blocked GEMM of 16 phases paid
+/// that 16 times (1024³ after another kernel: 17–27 ms against 9 ms back to back).
+struct SpinBarrier {
+    threads: usize,
+    arrived: AtomicUsize,
+    generation: AtomicUsize,
+}
+
+impl SpinBarrier {
+    fn new(threads: usize) -> Self {
+        SpinBarrier {
+            threads,
+            arrived: AtomicUsize::new(0),
+            generation: AtomicUsize::new(0),
+        }
+    }
+
+    /// Returns when every thread has called it; what each wrote before is visible to all after.
+    fn wait(&self) {
+        let generation = self.generation.load(Ordering::Acquire);
+        if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.threads {
+            self.arrived.store(0, Ordering::Relaxed);
+            self.generation.fetch_add(1, Ordering::Release);
+            return;
+        }
+        let mut spins = 0u32;
+        while self.generation.load(Ordering::Acquire) == generation {
+            if spins < 1 << 16 {
+                std::hint::spin_loop();
+                spins += 1;
+            } else {
+                // More threads than cores: let the late ones run.
+                std::thread::yield_now();
             }
-        });
+        }
+    }
 }
 
 impl CpuKernels for Gemm {
@@ -419,6 +442,9 @@ impl GemmKernels {
         });
     }
 
+    /// One parallel region for the whole product: each (KC slice, NC block) step packs (B
+    /// rows, and A's panels on the first block of a slice) then computes (MC block, column
+    /// chunk) tasks, claimed from a counter by whichever thread is free; a barrier between.
     fn tiled(&mut self, c: &mut [f32]) {
         let (m, n, k) = (self.g.m as usize, self.g.n as usize, self.g.k as usize);
         let (a, b) = (self.inputs.get("A"), self.inputs.get("B"));
@@ -426,30 +452,64 @@ impl GemmKernels {
         // MC rounded up to whole micro-panels, so that every block starts on a packed panel.
         let mc_rows = MC.div_ceil(t.mr) * t.mr;
         let m_blocks = m.div_ceil(mc_rows);
+        let a_panels = m.div_ceil(t.mr);
         let threads = rayon::current_num_threads();
         // The KC slice outermost: A's slice is packed once and its packed panels serve every NC
         // block (as many reads of them as the ledger counts of A, one pack instead of n/NC).
-        for pc in (0..k).step_by(KC) {
-            let kc = KC.min(k - pc);
-            for jc in (0..n).step_by(NC) {
-                let nc = NC.min(n - jc);
+        let steps: Vec<(usize, usize)> = (0..k)
+            .step_by(KC)
+            .flat_map(|pc| (0..n).step_by(NC).map(move |jc| (pc, jc)))
+            .collect();
+        let claims: Vec<[AtomicUsize; 2]> = steps.iter().map(|_| Default::default()).collect();
+        let barrier = SpinBarrier::new(threads);
+        let (ap, bp, cp) = (
+            CPtr(self.ap.as_mut_ptr()),
+            CPtr(self.bp.as_mut_ptr()),
+            CPtr(c.as_mut_ptr()),
+        );
+        let c_len = c.len();
+        rayon::broadcast(|_| {
+            for (&(pc, jc), claim) in steps.iter().zip(&claims) {
+                let (kc, nc) = (KC.min(k - pc), NC.min(n - jc));
                 let panels = nc.div_ceil(t.nr);
                 // Column chunks per MC block: enough tasks for every thread several times over.
                 let chunks = (4 * threads).div_ceil(m_blocks).clamp(1, panels);
                 let panels_per_chunk = panels.div_ceil(chunks);
-                let (ap, bp) = (&mut self.ap, &mut self.bp);
-                if jc == 0 {
-                    rayon::join(
-                        || pack_b_block(&t, b, n, pc, kc, jc, nc, bp),
-                        || pack_a_all(&t, a, k, m, pc, kc, ap),
-                    );
-                } else {
-                    pack_b_block(&t, b, n, pc, kc, jc, nc, bp);
+                let b_tasks = kc.div_ceil(B_ROWS_A_TASK);
+                let a_tasks = if jc == 0 { a_panels } else { 0 };
+                loop {
+                    let i = claim[0].fetch_add(1, Ordering::Relaxed);
+                    if i >= b_tasks + a_tasks {
+                        break;
+                    }
+                    if i < b_tasks {
+                        // SAFETY: bp holds b_len(NC, KC) ≥ b_len(nc, kc) values; task i owns
+                        // rows i·B_ROWS_A_TASK.. (each i is claimed once).
+                        unsafe { pack_b_rows(&t, b, n, pc, kc, jc, nc, i, bp) };
+                    } else {
+                        let ip = i - b_tasks;
+                        let r0 = ip * t.mr;
+                        // SAFETY: panel ip of ap (a_len(m, KC) values), claimed once.
+                        let panel = unsafe {
+                            std::slice::from_raw_parts_mut(ap.at(ip * kc * t.mr), kc * t.mr)
+                        };
+                        pack_a_panel(a, k, r0, t.mr.min(m - r0), t.mr, pc, kc, panel);
+                    }
                 }
-                let (ap, bp) = (&self.ap, &self.bp);
-                let cptr = CPtr(c.as_mut_ptr());
-                let c_len = c.len();
-                (0..m_blocks * chunks).into_par_iter().for_each(|task| {
+                barrier.wait();
+                // SAFETY: the packing above is complete (the barrier), nothing writes ap or bp
+                // until the barrier below.
+                let (ap, bp) = unsafe {
+                    (
+                        std::slice::from_raw_parts(ap.at(0), t.a_len(m, kc)),
+                        std::slice::from_raw_parts(bp.at(0), t.b_len(nc, kc)),
+                    )
+                };
+                loop {
+                    let task = claim[1].fetch_add(1, Ordering::Relaxed);
+                    if task >= m_blocks * chunks {
+                        break;
+                    }
                     let (ib, ch) = (task / chunks, task % chunks);
                     let ic = ib * mc_rows;
                     let mc = mc_rows.min(m - ic);
@@ -468,13 +528,14 @@ impl GemmKernels {
                             // SAFETY: this task alone writes rows ic..ic+mc, columns of its
                             // chunk; start + len ≤ m·n = c.len() (r0 + rows ≤ m, j0 + cols ≤ n).
                             let ctile =
-                                unsafe { std::slice::from_raw_parts_mut(cptr.at(start), len) };
+                                unsafe { std::slice::from_raw_parts_mut(cp.at(start), len) };
                             t.store(kc, apanel, bpanel, ctile, n, rows, cols, pc > 0);
                         }
                     }
-                });
+                }
+                barrier.wait();
             }
-        }
+        });
     }
 }
 

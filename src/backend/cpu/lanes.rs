@@ -26,6 +26,8 @@ const GELU_C: f32 = 0.797_884_6; // √(2/π)
 /// Every method needs the CPU features of its implementation (avx512f, or avx2 and fma): call
 /// them only from functions compiled with those features. Pointer methods read or write
 /// `LANES` values (or the first `m`) at the pointer.
+// Every method shares the trait's safety contract above.
+#[allow(clippy::missing_safety_doc)]
 pub unsafe trait Lanes: Copy {
     const LANES: usize;
     unsafe fn load(p: *const f32) -> Self;

@@ -8,9 +8,9 @@
 //! ceiling and the kernels pay the same store path (no write-allocate reads on either side) and
 //! a kernel is never judged against a slower loop than its own.
 
-use super::simd::{self, store_fence, stream_copy, LineVec};
 #[cfg(target_arch = "x86_64")]
 use super::simd::SimdLevel;
+use super::simd::{self, store_fence, stream_copy, LineVec};
 use crate::device::Ceilings;
 use crate::multiversion;
 use rayon::prelude::*;
