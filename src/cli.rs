@@ -89,6 +89,16 @@ pub enum Command {
         #[arg(long)]
         markdown: Option<PathBuf>,
     },
+    /// Reconcile a run's IO ledger with hardware counters: read an Nsight Compute CSV export
+    /// (`--page raw` or `--page details`) of the run's marked profiling pass, write each variant's
+    /// DRAM/L2 bytes beside its ledger into results.json and the report. Exit 1 when a variant's
+    /// DRAM read bytes fall below 0.95× or above 1.5× its ledger's.
+    Counters {
+        /// The run folder holding results.json.
+        run_dir: PathBuf,
+        /// The `ncu --csv` export.
+        ncu_csv: PathBuf,
+    },
     /// Record the baselines of an archived run (a run's folder, or a merged one's device
     /// folder): the specs that passed there, as `run --accept` would have, without measuring.
     Accept {
@@ -445,6 +455,15 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 None => print!("{text}"),
             }
             Ok(ExitCode::Pass)
+        }
+        Command::Counters { run_dir, ncu_csv } => {
+            let findings = crate::counters::import(&run_dir, &ncu_csv)?;
+            if findings > 0 {
+                eprintln!("opledger: {findings} finding(s): the counters disagree with the ledger (report: {})", run_dir.join("report.md").display());
+                Ok(ExitCode::GateFailed)
+            } else {
+                Ok(ExitCode::Pass)
+            }
         }
         Command::Report {
             run_dir,

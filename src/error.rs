@@ -66,6 +66,13 @@ pub enum Error {
     /// A flag or argument that makes no sense.
     #[error("{0}")]
     Usage(String),
+    /// A hardware-counter export (Nsight Compute CSV) that cannot be read or matched to a run.
+    #[error("{}{}: {message}", .path.display(), .line.map(|l| format!(":{l}")).unwrap_or_default())]
+    Counters {
+        path: PathBuf,
+        line: Option<u64>,
+        message: String,
+    },
     /// A template that does not parse or render.
     #[error("template {name}: {message}")]
     Template { name: String, message: String },

@@ -11,6 +11,7 @@ pub mod baseline;
 pub mod calibrate;
 pub mod cli;
 pub mod compare;
+pub mod counters;
 pub mod device;
 pub mod error;
 pub mod expr;

@@ -466,6 +466,7 @@ pub(crate) fn run_spec(
         warnings: Vec::new(),
         error: None,
         status: Status::Fail,
+        counters: None,
     };
     let fresh = r.clone();
     if let Err(e) = measure_spec(s, backend, ceilings, cfg, &mut r, progress) {

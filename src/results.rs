@@ -287,6 +287,46 @@ pub struct SpecResult {
     /// A backend error that stopped this spec (the run went on with the others).
     pub error: Option<String>,
     pub status: Status,
+    /// Hardware counters of both variants against their ledgers (`opledger counters`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<SpecCounters>,
+}
+
+/// A spec's variants as the GPU's counters saw them, beside the ledger (`opledger counters`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SpecCounters {
+    /// The export the counters came from (file name) and its layout (`raw` or `details`).
+    pub source: String,
+    pub layout: String,
+    pub before: VariantCounters,
+    pub after: VariantCounters,
+}
+
+/// The sums over one execution of a variant's kernel launches. A metric the export lacks, or
+/// gives as `n/a` for any launch, is absent (never zero).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct VariantCounters {
+    pub launches: u64,
+    /// The kernels launched, in order, with how many times each.
+    pub kernels: Vec<(String, u64)>,
+    /// `dram__bytes_read.sum`.
+    pub dram_read_bytes: Option<f64>,
+    /// `dram__bytes_write.sum` (reported, not judged: dirty lines are written back after the
+    /// profiled range, so it reads low).
+    pub dram_write_bytes: Option<f64>,
+    /// `lts__t_bytes.sum`: bytes through L2.
+    pub l2_bytes: Option<f64>,
+    /// `gpu__time_duration.sum`, under the profiler (cache control, serialized launches): not
+    /// a timing to compare with the run's.
+    pub gpu_time_secs: Option<f64>,
+    /// The bytes the ledger says this variant reads from device memory.
+    pub ledger_read_bytes: u64,
+    /// The bytes the ledger says this variant writes.
+    pub ledger_write_bytes: u64,
+    /// dram_read_bytes / ledger_read_bytes.
+    pub read_ratio: Option<f64>,
+    /// Set when the read ratio is below 0.95 or above 1.5 (or cannot be formed): what it means.
+    pub finding: Option<String>,
 }
 
 impl SpecResult {

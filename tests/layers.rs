@@ -17,7 +17,7 @@ const LAYERS: &[&[&str]] = &[
     &["verdict"],
     &["results"],
     &["baseline", "report"],
-    &["compare", "pipeline"],
+    &["compare", "counters", "pipeline"],
     &["calibrate", "merge", "accept"],
     &["cli"],
     &["main"],

@@ -1,0 +1,130 @@
+//! `opledger counters`: Nsight Compute exports (both layouts) reconciled with a real run's
+//! ledgers; one fixture per broken rule with its message.
+
+mod common;
+use common::{bin, fixture, only_run_dir, quick_run, text};
+use std::path::Path;
+
+/// A real run of the tiny chain (1 spec), in `dir`.
+fn tiny_run(dir: &Path) -> std::path::PathBuf {
+    let o = quick_run(dir, &[fixture("good/tiny-chain.yaml")], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    only_run_dir(dir)
+}
+
+fn counters(run: &Path, csv: &str) -> std::process::Output {
+    bin()
+        .args(["counters"])
+        .arg(run)
+        .arg(fixture(csv))
+        .output()
+        .unwrap()
+}
+
+fn results(run: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(run.join("results.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn a_raw_export_within_the_bounds_passes_and_lands_in_results_and_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = tiny_run(dir.path());
+    let o = counters(&run, "ncu/raw.csv");
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains("ok      tiny-chain before: DRAM read 2.491 MB vs ledger 2.491 MB (1.00×)"),
+        "{out}"
+    );
+    assert!(out.contains("7 launches"), "{out}");
+    let r = results(&run);
+    let c = &r["specs"][0]["counters"];
+    assert_eq!(c["layout"], "raw");
+    assert_eq!(c["source"], "raw.csv");
+    // Seven launches of the unfused chain after the first marker; the probe before it is not counted.
+    assert_eq!(c["before"]["launches"], 7);
+    assert_eq!(c["before"]["kernels"][0][0], "ew_chain");
+    assert_eq!(c["before"]["ledger_read_bytes"], 2_490_896);
+    let read = c["before"]["dram_read_bytes"].as_f64().unwrap();
+    assert!(
+        (read - 2_490_800.0).abs() < 1.0,
+        "Kbyte values with separators: {read}"
+    );
+    assert!((c["before"]["gpu_time_secs"].as_f64().unwrap() - 24.576e-6).abs() < 1e-12);
+    // n/a in one launch: the L2 sum is absent, never zero.
+    assert!(c["after"]["l2_bytes"].is_null());
+    assert!(c["after"]["finding"].is_null());
+    let report = std::fs::read_to_string(run.join("report.md")).unwrap();
+    assert!(report.contains("**Ledger vs counters**"), "{report}");
+    assert!(report.contains("| unfused | 7 |"), "{report}");
+}
+
+#[test]
+fn a_details_export_with_a_low_read_is_a_finding_and_exit_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = tiny_run(dir.path());
+    let o = counters(&run, "ncu/details.csv");
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("FINDING tiny-chain after: DRAM read 400.000 kB vs ledger 833.048 kB (0.48×)"),
+        "{out}"
+    );
+    assert!(out.contains("below 0.95×"), "{out}");
+    let r = results(&run);
+    assert_eq!(r["specs"][0]["counters"]["layout"], "details");
+    assert!(
+        (r["specs"][0]["counters"]["before"]["dram_read_bytes"]
+            .as_f64()
+            .unwrap()
+            - 2_490_800.0)
+            .abs()
+            < 1.0
+    );
+    let report = std::fs::read_to_string(run.join("report.md")).unwrap();
+    assert!(report.contains("❌ DRAM read 0.48×"), "{report}");
+    // The archive still reads as a run: `opledger report` renders it with the table.
+    let o = bin().arg("report").arg(&run).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("**Ledger vs counters**"));
+}
+
+#[test]
+fn every_broken_export_is_refused_with_its_line_and_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = tiny_run(dir.path());
+    let before = std::fs::read(run.join("results.json")).unwrap();
+    for (csv, message) in [
+        (
+            "ncu/bad-unit.csv",
+            "bad-unit.csv:4: column dram__bytes_write.sum: unknown unit `furlong`",
+        ),
+        (
+            "ncu/bad-number.csv",
+            "bad-number.csv:9: column dram__bytes_read.sum: `55x.60` is not a number",
+        ),
+        (
+            "ncu/bad-no-markers.csv",
+            "bad-no-markers.csv: no `opledger_marker` launches: profile with `opledger run --ncu`",
+        ),
+        (
+            "ncu/bad-no-kernel-column.csv",
+            "bad-no-kernel-column.csv:3: no `Kernel Name` column in the header",
+        ),
+        (
+            "ncu/bad-other-run.csv",
+            "bad-other-run.csv: a marker for case 3, but the run has 1 specs",
+        ),
+        ("ncu/absent.csv", "absent.csv"),
+    ] {
+        let o = counters(&run, csv);
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{csv}: {out}");
+        assert!(out.contains(message), "{csv}: {out}");
+    }
+    assert_eq!(
+        std::fs::read(run.join("results.json")).unwrap(),
+        before,
+        "a refused export changes nothing"
+    );
+}
