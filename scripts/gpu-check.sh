@@ -9,8 +9,9 @@
 # kernel hangs). Builds nothing. Records the GPU as found (clocks are never changed), compiles every kernel
 # for the device with NVRTC, runs the tiny test specs (correctness of every kind against the
 # f64 reference), then the default suite, then the bf16 tensor-core attention specs in specs/gpu/,
-# on --backend cuda. Everything lands in $OUT (at most 8 files come back: log, steps, 3 results,
-# 2 reports, the roofline); a short table is printed last.
+# on --backend cuda; with Nsight Compute present, the tiny specs and flash attention at N = 32768
+# under `run --ncu` (their exports kept). Everything lands in $OUT (log, steps, results, reports,
+# the roofline, the ncu exports); a short table is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/gpu-check-out}"
@@ -61,6 +62,22 @@ step tiny-kinds 60 "$BIN" run $KINDS tests/fixtures/good/tiny-chain.yaml \
   --baselines "$WORK/b" --runs-dir "$WORK/tiny"
 tiny=$(ls -d "$WORK"/tiny/* 2>/dev/null | head -1)
 [ -n "$tiny" ] && cp "$tiny/results.json" "$OUT/tiny-results.json" && cp "$tiny/report.md" "$OUT/tiny-report.md"
+# Hardware counters (Nsight Compute, where the machine has it): the tiny specs' marked pass and
+# flash attention at N = 32768 under `ncu`, reconciled with the ledger; the exports come back
+# (the first real ones, to replace the documented-format fixtures in tests/fixtures/ncu/).
+if command -v ncu >/dev/null 2>&1; then
+  # shellcheck disable=SC2086
+  step ncu-tiny 120 "$BIN" run $KINDS tests/fixtures/good/tiny-chain.yaml --backend cuda --ncu \
+    --min-pairs 3 --max-pairs 5 --time-cap-secs 2 --baselines "$WORK/b" --runs-dir "$WORK/ncu-tiny"
+  d=$(ls -d "$WORK"/ncu-tiny/* 2>/dev/null | head -1)
+  [ -n "$d" ] && cp "$d/ncu.csv" "$OUT/ncu-tiny.csv" 2>/dev/null && cp "$d/results.json" "$OUT/ncu-tiny-results.json"
+  step ncu-flash-32k 150 "$BIN" run specs/counters/ --backend cuda --ncu \
+    --baselines "$WORK/b" --runs-dir "$WORK/ncu-flash"
+  d=$(ls -d "$WORK"/ncu-flash/* 2>/dev/null | head -1)
+  [ -n "$d" ] && cp "$d/ncu.csv" "$OUT/ncu-flash-32k.csv" 2>/dev/null && cp "$d/results.json" "$OUT/ncu-flash-results.json"
+else
+  echo "ncu: skipped (Nsight Compute not on PATH)" >> "$OUT/steps.txt"
+fi
 # QUICK=1 stops here (a dry run of this script on tests/cudasim, the CPU stand-in for the driver:
 # LD_LIBRARY_PATH=<folder of its libcuda.so>:<NVRTC lib> QUICK=1 BIN=target/release/opledger).
 if [ "${QUICK:-0}" != 1 ]; then
@@ -92,7 +109,7 @@ fi
 fi
 
 cat "$OUT/steps.txt"
-for f in "$OUT/tiny-results.json" "$OUT/suite-results.json" "$OUT/bf16-results.json" "$OUT/workers-results.json"; do
+for f in "$OUT/tiny-results.json" "$OUT/suite-results.json" "$OUT/bf16-results.json" "$OUT/workers-results.json" "$OUT/ncu-flash-results.json"; do
   [ -f "$f" ] || continue
   python3 - "$f" <<'PY'
 import json, sys
@@ -109,6 +126,10 @@ for s in r["specs"]:
     ach = s["after"].get("achieved") or {}
     rate = f"after {ach['flops_per_sec']/1e12:6.1f} TFLOP/s {ach['bytes_per_sec']/1e9:6.0f} GB/s" if ach else ""
     print(f"{s['status']:5s} {s['name'][:34]:34s} {t(b)} -> {t(a)}  {rate}  correctness {corr} (max abs err {f'{err:.1e}' if err is not None else '—'})  {s.get('error') or ''}")
+    for side in ("before", "after"):
+        v = (s.get("counters") or {}).get(side)
+        if v:
+            print(f"      counters {side}: DRAM read {v['dram_read_bytes']} B vs ledger {v['ledger_read_bytes']} B, ratio {v['read_ratio']}, L2 {v['l2_bytes']} B  {v['finding'] or ''}")
 PY
 done
 rm -rf "$WORK"

@@ -99,6 +99,15 @@ pub enum Command {
         /// The `ncu --csv` export.
         ncu_csv: PathBuf,
     },
+    /// The marked pass `run --ncu` profiles (run under `ncu`, not by hand).
+    #[command(hide = true)]
+    ProfilePass {
+        run_dir: PathBuf,
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
     /// Record the baselines of an archived run (a run's folder, or a merged one's device
     /// folder): the specs that passed there, as `run --accept` would have, without measuring.
     Accept {
@@ -203,6 +212,10 @@ pub struct RunArgs {
     /// Record (or update) the baselines of the specs that pass.
     #[arg(long)]
     pub accept: bool,
+    /// After the run, profile one marked execution of each variant under Nsight Compute (`ncu`
+    /// on PATH; CUDA backend) and reconcile its DRAM bytes with the ledger (`opledger counters`).
+    #[arg(long)]
+    pub ncu: bool,
     /// Threads of the CPU kernels (default: one per core the OS gives this process; rayon's
     /// RAYON_NUM_THREADS is honoured too). Part of the device's baseline key.
     #[arg(long, env = "OPLEDGER_THREADS", value_name = "N")]
@@ -347,8 +360,29 @@ fn set_threads(n: usize) -> Result<()> {
 
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Run(a) => pipeline::run(&run_options(a)?),
+        Command::Run(a) => {
+            let ncu = a.ncu;
+            let opts = run_options(a)?;
+            if ncu {
+                crate::counters::run_with_ncu(&opts)
+            } else {
+                pipeline::run(&opts)
+            }
+        }
+        Command::ProfilePass {
+            run_dir,
+            paths,
+            seed,
+        } => {
+            crate::counters::profile_pass(&run_dir, &paths, seed)?;
+            Ok(ExitCode::Pass)
+        }
         Command::Calibrate { run, runs } => {
+            if run.ncu {
+                return Err(Error::Usage(
+                    "--ncu profiles one run: use it with `opledger run`, not `calibrate`".into(),
+                ));
+            }
             if !(crate::calibrate::MIN_RUNS..=crate::calibrate::MAX_RUNS).contains(&runs) {
                 return Err(Error::Usage(format!(
                     "--runs {runs}: expected {} to {} (the spread between runs needs at least {})",

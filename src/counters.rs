@@ -11,7 +11,7 @@
 //!
 //! Launches are matched to (spec, variant) by markers: the profiling pass launches an empty
 //! kernel named `opledger_marker` before each variant's one execution, with grid x = 2·case +
-//! (0 before, 1 after), `case` counting the run's specs in order. Every launch after a marker and
+//! (0 before, 1 after) + 1 (a grid is never empty), `case` counting the run's specs in order. Every launch after a marker and
 //! before the next belongs to that marker's variant; launches before the first marker (ceiling
 //! probes, warm-up) are not counted.
 //!
@@ -273,14 +273,14 @@ pub fn segments<'a>(e: &'a Export, cases: usize, path: &Path) -> Result<Vec<[Vec
     let mut current: Option<(usize, usize)> = None;
     for l in &e.launches {
         if l.kernel == MARKER_KERNEL || l.kernel.starts_with(&format!("{MARKER_KERNEL}(")) {
-            let x = l.grid_x.ok_or_else(|| {
+            let x = l.grid_x.filter(|&x| x >= 1).ok_or_else(|| {
                 err(
                     path,
                     None,
-                    "a marker launch without a Grid Size: export with the default columns",
+                    "a marker launch without a Grid Size of at least 1: export with the default columns",
                 )
             })? as usize;
-            let (case, side) = (x / 2, x % 2);
+            let (case, side) = ((x - 1) / 2, (x - 1) % 2);
             if case >= cases {
                 return Err(err(
                     path,
@@ -462,6 +462,120 @@ pub fn ncu_args(csv: &Path) -> Vec<String> {
     ]
 }
 
+/// The marked pass that `ncu` profiles: for each spec of the run, in the run's order, a marker
+/// then one execution of `before`, a marker then one of `after`, on the CUDA backend, with the
+/// run's seed (`opledger profile-pass`, started by `run --ncu` under `ncu`).
+pub fn profile_pass(run_dir: &Path, paths: &[PathBuf], seed: u64) -> Result<()> {
+    use crate::backend::pair::{prepare, PairContext, Side};
+    let run = crate::results::load(run_dir)?;
+    let specs = crate::spec::load_all(paths)?;
+    let (backend, _) = crate::backend::select(crate::backend::BackendChoice::Cuda, None)?;
+    for (case, r) in run.specs.iter().enumerate() {
+        let s = specs.iter().find(|s| s.name == r.name).ok_or_else(|| {
+            Error::Usage(format!(
+                "{}: spec {} of the run is not among the specs given",
+                run_dir.display(),
+                r.name
+            ))
+        })?;
+        let inputs = std::sync::Arc::new(s.workload.as_kind().inputs(seed));
+        let ctx = PairContext {
+            spec_dir: s.file.parent().unwrap_or(Path::new(".")),
+            flush_bytes: backend.flush_bytes().max(64 << 20),
+        };
+        let mut pair = prepare(
+            backend.as_ref(),
+            &s.workload,
+            s.variants,
+            &s.implementations,
+            inputs,
+            &ctx,
+        )?;
+        let seq = 2 * case as u32;
+        backend.mark(seq)?;
+        pair.run_timed(Side::Before)?;
+        backend.mark(seq + 1)?;
+        pair.run_timed(Side::After)?;
+    }
+    Ok(())
+}
+
+/// `opledger run --ncu`: the run as usual (its timings unprofiled), then the marked pass under
+/// `ncu` into `RUN_DIR/ncu.csv`, then the counters attached as `opledger counters` does.
+/// Returns the run's exit code, or 1 when the counters disagree with a ledger.
+pub fn run_with_ncu(opts: &crate::pipeline::RunOptions) -> Result<crate::error::ExitCode> {
+    use crate::error::ExitCode;
+    let ncu = which("ncu").ok_or_else(|| {
+        Error::BackendUnavailable(
+            "run --ncu: `ncu` (Nsight Compute) is not on PATH; install it with the CUDA toolkit, or profile the marked pass yourself and use `opledger counters`".into(),
+        )
+    })?;
+    let before: Vec<PathBuf> = run_dirs(&opts.runs_dir);
+    let code = crate::pipeline::run(opts)?;
+    let run_dir = run_dirs(&opts.runs_dir)
+        .into_iter()
+        .find(|d| !before.contains(d))
+        .ok_or_else(|| {
+            Error::Usage(format!(
+                "run --ncu: no new run folder under {}",
+                opts.runs_dir.display()
+            ))
+        })?;
+    let run = crate::results::load(&run_dir)?;
+    if run.backend != "cuda" {
+        return Err(Error::BackendUnavailable(format!(
+            "run --ncu profiles GPU kernels, but this run used the {} backend: run with --backend cuda on a machine with a GPU",
+            run.backend
+        )));
+    }
+    let csv = export_path(&run_dir);
+    let exe =
+        std::env::current_exe().map_err(|e| Error::io("finding", "the opledger executable", e))?;
+    let mut cmd = std::process::Command::new(&ncu);
+    cmd.args(ncu_args(&csv))
+        .arg(&exe)
+        .arg("profile-pass")
+        .arg(&run_dir)
+        .args(&opts.paths)
+        .args(["--seed", &opts.measure.seed.to_string()]);
+    eprintln!("opledger: profiling the marked pass: {cmd:?}");
+    let status = cmd.status().map_err(|e| Error::io("starting", &ncu, e))?;
+    if !status.success() {
+        return Err(Error::BackendUnavailable(format!(
+            "run --ncu: `ncu` exited with {status} (its log: {}); the run itself is archived in {}",
+            csv.display(),
+            run_dir.display()
+        )));
+    }
+    let findings = import(&run_dir, &csv)?;
+    Ok(if findings > 0 {
+        ExitCode::GateFailed
+    } else {
+        code
+    })
+}
+
+/// Folders directly under `dir`.
+fn run_dirs(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.is_dir())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `name` on PATH.
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    })
+}
+
 /// Where `run --ncu` keeps the export inside the run folder.
 pub fn export_path(run_dir: &Path) -> PathBuf {
     run_dir.join("ncu.csv")
@@ -475,9 +589,9 @@ mod tests {
 "ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","dram__bytes_read.sum","dram__bytes_write.sum","lts__t_bytes.sum","gpu__time_duration.sum"
 "","","","","","","","","","","","Mbyte","Kbyte","byte","usecond"
 "0","4242","opledger","h","probe_copy","1","7","(256, 1, 1)","(1024, 1, 1)","0","9.0","1,000","5","7","1.5"
-"1","4242","opledger","h","opledger_marker","1","7","(1, 1, 1)","(0, 1, 1)","0","9.0","0","0","0","0.001"
+"1","4242","opledger","h","opledger_marker","1","7","(1, 1, 1)","(1, 1, 1)","0","9.0","0","0","0","0.001"
 "2","4242","opledger","h","ew_chain","1","7","(256, 1, 1)","(4096, 1, 1)","0","9.0","2.5","1,024","n/a","10"
-"3","4242","opledger","h","opledger_marker","1","7","(1, 1, 1)","(1, 1, 1)","0","9.0","0","0","0","0.001"
+"3","4242","opledger","h","opledger_marker","1","7","(1, 1, 1)","(2, 1, 1)","0","9.0","0","0","0","0.001"
 "4","4242","opledger","h","ew_chain","1","7","(256, 1, 1)","(4096, 1, 1)","0","9.0","1.2","512","3","4"
 ==PROF== Disconnected from process 4242
 "#;
@@ -491,7 +605,7 @@ mod tests {
         assert_eq!(probe.metrics["dram__bytes_read.sum"], Some(1e9)); // 1,000 Mbyte
         assert_eq!(probe.metrics["dram__bytes_write.sum"], Some(5e3));
         assert_eq!(probe.metrics["gpu__time_duration.sum"], Some(1.5e-6));
-        assert_eq!(e.launches[1].grid_x, Some(0));
+        assert_eq!(e.launches[1].grid_x, Some(1));
         assert_eq!(
             e.launches[2].metrics["lts__t_bytes.sum"], None,
             "n/a is missing, not zero"
@@ -505,14 +619,14 @@ mod tests {
     #[test]
     fn details_layout_groups_rows_by_launch() {
         let text = r#""ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
-"0","1","opledger","h","opledger_marker","1","7","(1, 1, 1)","(3, 1, 1)","0","9.0","Command line profiler metrics","dram__bytes_read.sum","byte","0"
+"0","1","opledger","h","opledger_marker","1","7","(1, 1, 1)","(4, 1, 1)","0","9.0","Command line profiler metrics","dram__bytes_read.sum","byte","0"
 "1","1","opledger","h","gemm_tiled","1","7","(256, 1, 1)","(8, 8, 1)","0","9.0","Command line profiler metrics","dram__bytes_read.sum","Gbyte","1.25"
 "1","1","opledger","h","gemm_tiled","1","7","(256, 1, 1)","(8, 8, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","msecond","2"
 "#;
         let e = parse(text, Path::new("d.csv")).unwrap();
         assert_eq!(e.layout, Layout::Details);
         assert_eq!(e.launches.len(), 2);
-        assert_eq!(e.launches[0].grid_x, Some(3));
+        assert_eq!(e.launches[0].grid_x, Some(4));
         assert_eq!(e.launches[1].metrics["dram__bytes_read.sum"], Some(1.25e9));
         assert_eq!(e.launches[1].metrics["gpu__time_duration.sum"], Some(2e-3));
     }

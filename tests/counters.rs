@@ -128,3 +128,39 @@ fn every_broken_export_is_refused_with_its_line_and_rule() {
         "a refused export changes nothing"
     );
 }
+
+#[test]
+fn run_ncu_needs_ncu_on_path_and_a_gpu_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = fixture("good/tiny-chain.yaml");
+    // No ncu on PATH: refused before anything runs, as an unavailable backend.
+    let empty = dir.path().join("empty-bin");
+    std::fs::create_dir_all(&empty).unwrap();
+    let o = common::run_cmd(dir.path(), std::slice::from_ref(&spec), &["--ncu"])
+        .env("PATH", &empty)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(
+        text(&o).contains("`ncu` (Nsight Compute) is not on PATH"),
+        "{}",
+        text(&o)
+    );
+    assert!(!dir.path().join("runs").exists(), "nothing was measured");
+    // An ncu there, but the run is on the CPU: refused after the run, which stays archived.
+    let ncu = empty.join("ncu");
+    std::fs::write(&ncu, "#!/bin/sh\nexit 0\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&ncu, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = common::run_cmd(dir.path(), std::slice::from_ref(&spec), &["--ncu"])
+        .env("PATH", &empty)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(
+        text(&o).contains("this run used the cpu backend"),
+        "{}",
+        text(&o)
+    );
+    assert!(only_run_dir(dir.path()).join("results.json").exists());
+}

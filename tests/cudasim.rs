@@ -387,3 +387,68 @@ fn a_users_cuda_kernel_runs_as_one_side() {
         "{out}"
     );
 }
+
+/// `run --ncu` end to end on the simulator, with a stand-in `ncu` that runs the marked pass it
+/// is given (the marker kernel compiles and launches between the variants) and writes the
+/// documented-format export of the tiny chain as its log: the counters land in the run.
+#[test]
+fn run_ncu_profiles_the_marked_pass_and_attaches_the_counters() {
+    let Some(sim) = simulator() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let bin_dir = tmp.path().join("bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let ncu = bin_dir.join("ncu");
+    std::fs::write(
+        &ncu,
+        r#"#!/bin/bash
+log=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --log-file) log="$2"; shift 2 ;;
+    --csv) shift ;;
+    --page|--metrics|--cache-control|--clock-control|--print-units) shift 2 ;;
+    *) break ;;
+  esac
+done
+"$@" || exit $?
+cp "$NCU_FIXTURE" "$log"
+"#,
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&ncu, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_opledger"));
+    with_simulator(&mut c, sim);
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let o = c
+        .current_dir(tmp.path())
+        .env("PATH", path)
+        .env("NCU_FIXTURE", root().join("tests/fixtures/ncu/raw.csv"))
+        .arg("run")
+        .arg(root().join("tests/fixtures/good/tiny-chain.yaml"))
+        .args(["--backend", "cuda", "--ncu"])
+        .args(["--probe-mib", "8", "--min-pairs", "3", "--max-pairs", "4"])
+        .args(["--time-cap-secs", "1"])
+        .arg("--baselines")
+        .arg(tmp.path().join("baselines"))
+        .arg("--runs-dir")
+        .arg(tmp.path().join("runs"))
+        .output()
+        .unwrap();
+    let out = text(&o);
+    // The run's own exit code comes through: on the simulator's ceilings the chain's bound
+    // check fails (its compute roof is a CPU's), so 1; the counters are within the bounds.
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("profiling the marked pass"), "{out}");
+    assert!(
+        out.contains("ok      tiny-chain before: DRAM read 2.491 MB"),
+        "{out}"
+    );
+    let r = results(tmp.path());
+    assert_eq!(r["specs"][0]["counters"]["before"]["launches"], 7);
+    assert_eq!(r["specs"][0]["counters"]["source"], "ncu.csv");
+}

@@ -17,8 +17,8 @@ const LAYERS: &[&[&str]] = &[
     &["verdict"],
     &["results"],
     &["baseline", "report"],
-    &["compare", "counters", "pipeline"],
-    &["calibrate", "merge", "accept"],
+    &["compare", "pipeline"],
+    &["calibrate", "merge", "accept", "counters"],
     &["cli"],
     &["main"],
 ];

@@ -103,6 +103,11 @@ pub trait Backend: Send {
     fn case_warnings(&self, _workload: &Workload) -> Vec<String> {
         Vec::new()
     }
+    /// Marks the launches that follow as `seq`'s in a profiler's export (an empty kernel whose
+    /// grid x is `seq` + 1: `opledger run --ncu`); a no-op where no profiler sees kernels.
+    fn mark(&self, _seq: u32) -> Result<()> {
+        Ok(())
+    }
     /// Readies both variants of `workload` on `inputs` (the kind's seeded tensors).
     fn prepare(&self, workload: &Workload, inputs: Arc<Tensors>) -> Result<Box<dyn Case>>;
     /// Readies the user's own kernel as one side (`variant`'s ledger) on `inputs`.

@@ -492,6 +492,7 @@ static const std::vector<Kernel>& registry() {
     static const std::vector<Kernel> r = {
         OPL_K(ew_chain),        OPL_K(chain_affine),
         OPL_K(probe_copy),      OPL_K(probe_fma),         OPL_K(probe_mma_bf16),
+        OPL_K(opledger_marker),
         OPL_K(gemm_naive),      OPL_K(gemm_tiled),        OPL_K(row_square),
         OPL_K(row_scale_by),    OPL_K(row_sub),           OPL_K(row_exp_sub),
         OPL_K(row_div),         OPL_K(row_mul_weight),    OPL_K(row_affine),

@@ -309,6 +309,25 @@ impl Gpu {
         })
     }
 
+    /// Launches the empty `opledger_marker` kernel with grid x = `seq` + 1 (a grid is never
+    /// empty) and waits for it: in a profiler's export the launches after it belong to `seq`
+    /// (see `crate::counters`).
+    pub(super) fn mark(&self, seq: u32) -> Result<()> {
+        let marker = self.function("probe", "opledger_marker")?;
+        let cfg = LaunchConfig {
+            grid_dim: (seq + 1, 1, 1),
+            block_dim: (1, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        launch(self, &marker, cfg, "opledger_marker", |_| {})?;
+        self.stream.synchronize().map_err(|e| {
+            Error::Backend(BackendError::Driver {
+                what: "CUDA synchronizing after opledger_marker".into(),
+                detail: format!("{e:?}"),
+            })
+        })
+    }
+
     pub(super) fn free_bytes(&self) -> Option<u64> {
         self.ctx.mem_get_info().ok().map(|(free, _)| free as u64)
     }

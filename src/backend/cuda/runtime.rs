@@ -99,6 +99,10 @@ impl Backend for CudaBackend {
         format!("{} SMs", self.gpu.sms)
     }
 
+    fn mark(&self, seq: u32) -> Result<()> {
+        self.gpu.mark(seq)
+    }
+
     fn datasheet(&self) -> Option<&'static crate::device::Profile> {
         crate::device::find_profile(&self.gpu.name)
     }
