@@ -311,7 +311,7 @@ impl Gpu {
 
     /// Launches the empty `opledger_marker` kernel with grid x = `seq` + 1 (a grid is never
     /// empty) and waits for it: in a profiler's export the launches after it belong to `seq`
-    /// (see `crate::counters`).
+    /// (`opledger counters` reads it).
     pub(super) fn mark(&self, seq: u32) -> Result<()> {
         let marker = self.function("probe", "opledger_marker")?;
         let cfg = LaunchConfig {
