@@ -184,15 +184,33 @@ fn fma_avx2(iters: u64) -> (f32, f64) {
 }
 
 fn fma_scalar(iters: u64) -> (f32, f64) {
-    const ACC: usize = 8;
     let (a, b) = (black_box(FMA_A), black_box(FMA_B));
-    let mut acc: [f32; ACC] = std::array::from_fn(|i| black_box(i as f32));
-    for _ in 0..iters {
-        for v in acc.iter_mut() {
-            *v = *v * a + b;
+    // 64-bit Arm always has NEON and a fused multiply-add: 64 accumulators are 16 vectors of 4,
+    // enough independent `fmla` chains to cover their latency on two or four pipes, so the probe
+    // finds the real roof there. Elsewhere (x86-64 without AVX2/FMA) a·x + b stays two
+    // operations: `mul_add` would be a library call per element.
+    #[cfg(target_arch = "aarch64")]
+    {
+        const ACC: usize = 64;
+        let mut acc: [f32; ACC] = std::array::from_fn(|i| black_box(i as f32));
+        for _ in 0..iters {
+            for v in acc.iter_mut() {
+                *v = v.mul_add(a, b);
+            }
         }
+        (acc.iter().sum(), iters as f64 * (ACC * 2) as f64)
     }
-    (acc.iter().sum(), iters as f64 * (ACC * 2) as f64)
+    #[cfg(not(target_arch = "aarch64"))]
+    {
+        const ACC: usize = 8;
+        let mut acc: [f32; ACC] = std::array::from_fn(|i| black_box(i as f32));
+        for _ in 0..iters {
+            for v in acc.iter_mut() {
+                *v = *v * a + b;
+            }
+        }
+        (acc.iter().sum(), iters as f64 * (ACC * 2) as f64)
+    }
 }
 
 #[cfg(test)]
