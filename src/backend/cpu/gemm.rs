@@ -339,6 +339,9 @@ unsafe fn pack_b_rows(
     }
 }
 
+/// Held while a GEMM's parallel region runs: one region at a time in the pool.
+static GEMM_REGION: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// A barrier for the GEMM's threads, spinning (then yielding) instead of sleeping: a sleeping
 /// thread of a VM wakes up hundreds of microseconds later, and a blocked GEMM of 16 phases paid
 /// that 16 times (1024³ after another kernel: 17–27 ms against 9 ms back to back).
@@ -453,7 +456,16 @@ impl GemmKernels {
         let mc_rows = MC.div_ceil(t.mr) * t.mr;
         let m_blocks = m.div_ceil(mc_rows);
         let a_panels = m.div_ceil(t.mr);
-        let threads = rayon::current_num_threads();
+        // Called from inside a rayon task (a kernel nested in another parallel loop), the pool's
+        // threads may be busy with the outer loop: this thread does the work alone. Otherwise
+        // every pool thread takes part, one GEMM at a time (two broadcasts waiting on each
+        // other's barriers would deadlock).
+        let nested = rayon::current_thread_index().is_some();
+        let threads = if nested {
+            1
+        } else {
+            rayon::current_num_threads()
+        };
         // The KC slice outermost: A's slice is packed once and its packed panels serve every NC
         // block (as many reads of them as the ledger counts of A, one pack instead of n/NC).
         let steps: Vec<(usize, usize)> = (0..k)
@@ -468,7 +480,7 @@ impl GemmKernels {
             CPtr(c.as_mut_ptr()),
         );
         let c_len = c.len();
-        rayon::broadcast(|_| {
+        let work = || {
             for (&(pc, jc), claim) in steps.iter().zip(&claims) {
                 let (kc, nc) = (KC.min(k - pc), NC.min(n - jc));
                 let panels = nc.div_ceil(t.nr);
@@ -535,7 +547,13 @@ impl GemmKernels {
                 }
                 barrier.wait();
             }
-        });
+        };
+        if nested {
+            work();
+        } else {
+            let _one_at_a_time = GEMM_REGION.lock().unwrap_or_else(|e| e.into_inner());
+            rayon::broadcast(|_| work());
+        }
     }
 }
 
@@ -735,6 +753,42 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Two GEMMs at once from two threads, and GEMMs nested inside a parallel loop, finish with
+    /// the right result (the parallel region is one at a time; nested calls run alone).
+    #[test]
+    fn concurrent_and_nested_gemms_finish_correctly() {
+        let w = Gemm {
+            m: 300,
+            n: 520,
+            k: 270,
+            dtype: DType::F32,
+        };
+        let inputs = Arc::new(w.inputs(5));
+        let expect = |out: &[f32]| {
+            for i in (0..out.len()).step_by(97) {
+                let e = w.reference(&inputs, Variant::Tiled, i);
+                assert!(
+                    (out[i] as f64 - e).abs() <= 1e-4 + 1e-4 * e.abs(),
+                    "[{i}] {} vs {e}",
+                    out[i]
+                );
+            }
+        };
+        let run = || {
+            let mut g = GemmKernels::new(w.clone(), inputs.clone());
+            let mut out = vec![f32::NAN; (w.m * w.n) as usize];
+            g.run(Variant::Tiled, &mut out);
+            out
+        };
+        let outs: Vec<Vec<f32>> = std::thread::scope(|sc| {
+            let hs: Vec<_> = (0..3).map(|_| sc.spawn(run)).collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        outs.iter().for_each(|o| expect(o));
+        let nested: Vec<Vec<f32>> = (0..3).into_par_iter().map(|_| run()).collect();
+        nested.iter().for_each(|o| expect(o));
     }
 
     /// Every micro-kernel this CPU runs, full and edge tiles, set and accumulate, against f64.
