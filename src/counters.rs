@@ -271,8 +271,10 @@ pub fn segments<'a>(e: &'a Export, cases: usize, path: &Path) -> Result<Vec<[Vec
     let mut out: Vec<[Vec<&Launch>; 2]> = (0..cases).map(|_| [Vec::new(), Vec::new()]).collect();
     let mut seen = vec![[false; 2]; cases];
     let mut current: Option<(usize, usize)> = None;
+    // The name alone, or with its signature (`opledger_marker()`) as some exports print it.
+    let with_signature = format!("{MARKER_KERNEL}(");
     for l in &e.launches {
-        if l.kernel == MARKER_KERNEL || l.kernel.starts_with(&format!("{MARKER_KERNEL}(")) {
+        if l.kernel == MARKER_KERNEL || l.kernel.starts_with(&with_signature) {
             let x = l.grid_x.filter(|&x| x >= 1).ok_or_else(|| {
                 err(
                     path,

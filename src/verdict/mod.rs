@@ -189,35 +189,27 @@ impl Correctness {
             })
             .chain(self.guard.iter().cloned())
             .collect();
-        if !self.reference {
-            let summary = format!(
+        let summary = if !self.reference {
+            format!(
                 "no f64 reference for this kind: after checked against before over {} elements, max abs {:.2e}, max rel {:.2e} (rtol {:.2e}, atol {:.2e})",
                 self.after_vs_before.checked,
                 self.after_vs_before.max_abs,
                 self.after_vs_before.max_rel,
                 tol.rtol.0,
                 tol.atol.0
-            );
-            return if failed.is_empty() {
-                Check::new("correctness", Status::Pass, summary)
-            } else {
-                Check::new(
-                    "correctness",
-                    Status::Fail,
-                    format!("{}; {summary}", failed.join("; ")),
-                )
-            };
-        }
-        let summary = format!(
-            "max abs error {:.2e} / max rel {:.2e} vs reference ({} sampled), after vs before max abs {:.2e} over {} elements (rtol {:.2e}, atol {:.2e})",
-            self.after_vs_reference.max_abs.max(self.before_vs_reference.max_abs),
-            self.after_vs_reference.max_rel.max(self.before_vs_reference.max_rel),
-            self.after_vs_reference.checked,
-            self.after_vs_before.max_abs,
-            self.after_vs_before.checked,
-            tol.rtol.0,
-            tol.atol.0
-        );
+            )
+        } else {
+            format!(
+                "max abs error {:.2e} / max rel {:.2e} vs reference ({} sampled), after vs before max abs {:.2e} over {} elements (rtol {:.2e}, atol {:.2e})",
+                self.after_vs_reference.max_abs.max(self.before_vs_reference.max_abs),
+                self.after_vs_reference.max_rel.max(self.before_vs_reference.max_rel),
+                self.after_vs_reference.checked,
+                self.after_vs_before.max_abs,
+                self.after_vs_before.checked,
+                tol.rtol.0,
+                tol.atol.0
+            )
+        };
         if failed.is_empty() {
             Check::new("correctness", Status::Pass, summary)
         } else {

@@ -619,41 +619,8 @@ unsafe fn micro_avx512(
     ldc: usize,
     add: bool,
 ) {
-    use std::arch::x86_64::*;
-    const R: usize = 12;
-    // The C tile is read (or written) after the loop: its lines are fetched meanwhile.
-    for i in 0..R {
-        _mm_prefetch::<_MM_HINT_T0>(c.wrapping_add(i * ldc) as *const i8);
-        _mm_prefetch::<_MM_HINT_T0>(c.wrapping_add(i * ldc + 16) as *const i8);
-    }
-    let mut acc = [_mm512_setzero_ps(); 2 * R];
-    for p in 0..kc {
-        // SAFETY: p < kc, so p·32 + 32 ≤ kc·32 and p·12 + 12 ≤ kc·12 (the caller's contract).
-        unsafe {
-            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(p * 32 + 256) as *const i8);
-            let b0 = _mm512_loadu_ps(bp.add(p * 32));
-            let b1 = _mm512_loadu_ps(bp.add(p * 32 + 16));
-            for i in 0..R {
-                let a = _mm512_set1_ps(*ap.add(p * R + i));
-                acc[2 * i] = _mm512_fmadd_ps(a, b0, acc[2 * i]);
-                acc[2 * i + 1] = _mm512_fmadd_ps(a, b1, acc[2 * i + 1]);
-            }
-        }
-    }
-    for i in 0..R {
-        for h in 0..2 {
-            // SAFETY: row i < 12, columns h·16..h·16+16 < 32 of the caller's tile.
-            unsafe {
-                let dst = c.add(i * ldc + h * 16);
-                let v = if add {
-                    _mm512_add_ps(_mm512_loadu_ps(dst), acc[2 * i + h])
-                } else {
-                    acc[2 * i + h]
-                };
-                _mm512_storeu_ps(dst, v);
-            }
-        }
-    }
+    // SAFETY: compiled with avx512f; the caller's bounds are micro's.
+    unsafe { micro::<std::arch::x86_64::__m512, 12, 24>(kc, ap, bp, c, ldc, add) }
 }
 
 /// 6×16 over kc steps: 12 ymm accumulators, two loads of B and six broadcasts of A a step
@@ -672,38 +639,65 @@ unsafe fn micro_avx2(
     ldc: usize,
     add: bool,
 ) {
+    // SAFETY: compiled with avx2 and fma; the caller's bounds are micro's.
+    unsafe { micro::<std::arch::x86_64::__m256, 6, 12>(kc, ap, bp, c, ldc, add) }
+}
+
+/// The register-tiled micro-kernel: C[R×2·LANES] (+)= Ap·Bp in `ACC` = 2·R vector accumulators
+/// (a const parameter of its own: an array length cannot be computed from R on stable Rust), two
+/// loads of B and R broadcasts of A a step; B prefetched 8 steps ahead, the C tile's lines
+/// fetched while the loop runs.
+///
+/// # Safety
+/// V's features are enabled; `ap` holds kc·R values, `bp` kc·2·LANES, `c` R rows of 2·LANES
+/// writable values with row stride `ldc`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn micro<V: super::lanes::Lanes, const R: usize, const ACC: usize>(
+    kc: usize,
+    ap: *const f32,
+    bp: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    add: bool,
+) {
     use std::arch::x86_64::*;
-    const R: usize = 6;
+    debug_assert_eq!(ACC, 2 * R);
+    let nr = 2 * V::LANES;
     // The C tile is read (or written) after the loop: its lines are fetched meanwhile.
     for i in 0..R {
-        _mm_prefetch::<_MM_HINT_T0>(c.wrapping_add(i * ldc) as *const i8);
-        _mm_prefetch::<_MM_HINT_T0>(c.wrapping_add(i * ldc + 8) as *const i8);
+        for h in 0..2 {
+            // SAFETY: prefetcht0 is a hint (never faults); SSE is part of x86_64.
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(c.wrapping_add(i * ldc + h * V::LANES) as *const i8)
+            };
+        }
     }
-    let mut acc = [_mm256_setzero_ps(); 2 * R];
+    // SAFETY (all below): V's features are enabled; p < kc bounds p·nr + nr ≤ kc·nr and
+    // p·R + R ≤ kc·R, and rows i < R, columns < nr stay in the caller's tile.
+    let mut acc = [unsafe { V::splat(0.0) }; ACC];
     for p in 0..kc {
-        // SAFETY: p < kc, so p·16 + 16 ≤ kc·16 and p·6 + 6 ≤ kc·6 (the caller's contract).
         unsafe {
-            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(p * 16 + 128) as *const i8);
-            let b0 = _mm256_loadu_ps(bp.add(p * 16));
-            let b1 = _mm256_loadu_ps(bp.add(p * 16 + 8));
+            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(p * nr + 8 * nr) as *const i8);
+            let b0 = V::load(bp.add(p * nr));
+            let b1 = V::load(bp.add(p * nr + V::LANES));
             for i in 0..R {
-                let a = _mm256_broadcast_ss(&*ap.add(p * R + i));
-                acc[2 * i] = _mm256_fmadd_ps(a, b0, acc[2 * i]);
-                acc[2 * i + 1] = _mm256_fmadd_ps(a, b1, acc[2 * i + 1]);
+                let a = V::splat(*ap.add(p * R + i));
+                acc[2 * i] = V::fmadd(a, b0, acc[2 * i]);
+                acc[2 * i + 1] = V::fmadd(a, b1, acc[2 * i + 1]);
             }
         }
     }
     for i in 0..R {
         for h in 0..2 {
-            // SAFETY: row i < 6, columns h·8..h·8+8 < 16 of the caller's tile.
             unsafe {
-                let dst = c.add(i * ldc + h * 8);
+                let dst = c.add(i * ldc + h * V::LANES);
                 let v = if add {
-                    _mm256_add_ps(_mm256_loadu_ps(dst), acc[2 * i + h])
+                    V::add(V::load(dst), acc[2 * i + h])
                 } else {
                     acc[2 * i + h]
                 };
-                _mm256_storeu_ps(dst, v);
+                V::store(dst, v);
             }
         }
     }
