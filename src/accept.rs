@@ -1,17 +1,18 @@
 //! `opledger accept RUN_DIR`: records the baselines of an archived run (a single run's folder or a
 //! merged one), so that a signed-off archive becomes the baseline without measuring again. Only
 //! specs that passed are recorded, each under the device that measured it, as `run --accept`
-//! would have done.
+//! would have done. The archive is verified first (`archive::load`): its manifest, its names and
+//! its verdict re-derived from its checks, so an edited `status` is refused, never accepted.
 
 use crate::baseline::{self, StoreLock};
 use crate::error::{ExitCode, Result};
-use crate::results::{self, RunResult};
+use crate::results::RunResult;
 use crate::verdict::Status;
 use std::path::Path;
 
 /// Records the passing specs of the run in `run_dir` into the store at `baselines_dir`.
 pub fn accept(run_dir: &Path, baselines_dir: &Path) -> Result<ExitCode> {
-    let run: RunResult = results::load(run_dir)?;
+    let run: RunResult = crate::archive::load(run_dir)?.run;
     crate::files::check_writable_dir(baselines_dir, "baselines store (--baselines)")?;
     let _lock = StoreLock::acquire(baselines_dir)?;
     baseline::remove_stale_temp_files(&baselines_dir.join(&run.device.key));

@@ -141,6 +141,13 @@ pub enum Command {
         #[arg(long, short)]
         out: Option<PathBuf>,
     },
+    /// Check an archive against its manifest: every file's SHA-256 as the command that wrote
+    /// it recorded, nothing removed or added, its names valid and its verdict the one its checks
+    /// give. Exit 0 when it is intact, 1 when anything differs or it has no manifest.
+    Verify {
+        /// A run (or merged) folder.
+        run_dir: PathBuf,
+    },
     /// Re-render the report of an archived run directory (nothing is measured).
     Report {
         /// A run directory holding results.json.
@@ -499,15 +506,18 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 Ok(ExitCode::Pass)
             }
         }
+        Command::Verify { run_dir } => verify_archive(&run_dir),
         Command::Report {
             run_dir,
             template,
             out,
         } => {
-            let run = crate::results::load(&run_dir)?;
+            let loaded = crate::archive::load(&run_dir)?;
+            let run = loaded.run;
             let md = report::render(&run, template.as_deref())?;
             match out {
                 Some(o) => {
+                    crate::files::check_writable_file(&o, "report (--out)")?;
                     // The charts go beside the report, where its links point; say so.
                     let dir = o
                         .parent()
@@ -518,6 +528,25 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                         crate::files::write_atomic(&dir.join(name), svg.as_bytes())?;
                     }
                     crate::files::write_atomic(&o, md.as_bytes())?;
+                    // A report re-rendered into its own archive: the archive's manifest records
+                    // the new files and the manifest they replaced.
+                    if loaded.verification.manifest.is_some()
+                        && crate::archive::overlaps(dir, &run_dir)
+                        && crate::archive::absolute(dir)
+                            .starts_with(crate::archive::absolute(&run_dir))
+                    {
+                        let previous = crate::archive::ReadRecord {
+                            what: "previous manifest".into(),
+                            path: run_dir.join(crate::archive::MANIFEST).display().to_string(),
+                            sha256: loaded
+                                .verification
+                                .manifest_sha256
+                                .clone()
+                                .unwrap_or_default(),
+                            run_id: Some(run.run_id.clone()),
+                        };
+                        crate::archive::seal(&run_dir, "report", vec![previous])?;
+                    }
                     eprintln!(
                         "opledger: wrote {} and, beside it, {}",
                         o.display(),
@@ -533,6 +562,67 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::Pass)
         }
     }
+}
+
+/// `opledger verify RUN_DIR`: every file against the manifest, then the names and the verdict.
+fn verify_archive(dir: &Path) -> Result<ExitCode> {
+    let v = crate::archive::verify(dir)?;
+    let Some(m) = &v.manifest else {
+        println!(
+            "{}: no {} — its files cannot be checked (written before opledger sealed its archives, or the manifest was removed)",
+            dir.display(),
+            crate::archive::MANIFEST
+        );
+        return Ok(ExitCode::GateFailed);
+    };
+    for (file, why) in &v.mismatches {
+        println!("{}: {}", dir.join(file).display(), why.words());
+    }
+    if !v.mismatches.is_empty() {
+        println!(
+            "{}: NOT INTACT: {} of the files differ from the manifest written by `opledger {}`",
+            dir.display(),
+            v.mismatches.len(),
+            m.written_by
+        );
+        return Ok(ExitCode::GateFailed);
+    }
+    // The digests match: what they cover must also be a sound archive.
+    let results = dir.join("results.json");
+    if results.exists() {
+        let checked = crate::results::load(dir).and_then(|run| {
+            crate::archive::check_names(&run, &results)?;
+            crate::archive::audit(&run, &results)
+        });
+        if let Err(e) = checked {
+            println!("{e}");
+            println!(
+                "{}: NOT INTACT: its digests match, but its results are not sound",
+                dir.display()
+            );
+            return Ok(ExitCode::GateFailed);
+        }
+    }
+    println!(
+        "{}: intact: {} files match the manifest written by `opledger {}` (opledger {}); manifest SHA-256 {}",
+        dir.display(),
+        m.files.len(),
+        m.written_by,
+        m.opledger_version,
+        v.manifest_sha256.as_deref().unwrap_or("")
+    );
+    for r in &m.read {
+        println!(
+            "  made from {} {} (SHA-256 {}{})",
+            r.what,
+            r.path,
+            r.sha256,
+            r.run_id
+                .as_ref()
+                .map_or(String::new(), |id| format!(", run {id}"))
+        );
+    }
+    Ok(ExitCode::Pass)
 }
 
 /// `opledger check`: every spec file validated (all errors reported, not the first only), and

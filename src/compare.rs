@@ -9,7 +9,7 @@ use std::path::Path;
 /// bootstrap CI, the spec's threshold). Exit 1 when a spec regressed.
 pub fn compare_runs(a: &Path, b: &Path, markdown: Option<&Path>) -> Result<ExitCode> {
     use crate::verdict::RegressionState;
-    let (ra, rb) = (crate::results::load(a)?, crate::results::load(b)?);
+    let (ra, rb) = (crate::archive::load(a)?.run, crate::archive::load(b)?.run);
     if !rb
         .specs
         .iter()

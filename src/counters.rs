@@ -389,16 +389,30 @@ pub fn attach(run: &mut RunResult, export: &Export, csv_path: &Path) -> Result<u
 /// results.json and re-renders its report; prints one line per variant. Returns the number of
 /// findings.
 pub fn import(run_dir: &Path, csv_path: &Path) -> Result<usize> {
-    let mut run = crate::results::load(run_dir)?;
+    let loaded = crate::archive::load_allowing(run_dir, Some(csv_path))?;
+    let mut run = loaded.run;
     let export = read(csv_path)?;
     let findings = attach(&mut run, &export, csv_path)?;
-    let json = serde_json::to_vec_pretty(&run).map_err(|e| Error::Corrupt {
+    let mut json = serde_json::to_vec_pretty(&run).map_err(|e| Error::Corrupt {
         path: run_dir.join("results.json"),
         message: format!("cannot serialize: {e}"),
     })?;
+    json.push(b'\n');
+    // What the new manifest rests on: the archive as it was, and the export added to it.
+    let mut read_from = Vec::new();
+    if let Some(sha256) = &loaded.verification.manifest_sha256 {
+        read_from.push(crate::archive::ReadRecord {
+            what: "previous manifest".into(),
+            path: run_dir.join(crate::archive::MANIFEST).display().to_string(),
+            sha256: sha256.clone(),
+            run_id: Some(run.run_id.clone()),
+        });
+    }
+    read_from.push(crate::archive::file_record("ncu export", csv_path)?);
     crate::files::write_atomic(&run_dir.join("results.json"), &json)?;
     let md = crate::report::render(&run, None)?;
     crate::files::write_atomic(&run_dir.join("report.md"), md.as_bytes())?;
+    crate::archive::seal(run_dir, "counters", read_from)?;
     for s in &run.specs {
         if let Some(c) = &s.counters {
             for (side, v) in [("before", &c.before), ("after", &c.after)] {
@@ -469,7 +483,8 @@ pub fn ncu_args(csv: &Path) -> Vec<String> {
 /// run's seed (`opledger profile-pass`, started by `run --ncu` under `ncu`).
 pub fn profile_pass(run_dir: &Path, paths: &[PathBuf], seed: u64) -> Result<()> {
     use crate::backend::pair::{prepare, PairContext, Side};
-    let run = crate::results::load(run_dir)?;
+    // ncu is writing its export into the run folder while this pass runs.
+    let run = crate::archive::load_allowing(run_dir, Some(&export_path(run_dir)))?.run;
     let specs = crate::spec::load_all(paths)?;
     let (backend, _) = crate::backend::select(crate::backend::BackendChoice::Cuda, None)?;
     for (case, r) in run.specs.iter().enumerate() {
@@ -523,7 +538,7 @@ pub fn run_with_ncu(opts: &crate::pipeline::RunOptions) -> Result<crate::error::
                 opts.runs_dir.display()
             ))
         })?;
-    let run = crate::results::load(&run_dir)?;
+    let run = crate::archive::load(&run_dir)?.run;
     if run.backend != "cuda" {
         return Err(Error::BackendUnavailable(format!(
             "run --ncu profiles GPU kernels, but this run used the {} backend: run with --backend cuda on a machine with a GPU",

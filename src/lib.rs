@@ -2,10 +2,11 @@
 //!
 //! The pipeline, one module per stage: `spec` (YAML → validated types) → `ledger` (FLOPs and
 //! bytes) → `device` (ceilings) → `backend` (kernels) → `measure` (timing, statistics) →
-//! `verdict` (checks) → `baseline` (archive, compare) → `report` (render). `pipeline` runs the
+//! `verdict` (checks) → `archive` (a run's folder, sealed and verified) and `baseline` (the store, compare) → `report` (render). `pipeline` runs the
 //! stages, `cli` parses the command line.
 
 pub mod accept;
+pub mod archive;
 pub mod backend;
 pub mod baseline;
 pub mod calibrate;

@@ -7,7 +7,7 @@
 
 use crate::error::{Error, ExitCode, Result};
 use crate::results::{RunResult, RunStatus, RunVerdict, SpecResult};
-use crate::{files, report, spec};
+use crate::{archive, files, report, spec};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -16,7 +16,25 @@ pub fn merge(dirs: &[PathBuf], out: &Path, allow_partial: bool) -> Result<ExitCo
     if dirs.is_empty() {
         return Err(Error::Usage("merge: no run folder given".into()));
     }
+    // The output never overwrites what is read: not an input, not inside one, not above one.
+    for d in dirs {
+        if archive::overlaps(out, d) {
+            let how = if same_dir(out, d) {
+                "is"
+            } else if archive::absolute(out).starts_with(archive::absolute(d)) {
+                "lies inside"
+            } else {
+                "contains"
+            };
+            return Err(Error::Usage(format!(
+                "merge: --out {} {how} the input {}: the merged archive would overwrite a shard; choose a folder outside every input",
+                out.display(),
+                d.display()
+            )));
+        }
+    }
     let mut runs: Vec<(PathBuf, RunResult)> = Vec::new();
+    let mut read: Vec<archive::ReadRecord> = Vec::new();
     for d in dirs {
         if runs.iter().any(|(p, _)| same_dir(p, d)) {
             return Err(Error::Usage(format!(
@@ -24,7 +42,9 @@ pub fn merge(dirs: &[PathBuf], out: &Path, allow_partial: bool) -> Result<ExitCo
                 d.display()
             )));
         }
-        runs.push((d.clone(), crate::results::load(d)?));
+        let loaded = archive::load(d)?;
+        read.push(archive::read_record("shard", d, &loaded));
+        runs.push((d.clone(), loaded.run));
     }
     // One commit: shards of different code are not one sign-off.
     let shas: Vec<&str> = runs.iter().map(|(_, r)| r.git_sha.as_str()).collect();
@@ -128,6 +148,12 @@ pub fn merge(dirs: &[PathBuf], out: &Path, allow_partial: bool) -> Result<ExitCo
         files::write_atomic(&dir.join("junit.xml"), report::junit(&merged).as_bytes())?;
         let summary = report::render_summary(&merged, &dir.join("report.md"))?;
         files::write_atomic(&dir.join("summary.md"), summary.as_bytes())?;
+        let shards_read: Vec<archive::ReadRecord> = read
+            .iter()
+            .filter(|r| group.iter().any(|(p, _)| r.path == p.display().to_string()))
+            .cloned()
+            .collect();
+        archive::seal(&dir, "merge", shards_read)?;
         index.push_str(&format!(
             "| `{key}` | {} | {} | {} | [{}]({}) |\n",
             group.len(),
@@ -155,6 +181,8 @@ pub fn merge(dirs: &[PathBuf], out: &Path, allow_partial: bool) -> Result<ExitCo
     }
     if by_device.len() > 1 {
         files::write_atomic(&out.join("report.md"), index.as_bytes())?;
+        // The index and every device's archive below it (each sealed on its own too).
+        archive::seal(out, "merge", read)?;
         println!("index: {}", out.join("report.md").display());
     }
     if !missing.is_empty() {

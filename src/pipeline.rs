@@ -309,6 +309,8 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
         .unwrap_or_default();
     run.wall_secs = started.elapsed().as_secs_f64();
     write_run_dir(&dir, &run, &suite_files, opts.template.as_deref())?;
+    // Last: the digests of everything the run wrote (tamper evidence for whoever reads it).
+    crate::archive::seal(&dir, "run", Vec::new())?;
     if let Some(path) = &opts.junit {
         crate::files::write_atomic(path, report::junit(&run).as_bytes())?;
     }

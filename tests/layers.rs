@@ -16,7 +16,7 @@ const LAYERS: &[&[&str]] = &[
     &["measure"],
     &["verdict"],
     &["results"],
-    &["baseline", "report"],
+    &["archive", "baseline", "report"],
     &["compare", "pipeline"],
     &["calibrate", "merge", "accept", "counters"],
     &["cli"],

@@ -23,6 +23,16 @@ pub enum Status {
 }
 
 impl Status {
+    /// The status in capitals, as the terminal and error messages print it.
+    pub fn word(self) -> &'static str {
+        match self {
+            Status::Pass => "PASS",
+            Status::Skip => "SKIP",
+            Status::Warn => "WARN",
+            Status::Fail => "FAIL",
+        }
+    }
+
     pub fn mark(self) -> &'static str {
         match self {
             Status::Pass => "✅",

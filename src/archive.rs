@@ -1,0 +1,649 @@
+//! The archive of a run: a folder whose every file is listed, with its SHA-256, in a manifest
+//! (`manifest.json`) written last. Loading an archive goes through here: the manifest is
+//! verified (a file edited, removed or added after the run is refused), every string of
+//! `results.json` that becomes a path component elsewhere (device keys, spec and case names,
+//! sweep groups) passes one rule, and the stored verdict is re-derived from the checks and
+//! measurements the archive holds, so a hand-edited `status` cannot pass for a result.
+//!
+//! What the manifest proves: that no file changed since the command that wrote it (an
+//! accidental or naive edit, a truncated copy, a file slipped into the folder), and which
+//! archive a report came from (the manifest's own digest). What it does not prove: that a
+//! forger did not recompute the digests after editing; the name rule and the verdict audit
+//! hold without the digests, so a recomputed manifest still cannot write outside a folder or
+//! turn a failed check into a baseline.
+
+use crate::error::{Error, Result};
+use crate::results::{RunResult, RunVerdict, SpecResult};
+use crate::verdict::{self, Check, RegressionState, Status};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// The manifest's file name inside an archive.
+pub const MANIFEST: &str = "manifest.json";
+/// The manifest format this opledger writes and reads.
+pub const MANIFEST_FORMAT: &str = "opledger-manifest/1";
+/// Largest manifest read (a line per file: a few KiB for a suite).
+const MAX_MANIFEST_BYTES: u64 = 16 << 20;
+/// Most files an archive may list (a run holds tens).
+const MAX_FILES: usize = 100_000;
+
+/// The digest of one file of an archive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileDigest {
+    pub sha256: String,
+    pub bytes: u64,
+}
+
+/// An input a derived archive was made from (a shard of a merge, the export `counters`
+/// imported, the manifest an archive had before a command added to it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadRecord {
+    /// What it was: `shard`, `ncu export`, `previous manifest`.
+    pub what: String,
+    /// Its path as given on the command line.
+    pub path: String,
+    /// SHA-256 of the file (of its manifest, for a shard).
+    pub sha256: String,
+    /// The run it held, where it is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+}
+
+/// `manifest.json`: every file of the archive with its digest, and what the archive was made
+/// from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format: String,
+    /// The command that wrote this manifest (`run`, `merge`, `counters`, `report`).
+    pub written_by: String,
+    pub opledger_version: String,
+    /// Path relative to the archive (`/`-separated) → digest.
+    pub files: BTreeMap<String, FileDigest>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read: Vec<ReadRecord>,
+}
+
+/// Why a file of an archive does not match its manifest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mismatch {
+    /// Its bytes differ from the digest recorded.
+    Edited,
+    /// Listed, but not there.
+    Missing,
+    /// There, but not listed.
+    Added,
+    /// Not a regular file (a link, a FIFO, a device) where the archive holds only files.
+    NotAFile,
+}
+
+impl Mismatch {
+    pub fn words(self) -> &'static str {
+        match self {
+            Mismatch::Edited => "edited after the run (its SHA-256 differs from the manifest's)",
+            Mismatch::Missing => "removed after the run (the manifest lists it)",
+            Mismatch::Added => "added after the run (the manifest does not list it)",
+            Mismatch::NotAFile => "not a regular file (an archive holds only regular files)",
+        }
+    }
+}
+
+/// What verifying an archive found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verification {
+    /// The manifest, when the archive has one.
+    pub manifest: Option<Manifest>,
+    /// SHA-256 of `manifest.json` itself: which archive this is.
+    pub manifest_sha256: Option<String>,
+    /// Each file that does not match, with why.
+    pub mismatches: Vec<(String, Mismatch)>,
+}
+
+/// An archive read and checked.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub run: RunResult,
+    pub verification: Verification,
+}
+
+/// Hex SHA-256 of a file, read in chunks (any size, constant memory).
+fn file_sha256(path: &Path) -> Result<(String, u64)> {
+    let mut f = std::fs::File::open(path).map_err(|e| Error::io("reading", path, e))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut n = 0u64;
+    loop {
+        let k = f
+            .read(&mut buf)
+            .map_err(|e| Error::io("reading", path, e))?;
+        if k == 0 {
+            break;
+        }
+        h.update(&buf[..k]);
+        n += k as u64;
+    }
+    Ok((hex(&h.finalize()), n))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Hex SHA-256 of some bytes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+/// Every entry under `dir` (relative `/`-separated path, whether it is a regular file), links
+/// not followed; the manifest itself left out.
+fn entries(dir: &Path) -> Result<Vec<(String, bool)>> {
+    let mut out = Vec::new();
+    let mut stack = vec![(dir.to_path_buf(), String::new())];
+    while let Some((d, prefix)) = stack.pop() {
+        let rd = std::fs::read_dir(&d).map_err(|e| Error::io("listing", &d, e))?;
+        for e in rd {
+            let e = e.map_err(|e| Error::io("listing", &d, e))?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            let rel = if prefix.is_empty() {
+                name.clone()
+            } else {
+                format!("{prefix}/{name}")
+            };
+            let t = e
+                .file_type()
+                .map_err(|x| Error::io("reading", e.path(), x))?;
+            if t.is_dir() {
+                stack.push((e.path(), rel));
+            } else if rel != MANIFEST {
+                out.push((rel, t.is_file()));
+            }
+            if out.len() > MAX_FILES {
+                return Err(Error::Refused {
+                    path: dir.to_path_buf(),
+                    message: format!("more than {MAX_FILES} files: not a run archive"),
+                });
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// A manifest path is relative, `/`-separated, of plain components: never `..`, absolute, or
+/// empty, so verifying cannot read outside the archive.
+fn manifest_path_ok(p: &str) -> bool {
+    !p.is_empty()
+        && !p.starts_with('/')
+        && !p.contains('\\')
+        && p.split('/')
+            .all(|c| !c.is_empty() && c != "." && c != ".." && !c.contains('\0'))
+}
+
+/// Writes the manifest of `dir` (every file under it, with its digest), last, atomically.
+/// `written_by` names the command; `read` lists what the archive was made from.
+pub fn seal(dir: &Path, written_by: &str, read: Vec<ReadRecord>) -> Result<Manifest> {
+    let mut files = BTreeMap::new();
+    for (rel, is_file) in entries(dir)? {
+        let path = dir.join(&rel);
+        if !is_file {
+            return Err(Error::Refused {
+                path,
+                message: "not a regular file: an archive holds only regular files".into(),
+            });
+        }
+        let (sha256, bytes) = file_sha256(&path)?;
+        files.insert(rel, FileDigest { sha256, bytes });
+    }
+    let m = Manifest {
+        format: MANIFEST_FORMAT.into(),
+        written_by: written_by.into(),
+        opledger_version: env!("CARGO_PKG_VERSION").into(),
+        files,
+        read,
+    };
+    let mut json = serde_json::to_vec_pretty(&m).map_err(|e| Error::Corrupt {
+        path: dir.join(MANIFEST),
+        message: format!("cannot serialise the manifest: {e}"),
+    })?;
+    json.push(b'\n');
+    crate::files::write_atomic(&dir.join(MANIFEST), &json)?;
+    Ok(m)
+}
+
+/// Reads the manifest of `dir`, if it has one.
+fn read_manifest(dir: &Path) -> Result<Option<(Manifest, String)>> {
+    let path = dir.join(MANIFEST);
+    match std::fs::symlink_metadata(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("reading", &path, e)),
+        Ok(m) if !m.is_file() => {
+            return Err(Error::Corrupt {
+                path,
+                message: "not a regular file: an archive's manifest is one".into(),
+            })
+        }
+        Ok(_) => {}
+    }
+    let bytes = crate::files::read_regular(&path, MAX_MANIFEST_BYTES, "manifest")?;
+    let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
+        path: path.clone(),
+        message: format!("not an opledger manifest: {e}"),
+    })?;
+    if m.format != MANIFEST_FORMAT {
+        return Err(Error::Corrupt {
+            path,
+            message: format!(
+                "manifest format `{}` is not the supported `{MANIFEST_FORMAT}`",
+                m.format
+            ),
+        });
+    }
+    if let Some(bad) = m.files.keys().find(|p| !manifest_path_ok(p)) {
+        return Err(Error::Corrupt {
+            path,
+            message: format!("lists `{bad}`, which is not a path inside the archive"),
+        });
+    }
+    Ok(Some((m, sha256_hex(&bytes))))
+}
+
+/// Checks every file of `dir` against its manifest: edited, removed, added and non-regular
+/// files are all listed (an archive without a manifest has none to list).
+pub fn verify(dir: &Path) -> Result<Verification> {
+    if !dir.is_dir() {
+        return Err(Error::Refused {
+            path: dir.to_path_buf(),
+            message: "not a folder: expected a run archive (a folder holding results.json)".into(),
+        });
+    }
+    let Some((manifest, digest)) = read_manifest(dir)? else {
+        return Ok(Verification {
+            manifest: None,
+            manifest_sha256: None,
+            mismatches: Vec::new(),
+        });
+    };
+    let mut mismatches = Vec::new();
+    let present: BTreeMap<String, bool> = entries(dir)?.into_iter().collect();
+    for (rel, want) in &manifest.files {
+        match present.get(rel) {
+            None => mismatches.push((rel.clone(), Mismatch::Missing)),
+            Some(false) => mismatches.push((rel.clone(), Mismatch::NotAFile)),
+            Some(true) => {
+                let (sha, bytes) = file_sha256(&dir.join(rel))?;
+                if sha != want.sha256 || bytes != want.bytes {
+                    mismatches.push((rel.clone(), Mismatch::Edited));
+                }
+            }
+        }
+    }
+    for (rel, is_file) in &present {
+        if !manifest.files.contains_key(rel) {
+            let why = if *is_file {
+                Mismatch::Added
+            } else {
+                Mismatch::NotAFile
+            };
+            mismatches.push((rel.clone(), why));
+        }
+    }
+    Ok(Verification {
+        manifest: Some(manifest),
+        manifest_sha256: Some(digest),
+        mismatches,
+    })
+}
+
+/// The rule every string that becomes a path component obeys: 1–128 characters of
+/// `[a-z0-9-]`, not starting with `-` (so never `..`, `/`, absolute or empty).
+pub fn path_component_ok(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 128
+        && !s.starts_with('-')
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+/// A run id: the name of its folder (`20261130T101010Z-abc1234`): letters, digits, `.`, `_`,
+/// `-`, not starting with `.`.
+fn run_id_ok(s: &str) -> bool {
+    s.len() <= 200
+        && !s.starts_with('.')
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+/// Every string of a run that becomes a path component elsewhere, checked by one rule; the
+/// error names the field.
+pub fn check_names(run: &RunResult, path: &Path) -> Result<()> {
+    let bad = |field: String, value: &str| {
+        Error::Corrupt {
+        path: path.to_path_buf(),
+        message: format!(
+            "{field} {value:?} is not a valid name (expected 1-128 characters from [a-z0-9-], not starting with '-'): the archive was edited, or is not opledger's"
+        ),
+    }
+    };
+    if !path_component_ok(&run.device.key) {
+        return Err(bad("device.key".into(), &run.device.key));
+    }
+    if !run_id_ok(&run.run_id) {
+        return Err(Error::Corrupt {
+            path: path.to_path_buf(),
+            message: format!(
+                "run_id {:?} is not a run folder's name (letters, digits, '.', '_', '-')",
+                run.run_id
+            ),
+        });
+    }
+    for (i, s) in run.specs.iter().enumerate() {
+        if !path_component_ok(&s.name) {
+            return Err(bad(format!("specs[{i}].name"), &s.name));
+        }
+        if let Some(p) = &s.sweep {
+            if !path_component_ok(&p.group) {
+                return Err(bad(format!("specs[{i}].sweep.group"), &p.group));
+            }
+        }
+    }
+    for (i, sw) in run.sweeps.iter().enumerate() {
+        if !path_component_ok(&sw.group) {
+            return Err(bad(format!("sweeps[{i}].group"), &sw.group));
+        }
+        for (j, r) in sw.rows.iter().enumerate() {
+            if !path_component_ok(&r.spec) {
+                return Err(bad(format!("sweeps[{i}].rows[{j}].spec"), &r.spec));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The status a stored check must have, re-derived from the numbers beside it; `None` for a
+/// check that cannot be re-derived (a backend error's `run` check is what it says).
+fn derived_status(s: &SpecResult, c: &Check) -> Option<Status> {
+    let d = match c.name.as_str() {
+        "io_saving" => verdict::io_saving_check(s.io_saving, s.expect.io_saving.as_ref()),
+        "time_saving" => verdict::time_saving_check(
+            s.time_saving.as_ref()?,
+            s.expect.time_saving.as_ref(),
+            s.predicted_time_saving,
+            s.launch_overhead_secs
+                .is_none()
+                .then_some(s.max_time_saving),
+        ),
+        "bound" => verdict::bound_check(
+            s.expect.bound,
+            &s.after.predicted,
+            s.after.achieved.as_ref()?,
+        ),
+        "launch_overhead" => {
+            let n_ops = s.workload.as_kind().launch_chain_ops()?;
+            verdict::launch_overhead_check(s.launch_overhead_secs.as_ref()?, n_ops, &variants(s))
+        }
+        "correctness" => s.correctness.as_ref()?.check(&s.tolerance.tolerance()),
+        "regression" => {
+            return Some(match s.baseline.state {
+                Some(RegressionState::Fail) => Status::Fail,
+                Some(RegressionState::Inconclusive) => Status::Warn,
+                Some(RegressionState::Pass | RegressionState::Improved) => Status::Pass,
+                // Without a baseline the check is skipped, or failed under --require-baseline.
+                None if c.status == Status::Fail => Status::Fail,
+                None => Status::Skip,
+            });
+        }
+        _ => return None,
+    };
+    Some(d.status)
+}
+
+fn variants(s: &SpecResult) -> crate::spec::Variants {
+    crate::spec::Variants {
+        before: s.before.variant,
+        after: s.after.variant,
+    }
+}
+
+/// The checks every measured spec holds: one missing means the archive was cut.
+const MEASURED_CHECKS: [&str; 5] = [
+    "correctness",
+    "bound",
+    "io_saving",
+    "time_saving",
+    "regression",
+];
+
+/// Re-derives each spec's checks, each spec's status and the run's verdict from the numbers the
+/// archive holds; the first disagreement is an error naming the field.
+pub fn audit(run: &RunResult, path: &Path) -> Result<()> {
+    let damaged = |field: String, detail: String| Error::Corrupt {
+        path: path.to_path_buf(),
+        message: format!("damaged: {field} {detail}; the archive was edited after the run"),
+    };
+    for (i, s) in run.specs.iter().enumerate() {
+        for (j, c) in s.checks.iter().enumerate() {
+            if let Some(d) = derived_status(s, c) {
+                if d != c.status {
+                    return Err(damaged(
+                        format!("specs[{i}].checks[{j}].status (`{}` of {})", c.name, s.name),
+                        format!(
+                            "says {} but the measurements it holds give {}",
+                            c.status.word(),
+                            d.word()
+                        ),
+                    ));
+                }
+            }
+        }
+        if s.time_saving.is_some() {
+            if let Some(missing) = MEASURED_CHECKS
+                .iter()
+                .find(|n| !s.checks.iter().any(|c| c.name == **n))
+            {
+                return Err(damaged(
+                    format!("specs[{i}].checks ({})", s.name),
+                    format!("lacks the `{missing}` check that every measured spec holds"),
+                ));
+            }
+        } else if !s.checks.iter().any(|c| c.status == Status::Fail) {
+            return Err(damaged(
+                format!("specs[{i}] ({})", s.name),
+                "holds no measurement and no failed check".into(),
+            ));
+        }
+        let status = if s.checks.iter().any(|c| c.status == Status::Fail) {
+            Status::Fail
+        } else {
+            Status::Pass
+        };
+        if s.status != status {
+            return Err(damaged(
+                format!("specs[{i}].status ({})", s.name),
+                format!(
+                    "says {} but its checks give {}",
+                    s.status.word(),
+                    status.word()
+                ),
+            ));
+        }
+    }
+    let v = RunVerdict::of(&run.specs);
+    if v != run.verdict {
+        return Err(damaged(
+            "verdict".into(),
+            format!(
+                "says {} ({} passed, {} failed, {} inconclusive) but its specs give {} ({} passed, {} failed, {} inconclusive)",
+                run.verdict.status,
+                run.verdict.specs_passed,
+                run.verdict.specs_failed,
+                run.verdict.inconclusive,
+                v.status,
+                v.specs_passed,
+                v.specs_failed,
+                v.inconclusive
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Reads the archive in `dir`: its manifest verified (any mismatch refused, naming the file),
+/// `results.json` loaded, its names checked and its verdict audited. An archive without a
+/// manifest (written before opledger sealed its archives) loads with a warning.
+pub fn load(dir: &Path) -> Result<Loaded> {
+    load_allowing(dir, None)
+}
+
+/// [`load`], with one file inside the archive that may have been added since it was sealed
+/// (the export `run --ncu` writes into the run folder before importing it).
+pub fn load_allowing(dir: &Path, added: Option<&Path>) -> Result<Loaded> {
+    let mut verification = verify(dir)?;
+    if let Some(a) = added {
+        let a = absolute(a);
+        verification
+            .mismatches
+            .retain(|(f, why)| !(*why == Mismatch::Added && absolute(&dir.join(f)) == a));
+    }
+    if let Some((file, why)) = verification.mismatches.first() {
+        return Err(Error::Corrupt {
+            path: dir.join(file),
+            message: format!(
+                "{}{}; refusing the archive (`opledger verify {}` lists every file)",
+                why.words(),
+                if verification.mismatches.len() > 1 {
+                    format!(
+                        ", and {} more file(s) differ",
+                        verification.mismatches.len() - 1
+                    )
+                } else {
+                    String::new()
+                },
+                dir.display()
+            ),
+        });
+    }
+    if verification.manifest.is_none() {
+        eprintln!(
+            "opledger: warning: {} has no {MANIFEST}: its files cannot be checked against the run that wrote them",
+            dir.display()
+        );
+    }
+    let run = crate::results::load(dir)?;
+    let results = dir.join("results.json");
+    check_names(&run, &results)?;
+    audit(&run, &results)?;
+    Ok(Loaded { run, verification })
+}
+
+/// The record of an archive read to make another (a merge's shard).
+pub fn read_record(what: &str, dir: &Path, loaded: &Loaded) -> ReadRecord {
+    let sha256 = loaded
+        .verification
+        .manifest_sha256
+        .clone()
+        .unwrap_or_else(|| {
+            file_sha256(&dir.join("results.json"))
+                .map(|(s, _)| s)
+                .unwrap_or_default()
+        });
+    ReadRecord {
+        what: what.into(),
+        path: dir.display().to_string(),
+        sha256,
+        run_id: Some(loaded.run.run_id.clone()),
+    }
+}
+
+/// The record of a plain file read (an export).
+pub fn file_record(what: &str, path: &Path) -> Result<ReadRecord> {
+    Ok(ReadRecord {
+        what: what.into(),
+        path: path.display().to_string(),
+        sha256: file_sha256(path)?.0,
+        run_id: None,
+    })
+}
+
+/// Whether `a` and `b` overlap: the same folder, or one inside the other (both made absolute,
+/// links resolved where the paths exist).
+pub fn overlaps(a: &Path, b: &Path) -> bool {
+    let (x, y) = (absolute(a), absolute(b));
+    x.starts_with(&y) || y.starts_with(&x)
+}
+
+/// `p` made absolute with its links resolved as far as it exists (a folder still to be
+/// created keeps its missing tail).
+pub fn absolute(p: &Path) -> PathBuf {
+    let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let mut existing = abs.as_path();
+    let mut tail = Vec::new();
+    loop {
+        if let Ok(c) = existing.canonicalize() {
+            let mut out = c;
+            for t in tail.iter().rev() {
+                out.push(t);
+            }
+            return out;
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                tail.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => return abs,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_could_leave_a_folder_are_refused() {
+        for bad in ["", "..", "../x", "/abs", "a/b", "-x", "A", "x.y", "é"] {
+            assert!(!path_component_ok(bad), "{bad:?}");
+        }
+        for good in ["cpu-intel-xeon-avx512-2c-480m", "fuse-bias-gelu", "0"] {
+            assert!(path_component_ok(good), "{good:?}");
+        }
+        assert!(!manifest_path_ok("../x") && !manifest_path_ok("a//b") && !manifest_path_ok("/x"));
+        assert!(manifest_path_ok("specs/a.yaml"));
+    }
+
+    #[test]
+    fn a_sealed_folder_verifies_and_every_change_is_named() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("specs")).unwrap();
+        std::fs::write(d.path().join("results.json"), b"{}").unwrap();
+        std::fs::write(d.path().join("specs/a.yaml"), b"a").unwrap();
+        std::fs::write(d.path().join("gone.txt"), b"x").unwrap();
+        seal(d.path(), "run", Vec::new()).unwrap();
+        assert!(verify(d.path()).unwrap().mismatches.is_empty());
+        std::fs::write(d.path().join("specs/a.yaml"), b"b").unwrap();
+        std::fs::remove_file(d.path().join("gone.txt")).unwrap();
+        std::fs::write(d.path().join("new.txt"), b"n").unwrap();
+        let v = verify(d.path()).unwrap();
+        assert_eq!(
+            v.mismatches,
+            vec![
+                ("gone.txt".to_string(), Mismatch::Missing),
+                ("specs/a.yaml".to_string(), Mismatch::Edited),
+                ("new.txt".to_string(), Mismatch::Added),
+            ]
+        );
+    }
+
+    #[test]
+    fn overlapping_folders_are_seen_through_dots_and_missing_tails() {
+        let d = tempfile::tempdir().unwrap();
+        let a = d.path().join("a");
+        std::fs::create_dir(&a).unwrap();
+        assert!(overlaps(&a, &a.join("x/y")));
+        assert!(overlaps(&a.join("../a"), &a));
+        assert!(!overlaps(&a, &d.path().join("b")));
+        assert!(!overlaps(&a, &d.path().join("ab")));
+    }
+}
