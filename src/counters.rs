@@ -497,7 +497,7 @@ pub fn profile_pass(run_dir: &Path, paths: &[PathBuf], seed: u64) -> Result<()> 
         })?;
         let inputs = std::sync::Arc::new(s.workload.as_kind().inputs(seed));
         let ctx = PairContext {
-            spec_dir: s.file.parent().unwrap_or(Path::new(".")),
+            spec_dir: s.dir(),
             flush_bytes: backend.flush_bytes().max(64 << 20),
         };
         let mut pair = prepare(

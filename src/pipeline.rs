@@ -578,7 +578,7 @@ fn measure_spec(
     // them here, outside any backend.
     let inputs = std::sync::Arc::new(kind.inputs(cfg.seed));
     let ctx = backend::pair::PairContext {
-        spec_dir: s.file.parent().unwrap_or(Path::new(".")),
+        spec_dir: s.dir(),
         flush_bytes: backend.flush_bytes().max(64 << 20),
     };
     let mut case = backend::pair::prepare(

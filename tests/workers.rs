@@ -502,3 +502,135 @@ fn the_swiglu_example_runs_its_declared_ledger_on_workers() {
         .unwrap()
         .contains("numexpr_fused"));
 }
+
+/// Whether process `pid` is gone (or a zombie, ended but not yet reaped by whoever adopted it).
+fn gone(pid: i32) -> bool {
+    for _ in 0..100 {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => return true,
+            Ok(stat) => {
+                let state = stat
+                    .rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .split_whitespace()
+                    .next();
+                if matches!(state, Some("Z" | "X")) {
+                    return true;
+                }
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    false
+}
+
+fn descendant_pid(dir: &Path) -> i32 {
+    std::fs::read_to_string(dir.join("descendant.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn a_bare_spec_file_name_starts_its_workers_in_the_current_folder() {
+    if !python3() {
+        eprintln!("SKIPPED: no python3");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    relu_spec(dir.path(), "ok", "");
+    let o = common::bin()
+        .current_dir(dir.path())
+        .args(["run", "relu-ok.yaml"])
+        .args(common::QUICK)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(results(dir.path())["specs"][0]["status"], "pass");
+}
+
+#[test]
+fn a_worker_that_exits_while_its_child_holds_the_channel_is_noticed_at_once() {
+    if !python3() {
+        eprintln!("SKIPPED: no python3");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spec = relu_spec(dir.path(), "fork-and-exit", "");
+    let o = run_in(dir.path(), &[spec], &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("the worker exited (exit status: 5) without answering `hello`"),
+        "{out}"
+    );
+    assert!(!out.contains("no reply"), "not a time-out: {out}");
+    assert!(
+        out.contains("leaving a child behind"),
+        "its output quoted: {out}"
+    );
+    assert!(gone(descendant_pid(dir.path())), "the child was ended");
+}
+
+#[test]
+fn a_grandchild_in_a_session_of_its_own_is_ended_with_its_worker() {
+    if !python3() {
+        eprintln!("SKIPPED: no python3");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spec = relu_spec(dir.path(), "setsid-escape", "");
+    let o = run_in(dir.path(), &[spec], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let pid = descendant_pid(dir.path());
+    assert!(gone(pid), "the setsid() grandchild {pid} outlived opledger");
+}
+
+#[test]
+fn a_worker_flooding_its_output_leaves_only_a_bounded_tail() {
+    if !python3() {
+        eprintln!("SKIPPED: no python3");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let spec = relu_spec(dir.path(), "flood", "");
+    let mut child = common::run_cmd(dir.path(), &[spec], &[])
+        .env("TMPDIR", &tmp)
+        .env("FLOOD_MIB", "64")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The largest temporary file seen while it runs.
+    let mut largest = 0u64;
+    fn sizes(d: &Path, out: &mut Vec<u64>) {
+        for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+            match e.file_type() {
+                Ok(t) if t.is_dir() => sizes(&e.path(), out),
+                _ => out.push(e.metadata().map_or(0, |m| m.len())),
+            }
+        }
+    }
+    while child.try_wait().unwrap().is_none() {
+        let mut v = Vec::new();
+        sizes(&tmp, &mut v);
+        largest = largest.max(v.into_iter().max().unwrap_or(0));
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let o = child.wait_with_output().unwrap();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("flood: the last line"),
+        "the end is quoted: {out}"
+    );
+    assert!(out.contains("exit status: 9"), "{out}");
+    assert!(
+        largest < 1 << 20,
+        "a temporary file of {largest} bytes: the output was kept whole"
+    );
+}

@@ -230,11 +230,7 @@ impl UserSides {
             let index = match workers.iter().position(|(c, _)| c.command == cmd.command) {
                 Some(i) => i,
                 None => {
-                    let log = dir.path().join(format!("worker-{}.log", workers.len() + 1));
-                    workers.push((
-                        cmd.clone(),
-                        Worker::start(cmd, ctx.spec_dir, &log, &python)?,
-                    ));
+                    workers.push((cmd.clone(), Worker::start(cmd, ctx.spec_dir, &python)?));
                     workers.len() - 1
                 }
             };

@@ -5,8 +5,11 @@
 //! outputs are `.npy` files; the worker times its own runs (only it knows its device).
 //!
 //! Every failure is a spec's failure with the reason and the tail of the worker's output, never a
-//! hang or an orphan: each request has a time limit, a reply that is not the protocol's is an
-//! error, and the worker's whole process group is killed when it is dropped.
+//! hang or an orphan: each request has a time limit, a worker that exits is noticed at once (even
+//! when a process it started still holds the channel), a reply that is not the protocol's is an
+//! error, and when the worker is dropped its whole process group is killed and, on Linux, every
+//! process descended from it too (opledger is their subreaper, so a `setsid()` does not escape).
+//! Only the last [`TAIL_BYTES`] of its output are kept, in memory, however much it writes.
 
 use crate::error::BackendError;
 use crate::spec::WorkerCommand;
@@ -15,7 +18,8 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// The protocol version this opledger speaks.
 pub const PROTOCOL: u64 = 1;
@@ -25,6 +29,12 @@ pub const WORKER_FD: i32 = 3;
 const MAX_REPLY_BYTES: u64 = 1 << 20;
 /// Lines of the worker's output quoted in an error.
 const LOG_TAIL_LINES: usize = 20;
+/// Bytes of the worker's output kept (the end of it; the rest is read and dropped).
+pub const TAIL_BYTES: usize = 64 << 10;
+/// How often a wait for a reply looks whether the worker is still alive.
+const LIVENESS_POLL: Duration = Duration::from_millis(50);
+/// The variable that marks a worker's processes, so that they can be found and ended.
+const TOKEN_VAR: &str = "OPLEDGER_WORKER_TOKEN";
 
 /// A request of the protocol: one JSON object on one line, `op` naming it.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
@@ -115,12 +125,79 @@ pub fn schema() -> serde_json::Value {
     root
 }
 
+/// The end of a worker's stdout and stderr, filled by a thread that drains the pipe.
+#[derive(Clone, Default)]
+struct OutputTail {
+    bytes: Arc<Mutex<std::collections::VecDeque<u8>>>,
+    /// A second handle on the pipe's read end, to see how much is still unread.
+    pipe: Option<Arc<std::io::PipeReader>>,
+}
+
+impl OutputTail {
+    /// Starts draining `pipe` into a new tail (until every writer has closed it).
+    fn drain(mut pipe: std::io::PipeReader) -> Self {
+        let mut tail = OutputTail::default();
+        tail.pipe = pipe.try_clone().ok().map(Arc::new);
+        let bytes = tail.bytes.clone();
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 1 << 16];
+            loop {
+                match pipe.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        let mut t = bytes.lock().unwrap_or_else(|e| e.into_inner());
+                        t.extend(&buf[..n]);
+                        let excess = t.len().saturating_sub(TAIL_BYTES);
+                        t.drain(..excess);
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+        });
+        tail
+    }
+
+    /// Gives the draining thread a moment to take what the pipe still holds (a worker that just
+    /// crashed wrote its last words there), so that an error quotes them.
+    fn settle(&self) {
+        use std::os::fd::AsRawFd;
+        let Some(pipe) = &self.pipe else {
+            return;
+        };
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_millis(500) {
+            let mut unread: libc::c_int = 0;
+            // SAFETY: FIONREAD writes one int, the count of unread bytes of the pipe we hold.
+            let r = unsafe { libc::ioctl(pipe.as_raw_fd(), libc::FIONREAD, &mut unread) };
+            if r < 0 || unread == 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        // The thread may hold bytes it read but has not stored yet.
+        std::thread::sleep(Duration::from_millis(5));
+    }
+
+    /// The last `lines` lines.
+    fn lines(&self, lines: usize) -> String {
+        self.settle();
+        let t = self.bytes.lock().unwrap_or_else(|e| e.into_inner());
+        let (a, b) = t.as_slices();
+        let text = String::from_utf8_lossy(&[a, b].concat()).into_owned();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+}
+
 /// A running worker process.
 pub struct Worker {
     child: Child,
     reader: BufReader<UnixStream>,
     writer: UnixStream,
-    log: PathBuf,
+    output: OutputTail,
+    /// The value of [`TOKEN_VAR`] in its environment (and its children's).
+    token: String,
     /// `program args…`, for messages.
     command: String,
     /// What the worker said of itself in its hello.
@@ -130,12 +207,11 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// Starts `cmd` in `dir` with its output going to `log`, and greets it (protocol version,
-    /// the functions it serves).
+    /// Starts `cmd` in `dir` (its output kept as a bounded tail), and greets it (protocol
+    /// version, the functions it serves).
     pub fn start(
         cmd: &WorkerCommand,
         dir: &Path,
-        log: &Path,
         python_path: &Path,
     ) -> Result<Self, BackendError> {
         let command = cmd.command.join(" ");
@@ -144,17 +220,26 @@ impl Worker {
             message,
             output_tail: String::new(),
         };
+        if !dir.is_dir() {
+            return Err(fail(format!(
+                "its working folder `{}` (the spec's folder) is not a folder",
+                dir.display()
+            )));
+        }
+        become_subreaper();
+        let token = new_token();
         let (ours, theirs) =
             UnixStream::pair().map_err(|e| fail(format!("cannot create its channel: {e}")))?;
-        let out = std::fs::File::create(log)
-            .map_err(|e| fail(format!("cannot create {}: {e}", log.display())))?;
+        let (out_read, out) =
+            std::io::pipe().map_err(|e| fail(format!("cannot create its output pipe: {e}")))?;
         let err = out
             .try_clone()
-            .map_err(|e| fail(format!("cannot share {}: {e}", log.display())))?;
+            .map_err(|e| fail(format!("cannot share its output pipe: {e}")))?;
         let fd = std::os::fd::AsRawFd::as_raw_fd(&theirs);
         let mut c = Command::new(&cmd.command[0]);
         c.args(&cmd.command[1..])
             .current_dir(dir)
+            .env(TOKEN_VAR, &token)
             .env("OPLEDGER_WORKER_FD", WORKER_FD.to_string())
             .env("OPLEDGER_WORKER_PROTOCOL", PROTOCOL.to_string())
             // The reference module, importable by every Python worker without installing it.
@@ -181,13 +266,25 @@ impl Worker {
             });
         }
         let child = c.spawn().map_err(|e| {
+            let why = if e.kind() == std::io::ErrorKind::NotFound {
+                format!(
+                    "`{}` was not found (not on PATH, nor a path from the spec's folder)",
+                    cmd.command[0]
+                )
+            } else {
+                e.to_string()
+            };
             fail(format!(
-                "cannot start `{}` in {}: {e}",
+                "cannot start `{}` in {}: {why}",
                 cmd.command[0],
                 dir.display()
             ))
         })?;
+        // Our copies of the pipe's write end go with the Command: only the worker's remain.
+        drop(c);
         drop(theirs);
+        let output = OutputTail::drain(out_read);
+        live_workers().push(child.id() as i32);
         let writer = ours
             .try_clone()
             .map_err(|e| fail(format!("cannot share its channel: {e}")))?;
@@ -195,7 +292,8 @@ impl Worker {
             child,
             reader: BufReader::new(ours),
             writer,
-            log: log.to_path_buf(),
+            output,
+            token,
             command,
             about: String::new(),
             functions: Vec::new(),
@@ -235,7 +333,12 @@ impl Worker {
         if let Err(e) = self.writer.write_all(line.as_bytes()) {
             return Err(self.failure(format!("cannot send `{op}`: {e}")));
         }
-        if let Err(e) = self.reader.get_ref().set_read_timeout(Some(limit)) {
+        let deadline = Instant::now() + limit;
+        self.wait_readable(deadline, op, limit)?;
+        let remaining = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1));
+        if let Err(e) = self.reader.get_ref().set_read_timeout(Some(remaining)) {
             return Err(self.failure(format!("cannot set the time limit: {e}")));
         }
         let mut reply = String::new();
@@ -290,6 +393,65 @@ impl Worker {
         Err(self.failure(format!("`{op}` failed: {message}")))
     }
 
+    /// Waits until the channel has something to read (a reply, or its end) or the deadline
+    /// passes, looking every [`LIVENESS_POLL`] whether the worker has exited: a worker that exits
+    /// while a process it started keeps the channel open would otherwise be waited for until
+    /// the deadline.
+    fn wait_readable(
+        &mut self,
+        deadline: Instant,
+        op: &str,
+        limit: Duration,
+    ) -> Result<(), BackendError> {
+        use std::os::fd::AsRawFd;
+        let fd = self.reader.get_ref().as_raw_fd();
+        let readable = |wait: Duration| -> std::io::Result<bool> {
+            let mut pfd = libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one pollfd on a socket this worker owns, valid for the call.
+            let r =
+                unsafe { libc::poll(&mut pfd, 1, wait.as_millis().min(i32::MAX as u128) as i32) };
+            if r < 0 {
+                let e = std::io::Error::last_os_error();
+                return if e.kind() == std::io::ErrorKind::Interrupted {
+                    Ok(false)
+                } else {
+                    Err(e)
+                };
+            }
+            Ok(r > 0)
+        };
+        loop {
+            if !self.reader.buffer().is_empty() {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(self.failure(format!(
+                    "no reply to `{op}` within {:.0} s",
+                    limit.as_secs_f64()
+                )));
+            }
+            match readable((deadline - now).min(LIVENESS_POLL)) {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(e) => return Err(self.failure(format!("waiting for the reply to `{op}`: {e}"))),
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                // A reply written just before it exited is still a reply.
+                if readable(Duration::ZERO).unwrap_or(false) {
+                    return Ok(());
+                }
+                return Err(self.failure(format!(
+                    "the worker exited ({status}) without answering `{op}`; a process it started still holds the channel"
+                )));
+            }
+        }
+    }
+
     /// The worker's exit status if it has exited (waiting a moment for it), in words.
     fn exit_status(&mut self) -> String {
         for _ in 0..20 {
@@ -306,7 +468,7 @@ impl Worker {
         BackendError::Worker {
             command: self.command.clone(),
             message,
-            output_tail: tail(&self.log, LOG_TAIL_LINES),
+            output_tail: self.output.lines(LOG_TAIL_LINES),
         }
     }
 
@@ -324,8 +486,151 @@ impl Drop for Worker {
         unsafe {
             libc::kill(-pid, libc::SIGKILL);
         }
+        end_descendants(pid, &self.token);
         let _ = self.child.wait();
+        live_workers().retain(|&p| p != pid);
     }
+}
+
+/// The pids of the workers alive in this process (their trees are not another worker's).
+fn live_workers() -> std::sync::MutexGuard<'static, Vec<i32>> {
+    static LIVE: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+    LIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A token no other worker of any opledger process has.
+fn new_token() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{}-{}-{nanos}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Makes this process the subreaper of its descendants (Linux): a worker's grandchild whose
+/// parent exits is re-parented here, not to init, so it can still be found and ended.
+fn become_subreaper() {
+    #[cfg(target_os = "linux")]
+    {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes one integer and touches no memory.
+            unsafe {
+                libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong);
+            }
+        });
+    }
+}
+
+/// Ends every process of a worker's tree on Linux: the descendants of `worker` (by parent pid,
+/// whatever session or group they moved to), the processes carrying its token, and the orphans
+/// re-parented to this process that carry it or no token at all. Repeated until none is left,
+/// since a process may fork while its tree is being ended; the ones that were our children are
+/// reaped. Elsewhere the process group (killed by the caller) is all that is ended.
+fn end_descendants(worker: i32, token: &str) {
+    #[cfg(target_os = "linux")]
+    {
+        let me = std::process::id() as i32;
+        let marker = format!("{TOKEN_VAR}={token}");
+        for _ in 0..50 {
+            let procs = proc_table();
+            let others: Vec<i32> = live_workers()
+                .iter()
+                .copied()
+                .filter(|&p| p != worker)
+                .collect();
+            let mut roots: Vec<i32> = vec![worker];
+            for p in &procs {
+                if p.pid == me || others.contains(&p.pid) || p.zombie {
+                    continue;
+                }
+                let env = std::fs::read(format!("/proc/{}/environ", p.pid)).unwrap_or_default();
+                let ours = env.split(|&b| b == 0).any(|v| v == marker.as_bytes());
+                let unmarked = !env
+                    .split(|&b| b == 0)
+                    .any(|v| v.starts_with(TOKEN_VAR.as_bytes()));
+                if ours || (p.ppid == me && unmarked) {
+                    roots.push(p.pid);
+                }
+            }
+            // Descendants by parent pid.
+            let mut victims: Vec<i32> = Vec::new();
+            let mut queue = roots;
+            while let Some(v) = queue.pop() {
+                if v == me || victims.contains(&v) {
+                    continue;
+                }
+                victims.push(v);
+                queue.extend(procs.iter().filter(|p| p.ppid == v).map(|p| p.pid));
+            }
+            let alive: Vec<&ProcEntry> = procs
+                .iter()
+                .filter(|p| victims.contains(&p.pid) && p.pid != worker)
+                .collect();
+            for p in &alive {
+                // SAFETY: signals a process of the worker's tree; no memory is touched.
+                unsafe {
+                    libc::kill(p.pid, libc::SIGKILL);
+                }
+            }
+            for p in alive.iter().filter(|p| p.ppid == me) {
+                // SAFETY: reaps a child of this process that was just killed (WNOHANG: never
+                // blocks); the worker itself is left to its `Child`.
+                unsafe {
+                    libc::waitpid(p.pid, std::ptr::null_mut(), libc::WNOHANG);
+                }
+            }
+            if alive.iter().all(|p| p.zombie) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (worker, token);
+}
+
+#[cfg(target_os = "linux")]
+struct ProcEntry {
+    pid: i32,
+    ppid: i32,
+    zombie: bool,
+}
+
+/// Every process of /proc with its parent and whether it is a zombie.
+#[cfg(target_os = "linux")]
+fn proc_table() -> Vec<ProcEntry> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid …`: comm may hold spaces and parentheses, so split after the
+        // last `)`.
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let mut f = rest.split_whitespace();
+        let state = f.next().unwrap_or("");
+        let ppid = f.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        out.push(ProcEntry {
+            pid,
+            ppid,
+            zombie: state == "Z" || state == "X",
+        });
+    }
+    out
 }
 
 /// The Python worker module shipped inside opledger.
@@ -338,18 +643,6 @@ fn python_path_with(dir: &Path) -> std::ffi::OsString {
         paths.extend(std::env::split_paths(&old));
     }
     std::env::join_paths(paths).unwrap_or_else(|_| dir.as_os_str().to_owned())
-}
-
-/// The last `lines` lines of a log file (empty if it cannot be read).
-fn tail(path: &Path, lines: usize) -> String {
-    let Ok(text) = std::fs::read(path) else {
-        return String::new();
-    };
-    // The end of a huge log is enough.
-    let start = text.len().saturating_sub(64 << 10);
-    let text = String::from_utf8_lossy(&text[start..]);
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 /// Writes `data` as a little-endian float32 `.npy` file of `shape`.

@@ -618,6 +618,15 @@ pub struct Spec {
 }
 
 impl Spec {
+    /// The folder the spec's relative paths (kernel sources, worker commands) start from: the
+    /// spec file's folder, `.` for a bare file name (whose parent is the empty path).
+    pub fn dir(&self) -> &std::path::Path {
+        self.file
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."))
+    }
+
     /// The spec's tolerance, or the default of its workload (dtype and reduction length).
     pub fn tolerance(&self) -> AppliedTolerance {
         match self.expect.tolerance {
