@@ -625,6 +625,27 @@ fn verify_archive(dir: &Path) -> Result<ExitCode> {
     Ok(ExitCode::Pass)
 }
 
+/// Where a backend's refusal of a spec points: the workload when its kernels cannot run it,
+/// else the `cuda:` side that only the CUDA backend runs.
+fn refused_at(s: &spec::Spec, b: BackendKind) -> Option<crate::error::Position> {
+    use crate::spec::Implementation;
+    let workload_refused =
+        s.implementations.uses_builtin_kernels() && b.cannot_run(&s.workload).is_some();
+    let cuda_side = [
+        ("before", &s.implementations.before),
+        ("after", &s.implementations.after),
+    ]
+    .into_iter()
+    .find(|(_, i)| matches!(i, Some(Implementation::Cuda(_))))
+    .map(|(side, _)| side);
+    match cuda_side {
+        Some(side) if !workload_refused => {
+            spec::find_key(&s.source_text, &["variants", side, "cuda"])
+        }
+        _ => spec::find_key(&s.source_text, &["workload"]),
+    }
+}
+
 /// `opledger check`: every spec file validated (all errors reported, not the first only), and
 /// the claims the ledger alone decides (`io_saving`) judged, as `run` would judge them.
 fn check_specs(paths: &[PathBuf], backend: Option<BackendKind>) -> Result<ExitCode> {
@@ -643,7 +664,7 @@ fn check_specs(paths: &[PathBuf], backend: Option<BackendKind>) -> Result<ExitCo
         match cannot.iter().find(|(b, _)| Some(*b) == backend) {
             Some((b, why)) => errors.push(Error::Spec {
                 path: s.file.clone(),
-                pos: spec::find_key(&s.source_text, &["workload"]),
+                pos: refused_at(&s, *b),
                 message: format!(
                     "{}: the {} backend cannot run this workload: {why}",
                     s.name,

@@ -24,6 +24,7 @@
 use crate::error::{Error, Result};
 use crate::results::{RunResult, SpecCounters, VariantCounters};
 use std::collections::BTreeMap;
+use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
 
 /// The metrics opledger asks Nsight Compute for.
@@ -42,8 +43,12 @@ pub const READ_RATIO_MIN: f64 = 0.95;
 /// Above this the GPU read bytes the ledger does not count.
 pub const READ_RATIO_MAX: f64 = 1.5;
 
-/// Largest export read (a profile of every launch of a suite stays far below).
-const MAX_CSV_BYTES: u64 = 256 << 20;
+/// Longest line of an export (a launch row is a few hundred bytes; more is not ncu's).
+const MAX_LINE_BYTES: usize = 1 << 20;
+/// Distinct kernel names kept per variant; launches of further names are counted together.
+const MAX_KERNEL_NAMES: usize = 64;
+/// The name the launches of kernels past [`MAX_KERNEL_NAMES`] are counted under.
+const OTHER_KERNELS: &str = "(other kernels)";
 
 /// The layout of an export.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +76,7 @@ pub struct Launch {
     pub metrics: BTreeMap<String, Option<f64>>,
 }
 
-/// An export, parsed.
+/// An export, parsed whole (small exports and tests; `import` streams instead).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Export {
     pub layout: Layout,
@@ -86,45 +91,167 @@ fn err(path: &Path, line: Option<u64>, message: impl Into<String>) -> Error {
     }
 }
 
-/// Reads an export from a file.
-pub fn read(path: &Path) -> Result<Export> {
-    let bytes = crate::files::read_regular(path, MAX_CSV_BYTES, "Nsight Compute export")?;
-    let text = String::from_utf8_lossy(&bytes);
-    parse(&text, path)
+/// The export's lines less the profiler's own (`==PROF== …`), with a record of where lines were
+/// dropped so that a line of what is left maps back to the file's; a line over
+/// [`MAX_LINE_BYTES`] or with an odd number of quotes (a quote that never closes would swallow
+/// the rest of the file into one field) is an error there.
+struct ProfilerLines<R> {
+    inner: R,
+    line: Vec<u8>,
+    at: usize,
+    /// Lines read from the file so far, and lines given on.
+    read: u64,
+    kept: u64,
+    /// (kept lines before the drop, file lines dropped so far), one entry per run of drops.
+    drops: std::rc::Rc<std::cell::RefCell<Vec<(u64, u64)>>>,
 }
 
-/// Parses the text of an export; `path` names it in errors.
+/// The file line of kept line `kept` (1-based).
+fn file_line(drops: &[(u64, u64)], kept: u64) -> u64 {
+    let dropped = drops
+        .iter()
+        .take_while(|(k, _)| *k < kept)
+        .last()
+        .map_or(0, |(_, d)| *d);
+    kept + dropped
+}
+
+impl<R: BufRead> Read for ProfilerLines<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.at >= self.line.len() {
+            self.line.clear();
+            self.at = 0;
+            let n = (&mut self.inner)
+                .take(MAX_LINE_BYTES as u64 + 1)
+                .read_until(b'\n', &mut self.line)?;
+            if n == 0 {
+                return Ok(0);
+            }
+            self.read += 1;
+            if self.line.len() > MAX_LINE_BYTES {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("line {}: longer than {MAX_LINE_BYTES} bytes", self.read),
+                ));
+            }
+            let text = self.line.trim_ascii_start();
+            if text.starts_with(b"==") {
+                let dropped = self.read - self.kept;
+                let mut d = self.drops.borrow_mut();
+                match d.last_mut() {
+                    Some(last) if last.0 == self.kept => last.1 = dropped,
+                    _ => d.push((self.kept, dropped)),
+                }
+                self.line.clear();
+                continue;
+            }
+            if self.line.iter().filter(|&&b| b == b'"').count() % 2 == 1 {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!(
+                        "line {}: an unbalanced quote (a field opened with `\"` never closes on its line)",
+                        self.read
+                    ),
+                ));
+            }
+            self.kept += 1;
+        }
+        let n = buf.len().min(self.line.len() - self.at);
+        buf[..n].copy_from_slice(&self.line[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+/// Parses an export whole; `path` names it in errors.
 pub fn parse(text: &str, path: &Path) -> Result<Export> {
-    // The profiler's own lines (`==PROF== Connected to process …`) and blank lines, with the
-    // line numbers of what is left, for errors.
-    let kept: Vec<(u64, &str)> = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim_start().starts_with("==") && !l.trim().is_empty())
-        .map(|(i, l)| (i as u64 + 1, l))
-        .collect();
-    if kept.is_empty() {
+    let mut launches = Vec::new();
+    let layout = parse_stream(text.as_bytes(), path, &mut |l, _| {
+        launches.push(l);
+        Ok(())
+    })?;
+    Ok(Export { layout, launches })
+}
+
+/// Reads an export from a file whole.
+pub fn read(path: &Path) -> Result<Export> {
+    let mut launches = Vec::new();
+    let layout = read_stream(path, &mut |l, _| {
+        launches.push(l);
+        Ok(())
+    })?;
+    Ok(Export { layout, launches })
+}
+
+/// Streams the export in file `path` into `sink`, one launch at a time.
+pub fn read_stream(path: &Path, sink: &mut dyn FnMut(Launch, u64) -> Result<()>) -> Result<Layout> {
+    let file = crate::files::open_regular(path, "Nsight Compute export")?;
+    parse_stream(std::io::BufReader::new(file), path, sink)
+}
+
+/// Parses an export as it is read, handing each launch (with its file line) to `sink`: memory
+/// stays that of one launch whatever the export's size. Values are checked as they come: a
+/// number that is not one, negative, or in an unknown unit is an error at its line.
+pub fn parse_stream<R: BufRead>(
+    input: R,
+    path: &Path,
+    sink: &mut dyn FnMut(Launch, u64) -> Result<()>,
+) -> Result<Layout> {
+    let drops = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let lines = ProfilerLines {
+        inner: input,
+        line: Vec::new(),
+        at: 0,
+        read: 0,
+        kept: 0,
+        drops: drops.clone(),
+    };
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(lines);
+    let line_of = |rec: &csv::StringRecord| -> u64 {
+        rec.position()
+            .map_or(0, |p| file_line(&drops.borrow(), p.line()))
+    };
+    let csv_err = |e: csv::Error, line: Option<u64>| -> Error {
+        match e.kind() {
+            csv::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::InvalidData => {
+                // "line N: …" from the line reader: the file's line.
+                let m = io.to_string();
+                let (n, rest) = m
+                    .strip_prefix("line ")
+                    .and_then(|r| r.split_once(": "))
+                    .and_then(|(n, rest)| n.parse::<u64>().ok().map(|n| (n, rest.to_string())))
+                    .unwrap_or((0, m.clone()));
+                err(path, (n > 0).then_some(n), rest)
+            }
+            csv::ErrorKind::Io(io) => Error::io(
+                "reading",
+                path,
+                std::io::Error::new(io.kind(), io.to_string()),
+            ),
+            _ => err(path, line, format!("not CSV: {e}")),
+        }
+    };
+    let mut records = reader.records();
+    let next = |records: &mut csv::StringRecordsIter<'_, ProfilerLines<R>>| -> Result<Option<(u64, Vec<String>)>> {
+        match records.next() {
+            None => Ok(None),
+            Some(Err(e)) => Err(csv_err(e, None)),
+            Some(Ok(rec)) => Ok(Some((
+                line_of(&rec),
+                rec.iter().map(|f| f.trim().to_string()).collect(),
+            ))),
+        }
+    };
+    let Some((header_line, header)) = next(&mut records)? else {
         return Err(err(
             path,
             None,
             "no CSV rows: is this an `ncu --csv` export?",
         ));
-    }
-    let joined: String = kept.iter().map(|(_, l)| format!("{l}\n")).collect();
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(false)
-        .flexible(true)
-        .from_reader(joined.as_bytes());
-    let mut rows: Vec<(u64, Vec<String>)> = Vec::new();
-    for (i, rec) in reader.records().enumerate() {
-        let line = kept.get(i).map(|(n, _)| *n);
-        let rec = rec.map_err(|e| err(path, line, format!("not CSV: {e}")))?;
-        rows.push((
-            line.unwrap_or(0),
-            rec.iter().map(|f| f.trim().to_string()).collect(),
-        ));
-    }
-    let (header_line, header) = rows.remove(0);
+    };
     let col = |name: &str| header.iter().position(|h| h == name);
     let kernel_col = col("Kernel Name").ok_or_else(|| {
         err(
@@ -146,18 +273,24 @@ pub fn parse(text: &str, path: &Path) -> Result<Export> {
                 "a details export without an `ID` column",
             )
         })?;
-        let mut launches: Vec<(String, Launch)> = Vec::new();
-        for (line, row) in &rows {
+        // One launch is several consecutive rows with its ID.
+        let mut current: Option<(String, Launch, u64)> = None;
+        let mut dram_read_seen = false;
+        while let Some((line, row)) = next(&mut records)? {
             let field = |c: usize| row.get(c).map(String::as_str).unwrap_or("");
-            let id = field(id_col).to_string();
-            if launches.last().map(|(last, _)| last != &id).unwrap_or(true) {
-                launches.push((
-                    id.clone(),
+            let id = field(id_col);
+            if current.as_ref().is_none_or(|(last, _, _)| last != id) {
+                if let Some((_, l, at)) = current.take() {
+                    sink(l, at)?;
+                }
+                current = Some((
+                    id.to_string(),
                     Launch {
                         kernel: field(kernel_col).to_string(),
                         grid_x: grid_col.and_then(|c| grid_x(field(c))),
                         metrics: BTreeMap::new(),
                     },
+                    line,
                 ));
             }
             let metric = field(name_col);
@@ -166,21 +299,28 @@ pub fn parse(text: &str, path: &Path) -> Result<Export> {
             }
             let unit = unit_col.map(&field).unwrap_or("");
             let value = value(field(value_col), unit)
-                .map_err(|m| err(path, Some(*line), format!("metric {metric}: {m}")))?;
-            let launch = &mut launches.last_mut().expect("pushed above").1;
-            launch.metrics.insert(metric.to_string(), value);
+                .map_err(|m| err(path, Some(line), format!("metric {metric}: {m}")))?;
+            dram_read_seen |= metric == METRICS[0];
+            if let Some((_, launch, _)) = current.as_mut() {
+                launch.metrics.insert(metric.to_string(), value);
+            }
         }
-        return Ok(Export {
-            layout: Layout::Details,
-            launches: launches.into_iter().map(|(_, l)| l).collect(),
-        });
+        if let Some((_, l, at)) = current.take() {
+            if !dram_read_seen {
+                return Err(missing_dram_read(path, header_line));
+            }
+            sink(l, at)?;
+        } else if !dram_read_seen {
+            return Err(missing_dram_read(path, header_line));
+        }
+        return Ok(Layout::Details);
     }
     // Raw: metric columns are those named like `unit__counter.rollup`.
-    let metric_cols: Vec<(usize, &str)> = header
+    let metric_cols: Vec<(usize, String)> = header
         .iter()
         .enumerate()
         .filter(|(_, h)| h.contains("__"))
-        .map(|(i, h)| (i, h.as_str()))
+        .map(|(i, h)| (i, h.clone()))
         .collect();
     if metric_cols.is_empty() {
         return Err(err(
@@ -189,38 +329,51 @@ pub fn parse(text: &str, path: &Path) -> Result<Export> {
             "neither a raw export (metric columns such as dram__bytes_read.sum) nor a details one (Metric Name, Metric Value)",
         ));
     }
+    if !metric_cols.iter().any(|(_, n)| n == METRICS[0]) {
+        return Err(missing_dram_read(path, header_line));
+    }
     // The units row: no kernel name, units under the metric columns.
-    let units: Vec<String> = match rows.first() {
-        Some((_, r)) if r.get(kernel_col).is_none_or(|k| k.is_empty()) => {
-            let (line, units) = rows.remove(0);
-            for &(c, name) in &metric_cols {
-                unit_scale(units.get(c).map(String::as_str).unwrap_or(""))
+    let mut units: Vec<String> = Vec::new();
+    let mut first = true;
+    while let Some((line, row)) = next(&mut records)? {
+        if std::mem::take(&mut first) && row.get(kernel_col).is_none_or(|k| k.is_empty()) {
+            for (c, name) in &metric_cols {
+                unit_scale(row.get(*c).map(String::as_str).unwrap_or(""))
                     .map_err(|m| err(path, Some(line), format!("column {name}: {m}")))?;
             }
-            units
+            units = row;
+            continue;
         }
-        _ => Vec::new(),
-    };
-    let mut launches = Vec::new();
-    for (line, row) in &rows {
         let field = |c: usize| row.get(c).map(String::as_str).unwrap_or("");
         let mut metrics = BTreeMap::new();
-        for &(c, name) in &metric_cols {
-            let unit = units.get(c).map(String::as_str).unwrap_or("");
-            let v = value(field(c), unit)
-                .map_err(|m| err(path, Some(*line), format!("column {name}: {m}")))?;
-            metrics.insert(name.to_string(), v);
+        for (c, name) in &metric_cols {
+            let unit = units.get(*c).map(String::as_str).unwrap_or("");
+            let v = value(field(*c), unit)
+                .map_err(|m| err(path, Some(line), format!("column {name}: {m}")))?;
+            metrics.insert(name.clone(), v);
         }
-        launches.push(Launch {
-            kernel: field(kernel_col).to_string(),
-            grid_x: grid_col.and_then(|c| grid_x(field(c))),
-            metrics,
-        });
+        sink(
+            Launch {
+                kernel: field(kernel_col).to_string(),
+                grid_x: grid_col.and_then(|c| grid_x(field(c))),
+                metrics,
+            },
+            line,
+        )?;
     }
-    Ok(Export {
-        layout: Layout::Raw,
-        launches,
-    })
+    Ok(Layout::Raw)
+}
+
+fn missing_dram_read(path: &Path, header_line: u64) -> Error {
+    err(
+        path,
+        Some(header_line),
+        format!(
+            "no `{}` metric: the DRAM read bytes are what opledger judges; profile with the metrics `run --ncu` asks for ({})",
+            METRICS[0],
+            METRICS.join(",")
+        ),
+    )
 }
 
 /// The x of a grid written `(x, y, z)` (or a bare number).
@@ -248,6 +401,11 @@ fn value(raw: &str, unit: &str) -> std::result::Result<Option<f64>, String> {
     if !v.is_finite() {
         return Err(format!("`{raw}` is not a finite number"));
     }
+    if v < 0.0 {
+        return Err(format!(
+            "`{raw}` is negative: bytes, times and counts are never below zero"
+        ));
+    }
     Ok(Some(v * unit_scale(unit)?))
 }
 
@@ -266,71 +424,154 @@ fn unit_scale(unit: &str) -> std::result::Result<f64, String> {
     })
 }
 
-/// The launches of each (case, variant), split at the markers: `[case][0 before, 1 after]`.
-pub fn segments<'a>(e: &'a Export, cases: usize, path: &Path) -> Result<Vec<[Vec<&'a Launch>; 2]>> {
-    let mut out: Vec<[Vec<&Launch>; 2]> = (0..cases).map(|_| [Vec::new(), Vec::new()]).collect();
-    let mut seen = vec![[false; 2]; cases];
-    let mut current: Option<(usize, usize)> = None;
-    // The name alone, or with its signature (`opledger_marker()`) as some exports print it.
-    let with_signature = format!("{MARKER_KERNEL}(");
-    for l in &e.launches {
-        if l.kernel == MARKER_KERNEL || l.kernel.starts_with(&with_signature) {
-            let x = l.grid_x.filter(|&x| x >= 1).ok_or_else(|| {
-                err(
-                    path,
-                    None,
-                    "a marker launch without a Grid Size of at least 1: export with the default columns",
-                )
-            })? as usize;
-            let (case, side) = ((x - 1) / 2, (x - 1) % 2);
-            if case >= cases {
-                return Err(err(
-                    path,
-                    None,
-                    format!("a marker for case {case}, but the run has {cases} specs: is this the export of this run?"),
-                ));
-            }
-            seen[case][side] = true;
-            current = Some((case, side));
-        } else if let Some((case, side)) = current {
-            out[case][side].push(l);
-        }
-    }
-    if !seen.iter().flatten().any(|&s| s) {
-        return Err(err(
-            path,
-            None,
-            format!("no `{MARKER_KERNEL}` launches: profile with `opledger run --ncu`, which marks each variant's launches"),
-        ));
-    }
-    Ok(out)
+/// What one variant's launches add up to: built launch by launch as the export streams.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Tally {
+    pub launches: u64,
+    /// Kernel names in order of first launch, with counts (at most [`MAX_KERNEL_NAMES`], then
+    /// [`OTHER_KERNELS`]).
+    pub kernels: Vec<(String, u64)>,
+    /// Per metric: the sum, or `None` once a launch lacked it (missing, never zero).
+    sums: BTreeMap<String, Option<f64>>,
 }
 
-/// Sums a metric over launches; missing when any launch lacks it.
-fn sum(launches: &[&Launch], metric: &str) -> Option<f64> {
-    launches
-        .iter()
-        .map(|l| l.metrics.get(metric).copied().flatten())
-        .sum::<Option<f64>>()
-        .filter(|_| !launches.is_empty())
+impl Tally {
+    fn add(&mut self, l: &Launch) {
+        let first = self.launches == 0;
+        self.launches += 1;
+        let full = self.kernels.len() >= MAX_KERNEL_NAMES;
+        let name = if full && !self.kernels.iter().any(|(k, _)| *k == l.kernel) {
+            OTHER_KERNELS
+        } else {
+            l.kernel.as_str()
+        };
+        match self.kernels.iter_mut().find(|(k, _)| k == name) {
+            Some((_, n)) => *n += 1,
+            None if !full => self.kernels.push((name.to_string(), 1)),
+            None => {
+                // The last name makes room for the others' count.
+                let (_, n) = self.kernels.pop().unwrap_or_default();
+                self.kernels.push((OTHER_KERNELS.into(), n + 1));
+            }
+        }
+        for m in METRICS {
+            let v = l.metrics.get(m).copied().flatten();
+            let entry =
+                self.sums
+                    .entry(m.to_string())
+                    .or_insert(if first { Some(0.0) } else { None });
+            *entry = entry.zip(v).map(|(a, b)| a + b);
+        }
+    }
+
+    /// The sum of `metric` over every launch; missing when any launch lacks it or none ran.
+    pub fn sum(&self, metric: &str) -> Option<f64> {
+        self.sums.get(metric).copied().flatten()
+    }
+
+    /// The tally of some launches (tests, small exports).
+    pub fn of(launches: &[&Launch]) -> Tally {
+        let mut t = Tally::default();
+        for l in launches {
+            t.add(l);
+        }
+        t
+    }
+}
+
+/// Splits launches at the markers into (case, variant) tallies as they stream.
+pub struct Segmenter<'a> {
+    cases: usize,
+    path: &'a Path,
+    current: Option<(usize, usize)>,
+    seen: Vec<[bool; 2]>,
+    tallies: Vec<[Tally; 2]>,
+}
+
+impl<'a> Segmenter<'a> {
+    pub fn new(cases: usize, path: &'a Path) -> Self {
+        Segmenter {
+            cases,
+            path,
+            current: None,
+            seen: vec![[false; 2]; cases],
+            tallies: (0..cases).map(|_| Default::default()).collect(),
+        }
+    }
+
+    /// One launch, at file line `line`.
+    pub fn push(&mut self, l: &Launch, line: u64) -> Result<()> {
+        // The name alone, or with its signature (`opledger_marker()`) as some exports print it.
+        let marker = l.kernel == MARKER_KERNEL
+            || l.kernel
+                .strip_prefix(MARKER_KERNEL)
+                .is_some_and(|r| r.starts_with('('));
+        if marker {
+            let x = l.grid_x.filter(|&x| x >= 1).ok_or_else(|| {
+                err(
+                    self.path,
+                    Some(line),
+                    "a marker launch without a Grid Size of at least 1: export with the default columns",
+                )
+            })?;
+            let (case, side) = ((x - 1) / 2, ((x - 1) % 2) as usize);
+            if case >= self.cases as u64 {
+                return Err(err(
+                    self.path,
+                    Some(line),
+                    format!(
+                        "a marker for case {case}, but the run has {} specs: is this the export of this run?",
+                        self.cases
+                    ),
+                ));
+            }
+            let case = case as usize;
+            self.seen[case][side] = true;
+            self.current = Some((case, side));
+        } else if let Some((case, side)) = self.current {
+            self.tallies[case][side].add(l);
+        }
+        Ok(())
+    }
+
+    /// The tallies `[case][0 before, 1 after]`; an export without markers is an error.
+    pub fn finish(self) -> Result<Vec<[Tally; 2]>> {
+        if !self.seen.iter().flatten().any(|&s| s) {
+            return Err(err(
+                self.path,
+                None,
+                format!("no `{MARKER_KERNEL}` launches: profile with `opledger run --ncu`, which marks each variant's launches"),
+            ));
+        }
+        Ok(self.tallies)
+    }
+}
+
+/// The launches of each (case, variant) of a parsed export, split at the markers.
+pub fn segments(e: &Export, cases: usize, path: &Path) -> Result<Vec<[Tally; 2]>> {
+    let mut s = Segmenter::new(cases, path);
+    for l in &e.launches {
+        s.push(l, 0)?;
+    }
+    s.finish()
 }
 
 /// One variant's counters beside its ledger.
-pub fn reconcile(launches: &[&Launch], ledger: &crate::ledger::VariantLedger) -> VariantCounters {
-    let ledger_read_bytes: u64 = ledger.movements.iter().map(|m| m.bytes * m.reads).sum();
-    let ledger_write_bytes: u64 = ledger.movements.iter().map(|m| m.bytes * m.writes).sum();
-    let dram_read_bytes = sum(launches, METRICS[0]);
-    let mut kernels: Vec<(String, u64)> = Vec::new();
-    for l in launches {
-        match kernels.iter_mut().find(|(k, _)| k == &l.kernel) {
-            Some((_, n)) => *n += 1,
-            None => kernels.push((l.kernel.clone(), 1)),
-        }
-    }
+pub fn reconcile(t: &Tally, ledger: &crate::ledger::VariantLedger) -> VariantCounters {
+    let sum_of = |f: fn(&crate::ledger::Movement) -> u64| {
+        ledger
+            .movements
+            .iter()
+            .map(f)
+            .fold(0u64, u64::saturating_add)
+    };
+    let ledger_read_bytes = sum_of(|m| m.bytes.saturating_mul(m.reads));
+    let ledger_write_bytes = sum_of(|m| m.bytes.saturating_mul(m.writes));
+    let dram_read_bytes = t.sum(METRICS[0]);
     let read_ratio = dram_read_bytes
         .filter(|_| ledger_read_bytes > 0)
         .map(|r| r / ledger_read_bytes as f64);
-    let finding = if launches.is_empty() {
+    let finding = if t.launches == 0 {
         Some("no kernel launches between this variant's marker and the next".to_string())
     } else {
         match read_ratio {
@@ -348,12 +589,12 @@ pub fn reconcile(launches: &[&Launch], ledger: &crate::ledger::VariantLedger) ->
         }
     };
     VariantCounters {
-        launches: launches.len() as u64,
-        kernels,
+        launches: t.launches,
+        kernels: t.kernels.clone(),
         dram_read_bytes,
-        dram_write_bytes: sum(launches, METRICS[1]),
-        l2_bytes: sum(launches, METRICS[2]),
-        gpu_time_secs: sum(launches, METRICS[3]),
+        dram_write_bytes: t.sum(METRICS[1]),
+        l2_bytes: t.sum(METRICS[2]),
+        gpu_time_secs: t.sum(METRICS[3]),
         ledger_read_bytes,
         ledger_write_bytes,
         read_ratio,
@@ -364,15 +605,26 @@ pub fn reconcile(launches: &[&Launch], ledger: &crate::ledger::VariantLedger) ->
 /// Attaches an export's counters to every spec of a run; returns how many findings.
 pub fn attach(run: &mut RunResult, export: &Export, csv_path: &Path) -> Result<usize> {
     let segs = segments(export, run.specs.len(), csv_path)?;
+    Ok(attach_tallies(run, export.layout, &segs, csv_path))
+}
+
+/// Attaches the tallies of an export (`[case][before, after]`) to every spec of a run; returns
+/// how many findings.
+pub fn attach_tallies(
+    run: &mut RunResult,
+    layout: Layout,
+    segs: &[[Tally; 2]],
+    csv_path: &Path,
+) -> usize {
     let source = csv_path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| csv_path.display().to_string());
     let mut findings = 0;
-    for (spec, [before, after]) in run.specs.iter_mut().zip(&segs) {
+    for (spec, [before, after]) in run.specs.iter_mut().zip(segs) {
         let c = SpecCounters {
             source: source.clone(),
-            layout: export.layout.name().to_string(),
+            layout: layout.name().to_string(),
             before: reconcile(before, &spec.before.ledger),
             after: reconcile(after, &spec.after.ledger),
         };
@@ -382,7 +634,7 @@ pub fn attach(run: &mut RunResult, export: &Export, csv_path: &Path) -> Result<u
             .count();
         spec.counters = Some(c);
     }
-    Ok(findings)
+    findings
 }
 
 /// `opledger counters RUN_DIR NCU_CSV`: reads the export, writes the counters into the run's
@@ -391,8 +643,11 @@ pub fn attach(run: &mut RunResult, export: &Export, csv_path: &Path) -> Result<u
 pub fn import(run_dir: &Path, csv_path: &Path) -> Result<usize> {
     let loaded = crate::archive::load_allowing(run_dir, Some(csv_path))?;
     let mut run = loaded.run;
-    let export = read(csv_path)?;
-    let findings = attach(&mut run, &export, csv_path)?;
+    // Streamed: one launch in memory at a time, whatever the export's size.
+    let mut segmenter = Segmenter::new(run.specs.len(), csv_path);
+    let layout = read_stream(csv_path, &mut |l, line| segmenter.push(&l, line))?;
+    let segs = segmenter.finish()?;
+    let findings = attach_tallies(&mut run, layout, &segs, csv_path);
     let mut json = serde_json::to_vec_pretty(&run).map_err(|e| Error::Corrupt {
         path: run_dir.join("results.json"),
         message: format!("cannot serialize: {e}"),
@@ -670,13 +925,50 @@ mod tests {
     }
 
     #[test]
+    fn negative_values_open_quotes_and_a_missing_dram_read_are_refused_at_their_line() {
+        let bad = RAW.replace("\"2.5\"", "\"-2.5\"");
+        let e = parse(&bad, Path::new("x.csv")).unwrap_err().to_string();
+        assert!(
+            e.starts_with("x.csv:6: column dram__bytes_read.sum: `-2.5` is negative"),
+            "{e}"
+        );
+        let bad = RAW.replace("\"ew_chain\",\"1\"", "\"ew_chain,\"1\"");
+        let e = parse(&bad, Path::new("x.csv")).unwrap_err().to_string();
+        assert!(e.starts_with("x.csv:6: an unbalanced quote"), "{e}");
+        let bad = RAW.replace("dram__bytes_read.sum", "dram__bytes_other.sum");
+        let e = parse(&bad, Path::new("x.csv")).unwrap_err().to_string();
+        assert!(
+            e.starts_with("x.csv:2: no `dram__bytes_read.sum` metric"),
+            "{e}"
+        );
+        let long = format!("{}\n", "x".repeat(MAX_LINE_BYTES + 10));
+        let e = parse(&long, Path::new("x.csv")).unwrap_err().to_string();
+        assert!(e.starts_with("x.csv:1: longer than"), "{e}");
+    }
+
+    #[test]
+    fn a_variant_with_many_kernel_names_keeps_a_bounded_list() {
+        let launches: Vec<Launch> = (0..200)
+            .map(|i| Launch {
+                kernel: format!("k{i}"),
+                grid_x: None,
+                metrics: BTreeMap::new(),
+            })
+            .collect();
+        let t = Tally::of(&launches.iter().collect::<Vec<_>>());
+        assert_eq!(t.kernels.len(), MAX_KERNEL_NAMES);
+        assert_eq!(t.kernels.iter().map(|(_, n)| n).sum::<u64>(), 200);
+        assert_eq!(t.kernels.last().unwrap().0, OTHER_KERNELS);
+    }
+
+    #[test]
     fn segments_follow_the_markers_and_sums_need_every_launch() {
         let e = parse(RAW, Path::new("x.csv")).unwrap();
         let segs = segments(&e, 1, Path::new("x.csv")).unwrap();
-        assert_eq!(segs[0][0].len(), 1);
-        assert_eq!(segs[0][1].len(), 1);
-        assert_eq!(sum(&segs[0][0], "dram__bytes_read.sum"), Some(2.5e6));
-        assert_eq!(sum(&segs[0][0], "lts__t_bytes.sum"), None);
+        assert_eq!(segs[0][0].launches, 1);
+        assert_eq!(segs[0][1].launches, 1);
+        assert_eq!(segs[0][0].sum("dram__bytes_read.sum"), Some(2.5e6));
+        assert_eq!(segs[0][0].sum("lts__t_bytes.sum"), None);
         let e2 = parse(RAW, Path::new("x.csv")).unwrap();
         let err = segments(&e2, 0, Path::new("x.csv"))
             .unwrap_err()
@@ -722,12 +1014,12 @@ mod tests {
             (1.6e6, true),
         ] {
             let l = launch(read);
-            let v = reconcile(&[&l], &ledger);
+            let v = reconcile(&Tally::of(&[&l]), &ledger);
             assert_eq!(v.ledger_read_bytes, 1_000_000);
             assert_eq!(v.ledger_write_bytes, 1_000_000);
             assert_eq!(v.finding.is_some(), finding, "{read}: {:?}", v.finding);
         }
-        let v = reconcile(&[], &ledger);
+        let v = reconcile(&Tally::default(), &ledger);
         assert!(v.finding.unwrap().contains("no kernel launches"));
     }
 }

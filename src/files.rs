@@ -49,6 +49,22 @@ pub fn read_regular(path: &Path, max_bytes: u64, what: &str) -> Result<Vec<u8>> 
     Ok(bytes)
 }
 
+/// Opens a regular file to stream it (any size): a device, FIFO, socket or directory is
+/// refused before it is opened. `what` names the file in messages.
+pub fn open_regular(path: &Path, what: &str) -> Result<std::fs::File> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io("reading", path, e))?;
+    if !meta.is_file() {
+        return Err(Error::Refused {
+            path: path.to_path_buf(),
+            message: format!(
+                "not a regular file ({}); a {what} must be a regular file",
+                file_type_name(&meta.file_type())
+            ),
+        });
+    }
+    std::fs::File::open(path).map_err(|e| Error::io("reading", path, e))
+}
+
 fn file_type_name(t: &std::fs::FileType) -> &'static str {
     #[cfg(unix)]
     {

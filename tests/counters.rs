@@ -113,7 +113,19 @@ fn every_broken_export_is_refused_with_its_line_and_rule() {
         ),
         (
             "ncu/bad-other-run.csv",
-            "bad-other-run.csv: a marker for case 3, but the run has 1 specs",
+            "bad-other-run.csv:14: a marker for case 3, but the run has 1 specs",
+        ),
+        (
+            "ncu/bad-negative.csv",
+            "bad-negative.csv:7: column dram__bytes_read.sum: `-280.40` is negative",
+        ),
+        (
+            "ncu/bad-open-quote.csv",
+            "bad-open-quote.csv:8: an unbalanced quote",
+        ),
+        (
+            "ncu/bad-no-dram-read.csv",
+            "bad-no-dram-read.csv:3: no `dram__bytes_read.sum` metric",
         ),
         ("ncu/absent.csv", "absent.csv"),
     ] {
@@ -163,4 +175,56 @@ fn run_ncu_needs_ncu_on_path_and_a_gpu_run() {
         text(&o)
     );
     assert!(only_run_dir(dir.path()).join("results.json").exists());
+}
+
+/// A raw export of `launches` launches per variant of the tiny chain's marked pass.
+fn large_export(path: &Path, launches: usize) {
+    use std::io::Write;
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    writeln!(f, "==PROF== Connected to process 1 (opledger)").unwrap();
+    writeln!(f, "\"ID\",\"Kernel Name\",\"Grid Size\",\"dram__bytes_read.sum\",\"dram__bytes_write.sum\",\"lts__t_bytes.sum\",\"gpu__time_duration.sum\"").unwrap();
+    writeln!(f, "\"\",\"\",\"\",\"byte\",\"byte\",\"byte\",\"nsecond\"").unwrap();
+    let mut id = 0;
+    for (marker, read) in [(1, 2_490_896.0), (2, 833_048.0)] {
+        writeln!(
+            f,
+            "\"{id}\",\"opledger_marker\",\"({marker}, 1, 1)\",\"0\",\"0\",\"0\",\"1\""
+        )
+        .unwrap();
+        id += 1;
+        let per = read / launches as f64;
+        for k in 0..launches {
+            writeln!(f, "\"{id}\",\"ew_chain_{}\",\"(270, 1, 1)\",\"{per:.6}\",\"1,000\",\"2,000\",\"3,000\"", k % 3).unwrap();
+            id += 1;
+        }
+    }
+}
+
+#[test]
+fn a_large_export_is_streamed_within_a_small_address_space() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = tiny_run(dir.path());
+    let csv = dir.path().join("large.csv");
+    // 400 000 launch rows, ~28 MB: read whole, at ~17x its size, it would not fit the limit.
+    large_export(&csv, 200_000);
+    let size = std::fs::metadata(&csv).unwrap().len();
+    assert!(size > 25_000_000, "{size}");
+    let o = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v 400000 && exec \"$0\" counters \"$1\" \"$2\""
+        ))
+        .arg(env!("CARGO_BIN_EXE_opledger"))
+        .arg(&run)
+        .arg(&csv)
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    let c = &results(&run)["specs"][0]["counters"];
+    assert_eq!(c["before"]["launches"], 200_000);
+    assert_eq!(c["after"]["launches"], 200_000);
+    assert_eq!(c["before"]["kernels"].as_array().unwrap().len(), 3);
+    let read = c["before"]["dram_read_bytes"].as_f64().unwrap();
+    assert!((read / 2_490_896.0 - 1.0).abs() < 1e-6, "{read}");
 }

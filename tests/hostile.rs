@@ -125,7 +125,7 @@ fn a_tampered_sweep_group_cannot_write_outside_the_output_folder() {
         .arg("--out")
         .arg(sb.path("out/report.md"));
     std::fs::create_dir(sb.path("out")).unwrap();
-    expect_refused(&sb, cmd, &["invalid spec name"]);
+    expect_refused(&sb, cmd, &["sweeps[0].group", "is not a valid name"]);
 }
 
 #[test]
@@ -472,5 +472,156 @@ fn a_killed_accept_leaves_no_temp_file_behind_the_next_accept() {
     let (code, out) = accept();
     assert!(code == Some(0) || code == Some(1), "{out}");
     assert!(!stale.exists(), "the stale temp file was not cleaned");
+    sb.assert_contained();
+}
+
+/// `check` of one spec file written into a fresh folder (with `files` beside it): exit code and
+/// output.
+fn check_spec(spec: &str, files: &[(&str, &str)], extra: &[&str]) -> (Option<i32>, String) {
+    let sb = Sandbox::new();
+    for (name, text) in files {
+        std::fs::write(sb.path(name), text).unwrap();
+    }
+    std::fs::write(sb.path("s.yaml"), spec).unwrap();
+    let mut cmd = bin();
+    cmd.arg("check").arg(sb.path("s.yaml")).args(extra);
+    let r = run(cmd);
+    sb.assert_contained();
+    r
+}
+
+/// The `line:column` the first error of `out` points at, for the file `s.yaml`.
+fn located_at(out: &str) -> String {
+    let at = out.find("s.yaml:").expect("a located error") + "s.yaml:".len();
+    out[at..]
+        .split(|c: char| !(c.is_ascii_digit() || c == ':'))
+        .next()
+        .unwrap()
+        .trim_end_matches(':')
+        .to_string()
+}
+
+#[test]
+fn a_custom_ledger_whose_counts_overflow_is_a_located_error() {
+    for count in ["1125899906842624", "9223372036854775807"] {
+        let spec = format!(
+            "name: c\ntitle: t\nworkload:\n  kind: custom\n  sizes: {{n: 4096}}\n  tensors: {{a: {{shape: [n]}}, y: {{shape: [n]}}}}\n  inputs: [a]\n  output: y\n  ledger:\n    unfused:\n      reads:\n        a: {count}\n      writes: {{y: 1}}\n      flops: n\n    fused: {{reads: {{a: 1}}, writes: {{y: 1}}, flops: n}}\nvariants:\n  before: {{implements: unfused, command: [python3, w.py]}}\n  after: {{implements: fused, command: [python3, w.py]}}\nexpect: {{bound: bandwidth}}\n"
+        );
+        let (code, out) = check_spec(&spec, &[], &[]);
+        assert_eq!(code, Some(2), "{count}: {out}");
+        assert!(
+            out.contains("workload.ledger.unfused.reads.a") && out.contains("overflow"),
+            "{count}: {out}"
+        );
+        assert_eq!(located_at(&out), "12:9", "at `a:` under reads: {out}");
+    }
+}
+
+/// A `cuda:` spec of the example kernel with `cuda` as given (indented under `after:`).
+fn cuda_spec(workload_extra: &str, cuda: &str) -> String {
+    format!(
+        "name: k\ntitle: t\nworkload: {{kind: elementwise, ops: [bias_add, gelu], rows: 64, cols: 64{workload_extra}}}\nvariants:\n  before: unfused\n  after:\n    implements: fused\n    cuda:\n      source: k.cu\n      entry: bias_gelu_fused\n{cuda}expect: {{bound: bandwidth}}\n"
+    )
+}
+
+const KERNEL: &str = "extern \"C\" __global__ void bias_gelu_fused(float* y, const float* x, const float* bias, int rows, int cols) {}\n";
+
+#[test]
+fn launches_no_gpu_can_run_are_refused_at_the_element() {
+    let args = "      args: [y, x, bias, rows, cols]\n";
+    for (cuda, says, at) in [
+        (
+            "      block: [4096]\n      grid: [16]\n".to_string() + args,
+            "at most 1024 on every GPU",
+            "11:15",
+        ),
+        (
+            "      block: [1024, 1024, 64]\n      grid: [16]\n".to_string() + args,
+            "67108864 threads: a block holds at most 1024",
+            "11:7",
+        ),
+        (
+            "      block: [256]\n      grid: [16, 70000]\n".to_string() + args,
+            "y dimension is at most 65535",
+            "12:18",
+        ),
+        (
+            "      block: [256]\n      grid: [16]\n".to_string()
+                + args
+                + "      smem_bytes: 1073741824\n",
+            "at most 232448 bytes",
+            "14:19",
+        ),
+    ] {
+        let (code, out) = check_spec(&cuda_spec("", &cuda), &[("k.cu", KERNEL)], &[]);
+        assert_eq!(code, Some(2), "{cuda}: {out}");
+        assert!(out.contains(says), "{says}: {out}");
+        assert_eq!(located_at(&out), at, "{out}");
+    }
+}
+
+#[test]
+fn a_fractional_workload_key_into_an_integer_parameter_is_refused() {
+    let cuda = "      block: [256]\n      grid: [16]\n      args: [y, x, bias, rows, scale]\n";
+    let (code, out) = check_spec(&cuda_spec(", scale: 0.5", cuda), &[("k.cu", KERNEL)], &[]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains("`scale` into `int cols`: 0.5 is a fraction but the parameter is an integer"),
+        "{out}"
+    );
+    assert_eq!(located_at(&out), "13:32", "at `scale` in args: {out}");
+}
+
+#[test]
+fn cuda_errors_point_at_the_element_that_is_wrong() {
+    let args = "      args: [y, x, bias, rows, cols]\n";
+    // An unknown name in the grid (found when evaluated) and an unknown function (found when
+    // parsed) point at the grid's element alike.
+    for (grid, at) in [("[16, nosuch]", "12:18"), ("[\"nofn(rows)\"]", "12:14")] {
+        let cuda = format!("      block: [256]\n      grid: {grid}\n{args}");
+        let (code, out) = check_spec(&cuda_spec("", &cuda), &[("k.cu", KERNEL)], &[]);
+        assert_eq!(code, Some(2), "{grid}: {out}");
+        assert_eq!(located_at(&out), at, "{grid}: {out}");
+    }
+    // An entry the file lacks points at `entry`.
+    let cuda = format!("      block: [256]\n      grid: [16]\n{args}");
+    let spec = cuda_spec("", &cuda).replace("entry: bias_gelu_fused", "entry: missing_fn");
+    let (code, out) = check_spec(&spec, &[("k.cu", KERNEL)], &[]);
+    assert_eq!(code, Some(2), "{out}");
+    assert_eq!(located_at(&out), "10:14", "{out}");
+    // The CPU backend refusing a `cuda:` side points at that side's `cuda:`.
+    let (code, out) = check_spec(
+        &cuda_spec("", &cuda),
+        &[("k.cu", KERNEL)],
+        &["--backend", "cpu"],
+    );
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("runs on the CUDA backend"), "{out}");
+    assert_eq!(located_at(&out), "8:5", "{out}");
+}
+
+#[test]
+fn bidirectional_controls_in_a_title_are_shown_not_obeyed() {
+    let sb = Sandbox::new();
+    let text = tiny_spec_text().replace(
+        "title: Tiny fused chain for tests",
+        "title: \"Tiny \\u202Eevil\\u2066 chain\\u2069\"",
+    );
+    std::fs::write(sb.path("s.yaml"), text).unwrap();
+    let mut cmd = bin();
+    cmd.current_dir(&sb.dir)
+        .arg("run")
+        .arg("s.yaml")
+        .args(QUICK);
+    let (code, out) = run(cmd);
+    assert_eq!(code, Some(0), "{out}");
+    let report = std::fs::read_to_string(only_run_dir(&sb.dir).join("report.md")).unwrap();
+    for c in ['\u{202E}', '\u{2066}', '\u{2069}'] {
+        assert!(!report.contains(c), "{c:?} reached the report");
+    }
+    assert!(
+        report.contains("Tiny [U+202E]evil[U+2066] chain[U+2069]"),
+        "{report}"
+    );
     sb.assert_contained();
 }

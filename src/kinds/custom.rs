@@ -106,6 +106,12 @@ impl Custom {
     }
 }
 
+/// Most bytes one execution of a declared variant may move (1 EiB): sums and ratios of ledgers
+/// stay far inside 64 bits.
+pub const MAX_LEDGER_BYTES: u64 = 1 << 60;
+/// Most FLOPs one execution of a declared variant may count.
+pub const MAX_LEDGER_FLOPS: u64 = 1 << 60;
+
 fn name_ok(n: &str) -> bool {
     let mut c = n.chars();
     c.next().is_some_and(|f| f.is_ascii_lowercase() || f == '_')
@@ -263,6 +269,39 @@ impl FromRaw for Custom {
                     ),
                 ));
             }
+            // Every product and sum of the ledger in range: bytes = elements × dtype bytes ×
+            // (reads + writes), summed over the tensors, and the FLOPs. A count that wraps would
+            // show as a tiny traffic and a nonsense saving.
+            let dtype_bytes = raw.dtype().bytes();
+            let mut total: u64 = 0;
+            for (tensor, reads, writes) in &moves {
+                let elements = tensors
+                    .iter()
+                    .find(|t| t.name == *tensor)
+                    .map_or(0, |t| t.shape.iter().product::<u64>());
+                let traffic = elements
+                    .checked_mul(dtype_bytes)
+                    .zip(reads.checked_add(*writes))
+                    .and_then(|(bytes, moves)| bytes.checked_mul(moves))
+                    .filter(|&b| b <= MAX_LEDGER_BYTES);
+                total = match traffic.and_then(|t| total.checked_add(t)) {
+                    Some(t) if t <= MAX_LEDGER_BYTES => t,
+                    _ => {
+                        let side = if l.reads.contains_key(tensor) {
+                            "reads"
+                        } else {
+                            "writes"
+                        };
+                        return Err(Invalid::at(
+                            "ledger",
+                            format!(
+                                "workload.ledger.{vname}.{side}.{tensor}: {elements} elements of {dtype_bytes} bytes, read {reads} and written {writes} times, bring the variant's traffic past {MAX_LEDGER_BYTES} bytes (2^60): the counts overflow; expected counts per execution"
+                            ),
+                        )
+                        .within([vname.as_str(), side, tensor.as_str()]));
+                    }
+                };
+            }
             let launches = l.launches.unwrap_or(1);
             if launches == 0 {
                 return Err(Invalid::at(
@@ -270,10 +309,18 @@ impl FromRaw for Custom {
                     format!("workload.ledger.{vname}.launches: expected at least 1"),
                 ));
             }
+            let flops = count(&l.flops, &sizes, "ledger", &format!("{vname}.flops"), 0)?;
+            if flops > MAX_LEDGER_FLOPS {
+                return Err(Invalid::at(
+                    "ledger",
+                    format!("workload.ledger.{vname}.flops: {flops} is past {MAX_LEDGER_FLOPS} (2^60): expected the FLOPs of one execution"),
+                )
+                .within([vname.as_str(), "flops"]));
+            }
             ledgers.push(CustomLedger {
                 variant,
                 moves,
-                flops: count(&l.flops, &sizes, "ledger", &format!("{vname}.flops"), 0)?,
+                flops,
                 launches,
             });
         }

@@ -59,6 +59,8 @@ pub(crate) use registry;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Invalid {
     pub key: &'static str,
+    /// Keys below `key` leading to the element at fault (`[unfused, reads, a]`), when known.
+    pub within: Vec<String>,
     pub message: String,
 }
 
@@ -66,8 +68,23 @@ impl Invalid {
     pub fn at(key: &'static str, message: impl Into<String>) -> Self {
         Invalid {
             key,
+            within: Vec::new(),
             message: message.into(),
         }
+    }
+
+    /// The same error, located at a key below `key`.
+    pub fn within<S: Into<String>>(mut self, path: impl IntoIterator<Item = S>) -> Self {
+        self.within = path.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The key path of the element at fault inside the spec: `workload`, `key`, then `within`.
+    pub fn key_path(&self) -> Vec<&str> {
+        ["workload", self.key]
+            .into_iter()
+            .chain(self.within.iter().map(String::as_str))
+            .collect()
     }
 }
 

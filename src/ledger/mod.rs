@@ -26,8 +26,11 @@ pub struct Movement {
 }
 
 impl Movement {
+    /// Saturating: a ledger that would overflow (refused when a spec is validated) reads as
+    /// the largest count, never as a wrapped small one.
     pub fn traffic_bytes(&self) -> u64 {
-        self.bytes * (self.reads + self.writes)
+        self.bytes
+            .saturating_mul(self.reads.saturating_add(self.writes))
     }
 }
 
@@ -51,7 +54,10 @@ impl VariantLedger {
         }
     }
     pub fn bytes_moved(&self) -> u64 {
-        self.movements.iter().map(Movement::traffic_bytes).sum()
+        self.movements
+            .iter()
+            .map(Movement::traffic_bytes)
+            .fold(0u64, u64::saturating_add)
     }
     /// Arithmetic intensity, FLOP per byte moved.
     pub fn intensity(&self) -> f64 {

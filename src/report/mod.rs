@@ -354,6 +354,7 @@ pub fn md_escape(s: &str) -> String {
     while let Some(c) = chars.next() {
         match c {
             c if c.is_control() => o.push(' '),
+            c if is_bidi_control(c) => o.push_str(&format!("[U+{:04X}]", c as u32)),
             '<' => o.push_str("&lt;"),
             '&' => o.push_str("&amp;"),
             '|' => o.push_str("\\|"),
@@ -367,6 +368,13 @@ pub fn md_escape(s: &str) -> String {
     o
 }
 
+/// The invisible characters that reorder the text around them (embeddings, overrides,
+/// isolates, marks): in a title they can make a heading or a table read backwards, so they are
+/// shown as their code points instead.
+pub fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
+}
+
 /// Escapes text for an XML attribute or element.
 fn xml_escape(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
@@ -378,6 +386,7 @@ fn xml_escape(s: &str) -> String {
             '"' => o.push_str("&quot;"),
             '\'' => o.push_str("&apos;"),
             c if (c as u32) < 0x20 && c != '\n' && c != '\t' => {}
+            c if is_bidi_control(c) => o.push_str(&format!("[U+{:04X}]", c as u32)),
             c => o.push(c),
         }
     }
@@ -517,6 +526,10 @@ mod tests {
             "a # h &lt;script>x&lt;/script> [c]\\(http://e) \\|  [31m"
         );
         assert_eq!(md_escape("# title"), "\\# title");
+        assert_eq!(
+            md_escape("a\u{202E}b\u{2066}c\u{2069}"),
+            "a[U+202E]b[U+2066]c[U+2069]"
+        );
         assert_eq!(
             md_escape("[bias_add -> gelu] 95% CI"),
             "[bias_add -> gelu] 95% CI"

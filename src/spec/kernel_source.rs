@@ -1,7 +1,9 @@
 //! A `cuda:` implementation checked against its source file without a GPU: the entry is an
 //! `extern "C" __global__` function of the file, its parameters match `args` in number and kind
-//! (pointers for tensors, numbers for workload keys), every name is a tensor of the ledger or a
-//! key of the workload, and the launch geometry evaluates to positive sizes.
+//! (pointers for tensors, numbers for workload keys whose values fit the parameter's type), every
+//! name is a tensor of the ledger or a key of the workload, and the launch geometry evaluates to
+//! sizes every GPU can launch (threads per block, block and grid dimensions, shared memory).
+//! Errors name the key and the element of the `cuda:` mapping at fault, for the spec to locate.
 
 use super::{CudaSource, Spec};
 use crate::expr::Expr;
@@ -156,15 +158,149 @@ pub fn dimension(e: &str, keys: &BTreeMap<String, i64>, min: i64) -> Result<u64,
     Ok(v as u64)
 }
 
-/// Checks a `cuda:` implementation of `spec`'s side `side` against its source `text`.
-pub fn check(spec: &Spec, side: &str, src: &CudaSource, text: &str) -> Result<(), String> {
-    let params = signature(text, &src.entry)?;
+/// Threads per block on every CUDA architecture.
+pub const MAX_THREADS_PER_BLOCK: u64 = 1024;
+/// Largest block dimensions (x, y, z) on every CUDA architecture.
+pub const MAX_BLOCK_DIM: [u64; 3] = [1024, 1024, 64];
+/// Largest grid dimensions (x, y, z) on every architecture opledger compiles for (sm_50 on).
+pub const MAX_GRID_DIM: [u64; 3] = [(1 << 31) - 1, 65535, 65535];
+/// The most dynamic shared memory a block can opt into on any supported architecture
+/// (227 KiB on sm_90 and sm_100; sm_80 allows 163 KiB, sm_86/89/120 99 KiB): more cannot run
+/// on any GPU. Whether a device holds less is known at launch.
+pub const MAX_SHARED_BYTES: u64 = 227 * 1024;
+
+/// Where in a `cuda:` mapping a problem is: the key (`grid`, `args`, …; empty for the mapping
+/// itself) and the element of its list, as written, when one is at fault.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceError {
+    pub key: &'static str,
+    pub element: Option<String>,
+    pub message: String,
+}
+
+impl SourceError {
+    fn at(key: &'static str, element: Option<&str>, message: String) -> Self {
+        SourceError {
+            key,
+            element: element.map(str::to_string),
+            message,
+        }
+    }
+}
+
+/// A launch geometry, evaluated and within what every GPU can launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Geometry {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub smem_bytes: u32,
+}
+
+/// Evaluates and checks the launch geometry of `src` with the workload's integer keys.
+pub fn geometry(src: &CudaSource, keys: &BTreeMap<String, i64>) -> Result<Geometry, SourceError> {
+    let mut out = Geometry {
+        grid: [1; 3],
+        block: [1; 3],
+        smem_bytes: 0,
+    };
+    let axes = ["x", "y", "z"];
+    for (key, dims, limits) in [
+        ("block", &src.block, MAX_BLOCK_DIM),
+        ("grid", &src.grid, MAX_GRID_DIM),
+    ] {
+        for (k, d) in dims.iter().enumerate() {
+            let v = dimension(d, keys, 1)
+                .map_err(|e| SourceError::at(key, Some(d), format!("{key}: {e}")))?;
+            if v > limits[k] {
+                return Err(SourceError::at(
+                    key,
+                    Some(d),
+                    format!(
+                        "{key}: `{d}` is {v}: a {key}'s {} dimension is at most {} on every GPU",
+                        axes[k], limits[k]
+                    ),
+                ));
+            }
+            let slot = if key == "block" {
+                &mut out.block
+            } else {
+                &mut out.grid
+            };
+            slot[k] = v as u32;
+        }
+    }
+    let threads: u64 = out.block.iter().map(|&b| b as u64).product();
+    if threads > MAX_THREADS_PER_BLOCK {
+        return Err(SourceError::at(
+            "block",
+            None,
+            format!(
+                "block: {:?} is {threads} threads: a block holds at most {MAX_THREADS_PER_BLOCK} threads on every GPU",
+                &out.block[..src.block.len()]
+            ),
+        ));
+    }
+    let smem = dimension(&src.smem_bytes, keys, 0).map_err(|e| {
+        SourceError::at(
+            "smem_bytes",
+            Some(&src.smem_bytes),
+            format!("smem_bytes: {e}"),
+        )
+    })?;
+    if smem > MAX_SHARED_BYTES {
+        return Err(SourceError::at(
+            "smem_bytes",
+            Some(&src.smem_bytes),
+            format!(
+                "smem_bytes: `{}` is {smem} bytes: a block can opt into at most {MAX_SHARED_BYTES} bytes (227 KiB, sm_90) of shared memory on any supported GPU",
+                src.smem_bytes
+            ),
+        ));
+    }
+    out.smem_bytes = smem as u32;
+    Ok(out)
+}
+
+/// Whether workload value `v` fits a parameter of type `t` without changing: a fraction never
+/// goes into an integer, a negative number never into an unsigned one, and an integer only
+/// within the type's range.
+fn fits(v: Scalar, t: ScalarType) -> Result<(), String> {
+    let range = |i: i64, lo: i64, hi: i64, ty: &str| {
+        if i < lo || i > hi {
+            Err(format!("{i} does not fit {ty} ({lo} to {hi})"))
+        } else {
+            Ok(())
+        }
+    };
+    match (v, t) {
+        (Scalar::Float(f), ScalarType::I32 | ScalarType::U32 | ScalarType::I64 | ScalarType::U64) => Err(format!(
+            "{f} is a fraction but the parameter is an integer (it would be truncated): declare it float or double"
+        )),
+        (Scalar::Int(i), ScalarType::I32) => range(i, i32::MIN as i64, i32::MAX as i64, "int"),
+        (Scalar::Int(i), ScalarType::U32) => range(i, 0, u32::MAX as i64, "unsigned int"),
+        (Scalar::Int(i), ScalarType::U64) => range(i, 0, i64::MAX, "an unsigned 64-bit integer"),
+        (Scalar::Int(i), ScalarType::F32) if i.unsigned_abs() > 1 << 24 => Err(format!(
+            "{i} is not exact as a float (integers above 2^24 round): declare it int, long long or double"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Checks a `cuda:` implementation of `spec`'s side `side` against its source `text`; an error
+/// says which key (and element) of the `cuda:` mapping is at fault.
+pub fn check(spec: &Spec, side: &str, src: &CudaSource, text: &str) -> Result<(), SourceError> {
+    let params =
+        signature(text, &src.entry).map_err(|m| SourceError::at("entry", Some(&src.entry), m))?;
     if params.len() != src.args.len() {
-        return Err(format!(
-            "`{}` takes {} parameters and `args` names {}",
-            src.entry,
-            params.len(),
-            src.args.len()
+        return Err(SourceError::at(
+            "args",
+            None,
+            format!(
+                "`{}` takes {} parameters and `args` names {}",
+                src.entry,
+                params.len(),
+                src.args.len()
+            ),
         ));
     }
     let variant = if side == "before" {
@@ -180,36 +316,34 @@ pub fn check(spec: &Spec, side: &str, src: &CudaSource, text: &str) -> Result<()
     }
     let scalars = spec.workload.scalars();
     for (name, p) in src.args.iter().zip(&params) {
+        let at = |m: String| SourceError::at("args", Some(name), m);
         if tensors.contains(name) {
             if !p.pointer {
-                return Err(format!(
+                return Err(at(format!(
                     "`{name}` is a tensor but the parameter `{}` is no pointer",
                     p.text
-                ));
+                )));
             }
-        } else if scalars.contains_key(name) {
+        } else if let Some(&value) = scalars.get(name) {
             if p.pointer {
-                return Err(format!(
+                return Err(at(format!(
                     "`{name}` is a workload key but the parameter `{}` is a pointer",
                     p.text
-                ));
+                )));
+            }
+            if let Some(t) = p.scalar {
+                fits(value, t).map_err(|m| at(format!("`{name}` into `{}`: {m}", p.text)))?;
             }
         } else {
-            return Err(format!(
+            return Err(at(format!(
                 "`{name}` in args is no tensor of the {} ledger ({}) and no workload key ({})",
                 variant.name(),
                 tensors.join(", "),
                 scalars.keys().cloned().collect::<Vec<_>>().join(", ")
-            ));
+            )));
         }
     }
-    let keys = int_keys(&spec.workload);
-    for (what, dims) in [("block", &src.block), ("grid", &src.grid)] {
-        for d in dims {
-            dimension(d, &keys, 1).map_err(|e| format!("{what}: {e}"))?;
-        }
-    }
-    dimension(&src.smem_bytes, &keys, 0).map_err(|e| format!("smem_bytes: {e}"))?;
+    geometry(src, &int_keys(&spec.workload))?;
     Ok(())
 }
 

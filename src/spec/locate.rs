@@ -21,6 +21,38 @@ pub fn find_key(text: &str, path: &[&str]) -> Option<Position> {
     found
 }
 
+/// Position of `element` (a list item or value as written, e.g. `rows * 2`) after the last key
+/// of `path`; the key's own position when the element is not found after it.
+pub fn find_element(text: &str, path: &[&str], element: &str) -> Option<Position> {
+    let mut from = 0usize;
+    let mut found = None;
+    for key in path {
+        match find_from(text, key, from) {
+            Some(offset) => {
+                from = offset + key.len();
+                found = Some(offset);
+            }
+            None => break,
+        }
+    }
+    let key_at = found?;
+    let after = &text[from..];
+    // The element on the key's line or the lines of its list: the first occurrence after the
+    // key, as a whole token (not inside a longer name).
+    let mut search = 0usize;
+    while let Some(i) = after[search..].find(element) {
+        let at = search + i;
+        let prev = after[..at].chars().next_back();
+        let next = after[at + element.len()..].chars().next();
+        let word = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+        if element.is_empty() || (!word(prev) && !word(next)) {
+            return Some(position_of(text, from + at));
+        }
+        search = at + element.len().max(1);
+    }
+    Some(position_of(text, key_at))
+}
+
 fn find_from(text: &str, key: &str, from: usize) -> Option<usize> {
     let mut line_start = 0usize;
     for line in text.split_inclusive('\n') {
@@ -79,6 +111,26 @@ mod tests {
         assert_eq!(
             find_key(t, &["name"]),
             Some(Position { line: 1, column: 1 })
+        );
+    }
+
+    #[test]
+    fn finds_list_elements_after_their_key() {
+        let t = "variants:\n  after:\n    cuda:\n      block: [256]\n      grid: [rows, cols2]\n      args: [y, x]\n";
+        assert_eq!(
+            find_element(t, &["variants", "after", "cuda", "grid"], "cols2"),
+            Some(Position {
+                line: 5,
+                column: 20
+            })
+        );
+        // `x` is found as a word, not inside another name.
+        assert_eq!(
+            find_element(t, &["variants", "after", "cuda", "args"], "x"),
+            Some(Position {
+                line: 6,
+                column: 17
+            })
         );
     }
 

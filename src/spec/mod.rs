@@ -88,13 +88,22 @@ fn check_kernel_sources(specs: Vec<Spec>) -> Result<Vec<Spec>> {
             let Some(Implementation::Cuda(src)) = implementation else {
                 continue;
             };
-            let err = |message: String| Error::Spec {
-                path: spec.file.clone(),
-                pos: find_key(&spec.source_text, &["variants", side, "cuda"]),
-                message: format!("variants.{side}.cuda: {message}"),
+            let located = |key: &str, element: Option<&str>, message: String| {
+                let mut keys = vec!["variants", side, "cuda"];
+                if !key.is_empty() {
+                    keys.push(key);
+                }
+                Error::Spec {
+                    path: spec.file.clone(),
+                    pos: match element {
+                        Some(e) => locate::find_element(&spec.source_text, &keys, e),
+                        None => find_key(&spec.source_text, &keys),
+                    },
+                    message: format!("variants.{side}.cuda: {message}"),
+                }
             };
-            let dir = spec.file.parent().unwrap_or(Path::new("."));
-            let path = dir.join(&src.source);
+            let err = |message: String| located("source", None, message);
+            let path = spec.dir().join(&src.source);
             let bytes = crate::files::read_regular(&path, 16 << 20, "CUDA source")
                 .map_err(|e| err(e.to_string()))?;
             let text = String::from_utf8(bytes)
@@ -104,8 +113,13 @@ fn check_kernel_sources(specs: Vec<Spec>) -> Result<Vec<Spec>> {
                 .as_ref()
                 .map(|p| format!(" (at sweep point {})", p.label))
                 .unwrap_or_default();
-            kernel_source::check(spec, side, src, &text)
-                .map_err(|m| err(format!("{}: {m}{point}", src.source)))?;
+            kernel_source::check(spec, side, src, &text).map_err(|e| {
+                located(
+                    e.key,
+                    e.element.as_deref(),
+                    format!("{}: {}{point}", src.source, e.message),
+                )
+            })?;
         }
     }
     Ok(specs)
@@ -179,7 +193,7 @@ pub fn expand(spec: Spec) -> Result<Vec<Spec>> {
             .join(",");
         let workload = raw.validate().map_err(|e| Error::Spec {
             path: spec.file.clone(),
-            pos: find_key(&spec.source_text, &["workload", e.key]),
+            pos: find_key(&spec.source_text, &e.key_path()),
             message: format!("at sweep point {label}: {}", e.message),
         })?;
         let mut s = spec.clone();

@@ -661,7 +661,7 @@ impl RawSpec {
         let workload = self
             .workload
             .validate()
-            .map_err(|e| (find_key(text, &["workload", e.key]), e.message))?;
+            .map_err(|e| (find_key(text, &e.key_path()), e.message))?;
         let allowed = workload.variants();
         let mut implementations = Implementations::default();
         for (key, raw) in [

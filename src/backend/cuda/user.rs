@@ -186,18 +186,11 @@ impl UserKernelGpu {
             )
         })?;
         let keys = kernel_source::int_keys(workload);
-        let dims = |d: &[String], min: i64| -> Result<(u32, u32, u32)> {
-            let mut v = [1u32; 3];
-            for (k, e) in d.iter().enumerate() {
-                v[k] = kernel_source::dimension(e, &keys, min).map_err(|m| fail(src, m))? as u32;
-            }
-            Ok((v[0], v[1], v[2]))
-        };
+        let g = kernel_source::geometry(spec, &keys).map_err(|e| fail(src, e.message))?;
         let cfg = LaunchConfig {
-            grid_dim: dims(&spec.grid, 1)?,
-            block_dim: dims(&spec.block, 1)?,
-            shared_mem_bytes: kernel_source::dimension(&spec.smem_bytes, &keys, 0)
-                .map_err(|m| fail(src, m))? as u32,
+            grid_dim: (g.grid[0], g.grid[1], g.grid[2]),
+            block_dim: (g.block[0], g.block[1], g.block[2]),
+            shared_mem_bytes: g.smem_bytes,
         };
         Ok(UserKernelGpu {
             about: format!(
