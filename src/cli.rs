@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 const EXIT_CODES: &str = "Exit codes:
   0  every check passed (INCONCLUSIVE gates included)
   1  a check or the regression gate failed (or a claim the ledger refutes, for `check`)
-  2  bad input: a spec (file:line:column), a flag, a damaged baseline or results file, a template
+  2  bad input: a spec (file:line:column), a flag, a damaged baseline or results file, an archive
+     edited after the run, a template
   3  the requested backend is unavailable (e.g. --backend cuda without a usable GPU)";
 
 #[derive(Debug, Parser)]

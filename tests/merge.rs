@@ -179,6 +179,8 @@ fn shards_of_different_devices_stay_apart() {
     let mut r: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     r["device"]["key"] = serde_json::json!("cpu-other-machine-avx2-fma-8c-32m");
     std::fs::write(&path, serde_json::to_vec_pretty(&r).unwrap()).unwrap();
+    // Sealed as the other machine's run would be.
+    opledger::archive::seal(&runs[1], "run", Vec::new()).unwrap();
     let out = tmp.path().join("merged");
     let o = bin()
         .arg("merge")

@@ -136,8 +136,10 @@ struct OutputTail {
 impl OutputTail {
     /// Starts draining `pipe` into a new tail (until every writer has closed it).
     fn drain(mut pipe: std::io::PipeReader) -> Self {
-        let mut tail = OutputTail::default();
-        tail.pipe = pipe.try_clone().ok().map(Arc::new);
+        let tail = OutputTail {
+            pipe: pipe.try_clone().ok().map(Arc::new),
+            ..Default::default()
+        };
         let bytes = tail.bytes.clone();
         std::thread::spawn(move || {
             let mut buf = vec![0u8; 1 << 16];

@@ -714,6 +714,7 @@ OPL_API CUresult cuDeviceGetAttribute(int* v, int attr, CUdevice) {
         case 38: *v = 4 << 20; break;       // L2_CACHE_SIZE
         case 75: *v = 9; break;             // COMPUTE_CAPABILITY_MAJOR
         case 76: *v = 0; break;             // COMPUTE_CAPABILITY_MINOR
+        case 97: *v = 227 * 1024; break;    // MAX_SHARED_MEMORY_PER_BLOCK_OPTIN (sm_90)
         case 115: *v = 1; break;            // MEMORY_POOLS_SUPPORTED: cudarc then allocates
                                             // with cuMemAllocAsync, as on an H200
         default: *v = 0;

@@ -45,6 +45,9 @@ pub struct Gpu {
     pub(super) sms: u32,
     pub(super) l2_bytes: u64,
     pub(super) memory_bytes: u64,
+    /// The most dynamic shared memory a block may opt into on this device (None when the
+    /// driver does not say).
+    pub(super) max_shared_optin_bytes: Option<u64>,
     /// The manifest's driver summary, and the driver's version for the device identity.
     pub(super) driver: String,
     pub(super) driver_version: String,
@@ -77,6 +80,12 @@ impl Gpu {
         let attr = |a| ctx.attribute(a).map_err(unavailable("device attribute"));
         let sms = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
         let l2_bytes = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as u64;
+        let max_shared_optin_bytes = ctx
+            .attribute(
+                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+            )
+            .ok()
+            .map(|v| v as u64);
         let name = ctx.name().map_err(unavailable("device name"))?;
         let memory_bytes = ctx.total_mem().map_err(unavailable("device memory"))? as u64;
         let flush_bytes = flush.unwrap_or(2 * l2_bytes.max(1 << 20));
@@ -103,6 +112,7 @@ impl Gpu {
             sms,
             l2_bytes,
             memory_bytes,
+            max_shared_optin_bytes,
             flush: Mutex::new(flush),
         })
     }

@@ -187,6 +187,19 @@ impl UserKernelGpu {
         })?;
         let keys = kernel_source::int_keys(workload);
         let g = kernel_source::geometry(spec, &keys).map_err(|e| fail(src, e.message))?;
+        // The spec's check held the limit of every GPU; this device may allow less.
+        if let Some(max) = gpu.max_shared_optin_bytes {
+            if g.smem_bytes as u64 > max {
+                return Err(fail(
+                    src,
+                    format!(
+                        "smem_bytes: {} bytes, but a block of this device ({}, sm_{}) can opt into at most {max}",
+                        g.smem_bytes, gpu.name, gpu.arch
+                    ),
+                )
+                .into());
+            }
+        }
         let cfg = LaunchConfig {
             grid_dim: (g.grid[0], g.grid[1], g.grid[2]),
             block_dim: (g.block[0], g.block[1], g.block[2]),
