@@ -52,6 +52,10 @@ fn real_run(dir: &Path, spec: &Path) -> PathBuf {
     only_run_dir(dir)
 }
 
+/// An edit of `results.json`, and one of the archive's files.
+type Edit = fn(&mut Value);
+type FileEdit = fn(&Path);
+
 fn read_json(p: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
 }
@@ -141,7 +145,7 @@ fn merge_refuses_a_device_key_that_would_leave_its_output_folder() {
 
 #[test]
 fn accept_refuses_device_keys_and_spec_names_that_would_leave_the_store() {
-    let edits: [(&str, fn(&mut Value)); 3] = [
+    let edits: [(&str, Edit); 3] = [
         ("device.key", |r| {
             r["device"]["key"] = json!("../acc-escape")
         }),
@@ -249,7 +253,7 @@ fn every_reader_refuses_an_archive_edited_after_the_run_and_verify_names_the_fil
         "{out}"
     );
 
-    let edits: [(&str, fn(&Path)); 4] = [
+    let edits: [(&str, FileEdit); 4] = [
         ("report.md: edited after the run", |r| {
             std::fs::write(r.join("report.md"), "# all green\n").unwrap()
         }),

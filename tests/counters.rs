@@ -211,9 +211,7 @@ fn a_large_export_is_streamed_within_a_small_address_space() {
     assert!(size > 25_000_000, "{size}");
     let o = std::process::Command::new("sh")
         .arg("-c")
-        .arg(format!(
-            "ulimit -v 400000 && exec \"$0\" counters \"$1\" \"$2\""
-        ))
+        .arg("ulimit -v 400000 && exec \"$0\" counters \"$1\" \"$2\"")
         .arg(env!("CARGO_BIN_EXE_opledger"))
         .arg(&run)
         .arg(&csv)
