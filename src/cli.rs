@@ -12,8 +12,9 @@ use std::path::{Path, PathBuf};
 
 /// The exit codes, for every `--help`.
 const EXIT_CODES: &str = "Exit codes:
-  0  every check passed (INCONCLUSIVE gates included)
-  1  a check or the regression gate failed (or a claim the ledger refutes, for `check`)
+  0  every check passed (INCONCLUSIVE specs included, unless --fail-on-inconclusive)
+  1  a check or the regression gate failed (or a claim the ledger refutes, for `check`);
+     with --fail-on-inconclusive (run, compare, merge) also a spec that is INCONCLUSIVE
   2  bad input: a spec (file:line:column), a flag, a damaged baseline or results file, an archive
      edited after the run, a template
   3  the requested backend is unavailable (e.g. --backend cuda without a usable GPU)";
@@ -89,6 +90,17 @@ pub enum Command {
         /// workflow finds to update its comment in place).
         #[arg(long)]
         markdown: Option<PathBuf>,
+        /// Exit 1 when a case is INCONCLUSIVE.
+        #[arg(long)]
+        fail_on_inconclusive: bool,
+        /// The baselines store whose history of this device and spec gives the drift between
+        /// runs (as `run` gates); without one, the decision assumes no drift.
+        #[arg(long, default_value = "baselines")]
+        baselines: PathBuf,
+        /// Links of the comment start with this URL (a CI artifact's) instead of being
+        /// relative to the comment file.
+        #[arg(long, value_name = "URL")]
+        link_base: Option<String>,
     },
     /// Reconcile a run's IO ledger with hardware counters: read an Nsight Compute CSV export
     /// (`--page raw` or `--page details`) of the run's marked profiling pass, write each variant's
@@ -132,6 +144,9 @@ pub enum Command {
         /// Accept shards that together miss cases of the suite (they are still named).
         #[arg(long)]
         allow_partial: bool,
+        /// Exit 1 when the merged verdict is INCONCLUSIVE.
+        #[arg(long)]
+        fail_on_inconclusive: bool,
     },
     /// Print the JSON Schema of spec files or of results.json (generated from opledger's types;
     /// the same files ship in `schemas/`).
@@ -231,6 +246,10 @@ pub struct RunArgs {
     /// Fail specs that have no comparable baseline.
     #[arg(long)]
     pub require_baseline: bool,
+    /// Exit 1 when a spec is INCONCLUSIVE (a claim's CI across its bound, a gate that cannot
+    /// decide): for CI jobs that must decide.
+    #[arg(long)]
+    pub fail_on_inconclusive: bool,
     /// Root of the baselines store.
     #[arg(long, default_value = "baselines")]
     pub baselines: PathBuf,
@@ -328,6 +347,7 @@ fn run_options(a: RunArgs) -> Result<RunOptions> {
         backend: a.backend,
         accept: a.accept,
         require_baseline: a.require_baseline,
+        fail_on_inconclusive: a.fail_on_inconclusive,
         baselines_dir: a.baselines,
         runs_dir: a.runs_dir,
         template: a.template,
@@ -478,13 +498,26 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             run_a,
             run_b,
             markdown,
-        } => crate::compare::compare_runs(&run_a, &run_b, markdown.as_deref()),
+            fail_on_inconclusive,
+            baselines,
+            link_base,
+        } => crate::compare::compare_runs(
+            &run_a,
+            &run_b,
+            &crate::compare::CompareOptions {
+                markdown,
+                baselines,
+                fail_on_inconclusive,
+                link_base,
+            },
+        ),
         Command::Accept { run_dir, baselines } => crate::accept::accept(&run_dir, &baselines),
         Command::Merge {
             run_dirs,
             out,
             allow_partial,
-        } => crate::merge::merge(&run_dirs, &out, allow_partial),
+            fail_on_inconclusive,
+        } => crate::merge::merge(&run_dirs, &out, allow_partial, fail_on_inconclusive),
         Command::Schema { which, out } => {
             let schema = match which {
                 SchemaKind::Spec => spec::schema::spec_schema(),

@@ -6,13 +6,18 @@
 //! archive per device, each gated on its own, and an index report above them.
 
 use crate::error::{Error, ExitCode, Result};
-use crate::results::{RunResult, RunStatus, RunVerdict, SpecResult};
+use crate::results::{RunResult, RunVerdict, SpecResult};
 use crate::{archive, files, report, spec};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Merges the run folders `dirs` into `out`.
-pub fn merge(dirs: &[PathBuf], out: &Path, allow_partial: bool) -> Result<ExitCode> {
+pub fn merge(
+    dirs: &[PathBuf],
+    out: &Path,
+    allow_partial: bool,
+    fail_on_inconclusive: bool,
+) -> Result<ExitCode> {
     if dirs.is_empty() {
         return Err(Error::Usage("merge: no run folder given".into()));
     }
@@ -130,7 +135,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path, allow_partial: bool) -> Result<ExitCo
         };
         std::fs::create_dir_all(&dir).map_err(|e| Error::io("creating", &dir, e))?;
         let merged = merged_run(group, &dir);
-        failed |= merged.verdict.status == RunStatus::Fail;
+        failed |= merged.verdict.exit_code(fail_on_inconclusive) != ExitCode::Pass;
         crate::pipeline::write_run_dir(&dir, &merged, &spec_list, None)?;
         for (n, (p, r)) in group.iter().enumerate() {
             let shard_dir = dir.join("shards").join((n + 1).to_string());

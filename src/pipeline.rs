@@ -24,6 +24,8 @@ pub struct RunOptions {
     pub backend: BackendChoice,
     pub accept: bool,
     pub require_baseline: bool,
+    /// An INCONCLUSIVE spec makes the run exit 1.
+    pub fail_on_inconclusive: bool,
     pub baselines_dir: PathBuf,
     pub runs_dir: PathBuf,
     pub template: Option<PathBuf>,
@@ -318,11 +320,7 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
         append_summary(path, &run, &dir)?;
     }
     print_summary(&run, &dir);
-    Ok(if run.verdict.specs_failed == 0 {
-        ExitCode::Pass
-    } else {
-        ExitCode::GateFailed
-    })
+    Ok(run.verdict.exit_code(opts.fail_on_inconclusive))
 }
 
 /// Refuses, before anything is measured, a run whose outputs cannot be written: the runs folder
@@ -616,27 +614,32 @@ fn measure_spec(
         .into_iter()
         .filter_map(|(v, out)| verdict::output_guard(v.name(), out))
         .collect();
+    let shape = kind.output_shape();
+    let cols = shape.last().copied().unwrap_or(1).max(1) as usize;
     let correctness = Correctness {
         guard,
         reference: referenced,
         variants_comparable: agree,
         after_vs_before: if agree {
-            verdict::compare(&out_a, |i| out_b[i] as f64, 0..n, tol)
+            verdict::compare(&out_a, |i| out_b[i] as f64, 0..n, tol, cols)
         } else {
-            verdict::compare(&out_a, |_| 0.0, 0..0, tol)
+            verdict::compare(&out_a, |_| 0.0, 0..0, tol, cols)
         },
         before_vs_reference: verdict::compare(
             &out_b,
             |i| kind.reference(&inputs, vb, i),
             idx.iter().copied(),
             tol,
+            cols,
         ),
         after_vs_reference: verdict::compare(
             &out_a,
             |i| kind.reference(&inputs, va, i),
             idx.iter().copied(),
             tol,
+            cols,
         ),
+        shape,
     };
     drop((out_a, out_b));
     drop(case);
@@ -744,7 +747,7 @@ fn regression_check(
 fn status_of(outcome: &BaselineOutcome, require_baseline: bool) -> Status {
     match outcome.state {
         Some(RegressionState::Fail) => Status::Fail,
-        Some(RegressionState::Inconclusive) => Status::Warn,
+        Some(RegressionState::Inconclusive) => Status::Inconclusive,
         Some(RegressionState::Pass | RegressionState::Improved) => Status::Pass,
         None if require_baseline => Status::Fail,
         None => Status::Skip,
@@ -796,10 +799,6 @@ fn accept(
         ),
     };
     Ok(())
-}
-
-fn is_inconclusive(r: &SpecResult) -> bool {
-    r.status != Status::Fail && r.baseline.state == Some(RegressionState::Inconclusive)
 }
 
 /// Most distinct warnings the terminal lists (all of them are in the report).
@@ -924,14 +923,7 @@ fn figure_shape(w: &str) -> (String, Option<f64>) {
 
 /// `PASS  name  before 1.23 ms → after 0.45 ms  saving 63.4% [61.0, 65.2]  gate: …`
 fn spec_line(s: &SpecResult, width: usize) -> String {
-    let status = if s.status == Status::Fail {
-        RunStatus::Fail
-    } else if is_inconclusive(s) {
-        RunStatus::Inconclusive
-    } else {
-        RunStatus::Pass
-    }
-    .word();
+    let status = s.verdict().word();
     let times = match (&s.before.summary, &s.after.summary, &s.time_saving) {
         (Some(b), Some(a), Some(t)) => format!(
             "{} {} → {} {}  saving {:.1}% [{:.1}, {:.1}]",
@@ -990,12 +982,19 @@ fn gate_short(b: &BaselineOutcome, max_regression: f64) -> String {
             format!("REGRESSION {ratio} > +{:.1}%{detects}", b.threshold * 100.0)
         }
         (_, Some(RegressionState::Inconclusive)) => match b.ratio {
-            Some(r) if b.note.is_none() => format!(
-                "inconclusive {ratio} [{:.3}, {:.3}] vs +{:.1}%{detects}",
-                r.lo,
-                r.hi,
-                max_regression * 100.0
-            ),
+            Some(r) if b.note.is_none() => {
+                let mut line = format!(
+                    "inconclusive {ratio} [{:.3}, {:.3}] vs +{:.1}%{detects}",
+                    r.lo,
+                    r.hi,
+                    max_regression * 100.0
+                );
+                if let Some(why) = report::inconclusive_why(&r, max_regression, b.spread.as_ref()) {
+                    line.push_str(" — ");
+                    line.push_str(&why);
+                }
+                line
+            }
             _ => format!("inconclusive {ratio}{note}"),
         },
         (_, Some(state)) => format!("{} {ratio}{detects}", state_word(Some(state))),

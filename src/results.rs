@@ -163,15 +163,23 @@ pub struct VariantResult {
 }
 
 impl RunVerdict {
+    /// The exit code of this verdict: 1 when a spec failed, or (with `fail_on_inconclusive`)
+    /// was INCONCLUSIVE; else 0. `run`, `compare` and `merge` all decide with this.
+    pub fn exit_code(&self, fail_on_inconclusive: bool) -> crate::error::ExitCode {
+        if self.specs_failed > 0 || (fail_on_inconclusive && self.inconclusive > 0) {
+            crate::error::ExitCode::GateFailed
+        } else {
+            crate::error::ExitCode::Pass
+        }
+    }
+
     /// The verdict of a run's specs: the three counts partition them.
     pub fn of(results: &[SpecResult]) -> RunVerdict {
         // The three counts partition the specs: a failed spec is failed whatever its gate said.
         let failed = results.iter().filter(|r| r.status == Status::Fail).count();
         let inconclusive = results
             .iter()
-            .filter(|r| {
-                r.status != Status::Fail && r.baseline.state == Some(RegressionState::Inconclusive)
-            })
+            .filter(|r| r.verdict() == RunStatus::Inconclusive)
             .count();
         // INCONCLUSIVE (the gate could not decide even after re-measuring) is not a failure: the
         // exit code stays 0 and the report says which specs to look at.
@@ -332,6 +340,20 @@ pub struct VariantCounters {
 impl SpecResult {
     pub fn check(&self, name: &str) -> Option<&Check> {
         self.checks.iter().find(|c| c.name == name)
+    }
+
+    /// The spec's verdict, the one every command shows: FAIL when a check failed, INCONCLUSIVE
+    /// when nothing failed but a claim or the gate could not decide, PASS otherwise.
+    pub fn verdict(&self) -> RunStatus {
+        if self.status == Status::Fail {
+            RunStatus::Fail
+        } else if self.baseline.state == Some(RegressionState::Inconclusive)
+            || self.checks.iter().any(|c| c.status == Status::Inconclusive)
+        {
+            RunStatus::Inconclusive
+        } else {
+            RunStatus::Pass
+        }
     }
 }
 

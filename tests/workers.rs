@@ -634,3 +634,42 @@ fn a_worker_flooding_its_output_leaves_only_a_bounded_tail() {
         "a temporary file of {largest} bytes: the output was kept whole"
     );
 }
+
+#[test]
+fn correctness_failures_are_named_by_their_indices_and_pattern() {
+    if !python3() {
+        eprintln!("SKIPPED: no python3");
+        return;
+    }
+    // The relu output is 8 x 16; each mode is wrong in one place only.
+    for (mode, says) in [
+        ("bad-column", "first at [0, 15] expected"),
+        ("bad-column", "all 8 failures are in column 15"),
+        ("bad-rows", "first at [6, 0] expected"),
+        (
+            "bad-rows",
+            "every element of rows 6–7 fails, and no other (16 per row)",
+        ),
+        (
+            "bad-stride",
+            "every 4th element fails from the first to the last",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = relu_spec(dir.path(), mode, "");
+        let o = run_in(dir.path(), &[spec], &[]);
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{mode}: {out}");
+        let check = results(dir.path())["specs"][0]["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "correctness")
+            .unwrap()["detail"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(check.contains(says), "{mode}: expected {says:?} in {check}");
+        assert!(check.contains("got "), "{mode}: the values: {check}");
+    }
+}

@@ -173,8 +173,10 @@ fn optimization_row(specs: &[SpecResult], item: ChecklistItem) -> (Status, Strin
                 .max()
                 .unwrap_or(Status::Skip)
         };
-        if worst == Status::Fail {
-            status = Status::Fail;
+        // The row is as good as its worst spec: a failed, undecided or flagged one (an after
+        // side slower than its before side, a saving above the ledger's) is never ✅.
+        if worst != Status::Skip {
+            status = status.max(worst);
         }
         let saving = s.time_saving.map_or("not measured".into(), |t| {
             format!(
@@ -404,7 +406,11 @@ pub fn junit(run: &RunResult) -> String {
     );
     for s in &run.specs {
         let fails = s.checks.iter().filter(|c| c.status == Status::Fail).count();
-        let skips = s.checks.iter().filter(|c| c.status == Status::Skip).count();
+        let skips = s
+            .checks
+            .iter()
+            .filter(|c| matches!(c.status, Status::Skip | Status::Inconclusive))
+            .count();
         x.push_str(&format!(
             "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{fails}\" skipped=\"{skips}\">\n",
             xml_escape(&s.name),
@@ -425,6 +431,11 @@ pub fn junit(run: &RunResult) -> String {
                 Status::Skip => {
                     x.push_str(&format!("<skipped message=\"{}\"/>", xml_escape(&c.detail)))
                 }
+                // Not decided is not passed: shown as skipped, with the reason.
+                Status::Inconclusive => x.push_str(&format!(
+                    "<skipped message=\"INCONCLUSIVE: {}\"/>",
+                    xml_escape(&c.detail)
+                )),
                 Status::Warn | Status::Pass => x.push_str(&format!(
                     "<system-out>{}</system-out>",
                     xml_escape(&c.detail)
@@ -448,7 +459,7 @@ pub fn render_summary(run: &RunResult, report_path: &Path) -> Result<String> {
         .map_err(terr)?;
     let ctx = minijinja::context! {
         report_path => report_path.display().to_string(),
-        ..Value::from_serialize(run)
+        ..context(run)
     };
     env.get_template("summary")
         .map_err(terr)?
@@ -501,7 +512,150 @@ fn render_source(run: &RunResult, name: &str, source: String) -> Result<String> 
     let mut env = environment();
     env.add_template_owned("report", source).map_err(terr)?;
     let tmpl = env.get_template("report").map_err(terr)?;
-    tmpl.render(Value::from_serialize(run)).map_err(terr)
+    tmpl.render(context(run)).map_err(terr)
+}
+
+/// What an INCONCLUSIVE gate does know, in words: a slowdown whose whole CI is beyond the limit
+/// is likely a regression that the runner's drift keeps from being proven; a run that cannot
+/// PASS at all is on a runner whose drift takes the whole limit.
+pub fn inconclusive_why(
+    r: &crate::measure::stats::Estimate,
+    max_regression: f64,
+    spread: Option<&crate::verdict::Spread>,
+) -> Option<String> {
+    let sp = spread?;
+    let drift = sp.drift();
+    let smallest = sp.detectable(0.0);
+    let better = match smallest {
+        Some(d) => format!(
+            "gate on a quieter runner, with more history, or at a limit of +{:.0}% or more (the smallest this runner can gate, as `opledger calibrate` measures it)",
+            d * 100.0
+        ),
+        None => "gate on a quieter runner or with more history".into(),
+    };
+    if r.lo > 1.0 + max_regression {
+        return Some(format!(
+            "slower by {:.0}–{:.0}% (CI), beyond the +{:.0}% limit; this runner's run-to-run drift (±{:.1}%) is as large, so a regression is likely but not proven at ≤ 1% false alarms: {better}",
+            (r.lo - 1.0) * 100.0,
+            (r.hi - 1.0) * 100.0,
+            max_regression * 100.0,
+            drift * 100.0
+        ));
+    }
+    if !sp.can_pass(max_regression) {
+        return Some(format!(
+            "cannot PASS at +{:.0}% on this runner: its run-to-run drift (±{:.1}%) eats the whole limit (PASS needs the CI below ×{:.3}); {better}",
+            max_regression * 100.0,
+            drift * 100.0,
+            sp.pass_limit(max_regression)
+        ));
+    }
+    None
+}
+
+/// The gate's outcome of a spec as a small table: (what, value) rows.
+pub fn baseline_rows(s: &SpecResult) -> Vec<(String, String)> {
+    use crate::verdict::RegressionState;
+    let b = &s.baseline;
+    let limit = s.gate.max_regression.0;
+    let mut rows = vec![(
+        "status".to_string(),
+        match b.status {
+            BaselineStatus::Missing => {
+                "no baseline for this device yet (record one with `run --accept`)"
+            }
+            BaselineStatus::Compared => "compared",
+            BaselineStatus::NotComparable => "not comparable",
+            BaselineStatus::Accepted => "accepted: this run is (part of) the baseline now",
+        }
+        .to_string(),
+    )];
+    if b.status == BaselineStatus::Accepted && !b.message.is_empty() {
+        rows.push(("recorded".into(), b.message.clone()));
+    }
+    if let Some(basis) = &b.basis {
+        rows.push(("compared".into(), basis.clone()));
+    }
+    if let Some(r) = b.ratio {
+        rows.push((
+            "ratio to the baseline (95% CI)".into(),
+            format!("×{:.3} ({:.3} .. {:.3})", r.point, r.lo, r.hi),
+        ));
+    }
+    if b.status == BaselineStatus::Compared || b.ratio.is_some() {
+        rows.push((
+            "limit".into(),
+            format!(
+                "+{:.1}% (FAIL above +{:.1}%)",
+                limit * 100.0,
+                b.threshold * 100.0
+            ),
+        ));
+    }
+    if let Some(sp) = &b.spread {
+        rows.push(("drift between runs".into(), sp.describe(limit)));
+    }
+    if let Some(g) = &b.guard {
+        rows.push(("not judged".into(), g.clone()));
+    }
+    if let Some(state) = b.state {
+        let mut d = state.word().to_string();
+        if let Some(n) = &b.note {
+            d.push_str(&format!(" ({n})"));
+        }
+        if state == RegressionState::Inconclusive {
+            if let (Some(r), None) = (b.ratio, &b.note) {
+                if let Some(why) = inconclusive_why(&r, limit, b.spread.as_ref()) {
+                    d.push_str(": ");
+                    d.push_str(&why);
+                }
+            }
+        }
+        rows.push(("decision".into(), d));
+    } else if b.status == BaselineStatus::NotComparable && !b.message.is_empty() {
+        rows.push(("why".into(), b.message.clone()));
+    }
+    rows
+}
+
+/// What a template sees: the run's results, and `verdict_mark`, each spec's verdict (the one
+/// [`SpecResult::verdict`] decides) as its mark, by spec name.
+fn context(run: &RunResult) -> Value {
+    let mut v = serde_json::to_value(run).unwrap_or(serde_json::Value::Null);
+    let marks: serde_json::Map<String, serde_json::Value> = run
+        .specs
+        .iter()
+        .map(|s| {
+            (
+                s.name.clone(),
+                serde_json::Value::from(verdict_mark(s.verdict())),
+            )
+        })
+        .collect();
+    let gate_rows: serde_json::Map<String, serde_json::Value> = run
+        .specs
+        .iter()
+        .map(|s| {
+            (
+                s.name.clone(),
+                serde_json::to_value(baseline_rows(s)).unwrap_or_default(),
+            )
+        })
+        .collect();
+    if let Some(o) = v.as_object_mut() {
+        o.insert("verdict_mark".into(), serde_json::Value::Object(marks));
+        o.insert("gate_rows".into(), serde_json::Value::Object(gate_rows));
+    }
+    Value::from_serialize(v)
+}
+
+/// The mark of a verdict: ✅ PASS, ❔ INCONCLUSIVE, ❌ FAIL.
+pub fn verdict_mark(v: crate::results::RunStatus) -> &'static str {
+    match v {
+        crate::results::RunStatus::Pass => Status::Pass.mark(),
+        crate::results::RunStatus::Inconclusive => Status::Inconclusive.mark(),
+        crate::results::RunStatus::Fail => Status::Fail.mark(),
+    }
 }
 
 #[cfg(test)]

@@ -17,8 +17,11 @@ pub enum Status {
     Pass,
     /// Not evaluated (nothing claimed, no baseline).
     Skip,
-    /// Passed, but something deserves a look (suspicious saving, wide CI).
+    /// Passed, but something deserves a look (suspicious saving, an after side slower than
+    /// its before side).
     Warn,
+    /// The evidence cannot decide: the CI straddles the claim's bound, or the gate's limit.
+    Inconclusive,
     Fail,
 }
 
@@ -29,6 +32,7 @@ impl Status {
             Status::Pass => "PASS",
             Status::Skip => "SKIP",
             Status::Warn => "WARN",
+            Status::Inconclusive => "INCONCLUSIVE",
             Status::Fail => "FAIL",
         }
     }
@@ -38,6 +42,7 @@ impl Status {
             Status::Pass => "✅",
             Status::Skip => "—",
             Status::Warn => "⚠️",
+            Status::Inconclusive => "❔",
             Status::Fail => "❌",
         }
     }
@@ -71,8 +76,37 @@ pub struct ErrorStats {
     pub mismatches: usize,
     /// Elements where either side is NaN (never within tolerance).
     pub nans: usize,
-    /// The element with the largest excess over its tolerance, if any.
+    /// The element with the largest excess over its tolerance, if any (flat, row-major).
     pub worst_index: Option<usize>,
+    /// The first failing element checked, with both values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first: Option<Failure>,
+    /// The worst failing element (largest excess over its tolerance), with both values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worst: Option<Failure>,
+    /// Where the failures lie, when they share a shape (one column, a band of rows, a stride).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<FailurePattern>,
+}
+
+/// One element out of tolerance (or NaN): its flat row-major index and both values.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Failure {
+    pub index: usize,
+    pub expected: f64,
+    pub got: f64,
+}
+
+/// The shape the failing elements of a whole-output comparison share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum FailurePattern {
+    /// Every failure is in this column (of the last dimension), over several rows.
+    Column { column: usize },
+    /// Every element of rows `first..=last` fails, and nothing else.
+    Rows { first: usize, last: usize },
+    /// Failures every `step` elements from the first one to the last, and nothing between.
+    Stride { step: usize },
 }
 
 impl ErrorStats {
@@ -81,12 +115,86 @@ impl ErrorStats {
     }
 }
 
-/// Compares `actual[i]` with `expected(i)` for every `i` in `indices`.
+/// Tracks the failing indices of a comparison in constant memory, enough to name the pattern
+/// they share.
+struct PatternTracker {
+    cols: usize,
+    count: usize,
+    first: usize,
+    last: usize,
+    gcd: usize,
+    same_column: bool,
+    increasing: bool,
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+impl PatternTracker {
+    fn new(cols: usize) -> Self {
+        PatternTracker {
+            cols: cols.max(1),
+            count: 0,
+            first: 0,
+            last: 0,
+            gcd: 0,
+            same_column: true,
+            increasing: true,
+        }
+    }
+    fn add(&mut self, i: usize) {
+        if self.count == 0 {
+            self.first = i;
+        } else {
+            self.increasing &= i > self.last;
+            self.gcd = gcd(self.gcd, i.abs_diff(self.first));
+            self.same_column &= i % self.cols == self.first % self.cols;
+        }
+        self.last = i;
+        self.count += 1;
+    }
+    /// The pattern, for a comparison of every element in order (`total` of them).
+    fn pattern(&self, total: usize) -> Option<FailurePattern> {
+        if self.count < 2 || !self.increasing || self.count == total {
+            return None;
+        }
+        let rows = total / self.cols;
+        if self.same_column && rows > 1 {
+            return Some(FailurePattern::Column {
+                column: self.first % self.cols,
+            });
+        }
+        let (r0, r1) = (self.first / self.cols, self.last / self.cols);
+        if self.first.is_multiple_of(self.cols)
+            && self.last % self.cols == self.cols - 1
+            && self.count == (r1 - r0 + 1) * self.cols
+            && self.cols > 1
+        {
+            return Some(FailurePattern::Rows {
+                first: r0,
+                last: r1,
+            });
+        }
+        if self.gcd > 1 && self.count == (self.last - self.first) / self.gcd + 1 {
+            return Some(FailurePattern::Stride { step: self.gcd });
+        }
+        None
+    }
+}
+
+/// Compares `actual[i]` with `expected(i)` for every `i` in `indices`; `cols` is the length of
+/// the output's last dimension (for the pattern of the failures).
 pub fn compare(
     actual: &[f32],
     expected: impl Fn(usize) -> f64,
     indices: impl IntoIterator<Item = usize>,
     tol: &Tolerance,
+    cols: usize,
 ) -> ErrorStats {
     let mut s = ErrorStats {
         checked: 0,
@@ -95,15 +203,27 @@ pub fn compare(
         mismatches: 0,
         nans: 0,
         worst_index: None,
+        first: None,
+        worst: None,
+        pattern: None,
     };
+    let mut tracker = PatternTracker::new(cols);
     let mut worst_excess = 0.0f64;
     for i in indices {
         let a = actual[i] as f64;
         let e = expected(i);
         s.checked += 1;
+        let failure = Failure {
+            index: i,
+            expected: e,
+            got: a,
+        };
         if a.is_nan() || e.is_nan() {
             s.nans += 1;
             s.worst_index.get_or_insert(i);
+            s.worst.get_or_insert(failure);
+            s.first.get_or_insert(failure);
+            tracker.add(i);
             continue;
         }
         let abs = (a - e).abs();
@@ -124,8 +244,15 @@ pub fn compare(
             if s.worst_index.is_none() || excess > worst_excess {
                 worst_excess = excess;
                 s.worst_index = Some(i);
+                s.worst = Some(failure);
             }
+            s.first.get_or_insert(failure);
+            tracker.add(i);
         }
+    }
+    // A pattern says something only of a comparison of every element (not of samples).
+    if s.checked == actual.len() {
+        s.pattern = tracker.pattern(actual.len());
     }
     s
 }
@@ -154,6 +281,87 @@ pub struct Correctness {
     /// the reference of the after side's, element by element.
     #[serde(default = "yes")]
     pub reference: bool,
+    /// The output's shape, to name failing elements by their indices (`[1756, 2047]`); empty
+    /// in results written before it was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shape: Vec<u64>,
+}
+
+/// A flat row-major index as indices in `shape` (`[1756, 2047]`); the flat index when the shape
+/// is unknown.
+pub fn shaped_index(i: usize, shape: &[u64]) -> String {
+    if shape.is_empty() || shape.iter().product::<u64>() <= i as u64 {
+        return format!("[{i}]");
+    }
+    let mut rest = i as u64;
+    let mut out = vec![0u64; shape.len()];
+    for (k, d) in shape.iter().enumerate().rev() {
+        out[k] = rest % d.max(&1);
+        rest /= d.max(&1);
+    }
+    format!(
+        "[{}]",
+        out.iter()
+            .map(|v| v.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+/// The failures of a comparison in words: the first and the worst element with their values,
+/// and the pattern they share.
+fn describe_failures(s: &ErrorStats, shape: &[u64]) -> String {
+    let at = |f: &Failure| {
+        format!(
+            "{} expected {:.6e} got {:.6e}",
+            shaped_index(f.index, shape),
+            f.expected,
+            f.got
+        )
+    };
+    let mut parts = Vec::new();
+    match (&s.first, &s.worst) {
+        (Some(f), Some(w)) if f.index == w.index => {
+            parts.push(format!("first and worst at {}", at(f)))
+        }
+        (Some(f), Some(w)) => {
+            parts.push(format!("first at {}", at(f)));
+            parts.push(format!("worst at {}", at(w)));
+        }
+        // Results written before the values were recorded hold the index alone.
+        _ => parts.push(format!(
+            "first/worst at index {}",
+            s.worst_index.map_or("-".into(), |i| i.to_string())
+        )),
+    }
+    let failures = s.mismatches + s.nans;
+    let cols = shape.last().copied().unwrap_or(1);
+    match s.pattern {
+        Some(FailurePattern::Column { column }) => {
+            parts.push(format!("all {failures} failures are in column {column}"))
+        }
+        Some(FailurePattern::Rows { first, last }) => parts.push(format!(
+            "every element of rows {first}–{last} fails, and no other ({cols} per row)"
+        )),
+        Some(FailurePattern::Stride { step }) => parts.push(format!(
+            "every {} element fails from the first to the last",
+            ordinal(step)
+        )),
+        None => {}
+    }
+    parts.join("; ")
+}
+
+/// `64th`, `2nd`, `3rd`, `11th`.
+fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
 }
 
 /// The output guard: why `out` cannot be a real result, if it cannot — a NaN or an infinity, or
@@ -190,11 +398,11 @@ impl Correctness {
             .filter(|(_, s)| !s.ok())
             .map(|(what, s)| {
                 format!(
-                    "{what}: {} of {} elements out of tolerance, {} NaN (first/worst at index {})",
+                    "{what}: {} of {} elements out of tolerance, {} NaN ({})",
                     s.mismatches,
                     s.checked,
                     s.nans,
-                    s.worst_index.map_or("-".into(), |i| i.to_string())
+                    describe_failures(s, &self.shape)
                 )
             })
             .chain(self.guard.iter().cloned())
@@ -321,11 +529,40 @@ pub fn io_saving_check(io_saving: f64, claim: Option<&SavingRange>) -> Check {
 /// saving exceed the prediction by a few points.
 pub const SUSPICIOUS_SLACK: f64 = 0.05;
 
-/// The time-saving check: the whole CI must lie in the claim, whose relative ends
-/// (`min_of_predicted`) are resolved against `predicted`, the saving the ledger predicts on the
-/// ceilings measured in this run. A saving beyond what the ledger allows (`ledger_bound`) is
-/// flagged, never passed silently; it is `None` where the saving lies outside the roofline by
-/// design (launch overhead). Figures are printed with enough digits to see why a check failed.
+/// How a CI stands against a claimed range: wholly inside, wholly outside, or across a bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimState {
+    Inside,
+    Outside,
+    Straddles,
+}
+
+/// Where the interval `[lo, hi]` lies against `range`: the one rule of every claim on a
+/// measured saving.
+pub fn claim_state(lo: f64, hi: f64, range: &SavingRange) -> ClaimState {
+    if range.contains(lo) && range.contains(hi) {
+        ClaimState::Inside
+    } else if range.max().is_some_and(|m| lo > m) || range.min().is_some_and(|m| hi < m) {
+        ClaimState::Outside
+    } else {
+        ClaimState::Straddles
+    }
+}
+
+/// Whether a measured saving says the after side is slower than the before side: its whole CI
+/// below zero.
+pub fn is_slower(saving: &Estimate) -> bool {
+    saving.hi < 0.0
+}
+
+/// The time-saving check, decided as the gate decides: PASS when the whole CI lies in the claim
+/// (whose relative ends, `min_of_predicted`, are resolved against `predicted`, the saving the
+/// ledger predicts on the ceilings measured in this run), FAIL when it lies wholly outside,
+/// INCONCLUSIVE when it straddles a bound. A saving beyond what the ledger allows
+/// (`ledger_bound`) is flagged, never passed silently; it is `None` where the saving lies
+/// outside the roofline by design (launch overhead). An after side slower than the before side
+/// (the whole CI below zero) is flagged whether or not a claim was made. Figures are printed with
+/// enough digits to see why a check failed.
 pub fn time_saving_check(
     saving: &Estimate,
     claim: Option<&SavingRange>,
@@ -344,22 +581,28 @@ pub fn time_saving_check(
         ledger_bound.unwrap_or(0.0) * 100.0,
         SUSPICIOUS_SLACK * 100.0
     );
+    let slower = is_slower(saving);
+    let slowness = format!(
+        "; SLOWER: the after side is slower than the before side (its whole CI is below zero: it takes {:.1}% to {:.1}% longer)",
+        -saving.hi * 100.0,
+        -saving.lo * 100.0
+    );
     match claim {
         None => {
-            let status = if suspicious {
+            let mut d = format!("{desc} (no claim)");
+            let status = if slower {
+                d.push_str(&slowness);
+                Status::Warn
+            } else if suspicious {
+                d.push_str(&suspicion);
                 Status::Warn
             } else {
                 Status::Skip
             };
-            let mut d = format!("{desc} (no claim)");
-            if suspicious {
-                d.push_str(&suspicion);
-            }
             Check::new("time_saving", status, d)
         }
         Some(claimed) => {
             let r = claimed.resolve(predicted);
-            let inside = r.contains(saving.lo) && r.contains(saving.hi);
             let mut d = if claimed.is_relative() {
                 format!(
                     "{desc} vs claim {} = {} of the predicted {}",
@@ -370,14 +613,21 @@ pub fn time_saving_check(
             } else {
                 format!("{desc} vs claim {}", describe_fine(&r))
             };
-            let status = if !inside {
-                Status::Fail
-            } else if suspicious {
-                d.push_str(&suspicion);
-                Status::Warn
-            } else {
-                Status::Pass
+            let status = match claim_state(saving.lo, saving.hi, &r) {
+                ClaimState::Outside => Status::Fail,
+                ClaimState::Straddles => {
+                    d.push_str("; INCONCLUSIVE: the CI reaches across the claim's bound (measure more pairs, or on a quieter machine)");
+                    Status::Inconclusive
+                }
+                ClaimState::Inside if suspicious => {
+                    d.push_str(&suspicion);
+                    Status::Warn
+                }
+                ClaimState::Inside => Status::Pass,
             };
+            if slower {
+                d.push_str(&slowness);
+            }
             Check::new("time_saving", status, d)
         }
     }
@@ -726,6 +976,9 @@ mod tests {
             mismatches: 0,
             nans: 0,
             worst_index: None,
+            first: None,
+            worst: None,
+            pattern: None,
         };
         let mut c = Correctness {
             variants_comparable: true,
@@ -734,6 +987,7 @@ mod tests {
             after_vs_reference: clean,
             guard: Vec::new(),
             reference: true,
+            shape: vec![4],
         };
         let tol = Tolerance {
             rtol: crate::spec::NonNeg(1e-5),
@@ -753,18 +1007,30 @@ mod tests {
     #[test]
     fn compare_counts_mismatches_and_nans() {
         let actual = [1.0f32, 2.0, f32::NAN, 4.5];
-        let s = compare(&actual, |i| [1.0, 2.0, 3.0, 4.0][i], 0..4, &tol(1e-5, 1e-6));
+        let s = compare(
+            &actual,
+            |i| [1.0, 2.0, 3.0, 4.0][i],
+            0..4,
+            &tol(1e-5, 1e-6),
+            4,
+        );
         assert_eq!(s.checked, 4);
         assert_eq!(s.nans, 1);
         assert_eq!(s.mismatches, 1);
         assert!(!s.ok());
         assert_eq!(s.max_abs, 0.5);
-        let nan_expected = compare(&[1.0], |_| f64::NAN, 0..1, &tol(1.0, 1.0));
+        let nan_expected = compare(&[1.0], |_| f64::NAN, 0..1, &tol(1.0, 1.0), 1);
         assert!(!nan_expected.ok(), "NaN never passes");
-        let good = compare(&[1.0, 2.0], |i| [1.0, 2.000001][i], 0..2, &tol(1e-5, 0.0));
+        let good = compare(
+            &[1.0, 2.0],
+            |i| [1.0, 2.000001][i],
+            0..2,
+            &tol(1e-5, 0.0),
+            2,
+        );
         assert!(good.ok());
         assert!(
-            !compare(&[], |_| 0.0, 0..0, &tol(1.0, 1.0)).ok(),
+            !compare(&[], |_| 0.0, 0..0, &tol(1.0, 1.0), 1).ok(),
             "nothing checked is not a pass"
         );
     }
@@ -782,10 +1048,25 @@ mod tests {
             time_saving_check(&e(0.5, 0.45, 0.55), Some(&claim), 0.5, Some(0.5)).status,
             Status::Pass
         );
+        // Wholly outside: FAIL; across a bound: INCONCLUSIVE, as the gate decides.
         assert_eq!(
-            time_saving_check(&e(0.3, 0.2, 0.4), Some(&claim), 0.5, Some(0.5)).status,
+            time_saving_check(&e(0.15, 0.1, 0.2), Some(&claim), 0.5, Some(0.5)).status,
             Status::Fail
         );
+        let s = time_saving_check(&e(0.3, 0.2, 0.4), Some(&claim), 0.5, Some(0.5));
+        assert_eq!(s.status, Status::Inconclusive);
+        assert!(s.detail.contains("INCONCLUSIVE"), "{}", s.detail);
+        assert_eq!(
+            time_saving_check(&e(0.8, 0.7, 0.9), Some(&claim), 0.9, Some(0.9)).status,
+            Status::Inconclusive
+        );
+        // An after side slower than its before side is flagged, claim or no claim.
+        let s = time_saving_check(&e(-0.68, -0.98, -0.23), None, 0.5, Some(0.5));
+        assert_eq!(s.status, Status::Warn);
+        assert!(s.detail.contains("SLOWER"), "{}", s.detail);
+        let s = time_saving_check(&e(-0.68, -0.98, -0.23), Some(&claim), 0.5, Some(0.5));
+        assert_eq!(s.status, Status::Fail);
+        assert!(s.detail.contains("SLOWER"), "{}", s.detail);
         let s = time_saving_check(&e(0.7, 0.68, 0.72), Some(&claim), 0.5, Some(0.5));
         assert_eq!(s.status, Status::Warn);
         assert!(s.detail.contains("SUSPICIOUS"), "{}", s.detail);
@@ -795,7 +1076,7 @@ mod tests {
             ..claim
         };
         let s = time_saving_check(&e(0.904, 0.8998, 0.906), Some(&min90), 0.95, None);
-        assert_eq!(s.status, Status::Fail);
+        assert_eq!(s.status, Status::Fail, "above the max of 75%");
         assert!(s.detail.contains("89.98%"), "{}", s.detail);
     }
 
@@ -972,5 +1253,45 @@ mod tests {
         assert!((a.frac_bandwidth - 0.8).abs() < 1e-9);
         assert_eq!(bound_check(Bound::Bandwidth, &p, &a).status, Status::Pass);
         assert_eq!(bound_check(Bound::Compute, &p, &a).status, Status::Fail);
+    }
+
+    #[test]
+    fn failures_are_located_in_the_shape_with_their_pattern() {
+        let t = tol(1e-6, 0.0);
+        let expected = |_| 1.0;
+        // 4 x 8: column 7 wrong.
+        let col: Vec<f32> = (0..32)
+            .map(|i| if i % 8 == 7 { 2.0 } else { 1.0 })
+            .collect();
+        let s = compare(&col, expected, 0..32, &t, 8);
+        assert_eq!(s.pattern, Some(FailurePattern::Column { column: 7 }));
+        assert_eq!(s.first.unwrap().index, 7);
+        assert_eq!(shaped_index(31, &[4, 8]), "[3, 7]");
+        // Rows 2-3 wrong.
+        let rows: Vec<f32> = (0..32).map(|i| if i >= 16 { 2.0 } else { 1.0 }).collect();
+        let s = compare(&rows, expected, 0..32, &t, 8);
+        assert_eq!(s.pattern, Some(FailurePattern::Rows { first: 2, last: 3 }));
+        // Every 3rd element from 1.
+        let stride: Vec<f32> = (0..32)
+            .map(|i| if i % 3 == 1 { 2.0 } else { 1.0 })
+            .collect();
+        let s = compare(&stride, expected, 0..32, &t, 8);
+        assert_eq!(s.pattern, Some(FailurePattern::Stride { step: 3 }));
+        // Scattered: no pattern; the worst is the largest excess.
+        let mut scattered = vec![1.0f32; 32];
+        scattered[3] = 1.5;
+        scattered[20] = 9.0;
+        scattered[21] = 1.2;
+        let s = compare(&scattered, expected, 0..32, &t, 8);
+        assert_eq!(s.pattern, None);
+        assert_eq!(s.first.unwrap().index, 3);
+        assert_eq!(s.worst.unwrap().index, 20);
+        assert_eq!(s.worst.unwrap().got, 9.0);
+        // Sampled comparisons name no pattern.
+        let s = compare(&col, expected, [7usize, 15, 23], &t, 8);
+        assert_eq!(s.pattern, None);
+        assert_eq!(ordinal(64), "64th");
+        assert_eq!(ordinal(22), "22nd");
+        assert_eq!(ordinal(13), "13th");
     }
 }
