@@ -28,6 +28,61 @@ pub struct Calibration {
     /// The smallest slowdown gated at <= 1% false alarms and >= 95% detection, by comparison.
     pub raw_gate: f64,
     pub relative_gate: f64,
+    /// A run left out of the spread (and the baseline) as an outlier: its index among the runs,
+    /// the compared value it was an outlier of, its ratio to the others' median and its
+    /// robust z-score.
+    pub outlier: Option<Outlier>,
+}
+
+/// One run of a calibration far from the others.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Outlier {
+    pub run: usize,
+    /// `after time` or `after/before`.
+    pub value: &'static str,
+    /// Its value over the median of the other runs'.
+    pub ratio: f64,
+    pub z: f64,
+}
+
+/// Robust z-score above which one run is an outlier (Iglewicz and Hoaglin's 3.5, on the logs,
+/// with the median absolute deviation scaled to a standard deviation).
+pub const OUTLIER_Z: f64 = 3.5;
+/// Runs needed before one may be called an outlier: of three, none can be told from the rest.
+pub const OUTLIER_MIN_RUNS: usize = 4;
+
+/// The run most unlike the others in `v`, if it is an outlier by the rule: at least
+/// [`OUTLIER_MIN_RUNS`] runs, and |log v − median(log v)| / (1.4826 · MAD(log v)) above
+/// [`OUTLIER_Z`]. When the others agree exactly (MAD 0), a run 1% or more off is one.
+pub fn outlier_of(v: &[f64]) -> Option<(usize, f64, f64)> {
+    if v.len() < OUTLIER_MIN_RUNS || v.iter().any(|x| !(x.is_finite() && *x > 0.0)) {
+        return None;
+    }
+    let logs: Vec<f64> = v.iter().map(|x| x.ln()).collect();
+    let m = median(&logs);
+    let mad = median(&logs.iter().map(|l| (l - m).abs()).collect::<Vec<_>>()) * 1.4826;
+    let (i, dev) = logs
+        .iter()
+        .map(|l| (l - m).abs())
+        .enumerate()
+        .max_by(|a, b| a.1.total_cmp(&b.1))?;
+    let z = if mad > 0.0 {
+        dev / mad
+    } else if dev > 0.01 {
+        f64::INFINITY
+    } else {
+        0.0
+    };
+    if z <= OUTLIER_Z {
+        return None;
+    }
+    let others: Vec<f64> = v
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| *k != i)
+        .map(|(_, x)| *x)
+        .collect();
+    Some((i, v[i] / median(&others), z))
 }
 
 /// The smallest slowdown a spread lets the gate catch at <= 1% false alarms and >= 95%
@@ -51,7 +106,27 @@ pub fn calibration(results: &[SpecResult]) -> Option<Calibration> {
             &compared_values(true, (&s.before_secs, &s.after_secs), (&[], &[])).0,
         ));
     }
-    let (raw, relative) = (spread_of(&raw), spread_of(&rel));
+    // One run unlike the others (a neighbour's burst, a frequency drop) would make the whole
+    // spread, and the gate with it, useless: it is named and left out.
+    let outlier = [("after/before", &rel), ("after time", &raw)]
+        .into_iter()
+        .filter_map(|(what, v)| {
+            outlier_of(v).map(|(run, ratio, z)| Outlier {
+                run,
+                value: what,
+                ratio,
+                z,
+            })
+        })
+        .max_by(|a, b| a.z.total_cmp(&b.z));
+    let without = |v: &[f64]| -> Vec<f64> {
+        v.iter()
+            .enumerate()
+            .filter(|(k, _)| outlier.is_none_or(|o| o.run != *k))
+            .map(|(_, x)| *x)
+            .collect()
+    };
+    let (raw, relative) = (spread_of(&without(&raw)), spread_of(&without(&rel)));
     Some(Calibration {
         name: first.name.clone(),
         max_regression: first.gate.max_regression.0,
@@ -60,22 +135,29 @@ pub fn calibration(results: &[SpecResult]) -> Option<Calibration> {
         relative_gate: smallest_gated(&relative),
         raw,
         relative,
+        outlier,
     })
 }
 
 pub fn calibrate(opts: &RunOptions, runs: usize) -> Result<ExitCode> {
     let Prepared {
         specs,
+        suite_files,
         backend,
+        backend_note,
         device,
+        flush_bytes,
         mut ceilings,
         baselines,
         progress,
         _lock,
-        ..
     } = prepare(opts, runs)?;
     let mut results: Vec<Vec<SpecResult>> = vec![Vec::new(); specs.len()];
+    let (git_sha, git_dirty) = crate::pipeline::git_info();
+    let mut archives = Vec::new();
     for run in 0..runs {
+        let started = std::time::Instant::now();
+        let (started_utc, stamp) = crate::pipeline::utc_now();
         if run > 0 {
             // Every gate run probes its ceilings: so does every calibration run.
             ceilings = backend.ceilings(opts.probe_bytes)?;
@@ -98,8 +180,34 @@ pub fn calibrate(opts: &RunOptions, runs: usize) -> Result<ExitCode> {
                 &progress,
             ));
         }
+        // Each run is archived as `run` archives one: inspect it, compare it, merge it.
+        let archived = crate::pipeline::Archived {
+            suite_files: &suite_files,
+            backend: backend.as_ref(),
+            backend_note: format!("{backend_note}; calibration run {}/{runs}", run + 1),
+            device: device.clone(),
+            ceilings,
+            flush_bytes,
+            started_utc,
+            stamp,
+            git_sha: git_sha.clone(),
+            git_dirty,
+        };
+        let this_run: Vec<SpecResult> = results.iter().filter_map(|r| r.last().cloned()).collect();
+        let (_, dir) = crate::pipeline::write_archive(
+            opts,
+            &specs,
+            archived,
+            this_run,
+            &format!("-calibrate-{}", run + 1),
+            started,
+        )?;
+        archives.push(dir);
     }
     progress.finish();
+    for (n, dir) in archives.iter().enumerate() {
+        println!("run {}: {}", n + 1, dir.display());
+    }
 
     println!(
         "\n# opledger calibrate: {runs} runs of unchanged code on {}\n",
@@ -133,20 +241,37 @@ pub fn calibrate(opts: &RunOptions, runs: usize) -> Result<ExitCode> {
         );
         calibrations.push(c);
     }
+    for c in &calibrations {
+        if let Some(o) = c.outlier {
+            println!(
+                "\n⚠️ {}: run {} of {runs} is an outlier ({} {:.2}x the other runs' median, robust z {:.1} > {OUTLIER_Z}): left out of the spread{} ({})",
+                c.name,
+                o.run + 1,
+                o.value,
+                o.ratio,
+                o.z,
+                if opts.accept { " and the baseline" } else { "" },
+                archives
+                    .get(o.run)
+                    .map_or(String::new(), |d| d.display().to_string())
+            );
+        }
+    }
     if opts.accept {
         println!();
         // One timestamp and one git identity for every baseline this calibration records.
         let (recorded_utc, _) = crate::pipeline::utc_now();
         let (git_sha, _) = crate::pipeline::git_info();
-        for (rs, (path, old)) in results.iter().zip(&baselines) {
+        for ((rs, (path, old)), c) in results.iter().zip(&baselines).zip(&calibrations) {
             if rs.iter().any(|r| r.status != Status::Pass) {
                 println!("not accepted: {} (a run failed its checks)", path.display());
                 continue;
             }
+            let outlier = c.outlier.map(|o| o.run);
             // The runs become the history, oldest first, carried on from the old baseline's
             // only if none is given (a calibration describes the code as it runs now).
             let mut built = None;
-            for r in rs {
+            for (_, r) in rs.iter().enumerate().filter(|(k, _)| Some(*k) != outlier) {
                 built = baseline::from_result(
                     r,
                     &device,
@@ -195,5 +320,20 @@ mod tests {
         // (2.821 + 1.833) * 0.02 * sqrt(1.1) = 0.0976 -> +10.3%
         assert!((d - 0.1025).abs() < 0.001, "{d}");
         assert_eq!(smallest_gated(&Spread::unknown()), 0.0);
+    }
+
+    #[test]
+    fn one_run_far_from_the_others_is_named_and_left_out() {
+        // Four runs, the third 11x the others: an outlier at any spread of the rest.
+        let (i, ratio, z) = outlier_of(&[1.0, 1.01, 11.5, 0.99]).unwrap();
+        assert_eq!(i, 2);
+        assert!((ratio - 11.5).abs() < 0.01 && z > OUTLIER_Z, "{ratio} {z}");
+        // Ordinary drift is not an outlier; three runs never name one.
+        assert_eq!(outlier_of(&[1.0, 1.03, 0.97, 1.05, 0.99]), None);
+        assert_eq!(outlier_of(&[1.0, 1.0, 11.0]), None);
+        // Without the outlier the spread is that of the others.
+        let with = spread_of(&[1.0, 1.01, 11.5, 0.99]);
+        let without = spread_of(&[1.0, 1.01, 0.99]);
+        assert!(with.log_sd > 50.0 * without.log_sd);
     }
 }

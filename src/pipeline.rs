@@ -278,41 +278,19 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
     }
     progress.finish();
 
-    // A GPU's datasheet entry comes from the table by its name; the CPU has none.
-    let datasheet = backend.datasheet().map(Datasheet::from);
-    let environment =
-        environment_manifest(opts, &device, backend.name(), &specs, &git_sha, git_dirty);
-    let mut run = RunResult {
-        schema_version: SCHEMA_VERSION,
-        opledger_version: env!("CARGO_PKG_VERSION").into(),
-        run_id: String::new(),
-        started_utc,
-        git_sha: git_sha.clone(),
-        git_dirty,
-        command_line: opts.command_line.clone(),
-        backend: backend.name().into(),
+    let archived = Archived {
+        suite_files: &suite_files,
+        backend: backend.as_ref(),
         backend_note,
         device,
         ceilings,
-        datasheet,
-        environment,
-        measure: opts.measure,
         flush_bytes,
-        checklist: report::checklist(&results),
-        sweeps: report::sweeps(&results),
-        verdict: RunVerdict::of(&results),
-        specs: results,
-        wall_secs: 0.0,
+        started_utc,
+        stamp,
+        git_sha,
+        git_dirty,
     };
-    let dir = create_run_dir(&opts.runs_dir, &format!("{stamp}-{git_sha}"))?;
-    run.run_id = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    run.wall_secs = started.elapsed().as_secs_f64();
-    write_run_dir(&dir, &run, &suite_files, opts.template.as_deref())?;
-    // Last: the digests of everything the run wrote (tamper evidence for whoever reads it).
-    crate::archive::seal(&dir, "run", Vec::new())?;
+    let (run, dir) = write_archive(opts, &specs, archived, results, "", started)?;
     if let Some(path) = &opts.junit {
         crate::files::write_atomic(path, report::junit(&run).as_bytes())?;
     }
@@ -321,6 +299,78 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
     }
     print_summary(&run, &dir);
     Ok(run.verdict.exit_code(opts.fail_on_inconclusive))
+}
+
+/// What a run's archive is made of besides its specs' results.
+pub(crate) struct Archived<'a> {
+    pub suite_files: &'a [(String, String)],
+    pub backend: &'a dyn Backend,
+    pub backend_note: String,
+    pub device: DeviceInfo,
+    pub ceilings: Ceilings,
+    pub flush_bytes: u64,
+    pub started_utc: String,
+    /// The UTC time as a folder name (`20261201T101010Z`).
+    pub stamp: String,
+    pub git_sha: String,
+    pub git_dirty: bool,
+}
+
+/// Assembles the run's results and writes its archive (`<runs>/<stamp>-<sha><suffix>/`),
+/// sealed with its manifest; returns both.
+pub(crate) fn write_archive(
+    opts: &RunOptions,
+    specs: &[Spec],
+    a: Archived<'_>,
+    results: Vec<SpecResult>,
+    suffix: &str,
+    started: std::time::Instant,
+) -> Result<(RunResult, PathBuf)> {
+    // A GPU's datasheet entry comes from the table by its name; the CPU has none.
+    let datasheet = a.backend.datasheet().map(Datasheet::from);
+    let environment = environment_manifest(
+        opts,
+        &a.device,
+        a.backend.name(),
+        specs,
+        &a.git_sha,
+        a.git_dirty,
+    );
+    let mut run = RunResult {
+        schema_version: SCHEMA_VERSION,
+        opledger_version: env!("CARGO_PKG_VERSION").into(),
+        run_id: String::new(),
+        started_utc: a.started_utc,
+        git_sha: a.git_sha.clone(),
+        git_dirty: a.git_dirty,
+        command_line: opts.command_line.clone(),
+        backend: a.backend.name().into(),
+        backend_note: a.backend_note,
+        device: a.device,
+        ceilings: a.ceilings,
+        datasheet,
+        environment,
+        measure: opts.measure,
+        flush_bytes: a.flush_bytes,
+        checklist: report::checklist(&results),
+        sweeps: report::sweeps(&results),
+        verdict: RunVerdict::of(&results),
+        specs: results,
+        wall_secs: 0.0,
+    };
+    let dir = create_run_dir(
+        &opts.runs_dir,
+        &format!("{}-{}{suffix}", a.stamp, a.git_sha),
+    )?;
+    run.run_id = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    run.wall_secs = started.elapsed().as_secs_f64();
+    write_run_dir(&dir, &run, a.suite_files, opts.template.as_deref())?;
+    // Last: the digests of everything the run wrote (tamper evidence for whoever reads it).
+    crate::archive::seal(&dir, "run", Vec::new())?;
+    Ok((run, dir))
 }
 
 /// Refuses, before anything is measured, a run whose outputs cannot be written: the runs folder

@@ -441,6 +441,20 @@ fn calibrate_measures_the_drift_and_records_the_runs_as_the_baseline() {
     let b: serde_json::Value =
         serde_json::from_slice(&std::fs::read(key_dir.join("tiny-chain.json")).unwrap()).unwrap();
     assert_eq!(b["history"].as_array().unwrap().len(), 3);
+    // Each calibration run is an archive of its own, sealed like a run's.
+    let mut calibration_runs: Vec<PathBuf> = std::fs::read_dir(dir.path().join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains("-calibrate-"))
+        .collect();
+    calibration_runs.sort();
+    assert_eq!(calibration_runs.len(), 3, "{out}");
+    for (n, r) in calibration_runs.iter().enumerate() {
+        let name = r.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(out.contains(&name), "run {n} named: {out}");
+        let v = bin().arg("verify").arg(r).output().unwrap();
+        assert_eq!(v.status.code(), Some(0), "{}", text(&v));
+    }
     // A run against it states what its thresholds rest on and what it can detect.
     let o = bin()
         .current_dir(dir.path())
@@ -455,7 +469,12 @@ fn calibrate_measures_the_drift_and_records_the_runs_as_the_baseline() {
         "{}",
         text(&o)
     );
-    let report = std::fs::read_to_string(only_run_dir(dir.path()).join("report.md")).unwrap();
+    let run = std::fs::read_dir(dir.path().join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| !p.to_string_lossy().contains("-calibrate-"))
+        .unwrap();
+    let report = std::fs::read_to_string(run.join("report.md")).unwrap();
     assert!(
         report.contains("thresholds from 3 accepted runs")
             && report.contains("smallest slowdown detected"),

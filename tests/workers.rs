@@ -643,9 +643,9 @@ fn correctness_failures_are_named_by_their_indices_and_pattern() {
     }
     // The relu output is 8 x 16; each mode is wrong in one place only.
     for (mode, says) in [
-        ("bad-column", "first at [0, 15] expected"),
+        ("bad-column", "at [0, 15] expected"),
         ("bad-column", "all 8 failures are in column 15"),
-        ("bad-rows", "first at [6, 0] expected"),
+        ("bad-rows", "at [6, 0] expected"),
         (
             "bad-rows",
             "every element of rows 6–7 fails, and no other (16 per row)",
