@@ -976,14 +976,23 @@ fn spec_line(s: &SpecResult, width: usize) -> String {
     let status = s.verdict().word();
     let times = match (&s.before.summary, &s.after.summary, &s.time_saving) {
         (Some(b), Some(a), Some(t)) => format!(
-            "{} {} → {} {}  saving {:.1}% [{:.1}, {:.1}]",
+            "{} {} → {} {}  saving {:.1}% [{:.1}, {:.1}]{}",
             s.before.variant.name(),
             short_duration(b.median_secs),
             s.after.variant.name(),
             short_duration(a.median_secs),
             t.point * 100.0,
             t.lo * 100.0,
-            t.hi * 100.0
+            t.hi * 100.0,
+            if verdict::is_slower(t) {
+                format!(
+                    "  ⚠️ SLOWER: {} takes longer than {}",
+                    s.after.variant.name(),
+                    s.before.variant.name()
+                )
+            } else {
+                String::new()
+            }
         ),
         // The first line of an error: its detail (a worker's output, say) is under the spec.
         _ => s.error.as_deref().map_or_else(

@@ -177,7 +177,37 @@ fn compare_two_archived_runs_with_the_gate_statistics() {
         c.contains("| tiny-chain |") && c.contains("| REGRESSION |"),
         "{c}"
     );
-    assert!(c.contains("report.md"), "{c}");
+    // What was compared is named (run ids: these runs have no commit), one verdict, the limit
+    // and before -> after of the changed case, links relative to the comment.
+    let a_id = runs[0].file_name().unwrap().to_string_lossy().into_owned();
+    assert!(c.contains(&format!("against run {a_id}")), "{c}");
+    assert!(!c.contains("run verdict"), "one verdict: {c}");
+    assert!(c.contains("| limit |") && c.contains("| +10% |"), "{c}");
+    assert!(c.contains(" ms → "), "before -> after: {c}");
+    assert!(
+        c.contains(&format!("[base](runs/{a_id}/report.md)"))
+            && c.contains("[head](slow/report.md)"),
+        "relative links: {c}"
+    );
+    assert!(
+        !c.contains(&dir.path().display().to_string()),
+        "no absolute path: {c}"
+    );
+    let o = bin()
+        .arg("compare")
+        .arg(&runs[0])
+        .arg(&slow)
+        .arg("--markdown")
+        .arg(&comment)
+        .args(["--link-base", "https://ci.example/artifacts/42/"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let c = std::fs::read_to_string(&comment).unwrap();
+    assert!(
+        c.contains("[head](https://ci.example/artifacts/42/slow/report.md)"),
+        "{c}"
+    );
     // A run compared with itself: ratio exactly 1, never a regression.
     let o = bin()
         .arg("compare")

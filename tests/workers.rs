@@ -673,3 +673,41 @@ fn correctness_failures_are_named_by_their_indices_and_pattern() {
         assert!(check.contains("got "), "{mode}: the values: {check}");
     }
 }
+
+#[test]
+fn an_after_side_slower_than_its_before_side_is_never_a_green_fusion() {
+    if !python3() {
+        eprintln!("SKIPPED: no python3");
+        return;
+    }
+    // A worker's relu in pure Python against the built-in kernel: far slower, no time claim.
+    let dir = tempfile::tempdir().unwrap();
+    relu_spec(dir.path(), "ok", "");
+    let spec = dir.path().join("slower.yaml");
+    std::fs::write(
+        &spec,
+        "name: slower\ntitle: a slower fusion\nchecklist: [fusion]\nworkload: {kind: elementwise, ops: [relu], rows: 8, cols: 16}\nvariants:\n  before: unfused\n  after: {implements: fused, command: [python3, fake_worker.py, ok], function: relu}\nexpect: {bound: bandwidth}\n",
+    )
+    .unwrap();
+    let o = run_in(dir.path(), &[spec], &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "no claim was made: {out}");
+    assert!(
+        out.contains("⚠️ SLOWER: fused takes longer than unfused"),
+        "{out}"
+    );
+    let r = results(dir.path());
+    let fusion = r["checklist"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["key"] == "fusion")
+        .unwrap()
+        .clone();
+    assert_ne!(fusion["mark"], "✅", "{fusion}");
+    let report = std::fs::read_to_string(only_run_dir(dir.path()).join("report.md")).unwrap();
+    assert!(
+        report.contains("**fused is slower than unfused**"),
+        "{report}"
+    );
+}
