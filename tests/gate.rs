@@ -152,6 +152,28 @@ fn a_baseline_too_noisy_to_decide_makes_the_run_inconclusive_not_failed() {
         report.starts_with("# opledger report: INCONCLUSIVE"),
         "{report}"
     );
+    // A CI job that must decide: the same evidence, INCONCLUSIVE exits 1; so do merge and
+    // compare of that archive.
+    let spec = dir.path().join("tiny-chain.yaml");
+    let mut args: Vec<&str> = vec!["--fail-on-inconclusive"];
+    args.extend(PAIRS);
+    let o = run_in(dir.path(), &[spec], &args);
+    let strict = only_run_dir(dir.path());
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(strict.join("results.json")).unwrap()).unwrap();
+    assert_eq!(r["verdict"]["status"], "INCONCLUSIVE", "{}", text(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    for extra in [&[][..], &["--fail-on-inconclusive"][..]] {
+        let o = bin()
+            .arg("merge")
+            .arg(&run)
+            .arg("--out")
+            .arg(dir.path().join(format!("merged-{}", extra.len())))
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(extra.len() as i32), "{}", text(&o));
+    }
 }
 
 #[test]

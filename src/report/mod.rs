@@ -703,4 +703,41 @@ mod tests {
         let e = env.get_template("t").unwrap().render(()).unwrap_err();
         assert!(e.to_string().contains("fuel"), "{e}");
     }
+
+    #[test]
+    fn an_inconclusive_gate_says_what_it_knows() {
+        use crate::measure::stats::Estimate;
+        use crate::verdict::Spread;
+        // Five runs drifting 6%: the FAIL threshold sits far above +10%.
+        let sp = Spread {
+            runs: 5,
+            log_sd: 0.06,
+            noise_factor: 1.0,
+        };
+        let slow = Estimate {
+            point: 1.274,
+            lo: 1.160,
+            hi: 1.405,
+        };
+        let why = inconclusive_why(&slow, 0.10, Some(&sp)).unwrap();
+        assert!(
+            why.contains("slower by 16–40% (CI), beyond the +10% limit")
+                && why.contains("a regression is likely but not proven"),
+            "{why}"
+        );
+        // Unchanged code on that runner cannot PASS at +10%: the line says why and what would do.
+        let same = Estimate {
+            point: 0.95,
+            lo: 0.90,
+            hi: 1.0,
+        };
+        let why = inconclusive_why(&same, 0.10, Some(&sp)).unwrap();
+        assert!(
+            why.contains("cannot PASS at +10% on this runner")
+                && why.contains("the smallest this runner can gate"),
+            "{why}"
+        );
+        // Without history there is nothing more to say.
+        assert_eq!(inconclusive_why(&slow, 0.10, None), None);
+    }
 }
