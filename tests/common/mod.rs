@@ -54,11 +54,12 @@ pub fn quick_run(dir: &Path, specs: &[PathBuf], extra: &[&str]) -> Output {
         .unwrap()
 }
 
-/// The one (or newest) run folder under `dir/runs`.
+/// The one (or newest) run folder under `dir/runs` (calibration runs left out).
 pub fn only_run_dir(dir: &Path) -> PathBuf {
     let mut runs: Vec<PathBuf> = std::fs::read_dir(dir.join("runs"))
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| !p.to_string_lossy().contains("-calibrate-"))
         .collect();
     runs.sort();
     runs.pop().expect("a run directory")
