@@ -642,11 +642,50 @@ fn context(run: &RunResult) -> Value {
             )
         })
         .collect();
+    // The gate's full computation, a clause a line (it runs to thousands of characters).
+    let gate_detail: serde_json::Map<String, serde_json::Value> = run
+        .specs
+        .iter()
+        .map(|s| {
+            let parts: Vec<serde_json::Value> = clauses(&s.baseline.message)
+                .into_iter()
+                .map(serde_json::Value::from)
+                .collect();
+            (s.name.clone(), serde_json::Value::Array(parts))
+        })
+        .collect();
     if let Some(o) = v.as_object_mut() {
         o.insert("verdict_mark".into(), serde_json::Value::Object(marks));
         o.insert("gate_rows".into(), serde_json::Value::Object(gate_rows));
+        o.insert("gate_detail".into(), serde_json::Value::Object(gate_detail));
     }
     Value::from_serialize(v)
+}
+
+/// The clauses of a sentence joined by `; ` outside parentheses, one per line of a list.
+fn clauses(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut depth = 0i32;
+    let mut cur = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ';' if depth <= 0 && chars.peek() == Some(&' ') => {
+                chars.next();
+                out.push(std::mem::take(&mut cur));
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    out.push(cur);
+    out.into_iter()
+        .map(|c| c.trim().to_string())
+        .filter(|c| !c.is_empty())
+        .collect()
 }
 
 /// The mark of a verdict: ✅ PASS, ❔ INCONCLUSIVE, ❌ FAIL.
