@@ -18,16 +18,7 @@ pub const MAX_BASELINE_BYTES: u64 = 16 << 20;
 /// before it is opened (a FIFO would block, `/dev/zero` would never end), and so is a file that
 /// grows past the cap while it is read. `what` names the file in messages ("spec").
 pub fn read_regular(path: &Path, max_bytes: u64, what: &str) -> Result<Vec<u8>> {
-    let meta = std::fs::metadata(path).map_err(|e| Error::io("reading", path, e))?;
-    if !meta.is_file() {
-        return Err(Error::Refused {
-            path: path.to_path_buf(),
-            message: format!(
-                "not a regular file ({}); a {what} must be a regular file",
-                file_type_name(&meta.file_type())
-            ),
-        });
-    }
+    let meta = regular_metadata(path, what)?;
     let too_big = |size: u64| Error::Refused {
         path: path.to_path_buf(),
         message: format!(
@@ -52,6 +43,13 @@ pub fn read_regular(path: &Path, max_bytes: u64, what: &str) -> Result<Vec<u8>> 
 /// Opens a regular file to stream it (any size): a device, FIFO, socket or directory is
 /// refused before it is opened. `what` names the file in messages.
 pub fn open_regular(path: &Path, what: &str) -> Result<std::fs::File> {
+    regular_metadata(path, what)?;
+    std::fs::File::open(path).map_err(|e| Error::io("reading", path, e))
+}
+
+/// The metadata of `path`, refused unless it is a regular file (checked before opening: a FIFO
+/// would block the open itself).
+fn regular_metadata(path: &Path, what: &str) -> Result<std::fs::Metadata> {
     let meta = std::fs::metadata(path).map_err(|e| Error::io("reading", path, e))?;
     if !meta.is_file() {
         return Err(Error::Refused {
@@ -62,7 +60,7 @@ pub fn open_regular(path: &Path, what: &str) -> Result<std::fs::File> {
             ),
         });
     }
-    std::fs::File::open(path).map_err(|e| Error::io("reading", path, e))
+    Ok(meta)
 }
 
 fn file_type_name(t: &std::fs::FileType) -> &'static str {

@@ -7,13 +7,18 @@ use crate::error::Position;
 /// Position of the last key of `path` (e.g. `["workload", "rows"]`), searching each key after
 /// the previous one.
 pub fn find_key(text: &str, path: &[&str]) -> Option<Position> {
+    key_offset(text, path).map(|(at, _)| position_of(text, at))
+}
+
+/// Byte offset of the last key of `path` found, and of the end of that key.
+fn key_offset(text: &str, path: &[&str]) -> Option<(usize, usize)> {
     let mut from = 0usize;
     let mut found = None;
     for key in path {
         match find_from(text, key, from) {
             Some(offset) => {
                 from = offset + key.len();
-                found = Some(position_of(text, offset));
+                found = Some((offset, from));
             }
             None => break,
         }
@@ -24,18 +29,7 @@ pub fn find_key(text: &str, path: &[&str]) -> Option<Position> {
 /// Position of `element` (a list item or value as written, e.g. `rows * 2`) after the last key
 /// of `path`; the key's own position when the element is not found after it.
 pub fn find_element(text: &str, path: &[&str], element: &str) -> Option<Position> {
-    let mut from = 0usize;
-    let mut found = None;
-    for key in path {
-        match find_from(text, key, from) {
-            Some(offset) => {
-                from = offset + key.len();
-                found = Some(offset);
-            }
-            None => break,
-        }
-    }
-    let key_at = found?;
+    let (key_at, from) = key_offset(text, path)?;
     let after = &text[from..];
     // The element on the key's line or the lines of its list: the first occurrence after the
     // key, as a whole token (not inside a longer name).
