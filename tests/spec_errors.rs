@@ -280,3 +280,30 @@ fn experiment_slowdown_is_refused_when_malformed_and_announced_when_used() {
     let env = std::fs::read_to_string(run.join("environment.json")).unwrap();
     assert!(env.contains("OPLEDGER_EXPERIMENT_SLOWDOWN"), "{env}");
 }
+
+#[test]
+fn a_misspelt_simd_cap_is_refused_not_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = fixture("good/tiny-chain.yaml");
+    for bad in ["avx-2", "AVX512", "sse"] {
+        let o = run_cmd(dir.path(), std::slice::from_ref(&spec), &[])
+            .env("OPLEDGER_SIMD", bad)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", text(&o));
+        assert!(
+            text(&o).contains("OPLEDGER_SIMD")
+                && text(&o).contains("expected scalar, avx2, avx512 or native"),
+            "{}",
+            text(&o)
+        );
+        assert!(!dir.path().join("runs").exists(), "nothing measured");
+    }
+    for good in ["scalar", "avx2", "native"] {
+        let o = run_cmd(dir.path(), std::slice::from_ref(&spec), &[])
+            .env("OPLEDGER_SIMD", good)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{good}: {}", text(&o));
+    }
+}

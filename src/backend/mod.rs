@@ -225,8 +225,9 @@ pub fn check_memory(
 /// in warm mode.
 pub fn select(choice: BackendChoice, flush: Option<u64>) -> Result<(Box<dyn Backend>, String)> {
     let cpu = || -> Result<Box<dyn Backend>> {
-        // A malformed experiment hook is bad input, refused before anything runs.
+        // A malformed experiment hook or SIMD cap is bad input, refused before anything runs.
         cpu::elementwise::experiment_slowdown()?;
+        crate::device::simd::cap().map_err(crate::error::Error::Usage)?;
         let device = DeviceInfo::this_cpu();
         let bytes = flush.unwrap_or((2 * device.llc_bytes).max(64 << 20));
         Ok(Box::new(cpu::CpuBackend::with_device(device, bytes)))

@@ -29,18 +29,33 @@ impl SimdLevel {
     }
 }
 
-/// The widest level this CPU supports, capped by `OPLEDGER_SIMD`.
+/// The variable that caps the SIMD level.
+pub const SIMD_VAR: &str = "OPLEDGER_SIMD";
+
+/// The cap `OPLEDGER_SIMD` sets: `scalar`, `avx2`, `avx512` or `native` (unset or empty: none).
+/// Any other value is refused, so that a misspelt cap never measures silently at full width.
+pub fn cap() -> Result<SimdLevel, String> {
+    match std::env::var(SIMD_VAR) {
+        Err(std::env::VarError::NotPresent) => Ok(SimdLevel::Avx512),
+        Ok(v) => match v.trim() {
+            "scalar" => Ok(SimdLevel::Scalar),
+            "avx2" => Ok(SimdLevel::Avx2Fma),
+            "avx512" | "native" | "" => Ok(SimdLevel::Avx512),
+            other => Err(format!(
+                "{SIMD_VAR}={other:?}: expected scalar, avx2, avx512 or native"
+            )),
+        },
+        Err(std::env::VarError::NotUnicode(v)) => Err(format!(
+            "{SIMD_VAR}={v:?}: expected scalar, avx2, avx512 or native"
+        )),
+    }
+}
+
+/// The widest level this CPU supports, capped by `OPLEDGER_SIMD` (checked by [`cap`] before a
+/// CPU backend is chosen).
 pub fn level() -> SimdLevel {
     static LEVEL: OnceLock<SimdLevel> = OnceLock::new();
-    *LEVEL.get_or_init(|| {
-        let detected = detect();
-        let cap = match std::env::var("OPLEDGER_SIMD").as_deref() {
-            Ok("scalar") => SimdLevel::Scalar,
-            Ok("avx2") => SimdLevel::Avx2Fma,
-            _ => SimdLevel::Avx512,
-        };
-        detected.min(cap)
-    })
+    *LEVEL.get_or_init(|| detect().min(cap().unwrap_or(SimdLevel::Avx512)))
 }
 
 /// Whether this CPU runs `l`'s instructions, whatever `OPLEDGER_SIMD` caps (tests run every

@@ -1,0 +1,259 @@
+//! The terminal's account of a run: one line per spec (verdict, before → after, the saving with
+//! its CI, the gate in a few words), the failed checks under a failed spec, each kind of warning
+//! once, and the summary line. Words only: every decision shown was made by the stages below.
+
+use crate::report;
+use crate::results::{BaselineOutcome, BaselineStatus, RunResult, SpecResult};
+use crate::verdict::{self, RegressionState, Status};
+use std::path::Path;
+
+/// Most distinct warnings the terminal lists (all of them are in the report).
+const TERMINAL_WARNINGS: usize = 8;
+/// Longest warning line on the terminal, in characters.
+const TERMINAL_WARNING_CHARS: usize = 240;
+
+/// The terminal's account of a run: one line per spec (verdict, before → after, saving with its
+/// CI, gate), a line per failed check under a failed spec, each distinct warning once, and the
+/// summary. The report holds the full text.
+pub fn print_summary(run: &RunResult, dir: &Path) {
+    println!();
+    let width = run
+        .specs
+        .iter()
+        .map(|s| s.name.len())
+        .max()
+        .unwrap_or(0)
+        .min(40);
+    for s in &run.specs {
+        println!("{}", spec_line(s, width));
+        if s.status == Status::Fail {
+            for c in s.checks.iter().filter(|c| c.status == Status::Fail) {
+                let detail = if c.name == "regression" {
+                    gate_detail(&s.baseline)
+                } else {
+                    c.detail.clone()
+                };
+                println!("    ❌ {}: {detail}", c.name);
+            }
+        }
+    }
+    // Each kind of warning once: warnings that differ only in their figures ("the after samples
+    // spread ±6.5%" and "±20.1%") are one line, with the range of the first figure and the count.
+    let mut kinds: Vec<(String, Vec<f64>, String, usize)> = Vec::new();
+    for s in &run.specs {
+        let mut mine: Vec<String> = s.warnings.clone();
+        mine.extend(
+            s.checks
+                .iter()
+                .filter(|c| c.status == Status::Warn && c.name != "regression")
+                .map(|c| format!("{}: {}: {}", s.name, c.name, c.detail)),
+        );
+        mine.dedup();
+        for w in mine {
+            let (shape, first) = figure_shape(&w);
+            match kinds.iter_mut().find(|k| k.0 == shape) {
+                Some(k) => {
+                    k.1.extend(first);
+                    k.3 += 1;
+                }
+                None => kinds.push((shape, first.into_iter().collect(), w, 1)),
+            }
+        }
+    }
+    if !kinds.is_empty() {
+        println!("\nwarnings (full text in the report):");
+        for (_, figures, example, n) in kinds.iter().take(TERMINAL_WARNINGS) {
+            let mut line: String = example.chars().take(TERMINAL_WARNING_CHARS).collect();
+            if line.len() < example.len() {
+                line.push('…');
+            }
+            if *n > 1 {
+                let lo = figures.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = figures.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                if lo < hi {
+                    line.push_str(&format!(" ({n} times, figures {lo}..{hi})"));
+                } else {
+                    line.push_str(&format!(" ({n} times)"));
+                }
+            }
+            println!("  ⚠️ {line}");
+        }
+        if kinds.len() > TERMINAL_WARNINGS {
+            println!("  … and {} more kinds", kinds.len() - TERMINAL_WARNINGS);
+        }
+    }
+    let v = &run.verdict;
+    println!(
+        "\n{}: {} spec{}: {} pass, {} fail, {} inconclusive · {} checks failed · {} warnings · {} [{}] · {:.0} s",
+        v.status,
+        run.specs.len(),
+        if run.specs.len() == 1 { "" } else { "s" },
+        v.specs_passed,
+        v.specs_failed,
+        v.inconclusive,
+        v.checks_failed,
+        v.warnings,
+        run.device.key,
+        run.backend,
+        run.wall_secs
+    );
+    println!("report: {}", dir.join("report.md").display());
+}
+
+/// A warning with its figures masked (what makes two warnings the same kind), and its first
+/// figure.
+fn figure_shape(w: &str) -> (String, Option<f64>) {
+    let mut shape = String::with_capacity(w.len());
+    let mut first = None;
+    let mut number = String::new();
+    let flush = |number: &mut String, shape: &mut String, first: &mut Option<f64>| {
+        if !number.is_empty() {
+            if first.is_none() {
+                *first = number.parse::<f64>().ok();
+            }
+            shape.push('#');
+            number.clear();
+        }
+    };
+    for c in w.chars() {
+        if c.is_ascii_digit() || (c == '.' && !number.is_empty()) {
+            number.push(c);
+        } else {
+            flush(&mut number, &mut shape, &mut first);
+            shape.push(c);
+        }
+    }
+    flush(&mut number, &mut shape, &mut first);
+    (shape, first)
+}
+
+/// `PASS  name  before 1.23 ms → after 0.45 ms  saving 63.4% [61.0, 65.2]  gate: …`
+fn spec_line(s: &SpecResult, width: usize) -> String {
+    let status = s.verdict().word();
+    let times = match (&s.before.summary, &s.after.summary, &s.time_saving) {
+        (Some(b), Some(a), Some(t)) => format!(
+            "{} {} → {} {}  saving {:.1}% [{:.1}, {:.1}]{}",
+            s.before.variant.name(),
+            short_duration(b.median_secs),
+            s.after.variant.name(),
+            short_duration(a.median_secs),
+            t.point * 100.0,
+            t.lo * 100.0,
+            t.hi * 100.0,
+            if verdict::is_slower(t) {
+                format!(
+                    "  ⚠️ SLOWER: {} takes longer than {}",
+                    s.after.variant.name(),
+                    s.before.variant.name()
+                )
+            } else {
+                String::new()
+            }
+        ),
+        // The first line of an error: its detail (a worker's output, say) is under the spec.
+        _ => s.error.as_deref().map_or_else(
+            || "not measured".into(),
+            |e| format!("error: {}", e.lines().next().unwrap_or_default()),
+        ),
+    };
+    format!(
+        "{status:<12} {:<width$}  {times}  gate: {}",
+        s.name,
+        gate_short(&s.baseline, s.gate.max_regression.0)
+    )
+}
+
+fn short_duration(secs: f64) -> String {
+    if secs >= 1.0 {
+        format!("{secs:.3} s")
+    } else if secs >= 1e-3 {
+        format!("{:.3} ms", secs * 1e3)
+    } else {
+        format!("{:.2} µs", secs * 1e6)
+    }
+}
+
+/// The gate's result in a few words: `pass ×0.97`, `REGRESSION ×1.23 > +10%`, `no baseline`,
+/// and the smallest slowdown the baseline detects where it is known.
+fn gate_short(b: &BaselineOutcome, max_regression: f64) -> String {
+    let ratio = b
+        .ratio
+        .map(|r| format!("×{:.3}", r.point))
+        .unwrap_or_default();
+    let detects = b
+        .spread
+        .and_then(|sp| sp.detectable(max_regression))
+        .map(|d| format!(", detects ≥ +{:.0}%", d * 100.0))
+        .unwrap_or_default();
+    let note = b
+        .note
+        .as_deref()
+        .map(|n| format!(" ({n})"))
+        .unwrap_or_default();
+    match (b.status, b.state) {
+        (BaselineStatus::Accepted, None) => "accepted (first baseline)".into(),
+        (BaselineStatus::Accepted, _) => format!("{} {ratio}, accepted", state_word(b.state)),
+        (_, Some(RegressionState::Fail)) => {
+            format!("REGRESSION {ratio} > +{:.1}%{detects}", b.threshold * 100.0)
+        }
+        (_, Some(RegressionState::Inconclusive)) => match b.ratio {
+            Some(r) if b.note.is_none() => {
+                let mut line = format!(
+                    "inconclusive {ratio} [{:.3}, {:.3}] vs +{:.1}%{detects}",
+                    r.lo,
+                    r.hi,
+                    max_regression * 100.0
+                );
+                if let Some(why) = report::inconclusive_why(&r, max_regression, b.spread.as_ref()) {
+                    line.push_str(" — ");
+                    line.push_str(&why);
+                }
+                line
+            }
+            _ => format!("inconclusive {ratio}{note}"),
+        },
+        (_, Some(state)) => format!("{} {ratio}{detects}", state_word(Some(state))),
+        (BaselineStatus::NotComparable, None) => "not comparable".into(),
+        _ => "no baseline".into(),
+    }
+}
+
+fn state_word(s: Option<RegressionState>) -> &'static str {
+    s.map_or("", RegressionState::word)
+}
+
+/// A failed gate in one sentence: which ratio, its CI, and the threshold it crossed.
+fn gate_detail(b: &BaselineOutcome) -> String {
+    match b.ratio {
+        Some(r) => format!(
+            "{} ratio {:.3} (95% CI {:.3} .. {:.3}) against the baseline, threshold +{:.1}%",
+            b.basis.as_deref().unwrap_or("after time"),
+            r.point,
+            r.lo,
+            r.hi,
+            b.threshold * 100.0
+        ),
+        None => b.message.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warnings_that_differ_in_figures_only_are_one_kind() {
+        let (a, fa) = figure_shape("the after samples spread ±6.5% (median)");
+        let (b, fb) = figure_shape("the after samples spread ±20.1% (median)");
+        assert_eq!(a, b);
+        assert_eq!((fa, fb), (Some(6.5), Some(20.1)));
+        assert_ne!(
+            a,
+            figure_shape("the before samples spread ±6.5% (median)").0
+        );
+        assert_eq!(
+            figure_shape("no figure here."),
+            ("no figure here.".into(), None)
+        );
+    }
+}
