@@ -153,11 +153,11 @@ pub fn calibrate(opts: &RunOptions, runs: usize) -> Result<ExitCode> {
         _lock,
     } = prepare(opts, runs)?;
     let mut results: Vec<Vec<SpecResult>> = vec![Vec::new(); specs.len()];
-    let (git_sha, git_dirty) = crate::pipeline::git_info();
+    let (git_sha, git_dirty) = crate::provenance::git_info();
     let mut archives = Vec::new();
     for run in 0..runs {
         let started = std::time::Instant::now();
-        let (started_utc, stamp) = crate::pipeline::utc_now();
+        let (started_utc, stamp) = crate::provenance::utc_now();
         if run > 0 {
             // Every gate run probes its ceilings: so does every calibration run.
             ceilings = backend.ceilings(opts.probe_bytes)?;
@@ -260,8 +260,8 @@ pub fn calibrate(opts: &RunOptions, runs: usize) -> Result<ExitCode> {
     if opts.accept {
         println!();
         // One timestamp and one git identity for every baseline this calibration records.
-        let (recorded_utc, _) = crate::pipeline::utc_now();
-        let (git_sha, _) = crate::pipeline::git_info();
+        let (recorded_utc, _) = crate::provenance::utc_now();
+        let (git_sha, _) = crate::provenance::git_info();
         for ((rs, (path, old)), c) in results.iter().zip(&baselines).zip(&calibrations) {
             if rs.iter().any(|r| r.status != Status::Pass) {
                 println!("not accepted: {} (a run failed its checks)", path.display());

@@ -22,6 +22,7 @@ pub mod ledger;
 pub mod measure;
 pub mod merge;
 pub mod pipeline;
+pub mod provenance;
 pub mod report;
 pub mod results;
 pub mod rng;

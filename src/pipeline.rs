@@ -245,8 +245,8 @@ pub fn run(opts: &RunOptions) -> Result<ExitCode> {
         progress,
         _lock,
     } = prepare(opts, 1)?;
-    let (started_utc, stamp) = utc_now();
-    let (git_sha, git_dirty) = git_info();
+    let (started_utc, stamp) = crate::provenance::utc_now();
+    let (git_sha, git_dirty) = crate::provenance::git_info();
     let mut results = Vec::new();
     for (i, (s, (bpath, base))) in specs.iter().zip(&baselines).enumerate() {
         progress.start_spec(i, &s.name, &s.workload.describe());
@@ -328,8 +328,8 @@ pub(crate) fn write_archive(
 ) -> Result<(RunResult, PathBuf)> {
     // A GPU's datasheet entry comes from the table by its name; the CPU has none.
     let datasheet = a.backend.datasheet().map(Datasheet::from);
-    let environment = environment_manifest(
-        opts,
+    let environment = crate::provenance::environment_manifest(
+        &opts.command_line,
         &a.device,
         a.backend.name(),
         specs,
@@ -922,138 +922,4 @@ fn create_run_dir(root: &Path, name: &str) -> Result<PathBuf> {
         "{}: too many runs named {name}",
         root.display()
     )))
-}
-
-/// The short git sha of the working directory and whether it has uncommitted changes;
-/// ("nogit", false) outside a repository or without git.
-pub fn git_info() -> (String, bool) {
-    let out = std::process::Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .stderr(std::process::Stdio::null())
-        .output();
-    match out {
-        Ok(o) if o.status.success() => {
-            let sha = String::from_utf8_lossy(&o.stdout).trim().to_string();
-            let dirty = std::process::Command::new("git")
-                .args(["status", "--porcelain", "--untracked-files=no"])
-                .stderr(std::process::Stdio::null())
-                .output()
-                .map(|o| !o.stdout.is_empty())
-                .unwrap_or(false);
-            if sha.chars().all(|c| c.is_ascii_hexdigit()) && !sha.is_empty() {
-                (sha, dirty)
-            } else {
-                ("nogit".into(), false)
-            }
-        }
-        _ => ("nogit".into(), false),
-    }
-}
-
-/// Environment variables recorded in the manifest: the ones that change what runs or how fast.
-const MANIFEST_ENV_VARS: &[&str] = &[
-    "RAYON_NUM_THREADS",
-    "OMP_NUM_THREADS",
-    "CUDA_VISIBLE_DEVICES",
-    "LD_LIBRARY_PATH",
-    "CI",
-    "GITHUB_SHA",
-    "GITHUB_RUN_ID",
-];
-
-/// The environment manifest: who ran what, where, with which specs (hashed).
-pub fn environment_manifest(
-    opts: &RunOptions,
-    device: &DeviceInfo,
-    backend: &str,
-    specs: &[Spec],
-    git_sha: &str,
-    git_dirty: bool,
-) -> EnvManifest {
-    let read = |p: &str| {
-        std::fs::read_to_string(p)
-            .map(|s| s.trim().to_string())
-            .unwrap_or_else(|_| "unknown".into())
-    };
-    let mut env_vars = std::collections::BTreeMap::new();
-    for (k, v) in std::env::vars_os() {
-        let k = k.to_string_lossy().into_owned();
-        if MANIFEST_ENV_VARS.contains(&k.as_str()) || k.starts_with("OPLEDGER_") {
-            env_vars.insert(k, v.to_string_lossy().into_owned());
-        }
-    }
-    let mut spec_files: Vec<SpecFile> = Vec::new();
-    for s in specs {
-        let path = s.file.display().to_string();
-        if !spec_files.iter().any(|f| f.path == path) {
-            spec_files.push(SpecFile {
-                path,
-                sha256: s.source_sha256.clone(),
-                bytes: s.source_text.len() as u64,
-            });
-        }
-    }
-    EnvManifest {
-        opledger_version: env!("CARGO_PKG_VERSION").into(),
-        git_sha: git_sha.into(),
-        git_dirty,
-        command_line: opts.command_line.clone(),
-        working_dir: std::env::current_dir()
-            .map(|d| d.display().to_string())
-            .unwrap_or_else(|_| "unknown".into()),
-        hostname: read("/proc/sys/kernel/hostname"),
-        arch: std::env::consts::ARCH.into(),
-        os: device.os.clone(),
-        kernel: device.kernel.clone(),
-        cpu: device.name.clone(),
-        cores: device.cores,
-        simd: device.simd.clone(),
-        governor: device.governor.clone(),
-        transparent_hugepage: read("/sys/kernel/mm/transparent_hugepage/enabled"),
-        rustc: device.rustc.clone(),
-        backend: backend.into(),
-        cuda_driver: backend::cuda::driver_summary(),
-        env_vars,
-        spec_files,
-    }
-}
-
-/// Now in UTC: ("2026-11-29T09:15:00Z", "20261129T091500Z").
-pub fn utc_now() -> (String, String) {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    utc_from_unix(secs)
-}
-
-fn utc_from_unix(secs: u64) -> (String, String) {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
-    // Civil-from-days (H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(mo <= 2);
-    (
-        format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}Z"),
-        format!("{y:04}{mo:02}{d:02}T{h:02}{m:02}{s:02}Z"),
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn utc_formatting() {
-        assert_eq!(utc_from_unix(0).0, "1970-01-01T00:00:00Z");
-        assert_eq!(utc_from_unix(1_796_000_000).0, "2026-11-30T00:53:20Z");
-        assert_eq!(utc_from_unix(951_782_400).1, "20000229T000000Z");
-    }
 }

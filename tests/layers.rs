@@ -16,7 +16,7 @@ const LAYERS: &[&[&str]] = &[
     &["measure"],
     &["verdict"],
     &["results"],
-    &["archive", "baseline", "report"],
+    &["archive", "baseline", "provenance", "report"],
     &["compare", "pipeline"],
     &["calibrate", "merge", "accept", "counters"],
     &["cli"],

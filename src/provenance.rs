@@ -1,0 +1,127 @@
+//! Provenance: what a run's archive records of where and when it ran — the git commit and
+//! whether the tree was dirty, the UTC time, the environment manifest (machine, compiler,
+//! variables that change a run, the spec files with their SHA-256). Read once per run, by the
+//! command that writes the archive.
+
+use crate::device::DeviceInfo;
+use crate::results::{EnvManifest, SpecFile};
+use crate::spec::Spec;
+
+/// The short git sha of the working directory and whether it has uncommitted changes;
+/// ("nogit", false) outside a repository or without git.
+pub fn git_info() -> (String, bool) {
+    let out = std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .stderr(std::process::Stdio::null())
+        .output();
+    match out {
+        Ok(o) if o.status.success() => {
+            let sha = String::from_utf8_lossy(&o.stdout).trim().to_string();
+            let dirty = std::process::Command::new("git")
+                .args(["status", "--porcelain", "--untracked-files=no"])
+                .stderr(std::process::Stdio::null())
+                .output()
+                .map(|o| !o.stdout.is_empty())
+                .unwrap_or(false);
+            if sha.chars().all(|c| c.is_ascii_hexdigit()) && !sha.is_empty() {
+                (sha, dirty)
+            } else {
+                ("nogit".into(), false)
+            }
+        }
+        _ => ("nogit".into(), false),
+    }
+}
+
+/// Environment variables recorded in the manifest: the ones that change what runs or how fast.
+const MANIFEST_ENV_VARS: &[&str] = &[
+    "RAYON_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "CUDA_VISIBLE_DEVICES",
+    "LD_LIBRARY_PATH",
+    "CI",
+    "GITHUB_SHA",
+    "GITHUB_RUN_ID",
+];
+
+/// The environment manifest: who ran what, where, with which specs (hashed).
+pub fn environment_manifest(
+    command_line: &[String],
+    device: &DeviceInfo,
+    backend: &str,
+    specs: &[Spec],
+    git_sha: &str,
+    git_dirty: bool,
+) -> EnvManifest {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "unknown".into())
+    };
+    let mut env_vars = std::collections::BTreeMap::new();
+    for (k, v) in std::env::vars_os() {
+        let k = k.to_string_lossy().into_owned();
+        if MANIFEST_ENV_VARS.contains(&k.as_str()) || k.starts_with("OPLEDGER_") {
+            env_vars.insert(k, v.to_string_lossy().into_owned());
+        }
+    }
+    let mut spec_files: Vec<SpecFile> = Vec::new();
+    for s in specs {
+        let path = s.file.display().to_string();
+        if !spec_files.iter().any(|f| f.path == path) {
+            spec_files.push(SpecFile {
+                path,
+                sha256: s.source_sha256.clone(),
+                bytes: s.source_text.len() as u64,
+            });
+        }
+    }
+    EnvManifest {
+        opledger_version: env!("CARGO_PKG_VERSION").into(),
+        git_sha: git_sha.into(),
+        git_dirty,
+        command_line: command_line.to_vec(),
+        working_dir: std::env::current_dir()
+            .map(|d| d.display().to_string())
+            .unwrap_or_else(|_| "unknown".into()),
+        hostname: read("/proc/sys/kernel/hostname"),
+        arch: std::env::consts::ARCH.into(),
+        os: device.os.clone(),
+        kernel: device.kernel.clone(),
+        cpu: device.name.clone(),
+        cores: device.cores,
+        simd: device.simd.clone(),
+        governor: device.governor.clone(),
+        transparent_hugepage: read("/sys/kernel/mm/transparent_hugepage/enabled"),
+        rustc: device.rustc.clone(),
+        backend: backend.into(),
+        cuda_driver: crate::backend::cuda::driver_summary(),
+        env_vars,
+        spec_files,
+    }
+}
+
+/// Now in UTC: ("2026-11-29T09:15:00Z", "20261129T091500Z"), to the second.
+pub fn utc_now() -> (String, String) {
+    utc_of(jiff::Timestamp::now())
+}
+
+fn utc_of(t: jiff::Timestamp) -> (String, String) {
+    (
+        t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        t.strftime("%Y%m%dT%H%M%SZ").to_string(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_formatting() {
+        let at = |s: i64| utc_of(jiff::Timestamp::from_second(s).unwrap());
+        assert_eq!(at(0).0, "1970-01-01T00:00:00Z");
+        assert_eq!(at(1_796_000_000).0, "2026-11-30T00:53:20Z");
+        assert_eq!(at(951_782_400).1, "20000229T000000Z");
+    }
+}
