@@ -127,26 +127,32 @@ def worker_dir(n, mode, timeout=2):
         "expect: {bound: bandwidth}\n")
     return d
 
+def descendant_survived(d):
+    """Whether the process the worker left (its pid in descendant.pid) still runs; ends it if so."""
+    pid = int(open(d + "/descendant.pid").read())
+    try:
+        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    if state in "ZX":
+        return False
+    os.kill(pid, 9)
+    return True
+
+
 d6 = worker_dir(6, "ok")
 code, out, _ = sh([B, "run", "good.yaml", *QUICK], cwd=d6)
 report(6, f"exit {code}; {first_line(out, 'cannot start', 'PASS', 'FAIL')}")
 
 d7 = worker_dir(7, "fork-and-exit", timeout=3)
 code, out, secs = sh([B, "run", "./good.yaml", *QUICK], cwd=d7)
-pid = int(open(d7 + "/descendant.pid").read())
-alive = os.path.exists(f"/proc/{pid}") and open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] not in "ZX"
+alive = descendant_survived(d7)
 report(7, f"exit {code} after {secs:.1f} s; child alive after: {alive}; {first_line(out, 'worker `')}")
-if alive:
-    os.kill(pid, 9)
 
 d8 = worker_dir(8, "setsid-escape")
 code, out, _ = sh([B, "run", "./good.yaml", *QUICK], cwd=d8)
 time.sleep(0.5)
-pid = int(open(d8 + "/descendant.pid").read())
-alive = os.path.exists(f"/proc/{pid}") and open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] not in "ZX"
-report(8, f"exit {code}; setsid grandchild alive after opledger exited: {alive}")
-if alive:
-    os.kill(pid, 9)
+report(8, f"exit {code}; setsid grandchild alive after opledger exited: {descendant_survived(d8)}")
 
 d9 = worker_dir(9, "flood")
 tmp9 = d9 + "/tmp"

@@ -131,10 +131,7 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Hex SHA-256 of some bytes.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
-}
+pub use crate::spec::sha256_hex;
 
 /// Every entry under `dir` (relative `/`-separated path, whether it is a regular file), links
 /// not followed; the manifest itself left out.

@@ -173,16 +173,6 @@ pub fn parse(text: &str, path: &Path) -> Result<Export> {
     Ok(Export { layout, launches })
 }
 
-/// Reads an export from a file whole.
-pub fn read(path: &Path) -> Result<Export> {
-    let mut launches = Vec::new();
-    let layout = read_stream(path, &mut |l, _| {
-        launches.push(l);
-        Ok(())
-    })?;
-    Ok(Export { layout, launches })
-}
-
 /// Streams the export in file `path` into `sink`, one launch at a time.
 pub fn read_stream(path: &Path, sink: &mut dyn FnMut(Launch, u64) -> Result<()>) -> Result<Layout> {
     let file = crate::files::open_regular(path, "Nsight Compute export")?;
@@ -600,12 +590,6 @@ pub fn reconcile(t: &Tally, ledger: &crate::ledger::VariantLedger) -> VariantCou
         read_ratio,
         finding,
     }
-}
-
-/// Attaches an export's counters to every spec of a run; returns how many findings.
-pub fn attach(run: &mut RunResult, export: &Export, csv_path: &Path) -> Result<usize> {
-    let segs = segments(export, run.specs.len(), csv_path)?;
-    Ok(attach_tallies(run, export.layout, &segs, csv_path))
 }
 
 /// Attaches the tallies of an export (`[case][before, after]`) to every spec of a run; returns
