@@ -25,7 +25,7 @@ pub fn accept(run_dir: &Path, baselines_dir: &Path) -> Result<ExitCode> {
             continue;
         }
         let old = baseline::find(baselines_dir, &run.device, &s.name)?.baseline;
-        let Some(new) = baseline::from_result(
+        let Some(new) = crate::gate::accept::baseline_of(
             s,
             &run.device,
             &run.ceilings,
@@ -41,7 +41,7 @@ pub fn accept(run_dir: &Path, baselines_dir: &Path) -> Result<ExitCode> {
         baseline::store(&path, &new)?;
         println!(
             "{}",
-            baseline::summary_diff(&path, old.as_ref(), &new).trim_end()
+            crate::report::text::baseline_diff(&path, old.as_ref(), &new).trim_end()
         );
         recorded += 1;
     }

@@ -11,8 +11,15 @@
 //! forger did not recompute the digests after editing; the name rule and the verdict audit
 //! hold without the digests, so a recomputed manifest still cannot write outside a folder or
 //! turn a failed check into a baseline.
+//!
+//! The layout is written here too, and only here: [`save`] writes a run folder or a merged one
+//! (the spec files under `specs/`, the report template under `template/`, every output of the
+//! registry in `report::output`, any extra files, then the manifest), [`rerender`] writes every
+//! output again from changed results (counters imported, a report re-rendered) with the
+//! template the run recorded, and [`create_run_dir`] names a new run's folder.
 
 use crate::error::{Error, Result};
+use crate::report::output::{self, Rendering, Template};
 use crate::results::{RunResult, RunVerdict, SpecResult};
 use crate::verdict::{self, Check, RegressionState, Status};
 use serde::{Deserialize, Serialize};
@@ -389,15 +396,12 @@ fn derived_status(s: &SpecResult, c: &Check) -> Option<Status> {
             verdict::launch_overhead_check(s.launch_overhead_secs.as_ref()?, n_ops, &variants(s))
         }
         "correctness" => s.correctness.as_ref()?.check(&s.tolerance.tolerance()),
+        // Without a baseline the check is skipped, or failed under --require-baseline.
         "regression" => {
-            return Some(match s.baseline.state {
-                Some(RegressionState::Fail) => Status::Fail,
-                Some(RegressionState::Inconclusive) => Status::Inconclusive,
-                Some(RegressionState::Pass | RegressionState::Improved) => Status::Pass,
-                // Without a baseline the check is skipped, or failed under --require-baseline.
-                None if c.status == Status::Fail => Status::Fail,
-                None => Status::Skip,
-            });
+            return Some(crate::gate::status(
+                s.baseline.state,
+                c.status == Status::Fail,
+            ))
         }
         _ => return None,
     };
@@ -471,11 +475,7 @@ pub fn audit(run: &RunResult, path: &Path) -> Result<()> {
                 "holds no measurement and no failed check".into(),
             ));
         }
-        let status = if s.checks.iter().any(|c| c.status == Status::Fail) {
-            Status::Fail
-        } else {
-            Status::Pass
-        };
+        let status = crate::gate::spec_status(&s.checks);
         if s.status != status {
             return Err(damaged(
                 format!("specs[{i}].status ({})", s.name),
@@ -613,6 +613,157 @@ pub fn absolute(p: &Path) -> PathBuf {
             _ => return abs,
         }
     }
+}
+
+/// The folder the archived report template lies in.
+pub const TEMPLATE_DIR: &str = "template";
+
+/// What an archive holds besides its outputs: the spec files (name, text), the report template
+/// the run was rendered with, and files of its own kind (a merged archive's shard manifests).
+pub struct Contents<'a> {
+    pub spec_files: &'a [(String, String)],
+    pub template: Option<&'a Template>,
+    pub extra: Vec<(String, Vec<u8>)>,
+}
+
+/// Writes the archive of `run` into `dir` (which exists): its specs, its template, every output
+/// and `contents.extra`, then seals it with its manifest. Records the template's archived name
+/// in `run.template`.
+pub fn save(
+    dir: &Path,
+    run: &mut RunResult,
+    contents: Contents<'_>,
+    written_by: &str,
+    read: Vec<ReadRecord>,
+) -> Result<()> {
+    let spec_dir = dir.join("specs");
+    std::fs::create_dir_all(&spec_dir).map_err(|e| Error::io("creating", &spec_dir, e))?;
+    // The exact files used, once each (a sweep expands one file into several specs).
+    for (name, text) in contents.spec_files {
+        crate::files::write_atomic(&spec_dir.join(name), text.as_bytes())?;
+    }
+    run.template = match contents.template {
+        Some(t) => {
+            let name = template_file_name(&t.name);
+            let tdir = dir.join(TEMPLATE_DIR);
+            std::fs::create_dir_all(&tdir).map_err(|e| Error::io("creating", &tdir, e))?;
+            crate::files::write_atomic(&tdir.join(&name), t.source.as_bytes())?;
+            Some(format!("{TEMPLATE_DIR}/{name}"))
+        }
+        None => None,
+    };
+    write_outputs(dir, run, contents.template)?;
+    for (name, bytes) in &contents.extra {
+        let path = dir.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| Error::io("creating", parent, e))?;
+        }
+        crate::files::write_atomic(&path, bytes)?;
+    }
+    // Last: the digests of everything written (tamper evidence for whoever reads it).
+    seal(dir, written_by, read)?;
+    Ok(())
+}
+
+/// Writes every output of an archive loaded from `dir` again from `run` (its results changed),
+/// with the template the run recorded, and seals it anew: the manifest records the one it
+/// replaces and `read` (what the change was made from).
+pub fn rerender(
+    dir: &Path,
+    loaded: &Verification,
+    run: &RunResult,
+    written_by: &str,
+    mut read: Vec<ReadRecord>,
+) -> Result<()> {
+    if let Some(sha256) = &loaded.manifest_sha256 {
+        read.insert(
+            0,
+            ReadRecord {
+                what: "previous manifest".into(),
+                path: dir.join(MANIFEST).display().to_string(),
+                sha256: sha256.clone(),
+                run_id: Some(run.run_id.clone()),
+            },
+        );
+    }
+    let template = recorded_template(dir, run)?;
+    write_outputs(dir, run, template.as_ref())?;
+    seal(dir, written_by, read)?;
+    Ok(())
+}
+
+/// The report template a run recorded, read from its archive.
+pub fn recorded_template(dir: &Path, run: &RunResult) -> Result<Option<Template>> {
+    let Some(rel) = &run.template else {
+        return Ok(None);
+    };
+    let name = rel.strip_prefix(&format!("{TEMPLATE_DIR}/")).unwrap_or("");
+    if !template_name_ok(name) {
+        return Err(Error::Corrupt {
+            path: dir.join("results.json"),
+            message: format!(
+                "damaged: template `{rel}` is not a file of the archive's {TEMPLATE_DIR}/ folder"
+            ),
+        });
+    }
+    let path = dir.join(TEMPLATE_DIR).join(name);
+    let bytes = crate::files::read_regular(&path, crate::files::MAX_TEMPLATE_BYTES, "template")?;
+    let source = String::from_utf8(bytes).map_err(|_| Error::Corrupt {
+        path: path.clone(),
+        message: "damaged: the archived template is not UTF-8".into(),
+    })?;
+    Ok(Some(Template {
+        name: path.display().to_string(),
+        source,
+    }))
+}
+
+fn write_outputs(dir: &Path, run: &RunResult, template: Option<&Template>) -> Result<()> {
+    let files = output::render_all(&Rendering { run, template, dir })?;
+    for (name, bytes) in files {
+        crate::files::write_atomic(&dir.join(name), &bytes)?;
+    }
+    Ok(())
+}
+
+/// The name a template is archived under: its file name where that is a plain one, else
+/// `report.md.j2`.
+fn template_file_name(name: &str) -> String {
+    Path::new(name)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .filter(|n| template_name_ok(n))
+        .unwrap_or_else(|| "report.md.j2".into())
+}
+
+/// A template's archived name: one plain component of letters, digits, `.`, `-` and `_`.
+fn template_name_ok(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 128
+        && !n.starts_with('.')
+        && n.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+}
+
+/// Creates `root/name`, or `root/name-2`, ... if a run of the same second exists.
+pub fn create_run_dir(root: &Path, name: &str) -> Result<PathBuf> {
+    std::fs::create_dir_all(root).map_err(|e| Error::io("creating", root, e))?;
+    for k in 1..1000 {
+        let dir = if k == 1 {
+            root.join(name)
+        } else {
+            root.join(format!("{name}-{k}"))
+        };
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(Error::io("creating", &dir, e)),
+        }
+    }
+    Err(Error::Refused {
+        path: root.to_path_buf(),
+        message: format!("too many runs named {name} (999): clear the runs folder"),
+    })
 }
 
 #[cfg(test)]

@@ -5,10 +5,11 @@
 //! 5% or only at 20%. With `--accept` the N runs become the baseline (its history), so the gate
 //! starts with a known spread instead of growing one accept at a time.
 
-use crate::baseline::{self, compared_values, spread_of};
+use crate::baseline;
 use crate::error::{ExitCode, Result};
+use crate::gate::{compared_values, spread_of};
 use crate::measure::stats::median;
-use crate::pipeline::{prepare, run_spec, Prepared, RunOptions};
+use crate::pipeline::{prepare, run_spec, Made, Provenance, RunContext, RunOptions};
 use crate::results::SpecResult;
 use crate::verdict::{Spread, Status};
 
@@ -140,18 +141,9 @@ pub fn calibration(results: &[SpecResult]) -> Option<Calibration> {
 }
 
 pub fn calibrate(opts: &RunOptions, runs: usize) -> Result<ExitCode> {
-    let Prepared {
-        specs,
-        suite_files,
-        backend,
-        backend_note,
-        device,
-        flush_bytes,
-        mut ceilings,
-        baselines,
-        progress,
-        _lock,
-    } = prepare(opts, runs)?;
+    let p = prepare(opts, runs)?;
+    let (specs, baselines, progress, device) = (&p.specs, &p.baselines, &p.progress, &p.device);
+    let mut ceilings = p.ceilings;
     let mut results: Vec<Vec<SpecResult>> = vec![Vec::new(); specs.len()];
     let (git_sha, git_dirty) = crate::provenance::git_info();
     let mut archives = Vec::new();
@@ -160,48 +152,39 @@ pub fn calibrate(opts: &RunOptions, runs: usize) -> Result<ExitCode> {
         let (started_utc, stamp) = crate::provenance::utc_now();
         if run > 0 {
             // Every gate run probes its ceilings: so does every calibration run.
-            ceilings = backend.ceilings(opts.probe_bytes)?;
+            ceilings = p.backend.ceilings(opts.probe_bytes)?;
         }
-        for (i, (s, (path, _))) in specs.iter().zip(&baselines).enumerate() {
+        let ctx = RunContext {
+            backend: p.backend.as_ref(),
+            device,
+            ceilings: &ceilings,
+            measure: &opts.measure,
+            require_baseline: false,
+            progress,
+        };
+        for (i, (s, (path, _))) in specs.iter().zip(baselines).enumerate() {
             progress.start_spec(
                 run * specs.len() + i,
                 &format!("{} (run {}/{runs})", s.name, run + 1),
                 &s.workload.describe(),
             );
-            results[i].push(run_spec(
-                s,
-                backend.as_ref(),
-                &ceilings,
-                &opts.measure,
-                &device,
-                None,
-                path,
-                false,
-                &progress,
-            ));
+            results[i].push(run_spec(&ctx, s, None, path));
         }
         // Each run is archived as `run` archives one: inspect it, compare it, merge it.
-        let archived = crate::pipeline::Archived {
-            suite_files: &suite_files,
-            backend: backend.as_ref(),
-            backend_note: format!("{backend_note}; calibration run {}/{runs}", run + 1),
-            device: device.clone(),
+        let made = Made {
+            when: Provenance {
+                started_utc,
+                stamp,
+                git_sha: git_sha.clone(),
+                git_dirty,
+            },
             ceilings,
-            flush_bytes,
-            started_utc,
-            stamp,
-            git_sha: git_sha.clone(),
-            git_dirty,
+            note: format!("; calibration run {}/{runs}", run + 1),
+            suffix: format!("-calibrate-{}", run + 1),
+            started,
         };
         let this_run: Vec<SpecResult> = results.iter().filter_map(|r| r.last().cloned()).collect();
-        let (_, dir) = crate::pipeline::write_archive(
-            opts,
-            &specs,
-            archived,
-            this_run,
-            &format!("-calibrate-{}", run + 1),
-            started,
-        )?;
+        let (_, dir) = crate::pipeline::write_archive(opts, &p, made, this_run)?;
         archives.push(dir);
     }
     progress.finish();
@@ -262,7 +245,7 @@ pub fn calibrate(opts: &RunOptions, runs: usize) -> Result<ExitCode> {
         // One timestamp and one git identity for every baseline this calibration records.
         let (recorded_utc, _) = crate::provenance::utc_now();
         let (git_sha, _) = crate::provenance::git_info();
-        for ((rs, (path, old)), c) in results.iter().zip(&baselines).zip(&calibrations) {
+        for ((rs, (path, old)), c) in results.iter().zip(baselines).zip(&calibrations) {
             if rs.iter().any(|r| r.status != Status::Pass) {
                 println!("not accepted: {} (a run failed its checks)", path.display());
                 continue;
@@ -272,9 +255,9 @@ pub fn calibrate(opts: &RunOptions, runs: usize) -> Result<ExitCode> {
             // only if none is given (a calibration describes the code as it runs now).
             let mut built = None;
             for (_, r) in rs.iter().enumerate().filter(|(k, _)| Some(*k) != outlier) {
-                built = baseline::from_result(
+                built = crate::gate::accept::baseline_of(
                     r,
-                    &device,
+                    device,
                     &ceilings,
                     &opts.measure,
                     &recorded_utc,

@@ -394,7 +394,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             if ncu {
                 crate::counters::run_with_ncu(&opts)
             } else {
-                pipeline::run(&opts)
+                pipeline::run(&opts).map(|(code, _)| code)
             }
         }
         Command::ProfilePass {

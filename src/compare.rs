@@ -1,5 +1,5 @@
 //! `opledger compare A B`: two archived runs side by side, B judged against A with the live
-//! gate's own decision (`baseline::compare_passes`), as a Markdown table and, with `--markdown`,
+//! gate's own decision (`gate::Gate::judge`), as a Markdown table and, with `--markdown`,
 //! a pull-request comment.
 //!
 //! The drift between runs is what lets the gate tell a regression from noise, and one run (A)
@@ -100,7 +100,7 @@ fn reference(
     };
     let base = match &stored {
         Some(b) if a_in(b) => Some(b.clone()),
-        old => baseline::from_result(
+        old => crate::gate::accept::baseline_of(
             sa,
             &ra.device,
             &ra.ceilings,
@@ -163,16 +163,16 @@ pub fn compare_runs(a: &Path, b: &Path, opts: &CompareOptions) -> Result<ExitCod
             cases.push(c);
             continue;
         };
-        let (outcome, _) = baseline::compare_passes(
-            &base,
-            a,
-            sb,
-            &rb.device,
-            &rb.ceilings,
-            rb.measure.bootstrap_resamples,
-            rb.measure.seed,
-        );
-        c.outcome = Some(outcome);
+        let gate = crate::gate::Gate {
+            baseline: Some(&base),
+            path: a,
+            device: &rb.device,
+            ceilings: &rb.ceilings,
+            resamples: rb.measure.bootstrap_resamples,
+            seed: rb.measure.seed,
+            require_baseline: false,
+        };
+        c.outcome = Some(gate.judge(sb).outcome);
         c.drift = drift;
         cases.push(c);
     }
@@ -222,7 +222,7 @@ fn decision(c: &CaseComparison) -> String {
     let gate = match o.state {
         Some(RegressionState::Fail) => "REGRESSION".to_string(),
         Some(RegressionState::Improved) => "improved".to_string(),
-        Some(RegressionState::Inconclusive) => match (o.ratio, &o.note) {
+        Some(RegressionState::Inconclusive) => match (o.ratio, &crate::report::gate::note(o)) {
             (_, Some(n)) => format!("INCONCLUSIVE ({n})"),
             (Some(r), None) if r.lo > 1.0 + o.threshold.max(0.0) => {
                 "INCONCLUSIVE (slower beyond the limit, but by no more than the drift allows)"

@@ -632,26 +632,16 @@ pub fn import(run_dir: &Path, csv_path: &Path) -> Result<usize> {
     let layout = read_stream(csv_path, &mut |l, line| segmenter.push(&l, line))?;
     let segs = segmenter.finish()?;
     let findings = attach_tallies(&mut run, layout, &segs, csv_path);
-    let mut json = serde_json::to_vec_pretty(&run).map_err(|e| Error::Corrupt {
-        path: run_dir.join("results.json"),
-        message: format!("cannot serialize: {e}"),
-    })?;
-    json.push(b'\n');
-    // What the new manifest rests on: the archive as it was, and the export added to it.
-    let mut read_from = Vec::new();
-    if let Some(sha256) = &loaded.verification.manifest_sha256 {
-        read_from.push(crate::archive::ReadRecord {
-            what: "previous manifest".into(),
-            path: run_dir.join(crate::archive::MANIFEST).display().to_string(),
-            sha256: sha256.clone(),
-            run_id: Some(run.run_id.clone()),
-        });
-    }
-    read_from.push(crate::archive::file_record("ncu export", csv_path)?);
-    crate::files::write_atomic(&run_dir.join("results.json"), &json)?;
-    let md = crate::report::render(&run, None)?;
-    crate::files::write_atomic(&run_dir.join("report.md"), md.as_bytes())?;
-    crate::archive::seal(run_dir, "counters", read_from)?;
+    // The archive's every output written again, with the template the run recorded; the new
+    // manifest rests on the archive as it was and on the export added to it.
+    let export = crate::archive::file_record("ncu export", csv_path)?;
+    crate::archive::rerender(
+        run_dir,
+        &loaded.verification,
+        &run,
+        "counters",
+        vec![export],
+    )?;
     for s in &run.specs {
         if let Some(c) = &s.counters {
             for (side, v) in [("before", &c.before), ("after", &c.after)] {
@@ -766,17 +756,7 @@ pub fn run_with_ncu(opts: &crate::pipeline::RunOptions) -> Result<crate::error::
             "run --ncu: `ncu` (Nsight Compute) is not on PATH; install it with the CUDA toolkit, or profile the marked pass yourself and use `opledger counters`".into(),
         )
     })?;
-    let before: Vec<PathBuf> = run_dirs(&opts.runs_dir);
-    let code = crate::pipeline::run(opts)?;
-    let run_dir = run_dirs(&opts.runs_dir)
-        .into_iter()
-        .find(|d| !before.contains(d))
-        .ok_or_else(|| {
-            Error::Usage(format!(
-                "run --ncu: no new run folder under {}",
-                opts.runs_dir.display()
-            ))
-        })?;
+    let (code, run_dir) = crate::pipeline::run(opts)?;
     let run = crate::archive::load(&run_dir)?.run;
     if run.backend != "cuda" {
         return Err(Error::BackendUnavailable(format!(
@@ -809,18 +789,6 @@ pub fn run_with_ncu(opts: &crate::pipeline::RunOptions) -> Result<crate::error::
     } else {
         code
     })
-}
-
-/// Folders directly under `dir`.
-fn run_dirs(dir: &Path) -> Vec<PathBuf> {
-    std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .map(|e| e.path())
-                .filter(|p| p.is_dir())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// `name` on PATH.

@@ -16,6 +16,8 @@ pub enum ExitCode {
     BadInput = 2,
     /// The requested backend is not available on this machine or in this build.
     BackendUnavailable = 3,
+    /// opledger could not finish its own work: a result it could not serialise.
+    Internal = 4,
 }
 
 /// A position in a text file, 1-based like editors show it.
@@ -66,6 +68,9 @@ pub enum Error {
     /// A flag or argument that makes no sense.
     #[error("{0}")]
     Usage(String),
+    /// A value opledger made that it could not serialise (a bug, never the user's input).
+    #[error("cannot serialise {what}: {message}")]
+    Serialize { what: &'static str, message: String },
     /// A hardware-counter export (Nsight Compute CSV) that cannot be read or matched to a run.
     #[error("{}{}: {message}", .path.display(), .line.map(|l| format!(":{l}")).unwrap_or_default())]
     Counters {
@@ -100,6 +105,7 @@ impl Error {
         match self {
             Error::BackendUnavailable(_) => ExitCode::BackendUnavailable,
             Error::Backend(_) => ExitCode::GateFailed,
+            Error::Serialize { .. } => ExitCode::Internal,
             _ => ExitCode::BadInput,
         }
     }

@@ -134,31 +134,34 @@ pub fn merge(
             out.join(key)
         };
         std::fs::create_dir_all(&dir).map_err(|e| Error::io("creating", &dir, e))?;
-        let merged = merged_run(group, &dir);
+        let mut merged = merged_run(group, &dir);
         failed |= merged.verdict.exit_code(fail_on_inconclusive) != ExitCode::Pass;
-        crate::pipeline::write_run_dir(&dir, &merged, &spec_list, None)?;
+        // Each shard's environment manifest and where it came from, beside the merged outputs.
+        let mut extra = Vec::new();
         for (n, (p, r)) in group.iter().enumerate() {
-            let shard_dir = dir.join("shards").join((n + 1).to_string());
-            std::fs::create_dir_all(&shard_dir)
-                .map_err(|e| Error::io("creating", &shard_dir, e))?;
-            let mut env = serde_json::to_vec_pretty(&r.environment)
-                .map_err(|e| Error::Usage(format!("cannot serialise the environment: {e}")))?;
-            env.push(b'\n');
-            files::write_atomic(&shard_dir.join("environment.json"), &env)?;
-            files::write_atomic(
-                &shard_dir.join("source.txt"),
-                format!("{}\nrun {}\n", p.display(), r.run_id).as_bytes(),
-            )?;
+            let shard = format!("shards/{}", n + 1);
+            extra.push((
+                format!("{shard}/environment.json"),
+                report::output::json("a shard's environment manifest", &r.environment)?,
+            ));
+            extra.push((
+                format!("{shard}/source.txt"),
+                format!("{}\nrun {}\n", p.display(), r.run_id).into_bytes(),
+            ));
         }
-        files::write_atomic(&dir.join("junit.xml"), report::junit(&merged).as_bytes())?;
-        let summary = report::render_summary(&merged, &dir.join("report.md"))?;
-        files::write_atomic(&dir.join("summary.md"), summary.as_bytes())?;
+        // The template the shards were rendered with (they ran one command line).
+        let template = archive::recorded_template(&group[0].0, &group[0].1)?;
         let shards_read: Vec<archive::ReadRecord> = read
             .iter()
             .filter(|r| group.iter().any(|(p, _)| r.path == p.display().to_string()))
             .cloned()
             .collect();
-        archive::seal(&dir, "merge", shards_read)?;
+        let contents = archive::Contents {
+            spec_files: &spec_list,
+            template: template.as_ref(),
+            extra,
+        };
+        archive::save(&dir, &mut merged, contents, "merge", shards_read)?;
         index.push_str(&format!(
             "| `{key}` | {} | {} | {} | [{}]({}) |\n",
             group.len(),

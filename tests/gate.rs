@@ -267,12 +267,20 @@ fn a_baseline_of_another_device_or_workload_is_not_compared() {
     .unwrap();
     let base = &results["specs"][0]["baseline"];
     assert_eq!(base["status"], "not_comparable", "{base}");
-    assert!(
-        base["message"]
-            .as_str()
-            .unwrap()
-            .contains("cpu-some-other-machine-64c"),
+    // The results hold the finding as data; the report writes its sentence.
+    assert_eq!(base["finding"]["kind"], "other_device", "{base}");
+    assert_eq!(
+        base["finding"]["baseline_device_key"], "cpu-some-other-machine-64c",
         "{base}"
+    );
+    assert!(
+        base.get("message").is_none(),
+        "no sentence in the data: {base}"
+    );
+    let report = std::fs::read_to_string(only_run_dir(dir.path()).join("report.md")).unwrap();
+    assert!(
+        report.contains("baseline was recorded on device cpu-some-other-machine-64c"),
+        "{report}"
     );
     assert!(
         base["ratio"].is_null(),
@@ -291,13 +299,12 @@ fn a_baseline_of_another_device_or_workload_is_not_compared() {
     )
     .unwrap();
     assert_eq!(results["specs"][0]["baseline"]["status"], "not_comparable");
-    assert!(
-        text(&o).contains("workload changed")
-            || results["specs"][0]["baseline"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("workload changed")
+    assert_eq!(
+        results["specs"][0]["baseline"]["finding"]["kind"],
+        "workload_changed"
     );
+    let report = std::fs::read_to_string(only_run_dir(dir.path()).join("report.md")).unwrap();
+    assert!(report.contains("workload changed"), "{report}");
 }
 
 /// Writes tiny-chain as spec `name` with `extra` YAML appended into `dir`, accepts a baseline of

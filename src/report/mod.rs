@@ -2,6 +2,8 @@
 //! run with minijinja (`templates/report.md.j2` is compiled in; `--template FILE` overrides it).
 
 pub mod chart;
+pub mod gate;
+pub mod output;
 pub mod terminal;
 pub mod text;
 
@@ -418,6 +420,7 @@ pub fn junit(run: &RunResult) -> String {
             s.checks.len()
         ));
         for c in &s.checks {
+            let detail = gate::check_detail(s, c);
             x.push_str(&format!(
                 "    <testcase classname=\"opledger.{}\" name=\"{}\">",
                 xml_escape(&s.name),
@@ -426,21 +429,20 @@ pub fn junit(run: &RunResult) -> String {
             match c.status {
                 Status::Fail => x.push_str(&format!(
                     "<failure message=\"{}\">{}</failure>",
-                    xml_escape(&c.detail),
-                    xml_escape(&c.detail)
+                    xml_escape(&detail),
+                    xml_escape(&detail)
                 )),
                 Status::Skip => {
-                    x.push_str(&format!("<skipped message=\"{}\"/>", xml_escape(&c.detail)))
+                    x.push_str(&format!("<skipped message=\"{}\"/>", xml_escape(&detail)))
                 }
                 // Not decided is not passed: shown as skipped, with the reason.
                 Status::Inconclusive => x.push_str(&format!(
                     "<skipped message=\"INCONCLUSIVE: {}\"/>",
-                    xml_escape(&c.detail)
+                    xml_escape(&detail)
                 )),
-                Status::Warn | Status::Pass => x.push_str(&format!(
-                    "<system-out>{}</system-out>",
-                    xml_escape(&c.detail)
-                )),
+                Status::Warn | Status::Pass => {
+                    x.push_str(&format!("<system-out>{}</system-out>", xml_escape(&detail)))
+                }
             }
             x.push_str("</testcase>\n");
         }
@@ -469,8 +471,8 @@ pub fn render_summary(run: &RunResult, report_path: &Path) -> Result<String> {
 }
 
 /// Reads a user's template (bounded, regular files only) and compiles it, so that a broken one
-/// is refused before a run measures anything. Returns its name and source.
-pub fn load_template(p: &Path) -> Result<(String, String)> {
+/// is refused before a run measures anything.
+pub fn load_template(p: &Path) -> Result<output::Template> {
     let bytes = crate::files::read_regular(p, crate::files::MAX_TEMPLATE_BYTES, "template")?;
     let name = p.display().to_string();
     let source = String::from_utf8(bytes).map_err(|e| Error::Template {
@@ -483,19 +485,23 @@ pub fn load_template(p: &Path) -> Result<(String, String)> {
     let mut env = environment();
     env.add_template_owned("report", source.clone())
         .map_err(|e| template_error(&name, e))?;
-    Ok((name, source))
+    Ok(output::Template { name, source })
 }
 
 /// Renders a run with the built-in template or the one at `template`.
 pub fn render(run: &RunResult, template: Option<&Path>) -> Result<String> {
-    let (name, source) = match template {
-        Some(p) => load_template(p)?,
-        None => (
-            "report.md.j2 (built in)".to_string(),
-            DEFAULT_TEMPLATE.to_string(),
-        ),
-    };
-    render_source(run, &name, source)
+    match template {
+        Some(p) => render_with(run, Some(&load_template(p)?)),
+        None => render_with(run, None),
+    }
+}
+
+/// Renders a run with a loaded template, or the built-in one.
+pub fn render_with(run: &RunResult, template: Option<&output::Template>) -> Result<String> {
+    match template {
+        Some(t) => render_source(run, &t.name, t.source.clone()),
+        None => render_source(run, "report.md.j2 (built in)", DEFAULT_TEMPLATE.to_string()),
+    }
 }
 
 fn template_error(name: &str, e: minijinja::Error) -> Error {
@@ -571,8 +577,9 @@ pub fn baseline_rows(s: &SpecResult) -> Vec<(String, String)> {
         }
         .to_string(),
     )];
-    if b.status == BaselineStatus::Accepted && !b.message.is_empty() {
-        rows.push(("recorded".into(), b.message.clone()));
+    let message = gate::message(b);
+    if b.status == BaselineStatus::Accepted && !message.is_empty() {
+        rows.push(("recorded".into(), message.clone()));
     }
     if let Some(basis) = &b.basis {
         rows.push(("compared".into(), basis.clone()));
@@ -596,16 +603,17 @@ pub fn baseline_rows(s: &SpecResult) -> Vec<(String, String)> {
     if let Some(sp) = &b.spread {
         rows.push(("drift between runs".into(), sp.describe(limit)));
     }
-    if let Some(g) = &b.guard {
-        rows.push(("not judged".into(), g.clone()));
+    if let Some(g) = gate::guard(b) {
+        rows.push(("not judged".into(), g));
     }
+    let note = gate::note(b);
     if let Some(state) = b.state {
         let mut d = state.word().to_string();
-        if let Some(n) = &b.note {
+        if let Some(n) = &note {
             d.push_str(&format!(" ({n})"));
         }
         if state == RegressionState::Inconclusive {
-            if let (Some(r), None) = (b.ratio, &b.note) {
+            if let (Some(r), None) = (b.ratio, &note) {
                 if let Some(why) = inconclusive_why(&r, limit, b.spread.as_ref()) {
                     d.push_str(": ");
                     d.push_str(&why);
@@ -613,8 +621,8 @@ pub fn baseline_rows(s: &SpecResult) -> Vec<(String, String)> {
             }
         }
         rows.push(("decision".into(), d));
-    } else if b.status == BaselineStatus::NotComparable && !b.message.is_empty() {
-        rows.push(("why".into(), b.message.clone()));
+    } else if b.status == BaselineStatus::NotComparable && !message.is_empty() {
+        rows.push(("why".into(), message));
     }
     rows
 }
@@ -623,6 +631,17 @@ pub fn baseline_rows(s: &SpecResult) -> Vec<(String, String)> {
 /// [`SpecResult::verdict`] decides) as its mark, by spec name.
 fn context(run: &RunResult) -> Value {
     let mut v = serde_json::to_value(run).unwrap_or(serde_json::Value::Null);
+    // The regression check's sentence is written here, from the gate's finding.
+    if let Some(specs) = v.get_mut("specs").and_then(|s| s.as_array_mut()) {
+        for (sv, s) in specs.iter_mut().zip(&run.specs) {
+            let Some(checks) = sv.get_mut("checks").and_then(|c| c.as_array_mut()) else {
+                continue;
+            };
+            for (cv, c) in checks.iter_mut().zip(&s.checks) {
+                cv["detail"] = serde_json::Value::from(gate::check_detail(s, c));
+            }
+        }
+    }
     let marks: serde_json::Map<String, serde_json::Value> = run
         .specs
         .iter()
@@ -648,7 +667,7 @@ fn context(run: &RunResult) -> Value {
         .specs
         .iter()
         .map(|s| {
-            let parts: Vec<serde_json::Value> = clauses(&s.baseline.message)
+            let parts: Vec<serde_json::Value> = clauses(&gate::message(&s.baseline))
                 .into_iter()
                 .map(serde_json::Value::from)
                 .collect();

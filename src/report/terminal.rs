@@ -5,6 +5,8 @@
 use crate::report;
 use crate::results::{BaselineOutcome, BaselineStatus, RunResult, SpecResult};
 use crate::verdict::{self, RegressionState, Status};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
 use std::path::Path;
 
 /// Most distinct warnings the terminal lists (all of them are in the report).
@@ -185,8 +187,8 @@ fn gate_short(b: &BaselineOutcome, max_regression: f64) -> String {
         .and_then(|sp| sp.detectable(max_regression))
         .map(|d| format!(", detects ≥ +{:.0}%", d * 100.0))
         .unwrap_or_default();
-    let note = b
-        .note
+    let note_text = report::gate::note(b);
+    let note = note_text
         .as_deref()
         .map(|n| format!(" ({n})"))
         .unwrap_or_default();
@@ -197,7 +199,7 @@ fn gate_short(b: &BaselineOutcome, max_regression: f64) -> String {
             format!("REGRESSION {ratio} > +{:.1}%{detects}", b.threshold * 100.0)
         }
         (_, Some(RegressionState::Inconclusive)) => match b.ratio {
-            Some(r) if b.note.is_none() => {
+            Some(r) if note_text.is_none() => {
                 let mut line = format!(
                     "inconclusive {ratio} [{:.3}, {:.3}] vs +{:.1}%{detects}",
                     r.lo,
@@ -233,7 +235,59 @@ fn gate_detail(b: &BaselineOutcome) -> String {
             r.hi,
             b.threshold * 100.0
         ),
-        None => b.message.clone(),
+        None => report::gate::judgement(b),
+    }
+}
+
+/// Progress on stderr: a bar on a terminal; plain lines elsewhere (CI logs, pipes), one per
+/// spec, so that a log shows where a run stood without control characters.
+pub struct Progress {
+    bar: Option<ProgressBar>,
+    total: usize,
+}
+
+impl Progress {
+    pub fn new(total: usize) -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::new(total as u64);
+            if let Ok(style) =
+                ProgressStyle::with_template("[{bar:24}] {pos}/{len} specs {elapsed} {wide_msg}")
+            {
+                bar.set_style(style.progress_chars("=> "));
+            }
+            bar
+        });
+        Progress { bar, total }
+    }
+
+    /// A line of its own, printed above the bar.
+    pub fn say(&self, line: &str) {
+        match &self.bar {
+            Some(b) => b.println(line),
+            None => eprintln!("{line}"),
+        }
+    }
+
+    pub fn start_spec(&self, index: usize, name: &str, desc: &str) {
+        match &self.bar {
+            Some(b) => {
+                b.set_position(index as u64);
+                b.set_message(format!("{name} — {desc}"));
+            }
+            None => eprintln!("opledger: [{}/{}] {name} — {desc}", index + 1, self.total),
+        }
+    }
+
+    pub fn pairs(&self, name: &str, done: usize, max: usize) {
+        if let Some(b) = &self.bar {
+            b.set_message(format!("{name}: {done}/{max} pairs"));
+        }
+    }
+
+    pub fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
     }
 }
 

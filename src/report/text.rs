@@ -2,6 +2,7 @@
 //! datasheet devices (`opledger ledger`), and the seed's roofline worked through
 //! (`opledger roofline`).
 
+use crate::baseline::BaselineFile;
 use crate::device::profiles;
 use crate::ledger::roofline as roofline_of;
 use crate::spec;
@@ -100,4 +101,54 @@ pub fn ledger(s: &spec::Spec, tiling: crate::ledger::Tiling) -> String {
     }
     t.push('\n');
     t
+}
+
+/// A few lines that say what a baseline claims; diffed when accepting.
+pub fn baseline_summary(b: &BaselineFile) -> String {
+    let ms = |s: f64| s * 1e3;
+    let mut t = format!(
+        "spec: {}\ndevice: {}\nworkload: {}\nrecorded: {} ({})\nbefore median: {:.3} ms (95% CI {:.3} .. {:.3}), n={}\nafter median: {:.3} ms (95% CI {:.3} .. {:.3}), n={}\n",
+        b.spec,
+        b.device.key,
+        serde_json::to_string(&b.workload).unwrap_or_default(),
+        b.recorded_utc,
+        b.git_sha,
+        ms(b.before.median_secs),
+        ms(b.before.ci_lo_secs),
+        ms(b.before.ci_hi_secs),
+        b.before.n,
+        ms(b.after.median_secs),
+        ms(b.after.ci_lo_secs),
+        ms(b.after.ci_hi_secs),
+        b.after.n,
+    );
+    if let Some(s) = b.time_saving {
+        t.push_str(&format!(
+            "time saving: {:.1}% (95% CI {:.1}% .. {:.1}%)\n",
+            s.point * 100.0,
+            s.lo * 100.0,
+            s.hi * 100.0
+        ));
+    }
+    t.push_str(&format!(
+        "ceilings: triad {:.2} GB/s, FMA {:.1} GFLOP/s\n",
+        b.ceilings.triad_bytes_per_sec / 1e9,
+        b.ceilings.fma_flops_per_sec / 1e9
+    ));
+    t
+}
+
+/// Unified diff of the summaries of the old and new baseline.
+pub fn baseline_diff(
+    path: &std::path::Path,
+    old: Option<&BaselineFile>,
+    new: &BaselineFile,
+) -> String {
+    let old_text = old.map(baseline_summary).unwrap_or_default();
+    let new_text = baseline_summary(new);
+    let name = path.display().to_string();
+    similar::TextDiff::from_lines(&old_text, &new_text)
+        .unified_diff()
+        .header(&format!("{name} (old)"), &format!("{name} (new)"))
+        .to_string()
 }

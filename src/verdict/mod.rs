@@ -675,8 +675,8 @@ pub fn launch_overhead_check(
     Check::new("launch_overhead", status, detail)
 }
 
-/// Regression decision on the ratio new/baseline of the `after` medians (issue: three states
-/// plus inconclusive).
+/// Regression decision on the ratio new/baseline of the `after` medians: three states plus
+/// inconclusive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RegressionState {
@@ -892,19 +892,31 @@ pub fn combine_passes(
     first: RegressionState,
     second: RegressionState,
     pooled: RegressionState,
-) -> (RegressionState, Option<&'static str>) {
+) -> (RegressionState, Option<PassConflict>) {
     use RegressionState::*;
     let passed = |s| matches!(s, Pass | Improved);
     if (first == Fail && passed(second)) || (second == Fail && passed(first)) {
-        return (Inconclusive, Some("the two passes disagree"));
+        return (Inconclusive, Some(PassConflict::Disagree));
     }
     if passed(pooled) && (first == Fail || second == Fail) {
-        return (Inconclusive, Some("a pass failed where both together pass"));
+        return (Inconclusive, Some(PassConflict::OneFailedBothPass));
     }
     if pooled == Fail && (passed(first) || passed(second)) {
-        return (Inconclusive, Some("a pass passed where both together fail"));
+        return (Inconclusive, Some(PassConflict::OnePassedBothFail));
     }
     (pooled, None)
+}
+
+/// How two passes contradict each other (see [`combine_passes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PassConflict {
+    /// One pass failed, the other passed.
+    Disagree,
+    /// A pass failed where both together pass.
+    OneFailedBothPass,
+    /// A pass passed where both together fail.
+    OnePassedBothFail,
 }
 
 /// Relative spread used to flag a noisy machine.

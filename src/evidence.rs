@@ -1,0 +1,250 @@
+//! The evidence of one spec: its ledger and the roofline's prediction (the plan), then the
+//! measured pairs, the correctness of both variants' outputs against each other and the f64
+//! reference, and the checks of the claims, the bound and the launch overhead. The gate is
+//! not here (`gate/`): this stage hands it a measured result.
+
+use crate::backend::pair::Side;
+use crate::backend::{self, Backend};
+use crate::device::Ceilings;
+use crate::error::Result;
+use crate::measure::{self, stats, MeasureConfig};
+use crate::results::*;
+use crate::rng::Rng;
+use crate::spec::Spec;
+use crate::verdict::{self, Check, Correctness, Status};
+use std::path::Path;
+
+/// The spec's result before it is measured: its ledger and prediction on these ceilings (those
+/// of its dtype), its claims and its gate settings; no samples, no checks yet.
+pub fn planned(
+    s: &Spec,
+    backend: &dyn Backend,
+    ceilings: &Ceilings,
+    base_path: &Path,
+) -> SpecResult {
+    let ledger = s
+        .workload
+        .ledger(s.variants.before, s.variants.after, &backend.tiling());
+    let before = variant_result(&ledger.before, ceilings);
+    let after = variant_result(&ledger.after, ceilings);
+    SpecResult {
+        name: s.name.clone(),
+        title: s.title.clone(),
+        file: s.file.display().to_string(),
+        spec_sha256: s.source_sha256.clone(),
+        sweep: s.point.clone(),
+        workload: s.workload.clone(),
+        workload_desc: s.workload.describe(),
+        checklist: s.checklist.clone(),
+        expect: s.expect.clone(),
+        tolerance: s.tolerance(),
+        gate: s.gate,
+        io_saving: ledger.io_saving(),
+        predicted_time_saving: 1.0 - after.predicted.secs / before.predicted.secs,
+        max_time_saving: 1.0
+            - after.predicted.secs / (before.predicted.compute_secs + before.predicted.memory_secs),
+        before,
+        after,
+        time_saving: None,
+        launch_overhead_secs: None,
+        samples: None,
+        first_pass_pairs: None,
+        correctness: None,
+        baseline: BaselineOutcome::missing(
+            base_path.display().to_string(),
+            s.gate.max_regression.0,
+        ),
+        checks: Vec::new(),
+        warnings: Vec::new(),
+        error: None,
+        status: Status::Fail,
+        counters: None,
+    }
+}
+
+/// A spec measured: its planned result with the samples, correctness, checks and warnings of
+/// one pass; a backend error fails the spec with a `run` check and sets `error` (the run goes
+/// on with the other specs).
+pub fn measured(
+    s: &Spec,
+    backend: &dyn Backend,
+    ceilings: &Ceilings,
+    cfg: &MeasureConfig,
+    mut planned: SpecResult,
+    progress: impl FnMut(usize),
+) -> SpecResult {
+    if let Err(e) = measure_into(s, backend, ceilings, cfg, &mut planned, progress) {
+        planned.error = Some(e.to_string());
+        planned
+            .checks
+            .push(Check::new("run", Status::Fail, e.to_string()));
+    }
+    planned
+}
+
+/// The command line's sampling settings, lowered by the spec's own limits.
+pub fn effective_config(cfg: &MeasureConfig, m: &crate::spec::SpecMeasure) -> MeasureConfig {
+    let mut c = *cfg;
+    if let Some(v) = m.min_pairs {
+        c.min_pairs = c.min_pairs.min(v.0 as usize);
+    }
+    if let Some(v) = m.max_pairs {
+        c.max_pairs = c.max_pairs.min(v.0 as usize).max(c.min_pairs);
+    }
+    if let Some(v) = m.time_cap_secs {
+        c.time_cap_secs = c.time_cap_secs.min(v.0);
+    }
+    c
+}
+
+fn measure_into(
+    s: &Spec,
+    backend: &dyn Backend,
+    ceilings: &Ceilings,
+    cfg: &MeasureConfig,
+    r: &mut SpecResult,
+    mut progress: impl FnMut(usize),
+) -> Result<()> {
+    let (vb, va) = (s.variants.before, s.variants.after);
+    let kind = s.workload.as_kind();
+    // The kind's seeded inputs: the backend computes on them, the reference is evaluated on
+    // them here, outside any backend.
+    let inputs = std::sync::Arc::new(kind.inputs(cfg.seed));
+    let ctx = backend::pair::PairContext {
+        spec_dir: s.dir(),
+        flush_bytes: backend.flush_bytes().max(64 << 20),
+    };
+    let mut case = backend::pair::prepare(
+        backend,
+        &s.workload,
+        s.variants,
+        &s.implementations,
+        inputs.clone(),
+        &ctx,
+    )?;
+    let samples = measure::measure_pairs(case.as_mut(), cfg, &mut progress)?;
+
+    // Correctness on the outputs of the last timed runs.
+    let tol = &r.tolerance.tolerance();
+    case.collect_outputs()?;
+    r.before.implementation = case.implementation(Side::Before);
+    r.after.implementation = case.implementation(Side::After);
+    let out_b = case.output(Side::Before)?;
+    let out_a = case.output(Side::After)?;
+    let n = kind.output_len() as usize;
+    let mut rng = Rng::new(cfg.seed ^ 0xc0ffee);
+    let mut idx: Vec<usize> = (0..kind.reference_samples().min(n))
+        .map(|_| rng.below(n))
+        .collect();
+    idx.extend([0, n - 1]);
+    let agree = kind.variants_agree();
+    // Without an f64 reference (kind custom) the before side is the after side's reference.
+    let referenced = kind.has_reference();
+    if !referenced {
+        idx.clear();
+    }
+    let guard = [(vb, &out_b), (va, &out_a)]
+        .into_iter()
+        .filter_map(|(v, out)| verdict::output_guard(v.name(), out))
+        .collect();
+    let shape = kind.output_shape();
+    let cols = shape.last().copied().unwrap_or(1).max(1) as usize;
+    let correctness = Correctness {
+        guard,
+        reference: referenced,
+        variants_comparable: agree,
+        after_vs_before: if agree {
+            verdict::compare(&out_a, |i| out_b[i] as f64, 0..n, tol, cols)
+        } else {
+            verdict::compare(&out_a, |_| 0.0, 0..0, tol, cols)
+        },
+        before_vs_reference: verdict::compare(
+            &out_b,
+            |i| kind.reference(&inputs, vb, i),
+            idx.iter().copied(),
+            tol,
+            cols,
+        ),
+        after_vs_reference: verdict::compare(
+            &out_a,
+            |i| kind.reference(&inputs, va, i),
+            idx.iter().copied(),
+            tol,
+            cols,
+        ),
+        shape,
+    };
+    drop((out_a, out_b));
+    drop(case);
+
+    let res = cfg.bootstrap_resamples;
+    let sb = stats::summarize(&samples.before_secs, res, cfg.seed);
+    let sa = stats::summarize(&samples.after_secs, res, cfg.seed);
+    let ab = verdict::achieved(&r.before.ledger, sb.median_secs, ceilings);
+    let aa = verdict::achieved(&r.after.ledger, sa.median_secs, ceilings);
+    let saving = stats::paired_saving_ci(&samples.before_secs, &samples.after_secs, res, cfg.seed);
+    r.checks.push(correctness.check(tol));
+    r.checks.push(verdict::bound_check(
+        s.expect.bound,
+        &r.after.predicted,
+        &aa,
+    ));
+    r.checks.push(verdict::io_saving_check(
+        r.io_saving,
+        s.expect.io_saving.as_ref(),
+    ));
+    let launch_ops = kind.launch_chain_ops();
+    let launch_bound = launch_ops.is_some();
+    r.checks.push(verdict::time_saving_check(
+        &saving,
+        s.expect.time_saving.as_ref(),
+        r.predicted_time_saving,
+        (!launch_bound).then_some(r.max_time_saving),
+    ));
+    if let Some(n_ops) = launch_ops {
+        let diff =
+            stats::paired_difference_ci(&samples.before_secs, &samples.after_secs, res, cfg.seed);
+        let per = |v: f64| v / (n_ops - 1) as f64;
+        let overhead = stats::Estimate {
+            point: per(diff.point),
+            lo: per(diff.lo),
+            hi: per(diff.hi),
+        };
+        r.checks.push(verdict::launch_overhead_check(
+            &overhead,
+            n_ops,
+            &s.variants,
+        ));
+        r.launch_overhead_secs = Some(overhead);
+    }
+    r.warnings.extend(backend.case_warnings(&s.workload));
+    r.warnings.extend(verdict::measurement_warnings(
+        &sb,
+        &sa,
+        &aa,
+        &ab,
+        launch_bound,
+    ));
+    r.before.summary = Some(sb);
+    r.after.summary = Some(sa);
+    r.before.achieved = Some(ab);
+    r.after.achieved = Some(aa);
+    r.time_saving = Some(saving);
+    r.correctness = Some(correctness);
+    r.samples = Some(samples);
+    Ok(())
+}
+
+fn variant_result(v: &crate::ledger::VariantLedger, c: &Ceilings) -> VariantResult {
+    VariantResult {
+        variant: v.variant,
+        implementation: None,
+        bytes: v.bytes_moved(),
+        flops: v.flops,
+        intensity: v.intensity(),
+        predicted: verdict::predict(v, c),
+        ledger: v.clone(),
+        summary: None,
+        achieved: None,
+    }
+}

@@ -1,0 +1,166 @@
+//! The regression gate: one entry point ([`Gate`]) that `run`, `calibrate`, `compare` and
+//! `merge` call, so that they reach one verdict on the same evidence. It holds the judgement of
+//! a result against its baseline ([`judge`]: raw or relative comparison, pooled history, the
+//! ceiling drift guard, two passes judged apart and together), the second-pass policy, the
+//! mapping of a gate state to the `regression` check's status, and what accepting a result
+//! into the baseline makes of its history ([`accept`]). The store of baselines is `baseline/`;
+//! the gate's words are written by the outputs.
+
+pub mod accept;
+pub mod judge;
+
+use crate::baseline::BaselineFile;
+use crate::device::{Ceilings, DeviceInfo};
+use crate::measure::MeasureConfig;
+use crate::results::{BaselineOutcome, GateFinding, SpecResult};
+use crate::verdict::{self, Check, RegressionState, Status};
+use std::path::Path;
+
+pub use judge::{compared_values, implied_threshold, spread_of, CEILING_DRIFT_MIN};
+
+/// The gate of one spec: its baseline (if any) and the run it judges.
+#[derive(Clone, Copy)]
+pub struct Gate<'a> {
+    pub baseline: Option<&'a BaselineFile>,
+    /// Where the baseline is (or would be written).
+    pub path: &'a Path,
+    pub device: &'a DeviceInfo,
+    /// The roofs of the spec's dtype, as this run measured them.
+    pub ceilings: &'a Ceilings,
+    pub resamples: usize,
+    pub seed: u64,
+    /// No baseline fails the check instead of skipping it.
+    pub require_baseline: bool,
+}
+
+/// What the gate decided for one result.
+#[derive(Debug, Clone)]
+pub struct Decision {
+    pub outcome: BaselineOutcome,
+    /// The `regression` check (its words are written by the outputs from `outcome`).
+    pub check: Check,
+    /// Differences of the machine against the baseline's.
+    pub warnings: Vec<String>,
+}
+
+impl Gate<'_> {
+    /// Judges a result whose samples are final: one pass, or two as `first_pass_pairs` says.
+    pub fn judge(&self, r: &SpecResult) -> Decision {
+        let Some(baseline) = self.baseline else {
+            let mut outcome =
+                BaselineOutcome::missing(self.path.display().to_string(), r.gate.max_regression.0);
+            outcome.finding = Some(GateFinding::NoBaseline {
+                device_key: self.device.key.clone(),
+            });
+            return Decision {
+                check: Check::new("regression", status(None, self.require_baseline), ""),
+                outcome,
+                warnings: Vec::new(),
+            };
+        };
+        let against = judge::Against {
+            baseline,
+            path: self.path,
+            device: self.device,
+            ceilings: self.ceilings,
+            resamples: self.resamples,
+            seed: self.seed,
+        };
+        let (outcome, warnings) = judge::judge(&against, r);
+        Decision {
+            check: Check::new(
+                "regression",
+                status(outcome.state, self.require_baseline),
+                "",
+            ),
+            outcome,
+            warnings,
+        }
+    }
+
+    /// The whole gate of a freshly measured result: judged; a FAIL, or an INCONCLUSIVE that a
+    /// second look could settle, is measured again once by `again` (with
+    /// [`second_pass_config`]) and the evidence of both passes decides together (their pooled
+    /// samples): passes that contradict each other give INCONCLUSIVE — never a PASS after a
+    /// failing pass, never a FAIL on one noisy pass. The drift guard's INCONCLUSIVE is final at
+    /// once. Returns the result with its regression check, warnings and status.
+    pub fn decide(
+        &self,
+        first: SpecResult,
+        again: impl FnOnce(RegressionState) -> Option<SpecResult>,
+    ) -> SpecResult {
+        let d = self.judge(&first);
+        let wanted = self
+            .baseline
+            .and_then(|_| second_pass_wanted(&d.outcome, &first));
+        let (mut r, d) = match wanted.and_then(again) {
+            Some(mut second) => {
+                join_passes(&first, &mut second);
+                let d = self.judge(&second);
+                (second, d)
+            }
+            None => (first, d),
+        };
+        r.warnings.extend(d.warnings);
+        r.baseline = d.outcome;
+        r.checks.push(d.check);
+        r.status = spec_status(&r.checks);
+        r
+    }
+}
+
+/// The state of a first pass that calls for a second one, if it does.
+pub fn second_pass_wanted(o: &BaselineOutcome, r: &SpecResult) -> Option<RegressionState> {
+    if o.guarded() {
+        return None;
+    }
+    let state = o.state?;
+    let can_pass = o
+        .spread
+        .is_none_or(|sp| sp.can_pass(r.gate.max_regression.0));
+    verdict::needs_second_pass(state, can_pass).then_some(state)
+}
+
+/// The sampling of a second pass: up to twice the pairs, 1.5 times the time.
+pub fn second_pass_config(cfg: &MeasureConfig) -> MeasureConfig {
+    MeasureConfig {
+        min_pairs: cfg.min_pairs * 2,
+        max_pairs: cfg.max_pairs * 2,
+        time_cap_secs: cfg.time_cap_secs * 1.5,
+        ..*cfg
+    }
+}
+
+/// The archive keeps the evidence of both passes: the first pass's pairs, then the second's
+/// (`first_pass_pairs` says where the second begins); the gate judges each and both together.
+pub fn join_passes(first: &SpecResult, second: &mut SpecResult) {
+    if let (Some(a), Some(b)) = (&first.samples, &mut second.samples) {
+        let join = |x: &[f64], y: &[f64]| [x, y].concat();
+        b.before_secs = join(&a.before_secs, &b.before_secs);
+        b.after_secs = join(&a.after_secs, &b.after_secs);
+        b.after_first = [a.after_first.as_slice(), b.after_first.as_slice()].concat();
+        second.first_pass_pairs = Some(a.before_secs.len());
+    }
+}
+
+/// The `regression` check's status for a gate state: FAIL and INCONCLUSIVE as they are, PASS
+/// and IMPROVED pass; without a decision (no baseline, not comparable) the check is skipped,
+/// or failed when a baseline is required.
+pub fn status(state: Option<RegressionState>, require_baseline: bool) -> Status {
+    match state {
+        Some(RegressionState::Fail) => Status::Fail,
+        Some(RegressionState::Inconclusive) => Status::Inconclusive,
+        Some(RegressionState::Pass | RegressionState::Improved) => Status::Pass,
+        None if require_baseline => Status::Fail,
+        None => Status::Skip,
+    }
+}
+
+/// A spec's status from its checks: a failed check fails it.
+pub fn spec_status(checks: &[Check]) -> Status {
+    if checks.iter().any(|c| c.status == Status::Fail) {
+        Status::Fail
+    } else {
+        Status::Pass
+    }
+}

@@ -1,0 +1,305 @@
+//! The gate's words: the sentences every output (report, terminal, JUnit, PR comment) writes
+//! from the numbers of a [`BaselineOutcome`]. Archives written before the gate recorded its
+//! finding as data carry their sentences; those are shown as they are.
+
+use crate::results::{BaselineOutcome, Comparison, GateFinding, Judged, SpecResult};
+use crate::spec::Bound;
+use crate::verdict::{Check, PassConflict, RegressionState};
+
+/// The sentence of the `regression` check: what the gate compared and decided.
+pub fn judgement(b: &BaselineOutcome) -> String {
+    match &b.finding {
+        None => b.message.clone(),
+        Some(GateFinding::NoBaseline { device_key }) => {
+            format!("no baseline for device {device_key} yet (record one with `run --accept`)")
+        }
+        Some(GateFinding::OtherDevice {
+            baseline_device_key,
+            device_key,
+        }) => format!(
+            "baseline was recorded on device {baseline_device_key}, this run is on {device_key}: not compared on raw time"
+        ),
+        Some(GateFinding::WorkloadChanged) => "the spec's workload changed since the baseline was accepted: not compared; accept a new baseline".into(),
+        Some(GateFinding::NoSamples) => "no samples in this run".into(),
+        Some(GateFinding::CeilingDrift(_)) => {
+            format!("not judged: {}", guard(b).unwrap_or_default())
+        }
+        Some(GateFinding::Judged(j)) => match &j.passes {
+            None => judged(&j.all),
+            Some(p) => format!(
+                "{}both passes together: {}; first pass: {}; second pass: {}",
+                p.conflict
+                    .map(|c| format!("INCONCLUSIVE: {}; ", conflict(c)))
+                    .unwrap_or_default(),
+                judged(&j.all),
+                judged(&p.first),
+                judged(&p.second)
+            ),
+        },
+    }
+}
+
+/// [`judgement`], and what accepting the run made of the baseline.
+pub fn message(b: &BaselineOutcome) -> String {
+    let Some(a) = &b.accepted else {
+        return judgement(b);
+    };
+    if a.first {
+        format!(
+            "first baseline for device {}: recorded by this run ({} accepted run)",
+            a.device_key, a.runs
+        )
+    } else {
+        format!(
+            "{}; accepted: this run joins the baseline ({} accepted runs)",
+            judgement(b),
+            a.runs
+        )
+    }
+}
+
+/// The short reason a decision needs, where it needs one (an INCONCLUSIVE from drift, from
+/// passes that disagree, from both variants slowing alike).
+pub fn note(b: &BaselineOutcome) -> Option<String> {
+    match &b.finding {
+        None => b.note.clone(),
+        Some(GateFinding::CeilingDrift(_)) => guard(b),
+        Some(GateFinding::Judged(j)) => match &j.passes {
+            Some(p) if p.conflict.is_some() => Some(format!(
+                "{}: first {}, second {}",
+                p.conflict.map(conflict).unwrap_or_default(),
+                short(&p.first),
+                short(&p.second)
+            )),
+            _ => j
+                .all
+                .slowed_alike
+                .then(|| "both variants slower alike: machine drift or shared code".into()),
+        },
+        Some(_) => None,
+    }
+}
+
+/// Why the ceiling drift guard stopped the comparison, when it did.
+pub fn guard(b: &BaselineOutcome) -> Option<String> {
+    let Some(GateFinding::CeilingDrift(d)) = &b.finding else {
+        return b.guard.clone();
+    };
+    let (what, unit) = match d.bound {
+        Bound::Bandwidth => ("triad bandwidth", "GB/s"),
+        Bound::Compute => ("compute peak", "GFLOP/s"),
+    };
+    Some(format!(
+        "the {what} moved from {:.1} {unit} at the baseline to {:.1} {unit} now (x{:.2}, more than the ±{:.0}% the gate absorbs): the machine is not in the state the baseline measured",
+        d.baseline_per_sec / 1e9,
+        d.now_per_sec / 1e9,
+        d.now_per_sec / d.baseline_per_sec,
+        d.allowed * 100.0
+    ))
+}
+
+/// A check's sentence as the outputs write it: the `regression` check's from the gate's
+/// finding, every other check's as the verdict wrote it.
+pub fn check_detail(s: &SpecResult, c: &Check) -> String {
+    if c.name == "regression" && s.baseline.finding.is_some() {
+        judgement(&s.baseline)
+    } else {
+        c.detail.clone()
+    }
+}
+
+fn conflict(c: PassConflict) -> &'static str {
+    match c {
+        PassConflict::Disagree => "the two passes disagree",
+        PassConflict::OneFailedBothPass => "a pass failed where both together pass",
+        PassConflict::OnePassedBothFail => "a pass passed where both together fail",
+    }
+}
+
+/// A pass in a few words: `FAIL x1.234 [1.200, 1.270]`.
+fn short(j: &Judged) -> String {
+    let r = j.decided.ratio;
+    format!(
+        "{} x{:.3} [{:.3}, {:.3}]",
+        j.state().word(),
+        r.point,
+        r.lo,
+        r.hi
+    )
+}
+
+/// One judgement: the deciding comparison, and under `compare: both` the other beside it.
+fn judged(j: &Judged) -> String {
+    match (j.other, j.slowed_alike) {
+        (None, _) => comparison(&j.decided),
+        (Some(rel), true) => format!(
+            "{}; but {}: both variants are slower than at the baseline alike — the machine drifted, or code both share regressed (a quiet machine or `compare: raw` tells which)",
+            comparison(&j.decided),
+            comparison(&rel)
+        ),
+        (Some(raw), false) => format!(
+            "{}; raw time: {}",
+            comparison(&j.decided),
+            comparison(&raw)
+        ),
+    }
+}
+
+fn comparison(c: &Comparison) -> String {
+    let sp = &c.spread;
+    format!(
+        "{} median ratio {:.3} (95% CI {:.3} .. {:.3}){}, FAIL above +{:.1}%, limit +{:.1}%: {} ({})",
+        if c.relative {
+            "(after/before)/baseline's"
+        } else {
+            "after/baseline"
+        },
+        c.ratio.point,
+        c.ratio.lo,
+        c.ratio.hi,
+        if c.pooled_runs > 0 {
+            format!(" against the pooled medians of {} accepted runs", c.pooled_runs)
+        } else {
+            String::new()
+        },
+        c.threshold * 100.0,
+        c.limit * 100.0,
+        match c.state {
+            RegressionState::Pass => "within the limit",
+            RegressionState::Fail => "REGRESSION",
+            RegressionState::Improved => "improved",
+            RegressionState::Inconclusive if !sp.can_pass(c.limit) => {
+                "inconclusive (this machine drifts more between runs than the limit)"
+            }
+            RegressionState::Inconclusive => "inconclusive (the CI reaches past the limit)",
+        },
+        sp.describe(c.limit)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::stats::Estimate;
+    use crate::results::{BaselineStatus, CeilingDrift, GateJudgement, Passes};
+    use crate::verdict::Spread;
+
+    fn comparison(relative: bool, point: f64, state: RegressionState) -> Comparison {
+        Comparison {
+            relative,
+            ratio: Estimate {
+                point,
+                lo: point - 0.034,
+                hi: point + 0.036,
+            },
+            state,
+            threshold: 0.1,
+            limit: 0.1,
+            pooled_runs: 0,
+            spread: Spread {
+                runs: 1,
+                ..Spread::unknown()
+            },
+        }
+    }
+
+    fn outcome(finding: GateFinding) -> BaselineOutcome {
+        let mut o = BaselineOutcome::missing("b.json".into(), 0.1);
+        o.status = BaselineStatus::Compared;
+        o.finding = Some(finding);
+        o
+    }
+
+    const UNKNOWN: &str = "1 accepted run(s): the drift between runs is unknown until 3 are accepted (`opledger calibrate --accept` records them at once), so the smallest detectable slowdown is unknown";
+
+    #[test]
+    fn a_judgement_reads_as_the_gate_always_wrote_it() {
+        let fail = comparison(true, 1.234, RegressionState::Fail);
+        let raw = comparison(false, 1.02, RegressionState::Pass);
+        let one = Judged {
+            decided: fail,
+            other: Some(raw),
+            slowed_alike: false,
+        };
+        let o = outcome(GateFinding::Judged(Box::new(GateJudgement {
+            all: one,
+            passes: None,
+        })));
+        assert_eq!(
+            judgement(&o),
+            format!("(after/before)/baseline's median ratio 1.234 (95% CI 1.200 .. 1.270), FAIL above +10.0%, limit +10.0%: REGRESSION ({UNKNOWN}); raw time: after/baseline median ratio 1.020 (95% CI 0.986 .. 1.056), FAIL above +10.0%, limit +10.0%: within the limit ({UNKNOWN})")
+        );
+        assert_eq!(note(&o), None);
+
+        // Raw time failed alone: both variants slowed alike, INCONCLUSIVE with its reason.
+        let alike = Judged {
+            decided: comparison(false, 1.3, RegressionState::Fail),
+            other: Some(comparison(true, 1.0, RegressionState::Pass)),
+            slowed_alike: true,
+        };
+        assert_eq!(alike.state(), RegressionState::Inconclusive);
+        let o = outcome(GateFinding::Judged(Box::new(GateJudgement {
+            all: alike,
+            passes: None,
+        })));
+        assert!(judgement(&o).contains("; but (after/before)/baseline's median ratio 1.000"));
+        assert!(judgement(&o).ends_with("both variants are slower than at the baseline alike — the machine drifted, or code both share regressed (a quiet machine or `compare: raw` tells which)"));
+        assert_eq!(
+            note(&o).as_deref(),
+            Some("both variants slower alike: machine drift or shared code")
+        );
+    }
+
+    #[test]
+    fn passes_that_disagree_name_both_and_the_drift_guard_names_the_roof() {
+        let pass = Judged {
+            decided: comparison(true, 1.0, RegressionState::Pass),
+            other: None,
+            slowed_alike: false,
+        };
+        let fail = Judged {
+            decided: comparison(true, 1.234, RegressionState::Fail),
+            ..pass
+        };
+        let mut o = outcome(GateFinding::Judged(Box::new(GateJudgement {
+            all: pass,
+            passes: Some(Passes {
+                first: fail,
+                second: pass,
+                conflict: Some(PassConflict::Disagree),
+            }),
+        })));
+        o.state = Some(RegressionState::Inconclusive);
+        assert!(judgement(&o).starts_with(
+            "INCONCLUSIVE: the two passes disagree; both passes together: (after/before)/baseline's median ratio 1.000"
+        ));
+        assert!(
+            judgement(&o).contains("; first pass: (after/before)/baseline's median ratio 1.234")
+        );
+        assert_eq!(
+            note(&o).as_deref(),
+            Some("the two passes disagree: first REGRESSION x1.234 [1.200, 1.270], second pass x1.000 [0.966, 1.036]")
+        );
+
+        let o = outcome(GateFinding::CeilingDrift(CeilingDrift {
+            bound: Bound::Bandwidth,
+            baseline_per_sec: 40e9,
+            now_per_sec: 10e9,
+            allowed: 0.25,
+        }));
+        let why = "the triad bandwidth moved from 40.0 GB/s at the baseline to 10.0 GB/s now (x0.25, more than the ±25% the gate absorbs): the machine is not in the state the baseline measured";
+        assert_eq!(guard(&o).as_deref(), Some(why));
+        assert_eq!(note(&o).as_deref(), Some(why));
+        assert_eq!(judgement(&o), format!("not judged: {why}"));
+    }
+
+    #[test]
+    fn an_archive_without_a_finding_shows_the_sentences_it_stored() {
+        let mut o = BaselineOutcome::missing("b.json".into(), 0.1);
+        o.message = "as written then".into();
+        o.note = Some("short".into());
+        assert_eq!(judgement(&o), "as written then");
+        assert_eq!(note(&o).as_deref(), Some("short"));
+        assert_eq!(guard(&o), None);
+    }
+}
