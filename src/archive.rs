@@ -519,10 +519,10 @@ pub fn load(dir: &Path) -> Result<Loaded> {
 pub fn load_allowing(dir: &Path, added: Option<&Path>) -> Result<Loaded> {
     let mut verification = verify(dir)?;
     if let Some(a) = added {
-        let a = absolute(a);
-        verification
-            .mismatches
-            .retain(|(f, why)| !(*why == Mismatch::Added && absolute(&dir.join(f)) == a));
+        let a = crate::files::absolute(a);
+        verification.mismatches.retain(|(f, why)| {
+            !(*why == Mismatch::Added && crate::files::absolute(&dir.join(f)) == a)
+        });
     }
     if let Some((file, why)) = verification.mismatches.first() {
         return Err(Error::Corrupt {
@@ -584,37 +584,6 @@ pub fn file_record(what: &str, path: &Path) -> Result<ReadRecord> {
     })
 }
 
-/// Whether `a` and `b` overlap: the same folder, or one inside the other (both made absolute,
-/// links resolved where the paths exist).
-pub fn overlaps(a: &Path, b: &Path) -> bool {
-    let (x, y) = (absolute(a), absolute(b));
-    x.starts_with(&y) || y.starts_with(&x)
-}
-
-/// `p` made absolute with its links resolved as far as it exists (a folder still to be
-/// created keeps its missing tail).
-pub fn absolute(p: &Path) -> PathBuf {
-    let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
-    let mut existing = abs.as_path();
-    let mut tail = Vec::new();
-    loop {
-        if let Ok(c) = existing.canonicalize() {
-            let mut out = c;
-            for t in tail.iter().rev() {
-                out.push(t);
-            }
-            return out;
-        }
-        match (existing.parent(), existing.file_name()) {
-            (Some(parent), Some(name)) => {
-                tail.push(name.to_os_string());
-                existing = parent;
-            }
-            _ => return abs,
-        }
-    }
-}
-
 /// The folder the archived report template lies in.
 pub const TEMPLATE_DIR: &str = "template";
 
@@ -642,16 +611,10 @@ pub fn save(
     for (name, text) in contents.spec_files {
         crate::files::write_atomic(&spec_dir.join(name), text.as_bytes())?;
     }
-    run.template = match contents.template {
-        Some(t) => {
-            let name = template_file_name(&t.name);
-            let tdir = dir.join(TEMPLATE_DIR);
-            std::fs::create_dir_all(&tdir).map_err(|e| Error::io("creating", &tdir, e))?;
-            crate::files::write_atomic(&tdir.join(&name), t.source.as_bytes())?;
-            Some(format!("{TEMPLATE_DIR}/{name}"))
-        }
-        None => None,
-    };
+    run.template = contents
+        .template
+        .map(|t| archive_template(dir, t))
+        .transpose()?;
     write_outputs(dir, run, contents.template)?;
     for (name, bytes) in &contents.extra {
         let path = dir.join(name);
@@ -665,13 +628,15 @@ pub fn save(
     Ok(())
 }
 
-/// Writes every output of an archive loaded from `dir` again from `run` (its results changed),
-/// with the template the run recorded, and seals it anew: the manifest records the one it
-/// replaces and `read` (what the change was made from).
+/// Writes every output of an archive loaded from `dir` again from `run` (its results changed,
+/// or its report is rendered anew) and seals it anew: the manifest records the one it replaces
+/// and `read` (what the change was made from). The template is the one the run recorded, or
+/// `template`, which is then archived and recorded in its place.
 pub fn rerender(
     dir: &Path,
     loaded: &Verification,
-    run: &RunResult,
+    run: &mut RunResult,
+    template: Option<Template>,
     written_by: &str,
     mut read: Vec<ReadRecord>,
 ) -> Result<()> {
@@ -686,10 +651,25 @@ pub fn rerender(
             },
         );
     }
-    let template = recorded_template(dir, run)?;
+    let template = match template {
+        Some(t) => {
+            run.template = Some(archive_template(dir, &t)?);
+            Some(t)
+        }
+        None => recorded_template(dir, run)?,
+    };
     write_outputs(dir, run, template.as_ref())?;
     seal(dir, written_by, read)?;
     Ok(())
+}
+
+/// Copies a template into the archive; returns its archived name (`template/<name>`).
+fn archive_template(dir: &Path, t: &Template) -> Result<String> {
+    let name = template_file_name(&t.name);
+    let tdir = dir.join(TEMPLATE_DIR);
+    std::fs::create_dir_all(&tdir).map_err(|e| Error::io("creating", &tdir, e))?;
+    crate::files::write_atomic(&tdir.join(&name), t.source.as_bytes())?;
+    Ok(format!("{TEMPLATE_DIR}/{name}"))
 }
 
 /// The report template a run recorded, read from its archive.

@@ -168,10 +168,12 @@ pub enum Command {
     Report {
         /// A run directory holding results.json.
         run_dir: PathBuf,
-        /// A minijinja template to use instead of the built-in one.
+        /// A minijinja template to use instead of the one the run recorded (or the built-in one).
         #[arg(long)]
         template: Option<PathBuf>,
-        /// Write the report here instead of printing it (its SVG charts go beside it).
+        /// Write the report here instead of printing it (its SVG charts go beside it). The
+        /// archive's own report.md writes every output of the archive again, and the archive
+        /// records the --template given.
         #[arg(long, short)]
         out: Option<PathBuf>,
     },
@@ -545,56 +547,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             run_dir,
             template,
             out,
-        } => {
-            let loaded = crate::archive::load(&run_dir)?;
-            let run = loaded.run;
-            let md = report::render(&run, template.as_deref())?;
-            match out {
-                Some(o) => {
-                    crate::files::check_writable_file(&o, "report (--out)")?;
-                    // The charts go beside the report, where its links point; say so.
-                    let dir = o
-                        .parent()
-                        .filter(|p| !p.as_os_str().is_empty())
-                        .unwrap_or(Path::new("."));
-                    let charts = report::chart::all(&run)?;
-                    for (name, svg) in &charts {
-                        crate::files::write_atomic(&dir.join(name), svg.as_bytes())?;
-                    }
-                    crate::files::write_atomic(&o, md.as_bytes())?;
-                    // A report re-rendered into its own archive: the archive's manifest records
-                    // the new files and the manifest they replaced.
-                    if loaded.verification.manifest.is_some()
-                        && crate::archive::overlaps(dir, &run_dir)
-                        && crate::archive::absolute(dir)
-                            .starts_with(crate::archive::absolute(&run_dir))
-                    {
-                        let previous = crate::archive::ReadRecord {
-                            what: "previous manifest".into(),
-                            path: run_dir.join(crate::archive::MANIFEST).display().to_string(),
-                            sha256: loaded
-                                .verification
-                                .manifest_sha256
-                                .clone()
-                                .unwrap_or_default(),
-                            run_id: Some(run.run_id.clone()),
-                        };
-                        crate::archive::seal(&run_dir, "report", vec![previous])?;
-                    }
-                    eprintln!(
-                        "opledger: wrote {} and, beside it, {}",
-                        o.display(),
-                        charts
-                            .iter()
-                            .map(|(n, _)| dir.join(n).display().to_string())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    );
-                }
-                None => print!("{md}"),
-            }
-            Ok(ExitCode::Pass)
-        }
+        } => crate::render::report(&run_dir, template.as_deref(), out.as_deref()),
     }
 }
 

@@ -638,7 +638,8 @@ pub fn import(run_dir: &Path, csv_path: &Path) -> Result<usize> {
     crate::archive::rerender(
         run_dir,
         &loaded.verification,
-        &run,
+        &mut run,
+        None,
         "counters",
         vec![export],
     )?;

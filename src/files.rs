@@ -216,6 +216,37 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// Whether `a` and `b` overlap: the same folder, or one inside the other (both made absolute,
+/// links resolved where the paths exist).
+pub fn overlaps(a: &Path, b: &Path) -> bool {
+    let (x, y) = (absolute(a), absolute(b));
+    x.starts_with(&y) || y.starts_with(&x)
+}
+
+/// `p` made absolute with its links resolved as far as it exists (a folder still to be
+/// created keeps its missing tail).
+pub fn absolute(p: &Path) -> std::path::PathBuf {
+    let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let mut existing = abs.as_path();
+    let mut tail = Vec::new();
+    loop {
+        if let Ok(c) = existing.canonicalize() {
+            let mut out = c;
+            for t in tail.iter().rev() {
+                out.push(t);
+            }
+            return out;
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                tail.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => return abs,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

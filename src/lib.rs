@@ -25,6 +25,7 @@ pub mod measure;
 pub mod merge;
 pub mod pipeline;
 pub mod provenance;
+pub mod render;
 pub mod report;
 pub mod results;
 pub mod rng;

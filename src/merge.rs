@@ -23,10 +23,10 @@ pub fn merge(
     }
     // The output never overwrites what is read: not an input, not inside one, not above one.
     for d in dirs {
-        if archive::overlaps(out, d) {
+        if files::overlaps(out, d) {
             let how = if same_dir(out, d) {
                 "is"
-            } else if archive::absolute(out).starts_with(archive::absolute(d)) {
+            } else if files::absolute(out).starts_with(files::absolute(d)) {
                 "lies inside"
             } else {
                 "contains"

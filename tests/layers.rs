@@ -21,7 +21,7 @@ const LAYERS: &[&[&str]] = &[
     &["report"],
     &["archive"],
     &["compare", "pipeline"],
-    &["calibrate", "merge", "accept", "counters"],
+    &["calibrate", "merge", "accept", "counters", "render"],
     &["cli"],
     &["main"],
 ];

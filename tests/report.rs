@@ -25,10 +25,50 @@ fn custom_template_and_report_rerender() {
         std::fs::read_to_string(run.join("report.md")).unwrap(),
         "tiny-chain=pass;"
     );
-    // Re-render the archive with the built-in template, without measuring.
+    // The template is archived with the run and recorded; every re-render uses it.
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["template"], "template/t.j2");
+    assert_eq!(
+        std::fs::read_to_string(run.join("template/t.j2")).unwrap(),
+        std::fs::read_to_string(&tmpl).unwrap()
+    );
+    // Every archive holds the same outputs: JUnit and the summary too.
+    for f in [
+        "junit.xml",
+        "summary.md",
+        "environment.json",
+        "roofline.svg",
+    ] {
+        assert!(run.join(f).is_file(), "{f} in the run folder");
+    }
+    // Re-rendered without measuring, the run's template even when the user's file changed.
+    std::fs::write(&tmpl, "changed").unwrap();
     let o = bin().arg("report").arg(&run).output().unwrap();
-    assert_eq!(o.status.code(), Some(0));
-    assert!(String::from_utf8_lossy(&o.stdout).starts_with("# opledger report: PASS"));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "tiny-chain=pass;");
+    // Into the archive's own report.md with another template: every output written again,
+    // the new template recorded, the archive still verifies.
+    let other = dir.path().join("other.md.j2");
+    std::fs::write(&other, "{{ specs|length }} spec(s)").unwrap();
+    let o = bin()
+        .arg("report")
+        .arg(&run)
+        .arg("--template")
+        .arg(&other)
+        .arg("--out")
+        .arg(run.join("report.md"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(
+        std::fs::read_to_string(run.join("report.md")).unwrap(),
+        "1 spec(s)"
+    );
+    let o = bin().arg("verify").arg(&run).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = bin().arg("report").arg(&run).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "1 spec(s)");
     // A broken template is bad input.
     std::fs::write(&tmpl, "{% for %}").unwrap();
     let o = bin()

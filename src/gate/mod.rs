@@ -8,6 +8,7 @@
 
 pub mod accept;
 pub mod judge;
+pub mod versus;
 
 use crate::baseline::BaselineFile;
 use crate::device::{Ceilings, DeviceInfo};

@@ -2,6 +2,7 @@
 //! run with minijinja (`templates/report.md.j2` is compiled in; `--template FILE` overrides it).
 
 pub mod chart;
+pub mod comment;
 pub mod gate;
 pub mod output;
 pub mod terminal;

@@ -1,0 +1,179 @@
+//! B against A: each case of an archived run B judged against a reference made from an
+//! archived run A, with the gate's own decision ([`super::Gate::judge`]), so that `compare`
+//! reaches the verdict `run` would have reached.
+//!
+//! The drift between runs is what lets the gate tell a regression from noise, and one run (A)
+//! knows none. So the reference is what `run` would have gated B against had A been accepted:
+//! the baseline store's history of this device and spec with A joined to it (or as it is, when
+//! A is one of its accepted runs). With no history in the store, the decision rests on A alone.
+
+use crate::baseline::{self, BaselineFile};
+use crate::error::Result;
+use crate::results::{RunResult, RunStatus, SpecResult};
+use crate::verdict::{RegressionState, POOL_MIN_RUNS};
+use std::path::Path;
+
+/// Where the drift the decision allows for came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drift {
+    /// The store's history: this many accepted runs (A among them, or joined to them).
+    Store(usize),
+    /// None known: one run (A) as the reference.
+    Unknown,
+}
+
+/// One case of B against A.
+#[derive(Debug, Clone)]
+pub struct CaseComparison {
+    pub name: String,
+    pub base_before_secs: Option<f64>,
+    pub base_after_secs: Option<f64>,
+    pub head_after_secs: Option<f64>,
+    pub outcome: Option<crate::results::BaselineOutcome>,
+    pub drift: Drift,
+    /// B's own verdict for the case (a check that failed in B fails the case).
+    pub head_verdict: RunStatus,
+    /// Why it was not compared, when it was not.
+    pub not_compared: Option<NotCompared>,
+}
+
+/// Why a case of B was not compared with A.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotCompared {
+    /// A has no case of that name.
+    OnlyInB,
+    /// A has the case but no measurement of it (it failed before measuring).
+    NotMeasuredInA,
+}
+
+impl CaseComparison {
+    /// The case's decision: FAIL (a regression, or a check failed in B), INCONCLUSIVE, PASS.
+    pub fn verdict(&self) -> RunStatus {
+        let gate = match self.outcome.as_ref().and_then(|o| o.state) {
+            Some(RegressionState::Fail) => RunStatus::Fail,
+            Some(RegressionState::Inconclusive) => RunStatus::Inconclusive,
+            _ => RunStatus::Pass,
+        };
+        [gate, self.head_verdict]
+            .into_iter()
+            .max_by_key(|v| match v {
+                RunStatus::Pass => 0,
+                RunStatus::Inconclusive => 1,
+                RunStatus::Fail => 2,
+            })
+            .unwrap_or(RunStatus::Pass)
+    }
+}
+
+/// The baseline B's case is judged against: A joined to the store's history for this device
+/// and spec (as `opledger accept A` would make it), or A alone.
+fn reference(
+    sa: &SpecResult,
+    ra: &RunResult,
+    device_key: &str,
+    store: &Path,
+) -> Result<Option<(BaselineFile, Drift)>> {
+    let stored = if store.is_dir() {
+        baseline::find(store, &ra.device, &sa.name)?
+            .baseline
+            .filter(|b| b.workload == sa.workload && b.device.key == device_key)
+    } else {
+        None
+    };
+    // A is one of the accepted runs when an entry of the history is its: the same time, commit
+    // and medians (runs a second apart share the time, so the medians tell them apart).
+    let a_in = |b: &BaselineFile| {
+        let (Some(before), Some(after)) = (sa.before.summary, sa.after.summary) else {
+            return false;
+        };
+        b.history.iter().any(|h| {
+            h.recorded_utc == ra.started_utc
+                && h.git_sha == ra.git_sha
+                && h.before_median_secs == before.median_secs
+                && h.after_median_secs == after.median_secs
+        })
+    };
+    let base = match &stored {
+        Some(b) if a_in(b) => Some(b.clone()),
+        old => super::accept::baseline_of(
+            sa,
+            &ra.device,
+            &ra.ceilings,
+            &ra.measure,
+            &ra.started_utc,
+            &ra.git_sha,
+            old.as_ref(),
+        ),
+    };
+    Ok(base.map(|b| {
+        let drift = if stored.is_some() && b.history.len() >= POOL_MIN_RUNS {
+            Drift::Store(b.history.len())
+        } else {
+            Drift::Unknown
+        };
+        (b, drift)
+    }))
+}
+
+/// Every case of B against A (`a` is A's folder, `store` the baselines store whose history gives
+/// the drift between runs).
+pub fn versus(
+    ra: &RunResult,
+    rb: &RunResult,
+    a: &Path,
+    store: &Path,
+) -> Result<Vec<CaseComparison>> {
+    let mut cases = Vec::new();
+    for sb in &rb.specs {
+        let mut c = CaseComparison {
+            name: sb.name.clone(),
+            base_before_secs: None,
+            base_after_secs: None,
+            head_after_secs: sb.after.summary.map(|s| s.median_secs),
+            outcome: None,
+            drift: Drift::Unknown,
+            head_verdict: if sb.status == crate::verdict::Status::Fail {
+                RunStatus::Fail
+            } else {
+                RunStatus::Pass
+            },
+            not_compared: None,
+        };
+        let Some(sa) = ra.specs.iter().find(|s| s.name == sb.name) else {
+            c.not_compared = Some(NotCompared::OnlyInB);
+            cases.push(c);
+            continue;
+        };
+        c.base_before_secs = sa.before.summary.map(|s| s.median_secs);
+        c.base_after_secs = sa.after.summary.map(|s| s.median_secs);
+        let Some((base, drift)) = reference(sa, ra, &ra.device.key, store)? else {
+            c.not_compared = Some(NotCompared::NotMeasuredInA);
+            cases.push(c);
+            continue;
+        };
+        let gate = super::Gate {
+            baseline: Some(&base),
+            path: a,
+            device: &rb.device,
+            ceilings: &rb.ceilings,
+            resamples: rb.measure.bootstrap_resamples,
+            seed: rb.measure.seed,
+            require_baseline: false,
+        };
+        c.outcome = Some(gate.judge(sb).outcome);
+        c.drift = drift;
+        cases.push(c);
+    }
+    Ok(cases)
+}
+
+/// The verdict of a comparison: FAIL when a case fails, else INCONCLUSIVE when one is, else PASS.
+pub fn verdict(cases: &[CaseComparison]) -> RunStatus {
+    if cases.iter().any(|c| c.verdict() == RunStatus::Fail) {
+        RunStatus::Fail
+    } else if cases.iter().any(|c| c.verdict() == RunStatus::Inconclusive) {
+        RunStatus::Inconclusive
+    } else {
+        RunStatus::Pass
+    }
+}

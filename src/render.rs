@@ -1,0 +1,78 @@
+//! `opledger report RUN_DIR`: an archive's report rendered again, nothing measured. With the
+//! template the run recorded unless `--template` names another. Printed; or written to
+//! `--out` with its charts beside it; or, when `--out` is the archive's own `report.md`, every
+//! output of the archive written again (`archive::rerender`), the new template recorded.
+
+use crate::error::{ExitCode, Result};
+use crate::report::{self, output::REPORT};
+use crate::{archive, files};
+use std::path::Path;
+
+/// Renders the report of the archive in `run_dir`.
+pub fn report(run_dir: &Path, template: Option<&Path>, out: Option<&Path>) -> Result<ExitCode> {
+    let loaded = archive::load(run_dir)?;
+    let mut run = loaded.run;
+    let template = match template {
+        Some(p) => Some(report::load_template(p)?),
+        None => archive::recorded_template(run_dir, &run)?,
+    };
+    let Some(o) = out else {
+        print!("{}", report::render_with(&run, template.as_ref())?);
+        return Ok(ExitCode::Pass);
+    };
+    crate::files::check_writable_file(o, "report (--out)")?;
+    let dir = o
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let inside = loaded.verification.manifest.is_some()
+        && files::overlaps(dir, run_dir)
+        && files::absolute(dir).starts_with(files::absolute(run_dir));
+    if inside && files::absolute(o) == files::absolute(&run_dir.join(REPORT)) {
+        archive::rerender(
+            run_dir,
+            &loaded.verification,
+            &mut run,
+            template,
+            "report",
+            Vec::new(),
+        )?;
+        eprintln!(
+            "opledger: wrote every output of {} again",
+            run_dir.display()
+        );
+        return Ok(ExitCode::Pass);
+    }
+    let md = report::render_with(&run, template.as_ref())?;
+    // The charts go beside the report, where its links point; say so.
+    let charts = report::chart::all(&run)?;
+    for (name, svg) in &charts {
+        crate::files::write_atomic(&dir.join(name), svg.as_bytes())?;
+    }
+    crate::files::write_atomic(o, md.as_bytes())?;
+    // A report written into its own archive under another name: the manifest records the new
+    // files and the manifest they replaced.
+    if inside {
+        let previous = archive::ReadRecord {
+            what: "previous manifest".into(),
+            path: run_dir.join(archive::MANIFEST).display().to_string(),
+            sha256: loaded
+                .verification
+                .manifest_sha256
+                .clone()
+                .unwrap_or_default(),
+            run_id: Some(run.run_id.clone()),
+        };
+        archive::seal(run_dir, "report", vec![previous])?;
+    }
+    eprintln!(
+        "opledger: wrote {} and, beside it, {}",
+        o.display(),
+        charts
+            .iter()
+            .map(|(n, _)| dir.join(n).display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    Ok(ExitCode::Pass)
+}

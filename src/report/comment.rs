@@ -1,0 +1,244 @@
+//! The words of `opledger compare`: the terminal's table of B against A, and the short
+//! pull-request comment (`--markdown`) with one verdict, the changed cases and links to both
+//! reports.
+
+use crate::gate::versus::{CaseComparison, Drift, NotCompared};
+use crate::results::{RunResult, RunStatus};
+use crate::verdict::RegressionState;
+use std::path::Path;
+
+/// The run's name in a title: its commit when it has one, its run id otherwise.
+fn label(r: &RunResult) -> String {
+    if r.git_sha.is_empty() || r.git_sha == "nogit" {
+        format!("run {}", r.run_id)
+    } else {
+        format!("{}{}", r.git_sha, if r.git_dirty { " (dirty)" } else { "" })
+    }
+}
+
+fn ms(v: Option<f64>) -> String {
+    v.map_or("—".to_string(), |t| format!("{:.3} ms", t * 1e3))
+}
+
+/// The decision in words, for a table cell.
+fn decision(c: &CaseComparison) -> String {
+    match c.not_compared {
+        Some(NotCompared::OnlyInB) => return "only in B".into(),
+        Some(NotCompared::NotMeasuredInA) => return "not measured in A".into(),
+        None => {}
+    }
+    let Some(o) = &c.outcome else {
+        return "not comparable".into();
+    };
+    let faster = o.ratio.is_some_and(|r| r.hi < 1.0);
+    let gate = match o.state {
+        Some(RegressionState::Fail) => "REGRESSION".to_string(),
+        Some(RegressionState::Improved) => "improved".to_string(),
+        Some(RegressionState::Inconclusive) => match (o.ratio, &super::gate::note(o)) {
+            (_, Some(n)) => format!("INCONCLUSIVE ({n})"),
+            (Some(r), None) if r.lo > 1.0 + o.threshold.max(0.0) => {
+                "INCONCLUSIVE (slower beyond the limit, but by no more than the drift allows)"
+                    .to_string()
+            }
+            _ => "INCONCLUSIVE".to_string(),
+        },
+        // A raw-time speedup that the after/before comparison does not confirm is the machine
+        // (or code both variants share) being faster.
+        Some(RegressionState::Pass) if faster => {
+            "within the limit (faster in raw time only: the machine or code both variants share)"
+                .to_string()
+        }
+        Some(RegressionState::Pass) => "within the limit".to_string(),
+        None => "not comparable".to_string(),
+    };
+    if c.head_verdict == RunStatus::Fail {
+        format!("{gate}; FAIL in B (a check failed)")
+    } else {
+        gate
+    }
+}
+
+fn ratio(c: &CaseComparison) -> String {
+    c.outcome
+        .as_ref()
+        .and_then(|o| o.ratio)
+        .map_or("—".into(), |r| {
+            format!("{:.3} ({:.3} .. {:.3})", r.point, r.lo, r.hi)
+        })
+}
+
+fn limit(c: &CaseComparison) -> String {
+    c.outcome
+        .as_ref()
+        .map_or("—".into(), |o| format!("+{:.0}%", o.threshold * 100.0))
+}
+
+/// The terminal's table: every case of B.
+pub fn table(ra: &RunResult, rb: &RunResult, cases: &[CaseComparison], store: &Path) -> String {
+    let mut t = format!(
+        "# opledger compare\n\n`{}` ({}) → `{}` ({})\n\n",
+        ra.run_id,
+        label(ra),
+        rb.run_id,
+        label(rb)
+    );
+    t.push_str("| spec | before (A) | after (A) | after (B) | compared | B vs A ratio (95% CI) | threshold | decision |\n");
+    t.push_str("|---|--:|--:|--:|---|--:|--:|---|\n");
+    for c in cases {
+        t.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            c.name,
+            ms(c.base_before_secs),
+            ms(c.base_after_secs),
+            ms(c.head_after_secs),
+            c.outcome
+                .as_ref()
+                .and_then(|o| o.basis.as_deref())
+                .unwrap_or("—"),
+            ratio(c),
+            limit(c),
+            decision(c)
+        ));
+    }
+    t.push('\n');
+    t.push_str(&drift_sentence(cases, store));
+    t.push('\n');
+    t
+}
+
+/// What the decisions assumed about the drift between runs.
+fn drift_sentence(cases: &[CaseComparison], store: &Path) -> String {
+    let compared: Vec<&CaseComparison> = cases.iter().filter(|c| c.outcome.is_some()).collect();
+    let known: Vec<usize> = compared
+        .iter()
+        .filter_map(|c| match c.drift {
+            Drift::Store(n) => Some(n),
+            Drift::Unknown => None,
+        })
+        .collect();
+    if known.len() == compared.len() && !known.is_empty() {
+        format!(
+            "Drift between runs: from the history in `{}` ({} to {} accepted runs with A), as `run` would gate B.",
+            store.display(),
+            known.iter().min().unwrap_or(&0),
+            known.iter().max().unwrap_or(&0)
+        )
+    } else if known.is_empty() {
+        format!(
+            "Drift between runs: none known for this device and these specs in `{}`: the decisions assume no drift between runs, so they are more confident than a gate with history (record it with `opledger calibrate --accept`, or pass `--baselines DIR`).",
+            store.display()
+        )
+    } else {
+        format!(
+            "Drift between runs: known from `{}` for {} of {} compared cases; the others assume no drift between runs.",
+            store.display(),
+            known.len(),
+            compared.len()
+        )
+    }
+}
+
+/// The first line of every comment `--markdown` writes: a workflow finds its earlier comment by
+/// it and updates that one instead of adding one per push.
+pub const COMMENT_MARKER: &str = "<!-- opledger-compare -->";
+
+/// A link to `target` for a comment written at `comment`: under `base` when given (a CI
+/// artifact URL), else relative to the comment's folder.
+fn link_to(target: &Path, comment: &Path, base: Option<&str>) -> String {
+    let abs = crate::files::absolute(target);
+    let from = crate::files::absolute(
+        comment
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new(".")),
+    );
+    let rel = pathdiff::diff_paths(&abs, &from).unwrap_or(abs);
+    let rel = rel.to_string_lossy().replace('\\', "/");
+    match base {
+        Some(b) => format!(
+            "{}/{}",
+            b.trim_end_matches('/'),
+            rel.trim_start_matches("./")
+        ),
+        None => rel,
+    }
+}
+
+/// A short pull-request comment: one verdict, what was compared, the changed cases with their
+/// limit and before → after, the reports.
+pub fn comment(
+    (a, ra): (&Path, &RunResult),
+    (b, rb): (&Path, &RunResult),
+    cases: &[CaseComparison],
+    at: &Path,
+    store: &Path,
+    link_base: Option<&str>,
+) -> String {
+    use super::md_escape;
+    let regressions = cases
+        .iter()
+        .filter(|c| {
+            c.outcome
+                .as_ref()
+                .is_some_and(|o| o.state == Some(RegressionState::Fail))
+        })
+        .count();
+    let verdict = crate::gate::versus::verdict(cases);
+    let mut t = format!("{COMMENT_MARKER}\n");
+    let what = match (verdict, regressions) {
+        (RunStatus::Fail, 0) => "FAIL".to_string(),
+        (RunStatus::Fail, n) => format!("{n} REGRESSION{}", if n == 1 { "" } else { "S" }),
+        (RunStatus::Inconclusive, _) => "INCONCLUSIVE".to_string(),
+        (RunStatus::Pass, _) => "PASS: no regression".to_string(),
+    };
+    t.push_str(&format!(
+        "### opledger: {what} — {} case{} of {} against {}\n\n",
+        cases.len(),
+        if cases.len() == 1 { "" } else { "s" },
+        md_escape(&label(rb)),
+        md_escape(&label(ra)),
+    ));
+    t.push_str(&format!(
+        "Device `{}` · checklist of the head: {}\n\n",
+        md_escape(&rb.device.key),
+        rb.checklist
+            .iter()
+            .map(|c| format!("{} {}", c.mark, c.key))
+            .collect::<Vec<_>>()
+            .join(" · ")
+    ));
+    let changed: Vec<&CaseComparison> = cases
+        .iter()
+        .filter(|c| {
+            c.verdict() != RunStatus::Pass
+                || c.outcome
+                    .as_ref()
+                    .is_some_and(|o| o.state == Some(RegressionState::Improved))
+        })
+        .collect();
+    if changed.is_empty() {
+        t.push_str("Every case is within its limit.\n\n");
+    } else {
+        t.push_str("| spec | after: base → head | ratio (95% CI) | limit | decision |\n|---|--:|--:|--:|---|\n");
+        for c in changed {
+            t.push_str(&format!(
+                "| {} | {} → {} | {} | {} | {} |\n",
+                md_escape(&c.name),
+                ms(c.base_after_secs),
+                ms(c.head_after_secs),
+                ratio(c),
+                limit(c),
+                md_escape(&decision(c))
+            ));
+        }
+        t.push('\n');
+    }
+    t.push_str(&drift_sentence(cases, store));
+    t.push_str("\n\n");
+    t.push_str(&format!(
+        "Reports: [base]({}) · [head]({})\n",
+        link_to(&a.join("report.md"), at, link_base),
+        link_to(&b.join("report.md"), at, link_base)
+    ));
+    t
+}
