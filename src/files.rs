@@ -252,6 +252,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn overlapping_folders_are_seen_through_dots_and_missing_tails() {
+        let d = tempfile::tempdir().unwrap();
+        let a = d.path().join("a");
+        std::fs::create_dir(&a).unwrap();
+        assert!(overlaps(&a, &a.join("x/y")));
+        assert!(overlaps(&a.join("../a"), &a));
+        assert!(!overlaps(&a, &d.path().join("b")));
+        assert!(!overlaps(&a, &d.path().join("ab")));
+    }
+
+    #[test]
     fn atomic_write_replaces_and_leaves_no_temp_files() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("a/b.json");
