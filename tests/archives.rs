@@ -378,3 +378,53 @@ fn merge_refuses_an_output_folder_that_is_contains_or_lies_in_an_input() {
     assert_eq!(code, Some(0), "{text}");
     sb.assert_contained();
 }
+
+/// Archives of earlier and of the current results format, as opledger wrote them (committed
+/// under `tests/fixtures/archives/`): each must verify, re-render its own report byte for byte,
+/// merge, be compared and be accepted, with every later version.
+const ARCHIVE_FIXTURES: [&str; 2] = [
+    "archives/written-before-gate-findings",
+    "archives/gate-findings-as-data",
+];
+
+#[test]
+fn archives_of_earlier_and_current_formats_load_and_render_as_written() {
+    let sb = Sandbox::new();
+    for (i, name) in ARCHIVE_FIXTURES.iter().enumerate() {
+        let run = sb.path(&format!("a{i}"));
+        copy_dir(&fixture(name), &run);
+        let (code, text) = code_and_text(bin().arg("verify").arg(&run));
+        assert_eq!(code, Some(0), "{name}: {text}");
+        let o = bin().arg("report").arg(&run).output().unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let written = std::fs::read_to_string(run.join("report.md")).unwrap();
+        let rendered = String::from_utf8(o.stdout).unwrap();
+        if written != rendered {
+            let diff = similar::TextDiff::from_lines(&written, &rendered)
+                .unified_diff()
+                .header("as written", "as rendered now")
+                .to_string();
+            panic!("{name}: the report renders differently now:\n{diff}");
+        }
+        let store = sb.path(&format!("store{i}"));
+        let (code, text) =
+            code_and_text(bin().arg("accept").arg(&run).arg("--baselines").arg(&store));
+        assert_eq!(code, Some(0), "{name}: {text}");
+        let out = sb.path(&format!("merged{i}"));
+        let (code, text) = code_and_text(bin().arg("merge").arg(&run).arg("--out").arg(&out));
+        assert!(matches!(code, Some(0 | 1)), "{name}: {text}");
+        for f in ["report.md", "junit.xml", "summary.md", "results.json"] {
+            assert!(out.join(f).is_file(), "{name}: merged {f}");
+        }
+    }
+    // The earlier archive against the current one: the gate decides, nothing is refused.
+    let (code, text) = code_and_text(bin().arg("compare").arg(sb.path("a0")).arg(sb.path("a1")));
+    assert!(matches!(code, Some(0 | 1)), "{text}");
+    assert!(text.contains("| tiny-chain |"), "{text}");
+    sb.assert_contained();
+}
