@@ -320,7 +320,7 @@ pub struct RooflineArgs {
 }
 
 /// The `run` flags as the pipeline takes them, checked.
-fn run_options(a: RunArgs) -> Result<RunOptions> {
+fn run_options(a: RunArgs, settings: crate::settings::Settings) -> Result<RunOptions> {
     if let Some(n) = a.threads {
         set_threads(n)?;
     }
@@ -364,6 +364,7 @@ fn run_options(a: RunArgs) -> Result<RunOptions> {
             .as_deref()
             .map(|s| crate::shard::Shard::parse(s, &|k| std::env::var(k).ok()))
             .transpose()?,
+        settings,
     })
 }
 
@@ -389,10 +390,13 @@ fn set_threads(n: usize) -> Result<()> {
 }
 
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
+    // Every `OPLEDGER_*` variable is read here, once: a bad one stops any command at once.
+    let settings = crate::settings::Settings::from_env()?;
+    crate::device::simd::install_cap(settings.simd);
     match cli.command {
         Command::Run(a) => {
             let ncu = a.ncu;
-            let opts = run_options(a)?;
+            let opts = run_options(a, settings)?;
             if ncu {
                 crate::counters::run_with_ncu(&opts)
             } else {
@@ -421,7 +425,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                     crate::calibrate::MIN_RUNS
                 )));
             }
-            crate::calibrate::calibrate(&run_options(run)?, runs)
+            crate::calibrate::calibrate(&run_options(run, settings)?, runs)
         }
         Command::Check { paths, backend } => check_specs(&paths, backend.map(CheckBackend::kind)),
         Command::Ledger {

@@ -716,7 +716,11 @@ pub fn profile_pass(run_dir: &Path, paths: &[PathBuf], seed: u64) -> Result<()> 
     // ncu is writing its export into the run folder while this pass runs.
     let run = crate::archive::load_allowing(run_dir, Some(&export_path(run_dir)))?.run;
     let specs = crate::spec::load_all(paths)?;
-    let (backend, _) = crate::backend::select(crate::backend::BackendChoice::Cuda, None)?;
+    let (backend, _) = crate::backend::select(
+        crate::backend::BackendChoice::Cuda,
+        None,
+        &crate::settings::Settings::default(),
+    )?;
     for (case, r) in run.specs.iter().enumerate() {
         let s = specs.iter().find(|s| s.name == r.name).ok_or_else(|| {
             Error::Usage(format!(

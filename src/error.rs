@@ -68,6 +68,13 @@ pub enum Error {
     /// A flag or argument that makes no sense.
     #[error("{0}")]
     Usage(String),
+    /// An `OPLEDGER_*` environment variable with a value opledger cannot use.
+    #[error("{var}={value:?}: expected {expected}")]
+    Env {
+        var: &'static str,
+        value: String,
+        expected: &'static str,
+    },
     /// A value opledger made that it could not serialise (a bug, never the user's input).
     #[error("cannot serialise {what}: {message}")]
     Serialize { what: &'static str, message: String },

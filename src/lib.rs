@@ -29,6 +29,7 @@ pub mod render;
 pub mod report;
 pub mod results;
 pub mod rng;
+pub mod settings;
 pub mod shard;
 pub mod spec;
 pub mod values;

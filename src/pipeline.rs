@@ -40,6 +40,8 @@ pub struct RunOptions {
     pub junit: Option<PathBuf>,
     /// Run only this shard's cases.
     pub shard: Option<crate::shard::Shard>,
+    /// What the `OPLEDGER_*` variables asked, read when the command started.
+    pub settings: crate::settings::Settings,
 }
 
 /// A run made ready: specs loaded, outputs and memory checked, backend opened, baselines read
@@ -114,7 +116,7 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
             avail as f64 / (1u64 << 30) as f64
         )));
     }
-    let (backend, backend_note) = backend::select(opts.backend, flush)?;
+    let (backend, backend_note) = backend::select(opts.backend, flush, &opts.settings)?;
     let device = backend.device();
     let flush_bytes = backend.flush_bytes();
     // Buffers inside the last-level cache measure the cache, not memory: allowed (small test

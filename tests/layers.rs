@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 /// Bottom to top. Modules of one layer do not name each other.
 const LAYERS: &[&[&str]] = &[
     &["error", "values", "rng", "expr"],
+    &["settings"],
     &["files", "ledger"],
     &["kinds"],
     &["spec", "device"],

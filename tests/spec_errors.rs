@@ -306,4 +306,13 @@ fn a_misspelt_simd_cap_is_refused_not_ignored() {
             .unwrap();
         assert_eq!(o.status.code(), Some(0), "{good}: {}", text(&o));
     }
+    // The cap read at the start reaches the kernels and the device's identity.
+    let runs = dir.path().join("runs");
+    let scalar = std::fs::read_dir(&runs)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| std::fs::read_to_string(p.join("results.json")).unwrap())
+        .filter(|r| r.contains("\"simd\": \"scalar\""))
+        .count();
+    assert_eq!(scalar, 1, "one run at the scalar level");
 }

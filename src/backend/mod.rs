@@ -223,14 +223,19 @@ pub fn check_memory(
 /// Resolves the user's choice into a backend; the note says which ran and why. `flush` is the
 /// cold-cache flush: None for the backend's default size (twice its last-level cache), Some(0)
 /// in warm mode.
-pub fn select(choice: BackendChoice, flush: Option<u64>) -> Result<(Box<dyn Backend>, String)> {
+pub fn select(
+    choice: BackendChoice,
+    flush: Option<u64>,
+    settings: &crate::settings::Settings,
+) -> Result<(Box<dyn Backend>, String)> {
     let cpu = || -> Result<Box<dyn Backend>> {
-        // A malformed experiment hook or SIMD cap is bad input, refused before anything runs.
-        cpu::elementwise::experiment_slowdown()?;
-        crate::device::simd::cap().map_err(crate::error::Error::Usage)?;
         let device = DeviceInfo::this_cpu();
         let bytes = flush.unwrap_or((2 * device.llc_bytes).max(64 << 20));
-        Ok(Box::new(cpu::CpuBackend::with_device(device, bytes)))
+        Ok(Box::new(cpu::CpuBackend::with_device(
+            device,
+            bytes,
+            settings.experiment_slowdown,
+        )))
     };
     match choice {
         BackendChoice::Cpu => Ok((cpu()?, "cpu (requested)".into())),

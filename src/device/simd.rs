@@ -1,6 +1,7 @@
 //! The SIMD level of this CPU: the widest instruction set its kernels may use, detected at run
-//! time and capped by `OPLEDGER_SIMD=scalar|avx2|avx512` (to test the fallbacks). Part of the
-//! device's identity: baselines are kept per SIMD level.
+//! time and capped by `OPLEDGER_SIMD=scalar|avx2|avx512` (to test the fallbacks; read once by
+//! `settings`, installed here by the command line). Part of the device's identity: baselines
+//! are kept per SIMD level.
 
 use std::sync::OnceLock;
 
@@ -29,33 +30,25 @@ impl SimdLevel {
     }
 }
 
-/// The variable that caps the SIMD level.
-pub const SIMD_VAR: &str = "OPLEDGER_SIMD";
+static CAP: OnceLock<SimdLevel> = OnceLock::new();
 
-/// The cap `OPLEDGER_SIMD` sets: `scalar`, `avx2`, `avx512` or `native` (unset or empty: none).
-/// Any other value is refused, so that a misspelt cap never measures silently at full width.
-pub fn cap() -> Result<SimdLevel, String> {
-    match std::env::var(SIMD_VAR) {
-        Err(std::env::VarError::NotPresent) => Ok(SimdLevel::Avx512),
-        Ok(v) => match v.trim() {
-            "scalar" => Ok(SimdLevel::Scalar),
-            "avx2" => Ok(SimdLevel::Avx2Fma),
-            "avx512" | "native" | "" => Ok(SimdLevel::Avx512),
-            other => Err(format!(
-                "{SIMD_VAR}={other:?}: expected scalar, avx2, avx512 or native"
-            )),
-        },
-        Err(std::env::VarError::NotUnicode(v)) => Err(format!(
-            "{SIMD_VAR}={v:?}: expected scalar, avx2, avx512 or native"
-        )),
-    }
+/// Caps the SIMD level of this process's CPU kernels, as `OPLEDGER_SIMD` asks
+/// ([`crate::settings::Settings`]). Called once, when a command starts and before any kernel
+/// runs; a later call changes nothing.
+pub fn install_cap(cap: crate::settings::SimdCap) {
+    use crate::settings::SimdCap;
+    let _ = CAP.set(match cap {
+        SimdCap::Scalar => SimdLevel::Scalar,
+        SimdCap::Avx2 => SimdLevel::Avx2Fma,
+        SimdCap::Native => SimdLevel::Avx512,
+    });
 }
 
-/// The widest level this CPU supports, capped by `OPLEDGER_SIMD` (checked by [`cap`] before a
-/// CPU backend is chosen).
+/// The widest level this CPU supports, capped as [`install_cap`] said (no cap where it was not
+/// called).
 pub fn level() -> SimdLevel {
     static LEVEL: OnceLock<SimdLevel> = OnceLock::new();
-    *LEVEL.get_or_init(|| detect().min(cap().unwrap_or(SimdLevel::Avx512)))
+    *LEVEL.get_or_init(|| detect().min(CAP.get().copied().unwrap_or(SimdLevel::Avx512)))
 }
 
 /// Whether this CPU runs `l`'s instructions, whatever `OPLEDGER_SIMD` caps (tests run every

@@ -203,7 +203,10 @@ mod tests {
             });
             let inputs = Arc::new(k.inputs(9));
             for stream in [false, true] {
-                let cfg = CaseConfig { stream };
+                let cfg = CaseConfig {
+                    stream,
+                    experiment_slowdown: 0.0,
+                };
                 let mut kernels = k.kernels(inputs.clone(), &cfg).unwrap();
                 let n = (rows * cols) as usize;
                 let (mut u, mut f) = (vec![f32::NAN; n], vec![f32::NAN; n]);

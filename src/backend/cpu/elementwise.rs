@@ -297,35 +297,15 @@ pub fn tmp_buffers(w: &Elementwise) -> usize {
     (w.ops.len() - 1).min(2)
 }
 
-/// The environment variable of the gate experiment's real slowdown (see [`experiment_slowdown`]).
-pub const SLOWDOWN_VAR: &str = "OPLEDGER_EXPERIMENT_SLOWDOWN";
-
-/// The fraction f in [0, 1] of `OPLEDGER_EXPERIMENT_SLOWDOWN` (0 when unset). With f > 0 the
-/// fused variant computes the first f of its output a second time: real extra work (memory
-/// traffic and arithmetic, the same result), so that `scripts/gate-experiment.sh` can check that
-/// the regression gate catches a genuine slowdown of the code under test. The pipeline warns on
-/// every spec it affects, and the environment manifest records it.
-pub fn experiment_slowdown() -> crate::error::Result<f64> {
-    match std::env::var(SLOWDOWN_VAR) {
-        Err(std::env::VarError::NotPresent) => Ok(0.0),
-        Ok(v) => match v.trim().parse::<f64>() {
-            Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
-            _ => Err(crate::error::Error::Usage(format!(
-                "{SLOWDOWN_VAR}={v:?}: expected a fraction between 0 and 1"
-            ))),
-        },
-        Err(std::env::VarError::NotUnicode(_)) => Err(crate::error::Error::Usage(format!(
-            "{SLOWDOWN_VAR} is not valid UTF-8: expected a fraction between 0 and 1"
-        ))),
-    }
-}
-
-/// The warning every elementwise case carries while the experiment slowdown is set.
-pub fn experiment_warning(workload: &Workload) -> Vec<String> {
-    let f = experiment_slowdown().unwrap_or(0.0);
+/// The warning every elementwise case carries while the experiment slowdown `f` is set
+/// (`OPLEDGER_EXPERIMENT_SLOWDOWN`: the fused variant computes the first f of its output a
+/// second time — real extra work with the same result — so that `scripts/gate-experiment.sh`
+/// can check that the gate catches a genuine slowdown of the code under test).
+pub fn experiment_warning(workload: &Workload, f: f64) -> Vec<String> {
     match workload {
         Workload::Elementwise(_) if f > 0.0 => vec![format!(
-            "gate experiment: {SLOWDOWN_VAR}={f} made the fused variant compute {:.0}% of its output twice (a deliberate slowdown)",
+            "gate experiment: {}={f} made the fused variant compute {:.0}% of its output twice (a deliberate slowdown)",
+            crate::settings::SLOWDOWN_VAR,
             f * 100.0
         )],
         _ => Vec::new(),
@@ -339,7 +319,7 @@ impl CpuKernels for Elementwise {
     fn kernels(&self, inputs: Arc<Tensors>, cfg: &CaseConfig) -> Result<Box<dyn Kernels>> {
         Ok(Box::new(
             ElementwiseKernels::new(self.clone(), inputs, cfg.stream)
-                .with_slowdown(experiment_slowdown()?),
+                .with_slowdown(cfg.experiment_slowdown),
         ))
     }
 }
@@ -350,7 +330,7 @@ pub struct ElementwiseKernels {
     inputs: Arc<Tensors>,
     tmp: Vec<LineVec>,
     stream: bool,
-    /// Elements the fused variant computes twice ([`experiment_slowdown`]); normally 0.
+    /// Elements the fused variant computes twice (the experiment slowdown); normally 0.
     redo_elements: usize,
     path: Path,
 }

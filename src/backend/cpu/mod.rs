@@ -57,6 +57,8 @@ pub trait CpuKernels: Kind {
 pub struct CaseConfig {
     /// Write outputs with streaming (non-temporal) stores: outputs large against the cache.
     pub stream: bool,
+    /// The gate experiment's deliberate slowdown (`settings::Settings`); 0 normally.
+    pub experiment_slowdown: f64,
 }
 
 /// The CPU kernel table: every kind of the registry, through its [`CpuKernels`].
@@ -79,17 +81,20 @@ pub fn cannot_run(w: &Workload) -> Option<String> {
 pub struct CpuBackend {
     device: DeviceInfo,
     flush: Arc<FlushBuffer>,
+    experiment_slowdown: f64,
 }
 
 impl CpuBackend {
     /// A backend whose cold-cache flush streams `flush_bytes` (0 disables flushing).
     pub fn new(flush_bytes: u64) -> Self {
-        Self::with_device(DeviceInfo::this_cpu(), flush_bytes)
+        Self::with_device(DeviceInfo::this_cpu(), flush_bytes, 0.0)
     }
-    pub fn with_device(device: DeviceInfo, flush_bytes: u64) -> Self {
+    /// [`CpuBackend::new`] on a known device, with the gate experiment's slowdown (0: none).
+    pub fn with_device(device: DeviceInfo, flush_bytes: u64, experiment_slowdown: f64) -> Self {
         CpuBackend {
             device,
             flush: Arc::new(FlushBuffer::new(flush_bytes)),
+            experiment_slowdown,
         }
     }
 }
@@ -136,7 +141,7 @@ impl Backend for CpuBackend {
     }
 
     fn case_warnings(&self, workload: &Workload) -> Vec<String> {
-        elementwise::experiment_warning(workload)
+        elementwise::experiment_warning(workload, self.experiment_slowdown)
     }
 
     fn prepare(&self, workload: &Workload, inputs: Arc<Tensors>) -> Result<Box<dyn Case>> {
@@ -149,6 +154,7 @@ impl Backend for CpuBackend {
         }
         let cfg = CaseConfig {
             stream: streams(k.output_len() * 4),
+            experiment_slowdown: self.experiment_slowdown,
         };
         let kernels = k.kernels(inputs, &cfg)?;
         Ok(Box::new(CpuCase {

@@ -1,0 +1,110 @@
+//! The `OPLEDGER_*` environment variables that change what opledger measures, read once when a
+//! command starts: a bad value of any of them is bad input (exit 2) before anything runs, and
+//! what they say travels from there in the run's options. (`OPLEDGER_THREADS` and
+//! `GITHUB_STEP_SUMMARY` are flags' defaults, read by the command-line parser; `OPLEDGER_SHARD`
+//! and `OPLEDGER_SHARD_TOTAL` are what `--shard auto` reads; the worker protocol's variables are
+//! set by opledger for its workers, never read.)
+
+use crate::error::{Error, Result};
+
+/// The variable that caps the SIMD level of the CPU kernels.
+pub const SIMD_VAR: &str = "OPLEDGER_SIMD";
+/// The variable of the gate experiment's deliberate slowdown.
+pub const SLOWDOWN_VAR: &str = "OPLEDGER_EXPERIMENT_SLOWDOWN";
+
+/// How far `OPLEDGER_SIMD` lets the CPU kernels go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SimdCap {
+    /// Portable loops only.
+    Scalar,
+    /// AVX2+FMA at most.
+    Avx2,
+    /// Whatever the CPU has (unset, empty, `native` or `avx512`).
+    #[default]
+    Native,
+}
+
+/// What the environment asks of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Settings {
+    pub simd: SimdCap,
+    /// The fraction of its output the fused elementwise variant computes twice (0: none): a
+    /// real slowdown of the code under test, for checking that the gate catches one.
+    pub experiment_slowdown: f64,
+}
+
+impl Settings {
+    /// Reads every variable; the first bad one is an error naming it and what it expects.
+    pub fn from_env() -> Result<Settings> {
+        Ok(Settings {
+            simd: simd_cap(var(SIMD_VAR)?)?,
+            experiment_slowdown: slowdown(var(SLOWDOWN_VAR)?)?,
+        })
+    }
+}
+
+/// A variable's value (`None` when unset); one that is not UTF-8 is refused.
+fn var(name: &'static str) -> Result<Option<String>> {
+    match std::env::var(name) {
+        Ok(v) => Ok(Some(v)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => Err(Error::Env {
+            var: name,
+            value: v.to_string_lossy().into_owned(),
+            expected: "valid UTF-8",
+        }),
+    }
+}
+
+fn simd_cap(v: Option<String>) -> Result<SimdCap> {
+    let Some(v) = v else {
+        return Ok(SimdCap::Native);
+    };
+    match v.trim() {
+        "scalar" => Ok(SimdCap::Scalar),
+        "avx2" => Ok(SimdCap::Avx2),
+        "avx512" | "native" | "" => Ok(SimdCap::Native),
+        _ => Err(Error::Env {
+            var: SIMD_VAR,
+            value: v,
+            expected: "scalar, avx2, avx512 or native",
+        }),
+    }
+}
+
+fn slowdown(v: Option<String>) -> Result<f64> {
+    let Some(v) = v else {
+        return Ok(0.0);
+    };
+    match v.trim().parse::<f64>() {
+        Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
+        _ => Err(Error::Env {
+            var: SLOWDOWN_VAR,
+            value: v,
+            expected: "a fraction between 0 and 1",
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_read_or_refused_with_what_is_expected() {
+        assert_eq!(simd_cap(None).unwrap(), SimdCap::Native);
+        assert_eq!(simd_cap(Some(" avx2 ".into())).unwrap(), SimdCap::Avx2);
+        assert_eq!(simd_cap(Some("scalar".into())).unwrap(), SimdCap::Scalar);
+        let e = simd_cap(Some("avx-2".into())).unwrap_err().to_string();
+        assert!(
+            e.contains("OPLEDGER_SIMD") && e.contains("avx-2") && e.contains("scalar, avx2"),
+            "{e}"
+        );
+        assert_eq!(slowdown(None).unwrap(), 0.0);
+        assert_eq!(slowdown(Some("0.25".into())).unwrap(), 0.25);
+        for bad in ["1.5", "-0.1", "x", "NaN"] {
+            let e = slowdown(Some(bad.into())).unwrap_err();
+            assert_eq!(e.exit_code(), crate::error::ExitCode::BadInput, "{bad}");
+        }
+    }
+}
