@@ -1,6 +1,7 @@
 //! The command line: argument parsing (clap) and the small commands; `run` is in `pipeline`.
 
-use crate::backend::{BackendChoice, BackendKind};
+use crate::backend::BackendChoice;
+use crate::device::DeviceKind;
 use crate::device::{find_profile, profiles};
 use crate::error::{Error, ExitCode, Result};
 use crate::measure::MeasureConfig;
@@ -52,7 +53,7 @@ pub enum Command {
         paths: Vec<PathBuf>,
         /// Also refuse (exit 2) the specs this backend has no kernels for, with the reason.
         #[arg(long, value_enum)]
-        backend: Option<CheckBackend>,
+        backend: Option<DeviceKind>,
     },
     /// Print the IO ledger of each variant of the specs, and its roofline on datasheet devices.
     Ledger {
@@ -60,8 +61,8 @@ pub enum Command {
         #[arg(required = true)]
         paths: Vec<PathBuf>,
         /// Whose kernels' tiling the ledger models (tiled GEMM, flash attention).
-        #[arg(long, value_enum, default_value_t = TilingChoice::Cpu)]
-        tiling: TilingChoice,
+        #[arg(long, value_enum, default_value_t = DeviceKind::Cpu)]
+        tiling: DeviceKind,
         /// The GPU's L2 in MiB (with `--tiling cuda`): flash K/V re-reads that fit in a quarter
         /// of it count once, as in a run on that device (e.g. 50 for an H100 SXM, 60 for an
         /// H200). Without it the ledger counts every re-read as device-memory traffic.
@@ -177,39 +178,6 @@ pub enum Command {
         #[arg(long, short)]
         out: Option<PathBuf>,
     },
-}
-
-/// The backends `check --backend` knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum CheckBackend {
-    Cpu,
-    Cuda,
-}
-
-impl CheckBackend {
-    fn kind(self) -> BackendKind {
-        match self {
-            CheckBackend::Cpu => BackendKind::Cpu,
-            CheckBackend::Cuda => BackendKind::Cuda,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum TilingChoice {
-    /// The CPU backend's kernels.
-    Cpu,
-    /// The CUDA backend's kernels.
-    Cuda,
-}
-
-impl TilingChoice {
-    fn tiling(self) -> crate::ledger::Tiling {
-        match self {
-            TilingChoice::Cpu => crate::ledger::Tiling::CPU,
-            TilingChoice::Cuda => crate::ledger::Tiling::CUDA,
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -427,7 +395,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             }
             crate::calibrate::calibrate(&run_options(run, settings)?, runs)
         }
-        Command::Check { paths, backend } => check_specs(&paths, backend.map(CheckBackend::kind)),
+        Command::Check { paths, backend } => check_specs(&paths, backend),
         Command::Ledger {
             paths,
             tiling,
@@ -435,7 +403,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         } => {
             let mut t = tiling.tiling();
             if let Some(mib) = l2_mib {
-                if tiling != TilingChoice::Cuda {
+                if tiling != DeviceKind::Cuda {
                     return Err(Error::Usage(
                         "--l2-mib models a GPU's L2: use it with --tiling cuda".into(),
                     ));
@@ -618,7 +586,7 @@ fn verify_archive(dir: &Path) -> Result<ExitCode> {
 
 /// Where a backend's refusal of a spec points: the workload when its kernels cannot run it,
 /// else the `cuda:` side that only the CUDA backend runs.
-fn refused_at(s: &spec::Spec, b: BackendKind) -> Option<crate::error::Position> {
+fn refused_at(s: &spec::Spec, b: DeviceKind) -> Option<crate::error::Position> {
     use crate::spec::Implementation;
     let workload_refused =
         s.implementations.uses_builtin_kernels() && b.cannot_run(&s.workload).is_some();
@@ -639,13 +607,13 @@ fn refused_at(s: &spec::Spec, b: BackendKind) -> Option<crate::error::Position> 
 
 /// `opledger check`: every spec file validated (all errors reported, not the first only), and
 /// the claims the ledger alone decides (`io_saving`) judged, as `run` would judge them.
-fn check_specs(paths: &[PathBuf], backend: Option<BackendKind>) -> Result<ExitCode> {
+fn check_specs(paths: &[PathBuf], backend: Option<DeviceKind>) -> Result<ExitCode> {
     let (specs, mut errors) = spec::load_all_collect(paths);
     let mut refuted = 0;
     // Capabilities: a backend that has no kernels for a spec refuses it before anything runs.
     let mut runnable = Vec::new();
     for s in specs {
-        let cannot: Vec<(BackendKind, String)> = BackendKind::ALL
+        let cannot: Vec<(DeviceKind, String)> = DeviceKind::ALL
             .into_iter()
             .filter_map(|b| {
                 b.cannot_run_sides(&s.workload, &s.implementations)
@@ -670,18 +638,19 @@ fn check_specs(paths: &[PathBuf], backend: Option<BackendKind>) -> Result<ExitCo
         let only = if cannot.is_empty() {
             String::new()
         } else {
-            let runs: Vec<&str> = BackendKind::ALL
+            let runs: Vec<&str> = DeviceKind::ALL
                 .into_iter()
                 .filter(|b| cannot.iter().all(|(c, _)| c != b))
-                .map(BackendKind::name)
+                .map(DeviceKind::name)
                 .collect();
             format!("  [{} only]", runs.join(", "))
         };
         // The IO saving depends on how a backend tiles (flash attention's K/V re-reads): a
         // claim is refuted only when no backend's kernels could meet it.
-        let judged: Vec<_> = [crate::ledger::Tiling::CPU, crate::ledger::Tiling::CUDA]
+        let judged: Vec<_> = DeviceKind::ALL
             .into_iter()
-            .map(|t| {
+            .map(|k| {
+                let t = k.tiling();
                 let l = s.workload.ledger(s.variants.before, s.variants.after, &t);
                 crate::verdict::io_saving_check(l.io_saving(), s.expect.io_saving.as_ref())
             })

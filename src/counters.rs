@@ -717,7 +717,7 @@ pub fn profile_pass(run_dir: &Path, paths: &[PathBuf], seed: u64) -> Result<()> 
     let run = crate::archive::load_allowing(run_dir, Some(&export_path(run_dir)))?.run;
     let specs = crate::spec::load_all(paths)?;
     let (backend, _) = crate::backend::select(
-        crate::backend::BackendChoice::Cuda,
+        crate::backend::BackendChoice::Kind(crate::device::DeviceKind::Cuda),
         None,
         &crate::settings::Settings::default(),
     )?;
@@ -763,7 +763,7 @@ pub fn run_with_ncu(opts: &crate::pipeline::RunOptions) -> Result<crate::error::
     })?;
     let (code, run_dir) = crate::pipeline::run(opts)?;
     let run = crate::archive::load(&run_dir)?.run;
-    if run.backend != "cuda" {
+    if !run.device.kind.has_hardware_counters() {
         return Err(Error::BackendUnavailable(format!(
             "run --ncu profiles GPU kernels, but this run used the {} backend: run with --backend cuda on a machine with a GPU",
             run.backend

@@ -99,7 +99,7 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
     // arrays (CPU), refused before either is allocated.
     let this_cpu = DeviceInfo::this_cpu();
     let default_host = (2 * this_cpu.llc_bytes).max(64 << 20);
-    let host_fixed = if opts.backend == BackendChoice::Cuda {
+    let host_fixed = if opts.backend.kind() == Some(crate::device::DeviceKind::Cuda) {
         0
     } else {
         flush

@@ -195,7 +195,7 @@ fn every_kind_runs_correctly_on_the_simulated_driver() {
         .map(|e| e.unwrap().path())
         .filter(|p| {
             let spec = opledger::spec::load(p).unwrap();
-            opledger::backend::BackendKind::Cuda
+            opledger::device::DeviceKind::Cuda
                 .cannot_run(&spec.workload)
                 .is_none()
         })

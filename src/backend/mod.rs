@@ -5,53 +5,71 @@
 //! Inputs are generated on the host by the workload's kind ([`crate::kinds`]) so that every
 //! backend computes on the same numbers and the f64 reference is evaluated on the host, outside
 //! any backend. A backend implements each kind's kernels in its own folder, in a table made
-//! from the kinds' registry, and says which workloads it cannot run ([`BackendKind::cannot_run`]).
+//! from the kinds' registry, and says which workloads it cannot run ([`DeviceKind::cannot_run`]).
 
 pub mod cpu;
 pub mod cuda;
 pub mod pair;
 pub mod worker;
 
-use crate::device::{Ceilings, DeviceInfo, Profile};
+use crate::device::{Ceilings, DeviceInfo, DeviceKind, Profile};
 pub use crate::error::BackendError;
 use crate::error::{Error, Result};
 use crate::kinds::{Tensors, Variant, Workload};
-use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-/// Which backend the user asked for.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum, schemars::JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
+/// Which backend the user asked for: `auto`, or one kind of device ([`DeviceKind`], from which
+/// the command line's values derive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackendChoice {
     /// CUDA when a driver and a GPU are present, else the CPU.
     Auto,
-    Cpu,
-    Cuda,
+    Kind(DeviceKind),
 }
 
-/// The backends there are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BackendKind {
-    Cpu,
-    Cuda,
+/// `auto` and every kind, for the command line.
+const CHOICES: [BackendChoice; 1 + DeviceKind::ALL.len()] = {
+    let mut all = [BackendChoice::Auto; 1 + DeviceKind::ALL.len()];
+    let mut i = 0;
+    while i < DeviceKind::ALL.len() {
+        all[i + 1] = BackendChoice::Kind(DeviceKind::ALL[i]);
+        i += 1;
+    }
+    all
+};
+
+impl clap::ValueEnum for BackendChoice {
+    fn value_variants<'a>() -> &'a [Self] {
+        &CHOICES
+    }
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(match self {
+            BackendChoice::Auto => clap::builder::PossibleValue::new("auto")
+                .help("CUDA when a driver and a GPU are present, else the CPU"),
+            BackendChoice::Kind(k) => {
+                clap::builder::PossibleValue::new(k.name()).help(k.describe())
+            }
+        })
+    }
 }
 
-impl BackendKind {
-    pub const ALL: [BackendKind; 2] = [BackendKind::Cpu, BackendKind::Cuda];
-    /// `cpu` or `cuda`, as results record it.
-    pub fn name(self) -> &'static str {
+impl BackendChoice {
+    /// The kind asked for by name, if one was.
+    pub fn kind(self) -> Option<DeviceKind> {
         match self {
-            BackendKind::Cpu => "cpu",
-            BackendKind::Cuda => "cuda",
+            BackendChoice::Auto => None,
+            BackendChoice::Kind(k) => Some(k),
         }
     }
-    /// Why this backend cannot run `w`, if it cannot: its capabilities, known without a device.
+}
+
+/// A backend's capabilities, known without a device.
+impl DeviceKind {
+    /// Why this backend cannot run `w`, if it cannot.
     pub fn cannot_run(self, w: &Workload) -> Option<String> {
         match self {
-            BackendKind::Cpu => cpu::cannot_run(w),
-            BackendKind::Cuda => cuda::cannot_run(w),
+            DeviceKind::Cpu => cpu::cannot_run(w),
+            DeviceKind::Cuda => cuda::cannot_run(w),
         }
     }
 
@@ -67,13 +85,13 @@ impl BackendKind {
                 return Some(reason);
             }
         }
-        (implementations.uses_cuda_source() && self != BackendKind::Cuda)
+        (implementations.uses_cuda_source() && self != DeviceKind::Cuda)
             .then(|| "a `cuda:` implementation runs on the CUDA backend (--backend cuda)".into())
     }
 }
 
 pub trait Backend: Send {
-    fn kind(&self) -> BackendKind;
+    fn kind(&self) -> DeviceKind;
     /// `cpu` or `cuda`.
     fn name(&self) -> &'static str {
         self.kind().name()
@@ -93,7 +111,7 @@ pub trait Backend: Send {
     fn flush_bytes(&self) -> u64;
     /// The tile sizes of this backend's tiled kernels, for the IO ledger.
     fn tiling(&self) -> crate::ledger::Tiling {
-        crate::ledger::Tiling::CPU
+        self.kind().tiling()
     }
     /// Host bytes a case of `workload` needs (inputs, outputs, the backend's own buffers), to
     /// refuse cases that cannot fit before allocating anything.
@@ -238,8 +256,8 @@ pub fn select(
         )))
     };
     match choice {
-        BackendChoice::Cpu => Ok((cpu()?, "cpu (requested)".into())),
-        BackendChoice::Cuda => {
+        BackendChoice::Kind(DeviceKind::Cpu) => Ok((cpu()?, "cpu (requested)".into())),
+        BackendChoice::Kind(DeviceKind::Cuda) => {
             let gpu = cuda::runtime::CudaBackend::open(flush)?;
             let note = format!("cuda (requested): {}", gpu.describe());
             Ok((Box::new(gpu), note))

@@ -9,12 +9,61 @@ pub use ceilings::Ceilings;
 
 use serde::{Deserialize, Serialize};
 
-/// What sort of device was measured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+/// What sort of device was measured, one per backend: the one enum from which the command
+/// line's backend choices, the device kind results and baselines record, the tiling of the IO
+/// ledger and each backend's capabilities derive. A new backend is a variant here and a folder
+/// under `backend/`; the compiler names every `match` that must learn it.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema, clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum DeviceKind {
+    /// The CPU backend's kernels (always available).
     Cpu,
+    /// The CUDA backend's kernels (a driver and a GPU).
     Cuda,
+}
+
+impl DeviceKind {
+    pub const ALL: [DeviceKind; 2] = [DeviceKind::Cpu, DeviceKind::Cuda];
+
+    /// `cpu` or `cuda`, as results record it.
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceKind::Cpu => "cpu",
+            DeviceKind::Cuda => "cuda",
+        }
+    }
+
+    /// The backend in a few words, for the command line's help.
+    pub fn describe(self) -> &'static str {
+        match self {
+            DeviceKind::Cpu => "the CPU backend's kernels (always available)",
+            DeviceKind::Cuda => "the CUDA backend's kernels (a driver and a GPU)",
+        }
+    }
+
+    /// The tile sizes of this backend's tiled kernels, for the IO ledger (before a device
+    /// fills in what it knows, such as a GPU's L2).
+    pub fn tiling(self) -> crate::ledger::Tiling {
+        match self {
+            DeviceKind::Cpu => crate::ledger::Tiling::CPU,
+            DeviceKind::Cuda => crate::ledger::Tiling::CUDA,
+        }
+    }
+
+    /// Whether a profiler reads this device's hardware counters (`run --ncu`, `counters`).
+    pub fn has_hardware_counters(self) -> bool {
+        match self {
+            DeviceKind::Cpu => false,
+            DeviceKind::Cuda => true,
+        }
+    }
+
+    /// The kind a run's `backend` field names.
+    pub fn from_name(name: &str) -> Option<DeviceKind> {
+        DeviceKind::ALL.into_iter().find(|k| k.name() == name)
+    }
 }
 
 /// Datasheet ceilings of one accelerator. Peaks are dense (no sparsity).

@@ -20,8 +20,9 @@ pub mod rows;
 pub mod simd;
 pub mod vector;
 
-use super::{Backend, BackendKind, Case};
+use super::{Backend, Case};
 use crate::device::DeviceInfo;
+use crate::device::DeviceKind;
 use crate::error::{Error, Result};
 use crate::kinds::{Kind, Tensors, Variant, Workload};
 use rayon::prelude::*;
@@ -105,8 +106,8 @@ fn streams(output_bytes: u64) -> bool {
 }
 
 impl Backend for CpuBackend {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Cpu
+    fn kind(&self) -> DeviceKind {
+        DeviceKind::Cpu
     }
 
     fn device(&self) -> DeviceInfo {

@@ -5,7 +5,8 @@
 //! [`super::user`].
 
 use super::gpu::{driver_error, Gpu};
-use crate::backend::{Backend, BackendError, BackendKind, Case};
+use crate::backend::{Backend, BackendError, Case};
+use crate::device::DeviceKind;
 use crate::device::{slug, Ceilings, DeviceInfo};
 use crate::error::Result;
 use crate::kinds::{Kind, Tensors, Variant, Workload};
@@ -69,8 +70,8 @@ pub fn cannot_run(w: &Workload) -> Option<String> {
 }
 
 impl Backend for CudaBackend {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Cuda
+    fn kind(&self) -> DeviceKind {
+        DeviceKind::Cuda
     }
 
     fn device(&self) -> DeviceInfo {
