@@ -606,7 +606,7 @@ pub fn save(
     read: Vec<ReadRecord>,
 ) -> Result<()> {
     let spec_dir = dir.join("specs");
-    std::fs::create_dir_all(&spec_dir).map_err(|e| Error::io("creating", &spec_dir, e))?;
+    std::fs::create_dir_all(&spec_dir).map_err(|e| Error::write("creating", &spec_dir, e))?;
     // The exact files used, once each (a sweep expands one file into several specs).
     for (name, text) in contents.spec_files {
         crate::files::write_atomic(&spec_dir.join(name), text.as_bytes())?;
@@ -619,7 +619,7 @@ pub fn save(
     for (name, bytes) in &contents.extra {
         let path = dir.join(name);
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| Error::io("creating", parent, e))?;
+            std::fs::create_dir_all(parent).map_err(|e| Error::write("creating", parent, e))?;
         }
         crate::files::write_atomic(&path, bytes)?;
     }
@@ -667,7 +667,7 @@ pub fn rerender(
 fn archive_template(dir: &Path, t: &Template) -> Result<String> {
     let name = template_file_name(&t.name);
     let tdir = dir.join(TEMPLATE_DIR);
-    std::fs::create_dir_all(&tdir).map_err(|e| Error::io("creating", &tdir, e))?;
+    std::fs::create_dir_all(&tdir).map_err(|e| Error::write("creating", &tdir, e))?;
     crate::files::write_atomic(&tdir.join(&name), t.source.as_bytes())?;
     Ok(format!("{TEMPLATE_DIR}/{name}"))
 }
@@ -727,7 +727,7 @@ fn template_name_ok(n: &str) -> bool {
 
 /// Creates `root/name`, or `root/name-2`, ... if a run of the same second exists.
 pub fn create_run_dir(root: &Path, name: &str) -> Result<PathBuf> {
-    std::fs::create_dir_all(root).map_err(|e| Error::io("creating", root, e))?;
+    std::fs::create_dir_all(root).map_err(|e| Error::write("creating", root, e))?;
     for k in 1..1000 {
         let dir = if k == 1 {
             root.join(name)
@@ -737,7 +737,7 @@ pub fn create_run_dir(root: &Path, name: &str) -> Result<PathBuf> {
         match std::fs::create_dir(&dir) {
             Ok(()) => return Ok(dir),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(Error::io("creating", &dir, e)),
+            Err(e) => return Err(Error::write("creating", &dir, e)),
         }
     }
     Err(Error::Refused {

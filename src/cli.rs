@@ -18,7 +18,8 @@ const EXIT_CODES: &str = "Exit codes:
      with --fail-on-inconclusive (run, compare, merge) also a spec that is INCONCLUSIVE
   2  bad input: a spec (file:line:column), a flag, a damaged baseline or results file, an archive
      edited after the run, a template
-  3  the requested backend is unavailable (e.g. --backend cuda without a usable GPU)";
+  3  the requested backend is unavailable (e.g. --backend cuda without a usable GPU)
+  4  an output could not be written or serialised (a full disk, a folder's permissions)";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -302,13 +303,13 @@ fn run_options(a: RunArgs, settings: crate::settings::Settings) -> Result<RunOpt
         ..MeasureConfig::default()
     };
     if a.min_pairs < 3 || a.max_pairs < a.min_pairs {
-        return Err(Error::Usage(format!(
+        return Err(Error::Flag(format!(
             "--min-pairs must be >= 3 and --max-pairs >= --min-pairs (got {} and {})",
             a.min_pairs, a.max_pairs
         )));
     }
     if !(a.time_cap_secs > 0.0 && a.time_cap_secs.is_finite() && a.target_ci.is_finite()) {
-        return Err(Error::Usage(
+        return Err(Error::Flag(
             "--time-cap-secs must be a positive number and --target-ci finite".into(),
         ));
     }
@@ -343,7 +344,7 @@ const MAX_THREADS: usize = 4096;
 /// Sizes the pool every CPU kernel runs on; before anything has used it.
 fn set_threads(n: usize) -> Result<()> {
     if !(1..=MAX_THREADS).contains(&n) {
-        return Err(Error::Usage(format!(
+        return Err(Error::Flag(format!(
             "--threads {n}: expected 1 to {MAX_THREADS} threads"
         )));
     }
@@ -351,7 +352,7 @@ fn set_threads(n: usize) -> Result<()> {
         .num_threads(n)
         .build_global()
         .map_err(|e| {
-            Error::Usage(format!(
+            Error::Flag(format!(
                 "--threads {n}: the thread pool could not be set up: {e}"
             ))
         })
@@ -381,12 +382,12 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         }
         Command::Calibrate { run, runs } => {
             if run.ncu {
-                return Err(Error::Usage(
+                return Err(Error::Flag(
                     "--ncu profiles one run: use it with `opledger run`, not `calibrate`".into(),
                 ));
             }
             if !(crate::calibrate::MIN_RUNS..=crate::calibrate::MAX_RUNS).contains(&runs) {
-                return Err(Error::Usage(format!(
+                return Err(Error::Flag(format!(
                     "--runs {runs}: expected {} to {} (the spread between runs needs at least {})",
                     crate::calibrate::MIN_RUNS,
                     crate::calibrate::MAX_RUNS,
@@ -404,7 +405,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             let mut t = tiling.tiling();
             if let Some(mib) = l2_mib {
                 if tiling != DeviceKind::Cuda {
-                    return Err(Error::Usage(
+                    return Err(Error::Flag(
                         "--l2-mib models a GPU's L2: use it with --tiling cuda".into(),
                     ));
                 }
@@ -419,7 +420,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             let (peak_tflops, bw_gbps, label) = match &a.device {
                 Some(d) => {
                     let p = find_profile(d).ok_or_else(|| {
-                        Error::Usage(format!(
+                        Error::Flag(format!(
                             "unknown device {d:?}; known: {}",
                             profiles()
                                 .iter()
@@ -449,7 +450,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 if !(v.is_finite() && v >= 0.0)
                     || (v == 0.0 && (name == "peak" || name == "bandwidth"))
                 {
-                    return Err(Error::Usage(format!(
+                    return Err(Error::Flag(format!(
                         "{name} must be a finite positive number, got {v}"
                     )));
                 }

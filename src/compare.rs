@@ -35,7 +35,7 @@ pub fn compare_runs(a: &Path, b: &Path, opts: &CompareOptions) -> Result<ExitCod
         .iter()
         .any(|sb| ra.specs.iter().any(|sa| sa.name == sb.name))
     {
-        return Err(Error::Usage(format!(
+        return Err(Error::Mismatch(format!(
             "{} and {} have no spec in common: nothing to compare",
             a.display(),
             b.display()

@@ -723,7 +723,7 @@ pub fn profile_pass(run_dir: &Path, paths: &[PathBuf], seed: u64) -> Result<()> 
     )?;
     for (case, r) in run.specs.iter().enumerate() {
         let s = specs.iter().find(|s| s.name == r.name).ok_or_else(|| {
-            Error::Usage(format!(
+            Error::Mismatch(format!(
                 "{}: spec {} of the run is not among the specs given",
                 run_dir.display(),
                 r.name

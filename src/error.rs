@@ -16,8 +16,9 @@ pub enum ExitCode {
     BadInput = 2,
     /// The requested backend is not available on this machine or in this build.
     BackendUnavailable = 3,
-    /// opledger could not finish its own work: a result it could not serialise.
-    Internal = 4,
+    /// An output could not be written or serialised (a full disk, a folder's permissions, a
+    /// bug): what was measured is not at fault, and neither is the input.
+    OutputFailed = 4,
 }
 
 /// A position in a text file, 1-based like editors show it.
@@ -50,9 +51,17 @@ pub enum Error {
         pos: Option<Position>,
         message: String,
     },
-    /// Any file operation, with the path it concerned.
+    /// Reading an input (or listing a folder of inputs), with the path it concerned.
     #[error("{action} {}: {source}", .path.display())]
     Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Writing an output (an archive, a baseline, a report), with the path it concerned.
+    #[error("{action} {}: {source}", .path.display())]
+    Write {
         action: &'static str,
         path: PathBuf,
         #[source]
@@ -65,9 +74,13 @@ pub enum Error {
     /// that cannot be written).
     #[error("{}: {message}", .path.display())]
     Refused { path: PathBuf, message: String },
-    /// A flag or argument that makes no sense.
+    /// A flag or argument that makes no sense, or asks more than this machine has.
     #[error("{0}")]
-    Usage(String),
+    Flag(String),
+    /// Inputs that do not belong together (shards of different commits, two runs without a
+    /// spec in common, a run and specs that are not its).
+    #[error("{0}")]
+    Mismatch(String),
     /// An `OPLEDGER_*` environment variable with a value opledger cannot use.
     #[error("{var}={value:?}: expected {expected}")]
     Env {
@@ -108,11 +121,20 @@ impl Error {
         }
     }
 
+    /// A failed write of an output.
+    pub fn write(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Write {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+
     pub fn exit_code(&self) -> ExitCode {
         match self {
             Error::BackendUnavailable(_) => ExitCode::BackendUnavailable,
             Error::Backend(_) => ExitCode::GateFailed,
-            Error::Serialize { .. } => ExitCode::Internal,
+            Error::Serialize { .. } | Error::Write { .. } => ExitCode::OutputFailed,
             _ => ExitCode::BadInput,
         }
     }
@@ -161,3 +183,48 @@ fn gib(bytes: u64) -> f64 {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_kind_of_error_has_its_exit_code() {
+        let io = || std::io::Error::other("x");
+        let cases: Vec<(Error, ExitCode)> = vec![
+            (Error::io("reading", "in.yaml", io()), ExitCode::BadInput),
+            (Error::Flag("--runs 1".into()), ExitCode::BadInput),
+            (Error::Mismatch("two commits".into()), ExitCode::BadInput),
+            (
+                Error::Env {
+                    var: "OPLEDGER_SIMD",
+                    value: "x".into(),
+                    expected: "scalar",
+                },
+                ExitCode::BadInput,
+            ),
+            (
+                Error::write("writing", "out/report.md", io()),
+                ExitCode::OutputFailed,
+            ),
+            (
+                Error::Serialize {
+                    what: "results",
+                    message: "x".into(),
+                },
+                ExitCode::OutputFailed,
+            ),
+            (
+                Error::BackendUnavailable("no GPU".into()),
+                ExitCode::BackendUnavailable,
+            ),
+        ];
+        for (e, code) in cases {
+            assert_eq!(e.exit_code(), code, "{e}");
+        }
+        // The path is in every file error's message.
+        assert!(Error::write("writing", "out/report.md", io())
+            .to_string()
+            .contains("out/report.md"));
+    }
+}

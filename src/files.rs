@@ -185,12 +185,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| Error::io("creating directory", dir, e))?;
+    std::fs::create_dir_all(dir).map_err(|e| Error::write("creating directory", dir, e))?;
     let mut tmp = tempfile::Builder::new()
         .prefix(".opledger-")
         .suffix(".tmp")
         .tempfile_in(dir)
-        .map_err(|e| Error::io("creating a temp file in", dir, e))?;
+        .map_err(|e| Error::write("creating a temp file in", dir, e))?;
     // Temp files are created 0600; give the result the target's mode, or 0644 for a new file.
     #[cfg(unix)]
     {
@@ -200,15 +200,15 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
             .unwrap_or_else(|_| std::fs::Permissions::from_mode(0o644));
         tmp.as_file()
             .set_permissions(perms)
-            .map_err(|e| Error::io("setting permissions of", tmp.path().to_path_buf(), e))?;
+            .map_err(|e| Error::write("setting permissions of", tmp.path().to_path_buf(), e))?;
     }
     tmp.write_all(bytes)
-        .map_err(|e| Error::io("writing", tmp.path().to_path_buf(), e))?;
+        .map_err(|e| Error::write("writing", tmp.path().to_path_buf(), e))?;
     tmp.as_file()
         .sync_all()
-        .map_err(|e| Error::io("syncing", tmp.path().to_path_buf(), e))?;
+        .map_err(|e| Error::write("syncing", tmp.path().to_path_buf(), e))?;
     tmp.persist(path)
-        .map_err(|e| Error::io("replacing", path, e.error))?;
+        .map_err(|e| Error::write("replacing", path, e.error))?;
     if let Ok(d) = std::fs::File::open(dir) {
         // Persist the rename itself; some filesystems refuse fsync on directories, which is fine.
         let _ = d.sync_all();

@@ -19,7 +19,7 @@ pub fn merge(
     fail_on_inconclusive: bool,
 ) -> Result<ExitCode> {
     if dirs.is_empty() {
-        return Err(Error::Usage("merge: no run folder given".into()));
+        return Err(Error::Flag("merge: no run folder given".into()));
     }
     // The output never overwrites what is read: not an input, not inside one, not above one.
     for d in dirs {
@@ -31,7 +31,7 @@ pub fn merge(
             } else {
                 "contains"
             };
-            return Err(Error::Usage(format!(
+            return Err(Error::Flag(format!(
                 "merge: --out {} {how} the input {}: the merged archive would overwrite a shard; choose a folder outside every input",
                 out.display(),
                 d.display()
@@ -42,7 +42,7 @@ pub fn merge(
     let mut read: Vec<archive::ReadRecord> = Vec::new();
     for d in dirs {
         if runs.iter().any(|(p, _)| same_dir(p, d)) {
-            return Err(Error::Usage(format!(
+            return Err(Error::Flag(format!(
                 "merge: {} is given twice",
                 d.display()
             )));
@@ -54,7 +54,7 @@ pub fn merge(
     // One commit: shards of different code are not one sign-off.
     let shas: Vec<&str> = runs.iter().map(|(_, r)| r.git_sha.as_str()).collect();
     if shas.iter().any(|s| *s != shas[0]) {
-        return Err(Error::Usage(format!(
+        return Err(Error::Mismatch(format!(
             "merge: the shards measured different commits ({}): merge the shards of one run",
             runs.iter()
                 .map(|(p, r)| format!("{} in {}", r.git_sha, p.display()))
@@ -76,7 +76,7 @@ pub fn merge(
                 } else {
                     "twice with different results"
                 };
-                return Err(Error::Usage(format!(
+                return Err(Error::Mismatch(format!(
                     "merge: case `{}` was measured {what}: in {} and {}",
                     s.name,
                     first.display(),
@@ -99,7 +99,7 @@ pub fn merge(
             let text = String::from_utf8_lossy(&bytes).into_owned();
             if let Some(old) = spec_files.get(&name) {
                 if *old != text {
-                    return Err(Error::Usage(format!(
+                    return Err(Error::Mismatch(format!(
                         "merge: the shards hold different versions of spec file {name} ({})",
                         path.display()
                     )));
@@ -133,7 +133,7 @@ pub fn merge(
         } else {
             out.join(key)
         };
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io("creating", &dir, e))?;
+        std::fs::create_dir_all(&dir).map_err(|e| Error::write("creating", &dir, e))?;
         let mut merged = merged_run(group, &dir);
         failed |= merged.verdict.exit_code(fail_on_inconclusive) != ExitCode::Pass;
         // Each shard's environment manifest and where it came from, beside the merged outputs.

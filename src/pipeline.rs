@@ -108,7 +108,7 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
     };
     let available = backend::available_memory_bytes();
     if let Some(avail) = available.filter(|&a| host_fixed > a / 10 * 9) {
-        return Err(Error::Usage(format!(
+        return Err(Error::Flag(format!(
             "the bandwidth probe (3 arrays of {} MiB) and the cold-cache flush buffer ({} MiB) need {:.2} GiB of memory but only {:.2} GiB is available (the least of free memory, `ulimit -v` and the cgroup's limit): lower --probe-mib and --flush-mib",
             opts.probe_bytes.unwrap_or(default_host) >> 20,
             flush.unwrap_or(default_host) >> 20,
@@ -405,9 +405,9 @@ fn append_summary(path: &Path, run: &RunResult, dir: &Path) -> Result<()> {
         .create(true)
         .append(true)
         .open(path)
-        .map_err(|e| Error::io("opening summary file", path, e))?;
+        .map_err(|e| Error::write("opening summary file", path, e))?;
     f.write_all(text.as_bytes())
-        .map_err(|e| Error::io("appending to", path, e))
+        .map_err(|e| Error::write("appending to", path, e))
 }
 
 /// What every spec of a run is measured and judged with.

@@ -33,7 +33,7 @@ pub struct Shard {
 const MAX_SHARDS: u64 = 100_000;
 
 fn bad(message: String) -> Error {
-    Error::Usage(format!("--shard: {message}"))
+    Error::Flag(format!("--shard: {message}"))
 }
 
 /// `M/N` with 1 <= M <= N.

@@ -158,14 +158,14 @@ pub struct StoreLock {
 impl StoreLock {
     /// Takes `root/.lock`, saying so on stderr while another process holds it.
     pub fn acquire(root: &Path) -> Result<Self> {
-        std::fs::create_dir_all(root).map_err(|e| Error::io("creating", root, e))?;
+        std::fs::create_dir_all(root).map_err(|e| Error::write("creating", root, e))?;
         let path = root.join(".lock");
         let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .open(&path)
-            .map_err(|e| Error::io("opening lock file", &path, e))?;
+            .map_err(|e| Error::write("opening lock file", &path, e))?;
         match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
@@ -173,9 +173,9 @@ impl StoreLock {
                     "opledger: waiting for the lock on {} (another opledger is accepting baselines there)...",
                     path.display()
                 );
-                file.lock().map_err(|e| Error::io("locking", &path, e))?;
+                file.lock().map_err(|e| Error::write("locking", &path, e))?;
             }
-            Err(std::fs::TryLockError::Error(e)) => return Err(Error::io("locking", &path, e)),
+            Err(std::fs::TryLockError::Error(e)) => return Err(Error::write("locking", &path, e)),
         }
         Ok(StoreLock { _file: file })
     }

@@ -44,7 +44,7 @@ pub fn load_all_collect(paths: &[PathBuf]) -> (Vec<Spec>, Vec<Error>) {
         }
     }
     if files.is_empty() && errors.is_empty() {
-        errors.push(Error::Usage("no spec files given".into()));
+        errors.push(Error::Flag("no spec files given".into()));
     }
     let mut specs: Vec<Spec> = Vec::new();
     let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
@@ -153,7 +153,7 @@ fn spec_files_in(p: &Path) -> Result<Vec<PathBuf>> {
     }
     found.sort();
     if found.is_empty() {
-        return Err(Error::Usage(format!(
+        return Err(Error::Flag(format!(
             "{}: no spec files (*.yaml, *.yml) in this directory",
             p.display()
         )));
