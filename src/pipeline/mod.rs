@@ -2,16 +2,19 @@
 //! Bad input stops the run before anything is measured; a backend error in one spec fails that
 //! spec and the run goes on with the others.
 
-use crate::backend::{self, Backend, BackendChoice};
+mod prepare;
+
+pub(crate) use prepare::{prepare, Prepared};
+
+use crate::backend::{Backend, BackendChoice};
 use crate::baseline::{self, BaselineFile};
 use crate::device::{Ceilings, DeviceInfo};
 use crate::error::{Error, ExitCode, Result};
 use crate::gate::{self, Gate};
 use crate::measure::MeasureConfig;
-use crate::report::output::Template;
 use crate::report::terminal::Progress;
 use crate::results::*;
-use crate::spec::{self, Spec};
+use crate::spec::Spec;
 use crate::verdict::{RegressionState, Status};
 use crate::{archive, evidence, report};
 use std::path::{Path, PathBuf};
@@ -42,201 +45,6 @@ pub struct RunOptions {
     pub shard: Option<crate::shard::Shard>,
     /// What the `OPLEDGER_*` variables asked, read when the command started.
     pub settings: crate::settings::Settings,
-}
-
-/// A run made ready: specs loaded, outputs and memory checked, backend opened, baselines read
-/// (and locked when accepting), ceilings measured.
-pub(crate) struct Prepared {
-    pub specs: Vec<Spec>,
-    /// Every spec file of the suite (a shard's archive holds them all, so that a merge knows
-    /// which cases the whole suite has): (file name, text).
-    pub suite_files: Vec<(String, String)>,
-    pub backend: Box<dyn Backend>,
-    pub backend_note: String,
-    pub device: DeviceInfo,
-    pub flush_bytes: u64,
-    pub ceilings: Ceilings,
-    pub baselines: Vec<(PathBuf, Option<BaselineFile>)>,
-    pub progress: Progress,
-    /// The user's report template, compiled before anything was measured.
-    pub template: Option<Template>,
-    pub _lock: Option<baseline::StoreLock>,
-}
-
-/// Everything before the first spec is measured; everything that can be refused is refused
-/// here. `passes` is how many times each spec will be measured (the progress bar's length).
-pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
-    let mut specs = spec::load_all(&opts.paths)?;
-    let mut suite_files: Vec<(String, String)> = Vec::new();
-    for s in &specs {
-        let name = spec_file_name(s);
-        if !suite_files.iter().any(|(n, _)| *n == name) {
-            suite_files.push((name, s.source_text.clone()));
-        }
-    }
-    let mut shard_note = None;
-    if let Some(shard) = &opts.shard {
-        let all = specs.len();
-        let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
-        let keep = shard.keeps(&names);
-        let mut k = keep.into_iter();
-        specs.retain(|_| k.next().unwrap_or(false));
-        shard_note = Some(format!(
-            "opledger: {}: {} of {all} cases",
-            shard.describe(),
-            specs.len()
-        ));
-    }
-    // Every output is checked before anything is measured or written: a run that cannot archive
-    // its evidence must not write baselines first.
-    let template = check_outputs(opts)?;
-    let flush = if opts.measure.cold {
-        opts.flush_bytes
-    } else {
-        Some(0)
-    };
-    // The host memory the run holds besides the cases: the flush buffer and the three probe
-    // arrays (CPU), refused before either is allocated.
-    let this_cpu = DeviceInfo::this_cpu();
-    let default_host = (2 * this_cpu.llc_bytes).max(64 << 20);
-    let host_fixed = if opts.backend.kind() == Some(crate::device::DeviceKind::Cuda) {
-        0
-    } else {
-        flush
-            .unwrap_or(default_host)
-            .saturating_add(opts.probe_bytes.unwrap_or(default_host).saturating_mul(3))
-    };
-    let available = backend::available_memory_bytes();
-    if let Some(avail) = available.filter(|&a| host_fixed > a / 10 * 9) {
-        return Err(Error::Flag(format!(
-            "the bandwidth probe (3 arrays of {} MiB) and the cold-cache flush buffer ({} MiB) need {:.2} GiB of memory but only {:.2} GiB is available (the least of free memory, `ulimit -v` and the cgroup's limit): lower --probe-mib and --flush-mib",
-            opts.probe_bytes.unwrap_or(default_host) >> 20,
-            flush.unwrap_or(default_host) >> 20,
-            host_fixed as f64 / (1u64 << 30) as f64,
-            avail as f64 / (1u64 << 30) as f64
-        )));
-    }
-    let (backend, backend_note) = backend::select(opts.backend, flush, &opts.settings)?;
-    let device = backend.device();
-    let flush_bytes = backend.flush_bytes();
-    // Buffers inside the last-level cache measure the cache, not memory: allowed (small test
-    // runs use them), and said.
-    let mut size_warnings = Vec::new();
-    for (flag, bytes) in [
-        ("--probe-mib", opts.probe_bytes),
-        ("--flush-mib", opts.flush_bytes),
-    ] {
-        if let Some(b) = bytes.filter(|&b| b < device.llc_bytes) {
-            size_warnings.push(format!(
-                "opledger: warning: {flag} {} is smaller than the last-level cache ({} MiB): {}",
-                b >> 20,
-                device.llc_bytes.div_ceil(1 << 20),
-                if flag == "--probe-mib" {
-                    "the ceilings are the cache's, not memory's"
-                } else {
-                    "caches are not cold between samples"
-                }
-            ));
-        }
-    }
-
-    // Accepting runs serialize on the store, from reading the baselines to writing them.
-    let lock = if opts.accept {
-        let lock = baseline::StoreLock::acquire(&opts.baselines_dir)?;
-        // Under the lock no other writer is active: a temp file left in this device's folder is
-        // what a killed accept left behind.
-        baseline::remove_stale_temp_files(&opts.baselines_dir.join(&device.key));
-        Some(lock)
-    } else {
-        None
-    };
-    // Everything that can be refused is refused before any case is allocated or measured:
-    // a workload the backend has no kernels for, and a case larger than the memory there is.
-    let mut baselines: Vec<(PathBuf, Option<BaselineFile>)> = Vec::new();
-    let mut notes: Vec<String> = Vec::new();
-    for s in &specs {
-        let refused = |message: String| Error::Spec {
-            path: s.file.clone(),
-            pos: spec::find_key(&s.source_text, &["workload"]),
-            message,
-        };
-        // Asked for by name, a backend that cannot run a spec makes the spec bad input. Picked
-        // by `auto`, it fails that spec without measuring it (its reason in the report) and the
-        // run goes on: a suite with GPU-only specs still gates its other specs on a CPU runner.
-        if let Some(reason) = backend
-            .kind()
-            .cannot_run_sides(&s.workload, &s.implementations)
-        {
-            if opts.backend != BackendChoice::Auto {
-                return Err(refused(format!(
-                    "{}: the {} backend cannot run this workload: {reason}",
-                    s.name,
-                    backend.name()
-                )));
-            }
-        }
-        let need = backend.host_bytes(&s.workload);
-        backend::check_memory(&s.name, need, available).map_err(|e| refused(e.to_string()))?;
-        let path = baseline::path_for(&opts.baselines_dir, &device.key, &s.name);
-        let loaded = match baseline::find(&opts.baselines_dir, &device, &s.name) {
-            Ok(found) => {
-                if let Some(legacy) = &found.legacy {
-                    notes.push(format!(
-                        "baseline read from {} (the folder of the older device key); `run --accept` writes it to {}",
-                        legacy.display(),
-                        found.path.display()
-                    ));
-                }
-                found.baseline
-            }
-            Err(e) if opts.accept => {
-                eprintln!("warning: {e}\n  (--accept will replace it if the spec passes)");
-                None
-            }
-            Err(e) => return Err(e),
-        };
-        baselines.push((path, loaded));
-    }
-
-    let progress = Progress::new(specs.len() * passes);
-    progress.say(&format!("opledger: backend {backend_note}"));
-    if let Some(n) = &shard_note {
-        progress.say(n);
-    }
-    for w in &size_warnings {
-        progress.say(w);
-    }
-    for n in &notes {
-        progress.say(&format!("opledger: {n}"));
-    }
-    progress.say(&format!(
-        "opledger: probing ceilings of {} ({}, baselines `{}`)...",
-        device.name,
-        backend.describe_compute(),
-        device.key
-    ));
-    let ceilings = backend.ceilings(opts.probe_bytes)?;
-    progress.say(&format!(
-        "opledger: triad {:.2} GB/s, copy {:.2} GB/s, FMA peak {:.1} GFLOP/s, ridge {:.1} FLOP/B",
-        ceilings.triad_bytes_per_sec / 1e9,
-        ceilings.copy_bytes_per_sec / 1e9,
-        ceilings.fma_flops_per_sec / 1e9,
-        ceilings.ridge()
-    ));
-
-    Ok(Prepared {
-        specs,
-        suite_files,
-        backend,
-        backend_note,
-        device,
-        flush_bytes,
-        ceilings,
-        baselines,
-        progress,
-        template,
-        _lock: lock,
-    })
 }
 
 /// `opledger run`: every spec measured and gated, the run archived; returns the exit code and
@@ -367,34 +175,6 @@ pub(crate) fn write_archive(
     };
     archive::save(&dir, &mut run, contents, "run", Vec::new())?;
     Ok((run, dir))
-}
-
-/// Refuses, before anything is measured, a run whose outputs cannot be written: the runs folder
-/// (created and written to), the baselines store when accepting, the JUnit and summary files'
-/// folders, and a report template that does not compile (returned, compiled).
-fn check_outputs(opts: &RunOptions) -> Result<Option<Template>> {
-    crate::files::check_writable_dir(&opts.runs_dir, "runs folder (--runs-dir)")?;
-    if opts.accept {
-        crate::files::check_writable_dir(&opts.baselines_dir, "baselines store (--baselines)")?;
-    }
-    if let Some(p) = &opts.junit {
-        crate::files::check_writable_file(p, "JUnit file (--junit)")?;
-    }
-    if let Some(p) = &opts.summary_to {
-        crate::files::check_writable_file(p, "summary file (--summary-to)")?;
-    }
-    opts.template
-        .as_deref()
-        .map(report::load_template)
-        .transpose()
-}
-
-/// The name a spec's file is archived under.
-pub fn spec_file_name(s: &Spec) -> String {
-    s.file.file_name().map_or_else(
-        || format!("{}.yaml", s.name),
-        |n| n.to_string_lossy().into_owned(),
-    )
 }
 
 /// Appends the short summary to `path` (created if missing), as CI job summaries expect.
