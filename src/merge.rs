@@ -11,6 +11,9 @@ use crate::{archive, files, report, spec};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// A shard as read: its folder and its results.
+type Shard = (PathBuf, RunResult);
+
 /// Merges the run folders `dirs` into `out`.
 pub fn merge(
     dirs: &[PathBuf],
@@ -18,96 +21,9 @@ pub fn merge(
     allow_partial: bool,
     fail_on_inconclusive: bool,
 ) -> Result<ExitCode> {
-    if dirs.is_empty() {
-        return Err(Error::Flag("merge: no run folder given".into()));
-    }
-    // The output never overwrites what is read: not an input, not inside one, not above one.
-    for d in dirs {
-        if files::overlaps(out, d) {
-            let how = if same_dir(out, d) {
-                "is"
-            } else if files::absolute(out).starts_with(files::absolute(d)) {
-                "lies inside"
-            } else {
-                "contains"
-            };
-            return Err(Error::Flag(format!(
-                "merge: --out {} {how} the input {}: the merged archive would overwrite a shard; choose a folder outside every input",
-                out.display(),
-                d.display()
-            )));
-        }
-    }
-    let mut runs: Vec<(PathBuf, RunResult)> = Vec::new();
-    let mut read: Vec<archive::ReadRecord> = Vec::new();
-    for d in dirs {
-        if runs.iter().any(|(p, _)| same_dir(p, d)) {
-            return Err(Error::Flag(format!(
-                "merge: {} is given twice",
-                d.display()
-            )));
-        }
-        let loaded = archive::load(d)?;
-        read.push(archive::read_record("shard", d, &loaded));
-        runs.push((d.clone(), loaded.run));
-    }
-    // One commit: shards of different code are not one sign-off.
-    let shas: Vec<&str> = runs.iter().map(|(_, r)| r.git_sha.as_str()).collect();
-    if shas.iter().any(|s| *s != shas[0]) {
-        return Err(Error::Mismatch(format!(
-            "merge: the shards measured different commits ({}): merge the shards of one run",
-            runs.iter()
-                .map(|(p, r)| format!("{} in {}", r.git_sha, p.display()))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
-    }
-    // Each case once.
-    let mut owner: BTreeMap<&str, &Path> = BTreeMap::new();
-    for (p, r) in &runs {
-        for s in &r.specs {
-            if let Some(first) = owner.insert(&s.name, p) {
-                let other = runs
-                    .iter()
-                    .find(|(q, _)| q == first)
-                    .and_then(|(_, r)| r.specs.iter().find(|x| x.name == s.name));
-                let what = if other.is_some_and(|o| o == s) {
-                    "twice with the same results (the same shard given twice?)"
-                } else {
-                    "twice with different results"
-                };
-                return Err(Error::Mismatch(format!(
-                    "merge: case `{}` was measured {what}: in {} and {}",
-                    s.name,
-                    first.display(),
-                    p.display()
-                )));
-            }
-        }
-    }
-    // The suite: every spec file of every shard (each shard archives the whole suite).
-    let mut spec_files: BTreeMap<String, String> = BTreeMap::new();
-    for (p, _) in &runs {
-        let dir = p.join("specs");
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let path = e.path();
-            let name = e.file_name().to_string_lossy().into_owned();
-            let bytes = files::read_regular(&path, files::MAX_SPEC_BYTES, "archived spec")?;
-            let text = String::from_utf8_lossy(&bytes).into_owned();
-            if let Some(old) = spec_files.get(&name) {
-                if *old != text {
-                    return Err(Error::Mismatch(format!(
-                        "merge: the shards hold different versions of spec file {name} ({})",
-                        path.display()
-                    )));
-                }
-            }
-            spec_files.insert(name, text);
-        }
-    }
+    let (runs, read) = load_shards(dirs, out)?;
+    let owner = one_run(&runs)?;
+    let spec_files = suite_files(&runs)?;
     let mut suite: Vec<String> = Vec::new();
     for (name, text) in &spec_files {
         let parsed = spec::parse(Path::new(name), text.as_bytes()).and_then(spec::expand)?;
@@ -120,7 +36,7 @@ pub fn merge(
 
     files::check_writable_dir(out, "merge output (--out)")?;
     // Results grouped by device: the gate and the checklist hold per device.
-    let mut by_device: BTreeMap<String, Vec<&(PathBuf, RunResult)>> = BTreeMap::new();
+    let mut by_device: BTreeMap<String, Vec<&Shard>> = BTreeMap::new();
     for r in &runs {
         by_device.entry(r.1.device.key.clone()).or_default().push(r);
     }
@@ -133,35 +49,8 @@ pub fn merge(
         } else {
             out.join(key)
         };
-        std::fs::create_dir_all(&dir).map_err(|e| Error::write("creating", &dir, e))?;
-        let mut merged = merged_run(group, &dir);
+        let merged = write_device(&dir, group, &spec_list, &read)?;
         failed |= merged.verdict.exit_code(fail_on_inconclusive) != ExitCode::Pass;
-        // Each shard's environment manifest and where it came from, beside the merged outputs.
-        let mut extra = Vec::new();
-        for (n, (p, r)) in group.iter().enumerate() {
-            let shard = format!("shards/{}", n + 1);
-            extra.push((
-                format!("{shard}/environment.json"),
-                report::output::json("a shard's environment manifest", &r.environment)?,
-            ));
-            extra.push((
-                format!("{shard}/source.txt"),
-                format!("{}\nrun {}\n", p.display(), r.run_id).into_bytes(),
-            ));
-        }
-        // The template the shards were rendered with (they ran one command line).
-        let template = archive::recorded_template(&group[0].0, &group[0].1)?;
-        let shards_read: Vec<archive::ReadRecord> = read
-            .iter()
-            .filter(|r| group.iter().any(|(p, _)| r.path == p.display().to_string()))
-            .cloned()
-            .collect();
-        let contents = archive::Contents {
-            spec_files: &spec_list,
-            template: template.as_ref(),
-            extra,
-        };
-        archive::save(&dir, &mut merged, contents, "merge", shards_read)?;
         index.push_str(&format!(
             "| `{key}` | {} | {} | {} | [{}]({}) |\n",
             group.len(),
@@ -215,6 +104,152 @@ pub fn merge(
     })
 }
 
+/// The shards, each loaded through the archive (verified, audited), with the record of what
+/// was read; refused: no shard, one given twice, an output that is, contains or lies in one.
+fn load_shards(dirs: &[PathBuf], out: &Path) -> Result<(Vec<Shard>, Vec<archive::ReadRecord>)> {
+    if dirs.is_empty() {
+        return Err(Error::Flag("merge: no run folder given".into()));
+    }
+    // The output never overwrites what is read: not an input, not inside one, not above one.
+    for d in dirs {
+        if files::overlaps(out, d) {
+            let how = if same_dir(out, d) {
+                "is"
+            } else if files::absolute(out).starts_with(files::absolute(d)) {
+                "lies inside"
+            } else {
+                "contains"
+            };
+            return Err(Error::Flag(format!(
+                "merge: --out {} {how} the input {}: the merged archive would overwrite a shard; choose a folder outside every input",
+                out.display(),
+                d.display()
+            )));
+        }
+    }
+    let mut runs: Vec<(PathBuf, RunResult)> = Vec::new();
+    let mut read: Vec<archive::ReadRecord> = Vec::new();
+    for d in dirs {
+        if runs.iter().any(|(p, _)| same_dir(p, d)) {
+            return Err(Error::Flag(format!(
+                "merge: {} is given twice",
+                d.display()
+            )));
+        }
+        let loaded = archive::load(d)?;
+        read.push(archive::read_record("shard", d, &loaded));
+        runs.push((d.clone(), loaded.run));
+    }
+    Ok((runs, read))
+}
+
+/// The shards are one run: one commit, each case measured once. Returns each case's shard.
+fn one_run(runs: &[Shard]) -> Result<BTreeMap<&str, &Path>> {
+    // One commit: shards of different code are not one sign-off.
+    let shas: Vec<&str> = runs.iter().map(|(_, r)| r.git_sha.as_str()).collect();
+    if shas.iter().any(|s| *s != shas[0]) {
+        return Err(Error::Mismatch(format!(
+            "merge: the shards measured different commits ({}): merge the shards of one run",
+            runs.iter()
+                .map(|(p, r)| format!("{} in {}", r.git_sha, p.display()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    // Each case once.
+    let mut owner: BTreeMap<&str, &Path> = BTreeMap::new();
+    for (p, r) in runs {
+        for s in &r.specs {
+            if let Some(first) = owner.insert(&s.name, p) {
+                let other = runs
+                    .iter()
+                    .find(|(q, _)| q == first)
+                    .and_then(|(_, r)| r.specs.iter().find(|x| x.name == s.name));
+                let what = if other.is_some_and(|o| o == s) {
+                    "twice with the same results (the same shard given twice?)"
+                } else {
+                    "twice with different results"
+                };
+                return Err(Error::Mismatch(format!(
+                    "merge: case `{}` was measured {what}: in {} and {}",
+                    s.name,
+                    first.display(),
+                    p.display()
+                )));
+            }
+        }
+    }
+    Ok(owner)
+}
+
+/// The suite: every spec file of every shard (each shard archives the whole suite), the same
+/// in each.
+fn suite_files(runs: &[Shard]) -> Result<BTreeMap<String, String>> {
+    // The suite: every spec file of every shard (each shard archives the whole suite).
+    let mut spec_files: BTreeMap<String, String> = BTreeMap::new();
+    for (p, _) in runs {
+        let dir = p.join("specs");
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            let bytes = files::read_regular(&path, files::MAX_SPEC_BYTES, "archived spec")?;
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            if let Some(old) = spec_files.get(&name) {
+                if *old != text {
+                    return Err(Error::Mismatch(format!(
+                        "merge: the shards hold different versions of spec file {name} ({})",
+                        path.display()
+                    )));
+                }
+            }
+            spec_files.insert(name, text);
+        }
+    }
+    Ok(spec_files)
+}
+
+/// The merged archive of one device's shards in `dir`: their results as one run, each shard's
+/// environment manifest and source beside it, sealed with what was read.
+fn write_device(
+    dir: &Path,
+    group: &[&Shard],
+    spec_list: &[(String, String)],
+    read: &[archive::ReadRecord],
+) -> Result<RunResult> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::write("creating", dir, e))?;
+    let mut merged = merged_run(group, dir);
+    // Each shard's environment manifest and where it came from, beside the merged outputs.
+    let mut extra = Vec::new();
+    for (n, (p, r)) in group.iter().enumerate() {
+        let shard = format!("shards/{}", n + 1);
+        extra.push((
+            format!("{shard}/environment.json"),
+            report::output::json("a shard's environment manifest", &r.environment)?,
+        ));
+        extra.push((
+            format!("{shard}/source.txt"),
+            format!("{}\nrun {}\n", p.display(), r.run_id).into_bytes(),
+        ));
+    }
+    // The template the shards were rendered with (they ran one command line).
+    let template = archive::recorded_template(&group[0].0, &group[0].1)?;
+    let shards_read: Vec<archive::ReadRecord> = read
+        .iter()
+        .filter(|r| group.iter().any(|(p, _)| r.path == p.display().to_string()))
+        .cloned()
+        .collect();
+    let contents = archive::Contents {
+        spec_files: spec_list,
+        template: template.as_ref(),
+        extra,
+    };
+    archive::save(dir, &mut merged, contents, "merge", shards_read)?;
+    Ok(merged)
+}
+
 /// Whether two paths name one folder.
 fn same_dir(a: &Path, b: &Path) -> bool {
     match (a.canonicalize(), b.canonicalize()) {
@@ -224,7 +259,7 @@ fn same_dir(a: &Path, b: &Path) -> bool {
 }
 
 /// One run of the shards of one device.
-fn merged_run(group: &[&(PathBuf, RunResult)], dir: &Path) -> RunResult {
+fn merged_run(group: &[&Shard], dir: &Path) -> RunResult {
     let first = &group[0].1;
     let mut specs: Vec<SpecResult> = group
         .iter()
