@@ -6,12 +6,14 @@
 //! starts with a known spread instead of growing one accept at a time.
 
 use crate::baseline;
+use crate::device::Ceilings;
 use crate::error::{ExitCode, Result};
 use crate::gate::{compared_values, spread_of};
 use crate::measure::stats::median;
-use crate::pipeline::{prepare, run_spec, Made, Provenance, RunContext, RunOptions};
+use crate::pipeline::{prepare, run_spec, Made, Prepared, Provenance, RunContext, RunOptions};
 use crate::results::SpecResult;
 use crate::verdict::{Spread, Status};
+use std::path::PathBuf;
 
 pub const DEFAULT_RUNS: usize = 5;
 /// The spread between runs needs three at least.
@@ -142,6 +144,31 @@ pub fn calibration(results: &[SpecResult]) -> Option<Calibration> {
 
 pub fn calibrate(opts: &RunOptions, runs: usize) -> Result<ExitCode> {
     let p = prepare(opts, runs)?;
+    let (results, archives, ceilings) = measure_runs(opts, &p, runs)?;
+    p.progress.finish();
+    for (n, dir) in archives.iter().enumerate() {
+        println!("run {}: {}", n + 1, dir.display());
+    }
+    let calibrations = print_calibrations(opts, &p, &results, &archives);
+    if opts.accept {
+        accept_runs(opts, &p, &results, &calibrations, &ceilings)?;
+    }
+    let all_passed = calibrations.iter().all(|c| c.runs_passed == runs);
+    Ok(if all_passed {
+        ExitCode::Pass
+    } else {
+        ExitCode::GateFailed
+    })
+}
+
+/// Runs of unchanged code, each measured as `run` measures (its ceilings probed again) and
+/// archived as `run` archives one; returns every spec's results by run, the archives and the
+/// last ceilings.
+fn measure_runs(
+    opts: &RunOptions,
+    p: &Prepared,
+    runs: usize,
+) -> Result<(Vec<Vec<SpecResult>>, Vec<PathBuf>, Ceilings)> {
     let (specs, baselines, progress, device) = (&p.specs, &p.baselines, &p.progress, &p.device);
     let mut ceilings = p.ceilings;
     let mut results: Vec<Vec<SpecResult>> = vec![Vec::new(); specs.len()];
@@ -184,14 +211,20 @@ pub fn calibrate(opts: &RunOptions, runs: usize) -> Result<ExitCode> {
             started,
         };
         let this_run: Vec<SpecResult> = results.iter().filter_map(|r| r.last().cloned()).collect();
-        let (_, dir) = crate::pipeline::write_archive(opts, &p, made, this_run)?;
+        let (_, dir) = crate::pipeline::write_archive(opts, p, made, this_run)?;
         archives.push(dir);
     }
-    progress.finish();
-    for (n, dir) in archives.iter().enumerate() {
-        println!("run {}: {}", n + 1, dir.display());
-    }
+    Ok((results, archives, ceilings))
+}
 
+/// The table of what each spec's drift between runs lets the gate detect, and the outliers.
+fn print_calibrations(
+    opts: &RunOptions,
+    p: &Prepared,
+    results: &[Vec<SpecResult>],
+    archives: &[PathBuf],
+) -> Vec<Calibration> {
+    let (runs, device) = (archives.len(), &p.device);
     println!(
         "\n# opledger calibrate: {runs} runs of unchanged code on {}\n",
         device.key
@@ -200,7 +233,7 @@ pub fn calibrate(opts: &RunOptions, runs: usize) -> Result<ExitCode> {
     println!("| spec | runs passed | after time: spread | gates at | after/before: spread | gates at | spec's limit | |");
     println!("|---|--:|--:|--:|--:|--:|--:|---|");
     let mut calibrations = Vec::new();
-    for rs in &results {
+    for rs in results {
         let Some(c) = calibration(rs) else { continue };
         let verdict = if c.runs_passed < runs {
             "a run failed its checks: fix it before gating".to_string()
@@ -240,52 +273,58 @@ pub fn calibrate(opts: &RunOptions, runs: usize) -> Result<ExitCode> {
             );
         }
     }
-    if opts.accept {
-        println!();
-        // One timestamp and one git identity for every baseline this calibration records.
-        let (recorded_utc, _) = crate::provenance::utc_now();
-        let (git_sha, _) = crate::provenance::git_info();
-        for ((rs, (path, old)), c) in results.iter().zip(baselines).zip(&calibrations) {
-            if rs.iter().any(|r| r.status != Status::Pass) {
-                println!("not accepted: {} (a run failed its checks)", path.display());
-                continue;
-            }
-            let outlier = c.outlier.map(|o| o.run);
-            // The runs become the history, oldest first, carried on from the old baseline's
-            // only if none is given (a calibration describes the code as it runs now).
-            let mut built = None;
-            for (_, r) in rs.iter().enumerate().filter(|(k, _)| Some(*k) != outlier) {
-                built = crate::gate::accept::baseline_of(
-                    r,
-                    device,
-                    &ceilings,
-                    &opts.measure,
-                    &recorded_utc,
-                    &git_sha,
-                    built.as_ref(),
-                );
-            }
-            if let Some(b) = built {
-                baseline::store(path, &b)?;
-                println!(
-                    "accepted {} ({} runs of history{})",
-                    path.display(),
-                    b.history.len(),
-                    if old.is_some() {
-                        "; it replaces the old baseline"
-                    } else {
-                        ""
-                    }
-                );
-            }
+    calibrations
+}
+
+/// Records each spec's runs as its baseline's history (a run that failed stops its spec; an
+/// outlier is left out).
+fn accept_runs(
+    opts: &RunOptions,
+    p: &Prepared,
+    results: &[Vec<SpecResult>],
+    calibrations: &[Calibration],
+    ceilings: &Ceilings,
+) -> Result<()> {
+    let (baselines, device) = (&p.baselines, &p.device);
+    println!();
+    // One timestamp and one git identity for every baseline this calibration records.
+    let (recorded_utc, _) = crate::provenance::utc_now();
+    let (git_sha, _) = crate::provenance::git_info();
+    for ((rs, (path, old)), c) in results.iter().zip(baselines).zip(calibrations) {
+        if rs.iter().any(|r| r.status != Status::Pass) {
+            println!("not accepted: {} (a run failed its checks)", path.display());
+            continue;
+        }
+        let outlier = c.outlier.map(|o| o.run);
+        // The runs become the history, oldest first, carried on from the old baseline's
+        // only if none is given (a calibration describes the code as it runs now).
+        let mut built = None;
+        for (_, r) in rs.iter().enumerate().filter(|(k, _)| Some(*k) != outlier) {
+            built = crate::gate::accept::baseline_of(
+                r,
+                device,
+                ceilings,
+                &opts.measure,
+                &recorded_utc,
+                &git_sha,
+                built.as_ref(),
+            );
+        }
+        if let Some(b) = built {
+            baseline::store(path, &b)?;
+            println!(
+                "accepted {} ({} runs of history{})",
+                path.display(),
+                b.history.len(),
+                if old.is_some() {
+                    "; it replaces the old baseline"
+                } else {
+                    ""
+                }
+            );
         }
     }
-    let all_passed = calibrations.iter().all(|c| c.runs_passed == runs);
-    Ok(if all_passed {
-        ExitCode::Pass
-    } else {
-        ExitCode::GateFailed
-    })
+    Ok(())
 }
 
 #[cfg(test)]

@@ -105,7 +105,6 @@ fn measure_into(
     r: &mut SpecResult,
     mut progress: impl FnMut(usize),
 ) -> Result<()> {
-    let (vb, va) = (s.variants.before, s.variants.after);
     let kind = s.workload.as_kind();
     // The kind's seeded inputs: the backend computes on them, the reference is evaluated on
     // them here, outside any backend.
@@ -125,65 +124,95 @@ fn measure_into(
     let samples = measure::measure_pairs(case.as_mut(), cfg, &mut progress)?;
 
     // Correctness on the outputs of the last timed runs.
-    let tol = &r.tolerance.tolerance();
     case.collect_outputs()?;
     r.before.implementation = case.implementation(Side::Before);
     r.after.implementation = case.implementation(Side::After);
-    let out_b = case.output(Side::Before)?;
-    let out_a = case.output(Side::After)?;
+    let tol = r.tolerance.tolerance();
+    let correctness = {
+        let outputs = (case.output(Side::Before)?, case.output(Side::After)?);
+        correctness(s, &inputs, (&outputs.0, &outputs.1), &tol, cfg.seed)
+    };
+    drop(case);
+    r.checks.push(correctness.check(&tol));
+    r.correctness = Some(correctness);
+    judge_timings(s, backend, ceilings, cfg, r, samples);
+    Ok(())
+}
+
+/// Both variants' outputs against each other (where the kind says they agree) and against the
+/// f64 reference at sampled elements (where the kind has one; without it, kind `custom`, the
+/// before side is the after side's reference), and the guard against NaN and constant outputs.
+fn correctness(
+    s: &Spec,
+    inputs: &crate::kinds::Tensors,
+    (out_b, out_a): (&[f32], &[f32]),
+    tol: &crate::spec::Tolerance,
+    seed: u64,
+) -> Correctness {
+    let (vb, va) = (s.variants.before, s.variants.after);
+    let kind = s.workload.as_kind();
     let n = kind.output_len() as usize;
-    let mut rng = Rng::new(cfg.seed ^ 0xc0ffee);
+    let mut rng = Rng::new(seed ^ 0xc0ffee);
     let mut idx: Vec<usize> = (0..kind.reference_samples().min(n))
         .map(|_| rng.below(n))
         .collect();
     idx.extend([0, n - 1]);
     let agree = kind.variants_agree();
-    // Without an f64 reference (kind custom) the before side is the after side's reference.
     let referenced = kind.has_reference();
     if !referenced {
         idx.clear();
     }
-    let guard = [(vb, &out_b), (va, &out_a)]
+    let guard = [(vb, out_b), (va, out_a)]
         .into_iter()
         .filter_map(|(v, out)| verdict::output_guard(v.name(), out))
         .collect();
     let shape = kind.output_shape();
     let cols = shape.last().copied().unwrap_or(1).max(1) as usize;
-    let correctness = Correctness {
+    Correctness {
         guard,
         reference: referenced,
         variants_comparable: agree,
         after_vs_before: if agree {
-            verdict::compare(&out_a, |i| out_b[i] as f64, 0..n, tol, cols)
+            verdict::compare(out_a, |i| out_b[i] as f64, 0..n, tol, cols)
         } else {
-            verdict::compare(&out_a, |_| 0.0, 0..0, tol, cols)
+            verdict::compare(out_a, |_| 0.0, 0..0, tol, cols)
         },
         before_vs_reference: verdict::compare(
-            &out_b,
-            |i| kind.reference(&inputs, vb, i),
+            out_b,
+            |i| kind.reference(inputs, vb, i),
             idx.iter().copied(),
             tol,
             cols,
         ),
         after_vs_reference: verdict::compare(
-            &out_a,
-            |i| kind.reference(&inputs, va, i),
+            out_a,
+            |i| kind.reference(inputs, va, i),
             idx.iter().copied(),
             tol,
             cols,
         ),
         shape,
-    };
-    drop((out_a, out_b));
-    drop(case);
+    }
+}
 
+/// The timings judged: each variant's summary and the roofline fraction it reached, the paired
+/// saving, the checks of the bound and the claims (and the launch overhead of a launch chain),
+/// and the warnings about the measurement itself.
+fn judge_timings(
+    s: &Spec,
+    backend: &dyn Backend,
+    ceilings: &Ceilings,
+    cfg: &MeasureConfig,
+    r: &mut SpecResult,
+    samples: crate::measure::PairSamples,
+) {
+    let kind = s.workload.as_kind();
     let res = cfg.bootstrap_resamples;
     let sb = stats::summarize(&samples.before_secs, res, cfg.seed);
     let sa = stats::summarize(&samples.after_secs, res, cfg.seed);
     let ab = verdict::achieved(&r.before.ledger, sb.median_secs, ceilings);
     let aa = verdict::achieved(&r.after.ledger, sa.median_secs, ceilings);
     let saving = stats::paired_saving_ci(&samples.before_secs, &samples.after_secs, res, cfg.seed);
-    r.checks.push(correctness.check(tol));
     r.checks.push(verdict::bound_check(
         s.expect.bound,
         &r.after.predicted,
@@ -230,9 +259,7 @@ fn measure_into(
     r.before.achieved = Some(ab);
     r.after.achieved = Some(aa);
     r.time_saving = Some(saving);
-    r.correctness = Some(correctness);
     r.samples = Some(samples);
-    Ok(())
 }
 
 fn variant_result(v: &crate::ledger::VariantLedger, c: &Ceilings) -> VariantResult {
