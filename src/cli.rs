@@ -380,87 +380,14 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             crate::counters::profile_pass(&run_dir, &paths, seed)?;
             Ok(ExitCode::Pass)
         }
-        Command::Calibrate { run, runs } => {
-            if run.ncu {
-                return Err(Error::Flag(
-                    "--ncu profiles one run: use it with `opledger run`, not `calibrate`".into(),
-                ));
-            }
-            if !(crate::calibrate::MIN_RUNS..=crate::calibrate::MAX_RUNS).contains(&runs) {
-                return Err(Error::Flag(format!(
-                    "--runs {runs}: expected {} to {} (the spread between runs needs at least {})",
-                    crate::calibrate::MIN_RUNS,
-                    crate::calibrate::MAX_RUNS,
-                    crate::calibrate::MIN_RUNS
-                )));
-            }
-            crate::calibrate::calibrate(&run_options(run, settings)?, runs)
-        }
+        Command::Calibrate { run, runs } => calibrate_command(run, runs, settings),
         Command::Check { paths, backend } => check_specs(&paths, backend),
         Command::Ledger {
             paths,
             tiling,
             l2_mib,
-        } => {
-            let mut t = tiling.tiling();
-            if let Some(mib) = l2_mib {
-                if tiling != DeviceKind::Cuda {
-                    return Err(Error::Flag(
-                        "--l2-mib models a GPU's L2: use it with --tiling cuda".into(),
-                    ));
-                }
-                t.reuse_cache_bytes = mib.saturating_mul(1 << 20);
-            }
-            for s in spec::load_all(&paths)? {
-                print!("{}", report::text::ledger(&s, t));
-            }
-            Ok(ExitCode::Pass)
-        }
-        Command::Roofline(a) => {
-            let (peak_tflops, bw_gbps, label) = match &a.device {
-                Some(d) => {
-                    let p = find_profile(d).ok_or_else(|| {
-                        Error::Flag(format!(
-                            "unknown device {d:?}; known: {}",
-                            profiles()
-                                .iter()
-                                .map(|p| p.key)
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ))
-                    })?;
-                    (
-                        p.tensor_tflops,
-                        p.bw_gbps,
-                        format!("{} (datasheet, tensor-core peak)", p.name),
-                    )
-                }
-                None => (
-                    a.peak_tflops.unwrap_or(0.0),
-                    a.bw_gbps.unwrap_or(0.0),
-                    "given ceilings".into(),
-                ),
-            };
-            for (name, v) in [
-                ("peak", peak_tflops),
-                ("bandwidth", bw_gbps),
-                ("flops", a.flops),
-                ("bytes", a.bytes),
-            ] {
-                if !(v.is_finite() && v >= 0.0)
-                    || (v == 0.0 && (name == "peak" || name == "bandwidth"))
-                {
-                    return Err(Error::Flag(format!(
-                        "{name} must be a finite positive number, got {v}"
-                    )));
-                }
-            }
-            print!(
-                "{}",
-                report::text::roofline(peak_tflops, bw_gbps, a.flops, a.bytes, &label)
-            );
-            Ok(ExitCode::Pass)
-        }
+        } => ledger_command(&paths, tiling, l2_mib),
+        Command::Roofline(a) => roofline_command(&a),
         Command::CudaCompile { arch, out } => {
             let all_compiled = crate::backend::cuda::nvrtc::compile_all(arch, out.as_deref())?;
             Ok(if all_compiled {
@@ -493,19 +420,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             allow_partial,
             fail_on_inconclusive,
         } => crate::merge::merge(&run_dirs, &out, allow_partial, fail_on_inconclusive),
-        Command::Schema { which, out } => {
-            let schema = match which {
-                SchemaKind::Spec => spec::schema::spec_schema(),
-                SchemaKind::Results => crate::results::schema(),
-                SchemaKind::Worker => crate::backend::worker::schema(),
-            };
-            let text = spec::schema::to_text(&schema);
-            match out {
-                Some(o) => crate::files::write_atomic(&o, text.as_bytes())?,
-                None => print!("{text}"),
-            }
-            Ok(ExitCode::Pass)
-        }
+        Command::Schema { which, out } => schema_command(which, out.as_deref()),
         Command::Counters { run_dir, ncu_csv } => {
             let findings = crate::counters::import(&run_dir, &ncu_csv)?;
             if findings > 0 {
@@ -522,6 +437,105 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             out,
         } => crate::render::report(&run_dir, template.as_deref(), out.as_deref()),
     }
+}
+
+/// `opledger calibrate`: the run's options, checked for what a calibration cannot do.
+fn calibrate_command(
+    run: RunArgs,
+    runs: usize,
+    settings: crate::settings::Settings,
+) -> Result<ExitCode> {
+    if run.ncu {
+        return Err(Error::Flag(
+            "--ncu profiles one run: use it with `opledger run`, not `calibrate`".into(),
+        ));
+    }
+    if !(crate::calibrate::MIN_RUNS..=crate::calibrate::MAX_RUNS).contains(&runs) {
+        return Err(Error::Flag(format!(
+            "--runs {runs}: expected {} to {} (the spread between runs needs at least {})",
+            crate::calibrate::MIN_RUNS,
+            crate::calibrate::MAX_RUNS,
+            crate::calibrate::MIN_RUNS
+        )));
+    }
+    crate::calibrate::calibrate(&run_options(run, settings)?, runs)
+}
+
+/// `opledger ledger`: each spec's IO ledger and roofline, with the tiling of a backend's kernels.
+fn ledger_command(paths: &[PathBuf], tiling: DeviceKind, l2_mib: Option<u64>) -> Result<ExitCode> {
+    let mut t = tiling.tiling();
+    if let Some(mib) = l2_mib {
+        if tiling != DeviceKind::Cuda {
+            return Err(Error::Flag(
+                "--l2-mib models a GPU's L2: use it with --tiling cuda".into(),
+            ));
+        }
+        t.reuse_cache_bytes = mib.saturating_mul(1 << 20);
+    }
+    for s in spec::load_all(paths)? {
+        print!("{}", report::text::ledger(&s, t));
+    }
+    Ok(ExitCode::Pass)
+}
+
+/// `opledger roofline`: the roofline worked through for given ceilings or a datasheet entry.
+fn roofline_command(a: &RooflineArgs) -> Result<ExitCode> {
+    let (peak_tflops, bw_gbps, label) = match &a.device {
+        Some(d) => {
+            let p = find_profile(d).ok_or_else(|| {
+                Error::Flag(format!(
+                    "unknown device {d:?}; known: {}",
+                    profiles()
+                        .iter()
+                        .map(|p| p.key)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            })?;
+            (
+                p.tensor_tflops,
+                p.bw_gbps,
+                format!("{} (datasheet, tensor-core peak)", p.name),
+            )
+        }
+        None => (
+            a.peak_tflops.unwrap_or(0.0),
+            a.bw_gbps.unwrap_or(0.0),
+            "given ceilings".into(),
+        ),
+    };
+    for (name, v) in [
+        ("peak", peak_tflops),
+        ("bandwidth", bw_gbps),
+        ("flops", a.flops),
+        ("bytes", a.bytes),
+    ] {
+        if !(v.is_finite() && v >= 0.0) || (v == 0.0 && (name == "peak" || name == "bandwidth")) {
+            return Err(Error::Flag(format!(
+                "{name} must be a finite positive number, got {v}"
+            )));
+        }
+    }
+    print!(
+        "{}",
+        report::text::roofline(peak_tflops, bw_gbps, a.flops, a.bytes, &label)
+    );
+    Ok(ExitCode::Pass)
+}
+
+/// `opledger schema`: a shipped JSON Schema, printed or written.
+fn schema_command(which: SchemaKind, out: Option<&Path>) -> Result<ExitCode> {
+    let schema = match which {
+        SchemaKind::Spec => spec::schema::spec_schema(),
+        SchemaKind::Results => crate::results::schema(),
+        SchemaKind::Worker => crate::backend::worker::schema(),
+    };
+    let text = spec::schema::to_text(&schema);
+    match out {
+        Some(o) => crate::files::write_atomic(o, text.as_bytes())?,
+        None => print!("{text}"),
+    }
+    Ok(ExitCode::Pass)
 }
 
 /// `opledger verify RUN_DIR`: every file against the manifest, then the names and the verdict.
