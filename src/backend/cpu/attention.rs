@@ -9,7 +9,7 @@
 //! Both compute their matrix products with the GEMM's packed, register-tiled micro-kernel on the
 //! same block shapes, so the comparison isolates the IO of S and P, not the arithmetic.
 
-use super::gemm::Tile;
+use super::gemm::{Block, Mat, Tile, TileOut};
 use super::rows::{exp_sub_sum_in_place, exp_sub_sum_row, max_row, scale_in_place};
 use super::{CaseConfig, CpuKernels, Kernels};
 use crate::error::Result;
@@ -104,7 +104,16 @@ impl PackedKv {
                     .enumerate()
                     .for_each(|(i, blk)| {
                         let (h, j0) = (i / tiles, (i % tiles) * BC);
-                        t.pack_b(v, d, h * n + j0, BC.min(n - j0), 0, d, blk)
+                        t.pack_b(
+                            Mat { data: v, ld: d },
+                            Block {
+                                r0: h * n + j0,
+                                rows: BC.min(n - j0),
+                                c0: 0,
+                                cols: d,
+                            },
+                            blk,
+                        )
                     })
             },
         );
@@ -132,26 +141,39 @@ thread_local! {
 /// the micro-kernel scaled, without another pass over them).
 fn pack_q(t: &Tile, q: &[f32], d: usize, row0: usize, rows: usize, scale: f32, qp: &mut Vec<f32>) {
     qp.resize(t.a_len(rows, d), 0.0);
-    t.pack_a(q, d, row0, rows, 0, d, qp);
+    t.pack_a(
+        Mat { data: q, ld: d },
+        Block {
+            r0: row0,
+            rows,
+            c0: 0,
+            cols: d,
+        },
+        qp,
+    );
     for v in qp.iter_mut() {
         *v *= scale;
     }
 }
 
+/// The shape of one block of attention: query rows, key (or value) columns, the head's width.
+#[derive(Clone, Copy)]
+struct BlockShape {
+    rows: usize,
+    cols: usize,
+    d: usize,
+}
+
 /// s[i][j] (row stride `ld`) = Q_blockᵢ · K[j0 + j] (Q packed and scaled in `qp`, the key tile
 /// packed in `kt`) for i < rows, j < cols; −∞ where key j0+j > query i0+i when causal.
-#[allow(clippy::too_many_arguments)]
 fn scores_block(
     t: &Tile,
-    qp: &[f32],
-    rows: usize,
-    kt: &[f32],
-    d: usize,
-    cols: usize,
-    s: &mut [f32],
-    ld: usize,
+    (qp, kt): (&[f32], &[f32]),
+    shape: BlockShape,
+    (s, ld): (&mut [f32], usize),
     mask: Option<(usize, usize)>,
 ) {
+    let BlockShape { rows, cols, d } = shape;
     for jp in 0..cols.div_ceil(t.nr) {
         let nr = t.nr.min(cols - jp * t.nr);
         let kpanel = &kt[jp * d * t.nr..(jp + 1) * d * t.nr];
@@ -159,7 +181,13 @@ fn scores_block(
             let mr = t.mr.min(rows - ip * t.mr);
             let qpanel = &qp[ip * d * t.mr..(ip + 1) * d * t.mr];
             let at = ip * t.mr * ld + jp * t.nr;
-            t.store(d, qpanel, kpanel, &mut s[at..], ld, mr, nr, false);
+            let out = TileOut {
+                c: &mut s[at..],
+                ld,
+                rows: mr,
+                cols: nr,
+            };
+            t.store(d, qpanel, kpanel, out, false);
             let Some((i0, j0)) = mask else { continue };
             for i in 0..mr {
                 let r = ip * t.mr + i;
@@ -171,37 +199,30 @@ fn scores_block(
     }
 }
 
-/// o (rows×d, row stride d) += P (rows×cols, row stride ldp) · V tile (packed in `vt`).
-#[allow(clippy::too_many_arguments)]
-fn pv_block(
-    t: &Tile,
-    pp: &mut Vec<f32>,
-    p: &[f32],
-    ldp: usize,
-    rows: usize,
-    cols: usize,
-    vt: &[f32],
-    d: usize,
-    o: &mut [f32],
-) {
+/// o (rows×d, row stride d) += P (rows×cols) · V tile (packed in `vt`); `pp` holds P packed.
+fn pv_block(t: &Tile, pp: &mut Vec<f32>, p: Mat<'_>, vt: &[f32], shape: BlockShape, o: &mut [f32]) {
+    let BlockShape { rows, cols, d } = shape;
     pp.resize(t.a_len(rows, cols), 0.0);
-    t.pack_a(p, ldp, 0, rows, 0, cols, pp);
+    let blk = Block {
+        r0: 0,
+        rows,
+        c0: 0,
+        cols,
+    };
+    t.pack_a(p, blk, pp);
     for jp in 0..d.div_ceil(t.nr) {
         let nr = t.nr.min(d - jp * t.nr);
         let vpanel = &vt[jp * cols * t.nr..(jp + 1) * cols * t.nr];
         for ip in 0..rows.div_ceil(t.mr) {
             let mr = t.mr.min(rows - ip * t.mr);
             let ppanel = &pp[ip * cols * t.mr..(ip + 1) * cols * t.mr];
-            t.store(
-                cols,
-                ppanel,
-                vpanel,
-                &mut o[ip * t.mr * d + jp * t.nr..],
-                d,
-                mr,
-                nr,
-                true,
-            );
+            let out = TileOut {
+                c: &mut o[ip * t.mr * d + jp * t.nr..],
+                ld: d,
+                rows: mr,
+                cols: nr,
+            };
+            t.store(cols, ppanel, vpanel, out, true);
         }
     }
 }
@@ -247,17 +268,8 @@ impl AttentionKernels {
             for j0 in (0..kv_end).step_by(BC) {
                 let cols = BC.min(n - j0);
                 let mask = causal.then_some((i0, j0));
-                scores_block(
-                    &tile,
-                    qp,
-                    rows,
-                    kv.k(h, j0),
-                    d,
-                    cols,
-                    &mut sblk[j0..],
-                    n,
-                    mask,
-                );
+                let shape = BlockShape { rows, cols, d };
+                scores_block(&tile, (qp, kv.k(h, j0)), shape, (&mut sblk[j0..], n), mask);
             }
             if kv_end < n {
                 // Beyond the diagonal blocks: masked.
@@ -285,7 +297,15 @@ impl AttentionKernels {
             for j0 in (0..kv_end).step_by(BC) {
                 let cols = BC.min(n - j0);
                 let pblk = &p[(h * n + i0) * n + j0..];
-                pv_block(&tile, pp, pblk, n, rows, cols, kv.v(h, j0), d, oblk);
+                let p = Mat { data: pblk, ld: n };
+                pv_block(
+                    &tile,
+                    pp,
+                    p,
+                    kv.v(h, j0),
+                    BlockShape { rows, cols, d },
+                    oblk,
+                );
             }
         });
     }
@@ -314,7 +334,8 @@ impl AttentionKernels {
                 for j0 in (0..kv_end).step_by(BC) {
                     let cols = BC.min(n - j0);
                     let mask = causal.then_some((i0, j0));
-                    scores_block(&tile, qp, rows, kv.k(h, j0), d, cols, sbuf, BC, mask);
+                    let shape = BlockShape { rows, cols, d };
+                    scores_block(&tile, (qp, kv.k(h, j0)), shape, (sbuf, BC), mask);
                     // Online softmax: P = exp(S − m_new) in place, rescale what was summed.
                     for r in 0..rows {
                         let srow = &mut sbuf[r * BC..r * BC + cols];
@@ -333,7 +354,8 @@ impl AttentionKernels {
                         l[r] += psum;
                         m[r] = m_new;
                     }
-                    pv_block(&tile, pp, sbuf, BC, rows, cols, kv.v(h, j0), d, otile);
+                    let p = Mat { data: sbuf, ld: BC };
+                    pv_block(&tile, pp, p, kv.v(h, j0), shape, otile);
                 }
                 for r in 0..rows {
                     scale_in_place(&mut otile[r * d..(r + 1) * d], 1.0 / l[r]);

@@ -87,20 +87,15 @@ impl Tile {
         self.full(kc, ap, bp, &mut acc[..self.mr * self.nr], self.nr, false)
     }
 
-    /// C[rows×cols] (row stride ldc) = or += Ap·Bp where rows ≤ mr, cols ≤ nr: full tiles go
+    /// C[rows×cols] (the tile `out`) = or += Ap·Bp where rows ≤ mr, cols ≤ nr: full tiles go
     /// straight to C, edge tiles through an accumulator.
-    #[allow(clippy::too_many_arguments)]
-    pub fn store(
-        &self,
-        kc: usize,
-        ap: &[f32],
-        bp: &[f32],
-        c: &mut [f32],
-        ldc: usize,
-        rows: usize,
-        cols: usize,
-        add: bool,
-    ) {
+    pub fn store(&self, kc: usize, ap: &[f32], bp: &[f32], out: TileOut<'_>, add: bool) {
+        let TileOut {
+            c,
+            ld: ldc,
+            rows,
+            cols,
+        } = out;
         if rows == self.mr && cols == self.nr {
             return self.full(kc, ap, bp, c, ldc, add);
         }
@@ -129,59 +124,31 @@ impl Tile {
         cols.div_ceil(self.nr) * self.nr * kc
     }
 
-    /// Packs A[ic..ic+mc][pc..pc+kc] (row stride `lda`) into mr-tall panels, each kc×mr
-    /// contiguous (column by column), zero-padded.
-    #[allow(clippy::too_many_arguments)]
-    pub fn pack_a(
-        &self,
-        a: &[f32],
-        lda: usize,
-        ic: usize,
-        mc: usize,
-        pc: usize,
-        kc: usize,
-        ap: &mut [f32],
-    ) {
-        let mr = self.mr;
+    /// Packs the block `blk` of A (rows ic..ic+mc, columns pc..pc+kc) into mr-tall panels,
+    /// each kc×mr contiguous (column by column), zero-padded.
+    pub fn pack_a(&self, a: Mat<'_>, blk: Block, ap: &mut [f32]) {
+        let (mr, mc, kc) = (self.mr, blk.rows, blk.cols);
         for (ip, panel) in ap[..self.a_len(mc, kc)].chunks_mut(kc * mr).enumerate() {
-            pack_a_panel(
-                a,
-                lda,
-                ic + ip * mr,
-                mr.min(mc - ip * mr),
-                mr,
-                pc,
-                kc,
-                panel,
-            );
+            let rows = Block {
+                r0: blk.r0 + ip * mr,
+                rows: mr.min(mc - ip * mr),
+                ..blk
+            };
+            pack_a_panel(a, rows, mr, panel);
         }
     }
 
-    /// Packs B[pc..pc+kc][jc..jc+nc] (row stride `ldb`) into nr-wide panels, each kc×nr
-    /// contiguous, zero-padded.
-    #[allow(clippy::too_many_arguments)]
-    pub fn pack_b(
-        &self,
-        b: &[f32],
-        ldb: usize,
-        pc: usize,
-        kc: usize,
-        jc: usize,
-        nc: usize,
-        bp: &mut [f32],
-    ) {
-        let nr = self.nr;
+    /// Packs the block `blk` of B (rows pc..pc+kc, columns jc..jc+nc) into nr-wide panels,
+    /// each kc×nr contiguous, zero-padded.
+    pub fn pack_b(&self, b: Mat<'_>, blk: Block, bp: &mut [f32]) {
+        let (nr, kc, nc) = (self.nr, blk.rows, blk.cols);
         for (jp, panel) in bp[..self.b_len(nc, kc)].chunks_mut(kc * nr).enumerate() {
-            pack_b_panel(
-                b,
-                ldb,
-                pc,
-                kc,
-                jc + jp * nr,
-                nr.min(nc - jp * nr),
-                nr,
-                panel,
-            );
+            let cols = Block {
+                c0: blk.c0 + jp * nr,
+                cols: nr.min(nc - jp * nr),
+                ..blk
+            };
+            pack_b_panel(b, cols, nr, panel);
         }
     }
 
@@ -219,19 +186,36 @@ impl Tile {
     }
 }
 
-/// One mr-tall panel of A: rows r0..r0+rows (rows ≤ mr, zero rows below), columns pc..pc+kc.
-/// Written in order (the mr values of step p, then step p+1), reading mr rows side by side.
-#[allow(clippy::too_many_arguments)]
-fn pack_a_panel(
-    a: &[f32],
-    lda: usize,
-    r0: usize,
-    rows: usize,
-    mr: usize,
-    pc: usize,
-    kc: usize,
-    panel: &mut [f32],
-) {
+/// A row-major matrix as the packing reads it: its values and its row stride.
+#[derive(Clone, Copy)]
+pub struct Mat<'a> {
+    pub data: &'a [f32],
+    pub ld: usize,
+}
+
+/// A block of a matrix: `rows` rows from row `r0`, `cols` columns from column `c0`.
+#[derive(Clone, Copy)]
+pub struct Block {
+    pub r0: usize,
+    pub rows: usize,
+    pub c0: usize,
+    pub cols: usize,
+}
+
+/// Where a tile of C goes: C's values from the tile's first element, C's row stride, and the
+/// rows and columns of C the tile covers (at most mr × nr).
+pub struct TileOut<'a> {
+    pub c: &'a mut [f32],
+    pub ld: usize,
+    pub rows: usize,
+    pub cols: usize,
+}
+
+/// One mr-tall panel of A: the block's rows r0..r0+rows (rows ≤ mr, zero rows below), its
+/// columns pc..pc+kc. Written in order (the mr values of step p, then step p+1), reading mr
+/// rows side by side.
+fn pack_a_panel(a: Mat<'_>, blk: Block, mr: usize, panel: &mut [f32]) {
+    let (a, lda, r0, rows, pc, kc) = (a.data, a.ld, blk.r0, blk.rows, blk.c0, blk.cols);
     fn fixed<const MR: usize>(
         a: &[f32],
         lda: usize,
@@ -264,18 +248,10 @@ fn pack_a_panel(
     }
 }
 
-/// One nr-wide panel of B: rows pc..pc+kc, columns j0..j0+cols (cols ≤ nr, zero-padded).
-#[allow(clippy::too_many_arguments)]
-fn pack_b_panel(
-    b: &[f32],
-    ldb: usize,
-    pc: usize,
-    kc: usize,
-    j0: usize,
-    cols: usize,
-    nr: usize,
-    panel: &mut [f32],
-) {
+/// One nr-wide panel of B: the block's rows pc..pc+kc, its columns j0..j0+cols (cols ≤ nr,
+/// zero-padded).
+fn pack_b_panel(b: Mat<'_>, blk: Block, nr: usize, panel: &mut [f32]) {
+    let (b, ldb, pc, kc, j0, cols) = (b.data, b.ld, blk.r0, blk.rows, blk.c0, blk.cols);
     for p in 0..kc {
         let src = &b[(pc + p) * ldb + j0..(pc + p) * ldb + j0 + cols];
         copy_padded(&mut panel[p * nr..(p + 1) * nr], src);
@@ -310,22 +286,13 @@ fn copy_padded(dst: &mut [f32], src: &[f32]) {
 /// and scattered into the panels; tasks own disjoint rows of every panel.
 const B_ROWS_A_TASK: usize = 16;
 
-/// Packs rows g·B_ROWS_A_TASK.. of B[pc..pc+kc][jc..jc+nc] into every nr-wide panel at `bp`.
+/// Packs rows g·B_ROWS_A_TASK.. of the block `blk` of B (rows pc..pc+kc, columns jc..jc+nc)
+/// into every nr-wide panel at `bp`.
 ///
 /// # Safety
 /// `bp` points to t.b_len(nc, kc) writable values that no other thread writes these rows of.
-#[allow(clippy::too_many_arguments)]
-unsafe fn pack_b_rows(
-    t: &Tile,
-    b: &[f32],
-    ldb: usize,
-    pc: usize,
-    kc: usize,
-    jc: usize,
-    nc: usize,
-    g: usize,
-    bp: CPtr,
-) {
+unsafe fn pack_b_rows(t: &Tile, b: Mat<'_>, blk: Block, g: usize, bp: CPtr) {
+    let (b, ldb, pc, kc, jc, nc) = (b.data, b.ld, blk.r0, blk.rows, blk.c0, blk.cols);
     let (nr, panels) = (t.nr, nc.div_ceil(t.nr));
     for p in g * B_ROWS_A_TASK..((g + 1) * B_ROWS_A_TASK).min(kc) {
         let row = &b[(pc + p) * ldb + jc..(pc + p) * ldb + jc + nc];
@@ -497,7 +464,20 @@ impl GemmKernels {
                     if i < b_tasks {
                         // SAFETY: bp holds b_len(NC, KC) ≥ b_len(nc, kc) values; task i owns
                         // rows i·B_ROWS_A_TASK.. (each i is claimed once).
-                        unsafe { pack_b_rows(&t, b, n, pc, kc, jc, nc, i, bp) };
+                        unsafe {
+                            pack_b_rows(
+                                &t,
+                                Mat { data: b, ld: n },
+                                Block {
+                                    r0: pc,
+                                    rows: kc,
+                                    c0: jc,
+                                    cols: nc,
+                                },
+                                i,
+                                bp,
+                            )
+                        };
                     } else {
                         let ip = i - b_tasks;
                         let r0 = ip * t.mr;
@@ -505,7 +485,17 @@ impl GemmKernels {
                         let panel = unsafe {
                             std::slice::from_raw_parts_mut(ap.at(ip * kc * t.mr), kc * t.mr)
                         };
-                        pack_a_panel(a, k, r0, t.mr.min(m - r0), t.mr, pc, kc, panel);
+                        pack_a_panel(
+                            Mat { data: a, ld: k },
+                            Block {
+                                r0,
+                                rows: t.mr.min(m - r0),
+                                c0: pc,
+                                cols: kc,
+                            },
+                            t.mr,
+                            panel,
+                        );
                     }
                 }
                 barrier.wait();
@@ -541,7 +531,18 @@ impl GemmKernels {
                             // chunk; start + len ≤ m·n = c.len() (r0 + rows ≤ m, j0 + cols ≤ n).
                             let ctile =
                                 unsafe { std::slice::from_raw_parts_mut(cp.at(start), len) };
-                            t.store(kc, apanel, bpanel, ctile, n, rows, cols, pc > 0);
+                            t.store(
+                                kc,
+                                apanel,
+                                bpanel,
+                                TileOut {
+                                    c: ctile,
+                                    ld: n,
+                                    rows,
+                                    cols,
+                                },
+                                pc > 0,
+                            );
                         }
                     }
                 }
@@ -817,7 +818,18 @@ mod tests {
             for (rows, cols) in [(t.mr, t.nr), (t.mr - 1, t.nr), (1, 3)] {
                 for add in [false, true] {
                     let mut c = vec![0.5f32; t.mr * ldc];
-                    t.store(kc, &ap, &bp, &mut c, ldc, rows, cols, add);
+                    t.store(
+                        kc,
+                        &ap,
+                        &bp,
+                        TileOut {
+                            c: &mut c,
+                            ld: ldc,
+                            rows,
+                            cols,
+                        },
+                        add,
+                    );
                     for i in 0..t.mr {
                         for j in 0..ldc {
                             let got = c[i * ldc + j];
