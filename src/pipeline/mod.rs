@@ -86,7 +86,7 @@ pub fn run(opts: &RunOptions) -> Result<(ExitCode, PathBuf)> {
     };
     let (run, dir) = write_archive(opts, &p, made, results)?;
     if let Some(path) = &opts.junit {
-        crate::files::write_atomic(path, report::junit(&run).as_bytes())?;
+        crate::files::write_atomic(path, report::output::junit::junit(&run).as_bytes())?;
     }
     if let Some(path) = &opts.summary_to {
         append_summary(path, &run, &dir)?;

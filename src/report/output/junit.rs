@@ -1,0 +1,90 @@
+//! `junit.xml`: one test suite per spec, one test case per check, for CI dashboards.
+
+use super::{Output, Rendering};
+use crate::error::Result;
+use crate::results::RunResult;
+use crate::verdict::Status;
+
+/// `junit.xml`: one test case per check.
+pub struct JUnit;
+
+impl Output for JUnit {
+    fn name(&self) -> &'static str {
+        "junit"
+    }
+    fn render(&self, r: &Rendering<'_>) -> Result<Vec<(String, Vec<u8>)>> {
+        Ok(vec![("junit.xml".into(), junit(r.run).into_bytes())])
+    }
+}
+
+/// Escapes text for an XML attribute or element.
+fn xml_escape(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&apos;"),
+            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => {}
+            c if crate::report::is_bidi_control(c) => o.push_str(&format!("[U+{:04X}]", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// JUnit XML for CI dashboards: one test suite per spec, one test case per check (skipped
+/// checks as `<skipped/>`, warnings as passing cases with the warning in `system-out`).
+pub fn junit(run: &RunResult) -> String {
+    let cases: usize = run.specs.iter().map(|s| s.checks.len()).sum();
+    let failures = run.verdict.checks_failed;
+    let mut x = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"opledger\" tests=\"{cases}\" failures=\"{failures}\" time=\"{:.3}\">\n",
+        run.wall_secs
+    );
+    for s in &run.specs {
+        let fails = s.checks.iter().filter(|c| c.status == Status::Fail).count();
+        let skips = s
+            .checks
+            .iter()
+            .filter(|c| matches!(c.status, Status::Skip | Status::Inconclusive))
+            .count();
+        x.push_str(&format!(
+            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{fails}\" skipped=\"{skips}\">\n",
+            xml_escape(&s.name),
+            s.checks.len()
+        ));
+        for c in &s.checks {
+            let detail = crate::report::gate::check_detail(s, c);
+            x.push_str(&format!(
+                "    <testcase classname=\"opledger.{}\" name=\"{}\">",
+                xml_escape(&s.name),
+                xml_escape(&c.name)
+            ));
+            match c.status {
+                Status::Fail => x.push_str(&format!(
+                    "<failure message=\"{}\">{}</failure>",
+                    xml_escape(&detail),
+                    xml_escape(&detail)
+                )),
+                Status::Skip => {
+                    x.push_str(&format!("<skipped message=\"{}\"/>", xml_escape(&detail)))
+                }
+                // Not decided is not passed: shown as skipped, with the reason.
+                Status::Inconclusive => x.push_str(&format!(
+                    "<skipped message=\"INCONCLUSIVE: {}\"/>",
+                    xml_escape(&detail)
+                )),
+                Status::Warn | Status::Pass => {
+                    x.push_str(&format!("<system-out>{}</system-out>", xml_escape(&detail)))
+                }
+            }
+            x.push_str("</testcase>\n");
+        }
+        x.push_str("  </testsuite>\n");
+    }
+    x.push_str("</testsuites>\n");
+    x
+}

@@ -1,0 +1,19 @@
+//! `summary.md`: the short summary a CI job page shows, linking to the report.
+
+use super::{Output, Rendering, REPORT};
+use crate::error::Result;
+
+/// `summary.md`.
+pub struct Summary;
+
+impl Output for Summary {
+    fn name(&self) -> &'static str {
+        "summary"
+    }
+    fn render(&self, r: &Rendering<'_>) -> Result<Vec<(String, Vec<u8>)>> {
+        Ok(vec![(
+            "summary.md".into(),
+            crate::report::render_summary(r.run, &r.dir.join(REPORT))?.into_bytes(),
+        )])
+    }
+}
