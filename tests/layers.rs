@@ -137,3 +137,35 @@ fn the_checker_sees_an_upward_import() {
     assert_eq!(named, vec!["pipeline".to_string()]);
     assert!(layer_of("pipeline").unwrap() > layer_of("kinds").unwrap());
 }
+
+#[test]
+fn the_contributing_guide_lists_the_same_layers() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/contributing.md"))
+            .unwrap();
+    // Rows `| N | `a`, `b` | … |` of the layers table, in order.
+    let mut rows: Vec<(usize, Vec<String>)> = Vec::new();
+    for line in doc.lines() {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        if cells.len() < 4 {
+            continue;
+        }
+        let Ok(n) = cells[1].parse::<usize>() else {
+            continue;
+        };
+        let modules = cells[2]
+            .split(',')
+            .map(|m| m.trim().trim_matches('`').to_string())
+            .collect();
+        rows.push((n, modules));
+    }
+    let want: Vec<(usize, Vec<String>)> = LAYERS
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (i, l.iter().map(|m| m.to_string()).collect()))
+        .collect();
+    assert_eq!(
+        rows, want,
+        "docs/contributing.md's layers table differs from LAYERS"
+    );
+}
