@@ -662,6 +662,42 @@ impl RawSpec {
             .workload
             .validate()
             .map_err(|e| (find_key(text, &e.key_path()), e.message))?;
+        let (variants, implementations) = self.validate_variants(&workload, text)?;
+        self.validate_expect(text)?;
+        self.validate_gate_and_measure(text)?;
+        let sweep = self.validate_sweep(text)?;
+        let mut checklist = self.checklist.clone();
+        checklist.sort();
+        checklist.dedup();
+        Ok(Spec {
+            name: self.name.0,
+            title: self.title,
+            description: self.description,
+            file: PathBuf::new(),
+            source_text: text.to_string(),
+            source_sha256: sha256_hex(text.as_bytes()),
+            checklist,
+            workload,
+            variants,
+            implementations,
+            expect: self.expect,
+            gate: self.gate,
+            measure: self.measure,
+            sweep,
+            point: None,
+            raw_workload: self.workload,
+        })
+    }
+
+    /// The two sides: each a variant of the workload's kind, or an implementation of one; a
+    /// kind without built-in kernels takes implementations on both sides; never one built-in
+    /// variant against itself.
+    fn validate_variants(
+        &self,
+        workload: &Workload,
+        text: &str,
+    ) -> Result<(Variants, Implementations), Invalid> {
+        let at = |path: &[&str]| find_key(text, path);
         let allowed = workload.variants();
         let mut implementations = Implementations::default();
         for (key, raw) in [
@@ -708,9 +744,9 @@ impl RawSpec {
             ] {
                 if side.is_none() {
                     return Err((
-                        at(&["variants", key]),
-                        format!("variants.{key}: kind {} has no built-in kernels: both sides must be implementations ({{implements: VARIANT, command: [...]}})", workload.kind().name()),
-                    ));
+                    at(&["variants", key]),
+                    format!("variants.{key}: kind {} has no built-in kernels: both sides must be implementations ({{implements: VARIANT, command: [...]}})", workload.kind().name()),
+                ));
                 }
             }
         }
@@ -718,10 +754,17 @@ impl RawSpec {
         // against the built-in one); one built-in variant against itself is not.
         if variants.before == variants.after && !implementations.any() {
             return Err((
-                at(&["variants"]),
-                "variants.before and variants.after are the same: a spec compares two different variants".into(),
-            ));
+            at(&["variants"]),
+            "variants.before and variants.after are the same: a spec compares two different variants".into(),
+        ));
         }
+        Ok((variants, implementations))
+    }
+
+    /// The claims: each range has a bound, its bounds are savings in order, relative bounds
+    /// only on the time saving.
+    fn validate_expect(&self, text: &str) -> Result<(), Invalid> {
+        let at = |path: &[&str]| find_key(text, path);
         for (key, range) in [
             ("io_saving", &self.expect.io_saving),
             ("time_saving", &self.expect.time_saving),
@@ -778,6 +821,12 @@ impl RawSpec {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// The gate's limit and the spec's own sampling limits.
+    fn validate_gate_and_measure(&self, text: &str) -> Result<(), Invalid> {
+        let at = |path: &[&str]| find_key(text, path);
         let mr = self.gate.max_regression.0;
         if !(mr > 0.0 && mr <= 10.0) {
             return Err((
@@ -807,6 +856,13 @@ impl RawSpec {
                 "measure.time_cap_secs must be > 0".into(),
             ));
         }
+        Ok(())
+    }
+
+    /// The sweep (sweepable keys, at most 64 values each and 256 points) and the points its
+    /// claims name.
+    fn validate_sweep(&self, text: &str) -> Result<Vec<(String, Vec<u64>)>, Invalid> {
+        let at = |path: &[&str]| find_key(text, path);
         let mut sweep = Vec::new();
         for (key, values) in &self.sweep {
             if !self.workload.sweepable(key) {
@@ -853,27 +909,7 @@ impl RawSpec {
                 ));
             }
         }
-        let mut checklist = self.checklist.clone();
-        checklist.sort();
-        checklist.dedup();
-        Ok(Spec {
-            name: self.name.0,
-            title: self.title,
-            description: self.description,
-            file: PathBuf::new(),
-            source_text: text.to_string(),
-            source_sha256: sha256_hex(text.as_bytes()),
-            checklist,
-            workload,
-            variants,
-            implementations,
-            expect: self.expect,
-            gate: self.gate,
-            measure: self.measure,
-            sweep,
-            point: None,
-            raw_workload: self.workload,
-        })
+        Ok(sweep)
     }
 }
 
