@@ -150,179 +150,20 @@ impl FromRaw for Custom {
     const BUILTIN_KERNELS: bool = false;
 
     fn from_raw(raw: &RawWorkload) -> Result<Self, Invalid> {
-        let raw_sizes = raw.sizes.clone().unwrap_or_default();
-        let mut sizes = BTreeMap::new();
-        for (name, v) in &raw_sizes {
-            if !name_ok(name) {
-                return Err(Invalid::at(
-                    "sizes",
-                    format!("workload.sizes: `{name}`: expected a name of [a-z_][a-z0-9_]*, at most 32 characters"),
-                ));
-            }
-            sizes.insert(name.clone(), v.0 as i64);
-        }
-        let raw_tensors = raw.tensors.clone().unwrap_or_default();
-        let mut tensors = Vec::new();
-        for (name, t) in &raw_tensors {
-            if !name_ok(name) {
-                return Err(Invalid::at(
-                    "tensors",
-                    format!("workload.tensors: `{name}`: expected a name of [a-z_][a-z0-9_]*, at most 32 characters"),
-                ));
-            }
-            if t.shape.is_empty() || t.shape.len() > 8 {
-                return Err(Invalid::at(
-                    "tensors",
-                    format!("workload.tensors.{name}.shape: expected 1 to 8 dimensions"),
-                ));
-            }
-            let shape = t
-                .shape
-                .iter()
-                .map(|d| count(d, &sizes, "tensors", &format!("{name}.shape"), 1))
-                .collect::<Result<Vec<u64>, Invalid>>()?;
-            shape
-                .iter()
-                .try_fold(1u64, |a, &d| a.checked_mul(d))
-                .filter(|&n| n <= MAX_TENSOR_ELEMENTS)
-                .ok_or_else(|| {
-                    Invalid::at(
-                        "tensors",
-                        format!("workload.tensors.{name}: shape {shape:?} exceeds the limit of {MAX_TENSOR_ELEMENTS} elements per tensor"),
-                    )
-                })?;
-            tensors.push(CustomTensor {
-                name: name.clone(),
-                shape,
-            });
-        }
-        let known = |n: &str| tensors.iter().any(|t| t.name == n);
-        let names = || {
-            tensors
-                .iter()
-                .map(|t| t.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
+        let sizes = sizes_of(raw)?;
+        let tensors = tensors_of(raw, &sizes)?;
         let inputs = raw.inputs.clone().unwrap_or_default();
         let output = raw.output.clone().unwrap_or_default();
-        if inputs.is_empty() {
-            return Err(Invalid::at(
-                "inputs",
-                "workload.inputs: expected the names of one or more tensors",
-            ));
-        }
-        for i in inputs.iter().chain([&output]) {
-            if !known(i) {
-                return Err(Invalid::at(
-                    if *i == output { "output" } else { "inputs" },
-                    format!(
-                        "workload: `{i}` is no tensor of workload.tensors (its tensors: {})",
-                        names()
-                    ),
-                ));
-            }
-        }
-        if inputs.contains(&output) {
-            return Err(Invalid::at(
-                "output",
-                format!("workload.output `{output}` is also an input: the output is what the variants write"),
-            ));
-        }
+        check_inputs_and_output(&tensors, &inputs, &output)?;
         let mut ledgers = Vec::new();
         for (vname, l) in raw.ledger.clone().unwrap_or_default() {
-            let variant = Variant::deserialize(serde::de::value::StrDeserializer::<
-                serde::de::value::Error,
-            >::new(&vname))
-            .map_err(|e| Invalid::at("ledger", format!("workload.ledger.{vname}: {e}")))?;
-            let mut moves: Vec<(String, u64, u64)> = Vec::new();
-            for (tensor, _) in l.reads.iter().chain(&l.writes) {
-                if !known(tensor) {
-                    return Err(Invalid::at(
-                        "ledger",
-                        format!("workload.ledger.{vname}: `{tensor}` is no tensor of workload.tensors (its tensors: {})", names()),
-                    ));
-                }
-            }
-            for t in &tensors {
-                let reads = l.reads.get(&t.name).map_or(Ok(0), |e| {
-                    count(e, &sizes, "ledger", &format!("{vname}.reads.{}", t.name), 0)
-                })?;
-                let writes = l.writes.get(&t.name).map_or(Ok(0), |e| {
-                    count(
-                        e,
-                        &sizes,
-                        "ledger",
-                        &format!("{vname}.writes.{}", t.name),
-                        0,
-                    )
-                })?;
-                if reads + writes > 0 {
-                    moves.push((t.name.clone(), reads, writes));
-                }
-            }
-            if !moves.iter().any(|(t, _, w)| *t == output && *w > 0) {
-                return Err(Invalid::at(
-                    "ledger",
-                    format!(
-                        "workload.ledger.{vname}: the variant never writes the output `{output}`"
-                    ),
-                ));
-            }
-            // Every product and sum of the ledger in range: bytes = elements × dtype bytes ×
-            // (reads + writes), summed over the tensors, and the FLOPs. A count that wraps would
-            // show as a tiny traffic and a nonsense saving.
-            let dtype_bytes = raw.dtype().bytes();
-            let mut total: u64 = 0;
-            for (tensor, reads, writes) in &moves {
-                let elements = tensors
-                    .iter()
-                    .find(|t| t.name == *tensor)
-                    .map_or(0, |t| t.shape.iter().product::<u64>());
-                let traffic = elements
-                    .checked_mul(dtype_bytes)
-                    .zip(reads.checked_add(*writes))
-                    .and_then(|(bytes, moves)| bytes.checked_mul(moves))
-                    .filter(|&b| b <= MAX_LEDGER_BYTES);
-                total = match traffic.and_then(|t| total.checked_add(t)) {
-                    Some(t) if t <= MAX_LEDGER_BYTES => t,
-                    _ => {
-                        let side = if l.reads.contains_key(tensor) {
-                            "reads"
-                        } else {
-                            "writes"
-                        };
-                        return Err(Invalid::at(
-                            "ledger",
-                            format!(
-                                "workload.ledger.{vname}.{side}.{tensor}: {elements} elements of {dtype_bytes} bytes, read {reads} and written {writes} times, bring the variant's traffic past {MAX_LEDGER_BYTES} bytes (2^60): the counts overflow; expected counts per execution"
-                            ),
-                        )
-                        .within([vname.as_str(), side, tensor.as_str()]));
-                    }
-                };
-            }
-            let launches = l.launches.unwrap_or(1);
-            if launches == 0 {
-                return Err(Invalid::at(
-                    "ledger",
-                    format!("workload.ledger.{vname}.launches: expected at least 1"),
-                ));
-            }
-            let flops = count(&l.flops, &sizes, "ledger", &format!("{vname}.flops"), 0)?;
-            if flops > MAX_LEDGER_FLOPS {
-                return Err(Invalid::at(
-                    "ledger",
-                    format!("workload.ledger.{vname}.flops: {flops} is past {MAX_LEDGER_FLOPS} (2^60): expected the FLOPs of one execution"),
-                )
-                .within([vname.as_str(), "flops"]));
-            }
-            ledgers.push(CustomLedger {
-                variant,
-                moves,
-                flops,
-                launches,
-            });
+            let ledger = Tensorset {
+                sizes: &sizes,
+                tensors: &tensors,
+                output: &output,
+                dtype_bytes: raw.dtype().bytes(),
+            };
+            ledgers.push(ledger.variant(&vname, &l)?);
         }
         if ledgers.len() < 2 {
             return Err(Invalid::at(
@@ -337,6 +178,210 @@ impl FromRaw for Custom {
             output,
             ledgers,
             dtype: raw.dtype(),
+        })
+    }
+}
+
+/// The named sizes, each a valid name.
+fn sizes_of(raw: &RawWorkload) -> Result<BTreeMap<String, i64>, Invalid> {
+    let raw_sizes = raw.sizes.clone().unwrap_or_default();
+    let mut sizes = BTreeMap::new();
+    for (name, v) in &raw_sizes {
+        if !name_ok(name) {
+            return Err(Invalid::at(
+                    "sizes",
+                    format!("workload.sizes: `{name}`: expected a name of [a-z_][a-z0-9_]*, at most 32 characters"),
+                ));
+        }
+        sizes.insert(name.clone(), v.0 as i64);
+    }
+    Ok(sizes)
+}
+
+/// The tensors: valid names, 1 to 8 dimensions given by the sizes, within the element limit.
+fn tensors_of(
+    raw: &RawWorkload,
+    sizes: &BTreeMap<String, i64>,
+) -> Result<Vec<CustomTensor>, Invalid> {
+    let raw_tensors = raw.tensors.clone().unwrap_or_default();
+    let mut tensors = Vec::new();
+    for (name, t) in &raw_tensors {
+        if !name_ok(name) {
+            return Err(Invalid::at(
+                    "tensors",
+                    format!("workload.tensors: `{name}`: expected a name of [a-z_][a-z0-9_]*, at most 32 characters"),
+                ));
+        }
+        if t.shape.is_empty() || t.shape.len() > 8 {
+            return Err(Invalid::at(
+                "tensors",
+                format!("workload.tensors.{name}.shape: expected 1 to 8 dimensions"),
+            ));
+        }
+        let shape = t
+            .shape
+            .iter()
+            .map(|d| count(d, sizes, "tensors", &format!("{name}.shape"), 1))
+            .collect::<Result<Vec<u64>, Invalid>>()?;
+        shape
+                .iter()
+                .try_fold(1u64, |a, &d| a.checked_mul(d))
+                .filter(|&n| n <= MAX_TENSOR_ELEMENTS)
+                .ok_or_else(|| {
+                    Invalid::at(
+                        "tensors",
+                        format!("workload.tensors.{name}: shape {shape:?} exceeds the limit of {MAX_TENSOR_ELEMENTS} elements per tensor"),
+                    )
+                })?;
+        tensors.push(CustomTensor {
+            name: name.clone(),
+            shape,
+        });
+    }
+    Ok(tensors)
+}
+
+/// The names of the tensors, for messages.
+fn tensor_names(tensors: &[CustomTensor]) -> String {
+    tensors
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// One or more inputs and one output, all tensors of the workload, the output not an input.
+fn check_inputs_and_output(
+    tensors: &[CustomTensor],
+    inputs: &[String],
+    output: &String,
+) -> Result<(), Invalid> {
+    let known = |n: &str| tensors.iter().any(|t| t.name == n);
+    let names = || tensor_names(tensors);
+    if inputs.is_empty() {
+        return Err(Invalid::at(
+            "inputs",
+            "workload.inputs: expected the names of one or more tensors",
+        ));
+    }
+    for i in inputs.iter().chain([output]) {
+        if !known(i) {
+            return Err(Invalid::at(
+                if i == output { "output" } else { "inputs" },
+                format!(
+                    "workload: `{i}` is no tensor of workload.tensors (its tensors: {})",
+                    names()
+                ),
+            ));
+        }
+    }
+    if inputs.contains(output) {
+        return Err(Invalid::at(
+                "output",
+                format!("workload.output `{output}` is also an input: the output is what the variants write"),
+            ));
+    }
+    Ok(())
+}
+
+/// What a variant's ledger is counted against: the sizes, the tensors, the output, the dtype.
+struct Tensorset<'a> {
+    sizes: &'a BTreeMap<String, i64>,
+    tensors: &'a [CustomTensor],
+    output: &'a str,
+    dtype_bytes: u64,
+}
+
+impl Tensorset<'_> {
+    /// One variant's ledger: reads and writes of known tensors, the output written, every
+    /// count and sum in range, at least one launch.
+    fn variant(&self, vname: &str, l: &RawCustomLedger) -> Result<CustomLedger, Invalid> {
+        let (sizes, tensors, output, dtype_bytes) =
+            (self.sizes, self.tensors, self.output, self.dtype_bytes);
+        let known = |n: &str| tensors.iter().any(|t| t.name == n);
+        let names = || tensor_names(tensors);
+        let variant = Variant::deserialize(serde::de::value::StrDeserializer::<
+            serde::de::value::Error,
+        >::new(vname))
+        .map_err(|e| Invalid::at("ledger", format!("workload.ledger.{vname}: {e}")))?;
+        let mut moves: Vec<(String, u64, u64)> = Vec::new();
+        for (tensor, _) in l.reads.iter().chain(&l.writes) {
+            if !known(tensor) {
+                return Err(Invalid::at(
+                        "ledger",
+                        format!("workload.ledger.{vname}: `{tensor}` is no tensor of workload.tensors (its tensors: {})", names()),
+                    ));
+            }
+        }
+        for t in tensors {
+            let reads = l.reads.get(&t.name).map_or(Ok(0), |e| {
+                count(e, sizes, "ledger", &format!("{vname}.reads.{}", t.name), 0)
+            })?;
+            let writes = l.writes.get(&t.name).map_or(Ok(0), |e| {
+                count(e, sizes, "ledger", &format!("{vname}.writes.{}", t.name), 0)
+            })?;
+            if reads + writes > 0 {
+                moves.push((t.name.clone(), reads, writes));
+            }
+        }
+        if !moves.iter().any(|(t, _, w)| *t == output && *w > 0) {
+            return Err(Invalid::at(
+                "ledger",
+                format!("workload.ledger.{vname}: the variant never writes the output `{output}`"),
+            ));
+        }
+        // Every product and sum of the ledger in range: bytes = elements × dtype bytes ×
+        // (reads + writes), summed over the tensors, and the FLOPs. A count that wraps would
+        // show as a tiny traffic and a nonsense saving.
+        let mut total: u64 = 0;
+        for (tensor, reads, writes) in &moves {
+            let elements = tensors
+                .iter()
+                .find(|t| t.name == *tensor)
+                .map_or(0, |t| t.shape.iter().product::<u64>());
+            let traffic = elements
+                .checked_mul(dtype_bytes)
+                .zip(reads.checked_add(*writes))
+                .and_then(|(bytes, moves)| bytes.checked_mul(moves))
+                .filter(|&b| b <= MAX_LEDGER_BYTES);
+            total = match traffic.and_then(|t| total.checked_add(t)) {
+                Some(t) if t <= MAX_LEDGER_BYTES => t,
+                _ => {
+                    let side = if l.reads.contains_key(tensor) {
+                        "reads"
+                    } else {
+                        "writes"
+                    };
+                    return Err(Invalid::at(
+                            "ledger",
+                            format!(
+                                "workload.ledger.{vname}.{side}.{tensor}: {elements} elements of {dtype_bytes} bytes, read {reads} and written {writes} times, bring the variant's traffic past {MAX_LEDGER_BYTES} bytes (2^60): the counts overflow; expected counts per execution"
+                            ),
+                        )
+                        .within([vname, side, tensor.as_str()]));
+                }
+            };
+        }
+        let launches = l.launches.unwrap_or(1);
+        if launches == 0 {
+            return Err(Invalid::at(
+                "ledger",
+                format!("workload.ledger.{vname}.launches: expected at least 1"),
+            ));
+        }
+        let flops = count(&l.flops, sizes, "ledger", &format!("{vname}.flops"), 0)?;
+        if flops > MAX_LEDGER_FLOPS {
+            return Err(Invalid::at(
+                    "ledger",
+                    format!("workload.ledger.{vname}.flops: {flops} is past {MAX_LEDGER_FLOPS} (2^60): expected the FLOPs of one execution"),
+                )
+                .within([vname, "flops"]));
+        }
+        Ok(CustomLedger {
+            variant,
+            moves,
+            flops,
+            launches,
         })
     }
 }
