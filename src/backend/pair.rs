@@ -149,6 +149,46 @@ struct UserSides {
     cold: bool,
 }
 
+/// The worker module (`python/opledger_worker.py`) and each input as `.npy` in `dir`, for the
+/// workers to read; returns the inputs' files by tensor name.
+fn write_worker_files(
+    dir: &Path,
+    python: &Path,
+    inputs: &Tensors,
+) -> Result<std::collections::BTreeMap<String, TensorFile>> {
+    std::fs::create_dir(python)
+        .and_then(|_| std::fs::write(python.join("opledger_worker.py"), worker::PYTHON_MODULE))
+        .map_err(|e| BackendError::Kernel(format!("cannot write the worker module: {e}")))?;
+    let mut input_files = std::collections::BTreeMap::new();
+    for (name, shape, data) in inputs.iter() {
+        let path = dir.join(format!("input-{name}.npy"));
+        worker::write_npy(&path, shape, data)?;
+        input_files.insert(
+            name.to_string(),
+            TensorFile {
+                path,
+                shape: shape.to_vec(),
+                dtype: "float32".into(),
+            },
+        );
+    }
+    Ok(input_files)
+}
+
+/// A side's own CUDA kernel: its source file (beside the spec), read and bounded.
+fn user_source(src: &crate::spec::CudaSource, spec_dir: &Path) -> Result<super::UserSource> {
+    let path = spec_dir.join(&src.source);
+    let text = crate::files::read_regular(&path, 16 << 20, "CUDA source")
+        .map_err(|e| BackendError::Kernel(e.to_string()))?;
+    let text = String::from_utf8(text)
+        .map_err(|_| BackendError::Kernel(format!("{}: not UTF-8 text", path.display())))?;
+    Ok(super::UserSource {
+        path,
+        text,
+        spec: src.clone(),
+    })
+}
+
 impl UserSides {
     fn start(
         backend: &dyn Backend,
@@ -168,31 +208,14 @@ impl UserSides {
         // The worker module and the inputs as `.npy`, written only for workers (a CUDA kernel of
         // the user's gets the device buffers of the tensors themselves).
         let python = dir.path().join("python");
-        let mut input_files = std::collections::BTreeMap::new();
         let has_worker = [&implementations.before, &implementations.after]
             .iter()
             .any(|i| matches!(i, Some(Implementation::Worker(_))));
-        if has_worker {
-            std::fs::create_dir(&python)
-                .and_then(|_| {
-                    std::fs::write(python.join("opledger_worker.py"), worker::PYTHON_MODULE)
-                })
-                .map_err(|e| {
-                    BackendError::Kernel(format!("cannot write the worker module: {e}"))
-                })?;
-            for (name, shape, data) in inputs.iter() {
-                let path = dir.path().join(format!("input-{name}.npy"));
-                worker::write_npy(&path, shape, data)?;
-                input_files.insert(
-                    name.to_string(),
-                    TensorFile {
-                        path,
-                        shape: shape.to_vec(),
-                        dtype: "float32".into(),
-                    },
-                );
-            }
-        }
+        let input_files = if has_worker {
+            write_worker_files(dir.path(), &python, inputs)?
+        } else {
+            std::collections::BTreeMap::new()
+        };
         let kind = workload.as_kind();
         let output_shape = kind.output_shape();
         let workload_json = serde_json::to_value(workload).unwrap_or(serde_json::Value::Null);
@@ -208,17 +231,7 @@ impl UserSides {
                     continue;
                 }
                 Some(Implementation::Cuda(src)) => {
-                    let path = ctx.spec_dir.join(&src.source);
-                    let text = crate::files::read_regular(&path, 16 << 20, "CUDA source")
-                        .map_err(|e| BackendError::Kernel(e.to_string()))?;
-                    let text = String::from_utf8(text).map_err(|_| {
-                        BackendError::Kernel(format!("{}: not UTF-8 text", path.display()))
-                    })?;
-                    let user = super::UserSource {
-                        path,
-                        text,
-                        spec: src.clone(),
-                    };
+                    let user = user_source(src, ctx.spec_dir)?;
                     runners.push(Runner::Kernel(
                         backend.user_kernel(&user, workload, variant, inputs)?,
                     ));
