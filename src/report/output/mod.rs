@@ -16,7 +16,7 @@ pub struct Template {
 }
 
 /// What an output renders from: the run, the report template it uses, and the archive's folder
-/// (as the summary names the report).
+/// being written.
 pub struct Rendering<'a> {
     pub run: &'a RunResult,
     /// The user's template; the built-in one when `None`.

@@ -1,4 +1,4 @@
-//! `summary.md`: the short summary a CI job page shows, linking to the report.
+//! `summary.md`: the short summary a CI job page shows, linking to the report beside it.
 
 use super::{Output, Rendering, REPORT};
 use crate::error::Result;
@@ -13,7 +13,7 @@ impl Output for Summary {
     fn render(&self, r: &Rendering<'_>) -> Result<Vec<(String, Vec<u8>)>> {
         Ok(vec![(
             "summary.md".into(),
-            crate::report::render_summary(r.run, &r.dir.join(REPORT))?.into_bytes(),
+            crate::report::render_summary(r.run, std::path::Path::new(REPORT))?.into_bytes(),
         )])
     }
 }
