@@ -19,7 +19,8 @@ const EXIT_CODES: &str = "Exit codes:
   2  bad input: a spec (file:line:column), a flag, a damaged baseline or results file, an archive
      edited after the run, a template
   3  the requested backend is unavailable (e.g. --backend cuda without a usable GPU)
-  4  an output could not be written or serialised (a full disk, a folder's permissions)";
+  4  an output could not be written or serialised (a full disk, a folder's permissions)
+run --bisect: 0 PASS, 1 FAIL, 125 INCONCLUSIVE (skip), 128 + 2, 3 or 4 (stop the bisection)";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -221,6 +222,11 @@ pub struct RunArgs {
     /// decide): for CI jobs that must decide.
     #[arg(long)]
     pub fail_on_inconclusive: bool,
+    /// Exit as `git bisect run` reads it: 0 PASS, 1 FAIL, 125 INCONCLUSIVE (skip the commit),
+    /// and 128 + the code for bad input, an unavailable backend or a failed output (stop the
+    /// bisection instead of marking the commit bad).
+    #[arg(long)]
+    pub bisect: bool,
     /// Root of the baselines store.
     #[arg(long, default_value = "baselines")]
     pub baselines: PathBuf,
@@ -358,18 +364,30 @@ fn set_threads(n: usize) -> Result<()> {
         })
 }
 
+impl Cli {
+    /// Whether the exit status is `git bisect run`'s (`run --bisect`).
+    pub fn bisect(&self) -> bool {
+        matches!(&self.command, Command::Run(a) if a.bisect)
+    }
+}
+
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     // Every `OPLEDGER_*` variable is read here, once: a bad one stops any command at once.
     let settings = crate::settings::Settings::from_env()?;
     crate::device::simd::install_cap(settings.simd);
     match cli.command {
         Command::Run(a) => {
-            let ncu = a.ncu;
+            let (ncu, bisect) = (a.ncu, a.bisect);
             let opts = run_options(a, settings)?;
             if ncu {
                 crate::counters::run_with_ncu(&opts)
             } else {
-                pipeline::run(&opts).map(|(code, _)| code)
+                let (verdict, _) = pipeline::run(&opts)?;
+                Ok(if bisect {
+                    verdict.bisect_code()
+                } else {
+                    verdict.exit_code(opts.fail_on_inconclusive)
+                })
             }
         }
         Command::ProfilePass {

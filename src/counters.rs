@@ -761,7 +761,8 @@ pub fn run_with_ncu(opts: &crate::pipeline::RunOptions) -> Result<crate::error::
             "run --ncu: `ncu` (Nsight Compute) is not on PATH; install it with the CUDA toolkit, or profile the marked pass yourself and use `opledger counters`".into(),
         )
     })?;
-    let (code, run_dir) = crate::pipeline::run(opts)?;
+    let (verdict, run_dir) = crate::pipeline::run(opts)?;
+    let code = verdict.exit_code(opts.fail_on_inconclusive);
     let run = crate::archive::load(&run_dir)?.run;
     if !run.device.kind.has_hardware_counters() {
         return Err(Error::BackendUnavailable(format!(

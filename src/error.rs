@@ -19,6 +19,25 @@ pub enum ExitCode {
     /// An output could not be written or serialised (a full disk, a folder's permissions, a
     /// bug): what was measured is not at fault, and neither is the input.
     OutputFailed = 4,
+    /// Under `run --bisect` only: the run was INCONCLUSIVE, and `git bisect run` skips a commit
+    /// that exits 125.
+    BisectSkip = 125,
+}
+
+impl ExitCode {
+    /// The status of the process: the code itself, or under `run --bisect` (where `git bisect
+    /// run` reads 1 to 127 but 125 as "bad") bad input, an unavailable backend and a failed
+    /// output as 128 + the code, which makes `git bisect run` stop instead of blaming a commit.
+    pub fn status(self, bisect: bool) -> i32 {
+        match self {
+            ExitCode::BadInput | ExitCode::BackendUnavailable | ExitCode::OutputFailed
+                if bisect =>
+            {
+                128 + self as i32
+            }
+            code => code as i32,
+        }
+    }
 }
 
 /// A position in a text file, 1-based like editors show it.

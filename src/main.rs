@@ -12,7 +12,16 @@ fn main() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // A misspelt flag under `run --bisect` stops the bisection (as bad input does).
+        Err(e) if e.use_stderr() && std::env::args().any(|a| a == "--bisect") => {
+            let _ = e.print();
+            std::process::exit(opledger::error::ExitCode::BadInput.status(true));
+        }
+        Err(e) => e.exit(),
+    };
+    let bisect = cli.bisect();
     let code = match dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -20,5 +29,5 @@ fn main() {
             e.exit_code()
         }
     };
-    std::process::exit(code as i32);
+    std::process::exit(code.status(bisect));
 }

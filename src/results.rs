@@ -177,6 +177,18 @@ impl RunVerdict {
         }
     }
 
+    /// The exit code for `git bisect run`: 0 PASS (good), 1 FAIL (bad), 125 INCONCLUSIVE (skip
+    /// the commit: the run could not tell).
+    pub fn bisect_code(&self) -> crate::error::ExitCode {
+        if self.specs_failed > 0 {
+            crate::error::ExitCode::GateFailed
+        } else if self.inconclusive > 0 {
+            crate::error::ExitCode::BisectSkip
+        } else {
+            crate::error::ExitCode::Pass
+        }
+    }
+
     /// The verdict of a run's specs: the three counts partition them.
     pub fn of(results: &[SpecResult]) -> RunVerdict {
         // The three counts partition the specs: a failed spec is failed whatever its gate said.

@@ -163,6 +163,11 @@ fn a_baseline_too_noisy_to_decide_makes_the_run_inconclusive_not_failed() {
         serde_json::from_slice(&std::fs::read(strict.join("results.json")).unwrap()).unwrap();
     assert_eq!(r["verdict"]["status"], "INCONCLUSIVE", "{}", text(&o));
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    // Under `git bisect run`, a commit the run cannot decide is skipped (125), never bad.
+    let mut args: Vec<&str> = vec!["--bisect"];
+    args.extend(PAIRS);
+    let o = run_in(dir.path(), &[dir.path().join("tiny-chain.yaml")], &args);
+    assert_eq!(o.status.code(), Some(125), "{}", text(&o));
     for extra in [&[][..], &["--fail-on-inconclusive"][..]] {
         let o = bin()
             .arg("merge")
@@ -630,4 +635,29 @@ fn run_and_compare_reach_one_verdict_on_the_same_evidence() {
             text(&o)
         );
     }
+}
+
+#[test]
+fn run_bisect_exits_as_git_bisect_run_reads_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let code = |specs: &[PathBuf], extra: &[&str]| {
+        let mut args = vec!["--bisect"];
+        args.extend(extra);
+        let o = run_in(dir.path(), specs, &args);
+        (o.status.code(), text(&o))
+    };
+    // Good commit, bad commit.
+    let (c, t) = code(&[fixture("good/tiny-chain.yaml")], &[]);
+    assert_eq!(c, Some(0), "{t}");
+    let (c, t) = code(&[fixture("good/impossible-claim.yaml")], &[]);
+    assert_eq!(c, Some(1), "{t}");
+    // Bad input stops the bisection (128 + 2) instead of marking the commit bad: a bad spec,
+    // a misspelt flag.
+    let (c, t) = code(&[fixture("bad/empty-ops.yaml")], &[]);
+    assert_eq!(c, Some(130), "{t}");
+    let (c, t) = code(&[fixture("good/tiny-chain.yaml")], &["--no-such-flag"]);
+    assert_eq!(c, Some(130), "{t}");
+    // Without --bisect the codes are the usual ones.
+    let o = run_in(dir.path(), &[fixture("bad/empty-ops.yaml")], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }

@@ -9,7 +9,7 @@ pub(crate) use prepare::{prepare, Prepared};
 use crate::backend::{Backend, BackendChoice};
 use crate::baseline::{self, BaselineFile};
 use crate::device::{Ceilings, DeviceInfo};
-use crate::error::{Error, ExitCode, Result};
+use crate::error::{Error, Result};
 use crate::gate::{self, Gate};
 use crate::measure::MeasureConfig;
 use crate::report::terminal::Progress;
@@ -47,9 +47,9 @@ pub struct RunOptions {
     pub settings: crate::settings::Settings,
 }
 
-/// `opledger run`: every spec measured and gated, the run archived; returns the exit code and
-/// the archive's folder.
-pub fn run(opts: &RunOptions) -> Result<(ExitCode, PathBuf)> {
+/// `opledger run`: every spec measured and gated, the run archived; returns the run's verdict
+/// and the archive's folder.
+pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
     let started = std::time::Instant::now();
     let p = prepare(opts, 1)?;
     let (started_utc, stamp) = crate::provenance::utc_now();
@@ -92,7 +92,7 @@ pub fn run(opts: &RunOptions) -> Result<(ExitCode, PathBuf)> {
         append_summary(path, &run, &dir)?;
     }
     report::terminal::print_summary(&run, &dir);
-    Ok((run.verdict.exit_code(opts.fail_on_inconclusive), dir))
+    Ok((run.verdict, dir))
 }
 
 /// When and from which commit a run was made.
