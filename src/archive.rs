@@ -187,7 +187,7 @@ fn manifest_path_ok(p: &str) -> bool {
 
 /// Writes the manifest of `dir` (every file under it, with its digest), last, atomically.
 /// `written_by` names the command; `read` lists what the archive was made from.
-pub fn seal(dir: &Path, written_by: &str, read: Vec<ReadRecord>) -> Result<Manifest> {
+pub fn seal(dir: &Path, written_by: &str, read: Vec<ReadRecord>) -> Result<Sealed> {
     let mut files = BTreeMap::new();
     for (rel, is_file) in entries(dir)? {
         let path = dir.join(&rel);
@@ -213,7 +213,17 @@ pub fn seal(dir: &Path, written_by: &str, read: Vec<ReadRecord>) -> Result<Manif
     })?;
     json.push(b'\n');
     crate::files::write_atomic(&dir.join(MANIFEST), &json)?;
-    Ok(m)
+    Ok(Sealed {
+        sha256: hex(&Sha256::digest(&json)),
+        manifest: m,
+    })
+}
+
+/// A sealed archive: its manifest, and the SHA-256 of the manifest file (what names this exact
+/// archive: a store's record, a derived archive's `read`).
+pub struct Sealed {
+    pub manifest: Manifest,
+    pub sha256: String,
 }
 
 /// Reads the manifest of `dir`, if it has one.
@@ -597,14 +607,14 @@ pub struct Contents<'a> {
 
 /// Writes the archive of `run` into `dir` (which exists): its specs, its template, every output
 /// and `contents.extra`, then seals it with its manifest. Records the template's archived name
-/// in `run.template`.
+/// in `run.template`. Returns the manifest's SHA-256.
 pub fn save(
     dir: &Path,
     run: &mut RunResult,
     contents: Contents<'_>,
     written_by: &str,
     read: Vec<ReadRecord>,
-) -> Result<()> {
+) -> Result<String> {
     let spec_dir = dir.join("specs");
     std::fs::create_dir_all(&spec_dir).map_err(|e| Error::write("creating", &spec_dir, e))?;
     // The exact files used, once each (a sweep expands one file into several specs).
@@ -624,8 +634,7 @@ pub fn save(
         crate::files::write_atomic(&path, bytes)?;
     }
     // Last: the digests of everything written (tamper evidence for whoever reads it).
-    seal(dir, written_by, read)?;
-    Ok(())
+    Ok(seal(dir, written_by, read)?.sha256)
 }
 
 /// Writes every output of an archive loaded from `dir` again from `run` (its results changed,

@@ -211,7 +211,7 @@ fn measure_runs(
             started,
         };
         let this_run: Vec<SpecResult> = results.iter().filter_map(|r| r.last().cloned()).collect();
-        let (_, dir) = crate::pipeline::write_archive(opts, p, made, this_run)?;
+        let (_, dir, _) = crate::pipeline::write_archive(opts, p, made, this_run)?;
         archives.push(dir);
     }
     Ok((results, archives, ceilings))

@@ -160,6 +160,36 @@ pub enum Command {
         #[arg(long, short)]
         out: Option<PathBuf>,
     },
+    /// Record archived runs (CI artifacts, merged archives) into the history store; a run
+    /// already there with the same manifest is left as it is.
+    Ingest {
+        /// Run folders, or merged folders (each device archive in them).
+        #[arg(required = true)]
+        run_dirs: Vec<PathBuf>,
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The branch the runs measured (default: none recorded).
+        #[arg(long)]
+        branch: Option<String>,
+    },
+    /// Each case's series from the history store, one row per run, newest last.
+    History {
+        /// Cases (spec names); all when none.
+        cases: Vec<String>,
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Only runs of this device key.
+        #[arg(long)]
+        device: Option<String>,
+        /// Only runs of this branch.
+        #[arg(long)]
+        branch: Option<String>,
+        /// The newest N runs of each case.
+        #[arg(long, value_name = "N")]
+        last: Option<usize>,
+        #[arg(long, value_enum, default_value_t = crate::history::Format::Table)]
+        format: crate::history::Format,
+    },
     /// Check an archive against its manifest: every file's SHA-256 as the command that wrote
     /// it recorded, nothing removed or added, its names valid and its verdict the one its checks
     /// give. Exit 0 when it is intact, 1 when anything differs or it has no manifest.
@@ -233,6 +263,16 @@ pub struct RunArgs {
     /// Where run directories are created.
     #[arg(long, default_value = "runs")]
     pub runs_dir: PathBuf,
+    /// The history store every run is recorded into: an SQLite file (`sqlite:PATH` or a path;
+    /// default `OPLEDGER_STORE`, else `<runs-dir>/history.sqlite`).
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
+    /// Record nothing into the history store.
+    #[arg(long, conflicts_with = "store")]
+    pub no_store: bool,
+    /// The branch this run measures (default: git's branch, or on a detached HEAD the CI's).
+    #[arg(long)]
+    pub branch: Option<String>,
     /// A minijinja template for the report instead of the built-in one.
     #[arg(long)]
     pub template: Option<PathBuf>,
@@ -319,7 +359,14 @@ fn run_options(a: RunArgs, settings: crate::settings::Settings) -> Result<RunOpt
             "--time-cap-secs must be a positive number and --target-ci finite".into(),
         ));
     }
+    let store = if a.no_store {
+        None
+    } else {
+        Some(store_url(a.store.as_deref(), &settings, &a.runs_dir)?)
+    };
     Ok(RunOptions {
+        store,
+        branch: crate::provenance::git_branch(a.branch.as_deref()),
         paths: a.paths,
         backend: a.backend,
         accept: a.accept,
@@ -341,6 +388,33 @@ fn run_options(a: RunArgs, settings: crate::settings::Settings) -> Result<RunOpt
             .transpose()?,
         settings,
     })
+}
+
+/// Where `ingest` and `history` find the store, as `run` does.
+#[derive(Debug, Args)]
+pub struct StoreArgs {
+    /// The history store (`sqlite:PATH` or a path; default `OPLEDGER_STORE`, else
+    /// `<runs-dir>/history.sqlite`).
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
+    /// The runs folder whose default store to use.
+    #[arg(long, default_value = "runs")]
+    pub runs_dir: PathBuf,
+}
+
+/// The history store a command uses: `--store`, else `OPLEDGER_STORE`, else
+/// `<runs-dir>/history.sqlite`.
+fn store_url(
+    flag: Option<&str>,
+    settings: &crate::settings::Settings,
+    runs_dir: &Path,
+) -> Result<crate::store::StoreUrl> {
+    match flag.or(settings.store.as_deref()) {
+        Some(url) => crate::store::StoreUrl::parse(url),
+        None => Ok(crate::store::StoreUrl::Sqlite(
+            runs_dir.join(crate::store::DEFAULT_FILE),
+        )),
+    }
 }
 
 /// Runs the parsed command; errors become exit codes in `main`.
@@ -449,6 +523,32 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             }
         }
         Command::Verify { run_dir } => verify_archive(&run_dir),
+        Command::Ingest {
+            run_dirs,
+            store,
+            branch,
+        } => crate::history::ingest(
+            &run_dirs,
+            &store_url(store.store.as_deref(), &settings, &store.runs_dir)?,
+            branch.as_deref(),
+        ),
+        Command::History {
+            cases,
+            store,
+            device,
+            branch,
+            last,
+            format,
+        } => crate::history::history(
+            &store_url(store.store.as_deref(), &settings, &store.runs_dir)?,
+            &crate::store::Query {
+                specs: cases,
+                device,
+                branch,
+                last,
+            },
+            format,
+        ),
         Command::Report {
             run_dir,
             template,

@@ -107,6 +107,13 @@ pub enum Error {
         value: String,
         expected: &'static str,
     },
+    /// The history store could not be opened, read or written.
+    #[error("history store {}: {action}: {message}", .path.display())]
+    Store {
+        path: PathBuf,
+        action: &'static str,
+        message: String,
+    },
     /// A value opledger made that it could not serialise (a bug, never the user's input).
     #[error("cannot serialise {what}: {message}")]
     Serialize { what: &'static str, message: String },
@@ -154,6 +161,7 @@ impl Error {
             Error::BackendUnavailable(_) => ExitCode::BackendUnavailable,
             Error::Backend(_) => ExitCode::GateFailed,
             Error::Serialize { .. } | Error::Write { .. } => ExitCode::OutputFailed,
+            Error::Store { action, .. } if *action == "writing" => ExitCode::OutputFailed,
             _ => ExitCode::BadInput,
         }
     }

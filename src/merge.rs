@@ -267,6 +267,8 @@ fn merged_run(group: &[&Shard], dir: &Path) -> RunResult {
         .collect();
     specs.sort_by(|a, b| a.name.cmp(&b.name));
     let mut run = first.clone();
+    // The merged archive is a run of its own.
+    run.run_uid = crate::provenance::new_uid();
     run.run_id = dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

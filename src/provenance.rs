@@ -33,6 +33,52 @@ pub fn git_info() -> (String, bool) {
     }
 }
 
+/// A new random identity (32 hex digits): the clock to the nanosecond, the process and the
+/// thread, mixed by the standard library's randomly keyed hasher.
+pub fn new_uid() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let half = |salt: u64| {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        h.write_u32(std::process::id());
+        h.write_u64(salt);
+        h.finish()
+    };
+    format!("{:016x}{:016x}", half(1), half(2))
+}
+
+/// The branch a run measured: `explicit` (`--branch`), else git's current branch, else on a
+/// detached HEAD (how CI checks out a pull request) the CI's own variables: GitHub Actions
+/// (`GITHUB_HEAD_REF` of a pull request, `GITHUB_REF_NAME`), GitLab CI (`CI_COMMIT_REF_NAME`),
+/// Buildkite (`BUILDKITE_BRANCH`). `None` outside git and CI.
+pub fn git_branch(explicit: Option<&str>) -> Option<String> {
+    if let Some(b) = explicit.filter(|b| !b.trim().is_empty()) {
+        return Some(b.trim().to_string());
+    }
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--abbrev-ref", "HEAD"])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|b| !b.is_empty() && b != "HEAD");
+    head.or_else(|| {
+        [
+            "GITHUB_HEAD_REF",
+            "GITHUB_REF_NAME",
+            "CI_COMMIT_REF_NAME",
+            "BUILDKITE_BRANCH",
+        ]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|b| !b.trim().is_empty()))
+    })
+}
+
 /// Environment variables recorded in the manifest: the ones that change what runs or how fast.
 const MANIFEST_ENV_VARS: &[&str] = &[
     "RAYON_NUM_THREADS",

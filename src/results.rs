@@ -18,6 +18,11 @@ pub struct RunResult {
     pub schema_version: u32,
     pub opledger_version: String,
     pub run_id: String,
+    /// A random identity of this run: run ids are unique within one runs folder only, and
+    /// runners writing into one history store start runs in the same second. Absent in
+    /// archives written before it was recorded.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub run_uid: String,
     pub started_utc: String,
     pub git_sha: String,
     pub git_dirty: bool,

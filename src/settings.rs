@@ -11,6 +11,8 @@ use crate::error::{Error, Result};
 pub const SIMD_VAR: &str = "OPLEDGER_SIMD";
 /// The variable of the gate experiment's deliberate slowdown.
 pub const SLOWDOWN_VAR: &str = "OPLEDGER_EXPERIMENT_SLOWDOWN";
+/// The variable naming the history store (as `--store` does).
+pub const STORE_VAR: &str = "OPLEDGER_STORE";
 
 /// How far `OPLEDGER_SIMD` lets the CPU kernels go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -25,8 +27,10 @@ pub enum SimdCap {
 }
 
 /// What the environment asks of a run.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Settings {
+    /// The history store's URL (`OPLEDGER_STORE`), when set and not empty.
+    pub store: Option<String>,
     pub simd: SimdCap,
     /// The fraction of its output the fused elementwise variant computes twice (0: none): a
     /// real slowdown of the code under test, for checking that the gate catches one.
@@ -37,6 +41,7 @@ impl Settings {
     /// Reads every variable; the first bad one is an error naming it and what it expects.
     pub fn from_env() -> Result<Settings> {
         Ok(Settings {
+            store: var(STORE_VAR)?.filter(|v| !v.trim().is_empty()),
             simd: simd_cap(var(SIMD_VAR)?)?,
             experiment_slowdown: slowdown(var(SLOWDOWN_VAR)?)?,
         })

@@ -140,6 +140,7 @@ fn results(dir: &Path) -> Value {
     let runs: Vec<_> = std::fs::read_dir(dir.join("runs"))
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
         .collect();
     assert_eq!(runs.len(), 1, "one run directory: {runs:?}");
     serde_json::from_str(&std::fs::read_to_string(runs[0].join("results.json")).unwrap()).unwrap()

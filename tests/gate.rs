@@ -479,6 +479,7 @@ fn calibrate_measures_the_drift_and_records_the_runs_as_the_baseline() {
     let mut calibration_runs: Vec<PathBuf> = std::fs::read_dir(dir.path().join("runs"))
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
         .filter(|p| p.to_string_lossy().contains("-calibrate-"))
         .collect();
     calibration_runs.sort();
@@ -506,6 +507,7 @@ fn calibrate_measures_the_drift_and_records_the_runs_as_the_baseline() {
     let run = std::fs::read_dir(dir.path().join("runs"))
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
         .find(|p| !p.to_string_lossy().contains("-calibrate-"))
         .unwrap();
     let report = std::fs::read_to_string(run.join("report.md")).unwrap();

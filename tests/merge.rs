@@ -295,6 +295,7 @@ fn the_slurm_example_runs_its_array_tasks_shard() {
     let runs: Vec<_> = std::fs::read_dir(tmp.path().join("runs/shard-3"))
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
         .collect();
     assert_eq!(runs.len(), 1);
     assert!(runs[0].join("results.json").is_file());

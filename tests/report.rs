@@ -179,6 +179,7 @@ fn compare_two_archived_runs_with_the_gate_statistics() {
     let mut runs: Vec<PathBuf> = std::fs::read_dir(dir.path().join("runs"))
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
         .collect();
     runs.sort();
     // B slowed down 10x on paper: a regression whatever the noise of 5 samples.
@@ -281,6 +282,7 @@ fn compare_reaches_the_runs_own_verdict_on_the_same_archives() {
     let mut runs: Vec<PathBuf> = std::fs::read_dir(dir.path().join("runs"))
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
         .collect();
     runs.sort();
     let b: serde_json::Value =

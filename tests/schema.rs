@@ -155,10 +155,9 @@ fn results_of_a_real_run_and_the_fixed_archive_validate() {
     assert!(o.status.code().is_some_and(|c| c <= 1), "{o:?}");
     let run = std::fs::read_dir(dir.path().join("runs"))
         .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .unwrap();
     let results: Value =
         serde_json::from_slice(&std::fs::read(run.join("results.json")).unwrap()).unwrap();
     let errors: Vec<String> = v.iter_errors(&results).map(|e| e.to_string()).collect();

@@ -311,6 +311,7 @@ fn a_misspelt_simd_cap_is_refused_not_ignored() {
     let scalar = std::fs::read_dir(&runs)
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
         .map(|p| std::fs::read_to_string(p.join("results.json")).unwrap())
         .filter(|r| r.contains("\"simd\": \"scalar\""))
         .count();

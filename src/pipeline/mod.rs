@@ -45,6 +45,10 @@ pub struct RunOptions {
     pub shard: Option<crate::shard::Shard>,
     /// What the `OPLEDGER_*` variables asked, read when the command started.
     pub settings: crate::settings::Settings,
+    /// The history store the run is recorded into (`None`: `--no-store`).
+    pub store: Option<crate::store::StoreUrl>,
+    /// The branch the run measured.
+    pub branch: Option<String>,
 }
 
 /// `opledger run`: every spec measured and gated, the run archived; returns the run's verdict
@@ -84,7 +88,15 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
         suffix: String::new(),
         started,
     };
-    let (run, dir) = write_archive(opts, &p, made, results)?;
+    let (run, dir, manifest_sha256) = write_archive(opts, &p, made, results)?;
+    if let Some(url) = &opts.store {
+        crate::store::Store::open(url)?.record(
+            &run,
+            &dir,
+            &manifest_sha256,
+            opts.branch.as_deref(),
+        )?;
+    }
     if let Some(path) = &opts.junit {
         crate::files::write_atomic(path, report::output::junit::junit(&run).as_bytes())?;
     }
@@ -117,13 +129,13 @@ pub(crate) struct Made {
 }
 
 /// Assembles the run's results and writes its archive (`<runs>/<stamp>-<sha><suffix>/`) with
-/// every output, sealed with its manifest; returns both.
+/// every output, sealed with its manifest; returns both and the manifest's digest.
 pub(crate) fn write_archive(
     opts: &RunOptions,
     p: &Prepared,
     made: Made,
     results: Vec<SpecResult>,
-) -> Result<(RunResult, PathBuf)> {
+) -> Result<(RunResult, PathBuf, String)> {
     let when = &made.when;
     let backend = p.backend.as_ref();
     // A GPU's datasheet entry comes from the table by its name; the CPU has none.
@@ -140,6 +152,7 @@ pub(crate) fn write_archive(
         schema_version: SCHEMA_VERSION,
         opledger_version: env!("CARGO_PKG_VERSION").into(),
         run_id: String::new(),
+        run_uid: crate::provenance::new_uid(),
         started_utc: when.started_utc.clone(),
         git_sha: when.git_sha.clone(),
         git_dirty: when.git_dirty,
@@ -173,8 +186,8 @@ pub(crate) fn write_archive(
         template: p.template.as_ref(),
         extra: Vec::new(),
     };
-    archive::save(&dir, &mut run, contents, "run", Vec::new())?;
-    Ok((run, dir))
+    let manifest_sha256 = archive::save(&dir, &mut run, contents, "run", Vec::new())?;
+    Ok((run, dir, manifest_sha256))
 }
 
 /// Appends the short summary to `path` (created if missing), as CI job summaries expect.

@@ -4,6 +4,7 @@
 pub mod chart;
 pub mod comment;
 pub mod gate;
+pub mod history;
 pub mod output;
 pub mod terminal;
 pub mod text;

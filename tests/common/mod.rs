@@ -59,6 +59,7 @@ pub fn only_run_dir(dir: &Path) -> PathBuf {
     let mut runs: Vec<PathBuf> = std::fs::read_dir(dir.join("runs"))
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
         .filter(|p| !p.to_string_lossy().contains("-calibrate-"))
         .collect();
     runs.sort();

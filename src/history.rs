@@ -1,0 +1,92 @@
+//! `opledger ingest RUN_DIR…` (archives recorded into the history store, idempotent by run id and
+//! manifest digest: the store can be rebuilt from the archives) and `opledger history` (each
+//! case's series from the store).
+
+use crate::error::{Error, ExitCode, Result};
+use crate::store::{Query, Recorded, Store, StoreUrl};
+use std::path::{Path, PathBuf};
+
+/// How `history` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+    Csv,
+}
+
+/// Records each archive (a run's folder; a merged folder's device archives) into the store.
+pub fn ingest(dirs: &[PathBuf], url: &StoreUrl, branch: Option<&str>) -> Result<ExitCode> {
+    if dirs.is_empty() {
+        return Err(Error::Flag("ingest: no archive given".into()));
+    }
+    let mut store = Store::open(url)?;
+    for d in dirs {
+        for archive in archives_in(d)? {
+            let loaded = crate::archive::load(&archive)?;
+            // An archive written before manifests: its results file names it.
+            let digest = match &loaded.verification.manifest_sha256 {
+                Some(s) => s.clone(),
+                None => crate::spec::sha256_hex(&crate::files::read_regular(
+                    &archive.join("results.json"),
+                    crate::files::MAX_RESULTS_BYTES,
+                    "results",
+                )?),
+            };
+            let what = store.record(&loaded.run, &archive, &digest, branch)?;
+            println!(
+                "{} {} ({})",
+                match what {
+                    Recorded::New => "recorded",
+                    Recorded::Same => "already recorded",
+                    Recorded::Replaced => "re-recorded",
+                },
+                loaded.run.run_id,
+                archive.display()
+            );
+        }
+    }
+    Ok(ExitCode::Pass)
+}
+
+/// The archives in `d`: itself when it holds `results.json`, else the device archives of a
+/// merged folder (its subfolders that do).
+fn archives_in(d: &Path) -> Result<Vec<PathBuf>> {
+    if d.join("results.json").is_file() {
+        return Ok(vec![d.to_path_buf()]);
+    }
+    let mut found: Vec<PathBuf> = std::fs::read_dir(d)
+        .map_err(|e| Error::io("listing", d, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir() && p.join("results.json").is_file())
+        .collect();
+    found.sort();
+    if found.is_empty() {
+        return Err(Error::Flag(format!(
+            "ingest: {}: no results.json there, nor in a folder of it: not a run's archive",
+            d.display()
+        )));
+    }
+    Ok(found)
+}
+
+/// Prints the series the query selects.
+pub fn history(url: &StoreUrl, q: &Query, format: Format) -> Result<ExitCode> {
+    let StoreUrl::Sqlite(path) = url;
+    if !path.is_file() {
+        return Err(Error::Flag(format!(
+            "history: no store at {} (runs record into `<runs-dir>/history.sqlite`; --store or --runs-dir names another)",
+            path.display()
+        )));
+    }
+    let points = Store::open(url)?.series(q)?;
+    match format {
+        Format::Table => print!("{}", crate::report::history::table(&points)),
+        Format::Csv => print!("{}", crate::report::history::csv(&points)),
+        Format::Json => println!(
+            "{}",
+            String::from_utf8_lossy(&crate::report::output::json("the history", &points)?)
+                .trim_end()
+        ),
+    }
+    Ok(ExitCode::Pass)
+}

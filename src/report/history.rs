@@ -1,0 +1,123 @@
+//! The words of `opledger history`: each case's series as a table with a sparkline of its
+//! after/before ratio, as CSV, or as JSON.
+
+use crate::store::Point;
+
+/// The eight heights of a terminal sparkline.
+const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+
+/// A sparkline of `values` (low to high over their own range; a flat series is mid-height).
+pub fn sparkline(values: &[f64]) -> String {
+    let finite: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    let (lo, hi) = finite
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
+            (a.min(v), b.max(v))
+        });
+    values
+        .iter()
+        .map(|&v| {
+            if !v.is_finite() {
+                ' '
+            } else if hi - lo <= f64::EPSILON * hi.abs().max(1.0) {
+                BARS[3]
+            } else {
+                BARS[(((v - lo) / (hi - lo)) * 7.0).round() as usize]
+            }
+        })
+        .collect()
+}
+
+fn ms(v: Option<f64>) -> String {
+    v.map_or("—".into(), |t| format!("{:.3}", t * 1e3))
+}
+
+/// One table per case, newest run last, under a line with its sparkline.
+pub fn table(points: &[Point]) -> String {
+    let mut out = String::new();
+    let mut i = 0;
+    while i < points.len() {
+        let spec = &points[i].spec;
+        let end = points[i..]
+            .iter()
+            .position(|p| &p.spec != spec)
+            .map_or(points.len(), |k| i + k);
+        let series = &points[i..end];
+        let ratios: Vec<f64> = series.iter().map(|p| p.ratio.unwrap_or(f64::NAN)).collect();
+        out.push_str(&format!(
+            "## {spec}  {}  ({} run{}, after/before)\n\n",
+            sparkline(&ratios),
+            series.len(),
+            if series.len() == 1 { "" } else { "s" }
+        ));
+        out.push_str("| run | UTC | commit | branch | device | before ms | after ms | after/before (95% CI) | verdict |\n|---|---|---|---|---|--:|--:|--:|---|\n");
+        for p in series {
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                p.run_id,
+                p.started_utc,
+                p.git_sha,
+                p.branch.as_deref().unwrap_or("—"),
+                p.device_key,
+                ms(p.before_median_secs),
+                ms(p.after_median_secs),
+                match (p.ratio, p.ratio_lo, p.ratio_hi) {
+                    (Some(r), Some(lo), Some(hi)) => format!("{r:.3} ({lo:.3} .. {hi:.3})"),
+                    _ => "—".into(),
+                },
+                p.verdict
+            ));
+        }
+        out.push('\n');
+        i = end;
+    }
+    if out.is_empty() {
+        out.push_str("no runs in the store match\n");
+    }
+    out
+}
+
+/// One CSV row per point, with a header.
+pub fn csv(points: &[Point]) -> String {
+    let mut out = String::from("spec,run_id,started_utc,git_sha,branch,device_key,before_median_secs,after_median_secs,ratio,ratio_lo,ratio_hi,verdict,archive\n");
+    let num = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:e}"));
+    let text = |s: &str| {
+        if s.contains([',', '"', '\n']) {
+            format!("\"{}\"", s.replace('"', "\"\""))
+        } else {
+            s.to_string()
+        }
+    };
+    for p in points {
+        out.push_str(&format!(
+            "{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+            text(&p.spec),
+            text(&p.run_id),
+            text(&p.started_utc),
+            text(&p.git_sha),
+            text(p.branch.as_deref().unwrap_or("")),
+            text(&p.device_key),
+            num(p.before_median_secs),
+            num(p.after_median_secs),
+            num(p.ratio),
+            num(p.ratio_lo),
+            num(p.ratio_hi),
+            text(&p.verdict),
+            text(&p.archive)
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sparkline_spans_its_own_range() {
+        assert_eq!(sparkline(&[1.0, 2.0, 3.0]), "▁▅█");
+        assert_eq!(sparkline(&[0.5, 0.5]), "▄▄");
+        assert_eq!(sparkline(&[1.0, f64::NAN, 2.0]), "▁ █");
+        assert_eq!(sparkline(&[]), "");
+    }
+}
