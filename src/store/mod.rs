@@ -394,3 +394,42 @@ fn insert_case(
         ],
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_is_migrated_once_and_a_newer_one_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = StoreUrl::Sqlite(dir.path().join("h.sqlite"));
+        assert_eq!(
+            Store::open(&url).unwrap().schema_version().unwrap(),
+            MIGRATIONS.len()
+        );
+        // Opening again applies nothing twice.
+        assert_eq!(
+            Store::open(&url).unwrap().schema_version().unwrap(),
+            MIGRATIONS.len()
+        );
+        let conn = Connection::open(dir.path().join("h.sqlite")).unwrap();
+        conn.execute("INSERT INTO schema_version (version) VALUES (99)", [])
+            .unwrap();
+        drop(conn);
+        let e = Store::open(&url).err().unwrap().to_string();
+        assert!(e.contains("newer than this opledger"), "{e}");
+    }
+
+    #[test]
+    fn urls_name_sqlite_files_and_refuse_servers_by_name() {
+        assert_eq!(
+            StoreUrl::parse("sqlite:/x/h.sqlite").unwrap(),
+            StoreUrl::Sqlite("/x/h.sqlite".into())
+        );
+        assert_eq!(
+            StoreUrl::parse("runs/h.sqlite").unwrap(),
+            StoreUrl::Sqlite("runs/h.sqlite".into())
+        );
+        assert!(StoreUrl::parse("postgres://db/opledger").is_err());
+    }
+}
