@@ -273,6 +273,11 @@ pub struct RunArgs {
     /// The branch this run measures (default: git's branch, or on a detached HEAD the CI's).
     #[arg(long)]
     pub branch: Option<String>,
+    /// What the gate judges against: `baselines` (the accepted ones, the default), `history`
+    /// (the newest runs of this branch in the history store; every branch outside git) or
+    /// `history:BRANCH`.
+    #[arg(long, value_name = "REFERENCE", default_value = "baselines")]
+    pub against: String,
     /// A minijinja template for the report instead of the built-in one.
     #[arg(long)]
     pub template: Option<PathBuf>,
@@ -364,9 +369,32 @@ fn run_options(a: RunArgs, settings: crate::settings::Settings) -> Result<RunOpt
     } else {
         Some(store_url(a.store.as_deref(), &settings, &a.runs_dir)?)
     };
+    let branch = crate::provenance::git_branch(a.branch.as_deref());
+    let against = match a.against.as_str() {
+        "baselines" => pipeline::Against::Baselines,
+        "history" => pipeline::Against::History {
+            branch: branch.clone(),
+        },
+        other => match other.strip_prefix("history:").filter(|b| !b.is_empty()) {
+            Some(b) => pipeline::Against::History {
+                branch: Some(b.to_string()),
+            },
+            None => {
+                return Err(Error::Flag(format!(
+                    "--against {other}: expected baselines, history or history:BRANCH"
+                )))
+            }
+        },
+    };
+    if a.accept && against != pipeline::Against::Baselines {
+        return Err(Error::Flag(
+            "--accept records baselines, and --against history judges against the history store instead: use one".into(),
+        ));
+    }
     Ok(RunOptions {
         store,
-        branch: crate::provenance::git_branch(a.branch.as_deref()),
+        branch,
+        against,
         paths: a.paths,
         backend: a.backend,
         accept: a.accept,

@@ -260,6 +260,9 @@ pub struct BaselineOutcome {
     /// Set when this run was accepted into the baseline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accepted: Option<Accepted>,
+    /// What the gate judged against, when it was not the accepted baseline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<GateReference>,
     /// What the deciding ratio compares: `after time` (raw) or `after/before` (relative).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub basis: Option<String>,
@@ -289,6 +292,7 @@ impl BaselineOutcome {
             threshold,
             finding: None,
             accepted: None,
+            reference: None,
             basis: None,
             spread: None,
             message: String::new(),
@@ -391,6 +395,14 @@ pub struct Passes {
     /// Set when the passes contradict each other or the pooled decision (INCONCLUSIVE).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conflict: Option<crate::verdict::PassConflict>,
+}
+
+/// A reference other than the accepted baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum GateReference {
+    /// The newest runs of a branch (any branch when `None`) in the history store.
+    History { runs: usize, branch: Option<String> },
 }
 
 /// A run accepted into the baseline.

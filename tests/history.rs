@@ -251,3 +251,82 @@ fn writers_at_once_lose_nothing() {
     let all = history_json(&["--store", store.to_str().unwrap()]);
     assert_eq!(all.as_array().unwrap().len(), 12, "{all}");
 }
+
+#[test]
+fn the_gate_judges_against_a_branch_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = fixture("good/tiny-chain.yaml");
+    let results = |dir: &Path| -> serde_json::Value {
+        let run = common::only_run_dir(dir);
+        serde_json::from_slice(&std::fs::read(run.join("results.json")).unwrap()).unwrap()
+    };
+    // One run of history: not enough to judge; the report says so.
+    let o = run_cmd(
+        dir.path(),
+        std::slice::from_ref(&spec),
+        &["--branch", "main"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run_cmd(
+        dir.path(),
+        std::slice::from_ref(&spec),
+        &["--branch", "main", "--against", "history"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let r = results(dir.path());
+    assert_eq!(r["specs"][0]["baseline"]["finding"]["kind"], "no_baseline");
+    assert_eq!(r["specs"][0]["baseline"]["reference"]["runs"], 1);
+    let report =
+        std::fs::read_to_string(common::only_run_dir(dir.path()).join("report.md")).unwrap();
+    assert!(
+        report.contains("the history store holds 1 run(s)"),
+        "{report}"
+    );
+    // More runs of main (and one of another branch, which main's reference leaves out).
+    for branch in ["main", "main", "other"] {
+        let o = run_cmd(
+            dir.path(),
+            std::slice::from_ref(&spec),
+            &["--branch", branch],
+        )
+        .output()
+        .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    }
+    let o = run_cmd(
+        dir.path(),
+        std::slice::from_ref(&spec),
+        &["--against", "history:main"],
+    )
+    .output()
+    .unwrap();
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    let r = results(dir.path());
+    let b = &r["specs"][0]["baseline"];
+    // Four runs of main are in the store: the two before, this branch's run with --against
+    // history, and the last two.
+    assert_eq!(b["reference"]["runs"], 4, "{b}");
+    assert_eq!(b["reference"]["branch"], "main", "{b}");
+    assert_eq!(b["finding"]["kind"], "judged", "{b}");
+    assert_eq!(b["finding"]["all"]["decided"]["pooled_runs"], 4, "{b}");
+    let report =
+        std::fs::read_to_string(common::only_run_dir(dir.path()).join("report.md")).unwrap();
+    assert!(
+        report.contains("the newest 4 run(s) of branch main"),
+        "{report}"
+    );
+    // Accepting and judging against history at once, or an unknown reference: bad input.
+    for extra in [
+        &["--against", "history", "--accept"][..],
+        &["--against", "yesterday"][..],
+    ] {
+        let o = run_cmd(dir.path(), std::slice::from_ref(&spec), extra)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", text(&o));
+    }
+}

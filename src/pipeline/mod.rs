@@ -49,6 +49,18 @@ pub struct RunOptions {
     pub store: Option<crate::store::StoreUrl>,
     /// The branch the run measured.
     pub branch: Option<String>,
+    /// What the gate judges against: the accepted baselines, or a branch's history.
+    pub against: Against,
+}
+
+/// The gate's reference.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Against {
+    /// The accepted baselines (`--baselines`).
+    #[default]
+    Baselines,
+    /// The newest runs of a branch in the history store (every branch when `None`).
+    History { branch: Option<String> },
 }
 
 /// `opledger run`: every spec measured and gated, the run archived; returns the run's verdict
@@ -70,6 +82,7 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
     for (i, (s, (bpath, base))) in p.specs.iter().zip(&p.baselines).enumerate() {
         p.progress.start_spec(i, &s.name, &s.workload.describe());
         let mut r = run_spec(&ctx, s, base.as_ref(), bpath);
+        r.baseline.reference = p.references.get(i).cloned().flatten();
         if opts.accept {
             accept(&ctx, &mut r, bpath, base.as_ref(), &started_utc, &git_sha)?;
         }

@@ -2,7 +2,7 @@
 //! from the numbers of a [`BaselineOutcome`]. Archives written before the gate recorded its
 //! finding as data carry their sentences; those are shown as they are.
 
-use crate::results::{BaselineOutcome, Comparison, GateFinding, Judged, SpecResult};
+use crate::results::{BaselineOutcome, Comparison, GateFinding, GateReference, Judged, SpecResult};
 use crate::spec::Bound;
 use crate::verdict::{Check, PassConflict, RegressionState};
 
@@ -10,9 +10,16 @@ use crate::verdict::{Check, PassConflict, RegressionState};
 pub fn judgement(b: &BaselineOutcome) -> String {
     match &b.finding {
         None => b.message.clone(),
-        Some(GateFinding::NoBaseline { device_key }) => {
-            format!("no baseline for device {device_key} yet (record one with `run --accept`)")
-        }
+        Some(GateFinding::NoBaseline { device_key }) => match &b.reference {
+            Some(GateReference::History { runs, branch }) => format!(
+                "the history store holds {runs} run(s) of this spec on device {device_key}{}: the gate judges against history from {} runs",
+                branch.as_deref().map(|b| format!(" on branch {b}")).unwrap_or_default(),
+                crate::verdict::POOL_MIN_RUNS
+            ),
+            None => {
+                format!("no baseline for device {device_key} yet (record one with `run --accept`)")
+            }
+        },
         Some(GateFinding::OtherDevice {
             baseline_device_key,
             device_key,
@@ -96,6 +103,19 @@ pub fn guard(b: &BaselineOutcome) -> Option<String> {
         d.now_per_sec / d.baseline_per_sec,
         d.allowed * 100.0
     ))
+}
+
+/// What the gate judged against, in words, when it was not the accepted baseline.
+pub fn reference(b: &BaselineOutcome) -> Option<String> {
+    b.reference.as_ref().map(|r| match r {
+        GateReference::History { runs, branch } => format!(
+            "the newest {runs} run(s) of {} on this device in the history store",
+            branch
+                .as_deref()
+                .map(|b| format!("branch {b}"))
+                .unwrap_or_else(|| "every branch".into())
+        ),
+    })
 }
 
 /// A check's sentence as the outputs write it: the `regression` check's from the gate's

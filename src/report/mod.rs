@@ -498,6 +498,9 @@ pub fn baseline_rows(s: &SpecResult) -> Vec<(String, String)> {
     let mut rows = vec![(
         "status".to_string(),
         match b.status {
+            BaselineStatus::Missing if b.reference.is_some() => {
+                "not enough history yet for this spec on this device"
+            }
             BaselineStatus::Missing => {
                 "no baseline for this device yet (record one with `run --accept`)"
             }
@@ -507,6 +510,9 @@ pub fn baseline_rows(s: &SpecResult) -> Vec<(String, String)> {
         }
         .to_string(),
     )];
+    if let Some(r) = gate::reference(b) {
+        rows.push(("reference".into(), r));
+    }
     let message = gate::message(b);
     if b.status == BaselineStatus::Accepted && !message.is_empty() {
         rows.push(("recorded".into(), message.clone()));

@@ -284,6 +284,39 @@ impl Store {
         Ok(ids)
     }
 
+    /// The reference a branch's history gives a case: its newest `last` runs on this device
+    /// with this exact spec (by digest) that did not fail, oldest first.
+    pub fn reference(
+        &self,
+        device_key: &str,
+        spec: &str,
+        spec_sha256: &str,
+        branch: Option<&str>,
+        last: usize,
+    ) -> Result<Vec<Point>> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT r.run_id, r.started_utc, r.git_sha, r.branch, r.device_key, c.spec, c.verdict,
+                        c.before_median_secs, c.after_median_secs, c.ratio, c.ratio_lo, c.ratio_hi, r.archive
+                 FROM cases c JOIN runs r ON r.run_key = c.run_key
+                 WHERE r.device_key = ?1 AND c.spec = ?2 AND c.spec_sha256 = ?3
+                   AND (?4 IS NULL OR r.branch = ?4) AND c.verdict != 'fail'
+                   AND c.before_median_secs IS NOT NULL AND c.after_median_secs IS NOT NULL
+                 ORDER BY r.started_utc DESC, r.run_id DESC LIMIT ?5",
+            )
+            .map_err(failed(&self.path, "reading"))?;
+        let mut rows = st
+            .query_map(
+                params![device_key, spec, spec_sha256, branch, last as i64],
+                point,
+            )
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<Point>>>())
+            .map_err(failed(&self.path, "reading"))?;
+        rows.reverse();
+        Ok(rows)
+    }
+
     /// Every case's series, oldest first within each case (cases in name order).
     pub fn series(&self, q: &Query) -> Result<Vec<Point>> {
         let mut st = self
@@ -297,23 +330,7 @@ impl Store {
             )
             .map_err(failed(&self.path, "reading"))?;
         let rows = st
-            .query_map(params![q.device, q.branch], |r| {
-                Ok(Point {
-                    run_id: r.get(0)?,
-                    started_utc: r.get(1)?,
-                    git_sha: r.get(2)?,
-                    branch: r.get(3)?,
-                    device_key: r.get(4)?,
-                    spec: r.get(5)?,
-                    verdict: r.get(6)?,
-                    before_median_secs: r.get(7)?,
-                    after_median_secs: r.get(8)?,
-                    ratio: r.get(9)?,
-                    ratio_lo: r.get(10)?,
-                    ratio_hi: r.get(11)?,
-                    archive: r.get(12)?,
-                })
-            })
+            .query_map(params![q.device, q.branch], point)
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<Point>>>())
             .map_err(failed(&self.path, "reading"))?;
         let mut out: Vec<Point> = rows
@@ -335,6 +352,25 @@ impl Store {
         }
         Ok(out)
     }
+}
+
+/// A point from a row of the series' columns.
+fn point(r: &rusqlite::Row<'_>) -> rusqlite::Result<Point> {
+    Ok(Point {
+        run_id: r.get(0)?,
+        started_utc: r.get(1)?,
+        git_sha: r.get(2)?,
+        branch: r.get(3)?,
+        device_key: r.get(4)?,
+        spec: r.get(5)?,
+        verdict: r.get(6)?,
+        before_median_secs: r.get(7)?,
+        after_median_secs: r.get(8)?,
+        ratio: r.get(9)?,
+        ratio_lo: r.get(10)?,
+        ratio_hi: r.get(11)?,
+        archive: r.get(12)?,
+    })
 }
 
 /// What names a run in the store: its random identity, or for an archive written before it had
