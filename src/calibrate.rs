@@ -211,7 +211,16 @@ fn measure_runs(
             started,
         };
         let this_run: Vec<SpecResult> = results.iter().filter_map(|r| r.last().cloned()).collect();
-        let (_, dir, _) = crate::pipeline::write_archive(opts, p, made, this_run)?;
+        let (run, dir, manifest_sha256) = crate::pipeline::write_archive(opts, p, made, this_run)?;
+        // Runs of unchanged code are history too: the store keeps them as it keeps any run's.
+        if let Some(url) = &opts.store {
+            crate::store::Store::open(url)?.record(
+                &run,
+                &dir,
+                &manifest_sha256,
+                opts.branch.as_deref(),
+            )?;
+        }
         archives.push(dir);
     }
     Ok((results, archives, ceilings))

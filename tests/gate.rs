@@ -484,6 +484,21 @@ fn calibrate_measures_the_drift_and_records_the_runs_as_the_baseline() {
         .collect();
     calibration_runs.sort();
     assert_eq!(calibration_runs.len(), 3, "{out}");
+    // Each calibration run is in the history store too.
+    let o = bin()
+        .args(["history", "--format", "csv", "--runs-dir"])
+        .arg(dir.path().join("runs"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|l| l.contains("-calibrate-"))
+            .count(),
+        3,
+        "{}",
+        text(&o)
+    );
     for (n, r) in calibration_runs.iter().enumerate() {
         let name = r.file_name().unwrap().to_string_lossy().into_owned();
         assert!(out.contains(&name), "run {n} named: {out}");
