@@ -211,16 +211,8 @@ fn measure_runs(
             started,
         };
         let this_run: Vec<SpecResult> = results.iter().filter_map(|r| r.last().cloned()).collect();
-        let (run, dir, manifest_sha256) = crate::pipeline::write_archive(opts, p, made, this_run)?;
-        // Runs of unchanged code are history too: the store keeps them as it keeps any run's.
-        if let Some(url) = &opts.store {
-            crate::store::Store::open(url)?.record(
-                &run,
-                &dir,
-                &manifest_sha256,
-                opts.branch.as_deref(),
-            )?;
-        }
+        // Recorded into the history store too: runs of unchanged code are history.
+        let (_, dir) = crate::pipeline::write_archive(opts, p, made, this_run)?;
         archives.push(dir);
     }
     Ok((results, archives, ceilings))

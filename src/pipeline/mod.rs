@@ -101,15 +101,7 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
         suffix: String::new(),
         started,
     };
-    let (run, dir, manifest_sha256) = write_archive(opts, &p, made, results)?;
-    if let Some(url) = &opts.store {
-        crate::store::Store::open(url)?.record(
-            &run,
-            &dir,
-            &manifest_sha256,
-            opts.branch.as_deref(),
-        )?;
-    }
+    let (run, dir) = write_archive(opts, &p, made, results)?;
     if let Some(path) = &opts.junit {
         crate::files::write_atomic(path, report::output::junit::junit(&run).as_bytes())?;
     }
@@ -142,13 +134,13 @@ pub(crate) struct Made {
 }
 
 /// Assembles the run's results and writes its archive (`<runs>/<stamp>-<sha><suffix>/`) with
-/// every output, sealed with its manifest; returns both and the manifest's digest.
+/// every output, sealed with its manifest, and records it into the history store; returns both.
 pub(crate) fn write_archive(
     opts: &RunOptions,
     p: &Prepared,
     made: Made,
     results: Vec<SpecResult>,
-) -> Result<(RunResult, PathBuf, String)> {
+) -> Result<(RunResult, PathBuf)> {
     let when = &made.when;
     let backend = p.backend.as_ref();
     // A GPU's datasheet entry comes from the table by its name; the CPU has none.
@@ -200,7 +192,16 @@ pub(crate) fn write_archive(
         extra: Vec::new(),
     };
     let manifest_sha256 = archive::save(&dir, &mut run, contents, "run", Vec::new())?;
-    Ok((run, dir, manifest_sha256))
+    // Every archived run is remembered: its cases go into the history store.
+    if let Some(url) = &opts.store {
+        crate::store::Store::open(url)?.record(
+            &run,
+            &dir,
+            &manifest_sha256,
+            opts.branch.as_deref(),
+        )?;
+    }
+    Ok((run, dir))
 }
 
 /// Appends the short summary to `path` (created if missing), as CI job summaries expect.
