@@ -708,7 +708,7 @@ pub fn recorded_template(dir: &Path, run: &RunResult) -> Result<Option<Template>
 }
 
 fn write_outputs(dir: &Path, run: &RunResult, template: Option<&Template>) -> Result<()> {
-    let files = output::render_all(&Rendering { run, template, dir })?;
+    let files = output::render_all(&Rendering { run, template })?;
     for (name, bytes) in files {
         crate::files::write_atomic(&dir.join(name), &bytes)?;
     }

@@ -111,7 +111,7 @@ pub enum Error {
     #[error("history store {}: {action}: {message}", .path.display())]
     Store {
         path: PathBuf,
-        action: &'static str,
+        action: StoreAction,
         message: String,
     },
     /// A value opledger made that it could not serialise (a bug, never the user's input).
@@ -161,9 +161,33 @@ impl Error {
             Error::BackendUnavailable(_) => ExitCode::BackendUnavailable,
             Error::Backend(_) => ExitCode::GateFailed,
             Error::Serialize { .. } | Error::Write { .. } => ExitCode::OutputFailed,
-            Error::Store { action, .. } if *action == "writing" => ExitCode::OutputFailed,
+            Error::Store {
+                action: StoreAction::Writing,
+                ..
+            } => ExitCode::OutputFailed,
             _ => ExitCode::BadInput,
         }
+    }
+}
+
+/// What the history store was doing when it failed: a failed write is a failed output (exit
+/// 4); a store that cannot be opened, migrated or read is bad input (exit 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreAction {
+    Opening,
+    Migrating,
+    Reading,
+    Writing,
+}
+
+impl std::fmt::Display for StoreAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StoreAction::Opening => "opening",
+            StoreAction::Migrating => "migrating",
+            StoreAction::Reading => "reading",
+            StoreAction::Writing => "writing",
+        })
     }
 }
 

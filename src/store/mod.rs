@@ -8,7 +8,7 @@
 //! The schema is versioned: `schema_version` holds the migrations applied, and `open` applies
 //! the missing ones in order. The tables are documented in `docs/history.md`.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StoreAction};
 use crate::results::{RunResult, RunStatus, SpecResult};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::{Path, PathBuf};
@@ -129,7 +129,7 @@ pub struct Store {
     path: PathBuf,
 }
 
-fn failed<'a>(path: &'a Path, action: &'static str) -> impl Fn(rusqlite::Error) -> Error + 'a {
+fn failed<'a>(path: &'a Path, action: StoreAction) -> impl Fn(rusqlite::Error) -> Error + 'a {
     move |e| Error::Store {
         path: path.to_path_buf(),
         action,
@@ -144,13 +144,13 @@ impl Store {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| Error::write("creating", dir, e))?;
         }
-        let conn = Connection::open(path).map_err(failed(path, "opening"))?;
+        let conn = Connection::open(path).map_err(failed(path, StoreAction::Opening))?;
         conn.busy_timeout(std::time::Duration::from_secs(30))
-            .map_err(failed(path, "opening"))?;
+            .map_err(failed(path, StoreAction::Opening))?;
         conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(failed(path, "opening"))?;
+            .map_err(failed(path, StoreAction::Opening))?;
         conn.pragma_update(None, "foreign_keys", "ON")
-            .map_err(failed(path, "opening"))?;
+            .map_err(failed(path, StoreAction::Opening))?;
         let mut store = Store {
             conn,
             path: path.clone(),
@@ -166,7 +166,7 @@ impl Store {
                 r.get::<_, i64>(0)
             })
             .map(|n| n as usize)
-            .map_err(failed(&self.path, "reading"))
+            .map_err(failed(&self.path, StoreAction::Reading))
     }
 
     fn migrate(&mut self) -> Result<()> {
@@ -174,12 +174,12 @@ impl Store {
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(failed(&path, "migrating"))?;
+            .map_err(failed(&path, StoreAction::Migrating))?;
         tx.execute_batch("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY)")
-            .map_err(failed(&path, "migrating"))?;
+            .map_err(failed(&path, StoreAction::Migrating))?;
         let at: i64 = tx
             .query_row("SELECT COUNT(*) FROM schema_version", [], |r| r.get(0))
-            .map_err(failed(&path, "migrating"))?;
+            .map_err(failed(&path, StoreAction::Migrating))?;
         if at as usize > MIGRATIONS.len() {
             return Err(Error::Corrupt {
                 path,
@@ -190,14 +190,15 @@ impl Store {
             });
         }
         for (k, sql) in MIGRATIONS.iter().enumerate().skip(at as usize) {
-            tx.execute_batch(sql).map_err(failed(&path, "migrating"))?;
+            tx.execute_batch(sql)
+                .map_err(failed(&path, StoreAction::Migrating))?;
             tx.execute(
                 "INSERT INTO schema_version (version) VALUES (?1)",
                 [k as i64 + 1],
             )
-            .map_err(failed(&path, "migrating"))?;
+            .map_err(failed(&path, StoreAction::Migrating))?;
         }
-        tx.commit().map_err(failed(&path, "migrating"))
+        tx.commit().map_err(failed(&path, StoreAction::Migrating))
     }
 
     /// Records a run's cases (one transaction): new, the same as stored, or replacing the rows
@@ -215,7 +216,7 @@ impl Store {
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(failed(&path, "writing"))?;
+            .map_err(failed(&path, StoreAction::Writing))?;
         let stored: Option<String> = tx
             .query_row(
                 "SELECT manifest_sha256 FROM runs WHERE run_key = ?1",
@@ -223,12 +224,12 @@ impl Store {
                 |r| r.get(0),
             )
             .optional()
-            .map_err(failed(&path, "reading"))?;
+            .map_err(failed(&path, StoreAction::Reading))?;
         let outcome = match stored.as_deref() {
             Some(s) if s == manifest_sha256 => return Ok(Recorded::Same),
             Some(_) => {
                 tx.execute("DELETE FROM runs WHERE run_key = ?1", [&key])
-                    .map_err(failed(&path, "writing"))?;
+                    .map_err(failed(&path, StoreAction::Writing))?;
                 Recorded::Replaced
             }
             None => Recorded::New,
@@ -252,11 +253,11 @@ impl Store {
                 archive_at,
             ],
         )
-        .map_err(failed(&path, "writing"))?;
+        .map_err(failed(&path, StoreAction::Writing))?;
         for s in &run.specs {
-            insert_case(&tx, &key, s).map_err(failed(&path, "writing"))?;
+            insert_case(&tx, &key, s).map_err(failed(&path, StoreAction::Writing))?;
         }
-        tx.commit().map_err(failed(&path, "writing"))?;
+        tx.commit().map_err(failed(&path, StoreAction::Writing))?;
         Ok(outcome)
     }
 
@@ -269,19 +270,6 @@ impl Store {
             .unwrap_or(abs)
             .to_string_lossy()
             .replace('\\', "/")
-    }
-
-    /// The runs stored, by run id (for comparisons and counts).
-    pub fn run_ids(&self) -> Result<Vec<String>> {
-        let mut st = self
-            .conn
-            .prepare("SELECT run_id FROM runs ORDER BY run_id, run_key")
-            .map_err(failed(&self.path, "reading"))?;
-        let ids = st
-            .query_map([], |r| r.get(0))
-            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<String>>>())
-            .map_err(failed(&self.path, "reading"))?;
-        Ok(ids)
     }
 
     /// The reference a branch's history gives a case: its newest `last` runs on this device
@@ -305,14 +293,14 @@ impl Store {
                    AND c.before_median_secs IS NOT NULL AND c.after_median_secs IS NOT NULL
                  ORDER BY r.started_utc DESC, r.run_id DESC LIMIT ?5",
             )
-            .map_err(failed(&self.path, "reading"))?;
+            .map_err(failed(&self.path, StoreAction::Reading))?;
         let mut rows = st
             .query_map(
                 params![device_key, spec, spec_sha256, branch, last as i64],
                 point,
             )
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<Point>>>())
-            .map_err(failed(&self.path, "reading"))?;
+            .map_err(failed(&self.path, StoreAction::Reading))?;
         rows.reverse();
         Ok(rows)
     }
@@ -328,11 +316,11 @@ impl Store {
                  WHERE (?1 IS NULL OR r.device_key = ?1) AND (?2 IS NULL OR r.branch = ?2)
                  ORDER BY c.spec, r.started_utc, r.run_id, r.run_key",
             )
-            .map_err(failed(&self.path, "reading"))?;
+            .map_err(failed(&self.path, StoreAction::Reading))?;
         let rows = st
             .query_map(params![q.device, q.branch], point)
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<Point>>>())
-            .map_err(failed(&self.path, "reading"))?;
+            .map_err(failed(&self.path, StoreAction::Reading))?;
         let mut out: Vec<Point> = rows
             .into_iter()
             .filter(|p| q.specs.is_empty() || q.specs.contains(&p.spec))

@@ -6,7 +6,6 @@
 
 use crate::error::{Error, Result};
 use crate::results::RunResult;
-use std::path::Path;
 
 /// A report template: its name (for errors) and its source.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,13 +14,11 @@ pub struct Template {
     pub source: String,
 }
 
-/// What an output renders from: the run, the report template it uses, and the archive's folder
-/// being written.
+/// What an output renders from: the run and the report template it uses.
 pub struct Rendering<'a> {
     pub run: &'a RunResult,
     /// The user's template; the built-in one when `None`.
     pub template: Option<&'a Template>,
-    pub dir: &'a Path,
 }
 
 /// A file (or a few) of every archive, rendered from its results.
