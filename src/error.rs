@@ -108,9 +108,10 @@ pub enum Error {
         expected: &'static str,
     },
     /// The history store could not be opened, read or written.
-    #[error("history store {}: {action}: {message}", .path.display())]
+    #[error("history store {store}: {action}: {message}")]
     Store {
-        path: PathBuf,
+        /// The store's file, or its server URL without the password.
+        store: String,
         action: StoreAction,
         message: String,
     },

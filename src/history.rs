@@ -71,12 +71,13 @@ fn archives_in(d: &Path) -> Result<Vec<PathBuf>> {
 
 /// Prints the series the query selects.
 pub fn history(url: &StoreUrl, q: &Query, format: Format) -> Result<ExitCode> {
-    let StoreUrl::Sqlite(path) = url;
-    if !path.is_file() {
-        return Err(Error::Flag(format!(
-            "history: no store at {} (runs record into `<runs-dir>/history.sqlite`; --store or --runs-dir names another)",
-            path.display()
-        )));
+    if let StoreUrl::Sqlite(path) = url {
+        if !path.is_file() {
+            return Err(Error::Flag(format!(
+                "history: no store at {} (runs record into `<runs-dir>/history.sqlite`; --store or --runs-dir names another)",
+                path.display()
+            )));
+        }
     }
     let points = Store::open(url)?.series(q)?;
     match format {

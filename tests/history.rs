@@ -177,7 +177,7 @@ fn history_filters_and_formats() {
 }
 
 #[test]
-fn no_store_records_nothing_and_a_server_url_is_refused_by_name() {
+fn no_store_records_nothing_and_an_unknown_server_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let spec = fixture("good/tiny-chain.yaml");
     let o = run_cmd(dir.path(), std::slice::from_ref(&spec), &["--no-store"])
@@ -216,25 +216,21 @@ fn no_store_records_nothing_and_a_server_url_is_refused_by_name() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
 
-#[test]
-fn writers_at_once_lose_nothing() {
-    let dir = tempfile::tempdir().unwrap();
+/// Four processes at once, each fifty runs into the store at `store`: every run is there.
+fn writers_at_once(dir: &Path, store: &str) {
     let spec = fixture("good/tiny-chain.yaml");
-    // Four processes at once, each three runs into one store.
     let children: Vec<_> = (0..4)
         .map(|w| {
-            let runs = dir.path().join(format!("runs-{w}"));
-            let store = dir.path().join("shared.sqlite");
-            let spec = spec.clone();
+            let runs = dir.join(format!("runs-{w}"));
+            let (store, spec) = (store.to_string(), spec.clone());
             std::thread::spawn(move || {
-                for _ in 0..3 {
+                for _ in 0..50 {
                     let o = bin()
                         .arg("run")
                         .arg(&spec)
                         .args(common::FAST)
                         .args(common::FEW_PAIRS)
-                        .args(["--backend", "cpu", "--store"])
-                        .arg(&store)
+                        .args(["--backend", "cpu", "--store", &store])
                         .arg("--runs-dir")
                         .arg(&runs)
                         .output()
@@ -247,9 +243,142 @@ fn writers_at_once_lose_nothing() {
     for c in children {
         c.join().unwrap();
     }
+    let all = history_json(&["--store", store]);
+    let all = all.as_array().unwrap();
+    assert_eq!(all.len(), 200);
+    let mut ids: Vec<&str> = all.iter().map(|p| p["archive"].as_str().unwrap()).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 200, "every run its own row");
+}
+
+#[test]
+fn writers_at_once_lose_nothing_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("shared.sqlite");
-    let all = history_json(&["--store", store.to_str().unwrap()]);
-    assert_eq!(all.as_array().unwrap().len(), 12, "{all}");
+    writers_at_once(dir.path(), store.to_str().unwrap());
+}
+
+#[test]
+fn writers_at_once_lose_nothing_on_postgres() {
+    let Some(db) = common::postgres_store("writers_at_once") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    writers_at_once(dir.path(), &db.url);
+}
+
+#[test]
+fn a_postgres_store_holds_what_an_sqlite_one_does() {
+    let Some(db) = common::postgres_store("postgres_like_sqlite") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let spec = fixture("good/tiny-chain.yaml");
+    for branch in ["main", "main", "main", "feature"] {
+        let o = run_cmd(
+            dir.path(),
+            std::slice::from_ref(&spec),
+            &["--branch", branch, "--store", &db.url],
+        )
+        .output()
+        .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    }
+    let runs = dir.path().join("runs");
+    assert!(
+        !runs.join("history.sqlite").exists(),
+        "the server's store, not the file"
+    );
+    // The same archives ingested into an SQLite store: the same rows, but where the archives
+    // are (absolute for a server, relative to the file's folder for SQLite).
+    let lite = dir.path().join("lite.sqlite");
+    let dirs = run_dirs(&runs);
+    let o = bin()
+        .arg("ingest")
+        .args(&dirs[..3])
+        .args(["--store", lite.to_str().unwrap(), "--branch", "main"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = bin()
+        .arg("ingest")
+        .arg(&dirs[3])
+        .args(["--store", lite.to_str().unwrap(), "--branch", "feature"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let strip = |mut v: serde_json::Value| {
+        for p in v.as_array_mut().unwrap() {
+            let a = p["archive"].as_str().unwrap().to_string();
+            let name = Path::new(&a)
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            p["archive"] = serde_json::json!(name);
+        }
+        v
+    };
+    let server = history_json(&["--store", &db.url]);
+    assert_eq!(server.as_array().unwrap().len(), 4);
+    assert_eq!(
+        strip(server.clone()),
+        strip(history_json(&["--store", lite.to_str().unwrap()]))
+    );
+    for p in server.as_array().unwrap() {
+        assert!(Path::new(p["archive"].as_str().unwrap())
+            .join("results.json")
+            .is_file());
+    }
+    assert_eq!(
+        history_json(&["--store", &db.url, "--branch", "main", "--last", "2"])
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    // Idempotent on the server too.
+    let o = bin()
+        .arg("ingest")
+        .args(&dirs)
+        .args(["--store", &db.url])
+        .output()
+        .unwrap();
+    assert_eq!(
+        text(&o).matches("already recorded").count(),
+        4,
+        "{}",
+        text(&o)
+    );
+    // The gate's history reference read from the server.
+    let o = run_cmd(
+        dir.path(),
+        std::slice::from_ref(&spec),
+        &["--store", &db.url, "--against", "history:main"],
+    )
+    .output()
+    .unwrap();
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    let run = common::only_run_dir(dir.path());
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("results.json")).unwrap()).unwrap();
+    assert_eq!(r["specs"][0]["baseline"]["reference"]["runs"], 3, "{r}");
+    // A server that is not there: bad input naming the store, its password hidden.
+    let o = run_cmd(
+        dir.path(),
+        std::slice::from_ref(&spec),
+        &["--store", "postgres://u:hunter2@127.0.0.1:9/none"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("postgres://u:***@127.0.0.1:9/none"),
+        "{}",
+        text(&o)
+    );
+    assert!(!text(&o).contains("hunter2"), "{}", text(&o));
 }
 
 #[test]

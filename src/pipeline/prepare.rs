@@ -128,8 +128,8 @@ fn history_references(
             "--against history judges against the history store: drop --no-store".into(),
         ));
     };
-    let crate::store::StoreUrl::Sqlite(path) = url;
-    let store = crate::store::Store::open(url)?;
+    let path = PathBuf::from(url.display());
+    let mut store = crate::store::Store::open(url)?;
     let mut references = Vec::new();
     for (s, slot) in specs.iter().zip(baselines.iter_mut()) {
         let points = store.reference(

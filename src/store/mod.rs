@@ -2,15 +2,19 @@
 //! series of a case, by device and branch). The archives stay the evidence; the store is their
 //! index, rebuilt from them by `opledger ingest` (idempotent by run id and manifest digest).
 //!
-//! Embedded SQLite through `rusqlite` with its bundled SQLite: no system library to match, the
-//! same SQL on every machine, one file beside the archives (`<runs-dir>/history.sqlite`). Many
-//! writers at once are serialised by SQLite's own locking (write-ahead log, a busy timeout).
-//! The schema is versioned: `schema_version` holds the migrations applied, and `open` applies
-//! the missing ones in order. The tables are documented in `docs/history.md`.
+//! Embedded SQLite through `rusqlite` with its bundled SQLite by default: no system library to
+//! match, one file beside the archives (`<runs-dir>/history.sqlite`), many writers serialised by
+//! SQLite's own locking (write-ahead log, a busy timeout). A team's runners share a PostgreSQL
+//! server instead (`--store postgres://…`, the `postgres` crate): the same schema and the same
+//! SQL (`db`). The schema is versioned: `schema_version` holds the migrations applied, and `open`
+//! applies the missing ones in order, one opener at a time. The tables are documented in
+//! `docs/history.md`.
+
+mod db;
 
 use crate::error::{Error, Result, StoreAction};
 use crate::results::{RunResult, RunStatus, SpecResult};
-use rusqlite::{params, Connection, OptionalExtension};
+use db::{Db, Val};
 use std::path::{Path, PathBuf};
 
 /// The migrations, in order: migration k brings the schema from version k to k + 1.
@@ -21,13 +25,13 @@ CREATE TABLE runs (
     manifest_sha256   TEXT NOT NULL,
     started_utc       TEXT NOT NULL,
     git_sha           TEXT NOT NULL,
-    git_dirty         INTEGER NOT NULL,
+    git_dirty         BIGINT NOT NULL,
     branch            TEXT,
     device_key        TEXT NOT NULL,
     backend           TEXT NOT NULL,
     opledger_version  TEXT NOT NULL,
-    triad_bytes_per_sec REAL NOT NULL,
-    fma_flops_per_sec REAL NOT NULL,
+    triad_bytes_per_sec DOUBLE PRECISION NOT NULL,
+    fma_flops_per_sec DOUBLE PRECISION NOT NULL,
     verdict           TEXT NOT NULL,
     archive           TEXT NOT NULL
 );
@@ -37,19 +41,19 @@ CREATE TABLE cases (
     spec_sha256       TEXT NOT NULL,
     sweep_label       TEXT,
     verdict           TEXT NOT NULL,
-    before_median_secs REAL,
-    before_ci_lo_secs REAL,
-    before_ci_hi_secs REAL,
-    before_n          INTEGER,
-    after_median_secs REAL,
-    after_ci_lo_secs  REAL,
-    after_ci_hi_secs  REAL,
-    after_n           INTEGER,
-    ratio             REAL,
-    ratio_lo          REAL,
-    ratio_hi          REAL,
+    before_median_secs DOUBLE PRECISION,
+    before_ci_lo_secs DOUBLE PRECISION,
+    before_ci_hi_secs DOUBLE PRECISION,
+    before_n          BIGINT,
+    after_median_secs DOUBLE PRECISION,
+    after_ci_lo_secs  DOUBLE PRECISION,
+    after_ci_hi_secs  DOUBLE PRECISION,
+    after_n           BIGINT,
+    ratio             DOUBLE PRECISION,
+    ratio_lo          DOUBLE PRECISION,
+    ratio_hi          DOUBLE PRECISION,
     gate_state        TEXT,
-    gate_ratio        REAL,
+    gate_ratio        DOUBLE PRECISION,
     checks            TEXT NOT NULL,
     PRIMARY KEY (run_key, spec)
 );
@@ -60,24 +64,53 @@ CREATE INDEX runs_by_device ON runs (device_key, branch, started_utc);
 /// The default store's file name, inside the runs folder.
 pub const DEFAULT_FILE: &str = "history.sqlite";
 
-/// Where a store is: an SQLite file (`sqlite:PATH`, or a bare path).
+/// Where a store is: an SQLite file (`sqlite:PATH`, or a bare path) or a PostgreSQL server
+/// (`postgres://…` or `postgresql://…`, libpq's URL form).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreUrl {
     Sqlite(PathBuf),
+    Postgres(String),
 }
 
 impl StoreUrl {
-    /// `sqlite:PATH` or a path; a server URL this build does not speak is refused by name.
+    /// `sqlite:PATH`, a path, or a PostgreSQL URL; another server's scheme is refused by name.
     pub fn parse(text: &str) -> Result<StoreUrl> {
         if let Some(p) = text.strip_prefix("sqlite:") {
             return Ok(StoreUrl::Sqlite(PathBuf::from(p)));
         }
         if let Some((scheme, _)) = text.split_once("://") {
+            if scheme == "postgres" || scheme == "postgresql" {
+                return Ok(StoreUrl::Postgres(text.to_string()));
+            }
             return Err(Error::Flag(format!(
-                "--store {scheme}://…: this opledger keeps its history in SQLite only (`sqlite:PATH` or a path)"
+                "--store {scheme}://…: expected an SQLite file (`sqlite:PATH` or a path) or a PostgreSQL server (`postgres://USER@HOST:PORT/DB`)"
             )));
         }
         Ok(StoreUrl::Sqlite(PathBuf::from(text)))
+    }
+
+    /// How errors and outputs name the store: the file, or the URL without its password.
+    pub fn display(&self) -> String {
+        match self {
+            StoreUrl::Sqlite(p) => p.display().to_string(),
+            StoreUrl::Postgres(url) => redact(url),
+        }
+    }
+}
+
+/// `postgres://user:secret@host/db` → `postgres://user:***@host/db` (a store URL is printed in
+/// errors and CI logs; its password must not be).
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (auth, host) = match rest.rsplit_once('@') {
+        Some(parts) => parts,
+        None => return url.to_string(),
+    };
+    match auth.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_string(),
     }
 }
 
@@ -99,6 +132,8 @@ pub struct Point {
     pub run_id: String,
     pub started_utc: String,
     pub git_sha: String,
+    /// The run measured uncommitted changes on top of `git_sha`.
+    pub git_dirty: bool,
     pub branch: Option<String>,
     pub device_key: String,
     pub spec: String,
@@ -109,7 +144,8 @@ pub struct Point {
     pub ratio: Option<f64>,
     pub ratio_lo: Option<f64>,
     pub ratio_hi: Option<f64>,
-    /// The archive's folder, relative to the store's.
+    /// The archive's folder: relative to the store's folder for an SQLite store (the two travel
+    /// together), as the run wrote it for a server.
     pub archive: String,
 }
 
@@ -124,81 +160,103 @@ pub struct Query {
     pub last: Option<usize>,
 }
 
-pub struct Store {
-    conn: Connection,
-    path: PathBuf,
+/// The rows one select reads (every filter optional).
+#[derive(Debug, Clone, Default)]
+struct Filter<'a> {
+    device: Option<&'a str>,
+    spec: Option<&'a str>,
+    spec_sha256: Option<&'a str>,
+    branch: Option<&'a str>,
+    /// Only cases that did not fail and have both medians (what a reference can rest on).
+    judged: bool,
+    /// Only runs of committed code.
+    clean: bool,
+    /// The newest N rows.
+    newest: Option<usize>,
 }
 
-fn failed<'a>(path: &'a Path, action: StoreAction) -> impl Fn(rusqlite::Error) -> Error + 'a {
-    move |e| Error::Store {
-        path: path.to_path_buf(),
-        action,
-        message: e.to_string(),
-    }
+pub struct Store {
+    db: Db,
+    url: StoreUrl,
 }
 
 impl Store {
     /// Opens (creating it when missing) the store at `url`, its schema brought up to date.
     pub fn open(url: &StoreUrl) -> Result<Store> {
-        let StoreUrl::Sqlite(path) = url;
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| Error::write("creating", dir, e))?;
-        }
-        let conn = Connection::open(path).map_err(failed(path, StoreAction::Opening))?;
-        conn.busy_timeout(std::time::Duration::from_secs(30))
-            .map_err(failed(path, StoreAction::Opening))?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(failed(path, StoreAction::Opening))?;
-        conn.pragma_update(None, "foreign_keys", "ON")
-            .map_err(failed(path, StoreAction::Opening))?;
+        let db = match url {
+            StoreUrl::Sqlite(path) => {
+                open_sqlite(path).map_err(|m| failed(url, StoreAction::Opening, m))?
+            }
+            StoreUrl::Postgres(u) => Db::Postgres(Box::new(
+                postgres::Client::connect(u, postgres::NoTls)
+                    .map_err(|e| failed(url, StoreAction::Opening, e.to_string()))?,
+            )),
+        };
         let mut store = Store {
-            conn,
-            path: path.clone(),
+            db,
+            url: url.clone(),
         };
         store.migrate()?;
         Ok(store)
     }
 
+    /// The store's URL.
+    pub fn url(&self) -> &StoreUrl {
+        &self.url
+    }
+
+    fn fail(&self, action: StoreAction) -> impl Fn(String) -> Error + '_ {
+        move |m| failed(&self.url, action, m)
+    }
+
     /// The schema version this store is at.
-    pub fn schema_version(&self) -> Result<usize> {
-        self.conn
-            .query_row("SELECT COUNT(*) FROM schema_version", [], |r| {
-                r.get::<_, i64>(0)
-            })
-            .map(|n| n as usize)
-            .map_err(failed(&self.path, StoreAction::Reading))
+    pub fn schema_version(&mut self) -> Result<usize> {
+        let url = self.url.clone();
+        let rows = self
+            .db
+            .query("SELECT COUNT(*) FROM schema_version", &[])
+            .map_err(|m| failed(&url, StoreAction::Reading, m))?;
+        Ok(rows
+            .first()
+            .and_then(|r| r.first())
+            .and_then(Val::int)
+            .unwrap_or(0) as usize)
     }
 
     fn migrate(&mut self) -> Result<()> {
-        let path = self.path.clone();
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(failed(&path, StoreAction::Migrating))?;
-        tx.execute_batch("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY)")
-            .map_err(failed(&path, StoreAction::Migrating))?;
-        let at: i64 = tx
-            .query_row("SELECT COUNT(*) FROM schema_version", [], |r| r.get(0))
-            .map_err(failed(&path, StoreAction::Migrating))?;
-        if at as usize > MIGRATIONS.len() {
-            return Err(Error::Corrupt {
-                path,
+        let url = self.url.clone();
+        let outcome = self.db.transaction(|db| {
+            // Two runners opening a new server store at once: one migrates, the other waits.
+            db.lock("opledger schema")?;
+            db.batch("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT PRIMARY KEY)")?;
+            let at = db
+                .query("SELECT COUNT(*) FROM schema_version", &[])?
+                .first()
+                .and_then(|r| r.first())
+                .and_then(Val::int)
+                .unwrap_or(0) as usize;
+            if at > MIGRATIONS.len() {
+                return Ok(Some(at));
+            }
+            for (k, sql) in MIGRATIONS.iter().enumerate().skip(at) {
+                db.batch(sql)?;
+                db.execute(
+                    "INSERT INTO schema_version (version) VALUES ($1)",
+                    &[Val::Int(k as i64 + 1)],
+                )?;
+            }
+            Ok(None)
+        });
+        match outcome.map_err(|m| failed(&url, StoreAction::Migrating, m))? {
+            Some(at) => Err(Error::Corrupt {
+                path: PathBuf::from(url.display()),
                 message: format!(
                     "history store of schema version {at}, newer than this opledger's {}: use a newer opledger",
                     MIGRATIONS.len()
                 ),
-            });
+            }),
+            None => Ok(()),
         }
-        for (k, sql) in MIGRATIONS.iter().enumerate().skip(at as usize) {
-            tx.execute_batch(sql)
-                .map_err(failed(&path, StoreAction::Migrating))?;
-            tx.execute(
-                "INSERT INTO schema_version (version) VALUES (?1)",
-                [k as i64 + 1],
-            )
-            .map_err(failed(&path, StoreAction::Migrating))?;
-        }
-        tx.commit().map_err(failed(&path, StoreAction::Migrating))
     }
 
     /// Records a run's cases (one transaction): new, the same as stored, or replacing the rows
@@ -210,155 +268,224 @@ impl Store {
         manifest_sha256: &str,
         branch: Option<&str>,
     ) -> Result<Recorded> {
-        let path = self.path.clone();
         let archive_at = self.archive_path(archive);
         let key = run_key(run);
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(failed(&path, StoreAction::Writing))?;
-        let stored: Option<String> = tx
-            .query_row(
-                "SELECT manifest_sha256 FROM runs WHERE run_key = ?1",
-                [&key],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(failed(&path, StoreAction::Reading))?;
-        let outcome = match stored.as_deref() {
-            Some(s) if s == manifest_sha256 => return Ok(Recorded::Same),
-            Some(_) => {
-                tx.execute("DELETE FROM runs WHERE run_key = ?1", [&key])
-                    .map_err(failed(&path, StoreAction::Writing))?;
-                Recorded::Replaced
-            }
-            None => Recorded::New,
-        };
-        tx.execute(
-            "INSERT INTO runs (run_key, run_id, manifest_sha256, started_utc, git_sha, git_dirty, branch, device_key, backend, opledger_version, triad_bytes_per_sec, fma_flops_per_sec, verdict, archive) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-            params![
-                key,
-                run.run_id,
-                manifest_sha256,
-                run.started_utc,
-                run.git_sha,
-                run.git_dirty,
-                branch,
-                run.device.key,
-                run.backend,
-                run.opledger_version,
-                run.ceilings.triad_bytes_per_sec,
-                run.ceilings.fma_flops_per_sec,
-                run.verdict.status.to_string(),
-                archive_at,
-            ],
-        )
-        .map_err(failed(&path, StoreAction::Writing))?;
-        for s in &run.specs {
-            insert_case(&tx, &key, s).map_err(failed(&path, StoreAction::Writing))?;
-        }
-        tx.commit().map_err(failed(&path, StoreAction::Writing))?;
-        Ok(outcome)
+        let url = self.url.clone();
+        self.db
+            .transaction(|db| {
+                // The same run recorded by two writers at once (two `ingest`s of one artifact).
+                db.lock(&key)?;
+                let stored = db
+                    .query(
+                        "SELECT manifest_sha256 FROM runs WHERE run_key = $1",
+                        &[Val::from(&key)],
+                    )?
+                    .first()
+                    .and_then(|r| r.first())
+                    .and_then(Val::text);
+                let outcome = match stored.as_deref() {
+                    Some(s) if s == manifest_sha256 => return Ok(Recorded::Same),
+                    Some(_) => {
+                        db.execute("DELETE FROM runs WHERE run_key = $1", &[Val::from(&key)])?;
+                        Recorded::Replaced
+                    }
+                    None => Recorded::New,
+                };
+                db.execute(
+                    "INSERT INTO runs (run_key, run_id, manifest_sha256, started_utc, git_sha, git_dirty, branch, device_key, backend, opledger_version, triad_bytes_per_sec, fma_flops_per_sec, verdict, archive) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+                    &[
+                        Val::from(&key),
+                        Val::from(&run.run_id),
+                        Val::from(manifest_sha256),
+                        Val::from(&run.started_utc),
+                        Val::from(&run.git_sha),
+                        Val::Int(run.git_dirty as i64),
+                        Val::from(branch),
+                        Val::from(&run.device.key),
+                        Val::from(&run.backend),
+                        Val::from(&run.opledger_version),
+                        Val::Real(run.ceilings.triad_bytes_per_sec),
+                        Val::Real(run.ceilings.fma_flops_per_sec),
+                        Val::from(run.verdict.status.to_string()),
+                        Val::from(&archive_at),
+                    ],
+                )?;
+                for s in &run.specs {
+                    insert_case(db, &key, s)?;
+                }
+                Ok(outcome)
+            })
+            .map_err(|m| failed(&url, StoreAction::Writing, m))
     }
 
-    /// Where an archive is, as the store records it: relative to the store's folder (the two
-    /// travel together as a CI cache or artifact), `/`-separated.
+    /// Where an archive is, as the store records it: relative to an SQLite store's folder (the
+    /// two travel together as a CI cache or artifact), `/`-separated; absolute for a server.
     fn archive_path(&self, archive: &Path) -> String {
-        let base = crate::files::absolute(self.path.parent().unwrap_or(Path::new(".")));
         let abs = crate::files::absolute(archive);
-        pathdiff::diff_paths(&abs, &base)
-            .unwrap_or(abs)
-            .to_string_lossy()
-            .replace('\\', "/")
+        let rel = match &self.url {
+            StoreUrl::Sqlite(path) => {
+                let base = crate::files::absolute(path.parent().unwrap_or(Path::new(".")));
+                pathdiff::diff_paths(&abs, &base).unwrap_or(abs)
+            }
+            StoreUrl::Postgres(_) => abs,
+        };
+        rel.to_string_lossy().replace('\\', "/")
+    }
+
+    /// The folder of a point's archive on this machine (it may be gone: a CI runner's).
+    pub fn archive_dir(&self, p: &Point) -> PathBuf {
+        match &self.url {
+            StoreUrl::Sqlite(path) => path.parent().unwrap_or(Path::new(".")).join(&p.archive),
+            StoreUrl::Postgres(_) => PathBuf::from(&p.archive),
+        }
     }
 
     /// The reference a branch's history gives a case: its newest `last` runs on this device
     /// with this exact spec (by digest) that did not fail, oldest first.
     pub fn reference(
-        &self,
+        &mut self,
         device_key: &str,
         spec: &str,
         spec_sha256: &str,
         branch: Option<&str>,
         last: usize,
     ) -> Result<Vec<Point>> {
-        let mut st = self
-            .conn
-            .prepare(
-                "SELECT r.run_id, r.started_utc, r.git_sha, r.branch, r.device_key, c.spec, c.verdict,
-                        c.before_median_secs, c.after_median_secs, c.ratio, c.ratio_lo, c.ratio_hi, r.archive
-                 FROM cases c JOIN runs r ON r.run_key = c.run_key
-                 WHERE r.device_key = ?1 AND c.spec = ?2 AND c.spec_sha256 = ?3
-                   AND (?4 IS NULL OR r.branch = ?4) AND c.verdict != 'fail'
-                   AND c.before_median_secs IS NOT NULL AND c.after_median_secs IS NOT NULL
-                 ORDER BY r.started_utc DESC, r.run_id DESC LIMIT ?5",
-            )
-            .map_err(failed(&self.path, StoreAction::Reading))?;
-        let mut rows = st
-            .query_map(
-                params![device_key, spec, spec_sha256, branch, last as i64],
-                point,
-            )
-            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<Point>>>())
-            .map_err(failed(&self.path, StoreAction::Reading))?;
-        rows.reverse();
-        Ok(rows)
+        self.select(&Filter {
+            device: Some(device_key),
+            spec: Some(spec),
+            spec_sha256: Some(spec_sha256),
+            branch,
+            judged: true,
+            newest: Some(last),
+            ..Filter::default()
+        })
+    }
+
+    /// Every judged run of committed code of a case on this device with this exact spec, on any
+    /// branch, oldest first: where the merge-base's run is looked for.
+    pub fn committed(
+        &mut self,
+        device_key: &str,
+        spec: &str,
+        spec_sha256: &str,
+    ) -> Result<Vec<Point>> {
+        self.select(&Filter {
+            device: Some(device_key),
+            spec: Some(spec),
+            spec_sha256: Some(spec_sha256),
+            judged: true,
+            clean: true,
+            ..Filter::default()
+        })
     }
 
     /// Every case's series, oldest first within each case (cases in name order).
-    pub fn series(&self, q: &Query) -> Result<Vec<Point>> {
-        let mut st = self
-            .conn
-            .prepare(
-                "SELECT r.run_id, r.started_utc, r.git_sha, r.branch, r.device_key, c.spec, c.verdict,
-                        c.before_median_secs, c.after_median_secs, c.ratio, c.ratio_lo, c.ratio_hi, r.archive
-                 FROM cases c JOIN runs r ON r.run_key = c.run_key
-                 WHERE (?1 IS NULL OR r.device_key = ?1) AND (?2 IS NULL OR r.branch = ?2)
-                 ORDER BY c.spec, r.started_utc, r.run_id, r.run_key",
-            )
-            .map_err(failed(&self.path, StoreAction::Reading))?;
-        let rows = st
-            .query_map(params![q.device, q.branch], point)
-            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<Point>>>())
-            .map_err(failed(&self.path, StoreAction::Reading))?;
-        let mut out: Vec<Point> = rows
-            .into_iter()
-            .filter(|p| q.specs.is_empty() || q.specs.contains(&p.spec))
-            .collect();
+    pub fn series(&mut self, q: &Query) -> Result<Vec<Point>> {
+        let one = |store: &mut Store, spec: Option<&str>| {
+            store.select(&Filter {
+                device: q.device.as_deref(),
+                branch: q.branch.as_deref(),
+                spec,
+                ..Filter::default()
+            })
+        };
+        let mut out = Vec::new();
+        if q.specs.is_empty() {
+            out = one(self, None)?;
+        } else {
+            let mut specs = q.specs.clone();
+            specs.sort();
+            specs.dedup();
+            for s in &specs {
+                out.extend(one(self, Some(s))?);
+            }
+        }
         if let Some(n) = q.last {
             let mut kept = Vec::with_capacity(out.len());
-            let mut i = 0;
-            while i < out.len() {
-                let j = out[i..]
-                    .iter()
-                    .position(|p| p.spec != out[i].spec)
-                    .map_or(out.len(), |k| i + k);
-                kept.extend(out[j.saturating_sub(n).max(i)..j].iter().cloned());
-                i = j;
+            for case in out.chunk_by(|a, b| a.spec == b.spec) {
+                kept.extend_from_slice(&case[case.len().saturating_sub(n)..]);
             }
             out = kept;
         }
         Ok(out)
     }
+
+    /// The rows a filter selects: cases in name order, each oldest first.
+    fn select(&mut self, f: &Filter<'_>) -> Result<Vec<Point>> {
+        let rows = self
+            .db
+            .query(
+                "SELECT r.run_id, r.started_utc, r.git_sha, r.git_dirty, r.branch, r.device_key, c.spec, c.verdict,
+                        c.before_median_secs, c.after_median_secs, c.ratio, c.ratio_lo, c.ratio_hi, r.archive
+                 FROM cases c JOIN runs r ON r.run_key = c.run_key
+                 WHERE (CAST($1 AS TEXT) IS NULL OR r.device_key = $1)
+                   AND (CAST($2 AS TEXT) IS NULL OR c.spec = $2)
+                   AND (CAST($3 AS TEXT) IS NULL OR c.spec_sha256 = $3)
+                   AND (CAST($4 AS TEXT) IS NULL OR r.branch = $4)
+                   AND ($5 = 0 OR (c.verdict <> 'fail' AND c.before_median_secs IS NOT NULL AND c.after_median_secs IS NOT NULL))
+                   AND ($6 = 0 OR r.git_dirty = 0)
+                 ORDER BY c.spec DESC, r.started_utc DESC, r.run_id DESC, r.run_key DESC
+                 LIMIT $7",
+                &[
+                    Val::from(f.device),
+                    Val::from(f.spec),
+                    Val::from(f.spec_sha256),
+                    Val::from(f.branch),
+                    Val::Int(f.judged as i64),
+                    Val::Int(f.clean as i64),
+                    Val::Int(f.newest.map_or(i64::MAX, |n| n as i64)),
+                ],
+            )
+            .map_err(self.fail(StoreAction::Reading))?;
+        let mut points: Vec<Point> = rows.iter().map(|r| point(r)).collect();
+        points.reverse();
+        Ok(points)
+    }
 }
 
-/// A point from a row of the series' columns.
-fn point(r: &rusqlite::Row<'_>) -> rusqlite::Result<Point> {
-    Ok(Point {
-        run_id: r.get(0)?,
-        started_utc: r.get(1)?,
-        git_sha: r.get(2)?,
-        branch: r.get(3)?,
-        device_key: r.get(4)?,
-        spec: r.get(5)?,
-        verdict: r.get(6)?,
-        before_median_secs: r.get(7)?,
-        after_median_secs: r.get(8)?,
-        ratio: r.get(9)?,
-        ratio_lo: r.get(10)?,
-        ratio_hi: r.get(11)?,
-        archive: r.get(12)?,
-    })
+/// Opens an SQLite file, its folder made when missing.
+fn open_sqlite(path: &Path) -> std::result::Result<Db, String> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    }
+    let conn = rusqlite::Connection::open(path).map_err(|e| e.to_string())?;
+    conn.busy_timeout(std::time::Duration::from_secs(30))
+        .map_err(|e| e.to_string())?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(|e| e.to_string())?;
+    conn.pragma_update(None, "foreign_keys", "ON")
+        .map_err(|e| e.to_string())?;
+    Ok(Db::Sqlite(conn))
+}
+
+fn failed(url: &StoreUrl, action: StoreAction, message: String) -> Error {
+    Error::Store {
+        store: url.display(),
+        action,
+        message,
+    }
+}
+
+/// A point from a row of the select's columns.
+fn point(r: &[Val]) -> Point {
+    let text = |i: usize| r.get(i).and_then(Val::text).unwrap_or_default();
+    let real = |i: usize| r.get(i).and_then(Val::real);
+    Point {
+        run_id: text(0),
+        started_utc: text(1),
+        git_sha: text(2),
+        git_dirty: r.get(3).and_then(Val::int).unwrap_or(0) != 0,
+        branch: r.get(4).and_then(Val::text),
+        device_key: text(5),
+        spec: text(6),
+        verdict: text(7),
+        before_median_secs: real(8),
+        after_median_secs: real(9),
+        ratio: real(10),
+        ratio_lo: real(11),
+        ratio_hi: real(12),
+        archive: text(13),
+    }
 }
 
 /// What names a run in the store: its random identity, or for an archive written before it had
@@ -371,11 +498,7 @@ fn run_key(run: &RunResult) -> String {
     }
 }
 
-fn insert_case(
-    tx: &rusqlite::Transaction<'_>,
-    run_key: &str,
-    s: &SpecResult,
-) -> rusqlite::Result<usize> {
+fn insert_case(db: &mut Db, run_key: &str, s: &SpecResult) -> db::DbResult<u64> {
     let (b, a) = (s.before.summary, s.after.summary);
     // after/before from the paired saving: ratio = 1 − saving (its CI reversed).
     let ratio = s
@@ -393,28 +516,28 @@ fn insert_case(
             .collect::<Vec<_>>(),
     )
     .unwrap_or_default();
-    tx.execute(
-        "INSERT INTO cases (run_key, spec, spec_sha256, sweep_label, verdict, before_median_secs, before_ci_lo_secs, before_ci_hi_secs, before_n, after_median_secs, after_ci_lo_secs, after_ci_hi_secs, after_n, ratio, ratio_lo, ratio_hi, gate_state, gate_ratio, checks) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
-        params![
-            run_key,
-            s.name,
-            s.spec_sha256,
-            s.sweep.as_ref().map(|p| p.label.clone()),
-            verdict,
-            b.map(|x| x.median_secs),
-            b.map(|x| x.ci_lo_secs),
-            b.map(|x| x.ci_hi_secs),
-            b.map(|x| x.n as i64),
-            a.map(|x| x.median_secs),
-            a.map(|x| x.ci_lo_secs),
-            a.map(|x| x.ci_hi_secs),
-            a.map(|x| x.n as i64),
-            ratio.map(|r| r.0),
-            ratio.map(|r| r.1),
-            ratio.map(|r| r.2),
-            s.baseline.state.map(|st| st.word().to_string()),
-            s.baseline.ratio.map(|r| r.point),
-            checks,
+    db.execute(
+        "INSERT INTO cases (run_key, spec, spec_sha256, sweep_label, verdict, before_median_secs, before_ci_lo_secs, before_ci_hi_secs, before_n, after_median_secs, after_ci_lo_secs, after_ci_hi_secs, after_n, ratio, ratio_lo, ratio_hi, gate_state, gate_ratio, checks) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)",
+        &[
+            Val::from(run_key),
+            Val::from(&s.name),
+            Val::from(&s.spec_sha256),
+            Val::from(s.sweep.as_ref().map(|p| p.label.clone())),
+            Val::from(verdict),
+            Val::from(b.map(|x| x.median_secs)),
+            Val::from(b.map(|x| x.ci_lo_secs)),
+            Val::from(b.map(|x| x.ci_hi_secs)),
+            Val::from(b.map(|x| x.n as i64)),
+            Val::from(a.map(|x| x.median_secs)),
+            Val::from(a.map(|x| x.ci_lo_secs)),
+            Val::from(a.map(|x| x.ci_hi_secs)),
+            Val::from(a.map(|x| x.n as i64)),
+            Val::from(ratio.map(|r| r.0)),
+            Val::from(ratio.map(|r| r.1)),
+            Val::from(ratio.map(|r| r.2)),
+            Val::from(s.baseline.state.map(|st| st.word().to_string())),
+            Val::from(s.baseline.ratio.map(|r| r.point)),
+            Val::from(checks),
         ],
     )
 }
@@ -436,7 +559,7 @@ mod tests {
             Store::open(&url).unwrap().schema_version().unwrap(),
             MIGRATIONS.len()
         );
-        let conn = Connection::open(dir.path().join("h.sqlite")).unwrap();
+        let conn = rusqlite::Connection::open(dir.path().join("h.sqlite")).unwrap();
         conn.execute("INSERT INTO schema_version (version) VALUES (99)", [])
             .unwrap();
         drop(conn);
@@ -454,6 +577,16 @@ mod tests {
             StoreUrl::parse("runs/h.sqlite").unwrap(),
             StoreUrl::Sqlite("runs/h.sqlite".into())
         );
-        assert!(StoreUrl::parse("postgres://db/opledger").is_err());
+        assert_eq!(
+            StoreUrl::parse("postgres://u:pw@db:5432/opledger").unwrap(),
+            StoreUrl::Postgres("postgres://u:pw@db:5432/opledger".into())
+        );
+        assert_eq!(
+            StoreUrl::parse("postgres://u:pw@db:5432/opledger")
+                .unwrap()
+                .display(),
+            "postgres://u:***@db:5432/opledger"
+        );
+        assert!(StoreUrl::parse("mysql://db/opledger").is_err());
     }
 }

@@ -1,0 +1,290 @@
+//! The two databases the history store speaks, behind one small interface: statements with
+//! `$1`-style parameters (SQLite reads `$1` as a named parameter numbered in order of first use,
+//! PostgreSQL as its own positional one), values of four types, transactions. The SQL itself is
+//! written once, in the common subset (`TEXT`, `BIGINT`, `DOUBLE PRECISION`, `CAST`), so that
+//! the schema and every query are the same on both.
+
+use postgres::types::{IsNull, ToSql as PgToSql, Type};
+
+/// A value bound to a statement or read from a row.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Val {
+    Null,
+    Int(i64),
+    Real(f64),
+    Text(String),
+}
+
+impl Val {
+    pub fn text(&self) -> Option<String> {
+        match self {
+            Val::Text(s) => Some(s.clone()),
+            _ => None,
+        }
+    }
+
+    pub fn real(&self) -> Option<f64> {
+        match self {
+            Val::Real(x) => Some(*x),
+            Val::Int(i) => Some(*i as f64),
+            _ => None,
+        }
+    }
+
+    pub fn int(&self) -> Option<i64> {
+        match self {
+            Val::Int(i) => Some(*i),
+            _ => None,
+        }
+    }
+}
+
+impl From<&str> for Val {
+    fn from(s: &str) -> Val {
+        Val::Text(s.to_string())
+    }
+}
+impl From<String> for Val {
+    fn from(s: String) -> Val {
+        Val::Text(s)
+    }
+}
+impl From<&String> for Val {
+    fn from(s: &String) -> Val {
+        Val::Text(s.clone())
+    }
+}
+impl From<f64> for Val {
+    fn from(x: f64) -> Val {
+        Val::Real(x)
+    }
+}
+impl From<i64> for Val {
+    fn from(i: i64) -> Val {
+        Val::Int(i)
+    }
+}
+impl<T: Into<Val>> From<Option<T>> for Val {
+    fn from(v: Option<T>) -> Val {
+        v.map_or(Val::Null, Into::into)
+    }
+}
+
+impl rusqlite::ToSql for Val {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::{ToSqlOutput, Value};
+        Ok(ToSqlOutput::Owned(match self {
+            Val::Null => Value::Null,
+            Val::Int(i) => Value::Integer(*i),
+            Val::Real(x) => Value::Real(*x),
+            Val::Text(s) => Value::Text(s.clone()),
+        }))
+    }
+}
+
+impl PgToSql for Val {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut postgres::types::private::BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        match self {
+            Val::Null => Ok(IsNull::Yes),
+            // The server says which integer width the parameter has; the value is narrowed to it.
+            Val::Int(i) if *ty == Type::INT4 => i32::try_from(*i)?.to_sql(ty, out),
+            Val::Int(i) if *ty == Type::FLOAT8 => (*i as f64).to_sql(ty, out),
+            Val::Int(i) => i.to_sql(ty, out),
+            Val::Real(x) => x.to_sql(ty, out),
+            Val::Text(s) => s.to_sql(ty, out),
+        }
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    postgres::types::to_sql_checked!();
+}
+
+/// A connection to either database.
+pub enum Db {
+    Sqlite(rusqlite::Connection),
+    Postgres(Box<postgres::Client>),
+}
+
+/// What the databases report, as text (the caller adds the store and the action).
+pub type DbResult<T> = std::result::Result<T, String>;
+
+fn sqlite_val(v: rusqlite::types::ValueRef<'_>) -> Val {
+    use rusqlite::types::ValueRef;
+    match v {
+        ValueRef::Null => Val::Null,
+        ValueRef::Integer(i) => Val::Int(i),
+        ValueRef::Real(x) => Val::Real(x),
+        ValueRef::Text(t) | ValueRef::Blob(t) => Val::Text(String::from_utf8_lossy(t).into_owned()),
+    }
+}
+
+fn pg_row(row: &postgres::Row) -> DbResult<Vec<Val>> {
+    let get = |i: usize| -> DbResult<Val> {
+        let ty = row.columns()[i].type_();
+        let v = if *ty == Type::INT8 {
+            row.try_get::<_, Option<i64>>(i).map(Val::from)
+        } else if *ty == Type::INT4 {
+            row.try_get::<_, Option<i32>>(i)
+                .map(|v| Val::from(v.map(i64::from)))
+        } else if *ty == Type::FLOAT8 {
+            row.try_get::<_, Option<f64>>(i).map(Val::from)
+        } else if *ty == Type::FLOAT4 {
+            row.try_get::<_, Option<f32>>(i)
+                .map(|v| Val::from(v.map(f64::from)))
+        } else {
+            row.try_get::<_, Option<String>>(i).map(Val::from)
+        };
+        v.map_err(|e| e.to_string())
+    };
+    (0..row.len()).map(get).collect()
+}
+
+impl Db {
+    /// Runs statements without parameters (a migration, transaction control).
+    pub fn batch(&mut self, sql: &str) -> DbResult<()> {
+        match self {
+            Db::Sqlite(c) => c.execute_batch(sql).map_err(|e| e.to_string()),
+            Db::Postgres(c) => c.batch_execute(sql).map_err(pg_error),
+        }
+    }
+
+    /// Runs one statement; the number of rows it changed.
+    pub fn execute(&mut self, sql: &str, params: &[Val]) -> DbResult<u64> {
+        match self {
+            Db::Sqlite(c) => c
+                .execute(sql, rusqlite::params_from_iter(params.iter()))
+                .map(|n| n as u64)
+                .map_err(|e| e.to_string()),
+            Db::Postgres(c) => {
+                let refs: Vec<&(dyn PgToSql + Sync)> =
+                    params.iter().map(|p| p as &(dyn PgToSql + Sync)).collect();
+                c.execute(sql, &refs).map_err(pg_error)
+            }
+        }
+    }
+
+    /// The rows of a query, each a value a column.
+    pub fn query(&mut self, sql: &str, params: &[Val]) -> DbResult<Vec<Vec<Val>>> {
+        match self {
+            Db::Sqlite(c) => {
+                let mut st = c.prepare_cached(sql).map_err(|e| e.to_string())?;
+                let n = st.column_count();
+                let rows = st
+                    .query_map(rusqlite::params_from_iter(params.iter()), |r| {
+                        (0..n).map(|i| r.get_ref(i).map(sqlite_val)).collect()
+                    })
+                    .and_then(|rows| rows.collect::<rusqlite::Result<Vec<Vec<Val>>>>())
+                    .map_err(|e| e.to_string())?;
+                Ok(rows)
+            }
+            Db::Postgres(c) => {
+                let refs: Vec<&(dyn PgToSql + Sync)> =
+                    params.iter().map(|p| p as &(dyn PgToSql + Sync)).collect();
+                c.query(sql, &refs)
+                    .map_err(pg_error)?
+                    .iter()
+                    .map(pg_row)
+                    .collect()
+            }
+        }
+    }
+
+    /// Starts a transaction that holds the write lock from its first statement: SQLite's
+    /// `IMMEDIATE` (one writer at a time, the others wait on the busy timeout); on PostgreSQL an
+    /// ordinary one, the writers serialised where they must be by [`Db::lock`].
+    pub fn begin(&mut self) -> DbResult<()> {
+        match self {
+            Db::Sqlite(_) => self.batch("BEGIN IMMEDIATE"),
+            Db::Postgres(_) => self.batch("BEGIN"),
+        }
+    }
+
+    /// Serialises the transactions that name the same `what` (PostgreSQL's transaction-scoped
+    /// advisory lock; SQLite's immediate transaction already holds the whole database).
+    pub fn lock(&mut self, what: &str) -> DbResult<()> {
+        match self {
+            Db::Sqlite(_) => Ok(()),
+            Db::Postgres(_) => self
+                .query(
+                    "SELECT CAST(pg_advisory_xact_lock(hashtext($1)) AS TEXT)",
+                    &[Val::from(what)],
+                )
+                .map(drop),
+        }
+    }
+
+    /// Runs `f` in a transaction: committed when it returns `Ok`, rolled back otherwise.
+    pub fn transaction<T>(&mut self, f: impl FnOnce(&mut Db) -> DbResult<T>) -> DbResult<T> {
+        self.begin()?;
+        match f(self) {
+            Ok(v) => {
+                self.batch("COMMIT")?;
+                Ok(v)
+            }
+            Err(e) => {
+                // The first error is the one to report; a failed rollback adds nothing to it.
+                let _ = self.batch("ROLLBACK");
+                Err(e)
+            }
+        }
+    }
+}
+
+/// A PostgreSQL error with the server's own message when it sent one.
+fn pg_error(e: postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{}: {}", db.code().code(), db.message()),
+        None => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_numbers_dollar_parameters_by_first_use() {
+        let mut db = Db::Sqlite(rusqlite::Connection::open_in_memory().unwrap());
+        db.batch("CREATE TABLE t (a TEXT, b BIGINT, c DOUBLE PRECISION)")
+            .unwrap();
+        db.execute(
+            "INSERT INTO t (a, b, c) VALUES ($1, $2, $3)",
+            &["x".into(), 7i64.into(), Val::Null],
+        )
+        .unwrap();
+        // $2 used before and after $1's second use: the same parameter each time.
+        let rows = db
+            .query(
+                "SELECT a, b, c FROM t WHERE a = $1 AND (CAST($2 AS TEXT) IS NULL OR b = $2) AND a = $1",
+                &["x".into(), 7i64.into()],
+            )
+            .unwrap();
+        assert_eq!(rows, vec![vec![Val::from("x"), Val::Int(7), Val::Null]]);
+        let none = db
+            .query(
+                "SELECT a FROM t WHERE (CAST($1 AS TEXT) IS NULL OR b = $1)",
+                &[Val::Int(8)],
+            )
+            .unwrap();
+        assert!(none.is_empty());
+    }
+
+    #[test]
+    fn a_failed_transaction_leaves_nothing() {
+        let mut db = Db::Sqlite(rusqlite::Connection::open_in_memory().unwrap());
+        db.batch("CREATE TABLE t (a TEXT PRIMARY KEY)").unwrap();
+        let r = db.transaction(|db| {
+            db.execute("INSERT INTO t (a) VALUES ($1)", &["x".into()])?;
+            db.execute("INSERT INTO t (a) VALUES ($1)", &["x".into()])
+        });
+        assert!(r.is_err());
+        assert!(db.query("SELECT a FROM t", &[]).unwrap().is_empty());
+    }
+}
