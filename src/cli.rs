@@ -189,6 +189,14 @@ pub enum Command {
         last: Option<usize>,
         #[arg(long, value_enum, default_value_t = crate::history::Format::Table)]
         format: crate::history::Format,
+        /// Where each case's level changed on each device (E-divisive means confirmed by a
+        /// t-test): each shift with its size and 95% CI, the runs on each side and the commits
+        /// between which it began.
+        #[arg(long)]
+        changes: bool,
+        /// The value of each run `--changes` follows.
+        #[arg(long, value_enum, default_value_t = crate::store::series::Metric::After, requires = "changes")]
+        metric: crate::store::series::Metric,
     },
     /// Check an archive against its manifest: every file's SHA-256 as the command that wrote
     /// it recorded, nothing removed or added, its names valid and its verdict the one its checks
@@ -567,6 +575,8 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             branch,
             last,
             format,
+            changes,
+            metric,
         } => crate::history::history(
             &store_url(store.store.as_deref(), &settings, &store.runs_dir)?,
             &crate::store::Query {
@@ -576,6 +586,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 last,
             },
             format,
+            changes.then_some(metric),
         ),
         Command::Report {
             run_dir,

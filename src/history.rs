@@ -69,8 +69,14 @@ fn archives_in(d: &Path) -> Result<Vec<PathBuf>> {
     Ok(found)
 }
 
-/// Prints the series the query selects.
-pub fn history(url: &StoreUrl, q: &Query, format: Format) -> Result<ExitCode> {
+/// Prints the series the query selects, or with `changes` the shifts of each case's series of
+/// that metric.
+pub fn history(
+    url: &StoreUrl,
+    q: &Query,
+    format: Format,
+    changes: Option<crate::store::series::Metric>,
+) -> Result<ExitCode> {
     if let StoreUrl::Sqlite(path) = url {
         if !path.is_file() {
             return Err(Error::Flag(format!(
@@ -80,6 +86,19 @@ pub fn history(url: &StoreUrl, q: &Query, format: Format) -> Result<ExitCode> {
         }
     }
     let points = Store::open(url)?.series(q)?;
+    if let Some(metric) = changes {
+        let found = crate::store::series::changes(&points, metric);
+        match format {
+            Format::Table => print!("{}", crate::report::history::changes_table(&found)),
+            Format::Csv => print!("{}", crate::report::history::changes_csv(&found)),
+            Format::Json => println!(
+                "{}",
+                String::from_utf8_lossy(&crate::report::output::json("the changes", &found)?)
+                    .trim_end()
+            ),
+        }
+        return Ok(ExitCode::Pass);
+    }
     match format {
         Format::Table => print!("{}", crate::report::history::table(&points)),
         Format::Csv => print!("{}", crate::report::history::csv(&points)),

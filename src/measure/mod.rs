@@ -2,6 +2,7 @@
 //! confidence intervals are tight or a cap is reached, with an optional cache flush before every
 //! sample. Raw samples are kept.
 
+pub mod changes;
 pub mod stats;
 
 use crate::backend::pair::{Pair, Side};

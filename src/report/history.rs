@@ -1,6 +1,7 @@
 //! The words of `opledger history`: each case's series as a table with a sparkline of its
 //! after/before ratio, as CSV, or as JSON.
 
+use crate::store::series::{CaseChanges, Located};
 use crate::store::Point;
 
 /// The eight heights of a terminal sparkline.
@@ -77,17 +78,20 @@ pub fn table(points: &[Point]) -> String {
     out
 }
 
+/// A CSV field, quoted when it must be.
+fn field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
 /// One CSV row per point, with a header.
 pub fn csv(points: &[Point]) -> String {
     let mut out = String::from("spec,run_id,started_utc,git_sha,branch,device_key,before_median_secs,after_median_secs,ratio,ratio_lo,ratio_hi,verdict,archive\n");
     let num = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:e}"));
-    let text = |s: &str| {
-        if s.contains([',', '"', '\n']) {
-            format!("\"{}\"", s.replace('"', "\"\""))
-        } else {
-            s.to_string()
-        }
-    };
+    let text = field;
     for p in points {
         out.push_str(&format!(
             "{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
@@ -105,6 +109,86 @@ pub fn csv(points: &[Point]) -> String {
             text(&p.verdict),
             text(&p.archive)
         ));
+    }
+    out
+}
+
+/// A shift's size in words: `+12.3% (+10.1% .. +14.6%)`.
+fn change(l: &Located) -> String {
+    let pct = |r: f64| format!("{:+.1}%", (r - 1.0) * 100.0);
+    format!(
+        "{} ({} .. {})",
+        pct(l.shift.ratio),
+        pct(l.shift.ratio_lo),
+        pct(l.shift.ratio_hi)
+    )
+}
+
+/// Each case's shifts: where the level moved, by how much, between which commits.
+pub fn changes_table(found: &[CaseChanges]) -> String {
+    let mut out = String::new();
+    for c in found {
+        out.push_str(&format!(
+            "## {} on {}: {} of {} runs\n\n",
+            c.spec,
+            c.device_key,
+            match c.shifts.len() {
+                0 => "no shift in the median".to_string(),
+                1 => "1 shift".to_string(),
+                n => format!("{n} shifts"),
+            },
+            c.runs
+        ));
+        if c.shifts.is_empty() {
+            continue;
+        }
+        out.push_str(&format!(
+            "| began after → at | runs (before, after) | {} median change (95% CI) | p |\n|---|--:|--:|--:|\n",
+            c.metric.name()
+        ));
+        for l in &c.shifts {
+            out.push_str(&format!(
+                "| {} ({}) → {} ({}) | {}, {} | {} | {:.1e} |\n",
+                l.last_before.git_sha,
+                l.last_before.run_id,
+                l.first_after.git_sha,
+                l.first_after.run_id,
+                l.shift.before.end - l.shift.before.start,
+                l.shift.after.end - l.shift.after.start,
+                change(l),
+                l.shift.p_value
+            ));
+        }
+        out.push('\n');
+    }
+    if out.is_empty() {
+        out.push_str("no runs in the store match\n");
+    }
+    out
+}
+
+/// One CSV row per shift, with a header.
+pub fn changes_csv(found: &[CaseChanges]) -> String {
+    let mut out = String::from("spec,device_key,metric,last_before_sha,last_before_run,first_after_sha,first_after_run,runs_before,runs_after,ratio,ratio_lo,ratio_hi,p_value\n");
+    for c in found {
+        for l in &c.shifts {
+            out.push_str(&format!(
+                "{},{},{},{},{},{},{},{},{},{:e},{:e},{:e},{:e}\n",
+                field(&c.spec),
+                field(&c.device_key),
+                c.metric.name(),
+                field(&l.last_before.git_sha),
+                field(&l.last_before.run_id),
+                field(&l.first_after.git_sha),
+                field(&l.first_after.run_id),
+                l.shift.before.end - l.shift.before.start,
+                l.shift.after.end - l.shift.after.start,
+                l.shift.ratio,
+                l.shift.ratio_lo,
+                l.shift.ratio_hi,
+                l.shift.p_value
+            ));
+        }
     }
     out
 }

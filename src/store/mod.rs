@@ -11,6 +11,7 @@
 //! `docs/history.md`.
 
 mod db;
+pub mod series;
 
 use crate::error::{Error, Result, StoreAction};
 use crate::results::{RunResult, RunStatus, SpecResult};

@@ -1,0 +1,327 @@
+//! Change points of a series of runs (a case's medians, oldest first): where its level moved,
+//! by how much (with a 95% CI), and the runs on each side.
+//!
+//! The method is the one Hunter (now Apache Otava) uses on performance histories: E-divisive
+//! means proposes the split of a segment that best separates its two sides (the energy
+//! statistic of Matteson and James with exponent 1, which compares whole distributions through
+//! mean absolute differences, not only the means), and a two-sided Welch t-test on the logs of
+//! the two sides confirms it; segments are split again until no split is confirmed, and then
+//! every change point is tested again against its neighbours' segments, the weakest dropped
+//! until all stand. Logs, because a slowdown is a ratio. The best of many candidate splits is
+//! tested, so the level asked of its p-value is divided by the number of candidates
+//! (Bonferroni): a flat series of any length raises a false shift with probability about
+//! `alpha`, not `alpha` per run. Outliers (a runner's bad minute) are clipped to three robust
+//! standard deviations of the series' noise (from the median absolute difference of successive
+//! runs, which a step does not inflate) around their side's median before the t-test, so that
+//! one wild run neither makes nor hides a shift.
+
+use statrs::distribution::{ContinuousCDF, StudentsT};
+
+/// What detection needs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Config {
+    /// Runs on each side of a change point, at least.
+    pub min_runs: usize,
+    /// A split is confirmed when the t-test's two-sided p-value is below this.
+    pub alpha: f64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            min_runs: 3,
+            alpha: 0.001,
+        }
+    }
+}
+
+/// The runs of one level: `start..end` (indices of the series), their geometric mean.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Level {
+    pub start: usize,
+    pub end: usize,
+    pub geo_mean: f64,
+}
+
+/// One change of level.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Shift {
+    /// The index of the first run at the new level.
+    pub at: usize,
+    pub before: Level,
+    pub after: Level,
+    /// New level over old (geometric means of the clipped values), with its 95% CI.
+    pub ratio: f64,
+    pub ratio_lo: f64,
+    pub ratio_hi: f64,
+    /// The t-test's two-sided p-value.
+    pub p_value: f64,
+}
+
+/// The change points of `values` (positive numbers, oldest first), oldest first. A value that
+/// is not a positive finite number is a caller's error: such series are cleaned before.
+pub fn detect(values: &[f64], cfg: &Config) -> Vec<Shift> {
+    let y: Vec<f64> = values
+        .iter()
+        .map(|v| v.max(f64::MIN_POSITIVE).ln())
+        .collect();
+    let m = cfg.min_runs.max(2);
+    if y.len() < 2 * m {
+        return Vec::new();
+    }
+    let dist = Distances::new(&y);
+    let clip = 3.0 * noise_sd(&y);
+    let test = |a: &[f64], b: &[f64]| welch(a, b, clip);
+    // The candidates a segment's split was chosen from.
+    let level = |a: usize, b: usize| cfg.alpha / (b - a + 1 - 2 * m).max(1) as f64;
+    let mut points: Vec<usize> = Vec::new();
+    let mut todo = vec![(0, y.len())];
+    while let Some((a, b)) = todo.pop() {
+        let Some(t) = best_split(&dist, a, b, m) else {
+            continue;
+        };
+        if test(&y[a..t], &y[t..b]).p_value < level(a, b) {
+            points.push(t);
+            todo.push((a, t));
+            todo.push((t, b));
+        }
+    }
+    points.sort_unstable();
+    // Each point again between its neighbours: a split confirmed inside a long segment may not
+    // stand once the segment is cut elsewhere.
+    loop {
+        let bounds = |k: usize| {
+            let lo = if k == 0 { 0 } else { points[k - 1] };
+            (lo, points.get(k + 1).copied().unwrap_or(y.len()))
+        };
+        let tests: Vec<Welch> = (0..points.len())
+            .map(|k| {
+                let (lo, hi) = bounds(k);
+                test(&y[lo..points[k]], &y[points[k]..hi])
+            })
+            .collect();
+        // The weakest point that no longer stands: the largest p-value against its level.
+        let weakest = tests
+            .iter()
+            .enumerate()
+            .map(|(k, w)| {
+                let (lo, hi) = bounds(k);
+                (k, w.p_value / level(lo, hi))
+            })
+            .filter(|&(_, excess)| excess >= 1.0)
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(k, _)| k);
+        match weakest {
+            Some(k) => {
+                points.remove(k);
+            }
+            None => {
+                return points
+                    .iter()
+                    .zip(tests)
+                    .enumerate()
+                    .map(|(k, (&at, w))| {
+                        let (lo, hi) = bounds(k);
+                        Shift {
+                            at,
+                            before: Level {
+                                start: lo,
+                                end: at,
+                                geo_mean: w.mean_a.exp(),
+                            },
+                            after: Level {
+                                start: at,
+                                end: hi,
+                                geo_mean: w.mean_b.exp(),
+                            },
+                            ratio: w.diff.exp(),
+                            ratio_lo: (w.diff - w.half_width).exp(),
+                            ratio_hi: (w.diff + w.half_width).exp(),
+                            p_value: w.p_value,
+                        }
+                    })
+                    .collect();
+            }
+        }
+    }
+}
+
+/// Sums of |y_i − y_j| over rectangles of index pairs, in constant time each (a 2-D prefix sum).
+struct Distances {
+    n: usize,
+    /// `prefix[i * (n + 1) + j]` = Σ_{p < i, q < j} |y_p − y_q|.
+    prefix: Vec<f64>,
+}
+
+impl Distances {
+    fn new(y: &[f64]) -> Distances {
+        let n = y.len();
+        let w = n + 1;
+        let mut prefix = vec![0.0; w * w];
+        for i in 0..n {
+            let mut row = 0.0;
+            for j in 0..n {
+                row += (y[i] - y[j]).abs();
+                prefix[(i + 1) * w + j + 1] = prefix[i * w + j + 1] + row;
+            }
+        }
+        Distances { n, prefix }
+    }
+
+    /// Σ |y_p − y_q| for p in `p0..p1`, q in `q0..q1`.
+    fn sum(&self, p0: usize, p1: usize, q0: usize, q1: usize) -> f64 {
+        let w = self.n + 1;
+        let at = |i: usize, j: usize| self.prefix[i * w + j];
+        at(p1, q1) - at(p0, q1) - at(p1, q0) + at(p0, q0)
+    }
+}
+
+/// The split of `a..b` with the largest energy statistic, each side at least `m` long.
+fn best_split(d: &Distances, a: usize, b: usize, m: usize) -> Option<usize> {
+    if b - a < 2 * m {
+        return None;
+    }
+    let mut best: Option<(usize, f64)> = None;
+    for t in a + m..=b - m {
+        let (n1, n2) = ((t - a) as f64, (b - t) as f64);
+        let between = 2.0 * d.sum(a, t, t, b) / (n1 * n2);
+        // Over ordered pairs (each unordered pair twice) of a side with itself.
+        let within_a = d.sum(a, t, a, t) / (n1 * (n1 - 1.0));
+        let within_b = d.sum(t, b, t, b) / (n2 * (n2 - 1.0));
+        let q = n1 * n2 / (n1 + n2) * (between - within_a - within_b);
+        if best.is_none_or(|(_, bq)| q > bq) {
+            best = Some((t, q));
+        }
+    }
+    best.map(|(t, _)| t)
+}
+
+/// Welch's t-test of two samples of logs (outliers clipped): their means, the difference with
+/// the half-width of its 95% CI, and the two-sided p-value.
+#[derive(Debug, Clone, Copy)]
+struct Welch {
+    mean_a: f64,
+    mean_b: f64,
+    diff: f64,
+    half_width: f64,
+    p_value: f64,
+}
+
+fn welch(a: &[f64], b: &[f64], clip: f64) -> Welch {
+    let (a, b) = (clipped(a, clip), clipped(b, clip));
+    let (ma, va) = mean_var(&a);
+    let (mb, vb) = mean_var(&b);
+    let (na, nb) = (a.len() as f64, b.len() as f64);
+    let se2 = va / na + vb / nb;
+    let diff = mb - ma;
+    if se2 <= 0.0 {
+        // Both sides constant: a shift is certain when the levels differ, absent when not.
+        return Welch {
+            mean_a: ma,
+            mean_b: mb,
+            diff,
+            half_width: 0.0,
+            p_value: if diff == 0.0 { 1.0 } else { 0.0 },
+        };
+    }
+    let se = se2.sqrt();
+    let df = se2 * se2
+        / ((va / na).powi(2) / (na - 1.0).max(1.0) + (vb / nb).powi(2) / (nb - 1.0).max(1.0));
+    let (p_value, t975) = match StudentsT::new(0.0, 1.0, df.max(1.0)) {
+        Ok(t) => (2.0 * (1.0 - t.cdf((diff / se).abs())), t.inverse_cdf(0.975)),
+        Err(_) => (1.0, f64::INFINITY),
+    };
+    Welch {
+        mean_a: ma,
+        mean_b: mb,
+        diff,
+        half_width: t975 * se,
+        p_value,
+    }
+}
+
+/// The run-to-run noise of a series of logs, robust to steps and outliers: the median absolute
+/// difference of successive values, scaled to a normal standard deviation (1.4826 / √2).
+fn noise_sd(y: &[f64]) -> f64 {
+    let d: Vec<f64> = y.windows(2).map(|w| (w[1] - w[0]).abs()).collect();
+    super::stats::median(&d) * 1.4826 / std::f64::consts::SQRT_2
+}
+
+/// The values clipped to their median ± `bound`; unchanged when the bound is zero.
+fn clipped(xs: &[f64], bound: f64) -> Vec<f64> {
+    if bound <= 0.0 {
+        return xs.to_vec();
+    }
+    let med = super::stats::median(xs);
+    xs.iter()
+        .map(|x| x.clamp(med - bound, med + bound))
+        .collect()
+}
+
+fn mean_var(xs: &[f64]) -> (f64, f64) {
+    let n = xs.len() as f64;
+    let mean = xs.iter().sum::<f64>() / n;
+    let var = if xs.len() > 1 {
+        xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)
+    } else {
+        0.0
+    };
+    (mean, var)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Rng;
+
+    fn noisy(levels: &[(usize, f64)], noise: f64, seed: u64) -> Vec<f64> {
+        let mut rng = Rng::new(seed);
+        levels
+            .iter()
+            .flat_map(|&(n, level)| std::iter::repeat_n(level, n))
+            .map(|l| l * (1.0 + noise * rng.normal()))
+            .collect()
+    }
+
+    #[test]
+    fn a_flat_series_has_no_change_point() {
+        for seed in 0..20 {
+            let s = noisy(&[(60, 1.0)], 0.03, seed);
+            assert!(detect(&s, &Config::default()).is_empty(), "seed {seed}");
+        }
+    }
+
+    #[test]
+    fn a_step_is_found_where_it_is_with_its_size() {
+        let s = noisy(&[(30, 1.0), (30, 1.10)], 0.02, 7);
+        let found = detect(&s, &Config::default());
+        assert_eq!(found.len(), 1, "{found:?}");
+        let f = found[0];
+        assert!((29..=31).contains(&f.at), "{f:?}");
+        assert!(f.ratio_lo < 1.10 && 1.10 < f.ratio_hi, "{f:?}");
+        assert_eq!((f.before.start, f.after.end), (0, 60));
+    }
+
+    #[test]
+    fn two_steps_and_an_outlier() {
+        let mut s = noisy(&[(25, 1.0), (25, 0.8), (25, 1.2)], 0.02, 3);
+        s[10] *= 3.0; // one run on a busy machine
+        let found = detect(&s, &Config::default());
+        let at: Vec<usize> = found.iter().map(|f| f.at).collect();
+        assert_eq!(at.len(), 2, "{found:?}");
+        assert!(
+            (24..=26).contains(&at[0]) && (49..=51).contains(&at[1]),
+            "{at:?}"
+        );
+        assert!(found[0].ratio < 1.0 && found[1].ratio > 1.0);
+    }
+
+    #[test]
+    fn short_and_constant_series() {
+        assert!(detect(&[1.0, 2.0, 3.0], &Config::default()).is_empty());
+        let f = detect(&[1.0, 1.0, 1.0, 2.0, 2.0, 2.0], &Config::default());
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].at, 3);
+        assert_eq!(f[0].ratio, 2.0);
+    }
+}

@@ -1,0 +1,186 @@
+//! A case's series read from the store, as numbers: which value of each run a series follows,
+//! and where its level changed (`measure::changes`), each shift placed between two runs and
+//! their commits. Pure: the points come from the store, the words from `report::history`.
+
+use super::Point;
+use crate::measure::changes::{self, Shift};
+
+/// The value of each run a series follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// The `after` variant's median time: the kernel the branch ships.
+    #[default]
+    After,
+    /// The `before` variant's median time.
+    Before,
+    /// after/before from the same interleaved pairs (cancels the runner's drift).
+    Ratio,
+}
+
+impl Metric {
+    pub fn of(self, p: &Point) -> Option<f64> {
+        match self {
+            Metric::After => p.after_median_secs,
+            Metric::Before => p.before_median_secs,
+            Metric::Ratio => p.ratio,
+        }
+        .filter(|v| v.is_finite() && *v > 0.0)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::After => "after",
+            Metric::Before => "before",
+            Metric::Ratio => "ratio",
+        }
+    }
+}
+
+/// A run on one side of a shift.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RunRef {
+    pub run_id: String,
+    pub git_sha: String,
+    pub started_utc: String,
+}
+
+impl RunRef {
+    fn of(p: &Point) -> RunRef {
+        RunRef {
+            run_id: p.run_id.clone(),
+            git_sha: p.git_sha.clone(),
+            started_utc: p.started_utc.clone(),
+        }
+    }
+}
+
+/// A shift placed in the series: the last run at the old level and the first at the new (the
+/// change began in a commit after the first's and up to the second's).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Located {
+    #[serde(flatten)]
+    pub shift: Shift,
+    pub last_before: RunRef,
+    pub first_after: RunRef,
+}
+
+/// The shifts of one case on one device.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CaseChanges {
+    pub spec: String,
+    pub device_key: String,
+    pub metric: Metric,
+    /// Runs the detection read (those with the metric's value).
+    pub runs: usize,
+    pub shifts: Vec<Located>,
+}
+
+/// The change points of each case and device in `points` (cases in name order, each oldest
+/// first, as the store returns them).
+pub fn changes(points: &[Point], metric: Metric) -> Vec<CaseChanges> {
+    let mut keys: Vec<(&str, &str)> = points
+        .iter()
+        .map(|p| (p.spec.as_str(), p.device_key.as_str()))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .map(|(spec, device)| {
+            let series: Vec<&Point> = points
+                .iter()
+                .filter(|p| p.spec == spec && p.device_key == device && metric.of(p).is_some())
+                .collect();
+            CaseChanges {
+                spec: spec.to_string(),
+                device_key: device.to_string(),
+                metric,
+                runs: series.len(),
+                shifts: located(&series, metric),
+            }
+        })
+        .collect()
+}
+
+/// The shifts of one series of points (each with the metric's value), placed between runs.
+pub fn located(series: &[&Point], metric: Metric) -> Vec<Located> {
+    let values: Vec<f64> = series.iter().filter_map(|p| metric.of(p)).collect();
+    if values.len() != series.len() {
+        return Vec::new();
+    }
+    changes::detect(&values, &changes::Config::default())
+        .into_iter()
+        .map(|shift| Located {
+            last_before: RunRef::of(series[shift.at - 1]),
+            first_after: RunRef::of(series[shift.at]),
+            shift,
+        })
+        .collect()
+}
+
+/// Where the newest level of a reference begins: the index of the first point after the last
+/// shift of any of `metrics` (0 when none). A reference of runs from before a change would put
+/// the gate's level between two codes.
+pub fn current_level_start(series: &[Point], metrics: &[Metric]) -> usize {
+    let refs: Vec<&Point> = series.iter().collect();
+    metrics
+        .iter()
+        .filter(|m| refs.iter().all(|p| m.of(p).is_some()))
+        .filter_map(|&m| located(&refs, m).last().map(|l| l.shift.at))
+        .max()
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(i: usize, after: f64) -> Point {
+        Point {
+            run_id: format!("r{i}"),
+            started_utc: format!("2026-01-01T00:00:{i:02}Z"),
+            git_sha: format!("c{i}"),
+            git_dirty: false,
+            branch: Some("main".into()),
+            device_key: "cpu-x".into(),
+            spec: "s".into(),
+            verdict: "pass".into(),
+            before_median_secs: Some(2.0),
+            after_median_secs: Some(after),
+            ratio: Some(after / 2.0),
+            ratio_lo: None,
+            ratio_hi: None,
+            archive: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_step_is_placed_between_two_commits_and_cuts_the_reference() {
+        let points: Vec<Point> = (0..12)
+            .map(|i| {
+                point(
+                    i,
+                    if i < 6 { 1.0 } else { 1.2 } * (1.0 + 0.001 * (i % 3) as f64),
+                )
+            })
+            .collect();
+        let c = changes(&points, Metric::After);
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].runs, 12);
+        assert_eq!(c[0].shifts.len(), 1, "{c:?}");
+        let s = &c[0].shifts[0];
+        assert_eq!(
+            (
+                s.last_before.git_sha.as_str(),
+                s.first_after.git_sha.as_str()
+            ),
+            ("c5", "c6")
+        );
+        assert_eq!(
+            current_level_start(&points, &[Metric::After, Metric::Ratio]),
+            6
+        );
+        // The before variant did not move.
+        assert!(changes(&points, Metric::Before)[0].shifts.is_empty());
+    }
+}
