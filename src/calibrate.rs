@@ -177,6 +177,7 @@ fn measure_runs(
     for run in 0..runs {
         let started = std::time::Instant::now();
         let (started_utc, stamp) = crate::provenance::utc_now();
+        let started_unix_ns = crate::provenance::unix_ns();
         if run > 0 {
             // Every gate run probes its ceilings: so does every calibration run.
             ceilings = p.backend.ceilings(opts.probe_bytes)?;
@@ -201,6 +202,7 @@ fn measure_runs(
         let made = Made {
             when: Provenance {
                 started_utc,
+                started_unix_ns,
                 stamp,
                 git_sha: git_sha.clone(),
                 git_dirty,

@@ -281,11 +281,13 @@ pub struct RunArgs {
     /// The branch this run measures (default: git's branch, or on a detached HEAD the CI's).
     #[arg(long)]
     pub branch: Option<String>,
-    /// What the gate judges against: `baselines` (the accepted ones, the default), `history`
-    /// (the newest runs of this branch in the history store; every branch outside git) or
-    /// `history:BRANCH`.
-    #[arg(long, value_name = "REFERENCE", default_value = "baselines")]
-    pub against: String,
+    /// What the gate judges every spec against: `baselines` (the accepted ones), `history` (the
+    /// newest runs of this branch in the history store; every branch outside git),
+    /// `history:BRANCH`, or `merge-base:BRANCH` (the store's runs at `git merge-base HEAD
+    /// BRANCH`, else at its nearest ancestor with runs). Default: each spec's `gate.against`,
+    /// else `baselines`.
+    #[arg(long, value_name = "REFERENCE")]
+    pub against: Option<String>,
     /// A minijinja template for the report instead of the built-in one.
     #[arg(long)]
     pub template: Option<PathBuf>,
@@ -378,25 +380,25 @@ fn run_options(a: RunArgs, settings: crate::settings::Settings) -> Result<RunOpt
         Some(store_url(a.store.as_deref(), &settings, &a.runs_dir)?)
     };
     let branch = crate::provenance::git_branch(a.branch.as_deref());
-    let against = match a.against.as_str() {
-        "baselines" => pipeline::Against::Baselines,
-        "history" => pipeline::Against::History {
-            branch: branch.clone(),
-        },
-        other => match other.strip_prefix("history:").filter(|b| !b.is_empty()) {
-            Some(b) => pipeline::Against::History {
-                branch: Some(b.to_string()),
+    let against = a
+        .against
+        .as_deref()
+        .map(|t| crate::spec::Against::parse(t).map_err(|e| Error::Flag(format!("--against {e}"))))
+        .transpose()?
+        .map(|against| match against {
+            // The branch being run, resolved now (every branch when it is not known).
+            crate::spec::Against::History { branch: None } => crate::spec::Against::History {
+                branch: branch.clone(),
             },
-            None => {
-                return Err(Error::Flag(format!(
-                    "--against {other}: expected baselines, history or history:BRANCH"
-                )))
-            }
-        },
-    };
-    if a.accept && against != pipeline::Against::Baselines {
+            other => other,
+        });
+    if a.accept
+        && against
+            .as_ref()
+            .is_some_and(|x| *x != crate::spec::Against::Baselines)
+    {
         return Err(Error::Flag(
-            "--accept records baselines, and --against history judges against the history store instead: use one".into(),
+            "--accept records baselines, and --against judges against the history store instead: use one".into(),
         ));
     }
     Ok(RunOptions {

@@ -38,7 +38,7 @@ pub fn planned(
         checklist: s.checklist.clone(),
         expect: s.expect.clone(),
         tolerance: s.tolerance(),
-        gate: s.gate,
+        gate: s.gate.clone(),
         io_saving: ledger.io_saving(),
         predicted_time_saving: 1.0 - after.predicted.secs / before.predicted.secs,
         max_time_saving: 1.0

@@ -79,6 +79,65 @@ pub fn git_branch(explicit: Option<&str>) -> Option<String> {
     })
 }
 
+/// `git` with these arguments in the current folder: its trimmed standard output, or why it
+/// failed (its standard error).
+fn git(args: &[&str]) -> std::result::Result<String, String> {
+    let o = std::process::Command::new("git")
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    if o.status.success() {
+        Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
+    } else {
+        Err(String::from_utf8_lossy(&o.stderr).trim().to_string())
+    }
+}
+
+/// `git merge-base HEAD branch`: the full SHA of the commit this checkout forked from.
+pub fn merge_base(branch: &str) -> std::result::Result<String, String> {
+    if branch.starts_with('-') {
+        return Err(format!("{branch}: not a branch name"));
+    }
+    git(&["merge-base", "HEAD", branch])
+        .map_err(|e| format!("git merge-base HEAD {branch}: {e}"))
+        .and_then(|sha| {
+            if sha.is_empty() {
+                Err(format!("git merge-base HEAD {branch}: no common ancestor"))
+            } else {
+                Ok(sha)
+            }
+        })
+}
+
+/// The full SHAs of `commit` and its ancestors, nearest first (first parents before merged
+/// history), at most `max`.
+pub fn ancestors(commit: &str, max: usize) -> std::result::Result<Vec<String>, String> {
+    git(&["rev-list", &format!("--max-count={max}"), commit])
+        .map(|out| out.lines().map(str::to_string).collect())
+}
+
+/// The repository's default branch: the remote's `HEAD` (`origin/main` → `main`) when it is
+/// known, else `main` or `master`, whichever exists. `None` outside git.
+pub fn default_branch() -> Option<String> {
+    if let Ok(r) = git(&["symbolic-ref", "--short", "refs/remotes/origin/HEAD"]) {
+        if let Some((_, b)) = r.split_once('/') {
+            return Some(b.to_string());
+        }
+    }
+    ["main", "master"]
+        .into_iter()
+        .find(|b| {
+            git(&[
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                &format!("refs/heads/{b}"),
+            ])
+            .is_ok()
+        })
+        .map(str::to_string)
+}
+
 /// Environment variables recorded in the manifest: the ones that change what runs or how fast.
 const MANIFEST_ENV_VARS: &[&str] = &[
     "RAYON_NUM_THREADS",
@@ -150,6 +209,11 @@ pub fn environment_manifest(
 /// Now in UTC: ("2026-11-29T09:15:00Z", "20261129T091500Z"), to the second.
 pub fn utc_now() -> (String, String) {
     utc_of(jiff::Timestamp::now())
+}
+
+/// Now in nanoseconds since 1970 (UTC).
+pub fn unix_ns() -> i64 {
+    i64::try_from(jiff::Timestamp::now().as_nanosecond()).unwrap_or(i64::MAX)
 }
 
 fn utc_of(t: jiff::Timestamp) -> (String, String) {

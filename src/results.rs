@@ -24,6 +24,10 @@ pub struct RunResult {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub run_uid: String,
     pub started_utc: String,
+    /// The start in nanoseconds since 1970 (UTC): what orders runs that started in the same
+    /// second. Absent in archives written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_unix_ns: Option<i64>,
     pub git_sha: String,
     pub git_dirty: bool,
     pub command_line: Vec<String>,
@@ -402,7 +406,41 @@ pub struct Passes {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum GateReference {
     /// The newest runs of a branch (any branch when `None`) in the history store.
-    History { runs: usize, branch: Option<String> },
+    History {
+        runs: usize,
+        branch: Option<String>,
+        /// Newer runs left out because they came before a change of level in the series.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        change: Option<LevelChange>,
+    },
+    /// The store's runs at the merge-base of `HEAD` and `branch`, or at its nearest ancestor
+    /// that has any.
+    MergeBase {
+        branch: String,
+        /// `git merge-base HEAD branch` (full SHA).
+        merge_base: String,
+        /// The commit whose runs the reference rests on (`None`: no ancestor within reach has one).
+        commit: Option<String>,
+        /// How many commits before the merge-base that commit is (0: the merge-base itself).
+        commits_back: usize,
+        /// Runs of the reference: the base commit's, then its nearest ancestors', back to the
+        /// newest change of level.
+        runs: usize,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        change: Option<LevelChange>,
+        /// The reference holds the base run's own samples (its archive was found).
+        #[serde(default)]
+        samples: bool,
+    },
+}
+
+/// Where the reference's series changed level: runs from before it are left out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct LevelChange {
+    /// The commit of the first run at the current level.
+    pub since_commit: String,
+    /// Runs left out (from before the change).
+    pub left_out: usize,
 }
 
 /// A run accepted into the baseline.

@@ -3,6 +3,7 @@
 //! spec and the run goes on with the others.
 
 mod prepare;
+mod reference;
 
 pub(crate) use prepare::{prepare, Prepared};
 
@@ -49,18 +50,9 @@ pub struct RunOptions {
     pub store: Option<crate::store::StoreUrl>,
     /// The branch the run measured.
     pub branch: Option<String>,
-    /// What the gate judges against: the accepted baselines, or a branch's history.
-    pub against: Against,
-}
-
-/// The gate's reference.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum Against {
-    /// The accepted baselines (`--baselines`).
-    #[default]
-    Baselines,
-    /// The newest runs of a branch in the history store (every branch when `None`).
-    History { branch: Option<String> },
+    /// What the gate judges every spec against (`--against`); `None`: each spec's own
+    /// `gate.against`, else its accepted baselines.
+    pub against: Option<crate::spec::Against>,
 }
 
 /// `opledger run`: every spec measured and gated, the run archived; returns the run's verdict
@@ -69,6 +61,7 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
     let started = std::time::Instant::now();
     let p = prepare(opts, 1)?;
     let (started_utc, stamp) = crate::provenance::utc_now();
+    let started_unix_ns = crate::provenance::unix_ns();
     let (git_sha, git_dirty) = crate::provenance::git_info();
     let ctx = RunContext {
         backend: p.backend.as_ref(),
@@ -92,6 +85,7 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
     let made = Made {
         when: Provenance {
             started_utc,
+            started_unix_ns,
             stamp,
             git_sha,
             git_dirty,
@@ -115,6 +109,7 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
 /// When and from which commit a run was made.
 pub(crate) struct Provenance {
     pub started_utc: String,
+    pub started_unix_ns: i64,
     /// The UTC time as a folder name (`20261201T101010Z`).
     pub stamp: String,
     pub git_sha: String,
@@ -159,6 +154,7 @@ pub(crate) fn write_archive(
         run_id: String::new(),
         run_uid: crate::provenance::new_uid(),
         started_utc: when.started_utc.clone(),
+        started_unix_ns: Some(when.started_unix_ns),
         git_sha: when.git_sha.clone(),
         git_dirty: when.git_dirty,
         command_line: opts.command_line.clone(),

@@ -69,12 +69,7 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
     };
     let (mut baselines, notes) =
         refuse_and_find_baselines(opts, &specs, backend.as_ref(), available)?;
-    let references = match &opts.against {
-        super::Against::Baselines => vec![None; specs.len()],
-        super::Against::History { branch } => {
-            history_references(opts, &specs, &device, branch.as_deref(), &mut baselines)?
-        }
-    };
+    let references = super::reference::references(opts, &specs, &device, &mut baselines)?;
 
     let progress = Progress::new(specs.len() * passes);
     progress.say(&format!("opledger: backend {backend_note}"));
@@ -112,43 +107,6 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
         template,
         _lock: lock,
     })
-}
-
-/// `--against history`: each spec's reference from the history store (the newest runs of the
-/// branch on this device with this exact spec) in place of its accepted baseline.
-fn history_references(
-    opts: &RunOptions,
-    specs: &[Spec],
-    device: &DeviceInfo,
-    branch: Option<&str>,
-    baselines: &mut [SpecBaseline],
-) -> Result<Vec<Option<crate::results::GateReference>>> {
-    let Some(url) = &opts.store else {
-        return Err(Error::Flag(
-            "--against history judges against the history store: drop --no-store".into(),
-        ));
-    };
-    let path = PathBuf::from(url.display());
-    let mut store = crate::store::Store::open(url)?;
-    let mut references = Vec::new();
-    for (s, slot) in specs.iter().zip(baselines.iter_mut()) {
-        let points = store.reference(
-            &device.key,
-            &s.name,
-            &s.source_sha256,
-            branch,
-            crate::gate::history::HISTORY_RUNS,
-        )?;
-        *slot = (
-            path.clone(),
-            crate::gate::history::reference(&points, s, device, &opts.measure),
-        );
-        references.push(Some(crate::results::GateReference::History {
-            runs: points.len(),
-            branch: branch.map(str::to_string),
-        }));
-    }
-    Ok(references)
 }
 
 /// The specs of a run and the suite they come from.

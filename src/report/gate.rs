@@ -11,9 +11,19 @@ pub fn judgement(b: &BaselineOutcome) -> String {
     match &b.finding {
         None => b.message.clone(),
         Some(GateFinding::NoBaseline { device_key }) => match &b.reference {
-            Some(GateReference::History { runs, branch }) => format!(
-                "the history store holds {runs} run(s) of this spec on device {device_key}{}: the gate judges against history from {} runs",
+            Some(GateReference::History { runs, branch, change }) => format!(
+                "the history store holds {runs} run(s) of this spec on device {device_key}{}{}: the gate judges against history from {} runs",
                 branch.as_deref().map(|b| format!(" on branch {b}")).unwrap_or_default(),
+                change.as_ref().map(|c| format!(" since its level changed at commit {}", c.since_commit)).unwrap_or_default(),
+                crate::verdict::POOL_MIN_RUNS
+            ),
+            Some(GateReference::MergeBase { branch, merge_base, commit: None, .. }) => format!(
+                "no run of this spec on device {device_key} in the history store at the merge-base {} of HEAD and {branch} or any of its ancestors: not compared (record the base branch's runs)",
+                short_sha(merge_base)
+            ),
+            Some(r @ GateReference::MergeBase { .. }) => format!(
+                "{}: the gate judges against history from {} runs, or one run with its samples (its archive was not found)",
+                reference_words(r),
                 crate::verdict::POOL_MIN_RUNS
             ),
             None => {
@@ -107,15 +117,64 @@ pub fn guard(b: &BaselineOutcome) -> Option<String> {
 
 /// What the gate judged against, in words, when it was not the accepted baseline.
 pub fn reference(b: &BaselineOutcome) -> Option<String> {
-    b.reference.as_ref().map(|r| match r {
-        GateReference::History { runs, branch } => format!(
-            "the newest {runs} run(s) of {} on this device in the history store",
+    b.reference.as_ref().map(reference_words)
+}
+
+/// A commit's short form (a store keeps short SHAs; `git merge-base` gives full ones).
+fn short_sha(sha: &str) -> &str {
+    &sha[..sha.len().min(12)]
+}
+
+fn reference_words(r: &GateReference) -> String {
+    let since = |c: &Option<crate::results::LevelChange>| {
+        c.as_ref()
+            .map(|c| {
+                format!(
+                    " since its level changed at commit {} ({} older run(s) left out)",
+                    c.since_commit, c.left_out
+                )
+            })
+            .unwrap_or_default()
+    };
+    match r {
+        GateReference::History {
+            runs,
+            branch,
+            change,
+        } => format!(
+            "the newest {runs} run(s) of {} on this device in the history store{}",
             branch
                 .as_deref()
                 .map(|b| format!("branch {b}"))
-                .unwrap_or_else(|| "every branch".into())
+                .unwrap_or_else(|| "every branch".into()),
+            since(change)
         ),
-    })
+        GateReference::MergeBase {
+            branch,
+            merge_base,
+            commit,
+            commits_back,
+            runs,
+            change,
+            samples,
+        } => match commit {
+            None => format!(
+                "the merge-base {} of HEAD and {branch}: no run of it or its ancestors in the history store",
+                short_sha(merge_base)
+            ),
+            Some(c) => format!(
+                "the merge-base {} of HEAD and {branch}: {runs} run(s) in the history store from commit {c}{}{}{}",
+                short_sha(merge_base),
+                if *commits_back == 0 {
+                    " (the merge-base itself)".to_string()
+                } else {
+                    format!(" ({commits_back} commit(s) before it, the nearest with a run) and earlier")
+                },
+                since(change),
+                if *samples { ", the base run with its samples" } else { "" }
+            ),
+        },
+    }
 }
 
 /// A check's sentence as the outputs write it: the `regression` check's from the gate's

@@ -513,10 +513,10 @@ fn default_max_regression() -> Finite {
     Finite(0.10)
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a mapping {max_regression: FRACTION, compare: both|raw|relative}"
+    expecting = "a mapping {max_regression: FRACTION, compare: both|raw|relative, against: baselines|history|history:BRANCH|merge-base:BRANCH}"
 )]
 pub struct Gate {
     /// Largest tolerated slowdown of the `after` variant against its baseline (0.10 = 10%).
@@ -529,6 +529,66 @@ pub struct Gate {
     /// INCONCLUSIVE with the reason (machine drift or a regression of shared code), never FAIL.
     #[serde(default)]
     pub compare: GateCompare,
+    /// What the gate judges this spec against when `run --against` does not say: the accepted
+    /// `baselines` (the default), the branch's `history` in the store (`history:BRANCH` for
+    /// another branch's), or the store's run at `merge-base:BRANCH`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub against: Option<Against>,
+}
+
+/// What the gate judges a spec against (`gate.against`, `run --against`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum Against {
+    /// The accepted baselines.
+    #[default]
+    Baselines,
+    /// The newest runs of a branch in the history store; `None`: the branch being run (every
+    /// branch when that is not known).
+    History { branch: Option<String> },
+    /// The store's runs at the merge-base of `HEAD` and this branch (else its nearest ancestor
+    /// with one).
+    MergeBase { branch: String },
+}
+
+impl Against {
+    /// `baselines`, `history`, `history:BRANCH` or `merge-base:BRANCH`.
+    pub fn parse(text: &str) -> Result<Against, String> {
+        let text = text.trim();
+        let branch = |b: &str| Some(b.to_string()).filter(|b| !b.is_empty());
+        match text.split_once(':') {
+            None if text == "baselines" => Ok(Against::Baselines),
+            None if text == "history" => Ok(Against::History { branch: None }),
+            Some(("history", b)) if branch(b).is_some() => {
+                Ok(Against::History { branch: branch(b) })
+            }
+            Some(("merge-base", b)) if branch(b).is_some() => Ok(Against::MergeBase {
+                branch: b.to_string(),
+            }),
+            _ => Err(format!(
+                "`{text}`: expected baselines, history, history:BRANCH or merge-base:BRANCH"
+            )),
+        }
+    }
+}
+
+impl TryFrom<String> for Against {
+    type Error = String;
+    fn try_from(s: String) -> Result<Against, String> {
+        Against::parse(&s)
+    }
+}
+
+impl From<Against> for String {
+    fn from(a: Against) -> String {
+        match a {
+            Against::Baselines => "baselines".into(),
+            Against::History { branch: None } => "history".into(),
+            Against::History { branch: Some(b) } => format!("history:{b}"),
+            Against::MergeBase { branch } => format!("merge-base:{branch}"),
+        }
+    }
 }
 
 #[derive(
@@ -547,6 +607,7 @@ impl Default for Gate {
         Gate {
             max_regression: default_max_regression(),
             compare: GateCompare::Both,
+            against: None,
         }
     }
 }
@@ -681,7 +742,7 @@ impl RawSpec {
             variants,
             implementations,
             expect: self.expect,
-            gate: self.gate,
+            gate: self.gate.clone(),
             measure: self.measure,
             sweep,
             point: None,

@@ -19,7 +19,8 @@ use db::{Db, Val};
 use std::path::{Path, PathBuf};
 
 /// The migrations, in order: migration k brings the schema from version k to k + 1.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE runs (
     run_key           TEXT PRIMARY KEY,
     run_id            TEXT NOT NULL,
@@ -60,7 +61,10 @@ CREATE TABLE cases (
 );
 CREATE INDEX cases_by_spec ON cases (spec, run_key);
 CREATE INDEX runs_by_device ON runs (device_key, branch, started_utc);
-"#];
+"#,
+    // Runs that start in the same second are ordered by their start in nanoseconds.
+    "ALTER TABLE runs ADD COLUMN started_ns BIGINT",
+];
 
 /// The default store's file name, inside the runs folder.
 pub const DEFAULT_FILE: &str = "history.sqlite";
@@ -293,7 +297,7 @@ impl Store {
                     None => Recorded::New,
                 };
                 db.execute(
-                    "INSERT INTO runs (run_key, run_id, manifest_sha256, started_utc, git_sha, git_dirty, branch, device_key, backend, opledger_version, triad_bytes_per_sec, fma_flops_per_sec, verdict, archive) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+                    "INSERT INTO runs (run_key, run_id, manifest_sha256, started_utc, git_sha, git_dirty, branch, device_key, backend, opledger_version, triad_bytes_per_sec, fma_flops_per_sec, verdict, archive, started_ns) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
                     &[
                         Val::from(&key),
                         Val::from(&run.run_id),
@@ -309,6 +313,7 @@ impl Store {
                         Val::Real(run.ceilings.fma_flops_per_sec),
                         Val::from(run.verdict.status.to_string()),
                         Val::from(&archive_at),
+                        Val::from(run.started_unix_ns),
                     ],
                 )?;
                 for s in &run.specs {
@@ -425,7 +430,7 @@ impl Store {
                    AND (CAST($4 AS TEXT) IS NULL OR r.branch = $4)
                    AND ($5 = 0 OR (c.verdict <> 'fail' AND c.before_median_secs IS NOT NULL AND c.after_median_secs IS NOT NULL))
                    AND ($6 = 0 OR r.git_dirty = 0)
-                 ORDER BY c.spec DESC, r.started_utc DESC, r.run_id DESC, r.run_key DESC
+                 ORDER BY c.spec DESC, r.started_utc DESC, COALESCE(r.started_ns, 0) DESC, r.run_id DESC, r.run_key DESC
                  LIMIT $7",
                 &[
                     Val::from(f.device),

@@ -1,0 +1,269 @@
+//! The gate's reference when it is not the accepted baseline, read from the history store:
+//! the newest runs of a branch (`history[:BRANCH]`), or the runs at the merge-base of `HEAD` and
+//! a branch (`merge-base:BRANCH`: the commit the pull request forked from, else its nearest
+//! ancestor with runs). Runs from before the newest change of level in the series are left out
+//! (`store::series`): a reference spanning two codes would sit between them.
+//!
+//! Which one a spec gets: `run --against`, else the spec's `gate.against`, else the baselines.
+
+use super::prepare::SpecBaseline;
+use super::RunOptions;
+use crate::device::DeviceInfo;
+use crate::error::{Error, Result};
+use crate::gate::history::HISTORY_RUNS;
+use crate::results::{GateReference, LevelChange};
+use crate::spec::{Against, Spec};
+use crate::store::series::{current_level_start, Metric};
+use crate::store::{Point, Store};
+use std::path::PathBuf;
+
+/// Ancestors of the merge-base searched for a run, at most.
+pub const MAX_ANCESTORS: usize = 5000;
+
+/// What the gate judges each spec against (baselines when `None`).
+pub(crate) fn against_of(opts: &RunOptions, s: &Spec) -> Against {
+    if opts.accept {
+        // Accepting is the explicit sign-off: judged against the accepted baselines it extends.
+        return Against::Baselines;
+    }
+    opts.against
+        .clone()
+        .or_else(|| s.gate.against.clone())
+        .unwrap_or_default()
+}
+
+/// Each spec's reference from the store in place of its accepted baseline, where it asks for
+/// one; `None` for the specs judged against their baselines.
+pub(crate) fn references(
+    opts: &RunOptions,
+    specs: &[Spec],
+    device: &DeviceInfo,
+    baselines: &mut [SpecBaseline],
+) -> Result<Vec<Option<GateReference>>> {
+    let mut store: Option<Store> = None;
+    let mut out = Vec::new();
+    for (s, slot) in specs.iter().zip(baselines.iter_mut()) {
+        let against = against_of(opts, s);
+        if against == Against::Baselines {
+            out.push(None);
+            continue;
+        }
+        let Some(url) = &opts.store else {
+            return Err(Error::Flag(format!(
+                "{}: the gate judges against `{}` from the history store: drop --no-store",
+                s.name,
+                String::from(against)
+            )));
+        };
+        if store.is_none() {
+            store = Some(Store::open(url)?);
+        }
+        let store = store.as_mut().expect("opened above");
+        let (reference, base) = match against {
+            Against::Baselines => unreachable!("handled above"),
+            Against::History { branch } => history(
+                store,
+                opts,
+                s,
+                device,
+                branch.or_else(|| opts.branch.clone()),
+            )?,
+            Against::MergeBase { branch } => merge_base(store, opts, s, device, branch)?,
+        };
+        *slot = base;
+        out.push(Some(reference));
+    }
+    Ok(out)
+}
+
+/// The newest points of `series` after its newest change of level, and that change.
+fn current_level(series: Vec<Point>) -> (Vec<Point>, Option<LevelChange>) {
+    let start = current_level_start(&series, &[Metric::After, Metric::Ratio]);
+    if start == 0 {
+        return (series, None);
+    }
+    let change = LevelChange {
+        since_commit: series[start].git_sha.clone(),
+        left_out: start,
+    };
+    (series[start..].to_vec(), Some(change))
+}
+
+/// `history[:BRANCH]`: the newest runs of the branch on this device with this exact spec.
+fn history(
+    store: &mut Store,
+    opts: &RunOptions,
+    s: &Spec,
+    device: &DeviceInfo,
+    branch: Option<String>,
+) -> Result<(GateReference, SpecBaseline)> {
+    let points = store.reference(
+        &device.key,
+        &s.name,
+        &s.source_sha256,
+        branch.as_deref(),
+        HISTORY_RUNS,
+    )?;
+    let (points, change) = current_level(points);
+    let base = crate::gate::history::reference(&points, s, device, &opts.measure);
+    Ok((
+        GateReference::History {
+            runs: points.len(),
+            branch,
+            change,
+        },
+        (PathBuf::from(store.url().display()), base),
+    ))
+}
+
+/// `merge-base:BRANCH`: the runs at the merge-base (else its nearest ancestor with runs) and
+/// before it, back to the newest change of level; the base run's own samples when its archive
+/// is here.
+fn merge_base(
+    store: &mut Store,
+    opts: &RunOptions,
+    s: &Spec,
+    device: &DeviceInfo,
+    branch: String,
+) -> Result<(GateReference, SpecBaseline)> {
+    let flag = |e: String| Error::Flag(format!("{}: --against merge-base:{branch}: {e}", s.name));
+    let mb = crate::provenance::merge_base(&branch).map_err(flag)?;
+    let ancestors = crate::provenance::ancestors(&mb, MAX_ANCESTORS).map_err(flag)?;
+    let committed = store.committed(&device.key, &s.name, &s.source_sha256)?;
+    let matched = nearest_first(&committed, &ancestors);
+    let mut reference = GateReference::MergeBase {
+        branch: branch.clone(),
+        merge_base: mb.clone(),
+        commit: None,
+        commits_back: 0,
+        runs: 0,
+        change: None,
+        samples: false,
+    };
+    let Some(&(back, first)) = matched.first() else {
+        return Ok((reference, (PathBuf::from(store.url().display()), None)));
+    };
+    let mut chosen: Vec<Point> = matched
+        .iter()
+        .take(HISTORY_RUNS)
+        .map(|(_, p)| (*p).clone())
+        .collect();
+    chosen.reverse();
+    let (points, change) = current_level(chosen);
+    // The base run: the newest at the base commit (the last point, oldest first).
+    let newest = points.last().cloned().unwrap_or_else(|| first.clone());
+    let archive = store.archive_dir(&newest);
+    let with_samples = base_with_samples(&archive, s, device, opts, &points);
+    let samples = with_samples.is_some();
+    let base =
+        with_samples.or_else(|| crate::gate::history::reference(&points, s, device, &opts.measure));
+    reference = GateReference::MergeBase {
+        branch,
+        merge_base: mb,
+        commit: Some(first.git_sha.clone()),
+        commits_back: back,
+        runs: points.len(),
+        change,
+        samples,
+    };
+    let path = if samples {
+        archive
+    } else {
+        PathBuf::from(store.url().display())
+    };
+    Ok((reference, (path, base)))
+}
+
+/// The points at commits of `ancestors` (nearest first), nearest commit first and newest run
+/// first within a commit, each with its commit's distance from the first ancestor. A store keeps
+/// short SHAs: a point matches the ancestor its SHA begins.
+fn nearest_first<'a>(points: &'a [Point], ancestors: &[String]) -> Vec<(usize, &'a Point)> {
+    let mut matched: Vec<(usize, usize, &Point)> = points
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.git_sha.len() >= 4 && p.git_sha.chars().all(|c| c.is_ascii_hexdigit()))
+        .filter_map(|(i, p)| {
+            ancestors
+                .iter()
+                .position(|a| a.starts_with(&p.git_sha))
+                .map(|k| (k, i, p))
+        })
+        .collect();
+    // The store's order is oldest first: the newest run of a commit is the one read last.
+    matched.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+    let matched: Vec<(usize, &Point)> = matched.into_iter().map(|(k, _, p)| (k, p)).collect();
+    matched
+}
+
+/// The base run's case from its archive, as a baseline with its samples, the older points its
+/// history: `None` when the archive is not here (a CI runner's) or holds no samples of it.
+fn base_with_samples(
+    archive: &std::path::Path,
+    s: &Spec,
+    device: &DeviceInfo,
+    opts: &RunOptions,
+    points: &[Point],
+) -> Option<crate::baseline::BaselineFile> {
+    let loaded = crate::archive::load(archive).ok()?;
+    let run = &loaded.run;
+    let sa = run
+        .specs
+        .iter()
+        .find(|c| c.name == s.name && c.spec_sha256 == s.source_sha256)?;
+    let older = &points[..points.len().saturating_sub(1)];
+    let old = crate::gate::history::reference(older, s, device, &opts.measure);
+    crate::gate::accept::baseline_of(
+        sa,
+        &run.device,
+        &run.ceilings,
+        &run.measure,
+        &run.started_utc,
+        &run.git_sha,
+        old.as_ref(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(sha: &str, t: &str) -> Point {
+        Point {
+            run_id: format!("{sha}-{t}"),
+            started_utc: t.into(),
+            git_sha: sha.into(),
+            git_dirty: false,
+            branch: None,
+            device_key: "d".into(),
+            spec: "s".into(),
+            verdict: "pass".into(),
+            before_median_secs: Some(1.0),
+            after_median_secs: Some(1.0),
+            ratio: Some(1.0),
+            ratio_lo: None,
+            ratio_hi: None,
+            archive: String::new(),
+        }
+    }
+
+    #[test]
+    fn the_nearest_ancestor_with_runs_comes_first_newest_run_first() {
+        let ancestors: Vec<String> = ["aaaa1111", "bbbb2222", "cccc3333"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let points = [
+            point("cccc333", "1"),
+            point("bbbb222", "2"),
+            point("bbbb222", "3"),
+            point("dddd444", "4"), // not an ancestor: another branch's
+            point("nogit", "5"),
+        ];
+        let m = nearest_first(&points, &ancestors);
+        let got: Vec<(usize, &str)> = m
+            .iter()
+            .map(|(k, p)| (*k, p.started_utc.as_str()))
+            .collect();
+        assert_eq!(got, vec![(1, "3"), (1, "2"), (2, "1")]);
+    }
+}
