@@ -85,10 +85,17 @@ pub enum Command {
     /// Compare two archived runs (before → after) with the gate's statistics: for every spec in
     /// both, the ratio of the `after` medians with its CI and the regression decision.
     Compare {
-        /// The earlier run directory (the reference).
-        run_a: PathBuf,
-        /// The later run directory.
-        run_b: PathBuf,
+        /// The earlier run directory (the reference) and the later one; with `--base`, the
+        /// later one only.
+        #[arg(required = true, num_args = 1..=2, value_name = "RUN_DIR")]
+        runs: Vec<PathBuf>,
+        /// The reference from the history store instead of a folder: `merge-base:BRANCH`, the
+        /// newest archived run at `git merge-base HEAD BRANCH` on B's device (else at its
+        /// nearest ancestor with one).
+        #[arg(long, value_name = "merge-base:BRANCH")]
+        base: Option<String>,
+        #[command(flatten)]
+        store: StoreArgs,
         /// Also write a short pull-request comment (Markdown, first line a hidden marker that a
         /// workflow finds to update its comment in place).
         #[arg(long)]
@@ -431,8 +438,8 @@ fn run_options(a: RunArgs, settings: crate::settings::Settings) -> Result<RunOpt
 /// Where `ingest` and `history` find the store, as `run` does.
 #[derive(Debug, Args)]
 pub struct StoreArgs {
-    /// The history store (`sqlite:PATH` or a path; default `OPLEDGER_STORE`, else
-    /// `<runs-dir>/history.sqlite`).
+    /// The history store (`sqlite:PATH` or a path, or `postgres://USER@HOST:PORT/DB`; default
+    /// `OPLEDGER_STORE`, else `<runs-dir>/history.sqlite`).
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
     /// The runs folder whose default store to use.
@@ -527,22 +534,36 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             })
         }
         Command::Compare {
-            run_a,
-            run_b,
+            runs,
+            base,
+            store,
             markdown,
             fail_on_inconclusive,
             baselines,
             link_base,
-        } => crate::compare::compare_runs(
-            &run_a,
-            &run_b,
-            &crate::compare::CompareOptions {
+        } => {
+            let opts = crate::compare::CompareOptions {
                 markdown,
                 baselines,
                 fail_on_inconclusive,
                 link_base,
-            },
-        ),
+            };
+            match (base, runs.as_slice()) {
+                (None, [a, b]) => crate::compare::compare_runs(a, b, &opts, None),
+                (Some(base), [b]) => crate::compare::compare_to_base(
+                    &base,
+                    b,
+                    &store_url(store.store.as_deref(), &settings, &store.runs_dir)?,
+                    &opts,
+                ),
+                (None, _) => Err(Error::Flag(
+                    "compare: two run folders (A B), or one (B) with --base merge-base:BRANCH".into(),
+                )),
+                (Some(_), _) => Err(Error::Flag(
+                    "compare --base names the reference: give only the later run folder (B)".into(),
+                )),
+            }
+        }
         Command::Accept { run_dir, baselines } => crate::accept::accept(&run_dir, &baselines),
         Command::Merge {
             run_dirs,

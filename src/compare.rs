@@ -7,9 +7,14 @@
 //! the baseline store's history of this device and spec (`--baselines`) with A joined to it (or
 //! as it is, when A is one of its accepted runs). With no history in the store, the decision
 //! rests on A alone and says that it assumes no drift between runs.
+//!
+//! `compare --base merge-base:BRANCH B` finds A in the history store: the newest archived run on
+//! B's device at the commit B's branch forked from (else at its nearest ancestor with one), and
+//! the comment names that commit.
 
 use crate::error::{Error, ExitCode, Result};
-use crate::report::comment;
+use crate::report::comment::{self, BaseCommit};
+use crate::store::{Store, StoreUrl};
 use crate::results::RunStatus;
 use std::path::{Path, PathBuf};
 
@@ -28,7 +33,12 @@ pub struct CompareOptions {
 
 /// `opledger compare A B`: B against A, case by case, with the gate's decision. Exit 1 when a
 /// case regressed (or, with `fail_on_inconclusive`, could not be decided).
-pub fn compare_runs(a: &Path, b: &Path, opts: &CompareOptions) -> Result<ExitCode> {
+pub fn compare_runs(
+    a: &Path,
+    b: &Path,
+    opts: &CompareOptions,
+    base: Option<&BaseCommit>,
+) -> Result<ExitCode> {
     let (ra, rb) = (crate::archive::load(a)?.run, crate::archive::load(b)?.run);
     if !rb
         .specs
@@ -42,6 +52,9 @@ pub fn compare_runs(a: &Path, b: &Path, opts: &CompareOptions) -> Result<ExitCod
         )));
     }
     let cases = crate::gate::versus::versus(&ra, &rb, a, &opts.baselines)?;
+    if let Some(base) = base {
+        println!("{}", comment::base_line(base));
+    }
     print!("{}", comment::table(&ra, &rb, &cases, &opts.baselines));
     if let Some(path) = &opts.markdown {
         let text = comment::comment(
@@ -51,6 +64,7 @@ pub fn compare_runs(a: &Path, b: &Path, opts: &CompareOptions) -> Result<ExitCod
             path,
             &opts.baselines,
             opts.link_base.as_deref(),
+            base,
         );
         crate::files::write_atomic(path, text.as_bytes())?;
     }
@@ -59,4 +73,52 @@ pub fn compare_runs(a: &Path, b: &Path, opts: &CompareOptions) -> Result<ExitCod
         RunStatus::Inconclusive if opts.fail_on_inconclusive => ExitCode::GateFailed,
         _ => ExitCode::Pass,
     })
+}
+
+/// `compare --base merge-base:BRANCH B`: B against the store's run at the merge-base.
+pub fn compare_to_base(
+    reference: &str,
+    b: &Path,
+    url: &StoreUrl,
+    opts: &CompareOptions,
+) -> Result<ExitCode> {
+    let branch = reference
+        .strip_prefix("merge-base:")
+        .filter(|b| !b.is_empty())
+        .ok_or_else(|| {
+            Error::Flag(format!(
+                "--base {reference}: expected merge-base:BRANCH"
+            ))
+        })?;
+    let flag = |e: String| Error::Flag(format!("--base {reference}: {e}"));
+    let rb = crate::archive::load(b)?.run;
+    let merge_base = crate::provenance::merge_base(branch).map_err(flag)?;
+    let ancestors = crate::provenance::ancestors(&merge_base, crate::store::series::MAX_ANCESTORS)
+        .map_err(flag)?;
+    let mut store = Store::open(url)?;
+    let mut points = Vec::new();
+    for s in &rb.specs {
+        points.extend(store.committed(&rb.device.key, &s.name, &s.spec_sha256)?);
+    }
+    let found = crate::store::series::at_ancestors(&points, &ancestors)
+        .into_iter()
+        .map(|(back, p)| (back, p, store.archive_dir(p)))
+        .find(|(_, _, dir)| dir.join("results.json").is_file());
+    let Some((commits_back, p, a)) = found else {
+        return Err(Error::Mismatch(format!(
+            "--base {reference}: no archived run of {}'s cases on device {} at the merge-base {} or its ancestors in {}",
+            b.display(),
+            rb.device.key,
+            &merge_base[..merge_base.len().min(12)],
+            url.display()
+        )));
+    };
+    let base = BaseCommit {
+        branch: branch.to_string(),
+        merge_base: merge_base.clone(),
+        commit: p.git_sha.clone(),
+        commits_back,
+        run_id: p.run_id.clone(),
+    };
+    compare_runs(&a, b, opts, Some(&base))
 }

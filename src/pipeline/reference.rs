@@ -17,9 +17,6 @@ use crate::store::series::{current_level_start, Metric};
 use crate::store::{Point, Store};
 use std::path::PathBuf;
 
-/// Ancestors of the merge-base searched for a run, at most.
-pub const MAX_ANCESTORS: usize = 5000;
-
 /// What the gate judges each spec against (baselines when `None`).
 pub(crate) fn against_of(opts: &RunOptions, s: &Spec) -> Against {
     if opts.accept {
@@ -128,9 +125,9 @@ fn merge_base(
 ) -> Result<(GateReference, SpecBaseline)> {
     let flag = |e: String| Error::Flag(format!("{}: --against merge-base:{branch}: {e}", s.name));
     let mb = crate::provenance::merge_base(&branch).map_err(flag)?;
-    let ancestors = crate::provenance::ancestors(&mb, MAX_ANCESTORS).map_err(flag)?;
+    let ancestors = crate::provenance::ancestors(&mb, crate::store::series::MAX_ANCESTORS).map_err(flag)?;
     let committed = store.committed(&device.key, &s.name, &s.source_sha256)?;
-    let matched = nearest_first(&committed, &ancestors);
+    let matched = crate::store::series::at_ancestors(&committed, &ancestors);
     let mut reference = GateReference::MergeBase {
         branch: branch.clone(),
         merge_base: mb.clone(),
@@ -174,27 +171,6 @@ fn merge_base(
     Ok((reference, (path, base)))
 }
 
-/// The points at commits of `ancestors` (nearest first), nearest commit first and newest run
-/// first within a commit, each with its commit's distance from the first ancestor. A store keeps
-/// short SHAs: a point matches the ancestor its SHA begins.
-fn nearest_first<'a>(points: &'a [Point], ancestors: &[String]) -> Vec<(usize, &'a Point)> {
-    let mut matched: Vec<(usize, usize, &Point)> = points
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| p.git_sha.len() >= 4 && p.git_sha.chars().all(|c| c.is_ascii_hexdigit()))
-        .filter_map(|(i, p)| {
-            ancestors
-                .iter()
-                .position(|a| a.starts_with(&p.git_sha))
-                .map(|k| (k, i, p))
-        })
-        .collect();
-    // The store's order is oldest first: the newest run of a commit is the one read last.
-    matched.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-    let matched: Vec<(usize, &Point)> = matched.into_iter().map(|(k, _, p)| (k, p)).collect();
-    matched
-}
-
 /// The base run's case from its archive, as a baseline with its samples, the older points its
 /// history: `None` when the archive is not here (a CI runner's) or holds no samples of it.
 fn base_with_samples(
@@ -221,49 +197,4 @@ fn base_with_samples(
         &run.git_sha,
         old.as_ref(),
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn point(sha: &str, t: &str) -> Point {
-        Point {
-            run_id: format!("{sha}-{t}"),
-            started_utc: t.into(),
-            git_sha: sha.into(),
-            git_dirty: false,
-            branch: None,
-            device_key: "d".into(),
-            spec: "s".into(),
-            verdict: "pass".into(),
-            before_median_secs: Some(1.0),
-            after_median_secs: Some(1.0),
-            ratio: Some(1.0),
-            ratio_lo: None,
-            ratio_hi: None,
-            archive: String::new(),
-        }
-    }
-
-    #[test]
-    fn the_nearest_ancestor_with_runs_comes_first_newest_run_first() {
-        let ancestors: Vec<String> = ["aaaa1111", "bbbb2222", "cccc3333"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        let points = [
-            point("cccc333", "1"),
-            point("bbbb222", "2"),
-            point("bbbb222", "3"),
-            point("dddd444", "4"), // not an ancestor: another branch's
-            point("nogit", "5"),
-        ];
-        let m = nearest_first(&points, &ancestors);
-        let got: Vec<(usize, &str)> = m
-            .iter()
-            .map(|(k, p)| (*k, p.started_utc.as_str()))
-            .collect();
-        assert_eq!(got, vec![(1, "3"), (1, "2"), (2, "1")]);
-    }
 }

@@ -74,6 +74,35 @@ fn limit(c: &CaseComparison) -> String {
 }
 
 /// The terminal's table: every case of B.
+/// Where `compare --base merge-base:BRANCH` found its reference.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BaseCommit {
+    pub branch: String,
+    /// `git merge-base HEAD branch` (full SHA).
+    pub merge_base: String,
+    /// The commit of the run used (the merge-base or its nearest ancestor with a run).
+    pub commit: String,
+    /// Commits between the merge-base and that commit.
+    pub commits_back: usize,
+    pub run_id: String,
+}
+
+/// The base in one sentence.
+pub fn base_line(b: &BaseCommit) -> String {
+    let mb = &b.merge_base[..b.merge_base.len().min(12)];
+    if b.commits_back == 0 {
+        format!(
+            "Base: run {} at commit {}, the merge-base of this branch and {}.",
+            b.run_id, b.commit, b.branch
+        )
+    } else {
+        format!(
+            "Base: run {} at commit {}, {} commit(s) before the merge-base {mb} of this branch and {} (the nearest with a run).",
+            b.run_id, b.commit, b.commits_back, b.branch
+        )
+    }
+}
+
 pub fn table(ra: &RunResult, rb: &RunResult, cases: &[CaseComparison], store: &Path) -> String {
     let mut t = format!(
         "# opledger compare\n\n`{}` ({}) → `{}` ({})\n\n",
@@ -173,6 +202,7 @@ pub fn comment(
     at: &Path,
     store: &Path,
     link_base: Option<&str>,
+    base: Option<&BaseCommit>,
 ) -> String {
     use super::md_escape;
     let regressions = cases
@@ -198,6 +228,9 @@ pub fn comment(
         md_escape(&label(rb)),
         md_escape(&label(ra)),
     ));
+    if let Some(base) = base {
+        t.push_str(&format!("{}\n\n", md_escape(&base_line(base))));
+    }
     t.push_str(&format!(
         "Device `{}` · checklist of the head: {}\n\n",
         md_escape(&rb.device.key),

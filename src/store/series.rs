@@ -5,6 +5,9 @@
 use super::Point;
 use crate::measure::changes::{self, Shift};
 
+/// Ancestors of a merge-base searched for a run, at most.
+pub const MAX_ANCESTORS: usize = 5000;
+
 /// The value of each run a series follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
@@ -131,6 +134,27 @@ pub fn current_level_start(series: &[Point], metrics: &[Metric]) -> usize {
         .unwrap_or(0)
 }
 
+/// The points at commits of `ancestors` (nearest first), nearest commit first and newest run
+/// first within a commit, each with its commit's distance from the first ancestor. A store keeps
+/// short SHAs: a point matches the ancestor its SHA begins.
+pub fn at_ancestors<'a>(points: &'a [Point], ancestors: &[String]) -> Vec<(usize, &'a Point)> {
+    let mut matched: Vec<(usize, usize, &Point)> = points
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.git_sha.len() >= 4 && p.git_sha.chars().all(|c| c.is_ascii_hexdigit()))
+        .filter_map(|(i, p)| {
+            ancestors
+                .iter()
+                .position(|a| a.starts_with(&p.git_sha))
+                .map(|k| (k, i, p))
+        })
+        .collect();
+    // The store's order is oldest first: the newest run of a commit is the one read last.
+    matched.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+    let matched: Vec<(usize, &Point)> = matched.into_iter().map(|(k, _, p)| (k, p)).collect();
+    matched
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,5 +206,34 @@ mod tests {
         );
         // The before variant did not move.
         assert!(changes(&points, Metric::Before)[0].shifts.is_empty());
+    }
+
+    fn at(sha: &str, t: &str) -> Point {
+        Point {
+            git_sha: sha.into(),
+            started_utc: t.into(),
+            ..point(0, 1.0)
+        }
+    }
+
+    #[test]
+    fn the_nearest_ancestor_with_runs_comes_first_newest_run_first() {
+        let ancestors: Vec<String> = ["aaaa1111", "bbbb2222", "cccc3333"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let points = [
+            at("cccc333", "1"),
+            at("bbbb222", "2"),
+            at("bbbb222", "3"),
+            at("dddd444", "4"), // not an ancestor: another branch's
+            at("nogit", "5"),
+        ];
+        let m = at_ancestors(&points, &ancestors);
+        let got: Vec<(usize, &str)> = m
+            .iter()
+            .map(|(k, p)| (*k, p.started_utc.as_str()))
+            .collect();
+        assert_eq!(got, vec![(1, "3"), (1, "2"), (2, "1")]);
     }
 }
