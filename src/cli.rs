@@ -288,6 +288,10 @@ pub struct RunArgs {
     /// The branch this run measures (default: git's branch, or on a detached HEAD the CI's).
     #[arg(long)]
     pub branch: Option<String>,
+    /// The repository's default branch, whose runs are watched for new shifts of a case's
+    /// level (default: the remote's HEAD, else `main` or `master`).
+    #[arg(long, value_name = "BRANCH")]
+    pub default_branch: Option<String>,
     /// What the gate judges every spec against: `baselines` (the accepted ones), `history` (the
     /// newest runs of this branch in the history store; every branch outside git),
     /// `history:BRANCH`, or `merge-base:BRANCH` (the store's runs at `git merge-base HEAD
@@ -411,6 +415,10 @@ fn run_options(a: RunArgs, settings: crate::settings::Settings) -> Result<RunOpt
     Ok(RunOptions {
         store,
         branch,
+        default_branch: a
+            .default_branch
+            .filter(|b| !b.trim().is_empty())
+            .or_else(crate::provenance::default_branch),
         against,
         paths: a.paths,
         backend: a.backend,
@@ -557,7 +565,8 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                     &opts,
                 ),
                 (None, _) => Err(Error::Flag(
-                    "compare: two run folders (A B), or one (B) with --base merge-base:BRANCH".into(),
+                    "compare: two run folders (A B), or one (B) with --base merge-base:BRANCH"
+                        .into(),
                 )),
                 (Some(_), _) => Err(Error::Flag(
                     "compare --base names the reference: give only the later run folder (B)".into(),

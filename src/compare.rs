@@ -14,8 +14,8 @@
 
 use crate::error::{Error, ExitCode, Result};
 use crate::report::comment::{self, BaseCommit};
-use crate::store::{Store, StoreUrl};
 use crate::results::RunStatus;
+use crate::store::{Store, StoreUrl};
 use std::path::{Path, PathBuf};
 
 /// What `compare` is told besides the two runs.
@@ -85,11 +85,7 @@ pub fn compare_to_base(
     let branch = reference
         .strip_prefix("merge-base:")
         .filter(|b| !b.is_empty())
-        .ok_or_else(|| {
-            Error::Flag(format!(
-                "--base {reference}: expected merge-base:BRANCH"
-            ))
-        })?;
+        .ok_or_else(|| Error::Flag(format!("--base {reference}: expected merge-base:BRANCH")))?;
     let flag = |e: String| Error::Flag(format!("--base {reference}: {e}"));
     let rb = crate::archive::load(b)?.run;
     let merge_base = crate::provenance::merge_base(branch).map_err(flag)?;

@@ -50,6 +50,8 @@ pub struct RunOptions {
     pub store: Option<crate::store::StoreUrl>,
     /// The branch the run measured.
     pub branch: Option<String>,
+    /// The repository's default branch: its runs are watched for new shifts of level.
+    pub default_branch: Option<String>,
     /// What the gate judges every spec against (`--against`); `None`: each spec's own
     /// `gate.against`, else its accepted baselines.
     pub against: Option<crate::spec::Against>,
@@ -103,6 +105,9 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
         append_summary(path, &run, &dir)?;
     }
     report::terminal::print_summary(&run, &dir);
+    for shift in reference::new_shifts(opts, &p.specs, &p.device.key)? {
+        report::terminal::print_new_shift(&shift.spec, shift.metric, &shift.located, shift.limit);
+    }
     Ok((run.verdict, dir))
 }
 

@@ -17,6 +17,28 @@ const TERMINAL_WARNING_CHARS: usize = 240;
 /// The terminal's account of a run: one line per spec (verdict, before → after, saving with its
 /// CI, gate), a line per failed check under a failed spec, each distinct warning once, and the
 /// summary. The report holds the full text.
+/// A new shift of a case's level on the default branch, as `run` reports it.
+pub fn print_new_shift(
+    spec: &str,
+    metric: crate::store::series::Metric,
+    l: &crate::store::series::Located,
+    limit: f64,
+) {
+    let pct = |r: f64| format!("{:+.1}%", (r - 1.0) * 100.0);
+    println!(
+        "shift: {spec}: the {} median moved {} ({} .. {}), beyond the ±{:.0}% limit, between commit {} (run {}) and commit {} (run {}); `opledger history {spec} --changes` shows the series",
+        metric.name(),
+        pct(l.shift.ratio),
+        pct(l.shift.ratio_lo),
+        pct(l.shift.ratio_hi),
+        limit * 100.0,
+        l.last_before.git_sha,
+        l.last_before.run_id,
+        l.first_after.git_sha,
+        l.first_after.run_id
+    );
+}
+
 pub fn print_summary(run: &RunResult, dir: &Path) {
     println!();
     let width = run

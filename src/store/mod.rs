@@ -385,67 +385,90 @@ impl Store {
         })
     }
 
-    /// Every case's series, oldest first within each case (cases in name order).
+    /// Every case's series, oldest first within each case (cases in name order). With `last`,
+    /// each case is read on its own, newest runs first, so that only those rows are read.
     pub fn series(&mut self, q: &Query) -> Result<Vec<Point>> {
-        let one = |store: &mut Store, spec: Option<&str>| {
+        let one = |store: &mut Store, spec: Option<&str>, newest: Option<usize>| {
             store.select(&Filter {
                 device: q.device.as_deref(),
                 branch: q.branch.as_deref(),
                 spec,
+                newest,
                 ..Filter::default()
             })
         };
-        let mut out = Vec::new();
-        if q.specs.is_empty() {
-            out = one(self, None)?;
-        } else {
-            let mut specs = q.specs.clone();
-            specs.sort();
-            specs.dedup();
-            for s in &specs {
-                out.extend(one(self, Some(s))?);
-            }
+        if q.specs.is_empty() && q.last.is_none() {
+            return one(self, None, None);
         }
-        if let Some(n) = q.last {
-            let mut kept = Vec::with_capacity(out.len());
-            for case in out.chunk_by(|a, b| a.spec == b.spec) {
-                kept.extend_from_slice(&case[case.len().saturating_sub(n)..]);
-            }
-            out = kept;
+        let mut specs = if q.specs.is_empty() {
+            self.spec_names()?
+        } else {
+            q.specs.clone()
+        };
+        specs.sort();
+        specs.dedup();
+        let mut out = Vec::new();
+        for s in &specs {
+            out.extend(one(self, Some(s), q.last)?);
         }
         Ok(out)
     }
 
-    /// The rows a filter selects: cases in name order, each oldest first.
+    /// The rows a filter selects: cases in name order, each oldest first. Only the filters
+    /// given are in the SQL, so that the indexes serve them.
     fn select(&mut self, f: &Filter<'_>) -> Result<Vec<Point>> {
+        let mut conditions: Vec<String> = Vec::new();
+        let mut params: Vec<Val> = Vec::new();
+        let mut equal = |column: &str, v: Option<&str>| {
+            if let Some(v) = v {
+                params.push(Val::from(v));
+                conditions.push(format!("{column} = ${}", params.len()));
+            }
+        };
+        equal("c.spec", f.spec);
+        equal("r.device_key", f.device);
+        equal("c.spec_sha256", f.spec_sha256);
+        equal("r.branch", f.branch);
+        if f.judged {
+            conditions.push("c.verdict <> 'fail' AND c.before_median_secs IS NOT NULL AND c.after_median_secs IS NOT NULL".into());
+        }
+        if f.clean {
+            conditions.push("r.git_dirty = 0".into());
+        }
+        params.push(Val::Int(f.newest.map_or(i64::MAX, |n| n as i64)));
+        let sql = format!(
+            "SELECT r.run_id, r.started_utc, r.git_sha, r.git_dirty, r.branch, r.device_key, c.spec, c.verdict,
+                    c.before_median_secs, c.after_median_secs, c.ratio, c.ratio_lo, c.ratio_hi, r.archive
+             FROM cases c JOIN runs r ON r.run_key = c.run_key
+             {}
+             ORDER BY c.spec DESC, r.started_utc DESC, COALESCE(r.started_ns, 0) DESC, r.run_id DESC, r.run_key DESC
+             LIMIT ${}",
+            if conditions.is_empty() {
+                String::new()
+            } else {
+                format!("WHERE {}", conditions.join(" AND "))
+            },
+            params.len()
+        );
         let rows = self
             .db
-            .query(
-                "SELECT r.run_id, r.started_utc, r.git_sha, r.git_dirty, r.branch, r.device_key, c.spec, c.verdict,
-                        c.before_median_secs, c.after_median_secs, c.ratio, c.ratio_lo, c.ratio_hi, r.archive
-                 FROM cases c JOIN runs r ON r.run_key = c.run_key
-                 WHERE (CAST($1 AS TEXT) IS NULL OR r.device_key = $1)
-                   AND (CAST($2 AS TEXT) IS NULL OR c.spec = $2)
-                   AND (CAST($3 AS TEXT) IS NULL OR c.spec_sha256 = $3)
-                   AND (CAST($4 AS TEXT) IS NULL OR r.branch = $4)
-                   AND ($5 = 0 OR (c.verdict <> 'fail' AND c.before_median_secs IS NOT NULL AND c.after_median_secs IS NOT NULL))
-                   AND ($6 = 0 OR r.git_dirty = 0)
-                 ORDER BY c.spec DESC, r.started_utc DESC, COALESCE(r.started_ns, 0) DESC, r.run_id DESC, r.run_key DESC
-                 LIMIT $7",
-                &[
-                    Val::from(f.device),
-                    Val::from(f.spec),
-                    Val::from(f.spec_sha256),
-                    Val::from(f.branch),
-                    Val::Int(f.judged as i64),
-                    Val::Int(f.clean as i64),
-                    Val::Int(f.newest.map_or(i64::MAX, |n| n as i64)),
-                ],
-            )
+            .query(&sql, &params)
             .map_err(self.fail(StoreAction::Reading))?;
         let mut points: Vec<Point> = rows.iter().map(|r| point(r)).collect();
         points.reverse();
         Ok(points)
+    }
+
+    /// The names of the cases in the store, in order.
+    fn spec_names(&mut self) -> Result<Vec<String>> {
+        let rows = self
+            .db
+            .query("SELECT DISTINCT spec FROM cases ORDER BY spec", &[])
+            .map_err(self.fail(StoreAction::Reading))?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| r.first().and_then(Val::text))
+            .collect())
     }
 }
 

@@ -74,7 +74,7 @@ pub struct CaseChanges {
     pub spec: String,
     pub device_key: String,
     pub metric: Metric,
-    /// Runs the detection read (those with the metric's value).
+    /// Runs with the metric's value (detection reads the newest [`MAX_SERIES_RUNS`]).
     pub runs: usize,
     pub shifts: Vec<Located>,
 }
@@ -105,8 +105,14 @@ pub fn changes(points: &[Point], metric: Metric) -> Vec<CaseChanges> {
         .collect()
 }
 
-/// The shifts of one series of points (each with the metric's value), placed between runs.
+/// Runs of a series change detection reads, at most (the newest): its memory grows with the
+/// square of the runs (32 MiB at this many).
+pub const MAX_SERIES_RUNS: usize = 2000;
+
+/// The shifts of one series of points (each with the metric's value), placed between runs; of
+/// its newest [`MAX_SERIES_RUNS`] runs when it is longer.
 pub fn located(series: &[&Point], metric: Metric) -> Vec<Located> {
+    let series = &series[series.len().saturating_sub(MAX_SERIES_RUNS)..];
     let values: Vec<f64> = series.iter().filter_map(|p| metric.of(p)).collect();
     if values.len() != series.len() {
         return Vec::new();
