@@ -1,0 +1,238 @@
+//! A branch's history in a real git repository: runs at several commits of `main`, a slowdown
+//! committed there (found by `history --changes` and reported by `run` on the default branch),
+//! a feature branch judged against the merge-base (`run --against merge-base:main`, `compare
+//! --base merge-base:main`), the nearest ancestor with runs when the merge-base has none, and a
+//! spec whose own `gate.against` asks for the branch's history.
+
+mod common;
+use common::{bin, fixture, text};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn git(repo: &Path, args: &[&str]) -> String {
+    let o = Command::new("git")
+        .current_dir(repo)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .output()
+        .expect("git runs");
+    assert!(o.status.success(), "git {args:?}: {}", text(&o));
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+fn commit(repo: &Path, file: &str) -> String {
+    std::fs::write(repo.join(file), file).unwrap();
+    git(repo, &["add", file]);
+    git(repo, &["commit", "-q", "-m", file]);
+    git(repo, &["rev-parse", "--short", "HEAD"])
+}
+
+/// A run of the spec in the repository (git's branch and commit), enough pairs for stable
+/// medians; `slowdown` is the experiment's deliberate slowdown of the fused variant.
+fn run(repo: &Path, spec: &str, slowdown: f64, extra: &[&str]) -> std::process::Output {
+    bin()
+        .current_dir(repo)
+        .env_remove("GITHUB_HEAD_REF")
+        .env_remove("GITHUB_REF_NAME")
+        .env("OPLEDGER_EXPERIMENT_SLOWDOWN", slowdown.to_string())
+        .args(["run", spec])
+        .args(common::FAST)
+        .args(["--min-pairs", "15", "--max-pairs", "15", "--backend", "cpu"])
+        .args(["--default-branch", "main"])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+/// The archive a run wrote, as it says (`report: runs/…/report.md`): folders of one second
+/// sort by commit, not by time.
+fn archive_of(repo: &Path, o: &std::process::Output) -> PathBuf {
+    let out = String::from_utf8_lossy(&o.stdout);
+    let line = out
+        .lines()
+        .find_map(|l| l.strip_prefix("report: "))
+        .unwrap_or_else(|| panic!("no report line: {}", text(o)));
+    repo.join(line.trim()).parent().unwrap().to_path_buf()
+}
+
+fn results(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap()
+}
+
+fn repo_with_spec() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().to_path_buf();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::copy(fixture("good/tiny-chain.yaml"), repo.join("chain.yaml")).unwrap();
+    git(&repo, &["add", "chain.yaml"]);
+    git(&repo, &["commit", "-q", "-m", "spec"]);
+    (dir, repo)
+}
+
+#[test]
+fn a_branch_is_judged_against_its_merge_base_and_a_slowdown_is_placed_between_commits() {
+    let (_dir, repo) = repo_with_spec();
+    let fast = commit(&repo, "fast");
+    for _ in 0..6 {
+        let o = run(&repo, "chain.yaml", 0.0, &[]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    }
+    // A slowdown lands on main: the fused variant computes its output twice.
+    let slow = commit(&repo, "slow");
+    let mut reported = Vec::new();
+    for _ in 0..5 {
+        let o = run(&repo, "chain.yaml", 1.0, &[]);
+        assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+        reported.extend(
+            text(&o)
+                .lines()
+                .filter(|l| l.starts_with("shift:"))
+                .map(str::to_string),
+        );
+    }
+    // Reported once, by the run that made it visible (later runs know it).
+    assert!(
+        !reported.is_empty()
+            && reported
+                .iter()
+                .all(|l| l.contains("tiny-chain") && l.contains(&slow)),
+        "run on the default branch reports the new shift: {reported:?}"
+    );
+    // The series' change point: between the two commits, the after median about doubled.
+    let o = bin()
+        .current_dir(&repo)
+        .args(["history", "--changes", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let changes: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let shifts = changes[0]["shifts"].as_array().unwrap();
+    assert_eq!(shifts.len(), 1, "{changes}");
+    assert_eq!(shifts[0]["last_before"]["git_sha"], fast.as_str());
+    assert_eq!(shifts[0]["first_after"]["git_sha"], slow.as_str());
+    assert!(shifts[0]["ratio"].as_f64().unwrap() > 1.3, "{changes}");
+    let o = bin()
+        .current_dir(&repo)
+        .args(["history", "tiny-chain", "--changes"])
+        .output()
+        .unwrap();
+    assert!(text(&o).contains("1 shift"), "{}", text(&o));
+
+    // A feature branch forked at the slow commit, with the slowdown fixed.
+    git(&repo, &["checkout", "-q", "-b", "feature"]);
+    let fix = commit(&repo, "fix");
+    let o = run(&repo, "chain.yaml", 0.0, &["--against", "merge-base:main"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let dir = archive_of(&repo, &o);
+    let b = &results(&dir)["specs"][0]["baseline"];
+    let r = &b["reference"];
+    assert_eq!(r["kind"], "merge_base", "{b}");
+    assert_eq!(r["commit"], slow.as_str(), "{b}");
+    assert_eq!(r["commits_back"], 0, "{b}");
+    assert_eq!(r["samples"], true, "{b}");
+    // The runs before the change of level are not part of the reference.
+    assert_eq!(r["runs"], 5, "{b}");
+    assert_eq!(r["change"]["left_out"], 6, "{b}");
+    assert_eq!(b["finding"]["kind"], "judged", "{b}");
+    // The fix against the slow base: about half the time (the gate's decision on five noisy
+    // runs is tested elsewhere).
+    assert!(b["ratio"]["point"].as_f64().unwrap() < 0.8, "{b}");
+    assert_ne!(b["state"], "fail", "{b}");
+    let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(report.contains("the merge-base"), "{report}");
+    assert!(
+        !text(&o).contains("shift:"),
+        "not the default branch: {}",
+        text(&o)
+    );
+    // The feature's run against the merge-base's, by compare: the comment names the base.
+    let comment = repo.join("comment.md");
+    let o = bin()
+        .current_dir(&repo)
+        .args(["compare", "--base", "merge-base:main"])
+        .arg(&dir)
+        .arg("--markdown")
+        .arg(&comment)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let c = std::fs::read_to_string(&comment).unwrap();
+    assert!(
+        c.contains(&format!(
+            "at commit {slow}, the merge-base of this branch and main"
+        )),
+        "{c}"
+    );
+    assert!(
+        text(&o).contains(&fix),
+        "B is the feature's run: {}",
+        text(&o)
+    );
+
+    // main moves on without runs; a branch forked there finds the nearest ancestor with runs.
+    git(&repo, &["checkout", "-q", "main"]);
+    commit(&repo, "docs");
+    git(&repo, &["checkout", "-q", "-b", "feature2"]);
+    commit(&repo, "more");
+    let o = run(&repo, "chain.yaml", 1.0, &["--against", "merge-base:main"]);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    let r = &results(&archive_of(&repo, &o))["specs"][0]["baseline"]["reference"];
+    assert_eq!(r["commit"], slow.as_str(), "{r}");
+    assert_eq!(r["commits_back"], 1, "{r}");
+
+    // Bad references: an unknown branch, and compare with both A and --base.
+    let o = run(
+        &repo,
+        "chain.yaml",
+        0.0,
+        &["--against", "merge-base:nowhere"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("merge-base HEAD nowhere"), "{}", text(&o));
+    let o = bin()
+        .current_dir(&repo)
+        .args(["compare", "--base", "merge-base:main"])
+        .arg(&dir)
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
+
+#[test]
+fn a_spec_can_ask_for_its_branch_history() {
+    let (_dir, repo) = repo_with_spec();
+    let mut text_of_spec = std::fs::read_to_string(repo.join("chain.yaml")).unwrap();
+    text_of_spec.push_str("gate: {against: history}\n");
+    std::fs::write(repo.join("own.yaml"), &text_of_spec).unwrap();
+    let mut o = run(&repo, "own.yaml", 0.0, &[]);
+    for _ in 0..2 {
+        assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+        o = run(&repo, "own.yaml", 0.0, &[]);
+    }
+    let r = &results(&archive_of(&repo, &o))["specs"][0]["baseline"];
+    assert_eq!(r["reference"]["kind"], "history", "{r}");
+    assert_eq!(r["reference"]["branch"], "main", "{r}");
+    assert_eq!(r["reference"]["runs"], 2, "the two runs before: {r}");
+    // `--against baselines` overrides the spec's own; `--no-store` cannot give it history.
+    let o = run(&repo, "own.yaml", 0.0, &["--against", "baselines"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(results(&archive_of(&repo, &o))["specs"][0]["baseline"]["reference"].is_null());
+    let o = run(&repo, "own.yaml", 0.0, &["--no-store"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("drop --no-store"), "{}", text(&o));
+    // A reference the spec cannot name: bad input at its line.
+    text_of_spec.push_str("");
+    let bad = text_of_spec.replace("against: history", "against: yesterday");
+    std::fs::write(repo.join("bad.yaml"), bad).unwrap();
+    let o = run(&repo, "bad.yaml", 0.0, &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("yesterday") && text(&o).contains("bad.yaml:"),
+        "{}",
+        text(&o)
+    );
+}
