@@ -235,7 +235,9 @@ fn writers_at_once(dir: &Path, store: &str) {
                         .arg(&runs)
                         .output()
                         .unwrap();
-                    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+                    // Eight processes on a small machine can starve a ceiling probe into a
+                    // failed check: still a run, recorded as any other.
+                    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
                 }
             })
         })
