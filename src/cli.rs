@@ -157,6 +157,17 @@ pub enum Command {
         /// Exit 1 when the merged verdict is INCONCLUSIVE.
         #[arg(long)]
         fail_on_inconclusive: bool,
+        /// The history store the merged archive is recorded into (run the shards with
+        /// `--no-store` then, or each case is recorded twice: by its shard and by the merge).
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Record nothing into the history store.
+        #[arg(long)]
+        no_store: bool,
+        /// The branch the shards measured (default: git's branch, or on a detached HEAD the
+        /// CI's).
+        #[arg(long)]
+        branch: Option<String>,
     },
     /// Print the JSON Schema of spec files or of results.json (generated from opledger's types;
     /// the same files ship in `schemas/`).
@@ -579,7 +590,27 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             out,
             allow_partial,
             fail_on_inconclusive,
-        } => crate::merge::merge(&run_dirs, &out, allow_partial, fail_on_inconclusive),
+            store,
+            no_store,
+            branch,
+        } => {
+            let url = if no_store {
+                None
+            } else {
+                Some(store_url(
+                    store.store.as_deref(),
+                    &settings,
+                    &store.runs_dir,
+                )?)
+            };
+            let code = crate::merge::merge(&run_dirs, &out, allow_partial, fail_on_inconclusive)?;
+            // The merged archive is the sign-off: its device archives go into the store.
+            if let Some(url) = url {
+                let branch = crate::provenance::git_branch(branch.as_deref());
+                crate::history::ingest(std::slice::from_ref(&out), &url, branch.as_deref())?;
+            }
+            Ok(code)
+        }
         Command::Schema { which, out } => schema_command(which, out.as_deref()),
         Command::Counters { run_dir, ncu_csv } => {
             let findings = crate::counters::import(&run_dir, &ncu_csv)?;

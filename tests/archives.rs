@@ -123,6 +123,7 @@ fn merge_refuses_a_device_key_that_would_leave_its_output_folder() {
         let (code, out) = code_and_text(
             bin()
                 .arg("merge")
+                .arg("--no-store")
                 .arg(&s1)
                 .arg(&s2)
                 .arg("--out")
@@ -287,6 +288,7 @@ fn every_reader_refuses_an_archive_edited_after_the_run_and_verify_names_the_fil
             vec!["compare".into(), run.clone().into(), good.clone().into()],
             vec![
                 "merge".into(),
+                "--no-store".into(),
                 run.clone().into(),
                 "--out".into(),
                 sb.path("merged").into(),
@@ -327,7 +329,14 @@ fn derived_archives_record_what_they_were_made_from() {
     let sb = Sandbox::new();
     let run = copy_run(&sb.path("run"));
     let out = sb.path("merged");
-    let (code, text) = code_and_text(bin().arg("merge").arg(&run).arg("--out").arg(&out));
+    let (code, text) = code_and_text(
+        bin()
+            .arg("merge")
+            .arg("--no-store")
+            .arg(&run)
+            .arg("--out")
+            .arg(&out),
+    );
     assert!(matches!(code, Some(0 | 1)), "{text}");
     let m = read_json(&out.join("manifest.json"));
     assert_eq!(m["written_by"], "merge");
@@ -367,8 +376,15 @@ fn merge_refuses_an_output_folder_that_is_contains_or_lies_in_an_input() {
         (sb.path("runs"), "contains the input"),
         (sb.path("runs/s2/../s2"), "is the input"),
     ] {
-        let (code, text) =
-            code_and_text(bin().arg("merge").arg(&s1).arg(&s2).arg("--out").arg(&out));
+        let (code, text) = code_and_text(
+            bin()
+                .arg("merge")
+                .arg("--no-store")
+                .arg(&s1)
+                .arg(&s2)
+                .arg("--out")
+                .arg(&out),
+        );
         assert_eq!(code, Some(2), "{}: {text}", out.display());
         assert!(text.contains(says), "{says}: {text}");
     }
@@ -416,7 +432,14 @@ fn archives_of_earlier_and_current_formats_load_and_render_as_written() {
             code_and_text(bin().arg("accept").arg(&run).arg("--baselines").arg(&store));
         assert_eq!(code, Some(0), "{name}: {text}");
         let out = sb.path(&format!("merged{i}"));
-        let (code, text) = code_and_text(bin().arg("merge").arg(&run).arg("--out").arg(&out));
+        let (code, text) = code_and_text(
+            bin()
+                .arg("merge")
+                .arg("--no-store")
+                .arg(&run)
+                .arg("--out")
+                .arg(&out),
+        );
         assert!(matches!(code, Some(0 | 1)), "{name}: {text}");
         for f in ["report.md", "junit.xml", "summary.md", "results.json"] {
             assert!(out.join(f).is_file(), "{name}: merged {f}");

@@ -171,6 +171,7 @@ fn a_baseline_too_noisy_to_decide_makes_the_run_inconclusive_not_failed() {
     for extra in [&[][..], &["--fail-on-inconclusive"][..]] {
         let o = bin()
             .arg("merge")
+            .arg("--no-store")
             .arg(&run)
             .arg("--out")
             .arg(dir.path().join(format!("merged-{}", extra.len())))

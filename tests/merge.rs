@@ -32,15 +32,26 @@ fn merged_shards_are_the_suite_once_with_every_manifest_and_one_report() {
     let tmp = tempfile::tempdir().unwrap();
     let runs = shard_runs(tmp.path(), 3);
     let out = tmp.path().join("merged");
+    let store = tmp.path().join("history.sqlite");
     let o = bin()
         .arg("merge")
         .args(&runs)
         .arg("--out")
         .arg(&out)
+        .arg("--store")
+        .arg(&store)
         .output()
         .unwrap();
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
     assert!(!text(&o).contains("ran in no shard"), "{}", text(&o));
+    // The merged sign-off is recorded into the history store: every case, once.
+    let o = bin()
+        .args(["history", "--format", "json", "--store"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    let points: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(points.as_array().unwrap().len(), 9, "{points}");
     let mut merged = names(&out.join("results.json"));
     let mut expected: Vec<String> = runs
         .iter()
@@ -122,6 +133,7 @@ fn merge_names_missing_cases_and_refuses_duplicates() {
     // One shard only: the other's cases are named; exit 1 unless partial results are allowed.
     let o = bin()
         .arg("merge")
+        .arg("--no-store")
         .arg(&runs[0])
         .arg("--out")
         .arg(tmp.path().join("partial"))
@@ -142,6 +154,7 @@ fn merge_names_missing_cases_and_refuses_duplicates() {
     }
     let o = bin()
         .arg("merge")
+        .arg("--no-store")
         .arg(&runs[0])
         .args(["--allow-partial", "--out"])
         .arg(tmp.path().join("partial-ok"))
@@ -156,6 +169,7 @@ fn merge_names_missing_cases_and_refuses_duplicates() {
     }
     let o = bin()
         .arg("merge")
+        .arg("--no-store")
         .arg(&runs[0])
         .arg(&copy)
         .arg("--out")
@@ -184,6 +198,7 @@ fn shards_of_different_devices_stay_apart() {
     let out = tmp.path().join("merged");
     let o = bin()
         .arg("merge")
+        .arg("--no-store")
         .args(&runs)
         .arg("--out")
         .arg(&out)
@@ -210,6 +225,7 @@ fn an_archived_run_is_accepted_as_the_baseline() {
     let out = tmp.path().join("merged");
     bin()
         .arg("merge")
+        .arg("--no-store")
         .args(&runs)
         .arg("--out")
         .arg(&out)
