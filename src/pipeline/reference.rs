@@ -41,36 +41,48 @@ pub(crate) fn references(
     let mut out = Vec::new();
     for (s, slot) in specs.iter().zip(baselines.iter_mut()) {
         let against = against_of(opts, s);
-        if against == Against::Baselines {
-            out.push(None);
-            continue;
-        }
-        let Some(url) = &opts.store else {
-            return Err(Error::Flag(format!(
-                "{}: the gate judges against `{}` from the history store: drop --no-store",
-                s.name,
-                String::from(against)
-            )));
-        };
-        if store.is_none() {
-            store = Some(Store::open(url)?);
-        }
-        let store = store.as_mut().expect("opened above");
+        let named = String::from(against.clone());
         let (reference, base) = match against {
-            Against::Baselines => unreachable!("handled above"),
+            Against::Baselines => {
+                out.push(None);
+                continue;
+            }
             Against::History { branch } => history(
-                store,
+                open_store(&mut store, opts, s, &named)?,
                 opts,
                 s,
                 device,
                 branch.or_else(|| opts.branch.clone()),
             )?,
-            Against::MergeBase { branch } => merge_base(store, opts, s, device, branch)?,
+            Against::MergeBase { branch } => merge_base(
+                open_store(&mut store, opts, s, &named)?,
+                opts,
+                s,
+                device,
+                branch,
+            )?,
         };
         *slot = base;
         out.push(Some(reference));
     }
     Ok(out)
+}
+
+/// The store, opened by the first spec that needs it.
+fn open_store<'a>(
+    store: &'a mut Option<Store>,
+    opts: &RunOptions,
+    s: &Spec,
+    named: &str,
+) -> Result<&'a mut Store> {
+    match (store, &opts.store) {
+        (Some(open), _) => Ok(open),
+        (empty, Some(url)) => Ok(empty.insert(Store::open(url)?)),
+        (_, None) => Err(Error::Flag(format!(
+            "{}: the gate judges against `{named}` from the history store: drop --no-store",
+            s.name
+        ))),
+    }
 }
 
 /// The newest points of `series` after its newest change of level, and that change.
