@@ -138,6 +138,9 @@ fn a_branch_is_judged_against_its_merge_base_and_a_slowdown_is_placed_between_co
     });
     let step = step.expect("a shift at the slow commit");
     assert!(step["ratio"].as_f64().unwrap() > 1.3, "{step}");
+    // It began after a run of the fast commit (or, placed a run late, of the slow one).
+    let before = &step["last_before"]["git_sha"];
+    assert!(before == fast.as_str() || before == slow.as_str(), "{step}");
     let o = bin()
         .current_dir(&repo)
         .args(["history", "tiny-chain", "--changes", "--metric", "ratio"])
