@@ -2,7 +2,8 @@
 //! committed there (found by `history --changes` and reported by `run` on the default branch),
 //! a feature branch judged against the merge-base (`run --against merge-base:main`, `compare
 //! --base merge-base:main`), the nearest ancestor with runs when the merge-base has none, and a
-//! spec whose own `gate.against` asks for the branch's history.
+//! spec whose own `gate.against` asks for the branch's history; `git bisect run` driven by
+//! `run --bisect`.
 
 mod common;
 use common::{bin, fixture, text};
@@ -371,4 +372,79 @@ fn the_github_history_example_gates_a_pull_request_against_its_merge_base() {
         )),
         "{c}"
     );
+}
+
+/// `git bisect run` itself, driven by `run --bisect`: the commit whose spec claims what the
+/// ledger refutes is found as the first bad one; a commit whose spec is bad input aborts the
+/// bisection instead of being marked bad.
+#[test]
+fn git_bisect_run_finds_the_first_bad_commit() {
+    let _one = serial();
+    let (dir, repo) = repo_with_spec();
+    let good = git(&repo, &["rev-parse", "HEAD"]);
+    commit(&repo, "a");
+    let spec = std::fs::read_to_string(repo.join("chain.yaml")).unwrap();
+    std::fs::write(
+        repo.join("chain.yaml"),
+        spec.replace("io_saving: {min: 0.5}", "io_saving: {min: 0.99}"),
+    )
+    .unwrap();
+    git(&repo, &["commit", "-q", "-am", "claims too much"]);
+    let bad = git(&repo, &["rev-parse", "HEAD"]);
+    commit(&repo, "b");
+    commit(&repo, "c");
+    let runs = dir.path().join("bisect-runs");
+    let bisect_run = |repo: &Path| {
+        Command::new("git")
+            .current_dir(repo)
+            .args([
+                "bisect",
+                "run",
+                env!("CARGO_BIN_EXE_opledger"),
+                "run",
+                "chain.yaml",
+                "--bisect",
+            ])
+            .args(common::FAST)
+            .args(common::FEW_PAIRS)
+            .args(["--backend", "cpu", "--no-store", "--runs-dir"])
+            .arg(&runs)
+            .output()
+            .unwrap()
+    };
+    git(&repo, &["bisect", "start", "HEAD", &good]);
+    let o = bisect_run(&repo);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains(&format!("{bad} is the first bad commit")),
+        "{}",
+        text(&o)
+    );
+    git(&repo, &["bisect", "reset"]);
+    // A broken spec in the range: the bisection stops at it, no commit is called bad for it.
+    std::fs::write(repo.join("chain.yaml"), &spec).unwrap();
+    git(&repo, &["commit", "-q", "-am", "claims what it saves"]);
+    let fixed = git(&repo, &["rev-parse", "HEAD"]);
+    let broken = spec.replace(
+        "ops: [bias_add, scale, add, relu, mul, silu, gelu]",
+        "ops: []",
+    );
+    std::fs::write(repo.join("chain.yaml"), broken).unwrap();
+    git(&repo, &["commit", "-q", "-am", "broken spec"]);
+    std::fs::write(
+        repo.join("chain.yaml"),
+        spec.replace("io_saving: {min: 0.5}", "io_saving: {min: 0.99}"),
+    )
+    .unwrap();
+    git(&repo, &["commit", "-q", "-am", "claims too much again"]);
+    git(&repo, &["bisect", "start", "HEAD", &fixed]);
+    let o = bisect_run(&repo);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("exit code 130"), "{}", text(&o));
+    assert!(
+        !text(&o).contains("is the first bad commit"),
+        "{}",
+        text(&o)
+    );
+    git(&repo, &["bisect", "reset"]);
 }
