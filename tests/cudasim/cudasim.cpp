@@ -3,8 +3,8 @@
 // Why: most machines that build and test opledger have no GPU, yet its CUDA backend (cudarc
 // calls, launch shapes, argument order, buffer sizes, graph capture, event timing) and its
 // kernels (indexing, shared memory, warp shuffles, the bf16 mma fragment layouts) must be
-// exercised. This library
-// implements the part of the driver API that cudarc uses, and runs the *same* kernel sources
+// exercised. This library implements the part of the driver API that cudarc uses, and runs
+// the *same* kernel sources
 // (src/backend/cuda/kernels/*.cu, included below) as C++: every CUDA thread is a fiber, a block's
 // fibers run on one OS thread and switch at __syncthreads and warp collectives, so the kernels'
 // synchronisation is honoured exactly (a barrier that not all threads reach is reported as a
