@@ -105,7 +105,7 @@ pub fn compare_to_base(
             "--base {reference}: no archived run of {}'s cases on device {} at the merge-base {} or its ancestors in {}",
             b.display(),
             rb.device.key,
-            &merge_base[..merge_base.len().min(12)],
+            crate::report::gate::short_sha(&merge_base),
             url.display()
         )));
     };

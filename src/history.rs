@@ -91,22 +91,21 @@ pub fn history(
         match format {
             Format::Table => print!("{}", crate::report::history::changes_table(&found)),
             Format::Csv => print!("{}", crate::report::history::changes_csv(&found)),
-            Format::Json => println!(
-                "{}",
-                String::from_utf8_lossy(&crate::report::output::json("the changes", &found)?)
-                    .trim_end()
-            ),
+            Format::Json => print_json("the changes", &found)?,
         }
         return Ok(ExitCode::Pass);
     }
     match format {
         Format::Table => print!("{}", crate::report::history::table(&points)),
         Format::Csv => print!("{}", crate::report::history::csv(&points)),
-        Format::Json => println!(
-            "{}",
-            String::from_utf8_lossy(&crate::report::output::json("the history", &points)?)
-                .trim_end()
-        ),
+        Format::Json => print_json("the history", &points)?,
     }
     Ok(ExitCode::Pass)
+}
+
+/// `value` as JSON on standard output, one line break after it.
+fn print_json(what: &'static str, value: &impl serde::Serialize) -> Result<()> {
+    let bytes = crate::report::output::json(what, value)?;
+    println!("{}", String::from_utf8_lossy(&bytes).trim_end());
+    Ok(())
 }

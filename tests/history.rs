@@ -27,20 +27,21 @@ fn run_dirs(runs: &Path) -> Vec<PathBuf> {
     v
 }
 
+/// One passing run of `spec` in `dir` on each branch, with `extra` flags.
+fn runs_on(dir: &Path, spec: &Path, branches: &[&str], extra: &[&str]) {
+    for branch in branches {
+        let mut args = vec!["--branch", branch];
+        args.extend(extra);
+        let o = run_cmd(dir, &[spec.to_path_buf()], &args).output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    }
+}
+
 #[test]
 fn every_run_is_recorded_and_ingest_rebuilds_the_same_store() {
     let dir = tempfile::tempdir().unwrap();
     let spec = fixture("good/tiny-chain.yaml");
-    for _ in 0..3 {
-        let o = run_cmd(
-            dir.path(),
-            std::slice::from_ref(&spec),
-            &["--branch", "main"],
-        )
-        .output()
-        .unwrap();
-        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    }
+    runs_on(dir.path(), &spec, &["main"; 3], &[]);
     let runs = dir.path().join("runs");
     let live_store = runs.join("history.sqlite");
     assert!(
@@ -129,16 +130,7 @@ fn every_run_is_recorded_and_ingest_rebuilds_the_same_store() {
 fn history_filters_and_formats() {
     let dir = tempfile::tempdir().unwrap();
     let spec = fixture("good/tiny-chain.yaml");
-    for branch in ["main", "main", "feature"] {
-        let o = run_cmd(
-            dir.path(),
-            std::slice::from_ref(&spec),
-            &["--branch", branch],
-        )
-        .output()
-        .unwrap();
-        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    }
+    runs_on(dir.path(), &spec, &["main", "main", "feature"], &[]);
     let runs = dir.path().join("runs");
     let r = runs.to_str().unwrap();
     assert_eq!(
@@ -277,16 +269,12 @@ fn a_postgres_store_holds_what_an_sqlite_one_does() {
     };
     let dir = tempfile::tempdir().unwrap();
     let spec = fixture("good/tiny-chain.yaml");
-    for branch in ["main", "main", "main", "feature"] {
-        let o = run_cmd(
-            dir.path(),
-            std::slice::from_ref(&spec),
-            &["--branch", branch, "--store", &db.url],
-        )
-        .output()
-        .unwrap();
-        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    }
+    runs_on(
+        dir.path(),
+        &spec,
+        &["main", "main", "main", "feature"],
+        &["--store", &db.url],
+    );
     let runs = dir.path().join("runs");
     assert!(
         !runs.join("history.sqlite").exists(),
@@ -418,16 +406,7 @@ fn the_gate_judges_against_a_branch_history() {
         "{report}"
     );
     // More runs of main (and one of another branch, which main's reference leaves out).
-    for branch in ["main", "main", "other"] {
-        let o = run_cmd(
-            dir.path(),
-            std::slice::from_ref(&spec),
-            &["--branch", branch],
-        )
-        .output()
-        .unwrap();
-        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    }
+    runs_on(dir.path(), &spec, &["main", "main", "other"], &[]);
     let o = run_cmd(
         dir.path(),
         std::slice::from_ref(&spec),

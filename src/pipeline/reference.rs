@@ -141,17 +141,17 @@ fn merge_base(
         crate::provenance::ancestors(&mb, crate::store::series::MAX_ANCESTORS).map_err(flag)?;
     let committed = store.committed(&device.key, &s.name, &s.source_sha256)?;
     let matched = crate::store::series::at_ancestors(&committed, &ancestors);
-    let mut reference = GateReference::MergeBase {
-        branch: branch.clone(),
-        merge_base: mb.clone(),
-        commit: None,
-        commits_back: 0,
-        runs: 0,
-        change: None,
-        samples: false,
-    };
     let Some(&(back, first)) = matched.first() else {
-        return Ok((reference, (PathBuf::from(store.url().display()), None)));
+        let none = GateReference::MergeBase {
+            branch,
+            merge_base: mb,
+            commit: None,
+            commits_back: 0,
+            runs: 0,
+            change: None,
+            samples: false,
+        };
+        return Ok((none, (PathBuf::from(store.url().display()), None)));
     };
     let mut chosen: Vec<Point> = matched
         .iter()
@@ -160,14 +160,14 @@ fn merge_base(
         .collect();
     chosen.reverse();
     let (points, change) = current_level(chosen);
-    // The base run: the newest at the base commit (the last point, oldest first).
-    let newest = points.last().cloned().unwrap_or_else(|| first.clone());
-    let archive = store.archive_dir(&newest);
+    // The base run is the newest at the base commit: `first`, the last of `points` (a level
+    // change leaves the newest runs in).
+    let archive = store.archive_dir(first);
     let with_samples = base_with_samples(&archive, s, device, opts, &points);
     let samples = with_samples.is_some();
     let base =
         with_samples.or_else(|| crate::gate::history::reference(&points, s, device, &opts.measure));
-    reference = GateReference::MergeBase {
+    let reference = GateReference::MergeBase {
         branch,
         merge_base: mb,
         commit: Some(first.git_sha.clone()),

@@ -89,7 +89,7 @@ pub struct BaseCommit {
 
 /// The base in one sentence.
 pub fn base_line(b: &BaseCommit) -> String {
-    let mb = &b.merge_base[..b.merge_base.len().min(12)];
+    let mb = super::gate::short_sha(&b.merge_base);
     if b.commits_back == 0 {
         format!(
             "Base: run {} at commit {}, the merge-base of this branch and {}.",

@@ -121,7 +121,7 @@ pub fn reference(b: &BaselineOutcome) -> Option<String> {
 }
 
 /// A commit's short form (a store keeps short SHAs; `git merge-base` gives full ones).
-fn short_sha(sha: &str) -> &str {
+pub fn short_sha(sha: &str) -> &str {
     &sha[..sha.len().min(12)]
 }
 
