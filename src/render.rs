@@ -1,7 +1,8 @@
 //! `opledger report RUN_DIR`: an archive's report rendered again, nothing measured. With the
 //! template the run recorded unless `--template` names another. Printed; or written to
 //! `--out` with its charts beside it; or, when `--out` is the archive's own `report.md`, every
-//! output of the archive written again (`archive::rerender`), the new template recorded.
+//! output of the archive written again (`archive::rerender`), the new template recorded; or,
+//! when `--out` ends in `.html`, the HTML report alone.
 
 use crate::error::{ExitCode, Result};
 use crate::report::{self, output::REPORT};
@@ -43,6 +44,22 @@ pub fn report(run_dir: &Path, template: Option<&Path>, out: Option<&Path>) -> Re
         );
         return Ok(ExitCode::Pass);
     }
+    // `--out report.html` (or any `.html` file): the page, self-contained, nothing beside it.
+    if o.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("html"))
+    {
+        let html = report::html::report(&run, &report::html::Place::default())?;
+        crate::files::write_atomic(o, html.as_bytes())?;
+        if inside {
+            archive::seal(
+                run_dir,
+                "report",
+                vec![previous_manifest(run_dir, &loaded.verification, &run)],
+            )?;
+        }
+        eprintln!("opledger: wrote {}", o.display());
+        return Ok(ExitCode::Pass);
+    }
     let md = report::render_with(&run, template.as_ref())?;
     // The charts go beside the report, where its links point; say so.
     let charts = report::chart::all(&run)?;
@@ -53,17 +70,11 @@ pub fn report(run_dir: &Path, template: Option<&Path>, out: Option<&Path>) -> Re
     // A report written into its own archive under another name: the manifest records the new
     // files and the manifest they replaced.
     if inside {
-        let previous = archive::ReadRecord {
-            what: "previous manifest".into(),
-            path: run_dir.join(archive::MANIFEST).display().to_string(),
-            sha256: loaded
-                .verification
-                .manifest_sha256
-                .clone()
-                .unwrap_or_default(),
-            run_id: Some(run.run_id.clone()),
-        };
-        archive::seal(run_dir, "report", vec![previous])?;
+        archive::seal(
+            run_dir,
+            "report",
+            vec![previous_manifest(run_dir, &loaded.verification, &run)],
+        )?;
     }
     eprintln!(
         "opledger: wrote {} and, beside it, {}",
@@ -75,4 +86,18 @@ pub fn report(run_dir: &Path, template: Option<&Path>, out: Option<&Path>) -> Re
             .join(", ")
     );
     Ok(ExitCode::Pass)
+}
+
+/// The record of the manifest a report written into its own archive replaces.
+fn previous_manifest(
+    run_dir: &Path,
+    verification: &archive::Verification,
+    run: &crate::results::RunResult,
+) -> archive::ReadRecord {
+    archive::ReadRecord {
+        what: "previous manifest".into(),
+        path: run_dir.join(archive::MANIFEST).display().to_string(),
+        sha256: verification.manifest_sha256.clone().unwrap_or_default(),
+        run_id: Some(run.run_id.clone()),
+    }
 }

@@ -5,7 +5,9 @@ pub mod chart;
 pub mod comment;
 pub mod gate;
 pub mod history;
+pub mod html;
 pub mod output;
+pub mod svg;
 pub mod terminal;
 pub mod text;
 
@@ -333,6 +335,12 @@ pub fn environment() -> Environment<'static> {
     // A template that loops without end (nested loops over a long list) runs out of fuel and
     // fails with an error instead of holding the run.
     env.set_fuel(Some(TEMPLATE_FUEL));
+    add_filters(&mut env);
+    env
+}
+
+/// The number filters every template has, Markdown or HTML.
+fn add_filters(env: &mut Environment<'static>) {
     env.add_filter("num", num);
     env.add_filter("dur", duration);
     env.add_filter("bytes", bytes);
@@ -341,7 +349,6 @@ pub fn environment() -> Environment<'static> {
     env.add_filter("pct", |v: f64| format!("{:.1}%", v * 100.0));
     env.add_filter("sci", |v: f64| format!("{v:.3e}"));
     env.add_filter("mark", status_mark);
-    env
 }
 
 /// Instructions a template may execute: the built-in report of a hundred specs needs well under

@@ -31,6 +31,7 @@ pub trait Output: Sync {
 
 mod charts;
 mod data;
+mod html;
 pub mod junit;
 mod markdown;
 mod summary;
@@ -41,6 +42,7 @@ pub static OUTPUTS: &[&dyn Output] = &[
     &data::EnvironmentJson,
     &charts::Charts,
     &markdown::MarkdownReport,
+    &html::HtmlReport,
     &junit::JUnit,
     &summary::Summary,
 ];

@@ -1,0 +1,717 @@
+//! Inline SVG for the HTML pages: charts a person can hover, focus and read without the page
+//! asking any other host for anything. Every data point is an element of its own with a
+//! `<title>` (the browser's tooltip), an `aria-label` and `tabindex="0"` (so a keyboard reaches
+//! it and the page's script shows the same text beside it), and a `data-tip` the script reads.
+//! plotters draws the stand-alone `.svg` files; these charts need attributes per point that it
+//! does not write, so they are written here, from the same numbers.
+
+use crate::results::{RunResult, SpecResult, SweepSeries};
+use std::fmt::Write;
+
+/// Escapes text for XML (element text and attribute values alike).
+pub fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c if c.is_control() && c != '\n' => o.push(' '),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// One axis: its range, linear or logarithmic, and its label.
+#[derive(Debug, Clone)]
+pub struct Axis {
+    pub lo: f64,
+    pub hi: f64,
+    pub log: bool,
+    pub label: String,
+}
+
+impl Axis {
+    /// An axis covering `values` (non-finite ones and, on a log axis, non-positive ones left
+    /// out), with `pad` of margin: a factor on a log axis, a fraction of the span on a linear one.
+    pub fn fit(values: impl IntoIterator<Item = f64>, log: bool, pad: f64, label: &str) -> Axis {
+        let (mut lo, mut hi) = values
+            .into_iter()
+            .filter(|v| v.is_finite() && (!log || *v > 0.0))
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+                (lo.min(v), hi.max(v))
+            });
+        if !lo.is_finite() {
+            (lo, hi) = if log { (0.1, 10.0) } else { (0.0, 1.0) };
+        }
+        if log {
+            if hi <= lo {
+                (lo, hi) = (lo / 2.0, hi * 2.0);
+            }
+            (lo, hi) = (lo / pad, hi * pad);
+        } else {
+            if hi <= lo {
+                let d = if lo == 0.0 { 1.0 } else { lo.abs() * 0.1 };
+                (lo, hi) = (lo - d, hi + d);
+            }
+            let span = hi - lo;
+            (lo, hi) = (lo - span * pad, hi + span * pad);
+        }
+        Axis {
+            lo,
+            hi,
+            log,
+            label: label.to_string(),
+        }
+    }
+
+    /// Where `v` lies along the axis, 0 at `lo` and 1 at `hi`.
+    pub fn frac(&self, v: f64) -> f64 {
+        if self.log {
+            (v.max(f64::MIN_POSITIVE).ln() - self.lo.ln()) / (self.hi.ln() - self.lo.ln())
+        } else {
+            (v - self.lo) / (self.hi - self.lo)
+        }
+    }
+
+    /// Tick values: powers of ten (with 2× and 5× between them on a short log axis), or round
+    /// steps on a linear one.
+    pub fn ticks(&self) -> Vec<f64> {
+        if self.log {
+            let (a, b) = (
+                self.lo.log10().ceil() as i32,
+                self.hi.log10().floor() as i32,
+            );
+            let decades: Vec<f64> = (a..=b).map(|e| 10f64.powi(e)).collect();
+            if decades.len() >= 3 {
+                let step = decades.len().div_ceil(8);
+                return decades.into_iter().step_by(step).collect();
+            }
+            let mut t = Vec::new();
+            for e in (a - 1)..=(b + 1) {
+                for m in [1.0, 2.0, 5.0] {
+                    let v = m * 10f64.powi(e);
+                    if v >= self.lo && v <= self.hi {
+                        t.push(v);
+                    }
+                }
+            }
+            return t;
+        }
+        let span = self.hi - self.lo;
+        let raw = span / 6.0;
+        let mag = 10f64.powf(raw.log10().floor());
+        let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+            .iter()
+            .map(|m| m * mag)
+            .find(|s| span / s <= 7.0)
+            .unwrap_or(10.0 * mag);
+        let mut v = (self.lo / step).ceil() * step;
+        let mut t = Vec::new();
+        while v <= self.hi + step * 1e-9 && t.len() < 20 {
+            t.push(if v.abs() < step * 1e-9 { 0.0 } else { v });
+            v += step;
+        }
+        t
+    }
+}
+
+/// A tick's label: compact engineering notation.
+pub fn tick_label(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 {
+        return "0".into();
+    }
+    let e = a.log10().floor();
+    if (1e-2..1e4).contains(&a) {
+        let s = format!("{v:.3}");
+        let s = s.trim_end_matches('0').trim_end_matches('.');
+        return s.to_string();
+    }
+    let m = v / 10f64.powf(e);
+    if (m.round() - m).abs() < 1e-6 {
+        format!("{}e{}", m.round(), e)
+    } else {
+        format!("{m:.1}e{e}")
+    }
+}
+
+/// A plotting area: the picture's size, its margins, and its two axes.
+#[derive(Debug, Clone)]
+pub struct Frame {
+    pub width: f64,
+    pub height: f64,
+    pub left: f64,
+    pub right: f64,
+    pub top: f64,
+    pub bottom: f64,
+    pub x: Axis,
+    pub y: Axis,
+}
+
+impl Frame {
+    pub fn new(width: f64, height: f64, x: Axis, y: Axis) -> Frame {
+        Frame {
+            width,
+            height,
+            left: 64.0,
+            right: 16.0,
+            top: 16.0,
+            bottom: 46.0,
+            x,
+            y,
+        }
+    }
+
+    /// The pixel position of a data point.
+    pub fn px(&self, x: f64, y: f64) -> (f64, f64) {
+        let w = self.width - self.left - self.right;
+        let h = self.height - self.top - self.bottom;
+        (
+            self.left + self.x.frac(x).clamp(-0.05, 1.05) * w,
+            self.top + (1.0 - self.y.frac(y).clamp(-0.05, 1.05)) * h,
+        )
+    }
+
+    /// Grid, ticks and axis labels.
+    pub fn axes(&self, out: &mut String, x_ticks: Option<&[(f64, String)]>) {
+        let (x0, x1) = (self.left, self.width - self.right);
+        let (y0, y1) = (self.top, self.height - self.bottom);
+        let _ = write!(
+            out,
+            r#"<rect class="plot" x="{x0:.1}" y="{y0:.1}" width="{:.1}" height="{:.1}"/>"#,
+            x1 - x0,
+            y1 - y0
+        );
+        let xt: Vec<(f64, String)> = match x_ticks {
+            Some(t) => t.to_vec(),
+            None => self
+                .x
+                .ticks()
+                .into_iter()
+                .map(|v| (v, tick_label(v)))
+                .collect(),
+        };
+        for (v, label) in xt {
+            let (px, _) = self.px(v, self.y.lo);
+            let _ = write!(
+                out,
+                r#"<line class="grid" x1="{px:.1}" y1="{y0:.1}" x2="{px:.1}" y2="{y1:.1}"/><text class="tick" x="{px:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+                y1 + 14.0,
+                esc(&label)
+            );
+        }
+        for v in self.y.ticks() {
+            let (_, py) = self.px(self.x.lo, v);
+            let _ = write!(
+                out,
+                r#"<line class="grid" x1="{x0:.1}" y1="{py:.1}" x2="{x1:.1}" y2="{py:.1}"/><text class="tick" x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
+                x0 - 4.0,
+                py + 4.0,
+                tick_label(v)
+            );
+        }
+        let _ = write!(
+            out,
+            r#"<text class="axis" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text><text class="axis" transform="translate(14 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
+            (x0 + x1) / 2.0,
+            self.height - 8.0,
+            esc(&self.x.label),
+            (y0 + y1) / 2.0,
+            esc(&self.y.label)
+        );
+    }
+}
+
+/// The opening of a chart: its size, its accessible name and description.
+pub fn open(out: &mut String, width: f64, height: f64, class: &str, label: &str) {
+    let _ = write!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" class="chart {class}" viewBox="0 0 {width:.0} {height:.0}" width="{width:.0}" height="{height:.0}" role="group" aria-label="{}">"#,
+        esc(label)
+    );
+}
+
+/// A data point: a circle with its tooltip (the lines of `tip`), reachable by keyboard.
+pub fn point(out: &mut String, (x, y): (f64, f64), r: f64, class: &str, tip: &[String]) {
+    let text = tip.join("\n");
+    let _ = write!(
+        out,
+        r#"<circle class="pt {class}" cx="{x:.1}" cy="{y:.1}" r="{r:.1}" tabindex="0" role="img" aria-label="{}" data-tip="{}"><title>{}</title></circle>"#,
+        esc(&tip.join("; ")),
+        esc(&text),
+        esc(&text)
+    );
+}
+
+/// A line through pixel points.
+pub fn polyline(out: &mut String, pts: &[(f64, f64)], class: &str) {
+    if pts.len() < 2 {
+        return;
+    }
+    let p: Vec<String> = pts.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
+    let _ = write!(
+        out,
+        r#"<polyline class="{class}" points="{}" fill="none"/>"#,
+        p.join(" ")
+    );
+}
+
+/// A legend row at (x, y): a swatch of `class` and its text, one after another.
+pub fn legend(out: &mut String, x: f64, y: f64, items: &[(&str, &str)]) {
+    let mut at = x;
+    for (class, text) in items {
+        let _ = write!(
+            out,
+            r#"<circle class="sw {class}" cx="{:.1}" cy="{:.1}" r="5"/><text class="legend" x="{:.1}" y="{:.1}">{}</text>"#,
+            at + 5.0,
+            y - 4.0,
+            at + 14.0,
+            y,
+            esc(text)
+        );
+        at += 24.0 + 6.5 * text.chars().count() as f64;
+    }
+}
+
+fn pct(v: f64) -> String {
+    format!("{:.1}%", v * 100.0)
+}
+
+/// The roofline of a run: every case's before and after variants on the measured roof (and the
+/// tensor-core and datasheet roofs where known), an arrow from before to after.
+pub fn roofline(run: &RunResult) -> String {
+    let bw = run.ceilings.triad_bytes_per_sec;
+    let peak = run.ceilings.fma_flops_per_sec;
+    let mut roofs = vec![(bw, peak, "roof", "measured roof (triad, FMA peak)")];
+    if let Some(t) = run.ceilings.tensor_flops_per_sec {
+        roofs.push((bw, t, "roof tensor", "measured roof (tensor cores, bf16)"));
+    }
+    if let Some(d) = &run.datasheet {
+        roofs.push((
+            d.bytes_per_sec,
+            d.fp32_flops_per_sec,
+            "roof datasheet",
+            "datasheet roof (FP32)",
+        ));
+    }
+    let placed = |v: &crate::results::VariantResult| {
+        let secs = v.summary.as_ref()?.median_secs;
+        let fps = v.flops as f64 / secs;
+        (v.intensity > 0.0 && v.intensity.is_finite() && fps > 0.0 && secs > 0.0)
+            .then_some((v.intensity, fps))
+    };
+    let cases: Vec<(&SpecResult, (f64, f64), (f64, f64))> = run
+        .specs
+        .iter()
+        .filter_map(|s| Some((s, placed(&s.before)?, placed(&s.after)?)))
+        .collect();
+    let x = Axis::fit(
+        cases
+            .iter()
+            .flat_map(|c| [c.1 .0, c.2 .0])
+            .chain(roofs.iter().map(|r| r.1 / r.0)),
+        true,
+        4.0,
+        "arithmetic intensity (FLOP/byte)",
+    );
+    let y = Axis::fit(
+        cases
+            .iter()
+            .flat_map(|c| [c.1 .1, c.2 .1])
+            .chain(roofs.iter().map(|r| r.1))
+            .chain(roofs.iter().map(|r| r.0 * x.lo)),
+        true,
+        3.0,
+        "achieved FLOP/s",
+    );
+    let f = Frame::new(880.0, 520.0, x, y);
+    let mut o = String::new();
+    open(
+        &mut o,
+        f.width,
+        f.height + 24.0,
+        "roofline",
+        &format!(
+            "Roofline of {}: {} cases, before and after, on the measured roof",
+            run.device.name,
+            cases.len()
+        ),
+    );
+    o.push_str(r#"<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" class="arrowhead"/></marker></defs>"#);
+    f.axes(&mut o, None);
+    for (rbw, rpeak, class, label) in &roofs {
+        let knee = rpeak / rbw;
+        let pts: Vec<(f64, f64)> = [f.x.lo, knee, f.x.hi]
+            .iter()
+            .filter(|v| **v >= f.x.lo && **v <= f.x.hi)
+            .map(|&v| f.px(v, (rbw * v).min(*rpeak)))
+            .collect();
+        let _ = write!(o, r#"<g class="{class}"><title>{}</title>"#, esc(label));
+        polyline(&mut o, &pts, class);
+        o.push_str("</g>");
+    }
+    let mut labels: Vec<(f64, f64, f64)> = Vec::new();
+    for (s, b, a) in &cases {
+        let (bx, by) = f.px(b.0, b.1);
+        let (ax, ay) = f.px(a.0, a.1);
+        let _ = write!(o, r#"<g class="case" data-spec="{}">"#, esc(&s.name));
+        let (dx, dy) = (ax - bx, ay - by);
+        let len = (dx * dx + dy * dy).sqrt();
+        if len > 14.0 {
+            // Stop the arrow at the after point's edge so its head stays visible.
+            let (ex, ey) = (ax - dx / len * 6.0, ay - dy / len * 6.0);
+            let _ = write!(
+                o,
+                r#"<line class="move" x1="{bx:.1}" y1="{by:.1}" x2="{ex:.1}" y2="{ey:.1}" marker-end="url(#arrow)"/>"#
+            );
+        }
+        for (v, side, r) in [(&s.before, "before", 4.5), (&s.after, "after", 5.5)] {
+            let (p, pxy) = if side == "before" {
+                (b, (bx, by))
+            } else {
+                (a, (ax, ay))
+            };
+            let mut tip = vec![
+                format!("{} · {} ({})", s.name, side, v.variant.name()),
+                format!(
+                    "{} moved · {:.3e} FLOPs · AI {:.3} FLOP/B",
+                    super::bytes(v.bytes as f64),
+                    v.flops as f64,
+                    p.0
+                ),
+                format!(
+                    "median {} · {}",
+                    v.summary
+                        .map_or("—".into(), |m| super::duration(m.median_secs)),
+                    super::rate(p.1, "FLOP/s")
+                ),
+            ];
+            if let Some(ac) = &v.achieved {
+                tip.push(format!(
+                    "{} of the roof ({} of triad bandwidth, {} of FMA peak)",
+                    pct(ac.frac_bandwidth.max(ac.frac_compute)),
+                    pct(ac.frac_bandwidth),
+                    pct(ac.frac_compute)
+                ));
+            }
+            point(&mut o, pxy, r, side, &tip);
+        }
+        // The label beside the after point, moved down past labels already placed.
+        let label = match &s.sweep {
+            Some(p) => p.label.clone(),
+            None => s.name.clone(),
+        };
+        let w = 6.2 * label.chars().count() as f64;
+        let (lx, mut ly) = (ax + 8.0, ay - 8.0);
+        for _ in 0..12 {
+            if !labels
+                .iter()
+                .any(|&(px, py, pw)| lx < px + pw && px < lx + w && (ly - py).abs() < 12.0)
+            {
+                break;
+            }
+            ly += 12.0;
+        }
+        labels.push((lx, ly, w));
+        let _ = write!(
+            o,
+            r#"<text class="label" x="{lx:.1}" y="{ly:.1}">{}</text></g>"#,
+            esc(&label)
+        );
+    }
+    let mut items = vec![("before", "before"), ("after", "after")];
+    for (_, _, class, label) in &roofs {
+        items.push((class, label));
+    }
+    legend(&mut o, f.left, f.height + 14.0, &items);
+    o.push_str("</svg>");
+    o
+}
+
+/// A sweep's two charts: bytes moved and median time of both variants against the swept
+/// parameter, log-log, so that O(N²) and O(N) traffic show as slopes 2 and 1.
+pub fn sweep(series: &SweepSeries) -> [String; 2] {
+    type Pick = fn(&crate::results::SweepRow) -> (Option<f64>, Option<f64>);
+    let bytes: Pick = |r| (Some(r.before_bytes as f64), Some(r.after_bytes as f64));
+    let secs: Pick = |r| (r.before_secs, r.after_secs);
+    let panel = |title: &str, pick: Pick, fmt: fn(f64) -> String| {
+        let x = Axis::fit(
+            series.rows.iter().map(|r| r.x as f64),
+            true,
+            1.3,
+            &series.param,
+        );
+        let y = Axis::fit(
+            series
+                .rows
+                .iter()
+                .flat_map(|r| {
+                    let (b, a) = pick(r);
+                    [b, a]
+                })
+                .flatten(),
+            true,
+            2.0,
+            title,
+        );
+        let f = Frame::new(440.0, 330.0, x, y);
+        let mut o = String::new();
+        open(
+            &mut o,
+            f.width,
+            f.height + 24.0,
+            "sweep",
+            &format!("Sweep {}: {title} against {}", series.group, series.param),
+        );
+        let ticks: Vec<(f64, String)> = series
+            .rows
+            .iter()
+            .map(|r| (r.x as f64, r.x.to_string()))
+            .collect();
+        f.axes(&mut o, Some(&ticks));
+        for (which, side, variant) in [
+            (0, "before", series.before_variant.name()),
+            (1, "after", series.after_variant.name()),
+        ] {
+            let pts: Vec<(f64, f64, &crate::results::SweepRow)> = series
+                .rows
+                .iter()
+                .filter_map(|r| {
+                    let (b, a) = pick(r);
+                    let v = if which == 0 { b } else { a };
+                    v.filter(|v| *v > 0.0).map(|v| (r.x as f64, v, r))
+                })
+                .collect();
+            let px: Vec<(f64, f64)> = pts.iter().map(|p| f.px(p.0, p.1)).collect();
+            polyline(&mut o, &px, &format!("series {side}"));
+            for (p, xy) in pts.iter().zip(&px) {
+                point(
+                    &mut o,
+                    *xy,
+                    4.5,
+                    side,
+                    &[
+                        format!("{} · {side} ({variant})", p.2.spec),
+                        format!("{} = {}", series.param, p.2.x),
+                        format!("{title}: {}", fmt(p.1)),
+                    ],
+                );
+            }
+        }
+        legend(
+            &mut o,
+            f.left,
+            f.height + 14.0,
+            &[
+                ("before", series.before_variant.name()),
+                ("after", series.after_variant.name()),
+            ],
+        );
+        o.push_str("</svg>");
+        o
+    };
+    [
+        panel("bytes moved", bytes, |v| super::bytes(v)),
+        panel("median time", secs, super::duration),
+    ]
+}
+
+/// The `q` quantile of sorted values (linear between order statistics).
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let at = q * (sorted.len() - 1) as f64;
+    let (i, t) = (at.floor() as usize, at.fract());
+    let j = (i + 1).min(sorted.len() - 1);
+    sorted[i] * (1.0 - t) + sorted[j] * t
+}
+
+/// Most sample dots one row of a distribution draws (the box is computed from all of them).
+const MAX_DOTS: usize = 400;
+
+/// The distribution of a spec's samples, one row per variant: every sample as a dot (up to
+/// [`MAX_DOTS`], evenly chosen), the quartile box, the median, and the 5th–95th percentile
+/// whiskers, on one time axis.
+pub fn samples(s: &SpecResult) -> Option<String> {
+    let p = s.samples.as_ref()?;
+    if p.before_secs.is_empty() && p.after_secs.is_empty() {
+        return None;
+    }
+    let rows = [
+        ("before", s.before.variant.name(), &p.before_secs),
+        ("after", s.after.variant.name(), &p.after_secs),
+    ];
+    let all: Vec<f64> = rows.iter().flat_map(|r| r.2.iter().copied()).collect();
+    let (lo, hi) = all
+        .iter()
+        .filter(|v| v.is_finite() && **v > 0.0)
+        .fold((f64::INFINITY, 0.0f64), |(a, b), v| (a.min(*v), b.max(*v)));
+    // A wide spread (a slow outlier) reads better on a log axis.
+    let log = lo.is_finite() && hi / lo > 8.0;
+    let x = Axis::fit(
+        all.iter().copied(),
+        log,
+        if log { 1.15 } else { 0.06 },
+        "time per execution",
+    );
+    let y = Axis {
+        lo: 0.0,
+        hi: 2.0,
+        log: false,
+        label: String::new(),
+    };
+    let mut f = Frame::new(880.0, 170.0, x, y);
+    f.left = 86.0;
+    f.bottom = 40.0;
+    let mut o = String::new();
+    open(
+        &mut o,
+        f.width,
+        f.height,
+        "samples",
+        &format!(
+            "{}: the time of every sample, {} and {}",
+            s.name,
+            s.before.variant.name(),
+            s.after.variant.name()
+        ),
+    );
+    let (x0, x1) = (f.left, f.width - f.right);
+    let _ = write!(
+        o,
+        r#"<rect class="plot" x="{x0:.1}" y="{:.1}" width="{:.1}" height="{:.1}"/>"#,
+        f.top,
+        x1 - x0,
+        f.height - f.top - f.bottom
+    );
+    for v in f.x.ticks() {
+        let (px, _) = f.px(v, 0.0);
+        let _ = write!(
+            o,
+            r#"<line class="grid" x1="{px:.1}" y1="{:.1}" x2="{px:.1}" y2="{:.1}"/><text class="tick" x="{px:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            f.top,
+            f.height - f.bottom,
+            f.height - f.bottom + 14.0,
+            esc(&super::duration(v))
+        );
+    }
+    let _ = write!(
+        o,
+        r#"<text class="axis" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+        (x0 + x1) / 2.0,
+        f.height - 6.0,
+        esc(&f.x.label)
+    );
+    for (i, (side, variant, xs)) in rows.iter().enumerate() {
+        let cy = 1.5 - i as f64;
+        let (_, py) = f.px(f.x.lo, cy);
+        let _ = write!(
+            o,
+            r#"<text class="tick" x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
+            x0 - 6.0,
+            py + 4.0,
+            esc(variant)
+        );
+        let mut sorted: Vec<f64> = xs.iter().copied().filter(|v| v.is_finite()).collect();
+        sorted.sort_by(f64::total_cmp);
+        if sorted.is_empty() {
+            continue;
+        }
+        let stride = sorted.len().div_ceil(MAX_DOTS);
+        let _ = write!(o, r#"<g class="dots {side}">"#);
+        for (k, v) in xs.iter().enumerate().step_by(stride) {
+            // A fixed jitter by the sample's index: the same picture every render.
+            let jitter = ((k as u64).wrapping_mul(2654435761) % 1000) as f64 / 1000.0 - 0.5;
+            let (px, py) = f.px(*v, cy + jitter * 0.5);
+            let _ = write!(o, r#"<circle cx="{px:.1}" cy="{py:.1}" r="2"/>"#);
+        }
+        o.push_str("</g>");
+        let q = |p: f64| quantile(&sorted, p);
+        let (p5, q1, med, q3, p95) = (q(0.05), q(0.25), q(0.5), q(0.75), q(0.95));
+        let (a, top) = f.px(q1, cy + 0.3);
+        let (b, bottom) = f.px(q3, cy - 0.3);
+        let (w0, mid) = f.px(p5, cy);
+        let (w1, _) = f.px(p95, cy);
+        let (m, _) = f.px(med, cy);
+        let tip = [
+            format!("{} · {side} ({variant}): {} samples", s.name, sorted.len()),
+            format!(
+                "median {} · quartiles {} .. {}",
+                super::duration(med),
+                super::duration(q1),
+                super::duration(q3)
+            ),
+            format!(
+                "5th–95th percentile {} .. {} · min {} · max {}",
+                super::duration(p5),
+                super::duration(p95),
+                super::duration(sorted[0]),
+                super::duration(sorted[sorted.len() - 1])
+            ),
+        ];
+        let text = tip.join("\n");
+        let _ = write!(
+            o,
+            r#"<g class="box {side}" tabindex="0" role="img" aria-label="{}" data-tip="{}"><title>{}</title><line class="whisker" x1="{w0:.1}" y1="{mid:.1}" x2="{w1:.1}" y2="{mid:.1}"/><rect x="{a:.1}" y="{top:.1}" width="{:.1}" height="{:.1}"/><line class="median" x1="{m:.1}" y1="{top:.1}" x2="{m:.1}" y2="{bottom:.1}"/></g>"#,
+            esc(&tip.join("; ")),
+            esc(&text),
+            esc(&text),
+            (b - a).max(1.0),
+            bottom - top
+        );
+    }
+    o.push_str("</svg>");
+    Some(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn axes_map_their_ends_and_tick_inside() {
+        let a = Axis::fit([1e-3, 1e3], true, 1.0, "x");
+        assert!((a.frac(1e-3)).abs() < 1e-12 && (a.frac(1e3) - 1.0).abs() < 1e-12);
+        assert!((a.frac(1.0) - 0.5).abs() < 1e-12);
+        assert!(a.ticks().iter().all(|t| *t >= a.lo && *t <= a.hi));
+        let l = Axis::fit([0.0, 9.0], false, 0.0, "y");
+        let t = l.ticks();
+        assert!(
+            t.len() >= 3 && t.iter().all(|v| *v >= 0.0 && *v <= 9.0),
+            "{t:?}"
+        );
+        // One value still gets a range.
+        let one = Axis::fit([5.0], false, 0.0, "y");
+        assert!(one.lo < 5.0 && one.hi > 5.0);
+        let none = Axis::fit([f64::NAN], true, 1.0, "y");
+        assert!(none.lo > 0.0 && none.hi > none.lo);
+    }
+
+    #[test]
+    fn text_is_escaped_for_xml() {
+        assert_eq!(
+            esc("<a href=\"x\">&'\u{1b}"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39; "
+        );
+        let mut o = String::new();
+        point(&mut o, (1.0, 2.0), 3.0, "after", &["<script>".into()]);
+        assert!(
+            !o.contains("<script>") && o.contains("&lt;script&gt;"),
+            "{o}"
+        );
+    }
+
+    #[test]
+    fn tick_labels_are_short() {
+        assert_eq!(tick_label(1e9), "1e9");
+        assert_eq!(tick_label(2.5e-5), "2.5e-5");
+        assert_eq!(tick_label(0.5), "0.5");
+        assert_eq!(tick_label(100.0), "100");
+        assert_eq!(quantile(&[1.0, 2.0, 3.0], 0.5), 2.0);
+    }
+}
