@@ -216,6 +216,32 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = crate::store::series::Metric::After, requires = "changes")]
         metric: crate::store::series::Metric,
     },
+    /// The history dashboard as a static site made from the history store: an index of the
+    /// cases per device (a sparkline, the latest verdict), a page per case with its trend (both
+    /// medians and the after/before ratio with their CIs, baselines and change points marked),
+    /// and each run's HTML report. Opens from `file://` or any static host.
+    Site {
+        /// The folder to write (new, empty, or a site made before, which is replaced whole).
+        #[arg(long)]
+        out: PathBuf,
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Only runs of this device key.
+        #[arg(long)]
+        device: Option<String>,
+        /// Only runs of this branch.
+        #[arg(long)]
+        branch: Option<String>,
+        /// The newest N runs of each case.
+        #[arg(long, value_name = "N")]
+        last: Option<usize>,
+        /// Where a commit is shown, `{sha}` standing for it:
+        /// 'https://github.com/OWNER/REPO/commit/{sha}'.
+        #[arg(long, value_name = "URL")]
+        commit_url: Option<String>,
+        /// Only these cases (spec names); all when none.
+        cases: Vec<String>,
+    },
     /// Check an archive against its manifest: every file's SHA-256 as the command that wrote
     /// it recorded, nothing removed or added, its names valid and its verdict the one its checks
     /// give. Exit 0 when it is intact, 1 when anything differs or it has no manifest.
@@ -622,6 +648,25 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             }
         }
         Command::Verify { run_dir } => verify_archive(&run_dir),
+        Command::Site {
+            out,
+            store,
+            device,
+            branch,
+            last,
+            commit_url,
+            cases,
+        } => crate::site::site(&crate::site::Options {
+            store: store_url(store.store.as_deref(), &settings, &store.runs_dir)?,
+            query: crate::store::Query {
+                specs: cases,
+                device,
+                branch,
+                last,
+            },
+            out,
+            commit_url,
+        }),
         Command::Ingest {
             run_dirs,
             store,

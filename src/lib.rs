@@ -32,6 +32,7 @@ pub mod results;
 pub mod rng;
 pub mod settings;
 pub mod shard;
+pub mod site;
 pub mod spec;
 pub mod store;
 pub mod values;

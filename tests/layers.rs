@@ -29,6 +29,7 @@ const LAYERS: &[&[&str]] = &[
         "counters",
         "render",
         "history",
+        "site",
     ],
     &["cli"],
     &["main"],

@@ -153,16 +153,24 @@ pub fn environment() -> Result<Environment<'static>> {
 }
 
 /// A name as an HTML id or a file name: letters, digits, `-`, `_` and `.`; anything else `_`.
+/// A name never starts with `.` (so that no slug is `.` or `..`) and is never empty.
 pub fn slug(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+    let out: String = s
+        .chars()
+        .enumerate()
+        .map(|(i, c)| {
+            if c.is_ascii_alphanumeric() || "-_".contains(c) || (c == '.' && i > 0) {
                 c
             } else {
                 '_'
             }
         })
-        .collect()
+        .collect();
+    if out.is_empty() {
+        "_".into()
+    } else {
+        out
+    }
 }
 
 fn template_error(name: &str, e: minijinja::Error) -> Error {
@@ -279,6 +287,9 @@ mod tests {
             )
         );
         assert_eq!(inline("[é"), "[é");
+        assert_eq!(slug(".."), "_.");
+        assert_eq!(slug(""), "_");
+        assert_eq!(slug("cpu-a.b/c"), "cpu-a.b_c");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 pub mod chart;
 pub mod comment;
+pub mod dashboard;
 pub mod gate;
 pub mod history;
 pub mod html;

@@ -64,6 +64,8 @@ CREATE INDEX runs_by_device ON runs (device_key, branch, started_utc);
 "#,
     // Runs that start in the same second are ordered by their start in nanoseconds.
     "ALTER TABLE runs ADD COLUMN started_ns BIGINT",
+    // Where each case stood against its baselines (`accepted` marks the runs that became one).
+    "ALTER TABLE cases ADD COLUMN baseline_status TEXT",
 ];
 
 /// The default store's file name, inside the runs folder.
@@ -149,6 +151,13 @@ pub struct Point {
     pub ratio: Option<f64>,
     pub ratio_lo: Option<f64>,
     pub ratio_hi: Option<f64>,
+    /// The 95% CIs of both medians.
+    pub before_ci_lo_secs: Option<f64>,
+    pub before_ci_hi_secs: Option<f64>,
+    pub after_ci_lo_secs: Option<f64>,
+    pub after_ci_hi_secs: Option<f64>,
+    /// This run was recorded as (part of) the case's baseline (`run --accept`).
+    pub accepted: bool,
     /// The archive's folder: relative to the store's folder for an SQLite store (the two travel
     /// together), as the run wrote it for a server.
     pub archive: String,
@@ -438,7 +447,8 @@ impl Store {
         params.push(Val::Int(f.newest.map_or(i64::MAX, |n| n as i64)));
         let sql = format!(
             "SELECT r.run_id, r.started_utc, r.git_sha, r.git_dirty, r.branch, r.device_key, c.spec, c.verdict,
-                    c.before_median_secs, c.after_median_secs, c.ratio, c.ratio_lo, c.ratio_hi, r.archive
+                    c.before_median_secs, c.after_median_secs, c.ratio, c.ratio_lo, c.ratio_hi, r.archive,
+                    c.before_ci_lo_secs, c.before_ci_hi_secs, c.after_ci_lo_secs, c.after_ci_hi_secs, c.baseline_status
              FROM cases c JOIN runs r ON r.run_key = c.run_key
              {}
              ORDER BY c.spec DESC, r.started_utc DESC, COALESCE(r.started_ns, 0) DESC, r.run_id DESC, r.run_key DESC
@@ -514,6 +524,11 @@ fn point(r: &[Val]) -> Point {
         ratio_lo: real(11),
         ratio_hi: real(12),
         archive: text(13),
+        before_ci_lo_secs: real(14),
+        before_ci_hi_secs: real(15),
+        after_ci_lo_secs: real(16),
+        after_ci_hi_secs: real(17),
+        accepted: r.get(18).and_then(Val::text).as_deref() == Some("accepted"),
     }
 }
 
@@ -546,7 +561,7 @@ fn insert_case(db: &mut Db, run_key: &str, s: &SpecResult) -> db::DbResult<u64> 
     )
     .unwrap_or_default();
     db.execute(
-        "INSERT INTO cases (run_key, spec, spec_sha256, sweep_label, verdict, before_median_secs, before_ci_lo_secs, before_ci_hi_secs, before_n, after_median_secs, after_ci_lo_secs, after_ci_hi_secs, after_n, ratio, ratio_lo, ratio_hi, gate_state, gate_ratio, checks) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)",
+        "INSERT INTO cases (run_key, spec, spec_sha256, sweep_label, verdict, before_median_secs, before_ci_lo_secs, before_ci_hi_secs, before_n, after_median_secs, after_ci_lo_secs, after_ci_hi_secs, after_n, ratio, ratio_lo, ratio_hi, gate_state, gate_ratio, checks, baseline_status) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)",
         &[
             Val::from(run_key),
             Val::from(&s.name),
@@ -567,6 +582,11 @@ fn insert_case(db: &mut Db, run_key: &str, s: &SpecResult) -> db::DbResult<u64> 
             Val::from(s.baseline.state.map(|st| st.word().to_string())),
             Val::from(s.baseline.ratio.map(|r| r.point)),
             Val::from(checks),
+            Val::from(
+                serde_json::to_value(s.baseline.status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string)),
+            ),
         ],
     )
 }

@@ -180,6 +180,11 @@ mod tests {
             ratio: Some(after / 2.0),
             ratio_lo: None,
             ratio_hi: None,
+            before_ci_lo_secs: None,
+            before_ci_hi_secs: None,
+            after_ci_lo_secs: None,
+            after_ci_hi_secs: None,
+            accepted: false,
             archive: String::new(),
         }
     }

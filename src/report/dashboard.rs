@@ -1,0 +1,423 @@
+//! The pages of the history dashboard (`opledger site`), from the store's series: an index of
+//! every case per device (a sparkline, the latest verdict, the shifts found) and a page per case
+//! with its trend (both medians with their CIs, the after/before ratio with its CI, the runs
+//! that became baselines ringed, the detected change points marked, each run linked to its page
+//! and its commit). Pure: points and links in, (path, HTML) out; `site` reads and writes.
+
+use super::html::{self, slug};
+use super::svg::{self, TrendPoint, TrendSeries, TrendShift};
+use crate::error::Result;
+use crate::store::series::{self, Located, Metric};
+use crate::store::Point;
+use minijinja::Value;
+use std::collections::BTreeMap;
+
+/// What the pages are drawn from.
+pub struct Input<'a> {
+    /// The store's series (cases in name order, each oldest first).
+    pub points: &'a [Point],
+    /// Each point's run page relative to the site's root (`runs/…/report.html`), where its
+    /// archive was there to draw one.
+    pub run_pages: &'a [Option<String>],
+    /// `https://…/commit/{sha}`: where a commit is shown.
+    pub commit_url: Option<&'a str>,
+    /// The store, as its address is shown (passwords left out).
+    pub store: String,
+    /// When the site was made (UTC).
+    pub generated_utc: String,
+}
+
+/// The path of a case's page inside the site.
+pub fn case_page(device_key: &str, spec: &str) -> String {
+    format!("cases/{}/{}.html", slug(device_key), slug(spec))
+}
+
+/// A commit's link, when a URL template is given and the text is a commit id.
+fn commit_href(template: Option<&str>, sha: &str) -> Option<String> {
+    let t = template?;
+    let hex = (4..=64).contains(&sha.len()) && sha.chars().all(|c| c.is_ascii_hexdigit());
+    hex.then(|| t.replace("{sha}", sha))
+}
+
+fn short(sha: &str) -> &str {
+    super::gate::short_sha(sha)
+}
+
+/// One case on one device: its points (indexes into the input, oldest first).
+struct Case {
+    device_key: String,
+    spec: String,
+    at: Vec<usize>,
+}
+
+fn cases(points: &[Point]) -> Vec<Case> {
+    let mut by: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
+    for (i, p) in points.iter().enumerate() {
+        by.entry((p.device_key.clone(), p.spec.clone()))
+            .or_default()
+            .push(i);
+    }
+    by.into_iter()
+        .map(|((device_key, spec), at)| Case {
+            device_key,
+            spec,
+            at,
+        })
+        .collect()
+}
+
+/// The shifts of a case's series of `metric`, each with the index (in the case's runs) of the
+/// first run at the new level.
+fn shifts(points: &[Point], case: &Case, metric: Metric) -> Vec<(usize, Located)> {
+    let with: Vec<&Point> = case
+        .at
+        .iter()
+        .map(|&i| &points[i])
+        .filter(|p| metric.of(p).is_some())
+        .collect();
+    series::located(&with, metric)
+        .into_iter()
+        .filter_map(|l| {
+            let k = case.at.iter().position(|&i| {
+                points[i].run_id == l.first_after.run_id
+                    && points[i].started_utc == l.first_after.started_utc
+            })?;
+            Some((k, l))
+        })
+        .collect()
+}
+
+fn ms(v: Option<f64>) -> String {
+    v.map_or("—".into(), super::duration)
+}
+
+fn change_words(l: &Located) -> String {
+    format!(
+        "{:+.1}% (95% CI {:+.1}% .. {:+.1}%)",
+        (l.shift.ratio - 1.0) * 100.0,
+        (l.shift.ratio_lo - 1.0) * 100.0,
+        (l.shift.ratio_hi - 1.0) * 100.0
+    )
+}
+
+fn shift_marks(found: &[(usize, Located)], what: &str) -> Vec<TrendShift> {
+    found
+        .iter()
+        .map(|(k, l)| TrendShift {
+            at: *k,
+            label: format!("{:+.0}%", (l.shift.ratio - 1.0) * 100.0),
+            tip: vec![
+                format!("{what} changed by {}", change_words(l)),
+                format!(
+                    "began after {} (run {}), seen from {} (run {})",
+                    short(&l.last_before.git_sha),
+                    l.last_before.run_id,
+                    short(&l.first_after.git_sha),
+                    l.first_after.run_id
+                ),
+                format!("p = {:.1e}", l.shift.p_value),
+            ],
+        })
+        .collect()
+}
+
+/// The x ticks of a trend: a few runs, by their short commit.
+fn x_labels(points: &[&Point]) -> Vec<(usize, String)> {
+    let n = points.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let step = n.div_ceil(8).max(1);
+    let mut at: Vec<usize> = (0..n).step_by(step).collect();
+    if at.last() != Some(&(n - 1)) {
+        if at.len() > 1 && n - 1 - at[at.len() - 1] < step / 2 {
+            at.pop();
+        }
+        at.push(n - 1);
+    }
+    at.into_iter()
+        .map(|i| (i, short(&points[i].git_sha).to_string()))
+        .collect()
+}
+
+fn tip_of(p: &Point, what: &str, value: String) -> Vec<String> {
+    vec![
+        format!("{what}: {value}"),
+        format!(
+            "run {} · {} · commit {}{}",
+            p.run_id,
+            p.started_utc,
+            short(&p.git_sha),
+            if p.git_dirty { " (dirty)" } else { "" }
+        ),
+        format!(
+            "{}verdict {}{}",
+            p.branch
+                .as_ref()
+                .map_or(String::new(), |b| format!("branch {b} · ")),
+            p.verdict,
+            if p.accepted {
+                " · accepted as baseline"
+            } else {
+                ""
+            }
+        ),
+    ]
+}
+
+/// The page of one case, and what the index says of it.
+fn case_page_html(input: &Input<'_>, case: &Case) -> Result<(String, Value)> {
+    let pts: Vec<&Point> = case.at.iter().map(|&i| &input.points[i]).collect();
+    let page = case_page(&case.device_key, &case.spec);
+    let up = "../../";
+    let href = |k: usize| {
+        input.run_pages[case.at[k]]
+            .as_ref()
+            .map(|r| format!("{up}{r}"))
+    };
+    let after_shifts = shifts(input.points, case, Metric::After);
+    let before_shifts = shifts(input.points, case, Metric::Before);
+    let ratio_shifts = shifts(input.points, case, Metric::Ratio);
+    let median_series = |class: &'static str, name: &str, side: Metric| TrendSeries {
+        class,
+        name: name.to_string(),
+        points: pts
+            .iter()
+            .enumerate()
+            .map(|(k, p)| {
+                let (v, lo, hi) = match side {
+                    Metric::Before => (
+                        p.before_median_secs,
+                        p.before_ci_lo_secs,
+                        p.before_ci_hi_secs,
+                    ),
+                    _ => (p.after_median_secs, p.after_ci_lo_secs, p.after_ci_hi_secs),
+                };
+                let v = v.filter(|v| v.is_finite())?;
+                let ci = lo.zip(hi);
+                Some(TrendPoint {
+                    value: v * 1e3,
+                    ci: ci.map(|(a, b)| (a * 1e3, b * 1e3)),
+                    tip: tip_of(
+                        p,
+                        &format!("{name} median"),
+                        match ci {
+                            Some((a, b)) => format!(
+                                "{} (95% CI {} .. {})",
+                                super::duration(v),
+                                super::duration(a),
+                                super::duration(b)
+                            ),
+                            None => super::duration(v),
+                        },
+                    ),
+                    href: href(k),
+                    accepted: p.accepted && side == Metric::After,
+                })
+            })
+            .collect(),
+    };
+    let mut marks = shift_marks(&after_shifts, "after median");
+    marks.extend(shift_marks(&before_shifts, "before median"));
+    let medians = svg::trend(
+        &format!(
+            "{} on {}: both medians over {} runs",
+            case.spec,
+            case.device_key,
+            pts.len()
+        ),
+        "median time (ms)",
+        &[
+            median_series("before", "before median", Metric::Before),
+            median_series("after", "after median", Metric::After),
+        ],
+        &x_labels(&pts),
+        &marks,
+        None,
+    );
+    let ratio_series = TrendSeries {
+        class: "ratio",
+        name: "after/before".into(),
+        points: pts
+            .iter()
+            .enumerate()
+            .map(|(k, p)| {
+                let v = p.ratio.filter(|v| v.is_finite())?;
+                let ci = p.ratio_lo.zip(p.ratio_hi);
+                Some(TrendPoint {
+                    value: v,
+                    ci,
+                    tip: tip_of(
+                        p,
+                        "after/before",
+                        match ci {
+                            Some((a, b)) => format!("×{v:.3} (95% CI {a:.3} .. {b:.3})"),
+                            None => format!("×{v:.3}"),
+                        },
+                    ),
+                    href: href(k),
+                    accepted: p.accepted,
+                })
+            })
+            .collect(),
+    };
+    let ratio = svg::trend(
+        &format!(
+            "{} on {}: after/before over {} runs",
+            case.spec,
+            case.device_key,
+            pts.len()
+        ),
+        "after / before",
+        &[ratio_series],
+        &x_labels(&pts),
+        &shift_marks(&ratio_shifts, "after/before"),
+        Some(1.0),
+    );
+    let rows: Vec<Value> = pts
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(k, p)| {
+            minijinja::context! {
+                index => k + 1,
+                run_id => p.run_id.clone(),
+                started_utc => p.started_utc.clone(),
+                sha => short(&p.git_sha).to_string(),
+                commit_href => commit_href(input.commit_url, &p.git_sha),
+                dirty => p.git_dirty,
+                branch => p.branch.clone(),
+                verdict => p.verdict.clone(),
+                before => ms(p.before_median_secs),
+                before_secs => p.before_median_secs,
+                after => ms(p.after_median_secs),
+                after_secs => p.after_median_secs,
+                ratio => p.ratio.map(|r| format!("×{r:.3}")),
+                ratio_value => p.ratio,
+                ratio_ci => p.ratio_lo.zip(p.ratio_hi).map(|(a, b)| format!("{a:.3} .. {b:.3}")),
+                accepted => p.accepted,
+                run_href => href(k),
+            }
+        })
+        .collect();
+    let shift_rows: Vec<Value> = [
+        ("after median", &after_shifts),
+        ("before median", &before_shifts),
+        ("after/before", &ratio_shifts),
+    ]
+    .iter()
+    .flat_map(|(what, found)| {
+        found.iter().map(move |(k, l)| {
+            minijinja::context! {
+                metric => *what,
+                index => k + 1,
+                change => change_words(l),
+                from_sha => short(&l.last_before.git_sha).to_string(),
+                from_href => commit_href(input.commit_url, &l.last_before.git_sha),
+                to_sha => short(&l.first_after.git_sha).to_string(),
+                to_href => commit_href(input.commit_url, &l.first_after.git_sha),
+                from_run => l.last_before.run_id.clone(),
+                to_run => l.first_after.run_id.clone(),
+                p_value => format!("{:.1e}", l.shift.p_value),
+            }
+        })
+    })
+    .collect();
+    let latest = pts.last().copied();
+    let spark_values: Vec<f64> = pts
+        .iter()
+        .map(|p| p.after_median_secs.unwrap_or(f64::NAN))
+        .collect();
+    let summary = minijinja::context! {
+        spec => case.spec.clone(),
+        href => page.clone(),
+        runs => pts.len(),
+        spark => Value::from_safe_string(svg::sparkline(
+            &spark_values,
+            &format!("after median of {} over {} runs", case.spec, pts.len()),
+        )),
+        verdict => latest.map(|p| p.verdict.clone()),
+        after => ms(latest.and_then(|p| p.after_median_secs)),
+        after_secs => latest.and_then(|p| p.after_median_secs),
+        ratio => latest.and_then(|p| p.ratio).map(|r| format!("×{r:.3}")),
+        ratio_value => latest.and_then(|p| p.ratio),
+        shifts => after_shifts.len() + ratio_shifts.len() + before_shifts.len(),
+        last_utc => latest.map(|p| p.started_utc.clone()),
+        last_sha => latest.map(|p| short(&p.git_sha).to_string()),
+        last_href => input.run_pages[*case.at.last().unwrap_or(&0)].clone(),
+    };
+    let html = html::render_page(
+        "case.html",
+        minijinja::context! {
+            spec => case.spec.clone(),
+            device_key => case.device_key.clone(),
+            home => format!("{up}index.html"),
+            runs => pts.len(),
+            medians => Value::from_safe_string(medians),
+            ratio => Value::from_safe_string(ratio),
+            rows => rows,
+            shift_rows => shift_rows,
+            accepted => pts.iter().filter(|p| p.accepted).count(),
+            store => input.store.clone(),
+            generated_utc => input.generated_utc.clone(),
+        },
+    )?;
+    Ok((html, summary))
+}
+
+/// Every page but the runs': the index and one page per case and device.
+pub fn pages(input: &Input<'_>) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    let mut devices: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    for case in cases(input.points) {
+        let (page, summary) = case_page_html(input, &case)?;
+        out.push((case_page(&case.device_key, &case.spec), page));
+        devices
+            .entry(case.device_key.clone())
+            .or_default()
+            .push(summary);
+    }
+    let runs: std::collections::BTreeSet<(&str, &str)> = input
+        .points
+        .iter()
+        .map(|p| (p.run_id.as_str(), p.started_utc.as_str()))
+        .collect();
+    let index = html::render_page(
+        "index.html",
+        minijinja::context! {
+            devices => devices
+                .into_iter()
+                .map(|(key, cases)| minijinja::context! { key => key, cases => cases })
+                .collect::<Vec<_>>(),
+            runs => runs.len(),
+            cases => out.len(),
+            pages => input.run_pages.iter().flatten().collect::<std::collections::BTreeSet<_>>().len(),
+            store => input.store.clone(),
+            generated_utc => input.generated_utc.clone(),
+        },
+    )?;
+    out.insert(0, ("index.html".into(), index));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commits_link_only_when_they_are_commit_ids() {
+        let t = Some("https://example.org/r/commit/{sha}");
+        assert_eq!(
+            commit_href(t, "deb3d30"),
+            Some("https://example.org/r/commit/deb3d30".into())
+        );
+        assert_eq!(commit_href(t, "nogit"), None);
+        assert_eq!(commit_href(t, "a\" onclick=\"x"), None);
+        assert_eq!(commit_href(None, "deb3d30"), None);
+    }
+
+    #[test]
+    fn case_pages_have_safe_paths() {
+        assert_eq!(case_page("cpu-x/../y", "a b"), "cases/cpu-x_.._y/a_b.html");
+    }
+}
