@@ -42,6 +42,7 @@ pub fn merge(
     }
     let spec_list: Vec<(String, String)> = spec_files.into_iter().collect();
     let mut failed = false;
+    let mut devices = Vec::new();
     let mut index = String::from("# opledger merged run\n\n| device | shards | specs | verdict | report |\n|---|--:|--:|---|---|\n");
     for (key, group) in &by_device {
         let dir = if by_device.len() == 1 {
@@ -63,6 +64,12 @@ pub fn merge(
                 format!("{key}/report.md")
             }
         ));
+        devices.push(crate::report::html::MergedDevice {
+            key: key.clone(),
+            shards: group.len(),
+            specs: merged.specs.len(),
+            verdict: merged.verdict.status.to_string(),
+        });
         println!(
             "{}: {} shard{}, {} specs: {} pass, {} fail, {} inconclusive · {}",
             merged.verdict.status,
@@ -78,6 +85,15 @@ pub fn merge(
     }
     if by_device.len() > 1 {
         files::write_atomic(&out.join("report.md"), index.as_bytes())?;
+        // The worst device's verdict heads the index.
+        let verdict = ["FAIL", "INCONCLUSIVE"]
+            .into_iter()
+            .find(|w| devices.iter().any(|d| d.verdict == *w))
+            .unwrap_or("PASS");
+        files::write_atomic(
+            &out.join(crate::report::html::REPORT_HTML),
+            crate::report::html::merged_index(&devices, verdict)?.as_bytes(),
+        )?;
         // The index and every device's archive below it (each sealed on its own too).
         archive::seal(out, "merge", read)?;
         println!("index: {}", out.join("report.md").display());

@@ -121,21 +121,16 @@ fn shift_marks(found: &[(usize, Located)], what: &str) -> Vec<TrendShift> {
         .collect()
 }
 
-/// The x ticks of a trend: a few runs, by their short commit.
+/// The x ticks of a trend: the first run at each commit, thinned to about eight, by the
+/// commit's short SHA.
 fn x_labels(points: &[&Point]) -> Vec<(usize, String)> {
-    let n = points.len();
-    if n == 0 {
-        return Vec::new();
-    }
-    let step = n.div_ceil(8).max(1);
-    let mut at: Vec<usize> = (0..n).step_by(step).collect();
-    if at.last() != Some(&(n - 1)) {
-        if at.len() > 1 && n - 1 - at[at.len() - 1] < step / 2 {
-            at.pop();
-        }
-        at.push(n - 1);
-    }
-    at.into_iter()
+    let starts: Vec<usize> = (0..points.len())
+        .filter(|&i| i == 0 || points[i].git_sha != points[i - 1].git_sha)
+        .collect();
+    let step = starts.len().div_ceil(8).max(1);
+    starts
+        .into_iter()
+        .step_by(step)
         .map(|i| (i, short(&points[i].git_sha).to_string()))
         .collect()
 }

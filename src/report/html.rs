@@ -9,8 +9,9 @@ use crate::error::{Error, Result};
 use crate::results::RunResult;
 use minijinja::{AutoEscape, Environment, Value};
 
-/// The templates, by name: the page frame, the report, the dashboard's index and case pages.
-const TEMPLATES: [(&str, &str); 4] = [
+/// The templates, by name: the page frame, the report, the dashboard's index and case pages,
+/// the index of a merged run of several devices.
+const TEMPLATES: [(&str, &str); 5] = [
     (
         "base.html",
         include_str!("../../templates/html/base.html.j2"),
@@ -26,6 +27,10 @@ const TEMPLATES: [(&str, &str); 4] = [
     (
         "case.html",
         include_str!("../../templates/html/case.html.j2"),
+    ),
+    (
+        "merged.html",
+        include_str!("../../templates/html/merged.html.j2"),
     ),
 ];
 /// The style sheet every page inlines.
@@ -258,6 +263,24 @@ pub fn report(run: &RunResult, place: &Place) -> Result<String> {
         ..super::context(run)
     };
     render_page("report.html", ctx)
+}
+
+/// One device of a merged run of several devices, as its index lists it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MergedDevice {
+    pub key: String,
+    pub shards: usize,
+    pub specs: usize,
+    /// `PASS`, `FAIL` or `INCONCLUSIVE`.
+    pub verdict: String,
+}
+
+/// The index page of a merged run of several devices: each device's archive and verdict.
+pub fn merged_index(devices: &[MergedDevice], verdict: &str) -> Result<String> {
+    render_page(
+        "merged.html",
+        minijinja::context! { devices => devices, verdict => verdict },
+    )
 }
 
 #[cfg(test)]
