@@ -191,6 +191,33 @@ fn store() {
         time(&mut store, &Query::default()) * 1e3,
         time(&mut store, &last) * 1e3
     );
+    // The dashboard over the whole store: every case's newest runs (no archives here, so no
+    // run pages: the pages of trends and the index).
+    let out = dir.path().join("site");
+    let s = Instant::now();
+    opledger::site::site(&opledger::site::Options {
+        store: url.clone(),
+        query: Query {
+            last: Some(opledger::site::DEFAULT_LAST),
+            ..Query::default()
+        },
+        out: out.clone(),
+        commit_url: None,
+    })
+    .expect("a site");
+    let site_bytes: u64 = std::fs::read_dir(out.join("cases"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .flat_map(|d| std::fs::read_dir(d.path()).into_iter().flatten().flatten())
+        .filter_map(|f| f.metadata().ok().map(|m| m.len()))
+        .sum();
+    println!(
+        "site over {cases} cases × the newest {} runs: {:.2} s, case pages {:.1} MiB in all",
+        opledger::site::DEFAULT_LAST.min(runs),
+        s.elapsed().as_secs_f64(),
+        site_bytes as f64 / (1u64 << 20) as f64
+    );
     let points = store.series(&one_case).expect("a series");
     let s = Instant::now();
     let found = opledger::store::series::changes(&points, opledger::store::series::Metric::After);

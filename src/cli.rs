@@ -232,9 +232,9 @@ pub enum Command {
         /// Only runs of this branch.
         #[arg(long)]
         branch: Option<String>,
-        /// The newest N runs of each case.
-        #[arg(long, value_name = "N")]
-        last: Option<usize>,
+        /// The newest N runs of each case (a page of more draws slowly in a browser).
+        #[arg(long, value_name = "N", default_value_t = crate::site::DEFAULT_LAST)]
+        last: usize,
         /// Where a commit is shown, `{sha}` standing for it:
         /// 'https://github.com/OWNER/REPO/commit/{sha}'.
         #[arg(long, value_name = "URL")]
@@ -662,7 +662,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 specs: cases,
                 device,
                 branch,
-                last,
+                last: Some(last),
             },
             out,
             commit_url,

@@ -17,6 +17,10 @@ use std::path::{Path, PathBuf};
 /// The file that marks a folder as a site `opledger site` made (what it was made from).
 pub const MARKER: &str = "opledger-site.json";
 
+/// The runs of each case a site shows unless `--last` says otherwise: a trend of a thousand
+/// points still draws at once in a browser.
+pub const DEFAULT_LAST: usize = 1000;
+
 /// The files of an archive a run page links to, copied beside it when present.
 const RUN_FILES: [&str; 4] = [
     "results.json",

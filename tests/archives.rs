@@ -441,7 +441,13 @@ fn archives_of_earlier_and_current_formats_load_and_render_as_written() {
                 .arg(&out),
         );
         assert!(matches!(code, Some(0 | 1)), "{name}: {text}");
-        for f in ["report.md", "junit.xml", "summary.md", "results.json"] {
+        for f in [
+            "report.md",
+            "report.html",
+            "junit.xml",
+            "summary.md",
+            "results.json",
+        ] {
             assert!(out.join(f).is_file(), "{name}: merged {f}");
         }
     }

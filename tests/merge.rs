@@ -63,6 +63,7 @@ fn merged_shards_are_the_suite_once_with_every_manifest_and_one_report() {
     assert_eq!(merged.len(), 9, "the whole suite");
     for f in [
         "report.md",
+        "report.html",
         "junit.xml",
         "summary.md",
         "roofline.svg",
@@ -210,6 +211,15 @@ fn shards_of_different_devices_stay_apart() {
         index.contains("cpu-other-machine-avx2-fma-8c-32m/report.md"),
         "{index}"
     );
+    // The index as a page too, linking each device's HTML report, which is there.
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        page.contains("href=\"cpu-other-machine-avx2-fma-8c-32m/report.html\""),
+        "{page}"
+    );
+    assert!(out
+        .join("cpu-other-machine-avx2-fma-8c-32m/report.html")
+        .is_file());
     assert_eq!(
         names(&out.join("cpu-other-machine-avx2-fma-8c-32m/results.json")),
         names(&runs[1].join("results.json"))

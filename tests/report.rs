@@ -33,8 +33,10 @@ fn custom_template_and_report_rerender() {
         std::fs::read_to_string(run.join("template/t.j2")).unwrap(),
         std::fs::read_to_string(&tmpl).unwrap()
     );
-    // Every archive holds the same outputs: JUnit and the summary too.
+    // Every archive holds the same outputs: JUnit, the summary and the HTML report too (the
+    // HTML one always the built-in page: a Markdown template does not shape it).
     for f in [
+        "report.html",
         "junit.xml",
         "summary.md",
         "environment.json",
@@ -69,6 +71,22 @@ fn custom_template_and_report_rerender() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let o = bin().arg("report").arg(&run).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&o.stdout), "1 spec(s)");
+    // The re-rendered archive's report.html is the page of the same run, sealed with it.
+    let page = std::fs::read_to_string(run.join("report.html")).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>") && page.contains("data-spec=\"tiny-chain\""));
+    let manifest = std::fs::read_to_string(run.join("manifest.json")).unwrap();
+    assert!(manifest.contains("\"report.html\""), "{manifest}");
+    // `--out` a page elsewhere: the HTML report alone.
+    let elsewhere = dir.path().join("page.html");
+    let o = bin()
+        .arg("report")
+        .arg(&run)
+        .arg("--out")
+        .arg(&elsewhere)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), page);
     // A broken template is bad input.
     std::fs::write(&tmpl, "{% for %}").unwrap();
     let o = bin()

@@ -1,7 +1,7 @@
 //! Inline SVG for the HTML pages: charts a person can hover, focus and read without the page
 //! asking any other host for anything. Every data point is an element of its own with a
-//! `<title>` (the browser's tooltip), an `aria-label` and `tabindex="0"` (so a keyboard reaches
-//! it and the page's script shows the same text beside it), and a `data-tip` the script reads.
+//! `<title>` (its accessible name and the browser's tooltip) and `tabindex="0"` or a link (so a
+//! keyboard reaches it, and the page's script shows the title beside it).
 //! plotters draws the stand-alone `.svg` files; these charts need attributes per point that it
 //! does not write, so they are written here, from the same numbers.
 
@@ -237,13 +237,12 @@ pub fn open(out: &mut String, width: f64, height: f64, class: &str, label: &str)
 
 /// A data point: a circle with its tooltip (the lines of `tip`), reachable by keyboard.
 pub fn point(out: &mut String, (x, y): (f64, f64), r: f64, class: &str, tip: &[String]) {
-    let text = tip.join("\n");
+    // The `<title>` is the point's accessible name, the browser's tooltip, and what the page's
+    // script shows beside a focused point: written once.
     let _ = write!(
         out,
-        r#"<circle class="pt {class}" cx="{x:.1}" cy="{y:.1}" r="{r:.1}" tabindex="0" role="img" aria-label="{}" data-tip="{}"><title>{}</title></circle>"#,
-        esc(&tip.join("; ")),
-        esc(&text),
-        esc(&text)
+        r#"<circle class="pt {class}" cx="{x:.1}" cy="{y:.1}" r="{r:.1}" tabindex="0" role="img"><title>{}</title></circle>"#,
+        esc(&tip.join("\n"))
     );
 }
 
@@ -657,9 +656,7 @@ pub fn samples(s: &SpecResult) -> Option<String> {
         let text = tip.join("\n");
         let _ = write!(
             o,
-            r#"<g class="box {side}" tabindex="0" role="img" aria-label="{}" data-tip="{}"><title>{}</title><line class="whisker" x1="{w0:.1}" y1="{mid:.1}" x2="{w1:.1}" y2="{mid:.1}"/><rect x="{a:.1}" y="{top:.1}" width="{:.1}" height="{:.1}"/><line class="median" x1="{m:.1}" y1="{top:.1}" x2="{m:.1}" y2="{bottom:.1}"/></g>"#,
-            esc(&tip.join("; ")),
-            esc(&text),
+            r#"<g class="box {side}" tabindex="0" role="img"><title>{}</title><line class="whisker" x1="{w0:.1}" y1="{mid:.1}" x2="{w1:.1}" y2="{mid:.1}"/><rect x="{a:.1}" y="{top:.1}" width="{:.1}" height="{:.1}"/><line class="median" x1="{m:.1}" y1="{top:.1}" x2="{m:.1}" y2="{bottom:.1}"/></g>"#,
             esc(&text),
             (b - a).max(1.0),
             bottom - top
@@ -745,9 +742,7 @@ pub fn trend(
         let text = sh.tip.join("\n");
         let _ = write!(
             o,
-            r#"<g class="shift-mark" tabindex="0" role="img" aria-label="{}" data-tip="{}"><title>{}</title><line class="shift" x1="{px:.1}" y1="{:.1}" x2="{px:.1}" y2="{:.1}"/><text class="shift-label" x="{:.1}" y="{:.1}">{}</text></g>"#,
-            esc(&sh.tip.join("; ")),
-            esc(&text),
+            r#"<g class="shift-mark" tabindex="0" role="img"><title>{}</title><line class="shift" x1="{px:.1}" y1="{:.1}" x2="{px:.1}" y2="{:.1}"/><text class="shift-label" x="{:.1}" y="{:.1}">{}</text></g>"#,
             esc(&text),
             f.top,
             f.height - f.bottom,
@@ -795,17 +790,14 @@ pub fn trend(
             }
             match &p.href {
                 Some(h) => {
-                    let text = p.tip.join("\n");
                     let _ = write!(
                         o,
-                        r#"<a href="{}" class="pt-link" aria-label="{}" data-tip="{}"><circle class="pt {}" cx="{:.1}" cy="{:.1}" r="{r:.1}"><title>{}</title></circle></a>"#,
+                        r#"<a href="{}" class="pt-link"><circle class="pt {}" cx="{:.1}" cy="{:.1}" r="{r:.1}"><title>{}</title></circle></a>"#,
                         esc(h),
-                        esc(&p.tip.join("; ")),
-                        esc(&text),
                         s.class,
                         xy.0,
                         xy.1,
-                        esc(&text)
+                        esc(&p.tip.join("\n"))
                     );
                 }
                 None => point(&mut o, *xy, r, s.class, &p.tip),

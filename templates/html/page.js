@@ -4,7 +4,8 @@
   "use strict";
   var tip = document.getElementById("tip");
   function show(el) {
-    var text = el.getAttribute("data-tip");
+    var t = el.querySelector("title");
+    var text = t ? t.textContent : "";
     if (!tip || !text) return;
     tip.textContent = text;
     tip.hidden = false;
@@ -17,7 +18,8 @@
     tip.style.top = y + "px";
   }
   function hide() { if (tip) tip.hidden = true; }
-  function target(e) { return e.target && e.target.closest ? e.target.closest("[data-tip]") : null; }
+  // A chart's point, a link around one, a box or a change point: each carries a <title>.
+  function target(e) { return e.target && e.target.closest ? e.target.closest(".pt-link, .pt, .box, .shift-mark") : null; }
   document.addEventListener("mouseover", function (e) { var t = target(e); if (t) show(t); });
   document.addEventListener("mouseout", function (e) { if (target(e)) hide(); });
   document.addEventListener("focusin", function (e) { var t = target(e); if (t) show(t); else hide(); });
