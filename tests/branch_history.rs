@@ -343,6 +343,14 @@ fn the_github_history_example_gates_a_pull_request_against_its_merge_base() {
         let o = sh(&record);
         assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
     }
+    // The dashboard job's build step over the store main's runs left (`${{ … }}` as the runner
+    // would fill it in).
+    let build = step_script(&wf, "dashboard", "Build the dashboard")
+        .replace("${{ github.repository }}", "owner/repo");
+    let o = sh(&build);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let index = std::fs::read_to_string(work.join("site/index.html")).unwrap();
+    assert!(index.contains("data-runs=\"3\""), "three runs of main: {index}");
     let base = git(&work, &["rev-parse", "--short", "HEAD"]);
     git(&work, &["checkout", "-q", "-b", "feature"]);
     commit(&work, "change");
