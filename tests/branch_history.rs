@@ -350,7 +350,10 @@ fn the_github_history_example_gates_a_pull_request_against_its_merge_base() {
     let o = sh(&build);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let index = std::fs::read_to_string(work.join("site/index.html")).unwrap();
-    assert!(index.contains("data-runs=\"3\""), "three runs of main: {index}");
+    assert!(
+        index.contains("data-runs=\"3\""),
+        "three runs of main: {index}"
+    );
     let base = git(&work, &["rev-parse", "--short", "HEAD"]);
     git(&work, &["checkout", "-q", "-b", "feature"]);
     commit(&work, "change");

@@ -283,6 +283,15 @@ pub fn merged_index(devices: &[MergedDevice], verdict: &str) -> Result<String> {
     )
 }
 
+/// A verdict as the badge and the pages' classes name it.
+pub fn verdict_word(v: crate::results::RunStatus) -> &'static str {
+    match v {
+        crate::results::RunStatus::Pass => "pass",
+        crate::results::RunStatus::Fail => "fail",
+        crate::results::RunStatus::Inconclusive => "inconclusive",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -333,14 +342,5 @@ mod tests {
             );
         }
         assert!(html.contains("Content-Security-Policy"));
-    }
-}
-
-/// A verdict as the badge and the pages' classes name it.
-pub fn verdict_word(v: crate::results::RunStatus) -> &'static str {
-    match v {
-        crate::results::RunStatus::Pass => "pass",
-        crate::results::RunStatus::Fail => "fail",
-        crate::results::RunStatus::Inconclusive => "inconclusive",
     }
 }

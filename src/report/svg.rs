@@ -303,7 +303,9 @@ pub fn roofline(run: &RunResult) -> String {
         (v.intensity > 0.0 && v.intensity.is_finite() && fps > 0.0 && secs > 0.0)
             .then_some((v.intensity, fps))
     };
-    let cases: Vec<(&SpecResult, (f64, f64), (f64, f64))> = run
+    // Each case with its before and after points: (FLOP/byte, FLOP/s).
+    type Placed<'a> = (&'a SpecResult, (f64, f64), (f64, f64));
+    let cases: Vec<Placed<'_>> = run
         .specs
         .iter()
         .filter_map(|s| Some((s, placed(&s.before)?, placed(&s.after)?)))
@@ -514,7 +516,7 @@ pub fn sweep(series: &SweepSeries) -> [String; 2] {
         o
     };
     [
-        panel("bytes moved", bytes, |v| super::bytes(v)),
+        panel("bytes moved", bytes, super::bytes),
         panel("median time", secs, super::duration),
     ]
 }
