@@ -196,12 +196,8 @@ pub enum Command {
         cases: Vec<String>,
         #[command(flatten)]
         store: StoreArgs,
-        /// Only runs of this device key.
-        #[arg(long)]
-        device: Option<String>,
-        /// Only runs of this branch.
-        #[arg(long)]
-        branch: Option<String>,
+        #[command(flatten)]
+        only: SeriesFilter,
         /// The newest N runs of each case.
         #[arg(long, value_name = "N")]
         last: Option<usize>,
@@ -226,12 +222,8 @@ pub enum Command {
         out: PathBuf,
         #[command(flatten)]
         store: StoreArgs,
-        /// Only runs of this device key.
-        #[arg(long)]
-        device: Option<String>,
-        /// Only runs of this branch.
-        #[arg(long)]
-        branch: Option<String>,
+        #[command(flatten)]
+        only: SeriesFilter,
         /// The newest N runs of each case (a page of more draws slowly in a browser).
         #[arg(long, value_name = "N", default_value_t = crate::site::DEFAULT_LAST)]
         last: usize,
@@ -492,6 +484,17 @@ pub struct StoreArgs {
     pub runs_dir: PathBuf,
 }
 
+/// Which runs of the store a command reads (`history`, `site`).
+#[derive(clap::Args, Debug)]
+pub struct SeriesFilter {
+    /// Only runs of this device key.
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Only runs of this branch.
+    #[arg(long)]
+    pub branch: Option<String>,
+}
+
 /// The history store a command uses: `--store`, else `OPLEDGER_STORE`, else
 /// `<runs-dir>/history.sqlite`.
 fn store_url(
@@ -651,8 +654,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Site {
             out,
             store,
-            device,
-            branch,
+            only,
             last,
             commit_url,
             cases,
@@ -660,8 +662,8 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             store: store_url(store.store.as_deref(), &settings, &store.runs_dir)?,
             query: crate::store::Query {
                 specs: cases,
-                device,
-                branch,
+                device: only.device,
+                branch: only.branch,
                 last: Some(last),
             },
             out,
@@ -679,8 +681,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::History {
             cases,
             store,
-            device,
-            branch,
+            only,
             last,
             format,
             changes,
@@ -689,8 +690,8 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             &store_url(store.store.as_deref(), &settings, &store.runs_dir)?,
             &crate::store::Query {
                 specs: cases,
-                device,
-                branch,
+                device: only.device,
+                branch: only.branch,
                 last,
             },
             format,

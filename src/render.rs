@@ -44,12 +44,9 @@ pub fn report(run_dir: &Path, template: Option<&Path>, out: Option<&Path>) -> Re
         );
         return Ok(ExitCode::Pass);
     }
-    // `--out report.html` (or any `.html` file): the page, self-contained, nothing beside it.
-    if o.extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("html"))
-    {
-        let html = report::html::report(&run, &report::html::Place::default())?;
-        crate::files::write_atomic(o, html.as_bytes())?;
+    // A report written into its own archive under another name: the manifest records the new
+    // files and the manifest they replaced.
+    let reseal = || -> Result<()> {
         if inside {
             archive::seal(
                 run_dir,
@@ -57,6 +54,15 @@ pub fn report(run_dir: &Path, template: Option<&Path>, out: Option<&Path>) -> Re
                 vec![previous_manifest(run_dir, &loaded.verification, &run)],
             )?;
         }
+        Ok(())
+    };
+    // `--out report.html` (or any `.html` file): the page, self-contained, nothing beside it.
+    if o.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("html"))
+    {
+        let html = report::html::report(&run, &report::html::Place::default())?;
+        crate::files::write_atomic(o, html.as_bytes())?;
+        reseal()?;
         eprintln!("opledger: wrote {}", o.display());
         return Ok(ExitCode::Pass);
     }
@@ -67,15 +73,7 @@ pub fn report(run_dir: &Path, template: Option<&Path>, out: Option<&Path>) -> Re
         crate::files::write_atomic(&dir.join(name), svg.as_bytes())?;
     }
     crate::files::write_atomic(o, md.as_bytes())?;
-    // A report written into its own archive under another name: the manifest records the new
-    // files and the manifest they replaced.
-    if inside {
-        archive::seal(
-            run_dir,
-            "report",
-            vec![previous_manifest(run_dir, &loaded.verification, &run)],
-        )?;
-    }
+    reseal()?;
     eprintln!(
         "opledger: wrote {} and, beside it, {}",
         o.display(),

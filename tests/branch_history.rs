@@ -6,7 +6,7 @@
 //! `run --bisect`.
 
 mod common;
-use common::{bin, fixture, text};
+use common::{bin, fixture, git, text};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -16,20 +16,6 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn git(repo: &Path, args: &[&str]) -> String {
-    let o = Command::new("git")
-        .current_dir(repo)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .expect("git runs");
-    assert!(o.status.success(), "git {args:?}: {}", text(&o));
-    String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
 fn commit(repo: &Path, file: &str) -> String {

@@ -10,7 +10,7 @@
 //! `OPLEDGER_SCREENSHOTS` when it names a folder (how docs/img/ is made).
 
 mod common;
-use common::{bin, fixture, text};
+use common::{bin, fixture, git, text};
 use scraper::{Html, Selector};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -217,6 +217,22 @@ fn with_script(page: &Path, script: &str) -> PathBuf {
     out
 }
 
+/// Opens a page made by [`with_script`] (clean, as any page) and returns what its script left
+/// in `body[data-order]`, split at commas.
+fn probed(browser: &Path, page: &Path, what: &str) -> Vec<String> {
+    let opened = open(browser, page);
+    assert_clean(&opened, what);
+    opened
+        .dom
+        .select(&Selector::parse("body").unwrap())
+        .next()
+        .and_then(|b| b.value().attr("data-order"))
+        .unwrap_or_else(|| panic!("{what}: the probe left no order"))
+        .split(',')
+        .map(str::to_string)
+        .collect()
+}
+
 #[test]
 fn the_html_report_opens_offline_with_its_verdict_checklist_cases_and_points() {
     let Some(browser) = chromium("the HTML report") else {
@@ -295,17 +311,7 @@ fn the_html_report_opens_offline_with_its_verdict_checklist_cases_and_points() {
         "var t=document.querySelector('table.summary');t.tHead.rows[0].cells[3].querySelector('button').click();\
          document.body.setAttribute('data-order',Array.prototype.map.call(t.tBodies[0].rows,function(r){return r.getAttribute('data-spec')}).join(','));",
     );
-    let sorted = open(&browser, &probe);
-    assert_clean(&sorted, "the sorted report");
-    let order: Vec<String> = sorted
-        .dom
-        .select(&Selector::parse("body").unwrap())
-        .next()
-        .and_then(|b| b.value().attr("data-order"))
-        .unwrap()
-        .split(',')
-        .map(str::to_string)
-        .collect();
+    let order = probed(&browser, &probe, "the sorted report");
     let mut by_after: Vec<(f64, String)> = specs
         .iter()
         .map(|s| {
@@ -322,20 +328,6 @@ fn the_html_report_opens_offline_with_its_verdict_checklist_cases_and_points() {
     );
     screenshot(&browser, &page, "report", (1280, 2000));
     screenshot(&browser, &page, "report-phone", (390, 1600));
-}
-
-fn git(repo: &Path, args: &[&str]) -> String {
-    let o = Command::new("git")
-        .current_dir(repo)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .expect("git runs");
-    assert!(o.status.success(), "git {args:?}: {}", text(&o));
-    String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
 /// Runs of a spec in a scratch repository: `n` at each of two commits, the second slower (its
@@ -470,15 +462,8 @@ fn the_dashboard_opens_offline_with_every_case_run_baseline_and_shift() {
         "var t=document.querySelector('table.runs');t.tHead.rows[0].cells[7].querySelector('button').click();\
          document.body.setAttribute('data-order',Array.prototype.map.call(t.tBodies[0].rows,function(r){return r.cells[7].getAttribute('data-sort')}).join(','));",
     );
-    let sorted = open(&browser, &probe);
-    assert_clean(&sorted, "the sorted case page");
-    let order: Vec<f64> = sorted
-        .dom
-        .select(&Selector::parse("body").unwrap())
-        .next()
-        .and_then(|b| b.value().attr("data-order"))
-        .unwrap()
-        .split(',')
+    let order: Vec<f64> = probed(&browser, &probe, "the sorted case page")
+        .iter()
         .map(|v| v.parse().unwrap())
         .collect();
     assert!(order.windows(2).all(|w| w[0] <= w[1]), "{order:?}");

@@ -8,22 +8,8 @@
 use crate::results::{RunResult, SpecResult, SweepSeries};
 use std::fmt::Write;
 
-/// Escapes text for XML (element text and attribute values alike).
-pub fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            c if c.is_control() && c != '\n' => o.push(' '),
-            c => o.push(c),
-        }
-    }
-    o
-}
+/// Escapes text for XML: the pages' one escaping (SVG is inline HTML here).
+pub use super::html::escape as esc;
 
 /// One axis: its range, linear or logarithmic, and its label.
 #[derive(Debug, Clone)]

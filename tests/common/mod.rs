@@ -102,6 +102,21 @@ pub fn run_in(dir: &Path, specs: &[PathBuf], extra: &[&str]) -> Output {
     run_cmd(dir, specs, extra).output().unwrap()
 }
 
+/// `git ARGS` in `repo` as a fixed author; its trimmed stdout (a failure fails the test).
+pub fn git(repo: &Path, args: &[&str]) -> String {
+    let o = Command::new("git")
+        .current_dir(repo)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .output()
+        .expect("git runs");
+    assert!(o.status.success(), "git {args:?}: {}", text(&o));
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
 /// A fresh database on the PostgreSQL server named by `OPLEDGER_TEST_POSTGRES` (a URL such as
 /// `postgres://postgres@127.0.0.1:55432/postgres`), as a store URL; dropped with the guard.
 /// Without a server: `None`, with SKIPPED on the real stderr, unless `OPLEDGER_REQUIRE_POSTGRES`

@@ -17,22 +17,10 @@ impl Output for JUnit {
     }
 }
 
-/// Escapes text for an XML attribute or element.
+/// Escapes text for an XML attribute or element (the HTML pages' escaping: XML's five entities,
+/// control characters as spaces, the invisible reordering characters as their code points).
 fn xml_escape(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&apos;"),
-            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => {}
-            c if crate::report::is_bidi_control(c) => o.push_str(&format!("[U+{:04X}]", c as u32)),
-            c => o.push(c),
-        }
-    }
-    o
+    crate::report::html::escape(s)
 }
 
 /// JUnit XML for CI dashboards: one test suite per spec, one test case per check (skipped
