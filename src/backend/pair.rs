@@ -149,7 +149,7 @@ struct UserSides {
     cold: bool,
 }
 
-/// The worker module (`python/opledger_worker.py`) and each input as `.npy` in `dir`, for the
+/// The worker module (`python/opledger_worker/`) and each input as `.npy` in `dir`, for the
 /// workers to read; returns the inputs' files by tensor name.
 fn write_worker_files(
     dir: &Path,

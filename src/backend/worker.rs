@@ -636,7 +636,7 @@ fn proc_table() -> Vec<ProcEntry> {
 }
 
 /// The Python worker module shipped inside opledger.
-pub const PYTHON_MODULE: &str = include_str!("../../python/opledger_worker.py");
+pub const PYTHON_MODULE: &str = include_str!("../../python/opledger_worker/__init__.py");
 
 /// `PYTHONPATH` with `dir` first.
 fn python_path_with(dir: &Path) -> std::ffi::OsString {
