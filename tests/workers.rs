@@ -716,3 +716,72 @@ fn an_after_side_slower_than_its_before_side_is_never_a_green_fusion() {
         "{report}"
     );
 }
+
+/// A compiler for the C kit: `cc` and `c++`, or `None` (SKIPPED) where there are none, unless
+/// `OPLEDGER_REQUIRE_PYTHON` says this is CI (which installs g++, and its gcc with it).
+fn c_compilers() -> Option<(String, String)> {
+    let works = |c: &str| Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success());
+    let cc = ["cc", "gcc", "clang"].into_iter().find(|c| works(c));
+    let cxx = ["c++", "g++", "clang++"].into_iter().find(|c| works(c));
+    match (cc, cxx) {
+        (Some(a), Some(b)) => Some((a.to_string(), b.to_string())),
+        _ => {
+            assert!(
+                std::env::var_os("OPLEDGER_REQUIRE_PYTHON").is_none(),
+                "CI needs a C and a C++ compiler for the worker kit"
+            );
+            eprintln!("SKIPPED: no C and C++ compiler for include/opledger_worker.h");
+            None
+        }
+    }
+}
+
+/// The C worker kit: the example compiles as C99 and as C++11 without a warning, serves its
+/// function over the protocol, and its output passes the kind's correctness check; a function
+/// it does not serve is refused by name.
+#[test]
+fn the_c_example_builds_on_the_kit_and_runs() {
+    let Some((cc, cxx)) = c_compilers() else {
+        return;
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let source = root.join("examples/c/bias_gelu_worker.c");
+    let include = root.join("include");
+    let worker = dir.path().join("bias_gelu_worker");
+    for (compiler, args) in [
+        (cc.as_str(), &["-std=c99", "-pedantic"][..]),
+        (cxx.as_str(), &["-std=c++11", "-x", "c++"][..]),
+    ] {
+        let o = Command::new(compiler)
+            .args(["-O2", "-Wall", "-Wextra", "-Werror"])
+            .args(args)
+            .arg("-I")
+            .arg(&include)
+            .arg(&source)
+            .arg("-o")
+            .arg(&worker)
+            .arg("-lm")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{compiler}: {}", text(&o));
+    }
+    let spec_text = std::fs::read_to_string(root.join("examples/c/bias-gelu.yaml"))
+        .unwrap()
+        .replace("rows: 4096, cols: 4096", "rows: 64, cols: 256");
+    let spec = dir.path().join("bias-gelu.yaml");
+    std::fs::write(&spec, &spec_text).unwrap();
+    let o = run_in(dir.path(), std::slice::from_ref(&spec), &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let r = results(dir.path());
+    let s = &r["specs"][0];
+    let i = s["after"]["implementation"].as_str().unwrap();
+    assert!(i.contains("opledger_worker.h 1") && i.contains("c_fused"), "{i}");
+    assert_eq!(s["checks"][0]["name"], "correctness");
+    assert_eq!(s["checks"][0]["status"], "pass", "{}", s["checks"][0]);
+    // A function the worker does not serve: the spec fails, naming what it has.
+    std::fs::write(&spec, spec_text.replace("function: c_fused", "function: nope")).unwrap();
+    let o = run_in(dir.path(), &[spec], &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("c_fused"), "{}", text(&o));
+}

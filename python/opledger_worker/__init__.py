@@ -102,10 +102,11 @@ class Worker:
             return self._setup(r)
         if op == "run":
             case = self._case(r)
-            if r.get("cold"):
-                self._flush_caches()
             secs = []
             for _ in range(int(r.get("count", 1))):
+                # Cold: the caches are flushed before every run of the batch, not once.
+                if r.get("cold"):
+                    self._flush_caches()
                 case["result"], t = self._timed(case["fn"], case["args"])
                 secs.append(t)
             return {"ok": True, "secs": secs}
