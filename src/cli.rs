@@ -234,6 +234,21 @@ pub enum Command {
         /// Only these cases (spec names); all when none.
         cases: Vec<String>,
     },
+    /// Check a worker against the protocol without a run: hello, setup of each function the
+    /// spec names on its workload, cold and warm runs, the output, the failure paths (a function
+    /// it does not serve, a case never set up, an unknown op, a line that is not JSON) and
+    /// shutdown, each step against its rule. Exit 0 when every step keeps the protocol, 1 when
+    /// one breaks it.
+    WorkerTest {
+        /// A spec whose sides are workers (`command:`): its workload is what setup gets.
+        spec: PathBuf,
+        /// Per-request limit instead of the spec's `timeout_secs` (setup: ten times as long).
+        #[arg(long, value_name = "SECS")]
+        timeout_secs: Option<f64>,
+        /// The worker to test instead of the spec's command (after `--`).
+        #[arg(last = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
     /// Check an archive against its manifest: every file's SHA-256 as the command that wrote
     /// it recorded, nothing removed or added, its names valid and its verdict the one its checks
     /// give. Exit 0 when it is intact, 1 when anything differs or it has no manifest.
@@ -651,6 +666,11 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             }
         }
         Command::Verify { run_dir } => verify_archive(&run_dir),
+        Command::WorkerTest {
+            spec,
+            timeout_secs,
+            command,
+        } => crate::worker_test::worker_test(&spec, &command, timeout_secs),
         Command::Site {
             out,
             store,

@@ -37,3 +37,4 @@ pub mod spec;
 pub mod store;
 pub mod values;
 pub mod verdict;
+pub mod worker_test;

@@ -30,6 +30,7 @@ const LAYERS: &[&[&str]] = &[
         "render",
         "history",
         "site",
+        "worker_test",
     ],
     &["cli"],
     &["main"],

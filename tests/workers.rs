@@ -6,7 +6,7 @@
 //! and OPLEDGER_REQUIRE_PYTHON=1 makes that a failure).
 
 mod common;
-use common::{fixture, only_run_dir, run_in, text};
+use common::{bin, fixture, only_run_dir, run_in, text};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -323,6 +323,15 @@ fn the_numpy_example_runs_both_sides_in_one_worker() {
         .as_str()
         .unwrap()
         .contains("numexpr_fused"));
+    // The shipped worker keeps every rule of the protocol.
+    let spec = dir.path().join("bias-gelu.yaml");
+    let o = bin()
+        .current_dir(dir.path())
+        .arg("worker-test")
+        .arg(&spec)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
 /// A custom op (relu, ledger in the spec) with the fake worker on both sides: the before side
@@ -720,7 +729,12 @@ fn an_after_side_slower_than_its_before_side_is_never_a_green_fusion() {
 /// A compiler for the C kit: `cc` and `c++`, or `None` (SKIPPED) where there are none, unless
 /// `OPLEDGER_REQUIRE_PYTHON` says this is CI (which installs g++, and its gcc with it).
 fn c_compilers() -> Option<(String, String)> {
-    let works = |c: &str| Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success());
+    let works = |c: &str| {
+        Command::new(c)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
     let cc = ["cc", "gcc", "clang"].into_iter().find(|c| works(c));
     let cxx = ["c++", "g++", "clang++"].into_iter().find(|c| works(c));
     match (cc, cxx) {
@@ -776,12 +790,98 @@ fn the_c_example_builds_on_the_kit_and_runs() {
     let r = results(dir.path());
     let s = &r["specs"][0];
     let i = s["after"]["implementation"].as_str().unwrap();
-    assert!(i.contains("opledger_worker.h 1") && i.contains("c_fused"), "{i}");
+    assert!(
+        i.contains("opledger_worker.h 1") && i.contains("c_fused"),
+        "{i}"
+    );
     assert_eq!(s["checks"][0]["name"], "correctness");
     assert_eq!(s["checks"][0]["status"], "pass", "{}", s["checks"][0]);
+    // The kit's worker keeps every rule of the protocol.
+    let o = bin()
+        .current_dir(dir.path())
+        .arg("worker-test")
+        .arg(&spec)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("PASS: 12 steps"), "{}", text(&o));
     // A function the worker does not serve: the spec fails, naming what it has.
-    std::fs::write(&spec, spec_text.replace("function: c_fused", "function: nope")).unwrap();
+    std::fs::write(
+        &spec,
+        spec_text.replace("function: c_fused", "function: nope"),
+    )
+    .unwrap();
     let o = run_in(dir.path(), &[spec], &[]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("c_fused"), "{}", text(&o));
+}
+
+/// `worker-test`: the shipped-like strict worker keeps every rule; each broken one fails with
+/// the step and the rule it breaks (exit 1).
+#[test]
+fn worker_test_passes_a_strict_worker_and_names_the_rule_each_broken_one_breaks() {
+    if !python3() {
+        eprintln!("SKIPPED: no python3");
+        return;
+    }
+    let cases: [(&str, &str, &str); 9] = [
+        ("lazy-timer", "run relu cold ×1", "below the 1e-8 s floor"),
+        ("slow-claim", "run relu cold ×1", "more than the"),
+        ("wrong-count", "run relu warm ×3", "1 times for 3 runs"),
+        ("no-exit", "shutdown", "still running 2 s later"),
+        (
+            "ok",
+            "setup of a function it does not serve",
+            "answered ok: true",
+        ),
+        ("zeros", "output relu", "every element is 0"),
+        ("wrong-shape", "output relu", "expected [8, 16]"),
+        ("garbage", "run relu cold ×1", "not the protocol's"),
+        ("no-function", "function relu", "not registered"),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let test = |mode: &str| {
+        let spec = custom_spec(dir.path(), mode, mode);
+        bin()
+            .current_dir(dir.path())
+            .args(["worker-test", "--timeout-secs", "5"])
+            .arg(&spec)
+            .output()
+            .unwrap()
+    };
+    let o = test("strict");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("PASS: 12 steps kept the protocol"),
+        "{}",
+        text(&o)
+    );
+    for (mode, step, why) in cases {
+        let o = test(mode);
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{mode}: {out}");
+        let line = out
+            .lines()
+            .find(|l| l.contains("FAIL") && l.contains(step))
+            .unwrap_or_else(|| panic!("{mode}: no failed step `{step}`: {out}"));
+        assert!(line.contains(why), "{mode}: {line}\n{out}");
+        assert!(out.contains("rule: "), "{mode}: the rule is named: {out}");
+    }
+    // A command standing in for the spec's (the C kit's example would be one), and bad input.
+    let spec = custom_spec(dir.path(), "ok", "ok");
+    let o = bin()
+        .current_dir(dir.path())
+        .args(["worker-test"])
+        .arg(&spec)
+        .args(["--", "python3", "fake_worker.py", "strict"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = bin()
+        .args(["worker-test"])
+        .arg(fixture("good/tiny-chain.yaml"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("no side of spec"), "{}", text(&o));
 }

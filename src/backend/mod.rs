@@ -7,6 +7,7 @@
 //! any backend. A backend implements each kind's kernels in its own folder, in a table made
 //! from the kinds' registry, and says which workloads it cannot run ([`DeviceKind::cannot_run`]).
 
+pub mod conformance;
 pub mod cpu;
 pub mod cuda;
 pub mod pair;

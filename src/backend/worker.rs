@@ -329,8 +329,30 @@ impl Worker {
             Request::Output { .. } => "output",
             Request::Shutdown => "shutdown",
         };
-        let mut line = serde_json::to_string(request)
+        let line = serde_json::to_string(request)
             .map_err(|e| self.failure(format!("cannot encode `{op}`: {e}")))?;
+        let value = self.exchange(&line, op, limit)?;
+        if value.ok {
+            return Ok(value);
+        }
+        let mut message = value.error.unwrap_or_else(|| "(no message)".into());
+        if let Some(tb) = value.traceback {
+            message.push('\n');
+            message.push_str(tb.trim_end());
+        }
+        Err(self.failure(format!("`{op}` failed: {message}")))
+    }
+
+    /// Sends one line (any text: `worker-test` sends requests that are not the protocol's too)
+    /// and reads its reply within `limit`, `ok` or not; an error only when no reply of the
+    /// protocol's shape came.
+    pub fn exchange(
+        &mut self,
+        line: &str,
+        op: &str,
+        limit: Duration,
+    ) -> Result<Reply, BackendError> {
+        let mut line = line.to_string();
         line.push('\n');
         if let Err(e) = self.writer.write_all(line.as_bytes()) {
             return Err(self.failure(format!("cannot send `{op}`: {e}")));
@@ -375,24 +397,29 @@ impl Worker {
             }
             Ok(_) => {}
         }
-        let value: Reply = match serde_json::from_str(&reply) {
-            Ok(v) => v,
+        match serde_json::from_str(&reply) {
+            Ok(v) => Ok(v),
             Err(e) => {
                 let shown: String = reply.trim_end().chars().take(200).collect();
-                return Err(self.failure(format!(
+                Err(self.failure(format!(
                     "protocol error: the reply to `{op}` is not the protocol's ({e}): {shown:?}"
-                )));
+                )))
             }
-        };
-        if value.ok {
-            return Ok(value);
         }
-        let mut message = value.error.unwrap_or_else(|| "(no message)".into());
-        if let Some(tb) = value.traceback {
-            message.push('\n');
-            message.push_str(tb.trim_end());
+    }
+
+    /// Whether the worker's process has exited within `wait` (its status in words).
+    pub fn exited_within(&mut self, wait: Duration) -> Option<String> {
+        let deadline = Instant::now() + wait;
+        loop {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return Some(s.to_string());
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
-        Err(self.failure(format!("`{op}` failed: {message}")))
     }
 
     /// Waits until the channel has something to read (a reply, or its end) or the deadline

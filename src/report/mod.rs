@@ -3,6 +3,7 @@
 
 pub mod chart;
 pub mod comment;
+pub mod conformance;
 pub mod dashboard;
 pub mod gate;
 pub mod history;

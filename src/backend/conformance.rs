@@ -1,0 +1,386 @@
+//! The conformance check of a worker (`opledger worker-test`): the protocol's conversation
+//! driven without a run — hello, setup of each function on the spec's workload, cold and warm
+//! runs, the output, the failure paths (a function it does not serve, a case never set up, an
+//! unknown op, a line that is not JSON), shutdown — each step a [`Finding`] against the
+//! protocol's rule it tests ([`Rule`]). Data only; `report::conformance` writes the words.
+
+use super::worker::{Request, TensorFile, Worker};
+use crate::spec::{WorkerCommand, Workload};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// A rule of the protocol (docs/workers.md) that a step of the check tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    /// The program starts and answers `hello` with `ok`, protocol 1, its name, its device and
+    /// its functions.
+    Hello,
+    /// Every function the spec names is among those it registered.
+    Serves,
+    /// `setup` of a function on the workload's inputs answers `ok` within its limit.
+    Setup,
+    /// `run` answers `ok` with one time per run asked, each finite, above the physical floor
+    /// and no longer than the request took.
+    Run,
+    /// `output` writes a float32 `.npy` of the output's shape, C order, finite, not one value
+    /// everywhere.
+    Output,
+    /// A failed request answers `ok: false` with an `error`, and the worker serves on.
+    Refuses,
+    /// `shutdown` answers `ok`, and the process exits.
+    Shutdown,
+}
+
+/// What a step found.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Finding {
+    pub rule: Rule,
+    /// What was asked (`setup c_fused`, `run c_fused cold ×1`, …).
+    pub step: String,
+    pub ok: bool,
+    /// What was seen: the reply's figures, or what broke the rule.
+    pub detail: String,
+}
+
+/// The shortest run a worker may report: no kernel of a whole workload finishes in less, so a
+/// smaller time is a timer that is not one.
+pub const FLOOR_SECS: f64 = 1e-8;
+
+/// The check of one worker command on a spec's workload, for each of `functions` (the
+/// functions the spec's sides name with that command). Never fails: what goes wrong is a
+/// finding, and a step that cannot go on ends the check there.
+pub fn check(
+    cmd: &WorkerCommand,
+    spec_dir: &Path,
+    workload: &Workload,
+    functions: &[(String, String)],
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let dir = match tempfile::Builder::new()
+        .prefix("opledger-worker-test-")
+        .tempdir()
+    {
+        Ok(d) => d,
+        Err(e) => {
+            note(
+                &mut out,
+                Rule::Hello,
+                "start",
+                false,
+                format!("cannot make a folder: {e}"),
+            );
+            return out;
+        }
+    };
+    let python = dir.path().join("python");
+    if let Err(e) = std::fs::create_dir(&python).and_then(|_| {
+        std::fs::write(
+            python.join("opledger_worker.py"),
+            super::worker::PYTHON_MODULE,
+        )
+    }) {
+        note(
+            &mut out,
+            Rule::Hello,
+            "start",
+            false,
+            format!("cannot write the worker module: {e}"),
+        );
+        return out;
+    }
+    let limit = Duration::from_secs_f64(cmd.timeout_secs);
+    let setup_limit = limit * 10;
+    let mut w = match Worker::start(cmd, spec_dir, &python) {
+        Ok(w) => w,
+        Err(e) => {
+            note(&mut out, Rule::Hello, "hello", false, e.to_string());
+            return out;
+        }
+    };
+    note(
+        &mut out,
+        Rule::Hello,
+        "hello",
+        true,
+        format!("{}; functions: {}", w.about, w.functions.join(", ")),
+    );
+    for (f, _) in functions {
+        let ok = w.functions.contains(f);
+        note(
+            &mut out,
+            Rule::Serves,
+            &format!("function {f}"),
+            ok,
+            if ok {
+                "registered".into()
+            } else {
+                format!("not registered (it has: {})", w.functions.join(", "))
+            },
+        );
+    }
+    let kind = workload.as_kind();
+    let output_shape = kind.output_shape();
+    let mut inputs = std::collections::BTreeMap::new();
+    for (name, shape, data) in kind.inputs(7).iter() {
+        let path = dir.path().join(format!("input-{name}.npy"));
+        if let Err(e) = super::worker::write_npy(&path, shape, data) {
+            note(&mut out, Rule::Setup, "inputs", false, e.to_string());
+            return out;
+        }
+        inputs.insert(
+            name.to_string(),
+            TensorFile {
+                path,
+                shape: shape.to_vec(),
+                dtype: "float32".into(),
+            },
+        );
+    }
+    let workload_json = serde_json::to_value(workload).unwrap_or(serde_json::Value::Null);
+    let setup = |id: &str, function: &str, variant: &str, output: &Path| Request::Setup {
+        id: id.to_string(),
+        function: function.to_string(),
+        variant: variant.to_string(),
+        workload: workload_json.clone(),
+        inputs: inputs.clone(),
+        output: TensorFile {
+            path: output.to_path_buf(),
+            shape: output_shape.clone(),
+            dtype: "float32".into(),
+        },
+        flush_bytes: 8 << 20,
+    };
+    let mut ready = None;
+    for (k, (f, variant)) in functions.iter().enumerate() {
+        if !w.functions.contains(f) {
+            continue;
+        }
+        let id = format!("case{k}");
+        let output = dir.path().join(format!("output-{id}.npy"));
+        let step = format!("setup {f}");
+        match w.request(&setup(&id, f, variant, &output), setup_limit) {
+            Ok(_) => note(&mut out, Rule::Setup, &step, true, "ok".into()),
+            Err(e) => {
+                note(&mut out, Rule::Setup, &step, false, e.to_string());
+                continue;
+            }
+        };
+        for (count, cold) in [(1u64, true), (3, false)] {
+            let step = format!("run {f} {} ×{count}", if cold { "cold" } else { "warm" });
+            let started = Instant::now();
+            let reply = w.request(
+                &Request::Run {
+                    id: id.clone(),
+                    count,
+                    cold,
+                },
+                limit * count as u32,
+            );
+            let wall = started.elapsed().as_secs_f64();
+            match reply {
+                Err(e) => note(&mut out, Rule::Run, &step, false, e.to_string()),
+                Ok(r) => {
+                    let secs = r.secs.unwrap_or_default();
+                    let (ok, detail) = judge_secs(&secs, count, wall);
+                    note(&mut out, Rule::Run, &step, ok, detail)
+                }
+            };
+        }
+        let step = format!("output {f}");
+        match w.request(&Request::Output { id: id.clone() }, limit) {
+            Err(e) => {
+                note(&mut out, Rule::Output, &step, false, e.to_string());
+            }
+            Ok(_) => {
+                let (ok, detail) = judge_output(&output, &output_shape);
+                note(&mut out, Rule::Output, &step, ok, detail);
+            }
+        }
+        ready.get_or_insert(id);
+    }
+    // The failure paths: each must be refused, and the worker must answer the next request.
+    let missing = "opledger-worker-test-no-such-function";
+    let attempts: Vec<(String, String)> = vec![
+        (
+            format!("setup of a function it does not serve ({missing})"),
+            serde_json::to_string(&setup(
+                "unknown",
+                missing,
+                "fused",
+                &dir.path().join("output-unknown.npy"),
+            ))
+            .unwrap_or_default(),
+        ),
+        (
+            "run of a case never set up".into(),
+            r#"{"op": "run", "id": "opledger-worker-test-no-such-case", "count": 1, "cold": false}"#
+                .into(),
+        ),
+        (
+            "an op of no protocol".into(),
+            r#"{"op": "opledger-worker-test-unknown-op"}"#.into(),
+        ),
+        ("a line that is not JSON".into(), "{not json".into()),
+    ];
+    for (step, line) in attempts {
+        match w.exchange(&line, "a request to refuse", limit) {
+            Err(e) => {
+                note(&mut out, Rule::Refuses, &step, false, e.to_string());
+                // The channel is gone or out of step: nothing more can be asked.
+                return out;
+            }
+            Ok(r) if r.ok => {
+                note(
+                    &mut out,
+                    Rule::Refuses,
+                    &step,
+                    false,
+                    "answered ok: true to a request it cannot serve".into(),
+                );
+            }
+            Ok(r) if r.error.as_deref().is_none_or(|e| e.trim().is_empty()) => {
+                note(
+                    &mut out,
+                    Rule::Refuses,
+                    &step,
+                    false,
+                    "answered ok: false without an error message".into(),
+                );
+            }
+            Ok(r) => {
+                note(
+                    &mut out,
+                    Rule::Refuses,
+                    &step,
+                    true,
+                    format!("refused: {}", first_line(r.error.as_deref().unwrap_or(""))),
+                );
+            }
+        }
+    }
+    if let Some(id) = &ready {
+        let step = "run after the refusals";
+        match w.request(
+            &Request::Run {
+                id: id.clone(),
+                count: 1,
+                cold: false,
+            },
+            limit,
+        ) {
+            Ok(_) => note(&mut out, Rule::Refuses, step, true, "still serving".into()),
+            Err(e) => note(&mut out, Rule::Refuses, step, false, e.to_string()),
+        };
+    }
+    match w.request(&Request::Shutdown, limit) {
+        Err(e) => {
+            note(&mut out, Rule::Shutdown, "shutdown", false, e.to_string());
+        }
+        Ok(_) => {
+            let exited = w.exited_within(Duration::from_secs(2));
+            let ok = exited.is_some();
+            note(
+                &mut out,
+                Rule::Shutdown,
+                "shutdown",
+                ok,
+                match exited {
+                    Some(s) => format!("answered ok and exited ({s})"),
+                    None => "answered ok but was still running 2 s later".into(),
+                },
+            );
+        }
+    }
+    out
+}
+
+/// Records a step; returns whether it kept the rule.
+fn note(out: &mut Vec<Finding>, rule: Rule, step: &str, ok: bool, detail: String) -> bool {
+    out.push(Finding {
+        rule,
+        step: step.to_string(),
+        ok,
+        detail,
+    });
+    ok
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or("").chars().take(200).collect()
+}
+
+/// The times a `run` reported, against what is possible: one per run, each finite, above
+/// [`FLOOR_SECS`], and all together no more than the request's own wall time.
+pub fn judge_secs(secs: &[f64], count: u64, wall_secs: f64) -> (bool, String) {
+    if secs.len() as u64 != count {
+        return (false, format!("{} times for {count} runs", secs.len()));
+    }
+    if let Some(bad) = secs.iter().find(|s| !s.is_finite() || **s < FLOOR_SECS) {
+        return (
+            false,
+            format!(
+                "a run of {bad:e} s: below the {FLOOR_SECS:e} s floor no kernel of a workload runs in (a timer that does not time)"
+            ),
+        );
+    }
+    let total: f64 = secs.iter().sum();
+    if total > wall_secs {
+        return (
+            false,
+            format!(
+                "its runs claim {total:.6} s in all, more than the {wall_secs:.6} s the whole request took"
+            ),
+        );
+    }
+    (
+        true,
+        format!(
+            "{} (request {:.3} ms)",
+            secs.iter()
+                .map(|s| format!("{:.3} ms", s * 1e3))
+                .collect::<Vec<_>>()
+                .join(", "),
+            wall_secs * 1e3
+        ),
+    )
+}
+
+/// The output file as the protocol asks for it.
+fn judge_output(path: &Path, shape: &[u64]) -> (bool, String) {
+    match super::worker::read_npy(path, shape) {
+        Err(e) => (false, e),
+        Ok(v) => {
+            if let Some(bad) = v.iter().find(|x| !x.is_finite()) {
+                return (false, format!("the output holds {bad}"));
+            }
+            if v.len() > 1 && v.iter().all(|x| *x == v[0]) {
+                return (
+                    false,
+                    format!("every element is {}: a buffer never written", v[0]),
+                );
+            }
+            (true, format!("{shape:?} float32"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reported_times_must_be_possible() {
+        assert!(judge_secs(&[0.001], 1, 0.002).0);
+        assert!(!judge_secs(&[0.001, 0.001], 3, 0.01).0, "one time per run");
+        assert!(
+            !judge_secs(&[0.003], 1, 0.002).0,
+            "more than the request took"
+        );
+        assert!(
+            !judge_secs(&[0.0], 1, 0.002).0,
+            "a timer that does not time"
+        );
+        assert!(!judge_secs(&[f64::NAN], 1, 0.002).0);
+    }
+}
