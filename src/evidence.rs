@@ -246,6 +246,15 @@ fn judge_timings(
         ));
         r.launch_overhead_secs = Some(overhead);
     }
+    r.checks.push(verdict::timing_check(
+        [
+            (s.variants.before.name(), &ab),
+            (s.variants.after.name(), &aa),
+        ],
+        cfg.cold,
+        launch_bound,
+        verdict::impossible_bandwidth_factor(backend.kind()),
+    ));
     r.warnings.extend(backend.case_warnings(&s.workload));
     r.warnings.extend(verdict::measurement_warnings(
         &sb,

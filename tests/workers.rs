@@ -885,3 +885,107 @@ fn worker_test_passes_a_strict_worker_and_names_the_rule_each_broken_one_breaks(
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("no side of spec"), "{}", text(&o));
 }
+
+/// The relu custom op at a size where a run moves 2 MiB, the before side honest, the after
+/// side run by `after` (a command and a function).
+fn cheat_spec(dir: &Path, after: &str, function: &str) -> PathBuf {
+    for f in ["fake_worker.py", "cheats_worker.py"] {
+        std::fs::copy(fixture(&format!("workers/{f}")), dir.join(f)).unwrap();
+    }
+    let spec = dir.join(format!("cheat-{function}.yaml"));
+    std::fs::write(
+        &spec,
+        format!(
+            "name: cheat\ntitle: a cheating after side\nworkload:\n  kind: custom\n  sizes: {{rows: 256, cols: 1024}}\n  tensors:\n    x: {{shape: [rows, cols]}}\n    y: {{shape: [rows, cols]}}\n  inputs: [x]\n  output: y\n  ledger:\n    unfused: {{reads: {{x: 1}}, writes: {{y: 1}}, flops: rows * cols}}\n    fused: {{reads: {{x: 1}}, writes: {{y: 1}}, flops: rows * cols}}\nvariants:\n  before: {{implements: unfused, command: [python3, fake_worker.py, ok], function: relu}}\n  after: {{implements: fused, command: {after}, function: {function}}}\nexpect: {{bound: bandwidth}}\n"
+        ),
+    )
+    .unwrap();
+    spec
+}
+
+/// Kernels that look fast for a reason that is not the kernel's: each fails its spec with a
+/// message that says what it did, and the honest ones pass.
+#[test]
+fn every_cheating_kernel_of_the_corpus_fails_and_says_how() {
+    if !python3() {
+        eprintln!("SKIPPED: no python3");
+        return;
+    }
+    let has_numpy = Command::new("python3")
+        .args(["-c", "import numpy"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let fake = "[python3, fake_worker.py, MODE]";
+    let module = "[python3, cheats_worker.py]";
+    let mut cases: Vec<(String, &str, &str)> = vec![
+        // A clock that under-reports: the bytes moved faster than any memory.
+        (fake.replace("MODE", "fast-timer"), "relu", "IMPOSSIBLE"),
+        // The work done when the output is asked for, the timed run doing nothing.
+        (fake.replace("MODE", "work-in-output"), "relu", "IMPOSSIBLE"),
+        // The result computed at setup and answered from a cache.
+        (
+            fake.replace("MODE", "cached-at-setup"),
+            "relu",
+            "IMPOSSIBLE",
+        ),
+        // A timer reporting nothing at all.
+        (
+            fake.replace("MODE", "lazy-timer"),
+            "relu",
+            "impossible time",
+        ),
+    ];
+    if has_numpy {
+        cases.extend([
+            (module.to_string(), "cached", "the same result"),
+            (
+                module.to_string(),
+                "first_only",
+                "the same result (the same object)",
+            ),
+            (module.to_string(), "lazy", "a value not computed yet"),
+        ]);
+    } else {
+        assert!(
+            std::env::var_os("OPLEDGER_REQUIRE_PYTHON").is_none(),
+            "OPLEDGER_REQUIRE_PYTHON is set but python3 has no numpy"
+        );
+        eprintln!("SKIPPED: the Python module's cheats (python3 without numpy)");
+    }
+    for (command, function, says) in &cases {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = cheat_spec(dir.path(), command, function);
+        let o = run_in(dir.path(), &[spec], &[]);
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{command} {function}: {out}");
+        assert!(
+            out.contains(says),
+            "{command} {function} should say {says:?}: {out}"
+        );
+    }
+    // The honest ones: the fake worker's relu and the module's.
+    let mut honest = vec![(fake.replace("MODE", "ok"), "relu")];
+    if has_numpy {
+        honest.push((module.to_string(), "honest"));
+    }
+    for (command, function) in honest {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = cheat_spec(dir.path(), &command, function);
+        let o = run_in(dir.path(), &[spec], &[]);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{command} {function}: {}",
+            text(&o)
+        );
+        let r = results(dir.path());
+        let timing = r["specs"][0]["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "timing")
+            .cloned()
+            .unwrap();
+        assert_eq!(timing["status"], "pass", "{timing}");
+    }
+}

@@ -142,6 +142,24 @@ class Worker:
         # One untimed call readies the function (torch.compile compiles, Triton autotunes) within
         # setup's longer time limit, not in a timed run.
         result, _ = self._timed(fn, args)
+        _check_evaluated(name, result)
+        # A second call on other inputs must give another result: a function that caches its
+        # first result, or writes its output only on its first call, answers every call with it.
+        first = np.array(_to_numpy(result), copy=True)
+        other = {k: v * np.float32(0.5) + np.float32(0.25) for k, v in inputs.items()}
+        other_args = prepare(**other) if prepare else other
+        other_args = {k: v for k, v in other_args.items() if k in args}
+        if "workload" in args:
+            other_args["workload"] = args["workload"]
+        again, _ = self._timed(fn, other_args)
+        _check_evaluated(name, again)
+        if first.shape == np.shape(_to_numpy(again)) and np.array_equal(first, _to_numpy(again), equal_nan=True):
+            same = " (the same object)" if again is result else ""
+            raise RuntimeError(
+                f"function {name} returned the same result{same} for different inputs: a result cached "
+                "across calls, or an output written only on the first call, would be timed as the kernel"
+            )
+        result, _ = self._timed(fn, args)
         self.cases[r["id"]] = {"fn": fn, "args": args, "output": r["output"]["path"], "result": result}
         return {"ok": True}
 
@@ -217,6 +235,16 @@ class Worker:
                 import cupy
 
                 cupy.cuda.Device().synchronize()
+
+
+def _check_evaluated(name, out):
+    """Refuses a result that is not an array yet: a lazy value timed before it was computed."""
+    if inspect.isgenerator(out) or inspect.iscoroutine(out) or callable(out):
+        raise TypeError(f"function {name} returned {type(out).__name__}, a value not computed yet: return the array itself")
+    if callable(getattr(out, "compute", None)) and not isinstance(out, np.ndarray):
+        raise TypeError(f"function {name} returned an unevaluated lazy {type(out).__name__} (it has .compute()): compute it inside the function, where it is timed")
+    if not hasattr(out, "shape"):
+        raise TypeError(f"function {name} returned {type(out).__name__}, not an array")
 
 
 def _block(out):

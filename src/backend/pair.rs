@@ -336,6 +336,20 @@ impl Pair for UserSides {
                 let wall = started.elapsed().as_secs_f64();
                 let secs = reply.secs.as_ref().and_then(|s| s.first().copied());
                 match secs {
+                    // What no clock could have seen: more than the request took as opledger
+                    // timed it, or less than the shortest run any workload takes.
+                    Some(s) if s.is_finite() && (s > wall || s < super::conformance::FLOOR_SECS) => {
+                        Err(w
+                            .failure(format!(
+                                "impossible time: the worker reported {s:e} s for a run whose whole request took {wall:e} s by opledger's clock{}; its timer does not time the run",
+                                if s < super::conformance::FLOOR_SECS {
+                                    format!(" (below the {:e} s floor)", super::conformance::FLOOR_SECS)
+                                } else {
+                                    String::new()
+                                }
+                            ))
+                            .into())
+                    }
                     Some(s) if s.is_finite() && s > 0.0 => {
                         // Cold runs include the worker's flush in the wall time: only warm
                         // requests measure the protocol alone.

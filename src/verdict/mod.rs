@@ -919,6 +919,81 @@ pub enum PassConflict {
     OnePassedBothFail,
 }
 
+/// How far above the probe's bandwidth a cold-cache run may seem to go before its time is
+/// impossible rather than fast: on a CPU the ledger's re-reads can hit a cache the flush left
+/// warm (4× leaves room for that); on a GPU the L2 is overwritten before every sample and no
+/// kernel beats the memory by half again.
+pub fn impossible_bandwidth_factor(kind: crate::device::DeviceKind) -> f64 {
+    match kind {
+        crate::device::DeviceKind::Cpu => 4.0,
+        crate::device::DeviceKind::Cuda => 1.5,
+    }
+}
+
+/// Above this fraction of the measured compute peak a time is impossible: the probe is the
+/// device's own FMA rate, and no kernel runs its FLOPs twice as fast.
+pub const IMPOSSIBLE_COMPUTE_FRACTION: f64 = 2.0;
+
+/// The check that the times are possible at all: with the caches flushed before every sample,
+/// neither variant may move the ledger's bytes faster than `factor` × the measured bandwidth,
+/// nor its FLOPs faster than [`IMPOSSIBLE_COMPUTE_FRACTION`] × the peak. A timer that
+/// under-reports, work done outside the timed region, or a result cached across calls looks like
+/// that; a fast kernel does not. Skipped on a warm cache and for workloads meant to stay in cache.
+pub fn timing_check(
+    variants: [(&str, &Achieved); 2],
+    cold: bool,
+    cache_resident: bool,
+    factor: f64,
+) -> Check {
+    if !cold || cache_resident {
+        return Check::new(
+            "timing",
+            Status::Skip,
+            if cache_resident {
+                "not judged: the workload is meant to stay in cache"
+            } else {
+                "not judged on a warm cache"
+            },
+        );
+    }
+    let mut broken = Vec::new();
+    for (name, a) in variants {
+        if a.frac_bandwidth > factor {
+            broken.push(format!(
+                "{name} moved its ledger's bytes at {:.0}% of the measured bandwidth, more than the {:.0}% any run with flushed caches can reach",
+                a.frac_bandwidth * 100.0,
+                factor * 100.0
+            ));
+        }
+        if a.frac_compute > IMPOSSIBLE_COMPUTE_FRACTION {
+            broken.push(format!(
+                "{name} ran its FLOPs at {:.0}% of the measured peak, more than the {:.0}% any run can reach",
+                a.frac_compute * 100.0,
+                IMPOSSIBLE_COMPUTE_FRACTION * 100.0
+            ));
+        }
+    }
+    if broken.is_empty() {
+        return Check::new(
+            "timing",
+            Status::Pass,
+            format!(
+                "possible: both variants below {:.0}% of the measured bandwidth and {:.0}% of the peak",
+                factor * 100.0,
+                IMPOSSIBLE_COMPUTE_FRACTION * 100.0
+            ),
+        );
+    }
+    Check::new(
+        "timing",
+        Status::Fail,
+        format!(
+            "IMPOSSIBLE: {}; its timer does not time the work (work done outside the timed run, a result cached across calls, a clock that under-reports)",
+            broken.join("; ")
+        ),
+    )
+}
+
 /// Relative spread used to flag a noisy machine.
 pub const NOISY_REL_MAD: f64 = 0.05;
 
