@@ -157,6 +157,10 @@ pub trait UserKernel {
     fn run_timed(&mut self) -> Result<f64>;
     fn flush_caches(&mut self);
     fn output(&self) -> Result<std::borrow::Cow<'_, [f32]>>;
+    /// Fills the output with NaN, so that what the next run leaves there is what it wrote.
+    fn poison_output(&mut self) -> Result<()> {
+        Ok(())
+    }
     /// The kernel in a few words, for the report.
     fn describe(&self) -> String;
 }
@@ -169,6 +173,12 @@ pub trait Case {
     fn flush_caches(&mut self);
     /// Output of the last run of `variant`, on the host.
     fn output(&self, variant: Variant) -> Result<std::borrow::Cow<'_, [f32]>>;
+    /// Fills `variant`'s output with NaN, so that what the next run leaves there is what it
+    /// wrote (a kernel that writes only on its first launch leaves NaN). A backend that cannot
+    /// leaves it as it is.
+    fn poison_output(&mut self, _variant: Variant) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Bytes this process may still allocate, if known: the least of the OS's MemAvailable, the

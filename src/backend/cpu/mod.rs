@@ -222,6 +222,13 @@ impl Case for CpuCase {
         self.flush.flush();
     }
 
+    fn poison_output(&mut self, variant: Variant) -> Result<()> {
+        if let Some((_, o)) = self.outputs.iter_mut().find(|(v, _)| *v == variant) {
+            o.fill(f32::NAN);
+        }
+        Ok(())
+    }
+
     fn output(&self, variant: Variant) -> Result<Cow<'_, [f32]>> {
         self.outputs
             .iter()

@@ -273,6 +273,14 @@ impl UserKernel for UserKernelGpu {
         host.truncate(self.output_len);
         Ok(Cow::Owned(host))
     }
+    fn poison_output(&mut self) -> Result<()> {
+        let nan = vec![f32::NAN; self.buffers[self.output].len()];
+        self.gpu
+            .stream
+            .memcpy_htod(&nan, &mut self.buffers[self.output])
+            .map_err(driver_error("poisoning the output"))?;
+        Ok(())
+    }
     fn describe(&self) -> String {
         self.about.clone()
     }
