@@ -253,7 +253,11 @@ fn judge_timings(
         ],
         cfg.cold,
         launch_bound,
-        verdict::impossible_bandwidth_factor(backend.kind()),
+        verdict::bandwidth_limit_factor(
+            backend.kind(),
+            backend.datasheet().map(|d| d.bw_gbps * 1e9),
+            ceilings.bandwidth(),
+        ),
     ));
     r.warnings.extend(backend.case_warnings(&s.workload));
     r.warnings.extend(verdict::measurement_warnings(

@@ -930,6 +930,26 @@ pub fn impossible_bandwidth_factor(kind: crate::device::DeviceKind) -> f64 {
     }
 }
 
+/// How far above a GPU's datasheet bandwidth a cold-cache run may seem to go: the datasheet is
+/// the memory's peak, and no kernel that reads it through a flushed L2 beats it.
+pub const DATASHEET_BANDWIDTH_MARGIN: f64 = 1.1;
+
+/// The factor of the measured bandwidth above which a cold-cache time is impossible: for a GPU
+/// with a datasheet entry, its datasheet peak (with [`DATASHEET_BANDWIDTH_MARGIN`]) over the
+/// probe's measure; else [`impossible_bandwidth_factor`].
+pub fn bandwidth_limit_factor(
+    kind: crate::device::DeviceKind,
+    datasheet_bytes_per_sec: Option<f64>,
+    measured_bytes_per_sec: f64,
+) -> f64 {
+    match (kind, datasheet_bytes_per_sec) {
+        (crate::device::DeviceKind::Cuda, Some(d)) if measured_bytes_per_sec > 0.0 => {
+            d * DATASHEET_BANDWIDTH_MARGIN / measured_bytes_per_sec
+        }
+        _ => impossible_bandwidth_factor(kind),
+    }
+}
+
 /// Above this fraction of the measured compute peak a time is impossible: the probe is the
 /// device's own FMA rate, and no kernel runs its FLOPs twice as fast.
 pub const IMPOSSIBLE_COMPUTE_FRACTION: f64 = 2.0;
@@ -1037,6 +1057,45 @@ mod tests {
             rtol: NonNeg(r),
             atol: NonNeg(a),
         }
+    }
+
+    #[test]
+    fn an_impossible_time_fails_the_timing_check_on_a_cold_cache_only() {
+        use crate::device::DeviceKind;
+        let at = |bw: f64, fl: f64| Achieved {
+            bytes_per_sec: 0.0,
+            flops_per_sec: 0.0,
+            frac_bandwidth: bw,
+            frac_compute: fl,
+            measured_bound: Bound::Bandwidth,
+        };
+        let (fast, real) = (at(5.0, 0.1), at(0.9, 0.1));
+        let f = impossible_bandwidth_factor(DeviceKind::Cpu);
+        let c = timing_check([("unfused", &real), ("fused", &fast)], true, false, f);
+        assert_eq!(c.status, Status::Fail);
+        assert!(c.detail.contains("IMPOSSIBLE: fused moved"), "{}", c.detail);
+        assert_eq!(
+            timing_check([("a", &real), ("b", &real)], true, false, f).status,
+            Status::Pass
+        );
+        assert_eq!(
+            timing_check([("a", &real), ("b", &fast)], false, false, f).status,
+            Status::Skip
+        );
+        assert_eq!(
+            timing_check([("a", &real), ("b", &fast)], true, true, f).status,
+            Status::Skip
+        );
+        let flops = at(0.5, 2.5);
+        assert_eq!(
+            timing_check([("a", &real), ("b", &flops)], true, false, f).status,
+            Status::Fail
+        );
+        // A GPU with a datasheet: its peak (with the margin) over the probe's measure.
+        let g = bandwidth_limit_factor(DeviceKind::Cuda, Some(3.0e12), 2.0e12);
+        assert!((g - 1.65).abs() < 1e-9, "{g}");
+        assert_eq!(bandwidth_limit_factor(DeviceKind::Cuda, None, 2.0e12), 1.5);
+        assert_eq!(bandwidth_limit_factor(DeviceKind::Cpu, Some(1.0), 2.0), 4.0);
     }
 
     #[test]
