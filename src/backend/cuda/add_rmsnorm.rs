@@ -91,4 +91,11 @@ impl GpuKernels for AddRmsnormGpu {
             &self.y_unfused
         })
     }
+    fn output_buffer_mut(&mut self, variant: Variant) -> Option<&mut CudaSlice<f32>> {
+        Some(if variant == Variant::Fused {
+            &mut self.y_fused
+        } else {
+            &mut self.y_unfused
+        })
+    }
 }

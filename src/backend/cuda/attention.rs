@@ -86,6 +86,14 @@ impl<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits> AttnBuffer
         }
     }
 
+    fn output_mut(&mut self, variant: Variant) -> &mut CudaSlice<T> {
+        if variant == Variant::Flash {
+            &mut self.o_flash
+        } else {
+            &mut self.o_standard
+        }
+    }
+
     /// Standard attention's three launches — S = Q·Kᵀ·scale, P = softmax(S), O = P·V — of
     /// kernel `family`, whose kernels are named `attn_scores{suffix}` and so on ("" in
     /// attention.cu, "_bf16" in attention_bf16.cu).
@@ -218,6 +226,9 @@ impl GpuKernels for AttentionGpu {
 
     fn output_buffer(&self, variant: Variant) -> Option<&CudaSlice<f32>> {
         Some(self.buf.output(variant))
+    }
+    fn output_buffer_mut(&mut self, variant: Variant) -> Option<&mut CudaSlice<f32>> {
+        Some(self.buf.output_mut(variant))
     }
 }
 

@@ -207,4 +207,11 @@ impl GpuKernels for ElementwiseGpu {
             &self.out_unfused
         })
     }
+    fn output_buffer_mut(&mut self, variant: Variant) -> Option<&mut CudaSlice<f32>> {
+        Some(if variant == Variant::Fused {
+            &mut self.out_fused
+        } else {
+            &mut self.out_unfused
+        })
+    }
 }

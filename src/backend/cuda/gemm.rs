@@ -77,4 +77,11 @@ impl GpuKernels for GemmGpu {
             &self.c_naive
         })
     }
+    fn output_buffer_mut(&mut self, variant: Variant) -> Option<&mut CudaSlice<f32>> {
+        Some(if variant == Variant::Tiled {
+            &mut self.c_tiled
+        } else {
+            &mut self.c_naive
+        })
+    }
 }

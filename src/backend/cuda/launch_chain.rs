@@ -113,4 +113,11 @@ impl GpuKernels for ChainGpu {
             &self.out_eager
         })
     }
+    fn output_buffer_mut(&mut self, variant: Variant) -> Option<&mut CudaSlice<f32>> {
+        Some(if variant == Variant::Graph {
+            &mut self.out_graph
+        } else {
+            &mut self.out_eager
+        })
+    }
 }

@@ -178,4 +178,11 @@ impl GpuKernels for RowsGpu {
             &self.out_unfused
         })
     }
+    fn output_buffer_mut(&mut self, variant: Variant) -> Option<&mut CudaSlice<f32>> {
+        Some(if variant == Variant::Fused {
+            &mut self.out_fused
+        } else {
+            &mut self.out_unfused
+        })
+    }
 }

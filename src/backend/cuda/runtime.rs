@@ -186,6 +186,11 @@ pub trait GpuKernels {
     /// The f32 output buffer of `variant`; kernels that store another type return None and
     /// override [`Self::output_host`].
     fn output_buffer(&self, variant: Variant) -> Option<&CudaSlice<f32>>;
+    /// The same buffer, to fill with NaN before the checked run (None: not an f32 buffer, left
+    /// as it is).
+    fn output_buffer_mut(&mut self, _variant: Variant) -> Option<&mut CudaSlice<f32>> {
+        None
+    }
     /// The output of `variant` on the host, as f32.
     fn output_host(&self, variant: Variant) -> Result<Vec<f32>> {
         let buf = self.output_buffer(variant).ok_or_else(|| {
@@ -221,6 +226,17 @@ impl Case for GpuCase {
     fn flush_caches(&mut self) {
         // A failed flush shows up as the next launch's error; nothing to report here.
         let _ = self.k.gpu().flush_l2();
+    }
+
+    fn poison_output(&mut self, variant: Variant) -> Result<()> {
+        let gpu = self.k.gpu().clone();
+        if let Some(buf) = self.k.output_buffer_mut(variant) {
+            let nan = vec![f32::NAN; buf.len()];
+            gpu.stream
+                .memcpy_htod(&nan, buf)
+                .map_err(driver_error("poisoning the output"))?;
+        }
+        Ok(())
     }
 
     fn output(&self, variant: Variant) -> Result<Cow<'_, [f32]>> {
