@@ -328,19 +328,17 @@ static inline void olw_put_json_str(olw_buf *b, const char *s) {
 static inline int olw_npy_read(const char *path, olw_tensor *t, char *err, size_t err_size) {
     FILE *f = fopen(path, "rb");
     unsigned char head[12];
-    size_t hlen, pre;
+    size_t hlen;
     char *h, *p;
     if (!f) { snprintf(err, err_size, "cannot open %.512s: %s", path, strerror(errno)); return -1; }
     if (fread(head, 1, 10, f) != 10 || memcmp(head, "\x93NUMPY", 6)) {
         fclose(f); snprintf(err, err_size, "%.512s is not a .npy file", path); return -1;
     }
-    if (head[6] == 1) { hlen = (size_t)head[8] | ((size_t)head[9] << 8); pre = 10; }
+    if (head[6] == 1) hlen = (size_t)head[8] | ((size_t)head[9] << 8);
     else {
         if (fread(head + 10, 1, 2, f) != 2) { fclose(f); snprintf(err, err_size, "%.512s: short header", path); return -1; }
         hlen = (size_t)head[8] | ((size_t)head[9] << 8) | ((size_t)head[10] << 16) | ((size_t)head[11] << 24);
-        pre = 12;
     }
-    (void)pre; /* the data follows the header, wherever it ends */
     h = (char *)malloc(hlen + 1);
     if (!h || fread(h, 1, hlen, f) != hlen) {
         free(h); fclose(f); snprintf(err, err_size, "%.512s: short header", path); return -1;

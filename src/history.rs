@@ -77,14 +77,7 @@ pub fn history(
     format: Format,
     changes: Option<crate::store::series::Metric>,
 ) -> Result<ExitCode> {
-    if let StoreUrl::Sqlite(path) = url {
-        if !path.is_file() {
-            return Err(Error::Flag(format!(
-                "history: no store at {} (runs record into `<runs-dir>/history.sqlite`; --store or --runs-dir names another)",
-                path.display()
-            )));
-        }
-    }
+    url.require_existing("history")?;
     let points = Store::open(url)?.series(q)?;
     if let Some(metric) = changes {
         let found = crate::store::series::changes(&points, metric);

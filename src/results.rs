@@ -139,6 +139,15 @@ impl RunStatus {
             RunStatus::Inconclusive => "INCONCLUSIVE",
         }
     }
+
+    /// In lower case: a case's verdict as the store records it and the HTML pages' classes.
+    pub fn key(self) -> &'static str {
+        match self {
+            RunStatus::Pass => "pass",
+            RunStatus::Fail => "fail",
+            RunStatus::Inconclusive => "inconclusive",
+        }
+    }
 }
 
 impl std::fmt::Display for RunStatus {

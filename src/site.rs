@@ -54,14 +54,7 @@ pub fn site(o: &Options) -> Result<ExitCode> {
     if let Some(t) = &o.commit_url {
         check_commit_url(t)?;
     }
-    if let StoreUrl::Sqlite(path) = &o.store {
-        if !path.is_file() {
-            return Err(Error::Flag(format!(
-                "site: no store at {} (runs record into `<runs-dir>/history.sqlite`; --store or --runs-dir names another)",
-                path.display()
-            )));
-        }
-    }
+    o.store.require_existing("site")?;
     check_out(&o.out)?;
     let started = std::time::Instant::now();
     let mut store = Store::open(&o.store)?;

@@ -35,6 +35,23 @@ fn python3() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// Whether python3 imports `modules` (`"numpy, numexpr"`); without them SKIPPED on stderr,
+/// unless `OPLEDGER_REQUIRE_PYTHON` says this is CI, where they must be there.
+fn python_with(modules: &str) -> bool {
+    let has = Command::new("python3")
+        .args(["-c", &format!("import {modules}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has {
+        assert!(
+            std::env::var_os("OPLEDGER_REQUIRE_PYTHON").is_none(),
+            "OPLEDGER_REQUIRE_PYTHON is set but python3 has no {modules}"
+        );
+        eprintln!("SKIPPED: python3 without {modules}");
+    }
+    has
+}
+
 /// Processes whose command line holds `token` (a test's own temporary folder).
 fn processes_with(token: &str) -> Vec<String> {
     let mut found = Vec::new();
@@ -277,16 +294,7 @@ fn implementation_keys_are_checked_where_they_are_written() {
 /// The shipped NumPy example: NumPy step by step against numexpr, both in one worker.
 #[test]
 fn the_numpy_example_runs_both_sides_in_one_worker() {
-    let has_numpy = Command::new("python3")
-        .args(["-c", "import numpy, numexpr"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_numpy {
-        assert!(
-            std::env::var_os("OPLEDGER_REQUIRE_PYTHON").is_none(),
-            "OPLEDGER_REQUIRE_PYTHON is set but python3 has no numpy and numexpr"
-        );
-        eprintln!("SKIPPED: python3 without numpy and numexpr");
+    if !python_with("numpy, numexpr") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -478,16 +486,7 @@ fn custom_op_errors_are_located_in_the_spec() {
 /// The shipped SwiGLU example (kind custom, NumPy against numexpr), smaller.
 #[test]
 fn the_swiglu_example_runs_its_declared_ledger_on_workers() {
-    let has_numpy = Command::new("python3")
-        .args(["-c", "import numpy, numexpr"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_numpy {
-        assert!(
-            std::env::var_os("OPLEDGER_REQUIRE_PYTHON").is_none(),
-            "OPLEDGER_REQUIRE_PYTHON is set but python3 has no numpy and numexpr"
-        );
-        eprintln!("SKIPPED: python3 without numpy and numexpr");
+    if !python_with("numpy, numexpr") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -911,10 +910,7 @@ fn every_cheating_kernel_of_the_corpus_fails_and_says_how() {
         eprintln!("SKIPPED: no python3");
         return;
     }
-    let has_numpy = Command::new("python3")
-        .args(["-c", "import numpy"])
-        .output()
-        .is_ok_and(|o| o.status.success());
+    let has_numpy = python_with("numpy");
     let fake = "[python3, fake_worker.py, MODE]";
     let module = "[python3, cheats_worker.py]";
     let mut cases: Vec<(String, &str, &str)> = vec![
@@ -945,12 +941,6 @@ fn every_cheating_kernel_of_the_corpus_fails_and_says_how() {
             ),
             (module.to_string(), "lazy", "a value not computed yet"),
         ]);
-    } else {
-        assert!(
-            std::env::var_os("OPLEDGER_REQUIRE_PYTHON").is_none(),
-            "OPLEDGER_REQUIRE_PYTHON is set but python3 has no numpy"
-        );
-        eprintln!("SKIPPED: the Python module's cheats (python3 without numpy)");
     }
     for (command, function, says) in &cases {
         let dir = tempfile::tempdir().unwrap();

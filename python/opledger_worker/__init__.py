@@ -153,7 +153,8 @@ class Worker:
             other_args["workload"] = args["workload"]
         again, _ = self._timed(fn, other_args)
         _check_evaluated(name, again)
-        if first.shape == np.shape(_to_numpy(again)) and np.array_equal(first, _to_numpy(again), equal_nan=True):
+        second = _to_numpy(again)
+        if first.shape == np.shape(second) and np.array_equal(first, second, equal_nan=True):
             same = " (the same object)" if again is result else ""
             raise RuntimeError(
                 f"function {name} returned the same result{same} for different inputs: a result cached "

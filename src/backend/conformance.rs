@@ -47,6 +47,12 @@ pub struct Finding {
 /// smaller time is a timer that is not one.
 pub const FLOOR_SECS: f64 = 1e-8;
 
+/// Whether a run's reported seconds are possible: finite, at least [`FLOOR_SECS`], and no more
+/// than `wall_secs`, the request's own time by opledger's clock.
+pub fn possible_secs(secs: f64, wall_secs: f64) -> bool {
+    secs.is_finite() && secs >= FLOOR_SECS && secs <= wall_secs
+}
+
 /// The check of one worker command on a spec's workload, for each of `functions` (the
 /// functions the spec's sides name with that command). Never fails: what goes wrong is a
 /// finding, and a step that cannot go on ends the check there.
@@ -73,22 +79,17 @@ pub fn check(
             return out;
         }
     };
+    // The worker module and the workload's inputs, as a run writes them.
+    let kind = workload.as_kind();
+    let output_shape = kind.output_shape();
     let python = dir.path().join("python");
-    if let Err(e) = std::fs::create_dir(&python).and_then(|_| {
-        std::fs::write(
-            python.join("opledger_worker.py"),
-            super::worker::PYTHON_MODULE,
-        )
-    }) {
-        note(
-            &mut out,
-            Rule::Hello,
-            "start",
-            false,
-            format!("cannot write the worker module: {e}"),
-        );
-        return out;
-    }
+    let inputs = match super::pair::write_worker_files(dir.path(), &python, &kind.inputs(7)) {
+        Ok(i) => i,
+        Err(e) => {
+            note(&mut out, Rule::Hello, "start", false, e.to_string());
+            return out;
+        }
+    };
     let limit = Duration::from_secs_f64(cmd.timeout_secs);
     let setup_limit = limit * 10;
     let mut w = match Worker::start(cmd, spec_dir, &python) {
@@ -116,24 +117,6 @@ pub fn check(
                 "registered".into()
             } else {
                 format!("not registered (it has: {})", w.functions.join(", "))
-            },
-        );
-    }
-    let kind = workload.as_kind();
-    let output_shape = kind.output_shape();
-    let mut inputs = std::collections::BTreeMap::new();
-    for (name, shape, data) in kind.inputs(7).iter() {
-        let path = dir.path().join(format!("input-{name}.npy"));
-        if let Err(e) = super::worker::write_npy(&path, shape, data) {
-            note(&mut out, Rule::Setup, "inputs", false, e.to_string());
-            return out;
-        }
-        inputs.insert(
-            name.to_string(),
-            TensorFile {
-                path,
-                shape: shape.to_vec(),
-                dtype: "float32".into(),
             },
         );
     }

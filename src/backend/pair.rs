@@ -178,7 +178,7 @@ struct UserSides {
 
 /// The worker module (`python/opledger_worker/`) and each input as `.npy` in `dir`, for the
 /// workers to read; returns the inputs' files by tensor name.
-fn write_worker_files(
+pub(super) fn write_worker_files(
     dir: &Path,
     python: &Path,
     inputs: &Tensors,
@@ -366,7 +366,7 @@ impl Pair for UserSides {
                 match secs {
                     // What no clock could have seen: more than the request took as opledger
                     // timed it, or less than the shortest run any workload takes.
-                    Some(s) if s.is_finite() && (s > wall || s < super::conformance::FLOOR_SECS) => {
+                    Some(s) if s.is_finite() && !super::conformance::possible_secs(s, wall) => {
                         Err(w
                             .failure(format!(
                                 "impossible time: the worker reported {s:e} s for a run whose whole request took {wall:e} s by opledger's clock{}; its timer does not time the run",

@@ -483,13 +483,10 @@ impl Worker {
 
     /// The worker's exit status if it has exited (waiting a moment for it), in words.
     fn exit_status(&mut self) -> String {
-        for _ in 0..20 {
-            if let Ok(Some(s)) = self.child.try_wait() {
-                return format!("it exited: {s}");
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        match self.exited_within(Duration::from_secs(1)) {
+            Some(s) => format!("it exited: {s}"),
+            None => "it is still running".into(),
         }
-        "it is still running".into()
     }
 
     /// An error about this worker, with the tail of its output.

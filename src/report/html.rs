@@ -230,19 +230,22 @@ pub fn report(run: &RunResult, place: &Place) -> Result<String> {
             super::svg::samples(s).map(|svg| (s.name.clone(), Value::from_safe_string(svg)))
         })
         .collect();
-    let points: Vec<Value> = run
-        .specs
-        .iter()
-        .filter(|s| s.before.summary.is_some() && s.after.summary.is_some())
-        .flat_map(|s| {
-            [("before", &s.before), ("after", &s.after)].map(|(side, v)| {
-                let secs = v.summary.map_or(f64::NAN, |m| m.median_secs);
+    // The chart's text alternative: the very points it places.
+    let points: Vec<Value> = super::chart::roofline_points(run)
+        .into_iter()
+        .filter_map(|p| Some((run.specs.iter().find(|s| s.name == p.spec)?, p)))
+        .flat_map(|(s, p)| {
+            [
+                ("before", &s.before, p.before),
+                ("after", &s.after, p.after),
+            ]
+            .map(|(side, v, (intensity, flops_per_sec))| {
                 minijinja::context! {
                     spec => s.name.clone(),
                     side => side,
                     variant => v.variant.name(),
-                    intensity => v.intensity,
-                    flops_per_sec => v.flops as f64 / secs,
+                    intensity => intensity,
+                    flops_per_sec => flops_per_sec,
                     roof => v.achieved.as_ref().map(|a| a.frac_bandwidth.max(a.frac_compute)),
                 }
             })
@@ -256,7 +259,7 @@ pub fn report(run: &RunResult, place: &Place) -> Result<String> {
         spec_verdict => run
             .specs
             .iter()
-            .map(|s| (s.name.clone(), verdict_word(s.verdict())))
+            .map(|s| (s.name.clone(), s.verdict().key()))
             .collect::<std::collections::BTreeMap<_, _>>(),
         home => place.home.clone(),
         case_pages => place.case_pages.clone(),
@@ -281,15 +284,6 @@ pub fn merged_index(devices: &[MergedDevice], verdict: &str) -> Result<String> {
         "merged.html",
         minijinja::context! { devices => devices, verdict => verdict },
     )
-}
-
-/// A verdict as the badge and the pages' classes name it.
-pub fn verdict_word(v: crate::results::RunStatus) -> &'static str {
-    match v {
-        crate::results::RunStatus::Pass => "pass",
-        crate::results::RunStatus::Fail => "fail",
-        crate::results::RunStatus::Inconclusive => "inconclusive",
-    }
 }
 
 #[cfg(test)]

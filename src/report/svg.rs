@@ -283,23 +283,15 @@ pub fn roofline(run: &RunResult) -> String {
             "datasheet roof (FP32)",
         ));
     }
-    let placed = |v: &crate::results::VariantResult| {
-        let secs = v.summary.as_ref()?.median_secs;
-        let fps = v.flops as f64 / secs;
-        (v.intensity > 0.0 && v.intensity.is_finite() && fps > 0.0 && secs > 0.0)
-            .then_some((v.intensity, fps))
-    };
-    // Each case with its before and after points: (FLOP/byte, FLOP/s).
-    type Placed<'a> = (&'a SpecResult, (f64, f64), (f64, f64));
-    let cases: Vec<Placed<'_>> = run
-        .specs
-        .iter()
-        .filter_map(|s| Some((s, placed(&s.before)?, placed(&s.after)?)))
+    // The cases the roofline file places (same rule, same labels), each with its spec.
+    let cases: Vec<(&SpecResult, super::chart::RooflinePoint)> = super::chart::roofline_points(run)
+        .into_iter()
+        .filter_map(|p| Some((run.specs.iter().find(|s| s.name == p.spec)?, p)))
         .collect();
     let x = Axis::fit(
         cases
             .iter()
-            .flat_map(|c| [c.1 .0, c.2 .0])
+            .flat_map(|c| [c.1.before.0, c.1.after.0])
             .chain(roofs.iter().map(|r| r.1 / r.0)),
         true,
         4.0,
@@ -308,7 +300,7 @@ pub fn roofline(run: &RunResult) -> String {
     let y = Axis::fit(
         cases
             .iter()
-            .flat_map(|c| [c.1 .1, c.2 .1])
+            .flat_map(|c| [c.1.before.1, c.1.after.1])
             .chain(roofs.iter().map(|r| r.1))
             .chain(roofs.iter().map(|r| r.0 * x.lo)),
         true,
@@ -342,7 +334,8 @@ pub fn roofline(run: &RunResult) -> String {
         o.push_str("</g>");
     }
     let mut labels: Vec<(f64, f64, f64)> = Vec::new();
-    for (s, b, a) in &cases {
+    for (s, p) in &cases {
+        let (b, a) = (&p.before, &p.after);
         let (bx, by) = f.px(b.0, b.1);
         let (ax, ay) = f.px(a.0, a.1);
         let _ = write!(o, r#"<g class="case" data-spec="{}">"#, esc(&s.name));
@@ -356,12 +349,10 @@ pub fn roofline(run: &RunResult) -> String {
                 r#"<line class="move" x1="{bx:.1}" y1="{by:.1}" x2="{ex:.1}" y2="{ey:.1}" marker-end="url(#arrow)"/>"#
             );
         }
-        for (v, side, r) in [(&s.before, "before", 4.5), (&s.after, "after", 5.5)] {
-            let (p, pxy) = if side == "before" {
-                (b, (bx, by))
-            } else {
-                (a, (ax, ay))
-            };
+        for (v, side, r, p, pxy) in [
+            (&s.before, "before", 4.5, b, (bx, by)),
+            (&s.after, "after", 5.5, a, (ax, ay)),
+        ] {
             let mut tip = vec![
                 format!("{} · {} ({})", s.name, side, v.variant.name()),
                 format!(
@@ -388,10 +379,7 @@ pub fn roofline(run: &RunResult) -> String {
             point(&mut o, pxy, r, side, &tip);
         }
         // The label beside the after point, moved down past labels already placed.
-        let label = match &s.sweep {
-            Some(p) => p.label.clone(),
-            None => s.name.clone(),
-        };
+        let label = &p.label;
         let w = 6.2 * label.chars().count() as f64;
         let (lx, mut ly) = (ax + 8.0, ay - 8.0);
         for _ in 0..12 {
@@ -407,7 +395,7 @@ pub fn roofline(run: &RunResult) -> String {
         let _ = write!(
             o,
             r#"<text class="label" x="{lx:.1}" y="{ly:.1}">{}</text></g>"#,
-            esc(&label)
+            esc(label)
         );
     }
     let mut items = vec![("before", "before"), ("after", "after")];

@@ -14,7 +14,7 @@ mod db;
 pub mod series;
 
 use crate::error::{Error, Result, StoreAction};
-use crate::results::{RunResult, RunStatus, SpecResult};
+use crate::results::{RunResult, SpecResult};
 use db::{Db, Val};
 use std::path::{Path, PathBuf};
 
@@ -97,6 +97,20 @@ impl StoreUrl {
     }
 
     /// How errors and outputs name the store: the file, or the URL without its password.
+    /// For a command that reads a store (`history`, `site`): an SQLite store must exist; opening
+    /// one would create an empty store and show nothing.
+    pub fn require_existing(&self, command: &str) -> Result<()> {
+        if let StoreUrl::Sqlite(path) = self {
+            if !path.is_file() {
+                return Err(Error::Flag(format!(
+                    "{command}: no store at {} (runs record into `<runs-dir>/{DEFAULT_FILE}`; --store or --runs-dir names another)",
+                    path.display()
+                )));
+            }
+        }
+        Ok(())
+    }
+
     pub fn display(&self) -> String {
         match self {
             StoreUrl::Sqlite(p) => p.display().to_string(),
@@ -561,11 +575,7 @@ fn insert_case(db: &mut Db, run_key: &str, s: &SpecResult) -> db::DbResult<u64> 
     let ratio = s
         .time_saving
         .map(|t| (1.0 - t.point, 1.0 - t.hi, 1.0 - t.lo));
-    let verdict = match s.verdict() {
-        RunStatus::Pass => "pass",
-        RunStatus::Fail => "fail",
-        RunStatus::Inconclusive => "inconclusive",
-    };
+    let verdict = s.verdict().key();
     let checks = serde_json::to_string(
         &s.checks
             .iter()
