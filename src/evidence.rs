@@ -106,8 +106,10 @@ fn measure_into(
     mut progress: impl FnMut(usize),
 ) -> Result<()> {
     let kind = s.workload.as_kind();
-    // The kind's seeded inputs: the backend computes on them, the reference is evaluated on
-    // them here, outside any backend.
+    // The kind's seeded inputs: the backend computes on them. The checked pair runs on a
+    // second set, from another seed, which the sides keep from then on (a result kept from
+    // the runs before fails the check); the reference is evaluated on those, here, outside
+    // any backend.
     let inputs = std::sync::Arc::new(kind.inputs(cfg.seed));
     let ctx = backend::pair::PairContext {
         spec_dir: s.dir(),
@@ -121,7 +123,10 @@ fn measure_into(
         inputs.clone(),
         &ctx,
     )?;
-    let samples = measure::measure_pairs(case.as_mut(), cfg, &mut progress)?;
+    drop(inputs);
+    let checked_inputs = std::sync::Arc::new(kind.inputs(checked_seed(cfg.seed)));
+    let samples =
+        measure::measure_pairs(case.as_mut(), cfg, checked_inputs.clone(), &mut progress)?;
 
     // Correctness on the outputs of the last timed runs.
     case.collect_outputs()?;
@@ -130,13 +135,18 @@ fn measure_into(
     let tol = r.tolerance.tolerance();
     let correctness = {
         let outputs = (case.output(Side::Before)?, case.output(Side::After)?);
-        correctness(s, &inputs, (&outputs.0, &outputs.1), &tol, cfg.seed)
+        correctness(s, &checked_inputs, (&outputs.0, &outputs.1), &tol, cfg.seed)
     };
     drop(case);
     r.checks.push(correctness.check(&tol));
     r.correctness = Some(correctness);
     judge_timings(s, backend, ceilings, cfg, r, samples);
     Ok(())
+}
+
+/// The seed of the checked pair's inputs: another than the timed runs' before it.
+pub fn checked_seed(seed: u64) -> u64 {
+    seed ^ 0x9e37_79b9_7f4a_7c15
 }
 
 /// Both variants' outputs against each other (where the kind says they agree) and against the
@@ -286,5 +296,51 @@ fn variant_result(v: &crate::ledger::VariantLedger, c: &Ceilings) -> VariantResu
         ledger: v.clone(),
         summary: None,
         achieved: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The checked pair's inputs differ from the timed runs' in every tensor of every kind: a
+    /// result kept from the runs before cannot match them.
+    #[test]
+    fn the_checked_seed_gives_every_kind_other_inputs() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut files: Vec<_> = std::fs::read_dir(root.join("tests/fixtures/kinds"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.extend(
+            [
+                "tests/fixtures/good/tiny-chain.yaml",
+                "examples/numpy/swiglu.yaml",
+                "specs/fuse-bias-gelu.yaml",
+            ]
+            .map(|f| root.join(f)),
+        );
+        for file in files {
+            let spec = crate::spec::load(&file).unwrap_or_else(|e| panic!("{e}"));
+            let kind = spec.workload.as_kind();
+            if kind.input_bytes() > 4 << 20 {
+                // A large example: its inputs are made the same way, at a size a test avoids.
+                continue;
+            }
+            for seed in [MeasureConfig::default().seed, 1, 42] {
+                let (a, b) = (kind.inputs(seed), kind.inputs(checked_seed(seed)));
+                assert!(a.iter().count() > 0, "{}", file.display());
+                for ((name, shape, x), (_, shape_b, y)) in a.iter().zip(b.iter()) {
+                    assert_eq!(shape, shape_b, "{} {name}", file.display());
+                    let same = x.iter().zip(y).filter(|(p, q)| p == q).count();
+                    assert!(
+                        same * 10 < x.len().max(10),
+                        "{} {name}: {same} of {} elements equal",
+                        file.display(),
+                        x.len()
+                    );
+                }
+            }
+        }
     }
 }

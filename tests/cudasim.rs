@@ -389,44 +389,48 @@ fn a_users_cuda_kernel_runs_as_one_side() {
     );
 }
 
-/// A `cuda:` kernel that writes its output only on its first launch (it skips whatever is
-/// already written): the checked run's output is filled with NaN before it, so the kernel's
-/// stale result cannot pass for the run's, and correctness fails saying so.
+/// `cuda:` kernels that cheat the timed runs: one writes its output only on its first launch (it
+/// skips whatever is already written), one answers from a table of earlier launches' results.
+/// The checked run's output is filled with NaN before it and its inputs are new (a second
+/// seed), so neither's stale result can pass for the run's, and correctness fails saying so.
 #[test]
-fn a_cuda_kernel_that_writes_only_on_its_first_launch_fails_correctness() {
+fn cuda_kernels_that_keep_an_earlier_result_fail_correctness() {
     let Some(sim) = simulator() else { return };
-    let tmp = tempfile::tempdir().unwrap();
     let example = root().join("examples/cuda");
-    // The simulator runs what it was built with; NVRTC compiles the same file for the spec.
-    std::fs::copy(
-        root().join("tests/cudasim/first_launch_only.cu"),
-        tmp.path().join("bias_gelu.cu"),
-    )
-    .unwrap();
-    let spec_text = std::fs::read_to_string(example.join("bias-gelu.yaml"))
-        .unwrap()
-        .replace("rows: 8192, cols: 8192", "rows: 16, cols: 256")
-        .replace(
-            "entry: bias_gelu_fused",
-            "entry: bias_gelu_first_launch_only",
+    for (file, entry, says) in [
+        ("first_launch_only.cu", "bias_gelu_first_launch_only", "NaN"),
+        (
+            "cached_result.cu",
+            "bias_gelu_cached",
+            "inputs new to both sides",
+        ),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        // The simulator runs what it was built with; NVRTC compiles the same file for the spec.
+        std::fs::copy(
+            root().join("tests/cudasim").join(file),
+            tmp.path().join("bias_gelu.cu"),
         )
-        .replace(
-            "grid: [\"min(ceil_div(rows * cols / 4, 256), 65535)\"]",
-            "grid: [\"min(ceil_div(rows * cols, 256), 65535)\"]",
-        );
-    assert!(
-        spec_text.contains("bias_gelu_first_launch_only"),
-        "{spec_text}"
-    );
-    let spec = tmp.path().join("bias-gelu.yaml");
-    std::fs::write(&spec, spec_text).unwrap();
-    let o = run(sim, tmp.path(), std::slice::from_ref(&spec), "cuda");
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{out}");
-    let r = results(tmp.path());
-    let c = check(&r["specs"][0], "correctness");
-    assert_eq!(c["status"], "fail", "{out}");
-    assert!(c["detail"].as_str().unwrap().contains("NaN"), "{c}");
+        .unwrap();
+        let spec_text = std::fs::read_to_string(example.join("bias-gelu.yaml"))
+            .unwrap()
+            .replace("rows: 8192, cols: 8192", "rows: 16, cols: 256")
+            .replace("entry: bias_gelu_fused", &format!("entry: {entry}"))
+            .replace(
+                "grid: [\"min(ceil_div(rows * cols / 4, 256), 65535)\"]",
+                "grid: [\"min(ceil_div(rows * cols, 256), 65535)\"]",
+            );
+        assert!(spec_text.contains(entry), "{spec_text}");
+        let spec = tmp.path().join("bias-gelu.yaml");
+        std::fs::write(&spec, spec_text).unwrap();
+        let o = run(sim, tmp.path(), std::slice::from_ref(&spec), "cuda");
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{entry}: {out}");
+        let r = results(tmp.path());
+        let c = check(&r["specs"][0], "correctness");
+        assert_eq!(c["status"], "fail", "{entry}: {out}");
+        assert!(c["detail"].as_str().unwrap().contains(says), "{entry}: {c}");
+    }
 }
 
 /// `run --ncu` end to end on the simulator, with a stand-in `ncu` that runs the marked pass it

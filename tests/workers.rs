@@ -803,7 +803,7 @@ fn the_c_example_builds_on_the_kit_and_runs() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("PASS: 12 steps"), "{}", text(&o));
+    assert!(text(&o).contains("PASS: 13 steps"), "{}", text(&o));
     // A function the worker does not serve: the spec fails, naming what it has.
     std::fs::write(
         &spec,
@@ -823,7 +823,7 @@ fn worker_test_passes_a_strict_worker_and_names_the_rule_each_broken_one_breaks(
         eprintln!("SKIPPED: no python3");
         return;
     }
-    let cases: [(&str, &str, &str); 9] = [
+    let cases: [(&str, &str, &str); 10] = [
         ("lazy-timer", "run relu cold ×1", "below the 1e-8 s floor"),
         ("slow-claim", "run relu cold ×1", "more than the"),
         ("wrong-count", "run relu warm ×3", "1 times for 3 runs"),
@@ -837,6 +837,11 @@ fn worker_test_passes_a_strict_worker_and_names_the_rule_each_broken_one_breaks(
         ("wrong-shape", "output relu", "expected [8, 16]"),
         ("garbage", "run relu cold ×1", "not the protocol's"),
         ("no-function", "function relu", "not registered"),
+        (
+            "first-inputs-only",
+            "setup relu again on other inputs",
+            "kept its first inputs",
+        ),
     ];
     let dir = tempfile::tempdir().unwrap();
     let test = |mode: &str| {
@@ -851,7 +856,7 @@ fn worker_test_passes_a_strict_worker_and_names_the_rule_each_broken_one_breaks(
     let o = test("strict");
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(
-        text(&o).contains("PASS: 12 steps kept the protocol"),
+        text(&o).contains("PASS: 13 steps kept the protocol"),
         "{}",
         text(&o)
     );
@@ -929,6 +934,13 @@ fn every_cheating_kernel_of_the_corpus_fails_and_says_how() {
             fake.replace("MODE", "lazy-timer"),
             "relu",
             "impossible time",
+        ),
+        // A case that keeps its first inputs when set up again: its honest, timed work is on
+        // tensors other than the checked run's.
+        (
+            fake.replace("MODE", "first-inputs-only"),
+            "relu",
+            "inputs new to both sides",
         ),
     ];
     if has_numpy {

@@ -26,6 +26,10 @@ pub enum Rule {
     /// `output` writes a float32 `.npy` of the output's shape, C order, finite, not one value
     /// everywhere.
     Output,
+    /// `setup` again of a case already set up, on other inputs, replaces it: what the next
+    /// run writes is computed on the new inputs (opledger sets every worker side up again so
+    /// before its checked run).
+    SetupAgain,
     /// A failed request answers `ok: false` with an `error`, and the worker serves on.
     Refuses,
     /// `shutdown` answers `ok`, and the process exits.
@@ -83,7 +87,14 @@ pub fn check(
     let kind = workload.as_kind();
     let output_shape = kind.output_shape();
     let python = dir.path().join("python");
-    let inputs = match super::pair::write_worker_files(dir.path(), &python, &kind.inputs(7)) {
+    let files =
+        super::pair::write_worker_files(dir.path(), &python, &kind.inputs(7)).and_then(|first| {
+            Ok((
+                first,
+                super::pair::write_inputs(dir.path(), "again", &kind.inputs(8))?,
+            ))
+        });
+    let (inputs, other_inputs) = match files {
         Ok(i) => i,
         Err(e) => {
             note(&mut out, Rule::Hello, "start", false, e.to_string());
@@ -121,7 +132,11 @@ pub fn check(
         );
     }
     let workload_json = serde_json::to_value(workload).unwrap_or(serde_json::Value::Null);
-    let setup = |id: &str, function: &str, variant: &str, output: &Path| Request::Setup {
+    let setup_on = |inputs: &std::collections::BTreeMap<String, TensorFile>,
+                    id: &str,
+                    function: &str,
+                    variant: &str,
+                    output: &Path| Request::Setup {
         id: id.to_string(),
         function: function.to_string(),
         variant: variant.to_string(),
@@ -133,6 +148,9 @@ pub fn check(
             dtype: "float32".into(),
         },
         flush_bytes: 8 << 20,
+    };
+    let setup = |id: &str, function: &str, variant: &str, output: &Path| {
+        setup_on(&inputs, id, function, variant, output)
     };
     let mut ready = None;
     for (k, (f, variant)) in functions.iter().enumerate() {
@@ -171,14 +189,32 @@ pub fn check(
             };
         }
         let step = format!("output {f}");
-        match w.request(&Request::Output { id: id.clone() }, limit) {
+        let first = match w.request(&Request::Output { id: id.clone() }, limit) {
             Err(e) => {
                 note(&mut out, Rule::Output, &step, false, e.to_string());
+                None
             }
             Ok(_) => {
                 let (ok, detail) = judge_output(&output, &output_shape);
                 note(&mut out, Rule::Output, &step, ok, detail);
+                ok.then(|| super::worker::read_npy(&output, &output_shape).ok())
+                    .flatten()
             }
+        };
+        if let Some(first) = first {
+            let step = format!("setup {f} again on other inputs, run, output");
+            let (ok, detail) = match setup_again(
+                &mut w,
+                &setup_on(&other_inputs, &id, f, variant, &output),
+                &id,
+                (limit, setup_limit),
+                (&output, &output_shape),
+                &first,
+            ) {
+                Ok(()) => (true, "the output follows the new inputs".into()),
+                Err(why) => (false, why),
+            };
+            note(&mut out, Rule::SetupAgain, &step, ok, detail);
         }
         ready.get_or_insert(id);
     }
@@ -276,6 +312,32 @@ pub fn check(
         }
     }
     out
+}
+
+/// The case set up again on other inputs, run once and its output read: it must differ from
+/// `first`, the output on the first inputs.
+fn setup_again(
+    w: &mut Worker,
+    setup: &Request,
+    id: &str,
+    (limit, setup_limit): (Duration, Duration),
+    (output, shape): (&Path, &[u64]),
+    first: &[f32],
+) -> Result<(), String> {
+    w.request(setup, setup_limit).map_err(|e| e.to_string())?;
+    let run = Request::Run {
+        id: id.to_string(),
+        count: 1,
+        cold: false,
+    };
+    w.request(&run, limit).map_err(|e| e.to_string())?;
+    w.request(&Request::Output { id: id.to_string() }, limit)
+        .map_err(|e| e.to_string())?;
+    let again = super::worker::read_npy(output, shape)?;
+    if again == first {
+        return Err("the output on the new inputs is the output on the first ones: the case kept its first inputs, or a result of them".into());
+    }
+    Ok(())
 }
 
 /// Records a step; returns whether it kept the rule.

@@ -114,8 +114,9 @@ pub trait Backend: Send {
     fn tiling(&self) -> crate::ledger::Tiling {
         self.kind().tiling()
     }
-    /// Host bytes a case of `workload` needs (inputs, outputs, the backend's own buffers), to
-    /// refuse cases that cannot fit before allocating anything.
+    /// Host bytes a case of `workload` needs (inputs, outputs, the backend's own buffers, and
+    /// the checked run's second set of inputs), to refuse cases that cannot fit before
+    /// allocating anything.
     fn host_bytes(&self, workload: &Workload) -> u64;
     /// Warnings that every case of `workload` on this backend carries (a deliberate
     /// experiment slowdown).
@@ -161,6 +162,10 @@ pub trait UserKernel {
     fn poison_output(&mut self) -> Result<()> {
         Ok(())
     }
+    /// Replaces the inputs with `inputs` (the same tensors, another seed's values) in the
+    /// buffers the kernel reads, for the checked run: a result kept from earlier launches no
+    /// longer matches the reference.
+    fn set_inputs(&mut self, inputs: &Tensors) -> Result<()>;
     /// The kernel in a few words, for the report.
     fn describe(&self) -> String;
 }
@@ -179,6 +184,9 @@ pub trait Case {
     fn poison_output(&mut self, _variant: Variant) -> Result<()> {
         Ok(())
     }
+    /// Makes both variants compute on `inputs` from now on (the same tensors, another seed's
+    /// values): the checked run's, so that a result kept from earlier runs fails the check.
+    fn set_inputs(&mut self, inputs: Arc<Tensors>) -> Result<()>;
 }
 
 /// Bytes this process may still allocate, if known: the least of the OS's MemAvailable, the

@@ -46,6 +46,10 @@ pub trait Pair {
     fn poison_output(&mut self, _side: Side) -> Result<()> {
         Ok(())
     }
+    /// Makes both sides compute on `inputs` from now on (the same tensors, another seed's
+    /// values), before the checked run: a side that answers with a result kept from earlier
+    /// runs fails the check. A worker is set up again on them.
+    fn refresh_inputs(&mut self, inputs: Arc<Tensors>) -> Result<()>;
     /// Keeps what the run after [`Pair::poison_output`] wrote: the output the check reads,
     /// whatever later runs leave. A worker's output is fetched after the last run instead.
     fn keep_output(&mut self, _side: Side) -> Result<()> {
@@ -134,6 +138,9 @@ impl Pair for Builtin {
         let v = self.variant(side);
         self.case.poison_output(v)
     }
+    fn refresh_inputs(&mut self, inputs: Arc<Tensors>) -> Result<()> {
+        self.case.set_inputs(inputs)
+    }
     fn keep_output(&mut self, side: Side) -> Result<()> {
         let kept = self.case.output(self.variant(side))?.into_owned();
         self.kept[UserSides::index(side)] = Some(kept);
@@ -151,6 +158,8 @@ enum Runner {
         worker: usize,
         /// What the spec named for this side (its function).
         cmd: WorkerCommand,
+        /// The `setup` request it was readied by, sent again on new inputs.
+        setup: Box<Request>,
         timeout: Duration,
         output: PathBuf,
         /// The output read back after the last `output` request.
@@ -165,7 +174,7 @@ enum Runner {
 /// built in, on the backend's kernels.
 struct UserSides {
     /// Inputs as `.npy`, outputs, and the workers' logs; removed with the pair.
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     builtin: Option<Box<dyn Case>>,
     workers: Vec<(WorkerCommand, Worker)>,
     sides: [Runner; 2],
@@ -186,9 +195,18 @@ pub(super) fn write_worker_files(
     std::fs::create_dir(python)
         .and_then(|_| std::fs::write(python.join("opledger_worker.py"), worker::PYTHON_MODULE))
         .map_err(|e| BackendError::Kernel(format!("cannot write the worker module: {e}")))?;
+    write_inputs(dir, "input", inputs)
+}
+
+/// Each input as `dir/<prefix>-<name>.npy`; returns the files by tensor name.
+pub(super) fn write_inputs(
+    dir: &Path,
+    prefix: &str,
+    inputs: &Tensors,
+) -> Result<std::collections::BTreeMap<String, TensorFile>> {
     let mut input_files = std::collections::BTreeMap::new();
     for (name, shape, data) in inputs.iter() {
-        let path = dir.join(format!("input-{name}.npy"));
+        let path = dir.join(format!("{prefix}-{name}.npy"));
         worker::write_npy(&path, shape, data)?;
         input_files.insert(
             name.to_string(),
@@ -287,25 +305,24 @@ impl UserSides {
             }
             let output = dir.path().join(format!("output-{}.npy", side.name()));
             let timeout = Duration::from_secs_f64(cmd.timeout_secs);
-            w.request(
-                &Request::Setup {
-                    id: side.name().into(),
-                    function: cmd.function.clone(),
-                    variant: variant.name().into(),
-                    workload: workload_json.clone(),
-                    inputs: input_files.clone(),
-                    output: TensorFile {
-                        path: output.clone(),
-                        shape: output_shape.clone(),
-                        dtype: "float32".into(),
-                    },
-                    flush_bytes: ctx.flush_bytes,
+            let setup = Request::Setup {
+                id: side.name().into(),
+                function: cmd.function.clone(),
+                variant: variant.name().into(),
+                workload: workload_json.clone(),
+                inputs: input_files.clone(),
+                output: TensorFile {
+                    path: output.clone(),
+                    shape: output_shape.clone(),
+                    dtype: "float32".into(),
                 },
-                timeout * 10,
-            )?;
+                flush_bytes: ctx.flush_bytes,
+            };
+            w.request(&setup, timeout * 10)?;
             runners.push(Runner::Worker {
                 worker: index,
                 cmd: cmd.clone(),
+                setup: Box::new(setup),
                 timeout,
                 output,
                 last: Vec::new(),
@@ -318,7 +335,7 @@ impl UserSides {
             return Err(BackendError::Kernel("a pair needs two sides".into()).into());
         };
         Ok(UserSides {
-            _dir: dir,
+            dir,
             builtin,
             workers,
             sides: [before, after],
@@ -442,6 +459,43 @@ impl Pair for UserSides {
             Runner::Kernel(k) => k.poison_output(),
             Runner::Worker { .. } => Ok(()),
         }
+    }
+
+    fn refresh_inputs(&mut self, inputs: Arc<Tensors>) -> Result<()> {
+        if let Some(case) = &mut self.builtin {
+            case.set_inputs(inputs.clone())?;
+        }
+        let mut files = None;
+        for side in [Side::Before, Side::After] {
+            match &mut self.sides[Self::index(side)] {
+                Runner::Builtin(_) => {}
+                Runner::Kernel(k) => k.set_inputs(&inputs)?,
+                Runner::Worker {
+                    worker,
+                    setup,
+                    timeout,
+                    ..
+                } => {
+                    // New files beside the old ones, and the case set up again on them (the
+                    // worker replaces a case set up twice); the old files go once every side
+                    // has its new ones.
+                    let new = match &files {
+                        Some(f) => f,
+                        None => files.insert(write_inputs(self.dir.path(), "check", &inputs)?),
+                    };
+                    if let Request::Setup { inputs: old, .. } = setup.as_mut() {
+                        *old = new.clone();
+                    }
+                    self.workers[*worker].1.request(setup, *timeout * 10)?;
+                }
+            }
+        }
+        if files.is_some() {
+            for (name, _, _) in inputs.iter() {
+                let _ = std::fs::remove_file(self.dir.path().join(format!("input-{name}.npy")));
+            }
+        }
+        Ok(())
     }
 
     fn keep_output(&mut self, side: Side) -> Result<()> {

@@ -7,8 +7,10 @@ pub mod stats;
 
 use crate::backend::pair::{Pair, Side};
 use crate::error::Result;
+use crate::kinds::Tensors;
 use crate::rng::Rng;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// How samples are taken. Recorded in every result.
@@ -67,11 +69,13 @@ pub struct PairSamples {
     pub wall_secs: f64,
 }
 
-/// Measures `before` and `after` of a prepared case. `progress(pairs_done)` is called after each
-/// pair.
+/// Measures `before` and `after` of a prepared case. The checked pair runs on `check_inputs`
+/// (the same tensors, another seed's values), which both sides keep from then on.
+/// `progress(pairs_done)` is called after each pair.
 pub fn measure_pairs(
     case: &mut dyn Pair,
     cfg: &MeasureConfig,
+    check_inputs: Arc<Tensors>,
     mut progress: impl FnMut(usize),
 ) -> Result<PairSamples> {
     let start = Instant::now();
@@ -90,12 +94,20 @@ pub fn measure_pairs(
     let min_pairs = cfg.min_pairs.max(3);
     let max_pairs = cfg.max_pairs.max(min_pairs);
     // The output that is checked comes from a timed pair chosen at random (among those that
-    // always run), into outputs filled with NaN just before it: a kernel that writes only on
-    // its first launch, or leaves the result of an earlier call, fails the check.
+    // always run), on inputs new to both sides, into outputs filled with NaN just before it: a
+    // kernel that writes only on its first launch, or answers with a result of an earlier
+    // call, fails the check.
     let checked = Rng::new(cfg.seed ^ 0xc4ec_ced0).below(min_pairs);
+    let mut check_inputs = Some(check_inputs);
     while s.before_secs.len() < max_pairs {
         let is_checked = s.before_secs.len() == checked;
         if is_checked {
+            if let Some(inputs) = check_inputs.take() {
+                case.refresh_inputs(inputs)?;
+                // Untimed: what is new (buffers made again, pages touched first) is not timed.
+                case.run_timed(Side::Before)?;
+                case.run_timed(Side::After)?;
+            }
             case.poison_output(Side::Before)?;
             case.poison_output(Side::After)?;
         }
@@ -154,6 +166,32 @@ mod tests {
     struct Scripted {
         runs: Vec<Side>,
         flushes: usize,
+        /// How many runs had been made when the inputs were replaced, and with what.
+        refreshed: Option<(usize, Arc<Tensors>)>,
+        /// Runs made since the last poisoning, per side, and whether the one after it is kept.
+        poisoned: Vec<Side>,
+        kept: Vec<Side>,
+    }
+
+    impl Scripted {
+        fn new() -> Self {
+            Scripted {
+                runs: vec![],
+                flushes: 0,
+                refreshed: None,
+                poisoned: vec![],
+                kept: vec![],
+            }
+        }
+        /// The timed runs, without the untimed ones of the warm-up and the two made right
+        /// after the inputs were replaced.
+        fn timed(&self, warmup_runs: usize) -> Vec<Side> {
+            let mut runs = self.runs.clone();
+            if let Some((at, _)) = &self.refreshed {
+                runs.drain(*at..*at + 2);
+            }
+            runs.split_off(2 * warmup_runs)
+        }
     }
 
     impl Pair for Scripted {
@@ -167,19 +205,35 @@ mod tests {
         fn output(&self, _: Side) -> Result<Cow<'_, [f32]>> {
             Ok(Cow::Owned(Vec::new()))
         }
+        fn refresh_inputs(&mut self, inputs: Arc<Tensors>) -> Result<()> {
+            assert!(self.refreshed.is_none(), "the inputs are replaced once");
+            self.refreshed = Some((self.runs.len(), inputs));
+            Ok(())
+        }
+        fn poison_output(&mut self, side: Side) -> Result<()> {
+            self.poisoned.push(side);
+            Ok(())
+        }
+        fn keep_output(&mut self, side: Side) -> Result<()> {
+            self.kept.push(side);
+            Ok(())
+        }
+    }
+
+    fn check_inputs() -> Arc<Tensors> {
+        let mut t = Tensors::new();
+        t.put("x", crate::kinds::tensors::LineVec::filled(4, 2.0));
+        Arc::new(t)
     }
 
     #[test]
     fn pairs_are_interleaved_in_random_order_and_stop_on_tight_ci() {
-        let mut c = Scripted {
-            runs: vec![],
-            flushes: 0,
-        };
+        let mut c = Scripted::new();
         let cfg = MeasureConfig {
             min_pairs: 8,
             ..MeasureConfig::default()
         };
-        let s = measure_pairs(&mut c, &cfg, |_| {}).unwrap();
+        let s = measure_pairs(&mut c, &cfg, check_inputs(), |_| {}).unwrap();
         // Constant timings: the CI is zero-width, so it stops at min_pairs.
         assert_eq!(s.stop_reason, StopReason::Ci);
         assert_eq!(s.before_secs.len(), 8);
@@ -188,18 +242,37 @@ mod tests {
         assert_eq!(c.flushes, 16);
         // Both orders occur, and the recorded order matches the run order.
         assert!(s.after_first.iter().any(|&b| b) && s.after_first.iter().any(|&b| !b));
-        let timed = &c.runs[2 * cfg.warmup_runs..];
+        let timed = c.timed(cfg.warmup_runs);
+        assert_eq!(timed.len(), 16);
         for (i, &af) in s.after_first.iter().enumerate() {
             assert_eq!(timed[2 * i] == Side::After, af);
         }
     }
 
     #[test]
+    fn the_checked_pair_runs_on_the_new_inputs_into_poisoned_outputs() {
+        for seed in 0..20u64 {
+            let mut c = Scripted::new();
+            let cfg = MeasureConfig {
+                min_pairs: 6,
+                seed,
+                ..MeasureConfig::default()
+            };
+            measure_pairs(&mut c, &cfg, check_inputs(), |_| {}).unwrap();
+            let (at, inputs) = c.refreshed.clone().expect("the inputs were replaced");
+            assert_eq!(inputs.get("x"), &[2.0; 4]);
+            // After the warm-up, on a pair boundary, among the pairs that always run.
+            assert!(at >= 2 * cfg.warmup_runs && (at - 2 * cfg.warmup_runs).is_multiple_of(2));
+            let pair = (at - 2 * cfg.warmup_runs) / 2;
+            assert!(pair < cfg.min_pairs, "seed {seed}: pair {pair}");
+            assert_eq!(c.poisoned, [Side::Before, Side::After]);
+            assert_eq!(c.kept, [Side::Before, Side::After]);
+        }
+    }
+
+    #[test]
     fn warm_mode_does_not_flush_and_max_pairs_caps() {
-        let mut c = Scripted {
-            runs: vec![],
-            flushes: 0,
-        };
+        let mut c = Scripted::new();
         let cfg = MeasureConfig {
             cold: false,
             min_pairs: 3,
@@ -207,7 +280,7 @@ mod tests {
             target_rel_ci: -1.0,
             ..MeasureConfig::default()
         };
-        let s = measure_pairs(&mut c, &cfg, |_| {}).unwrap();
+        let s = measure_pairs(&mut c, &cfg, check_inputs(), |_| {}).unwrap();
         assert_eq!(c.flushes, 0);
         assert_eq!(s.before_secs.len(), 3);
         assert_eq!(s.stop_reason, StopReason::MaxPairs);

@@ -11,6 +11,7 @@ pub fn rule_text(r: Rule) -> &'static str {
         Rule::Setup => "setup answers ok within ten times timeout_secs",
         Rule::Run => "run: one time per run, each finite, at least 10 ns, all within the request's own time",
         Rule::Output => "output: a float32 .npy of the output's shape, C order, finite, not one value everywhere",
+        Rule::SetupAgain => "setup of a case already set up, on other inputs, replaces it: the next output is computed on them",
         Rule::Refuses => "a request it cannot serve is answered ok: false with an error, and it serves on",
         Rule::Shutdown => "shutdown answers ok and the process exits",
     }

@@ -434,7 +434,10 @@ impl Correctness {
             Check::new(
                 "correctness",
                 Status::Fail,
-                format!("{}; {summary}", failed.join("; ")),
+                format!(
+                    "{}; {summary}; the outputs checked are those of a timed pair on inputs new to both sides (a second seed), written into outputs filled with NaN before it",
+                    failed.join("; ")
+                ),
             )
         }
     }

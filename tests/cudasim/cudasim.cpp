@@ -460,8 +460,10 @@ static inline void opl_ldmatrix_x4_trans(unsigned r[4], const unsigned short* ro
 #include "add_rmsnorm.cu"
 // A user's kernel, as a spec's `cuda:` side names it (examples/cuda/).
 #include "../../examples/cuda/bias_gelu.cu"
-// A cheating user's kernel (tests/cudasim.rs): writes only on its first launch.
+// Cheating user's kernels (tests/cudasim.rs): one writes only on its first launch, one answers
+// from a table of earlier launches' results.
 #include "first_launch_only.cu"
+#include "cached_result.cu"
 
 namespace sim {
 
@@ -506,7 +508,7 @@ static const std::vector<Kernel>& registry() {
         OPL_K(attn_scores_bf16), OPL_K(attn_softmax_rows_bf16), OPL_K(attn_pv_bf16),
         OPL_K(flash_attn_bf16, 128),
         OPL_K(add_residual),    OPL_K(rmsnorm_of_sum),    OPL_K(add_rmsnorm_fused),
-        OPL_K(bias_gelu_fused),  OPL_K(bias_gelu_first_launch_only),
+        OPL_K(bias_gelu_fused),  OPL_K(bias_gelu_first_launch_only), OPL_K(bias_gelu_cached),
     };
     return r;
 }

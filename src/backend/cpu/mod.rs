@@ -138,7 +138,8 @@ impl Backend for CpuBackend {
 
     fn host_bytes(&self, workload: &Workload) -> u64 {
         let k = kernels_of(workload);
-        k.input_bytes() + 2 * k.output_len() * 4 + k.scratch_bytes() + self.flush.bytes()
+        // The inputs twice: the checked run's are generated while the first set is still held.
+        2 * k.input_bytes() + 2 * k.output_len() * 4 + k.scratch_bytes() + self.flush.bytes()
     }
 
     fn case_warnings(&self, workload: &Workload) -> Vec<String> {
@@ -160,6 +161,8 @@ impl Backend for CpuBackend {
         let kernels = k.kernels(inputs, &cfg)?;
         Ok(Box::new(CpuCase {
             kernels,
+            workload: workload.clone(),
+            cfg,
             output_len: k.output_len() as usize,
             outputs: Vec::new(),
             flush: self.flush.clone(),
@@ -193,9 +196,19 @@ impl FlushBuffer {
     }
 }
 
+/// No kernels: what a case holds for the moment its kernels are made again.
+struct Vacant;
+
+impl Kernels for Vacant {
+    fn run(&mut self, _variant: Variant, _out: &mut [f32]) {}
+}
+
 /// A prepared case: the kernels, one output per variant that ran, and the flush buffer.
 pub struct CpuCase {
     kernels: Box<dyn Kernels>,
+    /// What the kernels were made of, to make them again on other inputs.
+    workload: Workload,
+    cfg: CaseConfig,
     output_len: usize,
     outputs: Vec<(Variant, LineVec)>,
     flush: Arc<FlushBuffer>,
@@ -226,6 +239,15 @@ impl Case for CpuCase {
         if let Some((_, o)) = self.outputs.iter_mut().find(|(v, _)| *v == variant) {
             o.fill(f32::NAN);
         }
+        Ok(())
+    }
+
+    fn set_inputs(&mut self, inputs: Arc<Tensors>) -> Result<()> {
+        // The kernels are made again, as for a new case: what they derived from the inputs
+        // (packed tiles, converted copies) must come from the new ones. The old kernels go
+        // first, so that their buffers are free before the new ones are allocated.
+        self.kernels = Box::new(Vacant);
+        self.kernels = kernels_of(&self.workload).kernels(inputs, &self.cfg)?;
         Ok(())
     }
 

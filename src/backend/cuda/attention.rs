@@ -307,6 +307,16 @@ impl GpuKernels for AttentionBf16Gpu {
         None
     }
 
+    fn poison_output(&mut self, variant: Variant) -> Result<()> {
+        let gpu = self.gpu.clone();
+        let buf = self.buf.output_mut(variant);
+        let nan = vec![bf16_bits(f32::NAN); buf.len()];
+        gpu.stream
+            .memcpy_htod(&nan, buf)
+            .map_err(driver_error("poisoning the output"))?;
+        Ok(())
+    }
+
     fn output_host(&self, variant: Variant) -> Result<Vec<f32>> {
         let bits = self
             .gpu

@@ -147,7 +147,9 @@ impl Backend for CudaBackend {
     /// The host holds the inputs and both outputs once copied back.
     fn host_bytes(&self, workload: &Workload) -> u64 {
         let k = kernels_of(workload);
-        k.input_bytes() + 2 * k.output_len() * 4
+        // The inputs twice on the host: the checked run's are generated while the first set
+        // is still held.
+        2 * k.input_bytes() + 2 * k.output_len() * 4
     }
 
     fn prepare(&self, workload: &Workload, inputs: Arc<Tensors>) -> Result<Box<dyn Case>> {
@@ -172,6 +174,7 @@ impl Backend for CudaBackend {
         }
         Ok(Box::new(GpuCase {
             k: k.kernels(self.gpu.clone(), &inputs)?,
+            workload: workload.clone(),
             output_len: k.output_len() as usize,
             ran: Vec::new(),
         }))
@@ -191,6 +194,18 @@ pub trait GpuKernels {
     fn output_buffer_mut(&mut self, _variant: Variant) -> Option<&mut CudaSlice<f32>> {
         None
     }
+    /// Fills `variant`'s output with NaN before the checked run: the f32 buffer by default;
+    /// kernels that store another type override this.
+    fn poison_output(&mut self, variant: Variant) -> Result<()> {
+        let gpu = self.gpu().clone();
+        if let Some(buf) = self.output_buffer_mut(variant) {
+            let nan = vec![f32::NAN; buf.len()];
+            gpu.stream
+                .memcpy_htod(&nan, buf)
+                .map_err(driver_error("poisoning the output"))?;
+        }
+        Ok(())
+    }
     /// The output of `variant` on the host, as f32.
     fn output_host(&self, variant: Variant) -> Result<Vec<f32>> {
         let buf = self.output_buffer(variant).ok_or_else(|| {
@@ -208,6 +223,8 @@ pub trait GpuKernels {
 
 struct GpuCase {
     k: Box<dyn GpuKernels>,
+    /// What the kernels were made of, to make them again on other inputs.
+    workload: Workload,
     output_len: usize,
     ran: Vec<Variant>,
 }
@@ -229,13 +246,26 @@ impl Case for GpuCase {
     }
 
     fn poison_output(&mut self, variant: Variant) -> Result<()> {
+        self.k.poison_output(variant)
+    }
+
+    fn set_inputs(&mut self, inputs: Arc<Tensors>) -> Result<()> {
+        // Made again as for a new case (uploads, bf16 copies, operand tables from the new
+        // inputs); both sets of device buffers live for a moment, so the room is checked.
         let gpu = self.k.gpu().clone();
-        if let Some(buf) = self.k.output_buffer_mut(variant) {
-            let nan = vec![f32::NAN; buf.len()];
-            gpu.stream
-                .memcpy_htod(&nan, buf)
-                .map_err(driver_error("poisoning the output"))?;
+        let k = kernels_of(&self.workload);
+        let need = k.device_bytes();
+        if let Some(free) = gpu.free_bytes() {
+            if need > free / 10 * 9 {
+                return Err(BackendError::OutOfMemory {
+                    spec: "device memory for the checked run's second set of inputs".into(),
+                    need_bytes: need,
+                    available_bytes: free,
+                }
+                .into());
+            }
         }
+        self.k = k.kernels(gpu, &inputs)?;
         Ok(())
     }
 

@@ -31,6 +31,8 @@ pub struct UserKernelGpu {
     cfg: LaunchConfig,
     args: Vec<Arg>,
     buffers: Vec<CudaSlice<f32>>,
+    /// The tensor name of each buffer.
+    names: Vec<String>,
     output: usize,
     output_len: usize,
     about: String,
@@ -215,6 +217,7 @@ impl UserKernelGpu {
             cfg,
             args,
             buffers,
+            names,
             output,
             output_len,
             ran: false,
@@ -279,6 +282,19 @@ impl UserKernel for UserKernelGpu {
             .stream
             .memcpy_htod(&nan, &mut self.buffers[self.output])
             .map_err(driver_error("poisoning the output"))?;
+        Ok(())
+    }
+    fn set_inputs(&mut self, inputs: &Tensors) -> Result<()> {
+        // Copied into the buffers the kernel already has: its arguments stay the same.
+        for (name, buffer) in self.names.iter().zip(&mut self.buffers) {
+            let data = inputs.get(name);
+            if !data.is_empty() {
+                self.gpu
+                    .stream
+                    .memcpy_htod(data, buffer)
+                    .map_err(driver_error("copying the checked run's inputs"))?;
+            }
+        }
         Ok(())
     }
     fn describe(&self) -> String {
