@@ -454,6 +454,13 @@ static inline double olw_now_secs(void) {
 #ifdef __CUDACC__
 static void *olw_l2_buf;
 static size_t olw_l2_bytes;
+
+/* 0 when `e` is cudaSuccess; else -1, with what failed and CUDA's own words in err. */
+static inline int olw_cuda(cudaError_t e, const char *what, char *err, size_t err_size) {
+    if (e == cudaSuccess) return 0;
+    snprintf(err, err_size, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+    return -1;
+}
 #endif
 
 static inline void olw_flush(void) {
@@ -462,7 +469,11 @@ static inline void olw_flush(void) {
         int l2 = 0;
         cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0);
         olw_l2_bytes = 2 * (size_t)(l2 > 0 ? l2 : (64 << 20));
-        cudaMalloc(&olw_l2_buf, olw_l2_bytes);
+        if (cudaMalloc(&olw_l2_buf, olw_l2_bytes) != cudaSuccess) {
+            /* No room for the flush: the run that follows reports the device's state. */
+            olw_l2_buf = NULL;
+            return;
+        }
     }
     cudaMemset(olw_l2_buf, 0, olw_l2_bytes);
     cudaDeviceSynchronize();
@@ -488,18 +499,27 @@ static inline int olw_timed(olw_case *k, double *secs, char *err, size_t err_siz
 #ifdef __CUDACC__
     {
         cudaEvent_t a, b;
+        cudaError_t e;
         float ms = 0.0f;
-        cudaEventCreate(&a);
-        cudaEventCreate(&b);
+        if (olw_cuda(cudaEventCreate(&a), "creating a CUDA event", err, err_size)) return -1;
+        if (olw_cuda(cudaEventCreate(&b), "creating a CUDA event", err, err_size)) {
+            cudaEventDestroy(a);
+            return -1;
+        }
         cudaEventRecord(a, 0);
         rc = k->fn->fn(&c);
         cudaEventRecord(b, 0);
-        cudaEventSynchronize(b);
-        cudaEventElapsedTime(&ms, a, b);
+        /* A launch error shows at once; a fault inside the kernel, when the stream syncs. */
+        e = cudaEventSynchronize(b);
+        if (e == cudaSuccess) e = cudaGetLastError();
+        if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, a, b);
         cudaEventDestroy(a);
         cudaEventDestroy(b);
         *secs = ms * 1e-3;
-        if (!rc && cudaGetLastError() != cudaSuccess) rc = olw_fail(&c, "a CUDA error after the function ran");
+        if (!rc && e != cudaSuccess) {
+            olw_cuda(e, "a CUDA error after the function ran", c.error, sizeof c.error);
+            rc = -1;
+        }
     }
 #else
     {
@@ -604,12 +624,11 @@ static inline int olw_setup(const olw_json *r, const olw_function *fns, int n_fn
 #ifdef __CUDACC__
         {
             float *dev = NULL;
-            if (cudaMalloc((void **)&dev, t->count * sizeof(float) + 1) != cudaSuccess) {
-                snprintf(err, err_size, "cudaMalloc of input %s failed", t->name); return -1;
-            }
-            cudaMemcpy(dev, t->data, t->count * sizeof(float), cudaMemcpyHostToDevice);
+            cudaError_t e = cudaMalloc((void **)&dev, t->count * sizeof(float) + 1);
+            if (e == cudaSuccess) e = cudaMemcpy(dev, t->data, t->count * sizeof(float), cudaMemcpyHostToDevice);
             free(t->data);
             t->data = dev;
+            if (olw_cuda(e, "copying an input to the GPU", err, err_size)) return -1;
         }
 #endif
     }
@@ -620,9 +639,9 @@ static inline int olw_setup(const olw_json *r, const olw_function *fns, int n_fn
     }
     snprintf(k->output_path, sizeof k->output_path, "%s", path);
 #ifdef __CUDACC__
-    if (cudaMalloc((void **)&k->output.data, k->output.count * sizeof(float) + 1) != cudaSuccess) {
-        snprintf(err, err_size, "cudaMalloc of the output failed"); return -1;
-    }
+    if (olw_cuda(cudaMalloc((void **)&k->output.data, k->output.count * sizeof(float) + 1),
+                 "allocating the output on the GPU", err, err_size))
+        return -1;
 #else
     k->output.data = (float *)calloc(k->output.count + 1, sizeof(float));
     if (!k->output.data) { snprintf(err, err_size, "out of memory for the output"); return -1; }
@@ -740,9 +759,16 @@ static inline int olw_serve(const char *name, const olw_function *fns, int n_fns
                     float *host = k->output.data;
 #ifdef __CUDACC__
                     host = (float *)malloc(k->output.count * sizeof(float) + 1);
-                    cudaMemcpy(host, k->output.data, k->output.count * sizeof(float), cudaMemcpyDeviceToHost);
+                    if (!host) {
+                        ok = 0;
+                        snprintf(err, sizeof err, "out of memory for the output");
+                    } else if (olw_cuda(cudaMemcpy(host, k->output.data, k->output.count * sizeof(float),
+                                                   cudaMemcpyDeviceToHost),
+                                        "copying the output from the GPU", err, sizeof err)) {
+                        ok = 0;
+                    }
 #endif
-                    ok = !olw_npy_write(k->output_path, &k->output, host, err, sizeof err);
+                    if (ok) ok = !olw_npy_write(k->output_path, &k->output, host, err, sizeof err);
 #ifdef __CUDACC__
                     free(host);
 #endif

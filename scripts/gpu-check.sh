@@ -3,11 +3,15 @@
 #
 # Here (no GPU needed):   cargo build --release && mkdir -p .gpu && cp target/release/opledger .gpu/
 #                         (`.gpu/` is git-ignored; carry it with the call)
+#   and, with nvcc here:  nvcc -O2 -std=c++11 -Iinclude examples/c/bias_gelu_worker.cu \
+#                           -o .gpu/bias_gelu_worker_cuda   (the C kit's CUDA worker; nvcc there
+#                         is used instead when the machine has one)
 # There (device tool):    run(command="bash scripts/gpu-check.sh", carry=[".gpu"], timeout_s=540)
 #
-# Every step has a time limit (30 + 60 + 120 + 90 s: the whole check fits in 5 minutes even if a
-# kernel hangs). Builds nothing. Records the GPU as found (clocks are never changed), compiles every kernel
-# for the device with NVRTC, runs the tiny test specs (correctness of every kind against the
+# Every step has a time limit, so that a kernel that hangs ends its step, not the check; without
+# Nsight Compute and PyTorch the limits add up to 7.5 minutes. Builds nothing but the C kit's
+# CUDA worker (when nvcc is there). Records the GPU as found (clocks are never changed),
+# compiles every kernel for the device with NVRTC, runs the tiny test specs (correctness of every kind against the
 # f64 reference), then the default suite, then the bf16 tensor-core attention specs in specs/gpu/,
 # on --backend cuda; with Nsight Compute present, the tiny specs and flash attention at N = 32768
 # under `run --ncu` (their exports kept). Everything lands in $OUT (log, steps, results, reports,
@@ -96,6 +100,24 @@ step bf16-attention 90 "$BIN" run specs/gpu/ --backend cuda --baselines "$WORK/b
 bf16=$(ls -d "$WORK"/bf16/* 2>/dev/null | head -1)
 [ -n "$bf16" ] && cp "$bf16/results.json" "$OUT/bf16-results.json"
 
+# The C kit's CUDA path (include/opledger_worker.h under nvcc): the example worker, built there
+# when nvcc is on PATH, else the one carried in .gpu/; its conformance check, then its spec.
+CUDA_WORKER=examples/c/bias_gelu_worker_cuda
+if command -v nvcc >/dev/null 2>&1; then
+  step cuda-worker-build 90 nvcc -O2 -std=c++11 -Iinclude examples/c/bias_gelu_worker.cu -o "$CUDA_WORKER"
+elif [ -x .gpu/bias_gelu_worker_cuda ]; then
+  cp .gpu/bias_gelu_worker_cuda "$CUDA_WORKER"
+fi
+if [ -x "$CUDA_WORKER" ]; then
+  step cuda-worker-test 60 "$BIN" worker-test examples/c/bias-gelu-cuda.yaml
+  step cuda-worker-run 90 "$BIN" run examples/c/bias-gelu-cuda.yaml --backend cuda \
+    --baselines "$WORK/b" --runs-dir "$WORK/cworker"
+  d=$(ls -d "$WORK"/cworker/* 2>/dev/null | head -1)
+  [ -n "$d" ] && cp "$d/results.json" "$OUT/cuda-worker-results.json"
+else
+  echo "cuda worker: skipped (no nvcc there, none carried in .gpu/)" >> "$OUT/steps.txt"
+fi
+
 # Users' kernels through workers (examples/): PyTorch eager against torch.compile, and a Triton
 # kernel, judged on the GPU's ceilings.
 if python3 -c "import torch, triton, numpy" >/dev/null 2>&1; then
@@ -109,7 +131,7 @@ fi
 fi
 
 cat "$OUT/steps.txt"
-for f in "$OUT/tiny-results.json" "$OUT/suite-results.json" "$OUT/bf16-results.json" "$OUT/workers-results.json" "$OUT/ncu-flash-results.json"; do
+for f in "$OUT/tiny-results.json" "$OUT/suite-results.json" "$OUT/bf16-results.json" "$OUT/cuda-worker-results.json" "$OUT/workers-results.json" "$OUT/ncu-flash-results.json"; do
   [ -f "$f" ] || continue
   python3 - "$f" <<'PY'
 import json, sys

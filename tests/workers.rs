@@ -815,6 +815,99 @@ fn the_c_example_builds_on_the_kit_and_runs() {
     assert!(text(&o).contains("c_fused"), "{}", text(&o));
 }
 
+/// nvcc: `OPLEDGER_NVCC`, else `nvcc` on PATH, or `None` (SKIPPED) unless
+/// `OPLEDGER_REQUIRE_NVCC` says this is CI (which installs NVIDIA's nvcc wheels).
+fn nvcc() -> Option<PathBuf> {
+    let nvcc = std::env::var_os("OPLEDGER_NVCC")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("nvcc"));
+    let works = Command::new(&nvcc)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if works {
+        return Some(nvcc);
+    }
+    assert!(
+        std::env::var_os("OPLEDGER_REQUIRE_NVCC").is_none(),
+        "OPLEDGER_REQUIRE_NVCC is set but {} does not run",
+        nvcc.display()
+    );
+    eprintln!(
+        "SKIPPED: no nvcc (set OPLEDGER_NVCC) for the CUDA path of include/opledger_worker.h"
+    );
+    None
+}
+
+/// The C kit's CUDA path: the CUDA example compiles with nvcc for sm_80 and sm_90 without a
+/// warning (host and device code, `-Werror all-warnings`), and the worker speaks the protocol
+/// on the CUDA side: its hello names the device `cuda`, and where no GPU or driver is present
+/// its setup fails with CUDA's own words rather than a crash; with a GPU, it keeps every rule.
+#[test]
+fn the_cuda_example_compiles_with_nvcc_and_says_what_cuda_said() {
+    let Some(nvcc) = nvcc() else { return };
+    if c_compilers().is_none() {
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let worker = dir.path().join("bias_gelu_worker_cuda");
+    let mut c = Command::new(&nvcc);
+    c.args(["-std=c++11", "-O2", "-Werror", "all-warnings"])
+        .args(["-Xcompiler", "-Wall,-Wextra,-Werror"])
+        .args(["-gencode", "arch=compute_80,code=sm_80"])
+        .args(["-gencode", "arch=compute_90,code=sm_90"])
+        .arg("-I")
+        .arg(root.join("include"));
+    // NVIDIA's wheels keep the CUDA runtime's libraries beside bin/, where nvcc does not look.
+    if let Some(lib) = nvcc
+        .parent()
+        .and_then(|b| b.parent())
+        .map(|t| t.join("lib"))
+    {
+        if lib.join("libcudart_static.a").exists() {
+            c.arg("-L").arg(lib);
+        }
+    }
+    let o = c
+        .arg(root.join("examples/c/bias_gelu_worker.cu"))
+        .arg("-o")
+        .arg(&worker)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "nvcc: {}", text(&o));
+    let spec_text = std::fs::read_to_string(root.join("examples/c/bias-gelu-cuda.yaml"))
+        .unwrap()
+        .replace("rows: 8192, cols: 8192", "rows: 64, cols: 256");
+    assert!(spec_text.contains("rows: 64"), "{spec_text}");
+    let spec = dir.path().join("bias-gelu-cuda.yaml");
+    std::fs::write(&spec, &spec_text).unwrap();
+    let o = bin()
+        .current_dir(dir.path())
+        .arg("worker-test")
+        .arg(&spec)
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert!(
+        out.lines()
+            .any(|l| l.contains("ok   hello") && l.contains("on cuda")),
+        "{out}"
+    );
+    if o.status.code() != Some(0) {
+        assert_eq!(o.status.code(), Some(1), "{out}");
+        let setup = out
+            .lines()
+            .find(|l| l.contains("FAIL setup cuda_fused"))
+            .unwrap_or_else(|| panic!("without a GPU, setup fails: {out}"));
+        assert!(
+            setup.contains("(cudaError"),
+            "CUDA's own error name: {setup}"
+        );
+        assert!(out.contains("ok   shutdown"), "{out}");
+    }
+}
+
 /// `worker-test`: the shipped-like strict worker keeps every rule; each broken one fails with
 /// the step and the rule it breaks (exit 1).
 #[test]
