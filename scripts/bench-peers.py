@@ -1,23 +1,34 @@
 #!/usr/bin/env python3
-"""opledger's CPU kernels side by side with NumPy (and the BLAS under it), in one run.
+"""opledger's CPU kernels against their peers, interleaved so that a noisy machine moves both.
 
-For each SIMD level asked for (OPLEDGER_SIMD=avx2 and the native level), runs the release
-binary on the benchmark workloads -- GEMM 1024^3 f32 tiled, attention N=4096 d=128 one head
-(standard and flash), fused bias+GELU 8192^2, fused RMSNorm, LayerNorm and softmax 16384x4096 --
-as the gate measures them (caches flushed before every sample), and NumPy on the same shapes in a
-separate process, timed the same way (a buffer twice the last-level cache streamed before every
-sample), then prints the ratios and the targets:
+A single back-to-back timing on a shared VM moves by tens of percent between minutes, so no
+figure here comes from one run of each side. The peer is a side of the same spec: NumPy's
+`A @ B` (the BLAS NumPy runs, OpenBLAS as installed from PyPI) or NumPy's standard attention,
+served by scripts/peers_worker.py through opledger's worker protocol, against opledger's own
+kernel. opledger's measurement loop then times them in rounds -- one peer run and one opledger
+run, in random order, each after a flush of twice the last-level cache (the gate's cold runs)
+-- for ROUNDS rounds (default 7, at least 5). Each round gives one ratio, opledger's time over
+the peer's; the table gives the median ratio of the rounds and their range.
 
-  GEMM tiled        >= 60% of the FMA peak probe, time <= 1.11x OpenBLAS's (>= 0.9x its speed)
-  attention flash   >= 1.5x faster than NumPy's standard attention, >= 50% of the FMA peak
-  fused streaming   >= 80% of the triad probe
+The streaming kernels' peer is the machine's own triad: each of ROUNDS separate runs probes
+the triad bandwidth and then measures the fused kernels, and the table gives the median and
+range of the fraction of triad they reached.
 
-OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE, where the environment sets them, are unset for the peer
-alone (the binary never reads them); the script prints which kernel OpenBLAS runs
-(threadpoolctl). Under the avx2 level the peer also runs with OPENBLAS_CORETYPE=Haswell, the
-AVX2 kernels, so the comparison is like for like.
+Shapes: GEMM 1024^3, 1000^3, 1152^3, 1536^3 (not multiples of the blocking), decode m = 1, 8, 16
+with n = k = 4096 (bound by reading the weights), prefill 2048 x 4096 x 4096; attention N=4096
+d=128, one head (opledger's flash against NumPy's standard); fused bias+GELU 8192^2, RMSNorm,
+LayerNorm and softmax 16384x4096 against triad.
+
+Targets: GEMM >= 0.9x OpenBLAS's speed on the same SIMD level (time ratio <= 1.11); decode
+shapes also against the bandwidth roof; flash attention >= 1.5x faster than NumPy's standard
+attention; fused streaming kernels >= 80% of triad.
+
+Under OPLEDGER_SIMD=avx2 the peer runs with OPENBLAS_CORETYPE=Haswell (OpenBLAS's AVX2 kernels),
+like for like; at the native level it runs as installed. OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE
+set in the environment are unset for the peer otherwise.
 
 Usage: python3 scripts/bench-peers.py [--opledger target/release/opledger] [--simd avx2,native]
+                                      [--rounds 7] [--only gemm,attention,streaming]
 Needs numpy and threadpoolctl (pip install numpy threadpoolctl).
 """
 
@@ -25,172 +36,207 @@ import argparse
 import json
 import os
 import pathlib
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-SPECS = {
-    "gemm": """name: peer-gemm
-title: GEMM 1024^3 f32
-workload: {kind: gemm, m: 1024, n: 1024, k: 1024}
-variants: {before: naive, after: tiled}
-expect: {bound: compute}
-measure: {min_pairs: 3, max_pairs: 5, time_cap_secs: 3}
-""",
-    "attention": """name: peer-attention
-title: attention N=4096 d=128, one head
-workload: {kind: attention, batch: 1, heads: 1, seq_len: 4096, head_dim: 128, causal: false}
-variants: {before: standard, after: flash}
-expect: {bound: compute}
-measure: {min_pairs: 5, max_pairs: 9, time_cap_secs: 6}
-""",
-    "bias_gelu": """name: peer-bias-gelu
-title: bias+GELU 8192^2
-workload: {kind: elementwise, ops: [bias_add, gelu], rows: 8192, cols: 8192}
-variants: {before: unfused, after: fused}
-expect: {bound: bandwidth}
-measure: {min_pairs: 5, max_pairs: 9, time_cap_secs: 4}
-""",
-    "rmsnorm": """name: peer-rmsnorm
-title: RMSNorm 16384x4096
-workload: {kind: rmsnorm, rows: 16384, cols: 4096, eps: 1.0e-5}
-variants: {before: unfused, after: fused}
-expect: {bound: bandwidth}
-measure: {min_pairs: 5, max_pairs: 9, time_cap_secs: 4}
-""",
-    "layernorm": """name: peer-layernorm
-title: LayerNorm 16384x4096
-workload: {kind: layernorm, rows: 16384, cols: 4096, eps: 1.0e-5}
-variants: {before: unfused, after: fused}
-expect: {bound: bandwidth}
-measure: {min_pairs: 5, max_pairs: 9, time_cap_secs: 4}
-""",
-    "softmax": """name: peer-softmax
-title: softmax 16384x4096
-workload: {kind: softmax, rows: 16384, cols: 4096}
-variants: {before: unfused, after: fused}
-expect: {bound: bandwidth}
-measure: {min_pairs: 5, max_pairs: 9, time_cap_secs: 4}
-""",
+HERE = pathlib.Path(__file__).resolve().parent
+
+# (tag, label, m, n, k)
+GEMMS = [
+    ("1024", "GEMM 1024³", 1024, 1024, 1024),
+    ("1000", "GEMM 1000³", 1000, 1000, 1000),
+    ("1152", "GEMM 1152³", 1152, 1152, 1152),
+    ("1536", "GEMM 1536³", 1536, 1536, 1536),
+    ("decode1", "decode m=1, n=k=4096", 1, 4096, 4096),
+    ("decode8", "decode m=8, n=k=4096", 8, 4096, 4096),
+    ("decode16", "decode m=16, n=k=4096", 16, 4096, 4096),
+    ("prefill", "prefill 2048×4096×4096", 2048, 4096, 4096),
+]
+
+STREAMING = {
+    "bias_gelu": ("bias+GELU 8192² fused", "{kind: elementwise, ops: [bias_add, gelu], rows: 8192, cols: 8192}"),
+    "rmsnorm": ("RMSNorm 16384×4096 fused", "{kind: rmsnorm, rows: 16384, cols: 4096, eps: 1.0e-5}"),
+    "layernorm": ("LayerNorm 16384×4096 fused", "{kind: layernorm, rows: 16384, cols: 4096, eps: 1.0e-5}"),
+    "softmax": ("softmax 16384×4096 fused", "{kind: softmax, rows: 16384, cols: 4096}"),
 }
 
 
-def llc_bytes():
-    """The last-level cache the OS reports (256 MiB when it reports none)."""
-    best = 0
-    for index in pathlib.Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
-        try:
-            size = (index / "size").read_text().strip()
-        except OSError:
-            continue
-        units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-        best = max(best, int(size[:-1]) * units[size[-1]] if size[-1] in units else int(size))
-    return best or 256 << 20
+def peer_command(peer_env):
+    """The worker command of a peer side, as a YAML flow list."""
+    cmd = ["env", *[f"{k}={v}" for k, v in peer_env.items()]] if peer_env else []
+    cmd += [sys.executable, "peers_worker.py"]
+    return "[" + ", ".join(json.dumps(c) for c in cmd) + "]"
 
 
-def median_secs(f, runs, flush=None):
-    f()
-    ts = []
-    for _ in range(runs):
-        if flush is not None:
-            flush()
-        t = time.perf_counter()
-        f()
-        ts.append(time.perf_counter() - t)
-    ts.sort()
-    return ts[len(ts) // 2]
+def peer_specs(workdir, rounds, peer_env, only):
+    """One spec per GEMM shape and one for attention: the peer before, opledger after."""
+    shutil.copy(HERE / "peers_worker.py", workdir / "peers_worker.py")
+    cmd = peer_command(peer_env)
+    measure = f"measure: {{min_pairs: {rounds}, max_pairs: {rounds}, time_cap_secs: 600}}\n"
+    specs = []
+    if "gemm" in only:
+        for tag, label, m, n, k in GEMMS:
+            bound = "bandwidth" if m <= 16 else "compute"
+            text = (
+                f"name: peer-gemm-{tag}\ntitle: {label}\n"
+                f"workload: {{kind: gemm, m: {m}, n: {n}, k: {k}}}\n"
+                f"variants:\n  before: {{implements: tiled, command: {cmd}, function: numpy_matmul, timeout_secs: 120}}\n"
+                f"  after: tiled\nexpect: {{bound: {bound}}}\n" + measure
+            )
+            specs.append(write(workdir, f"gemm-{tag}.yaml", text))
+    if "attention" in only:
+        text = (
+            "name: peer-attention\ntitle: attention N=4096 d=128, one head\n"
+            "workload: {kind: attention, batch: 1, heads: 1, seq_len: 4096, head_dim: 128, causal: false}\n"
+            f"variants:\n  before: {{implements: standard, command: {cmd}, function: numpy_attention, timeout_secs: 120}}\n"
+            "  after: flash\nexpect: {bound: compute}\n" + measure
+        )
+        specs.append(write(workdir, "attention.yaml", text))
+    return specs
 
 
-def peer():
-    """The NumPy side (run in a child process, so that its environment can differ)."""
-    import numpy as np
-    from threadpoolctl import threadpool_info
-
-    blas = [
-        f"{i.get('internal_api')} {i.get('version')} kernel {i.get('architecture')}, {i.get('num_threads')} threads"
-        for i in threadpool_info()
-        if i.get("user_api") == "blas"
-    ]
-    rng = np.random.default_rng(0)
-    out = {"blas": blas, "numpy": np.__version__}
-    # Cold caches, as opledger's samples: stream a buffer twice the last-level cache.
-    junk = np.ones(2 * llc_bytes() // 4, dtype=np.float32)
-
-    def flush():
-        junk.__iadd__(1.0)
-
-    a = rng.random((1024, 1024), dtype=np.float32)
-    b = rng.random((1024, 1024), dtype=np.float32)
-    out["gemm"] = median_secs(lambda: a @ b, 15, flush)
-    n, d = 4096, 128
-    q, k, v = (rng.random((n, d), dtype=np.float32) for _ in range(3))
-
-    def attention():
-        s = (q @ k.T) * np.float32(1 / np.sqrt(d))
-        s -= s.max(axis=1, keepdims=True)
-        np.exp(s, out=s)
-        s /= s.sum(axis=1, keepdims=True)
-        return s @ v
-
-    out["attention"] = median_secs(attention, 5, flush)
-    return out
+def write(workdir, name, text):
+    p = workdir / name
+    p.write_text(text)
+    return str(p)
 
 
-def run_opledger(binary, simd, workdir):
+def run_opledger(binary, simd, specs, runs):
     env = dict(os.environ)
     if simd != "native":
         env["OPLEDGER_SIMD"] = simd
-    specs = []
-    for name, text in SPECS.items():
-        p = workdir / f"{name}.yaml"
-        p.write_text(text)
-        specs.append(str(p))
-    runs = workdir / f"runs-{simd}"
-    cmd = [binary, "run", *specs, "--backend", "cpu", "--runs-dir", str(runs), "--baselines", str(workdir / "baselines")]
+    cmd = [binary, "run", *specs, "--backend", "cpu", "--runs-dir", str(runs),
+           "--baselines", str(runs / "baselines"), "--no-store"]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if done.returncode not in (0, 1):
-        sys.exit(f"{' '.join(cmd)} exited {done.returncode}:\n{done.stderr}")
-    results = json.loads(next(runs.iterdir()).joinpath("results.json").read_text())
-    return results
+        sys.exit(f"{' '.join(cmd)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    newest = sorted(p for p in runs.iterdir() if (p / "results.json").exists())[-1]
+    return json.loads((newest / "results.json").read_text())
 
 
-def by_name(results):
-    return {s["name"].removeprefix("peer-").replace("-", "_"): s for s in results["specs"]}
+def blas_info(peer_env):
+    """Which BLAS kernel the peer runs (threadpoolctl), in the peer's environment."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    env.update(peer_env)
+    code = (
+        "import json, numpy as np\nfrom threadpoolctl import threadpool_info\n"
+        "print(json.dumps({'numpy': np.__version__, 'blas': ["
+        "f\"{i.get('internal_api')} {i.get('version')} kernel {i.get('architecture')}, {i.get('num_threads')} threads\" "
+        "for i in threadpool_info() if i.get('user_api') == 'blas']}))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"the NumPy peer cannot start:\n{done.stderr}")
+    return json.loads(done.stdout)
+
+
+def spread(xs):
+    """Median and range of a list, as `m [lo–hi]`."""
+    return statistics.median(xs), min(xs), max(xs)
+
+
+def fmt_secs(s):
+    return f"{s * 1e3:.2f} ms" if s < 1 else f"{s:.3f} s"
+
+
+def rounds_of(spec):
+    """Per round: opledger's time over the peer's (the after side over the before side)."""
+    sm = spec["samples"]
+    return [a / b for a, b in zip(sm["after_secs"], sm["before_secs"])]
+
+
+def report_peers(res, simd, peer_env):
+    c = res["ceilings"]
+    dev = res["device"]
+    info = blas_info(peer_env)
+    print(f"\n## OPLEDGER_SIMD={simd}: {dev.get('simd')}, {c['threads']} threads; "
+          f"triad {c['triad_bytes_per_sec'] / 1e9:.1f} GB/s, FMA peak {c['fma_flops_per_sec'] / 1e9:.0f} GFLOP/s")
+    env_text = " ".join(f"{k}={v}" for k, v in peer_env.items()) or "as installed"
+    print(f"peer ({env_text}): NumPy {info['numpy']}, {'; '.join(info['blas']) or 'no BLAS found'}")
+    print("| work | opledger (median) | peer (median) | rounds | opledger's time ÷ peer's, median [range] | target | met |")
+    print("|---|--:|--:|--:|--:|---|---|")
+    for s in res["specs"]:
+        if s.get("samples") is None:
+            print(f"| {s['title']} | failed: {s.get('error')} | | | | | |")
+            continue
+        r = rounds_of(s)
+        med, lo, hi = spread(r)
+        t_opl = s["after"]["summary"]["median_secs"]
+        t_peer = s["before"]["summary"]["median_secs"]
+        ach = s["after"]["achieved"]
+        corr = next((x["status"] for x in s["checks"] if x["name"] == "correctness"), "?")
+        note = "" if corr == "pass" else f" (correctness {corr})"
+        if s["name"].startswith("peer-gemm"):
+            m = s["workload"]["m"]
+            roof = (f"{ach['frac_bandwidth']:.0%} of bandwidth" if m <= 16
+                    else f"{ach['frac_compute']:.0%} of FMA peak")
+            target, ok = "≤ 1.11 (≥ 0.9× its speed)", med <= 1.11
+            print(f"| {s['title']}{note} | {fmt_secs(t_opl)} ({roof}) | {fmt_secs(t_peer)} | {len(r)} | "
+                  f"{med:.2f} [{lo:.2f}–{hi:.2f}] | {target} | {'yes' if ok else 'no'} |")
+        else:
+            speed = [1 / x for x in r]
+            smed, slo, shi = spread(speed)
+            ok = smed >= 1.5 and ach["frac_compute"] >= 0.5
+            print(f"| {s['title']}: flash vs NumPy standard{note} | {fmt_secs(t_opl)} ({ach['frac_compute']:.0%} of FMA peak) | "
+                  f"{fmt_secs(t_peer)} | {len(r)} | {med:.2f} [{lo:.2f}–{hi:.2f}] = {smed:.2f}× faster [{slo:.2f}–{shi:.2f}] | "
+                  f"≥ 1.5× faster, ≥ 50% peak | {'yes' if ok else 'no'} |")
+
+
+def report_streaming(runs_results, simd):
+    print(f"\nfused streaming kernels, OPLEDGER_SIMD={simd}: {len(runs_results)} runs, each probing triad first")
+    print("| work | median time | % of that run's triad, median [range] | triad GB/s, median [range] | target | met |")
+    print("|---|--:|--:|--:|---|---|")
+    triads = [r["ceilings"]["triad_bytes_per_sec"] / 1e9 for r in runs_results]
+    tmed, tlo, thi = spread(triads)
+    for key, (label, _) in STREAMING.items():
+        fracs, times = [], []
+        for r in runs_results:
+            s = next(x for x in r["specs"] if x["name"] == f"stream-{key.replace('_', '-')}")
+            fracs.append(s["after"]["achieved"]["frac_bandwidth"])
+            times.append(s["after"]["summary"]["median_secs"])
+        fmed, flo, fhi = spread(fracs)
+        print(f"| {label} | {fmt_secs(statistics.median(times))} | {fmed:.0%} [{flo:.0%}–{fhi:.0%}] | "
+              f"{tmed:.1f} [{tlo:.1f}–{thi:.1f}] | ≥ 80% | {'yes' if fmed >= 0.8 else 'no'} |")
 
 
 def main():
-    if len(sys.argv) > 1 and sys.argv[1] == "--peer":
-        print(json.dumps(peer()))
-        return
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--opledger", default="target/release/opledger")
     ap.add_argument("--simd", default="avx2,native", help="comma-separated: avx2, avx512, native")
+    ap.add_argument("--rounds", type=int, default=7, help="rounds per comparison (at least 5)")
+    ap.add_argument("--only", default="gemm,attention,streaming")
     args = ap.parse_args()
-
-    def peer_run(extra_env):
-        env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
-        env.update(extra_env)
-        done = subprocess.run([sys.executable, __file__, "--peer"], env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            sys.exit(f"the NumPy peer failed:\n{done.stderr}")
-        return json.loads(done.stdout)
-
-    unset = [k for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if k in os.environ]
-    if unset:
-        print(f"unset for the peer: {', '.join(f'{k}={os.environ[k]}' for k in unset)}")
-    print(f"machine: {cpu_name()}, {os.cpu_count()} logical CPUs; {time.strftime('%Y-%m-%d')}")
+    if args.rounds < 5:
+        sys.exit("--rounds: at least 5, so that a median and a range mean something")
+    only = set(args.only.split(","))
+    binary = str(pathlib.Path(args.opledger).resolve())
+    print(f"machine: {cpu_name()}, {os.cpu_count()} logical CPUs; {time.strftime('%Y-%m-%d')}; "
+          f"{args.rounds} rounds")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
         for simd in args.simd.split(","):
-            # The peer and the binary alternate within the same minutes: peer, binary, peer.
-            p1 = peer_run({})
-            res = run_opledger(args.opledger, simd, tmp)
-            p2 = peer_run({})
-            peers = {"as installed": p1, "as installed (again)": p2}
-            if simd == "avx2":
-                peers["OPENBLAS_CORETYPE=Haswell"] = peer_run({"OPENBLAS_CORETYPE": "Haswell"})
-            report(simd, res, peers)
+            work = tmp / simd
+            work.mkdir()
+            peer_env = {"OPENBLAS_CORETYPE": "Haswell"} if simd == "avx2" else {}
+            specs = peer_specs(work, args.rounds, peer_env, only)
+            if specs:
+                res = run_opledger(binary, simd, specs, work / "runs-peers")
+                report_peers(res, simd, peer_env)
+            if "streaming" in only:
+                stream_specs = [
+                    write(work, f"stream-{key}.yaml",
+                          f"name: stream-{key.replace('_', '-')}\ntitle: {label}\nworkload: {wl}\n"
+                          "variants: {before: unfused, after: fused}\nexpect: {bound: bandwidth}\n"
+                          "measure: {min_pairs: 5, max_pairs: 9, time_cap_secs: 4}\n")
+                    for key, (label, wl) in STREAMING.items()
+                ]
+                results = [run_opledger(binary, simd, stream_specs, work / f"runs-stream-{i}")
+                           for i in range(args.rounds)]
+                report_streaming(results, simd)
 
 
 def cpu_name():
@@ -201,46 +247,6 @@ def cpu_name():
     except OSError:
         pass
     return "unknown CPU"
-
-
-def report(simd, res, peers):
-    c = res["ceilings"]
-    dev = res["device"]
-    s = by_name(res)
-    print(f"\n## OPLEDGER_SIMD={simd}: {dev.get('simd')}, {c['threads']} threads; "
-          f"triad {c['triad_bytes_per_sec'] / 1e9:.1f} GB/s, FMA peak {c['fma_flops_per_sec'] / 1e9:.0f} GFLOP/s")
-    for label, p in peers.items():
-        print(f"peer {label}: NumPy {p['numpy']}, {'; '.join(p['blas']) or 'no BLAS found'}")
-    print("| work | opledger | peer | ratio | target | met |")
-    print("|---|--:|--:|--:|---|---|")
-
-    def med(spec, side):
-        return spec[side]["summary"]["median_secs"]
-
-    g = s["gemm"]
-    t = med(g, "after")
-    frac = g["after"]["achieved"]["frac_compute"]
-    for label, p in peers.items():
-        ratio = t / p["gemm"]
-        ok = frac >= 0.6 and ratio <= 1.11
-        print(f"| GEMM 1024³ tiled vs `a @ b` ({label}) | {t * 1e3:.2f} ms ({frac:.0%} of FMA peak) | "
-              f"{p['gemm'] * 1e3:.2f} ms | {ratio:.2f}× the time | ≥ 60% peak, ≤ 1.11× | {'yes' if ok else 'no'} |")
-    a = s["attention"]
-    t = med(a, "after")
-    frac = a["after"]["achieved"]["frac_compute"]
-    for label, p in peers.items():
-        speedup = p["attention"] / t
-        ok = frac >= 0.5 and speedup >= 1.5
-        print(f"| attention flash vs NumPy standard ({label}) | {t * 1e3:.1f} ms ({frac:.0%} of FMA peak) | "
-              f"{p['attention'] * 1e3:.1f} ms | {speedup:.2f}× faster | ≥ 1.5×, ≥ 50% peak | {'yes' if ok else 'no'} |")
-    print(f"| attention standard (opledger) | {med(a, 'before') * 1e3:.1f} ms "
-          f"({a['before']['achieved']['frac_compute']:.0%} of FMA peak) | | | | |")
-    for key, label in [("bias_gelu", "bias+GELU 8192² fused"), ("rmsnorm", "RMSNorm fused"),
-                       ("layernorm", "LayerNorm fused"), ("softmax", "softmax fused")]:
-        x = s[key]
-        frac = x["after"]["achieved"]["frac_bandwidth"]
-        print(f"| {label} | {med(x, 'after') * 1e3:.1f} ms = {frac:.0%} of triad | | | ≥ 80% of triad | "
-              f"{'yes' if frac >= 0.8 else 'no'} |")
 
 
 if __name__ == "__main__":

@@ -7,10 +7,11 @@
 //!
 //! Both variants round s to f32 and sum the squares of a row in the same order, so their outputs
 //! are bit-identical. For tensors large against the cache both write s and y with streaming
-//! stores through an L1 tile (no write-allocate reads, which the ledger does not count); the
-//! fused variant then keeps its row in a scratch row, so its second sweep reads the cache, not s.
+//! stores (no write-allocate reads, which the ledger does not count): s through an L1 tile, y
+//! straight from the normalising sweep; the fused variant keeps its row in a scratch row, so its
+//! second sweep reads the cache, not s.
 
-use super::simd::{store_fence, stream_copy, LineVec};
+use super::simd::{store_fence, stream_copy, stream_norm_apply, LineVec};
 use super::{CaseConfig, CpuKernels, Kernels};
 use crate::error::Result;
 use crate::kinds::add_rmsnorm::AddRmsnorm;
@@ -124,9 +125,7 @@ impl AddRmsnormKernels {
                 .with_min_len(16)
                 .for_each(|(y, s)| {
                     let r = rstd(s, eps);
-                    streamed(y, |at, tile| {
-                        scale_weight(tile, &s[at..at + tile.len()], r, &w[at..])
-                    });
+                    stream_norm_apply(y, s, 0.0, r, w, &[], &[]);
                     store_fence();
                 });
             return;
@@ -141,9 +140,7 @@ impl AddRmsnormKernels {
                     add(row, x, r);
                     stream_copy(s, row);
                     let rs = rstd(row, eps);
-                    streamed(y, |at, tile| {
-                        scale_weight(tile, &row[at..at + tile.len()], rs, &w[at..])
-                    });
+                    stream_norm_apply(y, row, 0.0, rs, w, &[], &[]);
                     store_fence();
                 },
             );

@@ -15,7 +15,7 @@
 //! (49–56% → 68–72% of triad); fused RMSNorm unchanged within noise (18.0–21.0 → 17.9–18.1 ms).
 
 use super::math;
-use super::simd::{prefetch_l2, store_fence, stream_scale, LineVec};
+use super::simd::{prefetch_l2, store_fence, stream_norm_apply, stream_scale, LineVec};
 use super::{CaseConfig, CpuKernels, Kernels};
 use crate::error::Result;
 use crate::kinds::rows::{Layernorm, Rmsnorm, RowOp, Softmax};
@@ -250,6 +250,20 @@ fn row_pass_scaled(
         });
 }
 
+/// One parallel pass where `f(row, out_row)` writes the row's final values itself (with
+/// streaming stores, [`stream_norm_apply`]); each task ends with a store fence.
+fn row_pass_direct(out: &mut [f32], cols: usize, f: impl Fn(usize, &mut [f32]) + Sync + Send) {
+    let rows_per_task = (16_384 / cols).max(1);
+    out.par_chunks_mut(cols * rows_per_task)
+        .enumerate()
+        .for_each(|(ci, block)| {
+            for (j, o) in block.chunks_mut(cols).enumerate() {
+                f(ci * rows_per_task + j, o);
+            }
+            store_fence();
+        });
+}
+
 /// One parallel pass producing a per-row vector: `v[row] = f(row)`.
 fn row_stat(v: &mut [f32], f: impl Fn(usize) -> f32 + Sync + Send) {
     v.par_iter_mut()
@@ -348,6 +362,19 @@ impl RowKernels {
         // The next row's input (empty after the last), prefetched during this row's last sweep.
         let next = |r: usize| x.get((r + 1) * c..(r + 2) * c).unwrap_or(&[]);
         match self.kind {
+            // Large outputs: the row normalised straight out with streaming stores, one sweep
+            // over the L1-resident row after its statistics (not into a buffer and then out).
+            WorkloadKind::Rmsnorm if self.stream => row_pass_direct(out, c, |r, o| {
+                let xr = &x[r * c..(r + 1) * c];
+                let rs = 1.0 / (sum_sq_row(xr) * inv_c + eps).sqrt();
+                stream_norm_apply(o, xr, 0.0, rs, w, &[], next(r));
+            }),
+            WorkloadKind::Layernorm if self.stream => row_pass_direct(out, c, |r, o| {
+                let xr = &x[r * c..(r + 1) * c];
+                let mean = sum_row(xr) * inv_c;
+                let rs = 1.0 / (sum_sq_dev_row(xr, mean) * inv_c + eps).sqrt();
+                stream_norm_apply(o, xr, mean, rs, w, b, next(r));
+            }),
             WorkloadKind::Rmsnorm => row_pass(out, c, self.stream, |r, o| {
                 let xr = &x[r * c..(r + 1) * c];
                 let rs = 1.0 / (sum_sq_row(xr) * inv_c + eps).sqrt();

@@ -134,11 +134,188 @@ unsafe fn stream_scale_v<V: super::lanes::Lanes>(dst: &mut [f32], src: &[f32], s
     }
 }
 
+/// A normalised row written out: `dst[i] = (src[i] − shift) · s · w[i] (+ b[i])` (no bias when
+/// `b` is empty), with the streaming stores of [`stream_scale`], one line of `next` asked into
+/// L2 per line written (the next row's input arrives while this row is written). One sweep
+/// where applying into a buffer and streaming the buffer out is two. The arithmetic is the
+/// plain loop's, in its order (no fused multiply-add), so the result is bit-identical to it.
+pub fn stream_norm_apply(
+    dst: &mut [f32],
+    src: &[f32],
+    shift: f32,
+    s: f32,
+    w: &[f32],
+    b: &[f32],
+    next: &[f32],
+) {
+    stream_norm_apply_at(level(), dst, src, (shift, s), w, b, next)
+}
+
+/// [`stream_norm_apply`] at a given level (the tests run every level the CPU has).
+pub(crate) fn stream_norm_apply_at(
+    l: SimdLevel,
+    dst: &mut [f32],
+    src: &[f32],
+    (shift, s): (f32, f32),
+    w: &[f32],
+    b: &[f32],
+    next: &[f32],
+) {
+    assert!(supports(l), "this CPU lacks {}", l.name());
+    let n = dst.len().min(src.len()).min(w.len());
+    let b = if b.len() >= n { &b[..n] } else { &[][..] };
+    match l {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has avx512f (asserted above).
+        SimdLevel::Avx512 => unsafe {
+            stream_norm_apply_avx512(&mut dst[..n], &src[..n], shift, s, &w[..n], b, next)
+        },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has avx2 and fma (asserted above).
+        SimdLevel::Avx2Fma => unsafe {
+            stream_norm_apply_avx2(&mut dst[..n], &src[..n], shift, s, &w[..n], b, next)
+        },
+        _ => {
+            for i in 0..n {
+                let v = (src[i] - shift) * s * w[i];
+                dst[i] = if b.is_empty() { v } else { v + b[i] };
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn stream_norm_apply_avx512(
+    dst: &mut [f32],
+    src: &[f32],
+    shift: f32,
+    s: f32,
+    w: &[f32],
+    b: &[f32],
+    next: &[f32],
+) {
+    // SAFETY: compiled with avx512f.
+    unsafe { stream_norm_apply_v::<std::arch::x86_64::__m512>(dst, src, shift, s, w, b, next) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn stream_norm_apply_avx2(
+    dst: &mut [f32],
+    src: &[f32],
+    shift: f32,
+    s: f32,
+    w: &[f32],
+    b: &[f32],
+    next: &[f32],
+) {
+    // SAFETY: compiled with avx2 and fma.
+    unsafe { stream_norm_apply_v::<std::arch::x86_64::__m256>(dst, src, shift, s, w, b, next) }
+}
+
+/// # Safety
+/// V's features are enabled; `src` and `w` hold `dst.len()` values, `b` as many or none.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn stream_norm_apply_v<V: super::lanes::Lanes>(
+    dst: &mut [f32],
+    src: &[f32],
+    shift: f32,
+    s: f32,
+    w: &[f32],
+    b: &[f32],
+    next: &[f32],
+) {
+    let n = dst.len();
+    let one = |i: usize| {
+        let v = (src[i] - shift) * s * w[i];
+        if b.is_empty() {
+            v
+        } else {
+            v + b[i]
+        }
+    };
+    let head = (dst.as_ptr().align_offset(64)).min(n);
+    for (i, d) in dst[..head].iter_mut().enumerate() {
+        *d = one(i);
+    }
+    // SAFETY: the caller's contract.
+    let (shv, sv) = unsafe { (V::splat(-shift), V::splat(s)) };
+    let mut i = head;
+    while i + 16 <= n {
+        if i < next.len() {
+            prefetch_l2(next.as_ptr().wrapping_add(i));
+        }
+        for k in (0..16).step_by(V::LANES) {
+            // SAFETY: i + 16 <= n bounds every slice read (the caller's contract) and dst; dst +
+            // i + k is aligned to the vector (head aligned i to a line, each step adds a line),
+            // as the streaming store needs. x + (−shift) is x − shift exactly.
+            unsafe {
+                let x = V::add(V::load(src.as_ptr().add(i + k)), shv);
+                let mut v = V::mul(V::mul(x, sv), V::load(w.as_ptr().add(i + k)));
+                if !b.is_empty() {
+                    v = V::add(v, V::load(b.as_ptr().add(i + k)));
+                }
+                V::stream(dst.as_mut_ptr().add(i + k), v);
+            }
+        }
+        i += 16;
+    }
+    for (j, d) in dst[i..].iter_mut().enumerate() {
+        *d = one(i + j);
+    }
+}
+
 /// Orders this thread's streaming stores before any later store (and before the task ends).
 pub fn store_fence() {
     #[cfg(target_arch = "x86_64")]
     if level() >= SimdLevel::Avx2Fma {
         // SAFETY: sfence has no preconditions; SSE is part of x86_64.
         unsafe { std::arch::x86_64::_mm_sfence() };
+    }
+}
+
+#[cfg(test)]
+mod norm_apply_tests {
+    use super::*;
+
+    /// Every level this CPU has writes what the plain loop writes, bit for bit, at every length
+    /// and alignment, with and without a bias, and nothing outside `dst`.
+    #[test]
+    fn stream_norm_apply_matches_the_plain_loop_at_every_level() {
+        let x: Vec<f32> = (0..3000).map(|i| (i as f32 * 0.37).sin() * 3.0).collect();
+        let w: Vec<f32> = (0..3000).map(|i| 1.0 + (i as f32 * 0.11).cos()).collect();
+        let b: Vec<f32> = (0..3000).map(|i| (i as f32 * 0.05).sin()).collect();
+        for l in [SimdLevel::Scalar, SimdLevel::Avx2Fma, SimdLevel::Avx512] {
+            if !supports(l) {
+                continue;
+            }
+            for (start, len) in [(0, 0), (0, 1), (3, 17), (0, 1024), (5, 2995), (16, 2000)] {
+                for (shift, bias) in [(0.0f32, &[][..]), (0.25, &b[start..start + len])] {
+                    let mut out = LineVec::filled(3000, f32::NAN);
+                    let (xs, ws) = (&x[start..start + len], &w[start..start + len]);
+                    stream_norm_apply_at(
+                        l,
+                        &mut out[start..start + len],
+                        xs,
+                        (shift, 0.7),
+                        ws,
+                        bias,
+                        &x,
+                    );
+                    store_fence();
+                    for i in 0..len {
+                        let v = (xs[i] - shift) * 0.7 * ws[i];
+                        let e = if bias.is_empty() { v } else { v + bias[i] };
+                        assert_eq!(out[start + i].to_bits(), e.to_bits(), "{l:?} {start}+{i}");
+                    }
+                    assert!(out[..start]
+                        .iter()
+                        .chain(&out[start + len..])
+                        .all(|v| v.is_nan()));
+                }
+            }
+        }
     }
 }
