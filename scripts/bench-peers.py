@@ -221,7 +221,11 @@ def main():
         for simd in args.simd.split(","):
             work = tmp / simd
             work.mkdir()
-            peer_env = {"OPENBLAS_CORETYPE": "Haswell"} if simd == "avx2" else {}
+            # OpenBLAS's idle threads spin for 2^28 cycles after each call by default, on the
+            # cores opledger's side runs on next: 2^4 puts them to sleep at once.
+            peer_env = {"OPENBLAS_THREAD_TIMEOUT": os.environ.get("PEER_THREAD_TIMEOUT", "4")}
+            if simd == "avx2":
+                peer_env["OPENBLAS_CORETYPE"] = "Haswell"
             specs = peer_specs(work, args.rounds, peer_env, only)
             if specs:
                 res = run_opledger(binary, simd, specs, work / "runs-peers")

@@ -18,6 +18,7 @@ use crate::kinds::gemm::Gemm;
 use crate::kinds::tensors::LineVec;
 use crate::kinds::{Tensors, Variant};
 use crate::ledger::{GEMM_KC, GEMM_MC, GEMM_NC};
+use crate::multiversion;
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -704,10 +705,117 @@ unsafe fn micro<V: super::lanes::Lanes, const R: usize, const ACC: usize>(
     }
 }
 
+/// Rows of A up to which the tiled variant runs as a decode product (a matrix–vector product
+/// in all but name: the time is B's read from memory, not the FMAs of a micro-kernel).
+pub const DECODE_MAX_M: usize = 16;
+/// Bytes of accumulators a decode task keeps (in L1): m rows × as many columns as fit.
+const DECODE_ACC_BYTES: usize = 16 << 10;
+
+multiversion! {
+    /// acc[i·w + j] += Σ_p at[p·m + i] · b[p·ld + j0 + j] over the rows p0..p0 + rows of B
+    /// (`shape` = [m, ld, j0, w], `span` = [p0, rows]), four rows at a time (one load and
+    /// store of the accumulators per four multiply-adds); `w` columns from `j0`.
+    fn decode_rows(acc: &mut [f32], at: &[f32], b: &[f32], shape: [usize; 4], span: [usize; 2]) {
+        let [m, ld, j0, w] = shape;
+        let [p0, rows] = span;
+        let mut p = p0;
+        let end = p0 + rows;
+        while p + 4 <= end {
+            let (b0, b1, b2, b3) = (
+                &b[p * ld + j0..p * ld + j0 + w],
+                &b[(p + 1) * ld + j0..(p + 1) * ld + j0 + w],
+                &b[(p + 2) * ld + j0..(p + 2) * ld + j0 + w],
+                &b[(p + 3) * ld + j0..(p + 3) * ld + j0 + w],
+            );
+            for i in 0..m {
+                let (a0, a1, a2, a3) = (at[p * m + i], at[(p + 1) * m + i], at[(p + 2) * m + i], at[(p + 3) * m + i]);
+                let row = &mut acc[i * w..(i + 1) * w];
+                for j in 0..w {
+                    row[j] += a0 * b0[j] + a1 * b1[j] + a2 * b2[j] + a3 * b3[j];
+                }
+            }
+            p += 4;
+        }
+        while p < end {
+            let br = &b[p * ld + j0..p * ld + j0 + w];
+            for i in 0..m {
+                let a = at[p * m + i];
+                let row = &mut acc[i * w..(i + 1) * w];
+                for j in 0..w {
+                    row[j] += a * br[j];
+                }
+            }
+            p += 1;
+        }
+    }
+}
+
+impl GemmKernels {
+    /// C = A·B for m ≤ [`DECODE_MAX_M`]: B streamed once from memory against the m rows of A
+    /// held transposed (k × m, a few hundred KiB at most). A task owns a block of columns as
+    /// wide as its m × w accumulators fit in L1 (w = 4096 at m = 1, 256 at m = 16) and a range
+    /// of B's rows; with few column blocks (small m) the rows are split among tasks, each
+    /// reading whole stretches of B's rows in order, and their partial sums added at the end.
+    /// The micro-kernel path would pack all of B and compute on whole 12- or 6-row panels of
+    /// A for a handful of rows.
+    fn decode(&self, c: &mut [f32]) {
+        let (m, n, k) = (self.g.m as usize, self.g.n as usize, self.g.k as usize);
+        let (a, b) = (self.inputs.get("A"), self.inputs.get("B"));
+        let mut at = vec![0f32; k * m];
+        for i in 0..m {
+            for p in 0..k {
+                at[p * m + i] = a[i * k + p];
+            }
+        }
+        let w_max = (DECODE_ACC_BYTES / 4 / m.max(1)) / 16 * 16;
+        let w = w_max.max(16).min(n.max(1));
+        let blocks = n.div_ceil(w);
+        let threads = rayon::current_num_threads();
+        // Enough tasks for every thread several times over, none with fewer than 64 rows of B.
+        let splits = (4 * threads).div_ceil(blocks).min(k.div_ceil(64)).max(1);
+        let rows_per_split = k.div_ceil(splits);
+        let mut partial = vec![0f32; if splits > 1 { splits * m * n } else { 0 }];
+        let (cp, pp) = (CPtr(c.as_mut_ptr()), CPtr(partial.as_mut_ptr()));
+        (0..blocks * splits).into_par_iter().for_each(|task| {
+            let (blk, split) = (task / splits, task % splits);
+            let (j0, p0) = (blk * w, split * rows_per_split);
+            let (wb, rows) = (w.min(n - j0), rows_per_split.min(k.saturating_sub(p0)));
+            let mut acc = vec![0f32; m * wb];
+            decode_rows(&mut acc, &at, b, [m, n, j0, wb], [p0, rows]);
+            // Straight into C with one split; else into this split's own copy of C.
+            let (dst, base) = if splits > 1 {
+                (pp, split * m * n)
+            } else {
+                (cp, 0)
+            };
+            for i in 0..m {
+                // SAFETY: task (blk, split) alone writes columns j0..j0 + wb of the m rows of
+                // its destination (C, or split's m × n slice of `partial`), each task index
+                // visited once, all within that destination's bounds.
+                let row = unsafe { std::slice::from_raw_parts_mut(dst.at(base + i * n + j0), wb) };
+                row.copy_from_slice(&acc[i * wb..(i + 1) * wb]);
+            }
+        });
+        if splits > 1 {
+            c.par_chunks_mut(n).enumerate().for_each(|(i, row)| {
+                row.copy_from_slice(&partial[i * n..(i + 1) * n]);
+                for s in 1..splits {
+                    let part = &partial[s * m * n + i * n..s * m * n + (i + 1) * n];
+                    for (x, &y) in row.iter_mut().zip(part) {
+                        *x += y;
+                    }
+                }
+            });
+        }
+    }
+}
+
 impl Kernels for GemmKernels {
     fn run(&mut self, variant: Variant, out: &mut [f32]) {
         if variant == Variant::Naive {
             self.naive(out)
+        } else if (self.g.m as usize) <= DECODE_MAX_M {
+            self.decode(out)
         } else {
             self.tiled(out)
         }
@@ -725,6 +833,11 @@ mod tests {
         for (m, n, k) in [
             (1, 1, 1),
             (7, 33, 5),
+            // The decode path: whole and partial column blocks, k not a multiple of four.
+            (1, 513, 259),
+            (8, 256, 4),
+            (DECODE_MAX_M as u64, 300, 1030),
+            (DECODE_MAX_M as u64 + 1, 40, 9),
             (MC as u64 + 3, NC as u64 + 17, KC as u64 + 9),
             (64, 64, 600),
         ] {
