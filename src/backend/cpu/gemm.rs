@@ -714,7 +714,7 @@ const DECODE_ACC_BYTES: usize = 16 << 10;
 multiversion! {
     /// acc[i·w + j] += Σ_p at[p·m + i] · b[p·ld + j0 + j] over the rows p0..p0 + rows of B
     /// (`shape` = [m, ld, j0, w], `span` = [p0, rows]), four rows at a time (one load and
-    /// store of the accumulators per four multiply-adds); `w` columns from `j0`.
+    /// store of the accumulators per four fused multiply-adds); `w` columns from `j0`.
     fn decode_rows(acc: &mut [f32], at: &[f32], b: &[f32], shape: [usize; 4], span: [usize; 2]) {
         let [m, ld, j0, w] = shape;
         let [p0, rows] = span;
@@ -731,7 +731,11 @@ multiversion! {
                 let (a0, a1, a2, a3) = (at[p * m + i], at[(p + 1) * m + i], at[(p + 2) * m + i], at[(p + 3) * m + i]);
                 let row = &mut acc[i * w..(i + 1) * w];
                 for j in 0..w {
-                    row[j] += a0 * b0[j] + a1 * b1[j] + a2 * b2[j] + a3 * b3[j];
+                    // Fused multiply-adds (one rounding each), row p's first.
+                    let v = a0.mul_add(b0[j], row[j]);
+                    let v = a1.mul_add(b1[j], v);
+                    let v = a2.mul_add(b2[j], v);
+                    row[j] = a3.mul_add(b3[j], v);
                 }
             }
             p += 4;
@@ -742,7 +746,7 @@ multiversion! {
                 let a = at[p * m + i];
                 let row = &mut acc[i * w..(i + 1) * w];
                 for j in 0..w {
-                    row[j] += a * br[j];
+                    row[j] = a.mul_add(br[j], row[j]);
                 }
             }
             p += 1;
