@@ -176,6 +176,8 @@ pub(crate) fn stream_norm_apply_at(
             stream_norm_apply_avx2(&mut dst[..n], &src[..n], shift, s, &w[..n], b, next)
         },
         _ => {
+            // No prefetch on the portable path: the hint is x86-64's.
+            let _ = next;
             for i in 0..n {
                 let v = (src[i] - shift) * s * w[i];
                 dst[i] = if b.is_empty() { v } else { v + b[i] };
