@@ -101,7 +101,7 @@ fn a_branch_is_judged_against_its_merge_base_and_a_slowdown_is_placed_between_co
     // The series' change point: at the slow commit, about doubled, in the after median or in
     // after/before (which cancels the machine's drift, where raw times follow a loaded machine;
     // either can blur on a busy one).
-    let step = ["after", "ratio"].iter().find_map(|metric| {
+    let step = ["after", "ratio"].iter().find_map(|&metric| {
         let o = bin()
             .current_dir(&repo)
             .args([
@@ -122,15 +122,16 @@ fn a_branch_is_judged_against_its_merge_base_and_a_slowdown_is_placed_between_co
             .iter()
             .find(|s| s["first_after"]["git_sha"] == slow.as_str())
             .cloned()
+            .map(|s| (metric, s))
     });
-    let step = step.expect("a shift at the slow commit");
+    let (metric, step) = step.expect("a shift at the slow commit");
     assert!(step["ratio"].as_f64().unwrap() > 1.3, "{step}");
     // It began after a run of the fast commit (or, placed a run late, of the slow one).
     let before = &step["last_before"]["git_sha"];
     assert!(before == fast.as_str() || before == slow.as_str(), "{step}");
     let o = bin()
         .current_dir(&repo)
-        .args(["history", "tiny-chain", "--changes", "--metric", "ratio"])
+        .args(["history", "tiny-chain", "--changes", "--metric", metric])
         .output()
         .unwrap();
     assert!(
