@@ -24,8 +24,10 @@ shapes also against the bandwidth roof; flash attention >= 1.5x faster than NumP
 attention; fused streaming kernels >= 80% of triad.
 
 Under OPLEDGER_SIMD=avx2 the peer runs with OPENBLAS_CORETYPE=Haswell (OpenBLAS's AVX2 kernels),
-like for like; at the native level it runs as installed. OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE
-set in the environment are unset for the peer otherwise.
+like for like; at the native level it runs as installed (OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE
+set in the environment are unset for it). Always with OPENBLAS_THREAD_TIMEOUT=4
+(PEER_THREAD_TIMEOUT overrides): OpenBLAS's idle threads otherwise spin for 2^28 cycles after
+each call, on the cores opledger's side of the round runs on next.
 
 Usage: python3 scripts/bench-peers.py [--opledger target/release/opledger] [--simd avx2,native]
                                       [--rounds 7] [--only gemm,attention,streaming]
@@ -106,7 +108,8 @@ def write(workdir, name, text):
 
 
 def run_opledger(binary, simd, specs, runs):
-    env = dict(os.environ)
+    # The workers inherit opledger's environment; the peer's OpenBLAS settings are the spec's.
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
     if simd != "native":
         env["OPLEDGER_SIMD"] = simd
     cmd = [binary, "run", *specs, "--backend", "cpu", "--runs-dir", str(runs),
