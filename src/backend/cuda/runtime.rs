@@ -161,23 +161,27 @@ impl Backend for CudaBackend {
             }
             .into());
         }
-        let need = k.device_bytes();
-        if let Some(free) = self.gpu.free_bytes() {
-            if need > free / 10 * 9 {
-                return Err(BackendError::OutOfMemory {
-                    spec: "device memory".into(),
-                    need_bytes: need,
-                    available_bytes: free,
-                }
-                .into());
-            }
-        }
+        check_device_room(&self.gpu, k.device_bytes(), "device memory")?;
         Ok(Box::new(GpuCase {
             k: k.kernels(self.gpu.clone(), &inputs)?,
             workload: workload.clone(),
             output_len: k.output_len() as usize,
             ran: Vec::new(),
         }))
+    }
+}
+
+/// Refuses `need_bytes` of device memory where the device reports less free (a tenth kept for
+/// the driver and the flush buffer), naming `what` they are for.
+fn check_device_room(gpu: &Gpu, need_bytes: u64, what: &str) -> Result<()> {
+    match gpu.free_bytes() {
+        Some(free) if need_bytes > free / 10 * 9 => Err(BackendError::OutOfMemory {
+            spec: what.into(),
+            need_bytes,
+            available_bytes: free,
+        }
+        .into()),
+        _ => Ok(()),
     }
 }
 
@@ -254,17 +258,11 @@ impl Case for GpuCase {
         // inputs); both sets of device buffers live for a moment, so the room is checked.
         let gpu = self.k.gpu().clone();
         let k = kernels_of(&self.workload);
-        let need = k.device_bytes();
-        if let Some(free) = gpu.free_bytes() {
-            if need > free / 10 * 9 {
-                return Err(BackendError::OutOfMemory {
-                    spec: "device memory for the checked run's second set of inputs".into(),
-                    need_bytes: need,
-                    available_bytes: free,
-                }
-                .into());
-            }
-        }
+        check_device_room(
+            &gpu,
+            k.device_bytes(),
+            "device memory for the checked run's second set of inputs",
+        )?;
         self.k = k.kernels(gpu, &inputs)?;
         Ok(())
     }
