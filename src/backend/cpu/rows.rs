@@ -229,36 +229,41 @@ fn row_pass_scaled(
     stream: bool,
     f: impl Fn(usize, &mut [f32]) -> f32 + Sync + Send,
 ) {
-    let rows_per_task = (16_384 / cols).max(1);
-    out.par_chunks_mut(cols * rows_per_task)
-        .enumerate()
-        .for_each(|(ci, block)| {
-            let mut buf = if stream { vec![0f32; cols] } else { Vec::new() };
-            for (j, o) in block.chunks_mut(cols).enumerate() {
-                let r = ci * rows_per_task + j;
-                if stream {
-                    let s = f(r, &mut buf);
-                    stream_scale(o, &buf, s);
-                } else {
-                    let s = f(r, o);
-                    if s != 1.0 {
-                        scale_in_place(o, s);
-                    }
-                }
+    let buffer = || if stream { vec![0f32; cols] } else { Vec::new() };
+    row_tasks(out, cols, buffer, |buf, r, o| {
+        if stream {
+            let s = f(r, buf);
+            stream_scale(o, buf, s);
+        } else {
+            let s = f(r, o);
+            if s != 1.0 {
+                scale_in_place(o, s);
             }
-            store_fence();
-        });
+        }
+    });
 }
 
 /// One parallel pass where `f(row, out_row)` writes the row's final values itself (with
-/// streaming stores, [`stream_norm_apply`]); each task ends with a store fence.
+/// streaming stores, [`stream_norm_apply`]).
 fn row_pass_direct(out: &mut [f32], cols: usize, f: impl Fn(usize, &mut [f32]) + Sync + Send) {
+    row_tasks(out, cols, || (), |_, r, o| f(r, o));
+}
+
+/// The rows of `out` in parallel tasks of a few rows each: `f(state, row, out_row)`, with one
+/// `init()` state per task (a row buffer); each task ends with a store fence.
+fn row_tasks<S>(
+    out: &mut [f32],
+    cols: usize,
+    init: impl Fn() -> S + Sync + Send,
+    f: impl Fn(&mut S, usize, &mut [f32]) + Sync + Send,
+) {
     let rows_per_task = (16_384 / cols).max(1);
     out.par_chunks_mut(cols * rows_per_task)
         .enumerate()
         .for_each(|(ci, block)| {
+            let mut state = init();
             for (j, o) in block.chunks_mut(cols).enumerate() {
-                f(ci * rows_per_task + j, o);
+                f(&mut state, ci * rows_per_task + j, o);
             }
             store_fence();
         });
