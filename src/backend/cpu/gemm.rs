@@ -12,6 +12,7 @@
 //! The work of each (NC, KC) block is split over (MC block, column chunk) tasks, as many as
 //! there are threads several times over, so the split holds on any thread count.
 
+use super::simd::{supports, SimdLevel};
 use super::{CaseConfig, CpuKernels, Kernels};
 use crate::error::Result;
 use crate::kinds::gemm::Gemm;
@@ -710,6 +711,9 @@ unsafe fn micro<V: super::lanes::Lanes, const R: usize, const ACC: usize>(
 pub const DECODE_MAX_M: usize = 16;
 /// Bytes of accumulators a decode task keeps (in L1): m rows × as many columns as fit.
 const DECODE_ACC_BYTES: usize = 16 << 10;
+/// Rows of A from which the decode path runs the register kernels (below it the accumulators
+/// in L1 cost nothing: B's read from memory sets the time).
+const REGISTER_DECODE_MIN_M: usize = 2;
 
 multiversion! {
     /// acc[i·w + j] += Σ_p at[p·m + i] · b[p·ld + j0 + j] over the rows p0..p0 + rows of B
@@ -754,16 +758,144 @@ multiversion! {
     }
 }
 
+/// Rows of B a decode task's register kernel takes at a time: the stretch of B (× the block's
+/// width) that the row groups after the first re-read from L1/L2, and how far ahead the first
+/// group asks for B's lines.
+const DECODE_KC: usize = 128;
+
+/// A register-blocked decode kernel: `c[i·ldc + j] += Σ_p at[p·lda + i] · b[p·ldb + j]` for
+/// i < rows ≤ its R and j < its NV·LANES columns, over kc rows of B, the accumulators held in
+/// registers across the rows (one load of B's row piece, R broadcasts of A and R·NV fused
+/// multiply-adds a row). With `pf_rows` > 0 the lines of B that many rows ahead are asked into
+/// L2 meanwhile.
+///
+/// # Safety
+/// V's features are enabled; `at` is readable at p·lda + i and `b` at p·ldb + j for p < kc,
+/// i < rows, j < NV·LANES; `c` is writable at i·ldc + j for the same i and j.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn decode_micro<
+    V: super::lanes::Lanes,
+    const R: usize,
+    const NV: usize,
+    const ACC: usize,
+>(
+    kc: usize,
+    (at, lda): (*const f32, usize),
+    (b, ldb): (*const f32, usize),
+    (c, ldc): (*mut f32, usize),
+    rows: usize,
+    pf_rows: usize,
+) {
+    debug_assert_eq!(ACC, R * NV);
+    debug_assert!(rows <= R);
+    // SAFETY (all below): V's features are enabled; the caller's contract bounds every
+    // address read or written (p < kc, i < rows, h < NV); prefetches never fault.
+    let mut acc = [unsafe { V::splat(0.0) }; ACC];
+    for p in 0..kc {
+        unsafe {
+            if pf_rows > 0 {
+                let mut h = 0;
+                while h < NV * V::LANES {
+                    super::simd::prefetch_l2(b.wrapping_add((p + pf_rows) * ldb + h));
+                    h += 16;
+                }
+            }
+            let mut bv = [V::splat(0.0); NV];
+            for (h, v) in bv.iter_mut().enumerate() {
+                *v = V::load(b.add(p * ldb + h * V::LANES));
+            }
+            for i in 0..R {
+                if i < rows {
+                    let a = V::splat(*at.add(p * lda + i));
+                    for h in 0..NV {
+                        acc[i * NV + h] = V::fmadd(a, bv[h], acc[i * NV + h]);
+                    }
+                }
+            }
+        }
+    }
+    for i in 0..R {
+        if i < rows {
+            for h in 0..NV {
+                unsafe {
+                    let dst = c.add(i * ldc + h * V::LANES);
+                    V::store(dst, V::add(V::load(dst), acc[i * NV + h]));
+                }
+            }
+        }
+    }
+}
+
+/// The arguments of a decode kernel: kc, (at, lda), (b, ldb), (c, ldc), rows, pf_rows.
+type DecodeFn =
+    unsafe fn(usize, (*const f32, usize), (*const f32, usize), (*mut f32, usize), usize, usize);
+
+/// AVX-512: 8 rows × 32 columns, 16 zmm accumulators.
+///
+/// # Safety
+/// The CPU supports avx512f; [`decode_micro`]'s bounds with R = 8, 32 columns.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn decode_avx512(
+    kc: usize,
+    a: (*const f32, usize),
+    b: (*const f32, usize),
+    c: (*mut f32, usize),
+    rows: usize,
+    pf_rows: usize,
+) {
+    // SAFETY: compiled with avx512f; the caller's bounds are decode_micro's.
+    unsafe { decode_micro::<std::arch::x86_64::__m512, 8, 2, 16>(kc, a, b, c, rows, pf_rows) }
+}
+
+/// AVX2+FMA: 6 rows × 16 columns, 12 ymm accumulators (with B's two and A's broadcast, 15 of
+/// the 16 registers).
+///
+/// # Safety
+/// The CPU supports avx2 and fma; [`decode_micro`]'s bounds with R = 6, 16 columns.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn decode_avx2(
+    kc: usize,
+    a: (*const f32, usize),
+    b: (*const f32, usize),
+    c: (*mut f32, usize),
+    rows: usize,
+    pf_rows: usize,
+) {
+    // SAFETY: compiled with avx2 and fma; the caller's bounds are decode_micro's.
+    unsafe { decode_micro::<std::arch::x86_64::__m256, 6, 2, 12>(kc, a, b, c, rows, pf_rows) }
+}
+
+/// The register decode kernel of level `l` with its rows and columns, where the level has one.
+fn decode_kernel(l: SimdLevel) -> Option<(DecodeFn, usize, usize)> {
+    assert!(supports(l), "this CPU lacks {}", l.name());
+    match l {
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx512 => Some((decode_avx512 as DecodeFn, 8, 32)),
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx2Fma => Some((decode_avx2 as DecodeFn, 6, 16)),
+        _ => None,
+    }
+}
+
 impl GemmKernels {
     /// C = A·B for m ≤ [`DECODE_MAX_M`]: B streamed once from memory against the m rows of A
     /// held transposed (k × m, a few hundred KiB at most). A task owns a block of columns as
     /// wide as its m × w accumulators fit in L1 (w = 4096 at m = 1, 256 at m = 16) and a range
     /// of B's rows; with few column blocks (small m) the rows are split among tasks, each
     /// reading whole stretches of B's rows in order, and their partial sums added at the end.
+    /// From m = 2 on AVX-512 and AVX2 a task runs register kernels over stretches of
+    /// [`DECODE_KC`] rows of B: 8 (6) rows of A × 32 (16) columns of accumulators held in
+    /// registers, the row groups after the first re-reading the stretch from cache; the L1
+    /// accumulator loop ([`decode_rows`]) takes the column tail, m = 1 and the other levels.
     /// The micro-kernel path would pack all of B and compute on whole 12- or 6-row panels of
     /// A for a handful of rows.
-    fn decode(&self, c: &mut [f32]) {
+    fn decode(&self, l: SimdLevel, c: &mut [f32]) {
         let (m, n, k) = (self.g.m as usize, self.g.n as usize, self.g.k as usize);
+        let kernel = decode_kernel(l);
         let (a, b) = (self.inputs.get("A"), self.inputs.get("B"));
         let mut at = vec![0f32; k * m];
         for i in 0..m {
@@ -785,7 +917,45 @@ impl GemmKernels {
             let (j0, p0) = (blk * w, split * rows_per_split);
             let (wb, rows) = (w.min(n - j0), rows_per_split.min(k.saturating_sub(p0)));
             let mut acc = vec![0f32; m * wb];
-            decode_rows(&mut acc, &at, b, [m, n, j0, wb], [p0, rows]);
+            match kernel {
+                Some((kern, r, nr)) if wb >= nr && m >= REGISTER_DECODE_MIN_M => {
+                    let full = wb / nr * nr;
+                    let mut pc = p0;
+                    while pc < p0 + rows {
+                        let kc = DECODE_KC.min(p0 + rows - pc);
+                        for jt in (0..full).step_by(nr) {
+                            for ig in (0..m).step_by(r) {
+                                // SAFETY: the level's kernel (decode_kernel asserted the CPU
+                                // has it); rows pc..pc + kc < k of `at` (k × m) from column
+                                // ig, (m − ig).min(r) of them; B's rows pc.. at columns
+                                // j0 + jt.. + nr ≤ j0 + wb ≤ n; acc's rows ig.. at columns
+                                // jt.. + nr ≤ wb of m × wb.
+                                unsafe {
+                                    kern(
+                                        kc,
+                                        (at.as_ptr().add(pc * m + ig), m),
+                                        (b.as_ptr().add(pc * n + j0 + jt), n),
+                                        (acc.as_mut_ptr().add(ig * wb + jt), wb),
+                                        (m - ig).min(r),
+                                        if ig == 0 { DECODE_KC } else { 0 },
+                                    )
+                                };
+                            }
+                        }
+                        pc += kc;
+                    }
+                    if full < wb {
+                        let tw = wb - full;
+                        let mut tail = vec![0f32; m * tw];
+                        decode_rows(&mut tail, &at, b, [m, n, j0 + full, tw], [p0, rows]);
+                        for i in 0..m {
+                            acc[i * wb + full..(i + 1) * wb]
+                                .copy_from_slice(&tail[i * tw..(i + 1) * tw]);
+                        }
+                    }
+                }
+                _ => decode_rows(&mut acc, &at, b, [m, n, j0, wb], [p0, rows]),
+            }
             // Straight into C with one split; else into this split's own copy of C.
             let (dst, base) = if splits > 1 {
                 (pp, split * m * n)
@@ -819,7 +989,7 @@ impl Kernels for GemmKernels {
         if variant == Variant::Naive {
             self.naive(out)
         } else if (self.g.m as usize) <= DECODE_MAX_M {
-            self.decode(out)
+            self.decode(super::simd::level(), out)
         } else {
             self.tiled(out)
         }
@@ -861,6 +1031,43 @@ mod tests {
                     assert!(
                         (o as f64 - e).abs() <= 1e-4 + 1e-4 * e.abs(),
                         "{v:?} {m}x{n}x{k} [{i}] {o} vs {e}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The decode path at every level this CPU has (register kernels and the L1 loop): row
+    /// groups with fewer rows than the kernel's, column tails, k shorter and longer than a
+    /// register kernel's stretch of B, row splits.
+    #[test]
+    fn decode_matches_f64_at_every_level() {
+        for l in [SimdLevel::Scalar, SimdLevel::Avx2Fma, SimdLevel::Avx512] {
+            if !supports(l) {
+                continue;
+            }
+            for (m, n, k) in [
+                (2, 70, 300),
+                (16, 300, 1030),
+                (9, 33, 5),
+                (13, 48, 257),
+                (7, 4096, 64),
+            ] {
+                let w = Gemm {
+                    m,
+                    n,
+                    k,
+                    dtype: DType::F32,
+                };
+                let inputs = Arc::new(w.inputs(11));
+                let g = GemmKernels::new(w.clone(), inputs.clone());
+                let mut out = vec![f32::NAN; (m * n) as usize];
+                g.decode(l, &mut out);
+                for (i, &o) in out.iter().enumerate() {
+                    let e = w.reference(&inputs, Variant::Tiled, i);
+                    assert!(
+                        (o as f64 - e).abs() <= 1e-4 + 1e-4 * e.abs(),
+                        "{l:?} {m}x{n}x{k} [{i}] {o} vs {e}"
                     );
                 }
             }
