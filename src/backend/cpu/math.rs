@@ -237,6 +237,69 @@ pub(crate) fn gate_v<const GELU: bool>(x: std::arch::x86_64::__m512) -> std::arc
     _mm512_maskz_mul_ps(!tiny, x, recip)
 }
 
+/// One vector of e^x in 12 vector operations, for kernels where exp is most of the arithmetic
+/// (softmax): the argument clamped to [−104, 88.8] (NaN passes), n = round(x·log2 e) by the
+/// shift trick, the two-step Cody–Waite reduction, [`gate_v`]'s degree-5 polynomial and 2^n by
+/// `vscalefps`, which also gives the right inf, denormal or 0 beyond f32's normal range (where
+/// the scalar [`exp`] clamps and flushes, 22 operations once LLVM has vectorized it).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) fn exp_v(x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
+    use std::arch::x86_64::*;
+    let one = _mm512_set1_ps(1.0);
+    // vminps/vmaxps return the second operand when either is NaN: the argument goes second.
+    let x = _mm512_max_ps(_mm512_set1_ps(-104.0), x);
+    let x = _mm512_min_ps(_mm512_set1_ps(88.8), x);
+    const SHIFT: f32 = 12_582_912.0;
+    let t = _mm512_fmadd_ps(x, _mm512_set1_ps(LOG2E), _mm512_set1_ps(SHIFT));
+    let nf = _mm512_sub_ps(t, _mm512_set1_ps(SHIFT));
+    let r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(LN2_HI), x);
+    let r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(LN2_LO), r);
+    let mut p = _mm512_set1_ps(8.312_860_5e-3);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.188_902e-2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.666_711_1e-1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.499_992_43));
+    p = _mm512_fmadd_ps(p, r, one);
+    p = _mm512_fmadd_ps(p, r, one);
+    _mm512_scalef_ps(p, nf)
+}
+
+/// One vector of e^x on AVX2+FMA in 15 operations (the auto-vectorized scalar [`exp`]: 22): the
+/// argument clamped to [−87.3, 88.72] (NaN passes), n = round(x·log2 e) by the shift trick,
+/// the two-step reduction and [`gate_v`]'s degree-5 polynomial; 2^n added to the exponent bits
+/// as an integer (the low bits of the shifted sum hold n); below −87.3 the result is 0, as
+/// [`exp`] flushes it, and above 88.72 it stays at e^88.72 (≈ 3.4e38) where [`exp`] gives inf:
+/// for arguments that cannot be positive (softmax's x − max).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(crate) fn exp_v_avx2(x: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 {
+    use std::arch::x86_64::*;
+    let one = _mm256_set1_ps(1.0);
+    // Lanes below the clamp are zeroed at the end (NaN compares false and stays).
+    let keep = _mm256_cmp_ps::<_CMP_NLT_UQ>(x, _mm256_set1_ps(-87.3));
+    // vminps/vmaxps return the second operand when either is NaN: the argument goes second.
+    let x = _mm256_max_ps(_mm256_set1_ps(-87.3), x);
+    let x = _mm256_min_ps(_mm256_set1_ps(88.72), x);
+    const SHIFT: f32 = 12_582_912.0;
+    let t = _mm256_fmadd_ps(x, _mm256_set1_ps(LOG2E), _mm256_set1_ps(SHIFT));
+    let nf = _mm256_sub_ps(t, _mm256_set1_ps(SHIFT));
+    let r = _mm256_fnmadd_ps(nf, _mm256_set1_ps(LN2_HI), x);
+    let r = _mm256_fnmadd_ps(nf, _mm256_set1_ps(LN2_LO), r);
+    let mut p = _mm256_set1_ps(8.312_860_5e-3);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.188_902e-2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.666_711_1e-1));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.499_992_43));
+    p = _mm256_fmadd_ps(p, r, one);
+    p = _mm256_fmadd_ps(p, r, one);
+    // t's bits are those of 1.5·2^23 + n: shifted left by 23, only n's low bits remain, in the
+    // exponent field; added to p's bits they multiply p (in [0.7, 1.5]) by 2^n, n in [−126, 128].
+    let e = _mm256_slli_epi32::<23>(_mm256_castps_si256(t));
+    let v = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
+    _mm256_and_ps(keep, v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,9 +13,17 @@
 //! (`opledger run specs/fuse-rmsnorm.yaml specs/fuse-softmax.yaml --backend cpu`, old and new
 //! binaries alternated 3 times): fused softmax 16384×4096 25.6–26.3 ms → 17.4–19.7 ms
 //! (49–56% → 68–72% of triad); fused RMSNorm unchanged within noise (18.0–21.0 → 17.9–18.1 ms).
+//!
+//! The fused softmax's exponentials are its arithmetic: on AVX-512 and AVX2 they run through
+//! hand-vectorized exponentials of 12 and 15 operations (the auto-vectorized scalar one takes
+//! 22), so that the row's arithmetic hides behind the next row's read. Rows pipelined instead
+//! (one sweep doing row j's exponentials, row j + 1's maximum and row j − 1's write-out) were
+//! measured slower; docs/performance.md has the figures.
 
 use super::math;
-use super::simd::{prefetch_l2, store_fence, stream_norm_apply, stream_scale, LineVec};
+use super::simd::{
+    level, prefetch_l2, store_fence, stream_norm_apply, stream_scale, supports, LineVec, SimdLevel,
+};
 use super::{CaseConfig, CpuKernels, Kernels};
 use crate::error::Result;
 use crate::kinds::rows::{Layernorm, Rmsnorm, RowOp, Softmax};
@@ -207,6 +215,120 @@ multiversion! {
     }
 }
 
+/// [`exp_sub_sum_row_pf`] on AVX-512 with [`math::exp_v`] (12 vector operations an exponential
+/// where the auto-vectorized scalar one takes 22): the row's exponentials are the fused
+/// softmax's arithmetic, and while they run the next row's lines come from memory. Four sums
+/// of 16 lanes; the tail through masked loads and stores.
+///
+/// # Safety
+/// The CPU supports avx512f.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn exp_sub_sum_avx512(x: &[f32], m: f32, out: &mut [f32], next: &[f32]) -> f32 {
+    use std::arch::x86_64::*;
+    let n = x.len().min(out.len());
+    let mv = _mm512_set1_ps(m);
+    let mut acc = [_mm512_setzero_ps(); 4];
+    let mut i = 0;
+    while i + 64 <= n {
+        if !next.is_empty() {
+            prefetch_l2(next.as_ptr().wrapping_add(i));
+            prefetch_l2(next.as_ptr().wrapping_add(i + 16));
+            prefetch_l2(next.as_ptr().wrapping_add(i + 32));
+            prefetch_l2(next.as_ptr().wrapping_add(i + 48));
+        }
+        for (h, a) in acc.iter_mut().enumerate() {
+            // SAFETY: i + 64 <= n bounds x and out at i + 16·h .. + 16.
+            unsafe {
+                let v = math::exp_v(_mm512_sub_ps(
+                    _mm512_loadu_ps(x.as_ptr().add(i + 16 * h)),
+                    mv,
+                ));
+                _mm512_storeu_ps(out.as_mut_ptr().add(i + 16 * h), v);
+                *a = _mm512_add_ps(*a, v);
+            }
+        }
+        i += 64;
+    }
+    while i < n {
+        let k = (n - i).min(16);
+        let mask: __mmask16 = ((1u32 << k) - 1) as u16;
+        // SAFETY: the masked lanes are i .. i + k <= n of x and out; the others are not touched.
+        unsafe {
+            let v = math::exp_v(_mm512_sub_ps(
+                _mm512_maskz_loadu_ps(mask, x.as_ptr().add(i)),
+                mv,
+            ));
+            _mm512_mask_storeu_ps(out.as_mut_ptr().add(i), mask, v);
+            acc[0] = _mm512_add_ps(acc[0], _mm512_maskz_mov_ps(mask, v));
+        }
+        i += k;
+    }
+    let s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
+    _mm512_reduce_add_ps(s)
+}
+
+/// [`exp_sub_sum_avx512`] on AVX2+FMA with [`math::exp_v_avx2`] (15 operations an
+/// exponential, the auto-vectorized scalar one 22), four sums of 8 lanes; the tail (under 32
+/// elements) through the scalar [`math::exp`]. For `x ≤ m` (no exponential above 1).
+///
+/// # Safety
+/// The CPU supports avx2 and fma.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn exp_sub_sum_avx2(x: &[f32], m: f32, out: &mut [f32], next: &[f32]) -> f32 {
+    use std::arch::x86_64::*;
+    let n = x.len().min(out.len());
+    let mv = _mm256_set1_ps(m);
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let mut i = 0;
+    while i + 32 <= n {
+        if !next.is_empty() {
+            prefetch_l2(next.as_ptr().wrapping_add(i));
+            prefetch_l2(next.as_ptr().wrapping_add(i + 16));
+        }
+        for (h, a) in acc.iter_mut().enumerate() {
+            // SAFETY: i + 32 <= n bounds x and out at i + 8·h .. + 8.
+            unsafe {
+                let v = math::exp_v_avx2(_mm256_sub_ps(
+                    _mm256_loadu_ps(x.as_ptr().add(i + 8 * h)),
+                    mv,
+                ));
+                _mm256_storeu_ps(out.as_mut_ptr().add(i + 8 * h), v);
+                *a = _mm256_add_ps(*a, v);
+            }
+        }
+        i += 32;
+    }
+    let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+    let mut lanes = [0f32; 8];
+    // SAFETY: 8 writable floats.
+    unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), s) };
+    let mut sum: f32 = lanes.iter().sum();
+    for j in i..n {
+        out[j] = math::exp(x[j] - m);
+        sum += out[j];
+    }
+    sum
+}
+
+/// `out = exp(x − m)` for `x ≤ m`, returning Σ out, prefetching `next` meanwhile, at level `l`
+/// (below AVX2, the multiversioned loop at the process's level).
+fn exp_sub_sum_pf_at(l: SimdLevel, x: &[f32], m: f32, out: &mut [f32], next: &[f32]) -> f32 {
+    assert!(supports(l), "this CPU lacks {}", l.name());
+    #[cfg(target_arch = "x86_64")]
+    if l == SimdLevel::Avx512 {
+        // SAFETY: supports(l), asserted above.
+        return unsafe { exp_sub_sum_avx512(x, m, out, next) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if l == SimdLevel::Avx2Fma {
+        // SAFETY: supports(l), asserted above.
+        return unsafe { exp_sub_sum_avx2(x, m, out, next) };
+    }
+    exp_sub_sum_row_pf(x, m, out, next)
+}
+
 /// One parallel pass producing `out` row by row: `f(row, out_row)`. With `stream`, each row is
 /// built in a buffer and written with streaming stores.
 fn row_pass(
@@ -393,7 +515,7 @@ impl RowKernels {
             }),
             _ => row_pass_scaled(out, c, self.stream, |r, o| {
                 let xr = &x[r * c..(r + 1) * c];
-                1.0 / exp_sub_sum_row_pf(xr, max_row(xr), o, next(r))
+                1.0 / exp_sub_sum_pf_at(level(), xr, max_row(xr), o, next(r))
             }),
         }
     }
@@ -433,6 +555,55 @@ row_kernels!(Rmsnorm => Rmsnorm, Layernorm => Layernorm, Softmax => Softmax);
 mod tests {
     use super::*;
     use crate::kinds::{DType, Workload};
+
+    /// The fused softmax's exponential sweep at every level this CPU has: every length (tails
+    /// included), arguments from 0 down past f32's normal range, NaN passed through, the sum.
+    #[test]
+    fn exp_sub_sum_matches_f64_at_every_level() {
+        for l in [SimdLevel::Scalar, SimdLevel::Avx2Fma, SimdLevel::Avx512] {
+            if !supports(l) {
+                continue;
+            }
+            for n in [0usize, 1, 17, 31, 32, 63, 64, 100, 4099] {
+                let m = 3.5f32;
+                let x: Vec<f32> = (0..n)
+                    .map(|i| m - (i as f32 * 0.731) % 40.0 - if i % 13 == 5 { 60.0 } else { 0.0 })
+                    .collect();
+                let mut out = vec![f32::NAN; n + 3];
+                let sum = exp_sub_sum_pf_at(l, &x, m, &mut out[..n], &x);
+                let mut want_sum = 0f64;
+                for i in 0..n {
+                    let e = ((x[i] - m) as f64).exp();
+                    want_sum += e;
+                    let err = (out[i] as f64 - e).abs();
+                    assert!(
+                        err <= 1e-37 + 3e-7 * e,
+                        "{l:?} n={n} [{i}] exp({}) = {} vs {e}",
+                        x[i] - m,
+                        out[i]
+                    );
+                }
+                assert!(
+                    out[n..].iter().all(|v| v.is_nan()),
+                    "{l:?} wrote past the row"
+                );
+                assert!(
+                    (sum as f64 - want_sum).abs() <= 1e-5 * want_sum.max(1e-30),
+                    "{l:?} n={n} Σ {sum} vs {want_sum}"
+                );
+            }
+            let mut out = [0f32; 40];
+            let mut x = [-1f32; 40];
+            x[3] = f32::NAN;
+            x[35] = -200.0;
+            let sum = exp_sub_sum_pf_at(l, &x, 0.0, &mut out, &[]);
+            assert!(
+                out[3].is_nan() && sum.is_nan(),
+                "{l:?}: NaN not passed through"
+            );
+            assert_eq!(out[35], 0.0, "{l:?}: e^-200");
+        }
+    }
 
     #[test]
     fn every_row_kind_matches_f64_reference_both_variants() {
