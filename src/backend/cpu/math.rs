@@ -241,7 +241,7 @@ pub(crate) fn gate_v<const GELU: bool>(x: std::arch::x86_64::__m512) -> std::arc
 /// (softmax): the argument clamped to [−104, 88.8] (NaN passes), n = round(x·log2 e) by the
 /// shift trick, the two-step Cody–Waite reduction, [`gate_v`]'s degree-5 polynomial and 2^n by
 /// `vscalefps`, which also gives the right inf, denormal or 0 beyond f32's normal range (where
-/// the scalar [`exp`] clamps and flushes, 22 operations once LLVM has vectorized it).
+/// the scalar [`exp`] clamps and flushes, 18 operations once LLVM has vectorized it).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[inline]
@@ -265,7 +265,7 @@ pub(crate) fn exp_v(x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
     _mm512_scalef_ps(p, nf)
 }
 
-/// One vector of e^x on AVX2+FMA in 15 operations (the auto-vectorized scalar [`exp`]: 22): the
+/// One vector of e^x on AVX2+FMA in 15 operations (the auto-vectorized scalar [`exp`]: 18): the
 /// argument clamped to [−87.3, 88.72] (NaN passes), n = round(x·log2 e) by the shift trick,
 /// the two-step reduction and [`gate_v`]'s degree-5 polynomial; 2^n added to the exponent bits
 /// as an integer (the low bits of the shifted sum hold n); below −87.3 the result is 0, as

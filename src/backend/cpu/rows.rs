@@ -16,7 +16,7 @@
 //!
 //! The fused softmax's exponentials are its arithmetic: on AVX-512 and AVX2 they run through
 //! hand-vectorized exponentials of 12 and 15 operations (the auto-vectorized scalar one takes
-//! 22), so that the row's arithmetic hides behind the next row's read. Rows pipelined instead
+//! 18), so that the row's arithmetic hides behind the next row's read. Rows pipelined instead
 //! (one sweep doing row j's exponentials, row j + 1's maximum and row j − 1's write-out) were
 //! measured slower; docs/performance.md has the figures.
 
@@ -216,7 +216,7 @@ multiversion! {
 }
 
 /// [`exp_sub_sum_row_pf`] on AVX-512 with [`math::exp_v`] (12 vector operations an exponential
-/// where the auto-vectorized scalar one takes 22): the row's exponentials are the fused
+/// where the auto-vectorized scalar one takes 18): the row's exponentials are the fused
 /// softmax's arithmetic, and while they run the next row's lines come from memory. Four sums
 /// of 16 lanes; the tail through masked loads and stores.
 ///
@@ -269,7 +269,7 @@ unsafe fn exp_sub_sum_avx512(x: &[f32], m: f32, out: &mut [f32], next: &[f32]) -
 }
 
 /// [`exp_sub_sum_avx512`] on AVX2+FMA with [`math::exp_v_avx2`] (15 operations an
-/// exponential, the auto-vectorized scalar one 22), four sums of 8 lanes; the tail (under 32
+/// exponential, the auto-vectorized scalar one 18), four sums of 8 lanes; the tail (under 32
 /// elements) through the scalar [`math::exp`]. For `x ≤ m` (no exponential above 1).
 ///
 /// # Safety
