@@ -171,16 +171,15 @@ unsafe impl Lanes for __m256 {
             p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.499_992_43));
             p = _mm256_fmadd_ps(p, r, one);
             p = _mm256_fmadd_ps(p, r, one);
-            // 2^n in the exponent bits (n in [−126, 125] after the clamps).
-            let n = _mm256_sub_epi32(
-                _mm256_castps_si256(t),
-                _mm256_castps_si256(_mm256_set1_ps(SHIFT)),
+            // p·2^n by adding n to p's exponent bits (n in [−126, 125] after the clamps, p in
+            // [0.7, 1.5], so the product is normal): t's bits are those of 1.5·2^23 + n, and
+            // shifted left by 23 only n's low bits remain, in the exponent field — two integer
+            // operations where forming 2^n and multiplying takes four.
+            let e = _mm256_slli_epi32::<23>(_mm256_castps_si256(t));
+            let d = _mm256_add_ps(
+                one,
+                _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e)),
             );
-            let two_n = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(
-                n,
-                _mm256_set1_epi32(127),
-            )));
-            let d = _mm256_add_ps(one, _mm256_mul_ps(p, two_n));
             // 1/d: 12-bit estimate and one Newton step (relative error ~2^-22, a few ulps).
             let r0 = _mm256_rcp_ps(d);
             let recip = _mm256_fmadd_ps(r0, _mm256_fnmadd_ps(d, r0, one), r0);
