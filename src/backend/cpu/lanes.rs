@@ -13,11 +13,6 @@
 
 use std::arch::x86_64::*;
 
-const LOG2E: f32 = std::f32::consts::LOG2_E;
-const LN2_HI: f32 = 0.693_359_4;
-const LN2_LO: f32 = -2.121_944_4e-4;
-/// 1.5·2^23: adding it rounds to the nearest integer, which lands in the low mantissa bits.
-const SHIFT: f32 = 12_582_912.0;
 const GELU_C: f32 = 0.797_884_6; // √(2/π)
 
 /// One SIMD vector of f32 lanes.
@@ -161,25 +156,8 @@ unsafe impl Lanes for __m256 {
             // −104 as under AVX-512): n = round(mz·log2 e) then stays ≥ −126, a normal 2^n, and
             // 1 + e^{−z} is 1 either way.
             let mz = _mm256_max_ps(_mm256_set1_ps(-87.0), mz);
-            let t = _mm256_fmadd_ps(mz, _mm256_set1_ps(LOG2E), _mm256_set1_ps(SHIFT));
-            let nf = _mm256_sub_ps(t, _mm256_set1_ps(SHIFT));
-            let r = _mm256_fnmadd_ps(nf, _mm256_set1_ps(LN2_HI), mz);
-            let r = _mm256_fnmadd_ps(nf, _mm256_set1_ps(LN2_LO), r);
-            let mut p = _mm256_set1_ps(8.312_860_5e-3);
-            p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.188_902e-2));
-            p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.666_711_1e-1));
-            p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.499_992_43));
-            p = _mm256_fmadd_ps(p, r, one);
-            p = _mm256_fmadd_ps(p, r, one);
-            // p·2^n by adding n to p's exponent bits (n in [−126, 125] after the clamps, p in
-            // [0.7, 1.5], so the product is normal): t's bits are those of 1.5·2^23 + n, and
-            // shifted left by 23 only n's low bits remain, in the exponent field — two integer
-            // operations where forming 2^n and multiplying takes four.
-            let e = _mm256_slli_epi32::<23>(_mm256_castps_si256(t));
-            let d = _mm256_add_ps(
-                one,
-                _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e)),
-            );
+            // n in [−126, 125] after the clamps, p in [0.7, 1.5]: p·2^n is normal.
+            let d = _mm256_add_ps(one, super::math::exp_core_avx2(mz));
             // 1/d: 12-bit estimate and one Newton step (relative error ~2^-22, a few ulps).
             let r0 = _mm256_rcp_ps(d);
             let recip = _mm256_fmadd_ps(r0, _mm256_fnmadd_ps(d, r0, one), r0);

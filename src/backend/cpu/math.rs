@@ -182,6 +182,56 @@ fn gate_avx512<const GELU: bool>(dst: &mut [f32], src: &[f32]) {
     }
 }
 
+/// p·2^n ≈ e^x for an argument already clamped to where the caller needs it: n = round(x·log2 e)
+/// by the 1.5·2^23 shift trick, the two-step Cody–Waite reduction, a degree-5 polynomial in
+/// Horner form (minimax relative error 1.1e-7 on [−ln2/2, ln2/2]) and 2^n by `vscalefps`. The
+/// one sequence [`gate_v`] and [`exp_v`] share.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn exp_core_avx512(x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
+    use std::arch::x86_64::*;
+    let one = _mm512_set1_ps(1.0);
+    const SHIFT: f32 = 12_582_912.0;
+    let t = _mm512_fmadd_ps(x, _mm512_set1_ps(LOG2E), _mm512_set1_ps(SHIFT));
+    let nf = _mm512_sub_ps(t, _mm512_set1_ps(SHIFT));
+    let r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(LN2_HI), x);
+    let r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(LN2_LO), r);
+    // e^r = 1 + r·(1 + r·(c2 + r·(c3 + r·(c4 + r·c5)))).
+    let mut p = _mm512_set1_ps(8.312_860_5e-3);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.188_902e-2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.666_711_1e-1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.499_992_43));
+    p = _mm512_fmadd_ps(p, r, one);
+    p = _mm512_fmadd_ps(p, r, one);
+    _mm512_scalef_ps(p, nf)
+}
+
+/// [`exp_core_avx512`] with AVX2's instructions: p·2^n by adding n to p's exponent bits (t's
+/// bits are those of 1.5·2^23 + n; shifted left by 23 only n's low bits remain, in the exponent
+/// field). For x whose n lies in [−126, 127] with p·2^n normal: the callers clamp. The one
+/// sequence [`exp_v_avx2`] and the AVX2 gate (`lanes.rs`) share.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(crate) fn exp_core_avx2(x: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 {
+    use std::arch::x86_64::*;
+    let one = _mm256_set1_ps(1.0);
+    const SHIFT: f32 = 12_582_912.0;
+    let t = _mm256_fmadd_ps(x, _mm256_set1_ps(LOG2E), _mm256_set1_ps(SHIFT));
+    let nf = _mm256_sub_ps(t, _mm256_set1_ps(SHIFT));
+    let r = _mm256_fnmadd_ps(nf, _mm256_set1_ps(LN2_HI), x);
+    let r = _mm256_fnmadd_ps(nf, _mm256_set1_ps(LN2_LO), r);
+    let mut p = _mm256_set1_ps(8.312_860_5e-3);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.188_902e-2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.666_711_1e-1));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.499_992_43));
+    p = _mm256_fmadd_ps(p, r, one);
+    p = _mm256_fmadd_ps(p, r, one);
+    let e = _mm256_slli_epi32::<23>(_mm256_castps_si256(t));
+    _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e))
+}
+
 /// One vector of x·σ(z) = x / (1 + e^{−z}), in 20 vector operations:
 /// - e^{−z}: n = round(−z·log2 e) by the 1.5·2^23 shift trick (an FMA and a subtraction), the
 ///   same two-step Cody–Waite reduction as [`exp`], then a degree-5 polynomial in Horner form
@@ -218,20 +268,8 @@ pub(crate) fn gate_v<const GELU: bool>(x: std::arch::x86_64::__m512) -> std::arc
     // Only the lower clamp is needed: lanes above 86 are zeroed by the mask at the end, whatever
     // the arithmetic made of them (inf or NaN).
     let mz = _mm512_max_ps(_mm512_set1_ps(-104.0), mz);
-    // Round to nearest by adding 1.5·2^23 (|mz·log2 e| ≤ 150 here, or the lane is masked).
-    const SHIFT: f32 = 12_582_912.0;
-    let t = _mm512_fmadd_ps(mz, _mm512_set1_ps(LOG2E), _mm512_set1_ps(SHIFT));
-    let nf = _mm512_sub_ps(t, _mm512_set1_ps(SHIFT));
-    let r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(LN2_HI), mz);
-    let r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(LN2_LO), r);
-    // e^r = 1 + r·(1 + r·(c2 + r·(c3 + r·(c4 + r·c5)))).
-    let mut p = _mm512_set1_ps(8.312_860_5e-3);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.188_902e-2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.666_711_1e-1));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.499_992_43));
-    p = _mm512_fmadd_ps(p, r, one);
-    p = _mm512_fmadd_ps(p, r, one);
-    let d = _mm512_add_ps(one, _mm512_scalef_ps(p, nf));
+    // |mz·log2 e| ≤ 150 here, or the lane is masked.
+    let d = _mm512_add_ps(one, exp_core_avx512(mz));
     let r0 = _mm512_rcp14_ps(d);
     let recip = _mm512_fmadd_ps(r0, _mm512_fnmadd_ps(d, r0, one), r0);
     _mm512_maskz_mul_ps(!tiny, x, recip)
@@ -247,22 +285,10 @@ pub(crate) fn gate_v<const GELU: bool>(x: std::arch::x86_64::__m512) -> std::arc
 #[inline]
 pub(crate) fn exp_v(x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
     use std::arch::x86_64::*;
-    let one = _mm512_set1_ps(1.0);
     // vminps/vmaxps return the second operand when either is NaN: the argument goes second.
     let x = _mm512_max_ps(_mm512_set1_ps(-104.0), x);
     let x = _mm512_min_ps(_mm512_set1_ps(88.8), x);
-    const SHIFT: f32 = 12_582_912.0;
-    let t = _mm512_fmadd_ps(x, _mm512_set1_ps(LOG2E), _mm512_set1_ps(SHIFT));
-    let nf = _mm512_sub_ps(t, _mm512_set1_ps(SHIFT));
-    let r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(LN2_HI), x);
-    let r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(LN2_LO), r);
-    let mut p = _mm512_set1_ps(8.312_860_5e-3);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.188_902e-2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.666_711_1e-1));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.499_992_43));
-    p = _mm512_fmadd_ps(p, r, one);
-    p = _mm512_fmadd_ps(p, r, one);
-    _mm512_scalef_ps(p, nf)
+    exp_core_avx512(x)
 }
 
 /// One vector of e^x on AVX2+FMA in 15 operations (the auto-vectorized scalar [`exp`]: 18): the
@@ -276,28 +302,12 @@ pub(crate) fn exp_v(x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
 #[inline]
 pub(crate) fn exp_v_avx2(x: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 {
     use std::arch::x86_64::*;
-    let one = _mm256_set1_ps(1.0);
     // Lanes below the clamp are zeroed at the end (NaN compares false and stays).
     let keep = _mm256_cmp_ps::<_CMP_NLT_UQ>(x, _mm256_set1_ps(-87.3));
     // vminps/vmaxps return the second operand when either is NaN: the argument goes second.
     let x = _mm256_max_ps(_mm256_set1_ps(-87.3), x);
     let x = _mm256_min_ps(_mm256_set1_ps(88.72), x);
-    const SHIFT: f32 = 12_582_912.0;
-    let t = _mm256_fmadd_ps(x, _mm256_set1_ps(LOG2E), _mm256_set1_ps(SHIFT));
-    let nf = _mm256_sub_ps(t, _mm256_set1_ps(SHIFT));
-    let r = _mm256_fnmadd_ps(nf, _mm256_set1_ps(LN2_HI), x);
-    let r = _mm256_fnmadd_ps(nf, _mm256_set1_ps(LN2_LO), r);
-    let mut p = _mm256_set1_ps(8.312_860_5e-3);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.188_902e-2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.666_711_1e-1));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.499_992_43));
-    p = _mm256_fmadd_ps(p, r, one);
-    p = _mm256_fmadd_ps(p, r, one);
-    // t's bits are those of 1.5·2^23 + n: shifted left by 23, only n's low bits remain, in the
-    // exponent field; added to p's bits they multiply p (in [0.7, 1.5]) by 2^n, n in [−126, 128].
-    let e = _mm256_slli_epi32::<23>(_mm256_castps_si256(t));
-    let v = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
-    _mm256_and_ps(keep, v)
+    _mm256_and_ps(keep, exp_core_avx2(x))
 }
 
 #[cfg(test)]
