@@ -29,6 +29,14 @@ fn main() {
         .skip(1)
         .find(|a| !a.starts_with("--"))
         .unwrap_or_default();
+    // OPLEDGER_SIMD caps the level here as it does for the binary.
+    match opledger::settings::Settings::from_env() {
+        Ok(s) => opledger::device::simd::install_cap(s.simd),
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    }
     println!(
         "simd {}, {} threads",
         opledger::device::simd::level().name(),
@@ -137,6 +145,28 @@ fn main() {
             println!(
                 "bias+{name} 8192^2 fused: {gbps:.1} GB/s = {:.0}% of triad",
                 100.0 * gbps / triad
+            );
+        }
+        // The same chain on one core with its operands in L1: the arithmetic's own rate, no
+        // memory in the way (what the fused kernel would take if memory were free).
+        let n = 2048usize;
+        let xs: Vec<f32> = (0..n).map(|i| (i as f32 / n as f32) * 8.0 - 4.0).collect();
+        let bs = vec![0.1f32; n];
+        let mut ys = vec![0f32; n];
+        let reps = 20_000;
+        for (name, op) in [("GELU", ElemOp::Gelu), ("ReLU", ElemOp::Relu)] {
+            let steps = [(ElemOp::BiasAdd, Operand::Bias(&bs)), (op, Operand::None)];
+            let s = median_secs(9, || {
+                for _ in 0..reps {
+                    chain_segment(&steps, &mut ys, &xs, false);
+                }
+            });
+            let per_core = (n * reps) as f64 / s;
+            println!(
+                "bias+{name} in L1, one core: {:.2} Gelem/s ({:.2} ms for 8192^2 on {} cores)",
+                per_core / 1e9,
+                (rows * cols) as f64 / (per_core * rayon::current_num_threads() as f64) * 1e3,
+                rayon::current_num_threads()
             );
         }
     }

@@ -42,6 +42,18 @@ pub unsafe trait Lanes: Copy {
     unsafe fn relu(v: Self) -> Self;
     /// x·σ(z) = x / (1 + e^{−z}): GELU (tanh form) when `GELU`, else SiLU.
     unsafe fn gate<const GELU: bool>(x: Self) -> Self;
+    /// [`Lanes::gate`] on four vectors, each lane's result the same as `gate`'s.
+    #[inline(always)]
+    unsafe fn gate4<const GELU: bool>(x: [Self; 4]) -> [Self; 4] {
+        unsafe {
+            [
+                Self::gate::<GELU>(x[0]),
+                Self::gate::<GELU>(x[1]),
+                Self::gate::<GELU>(x[2]),
+                Self::gate::<GELU>(x[3]),
+            ]
+        }
+    }
 }
 
 // SAFETY: the methods are used only under avx512f (see the trait's contract).
@@ -138,31 +150,54 @@ unsafe impl Lanes for __m256 {
     unsafe fn relu(v: Self) -> Self {
         unsafe { _mm256_max_ps(_mm256_setzero_ps(), v) }
     }
-    /// The AVX-512 gate's steps (see `math::gate_v`) with AVX2's instructions.
     #[inline(always)]
     unsafe fn gate<const GELU: bool>(x: Self) -> Self {
-        unsafe {
-            let one = _mm256_set1_ps(1.0);
-            let mz = if GELU {
+        unsafe { gate_avx2_n::<GELU, 1>([x])[0] }
+    }
+    #[inline(always)]
+    unsafe fn gate4<const GELU: bool>(x: [Self; 4]) -> [Self; 4] {
+        unsafe { gate_avx2_n::<GELU, 4>(x) }
+    }
+}
+
+/// The AVX-512 gate's steps (see `math::gate_v`) with AVX2's instructions, on `N` vectors step
+/// by step (why: [`super::math::exp_core_avx2_n`]); each lane's operations are the same for
+/// any `N`.
+///
+/// # Safety
+/// The caller is compiled with avx2 and fma.
+#[inline(always)]
+unsafe fn gate_avx2_n<const GELU: bool, const N: usize>(x: [__m256; N]) -> [__m256; N] {
+    unsafe {
+        let one = _mm256_set1_ps(1.0);
+        let mut mz = [_mm256_setzero_ps(); N];
+        let mut tiny = [_mm256_setzero_ps(); N];
+        for k in 0..N {
+            mz[k] = if GELU {
                 let a = _mm256_set1_ps(-2.0 * GELU_C);
                 let b = _mm256_set1_ps(-2.0 * GELU_C * 0.044_715);
-                _mm256_mul_ps(x, _mm256_fmadd_ps(b, _mm256_mul_ps(x, x), a))
+                _mm256_mul_ps(x[k], _mm256_fmadd_ps(b, _mm256_mul_ps(x[k], x[k]), a))
             } else {
-                _mm256_sub_ps(_mm256_setzero_ps(), x)
+                _mm256_sub_ps(_mm256_setzero_ps(), x[k])
             };
             // Lanes where −z > 86 give 0 (σ(z) < e^-86); NaN compares false and stays NaN.
-            let tiny = _mm256_cmp_ps::<_CMP_GT_OQ>(mz, _mm256_set1_ps(86.0));
+            tiny[k] = _mm256_cmp_ps::<_CMP_GT_OQ>(mz[k], _mm256_set1_ps(86.0));
             // The argument second: vmaxps returns it when either is NaN. Clamped at −87 (not
             // −104 as under AVX-512): n = round(mz·log2 e) then stays ≥ −126, a normal 2^n, and
             // 1 + e^{−z} is 1 either way.
-            let mz = _mm256_max_ps(_mm256_set1_ps(-87.0), mz);
-            // n in [−126, 125] after the clamps, p in [0.7, 1.5]: p·2^n is normal.
-            let d = _mm256_add_ps(one, super::math::exp_core_avx2(mz));
+            mz[k] = _mm256_max_ps(_mm256_set1_ps(-87.0), mz[k]);
+        }
+        // n in [−126, 125] after the clamps, p in [0.7, 1.5]: p·2^n is normal.
+        let e = super::math::exp_core_avx2_n(mz);
+        let mut out = [_mm256_setzero_ps(); N];
+        for k in 0..N {
+            let d = _mm256_add_ps(one, e[k]);
             // 1/d: 12-bit estimate and one Newton step (relative error ~2^-22, a few ulps).
             let r0 = _mm256_rcp_ps(d);
             let recip = _mm256_fmadd_ps(r0, _mm256_fnmadd_ps(d, r0, one), r0);
-            _mm256_andnot_ps(tiny, _mm256_mul_ps(x, recip))
+            out[k] = _mm256_andnot_ps(tiny[k], _mm256_mul_ps(x[k], recip));
         }
+        out
     }
 }
 

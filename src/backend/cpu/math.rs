@@ -211,25 +211,62 @@ fn exp_core_avx512(x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
 /// bits are those of 1.5·2^23 + n; shifted left by 23 only n's low bits remain, in the exponent
 /// field). For x whose n lies in [−126, 127] with p·2^n normal: the callers clamp. The one
 /// sequence [`exp_v_avx2`] and the AVX2 gate (`lanes.rs`) share.
+///
+/// On `N` vectors at once, step by step: each step is issued for all `N` before the next, so
+/// that `N` independent dependency chains sit side by side in the instruction stream. Written
+/// one vector after another (the form LLVM makes of `N` inlined single-vector calls when its 16
+/// ymm registers run short), the core's ~45-cycle chain fills the scheduler before the next
+/// vector's first operations enter it, and 8-lane vectors then run at the chain's latency, not
+/// at the FMA ports' rate. Every lane goes through the same operations whatever `N` is: results
+/// are bit-identical.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(crate) fn exp_core_avx2_n<const N: usize>(
+    x: [std::arch::x86_64::__m256; N],
+) -> [std::arch::x86_64::__m256; N] {
+    use std::arch::x86_64::*;
+    const SHIFT: f32 = 12_582_912.0;
+    // Loops, not closures: a closure is compiled without this function's target features.
+    let mut t = [_mm256_setzero_ps(); N];
+    for k in 0..N {
+        t[k] = _mm256_fmadd_ps(x[k], _mm256_set1_ps(LOG2E), _mm256_set1_ps(SHIFT));
+    }
+    let mut r = [_mm256_setzero_ps(); N];
+    for k in 0..N {
+        let nf = _mm256_sub_ps(t[k], _mm256_set1_ps(SHIFT));
+        r[k] = _mm256_fnmadd_ps(nf, _mm256_set1_ps(LN2_HI), x[k]);
+        r[k] = _mm256_fnmadd_ps(nf, _mm256_set1_ps(LN2_LO), r[k]);
+    }
+    // The degree-5 polynomial in Estrin's form, (1 + r) + r²·((c2 + c3·r) + r²·(c4 + c5·r)):
+    // one operation more than Horner's five FMAs, three FMA latencies deep instead of five.
+    let mut out = [_mm256_setzero_ps(); N];
+    for k in 0..N {
+        let r2 = _mm256_mul_ps(r[k], r[k]);
+        let lo = _mm256_add_ps(_mm256_set1_ps(1.0), r[k]);
+        let mid = _mm256_fmadd_ps(
+            _mm256_set1_ps(1.666_711_1e-1),
+            r[k],
+            _mm256_set1_ps(0.499_992_43),
+        );
+        let hi = _mm256_fmadd_ps(
+            _mm256_set1_ps(8.312_860_5e-3),
+            r[k],
+            _mm256_set1_ps(4.188_902e-2),
+        );
+        let p = _mm256_fmadd_ps(_mm256_fmadd_ps(hi, r2, mid), r2, lo);
+        let e = _mm256_slli_epi32::<23>(_mm256_castps_si256(t[k]));
+        out[k] = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
+    }
+    out
+}
+
+/// [`exp_core_avx2_n`] on one vector.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 pub(crate) fn exp_core_avx2(x: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 {
-    use std::arch::x86_64::*;
-    let one = _mm256_set1_ps(1.0);
-    const SHIFT: f32 = 12_582_912.0;
-    let t = _mm256_fmadd_ps(x, _mm256_set1_ps(LOG2E), _mm256_set1_ps(SHIFT));
-    let nf = _mm256_sub_ps(t, _mm256_set1_ps(SHIFT));
-    let r = _mm256_fnmadd_ps(nf, _mm256_set1_ps(LN2_HI), x);
-    let r = _mm256_fnmadd_ps(nf, _mm256_set1_ps(LN2_LO), r);
-    let mut p = _mm256_set1_ps(8.312_860_5e-3);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.188_902e-2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.666_711_1e-1));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.499_992_43));
-    p = _mm256_fmadd_ps(p, r, one);
-    p = _mm256_fmadd_ps(p, r, one);
-    let e = _mm256_slli_epi32::<23>(_mm256_castps_si256(t));
-    _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e))
+    exp_core_avx2_n([x])[0]
 }
 
 /// One vector of x·σ(z) = x / (1 + e^{−z}), in 20 vector operations:

@@ -197,8 +197,8 @@ unsafe fn apply_group<V: Lanes>(
                 each!(v, |x, _k| V::mul(x, s))
             }
             (ElemOp::Relu, _) => each!(v, |x, _k| V::relu(x)),
-            (ElemOp::Gelu, _) => each!(v, |x, _k| V::gate::<true>(x)),
-            (ElemOp::Silu, _) => each!(v, |x, _k| V::gate::<false>(x)),
+            (ElemOp::Gelu, _) => V::gate4::<true>(v),
+            (ElemOp::Silu, _) => V::gate4::<false>(v),
             _ => unreachable!("operand does not match op {}", op.name()),
         }
     }
