@@ -12,16 +12,19 @@ the peer's; the table gives the median ratio of the rounds and their range.
 
 The streaming kernels' peer is the machine's own triad: each of ROUNDS separate runs probes
 the triad bandwidth and then measures the fused kernels, and the table gives the median and
-range of the fraction of triad they reached.
+range of the fraction of triad they reached. Where the report has a roof on the SIMD level
+(kernels whose arithmetic differs from the ledger's nominal FLOPs: GELU's polynomial), the
+table also gives its bound, the arithmetic measured alone and the fraction of that roof reached.
 
 Shapes: GEMM 1024^3, 1000^3, 1152^3, 1536^3 (not multiples of the blocking), decode m = 1, 8, 16
 with n = k = 4096 (bound by reading the weights), prefill 2048 x 4096 x 4096; attention N=4096
 d=128, one head (opledger's flash against NumPy's standard); fused bias+GELU 8192^2, RMSNorm,
-LayerNorm and softmax 16384x4096 against triad.
+LayerNorm, softmax and add+RMSNorm 16384x4096 against triad.
 
 Targets: GEMM >= 0.9x OpenBLAS's speed on the same SIMD level (time ratio <= 1.11); decode
 shapes also against the bandwidth roof; flash attention >= 1.5x faster than NumPy's standard
-attention; fused streaming kernels >= 80% of triad.
+attention; fused streaming kernels >= 80% of triad, or >= 90% of the level's roof where the
+level's arithmetic, not memory, bounds them.
 
 Under OPLEDGER_SIMD=avx2 the peer runs with OPENBLAS_CORETYPE=Haswell (OpenBLAS's AVX2 kernels),
 like for like; at the native level it runs as installed (OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE
@@ -64,6 +67,7 @@ STREAMING = {
     "rmsnorm": ("RMSNorm 16384×4096 fused", "{kind: rmsnorm, rows: 16384, cols: 4096, eps: 1.0e-5}"),
     "layernorm": ("LayerNorm 16384×4096 fused", "{kind: layernorm, rows: 16384, cols: 4096, eps: 1.0e-5}"),
     "softmax": ("softmax 16384×4096 fused", "{kind: softmax, rows: 16384, cols: 4096}"),
+    "add_rmsnorm": ("add+RMSNorm 16384×4096 fused", "{kind: add_rmsnorm, rows: 16384, cols: 4096, eps: 1.0e-5}"),
 }
 
 
@@ -191,19 +195,37 @@ def report_peers(res, simd, peer_env):
 
 def report_streaming(runs_results, simd):
     print(f"\nfused streaming kernels, OPLEDGER_SIMD={simd}: {len(runs_results)} runs, each probing triad first")
-    print("| work | median time | % of that run's triad, median [range] | triad GB/s, median [range] | target | met |")
-    print("|---|--:|--:|--:|---|---|")
+    print("| work | median time | % of that run's triad, median [range] | triad GB/s, median [range] | "
+          "roof on this level: bound, arithmetic alone, % reached [range] | target | met |")
+    print("|---|--:|--:|--:|--:|---|---|")
     triads = [r["ceilings"]["triad_bytes_per_sec"] / 1e9 for r in runs_results]
     tmed, tlo, thi = spread(triads)
     for key, (label, _) in STREAMING.items():
-        fracs, times = [], []
+        fracs, times, reached, arith, bounds = [], [], [], [], set()
         for r in runs_results:
             s = next(x for x in r["specs"] if x["name"] == f"stream-{key.replace('_', '-')}")
             fracs.append(s["after"]["achieved"]["frac_bandwidth"])
             times.append(s["after"]["summary"]["median_secs"])
+            level = s["after"].get("on_level")
+            if level and level.get("reached") is not None:
+                reached.append(level["reached"])
+                bounds.add(level["bound"])
+                if level.get("arithmetic_secs") is not None:
+                    arith.append(level["arithmetic_secs"])
         fmed, flo, fhi = spread(fracs)
+        if reached:
+            rmed, rlo, rhi = spread(reached)
+            amed = fmt_secs(statistics.median(arith)) if arith else "—"
+            roof = f"{'/'.join(sorted(bounds))}, {amed}, {rmed:.0%} [{rlo:.0%}–{rhi:.0%}]"
+        else:
+            roof = "—"
+        # Where the level's arithmetic, not memory, bounds the kernel, its target is 90% of
+        # that roof; elsewhere 80% of triad.
+        compute = reached and bounds == {"compute"}
+        target = "≥ 90% of the level's roof" if compute else "≥ 80%"
+        met = (rmed >= 0.9) if compute else (fmed >= 0.8)
         print(f"| {label} | {fmt_secs(statistics.median(times))} | {fmed:.0%} [{flo:.0%}–{fhi:.0%}] | "
-              f"{tmed:.1f} [{tlo:.1f}–{thi:.1f}] | ≥ 80% | {'yes' if fmed >= 0.8 else 'no'} |")
+              f"{tmed:.1f} [{tlo:.1f}–{thi:.1f}] | {roof} | {target} | {'yes' if met else 'no'} |")
 
 
 def main():

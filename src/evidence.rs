@@ -277,6 +277,29 @@ fn judge_timings(
         &ab,
         launch_bound,
     ));
+    // The level roofline of the backend's own kernels (a user's side executes what it does);
+    // the arithmetic is timed only where a side says it executes something else than the
+    // ledger's count.
+    let own = |v: &VariantResult, variant| {
+        v.implementation
+            .is_none()
+            .then(|| backend.executed(&s.workload, variant))
+            .flatten()
+    };
+    let arithmetic_secs = if own(&r.before, s.variants.before).is_some()
+        || own(&r.after, s.variants.after).is_some()
+    {
+        backend.arithmetic_secs(&s.workload)
+    } else {
+        None
+    };
+    for (v, variant, median) in [
+        (&mut r.before, s.variants.before, sb.median_secs),
+        (&mut r.after, s.variants.after, sa.median_secs),
+    ] {
+        v.on_level = own(v, variant)
+            .map(|e| verdict::on_level(e, arithmetic_secs, &v.ledger, ceilings).measured(median));
+    }
     r.before.summary = Some(sb);
     r.after.summary = Some(sa);
     r.before.achieved = Some(ab);
@@ -296,6 +319,7 @@ fn variant_result(v: &crate::ledger::VariantLedger, c: &Ceilings) -> VariantResu
         ledger: v.clone(),
         summary: None,
         achieved: None,
+        on_level: None,
     }
 }
 

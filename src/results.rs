@@ -182,6 +182,10 @@ pub struct VariantResult {
     pub predicted: Roofline,
     pub summary: Option<Summary>,
     pub achieved: Option<Achieved>,
+    /// Against what the backend's kernels execute on their SIMD level, where that differs from
+    /// the ledger's nominal FLOPs (the bound the kernel really has there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_level: Option<crate::verdict::OnLevel>,
 }
 
 impl RunVerdict {

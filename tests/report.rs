@@ -334,3 +334,69 @@ fn compare_reaches_the_runs_own_verdict_on_the_same_archives() {
         "run said {run_state}, compare said {decision}: {out}"
     );
 }
+
+/// The roof on the SIMD level: present where the register kernels ran (GELU's polynomial is
+/// more than the ledger's one FLOP), with the level they ran at; absent on the scalar path,
+/// where the ledger's count is the model.
+#[test]
+fn the_level_roof_names_the_level_the_kernels_ran_at() {
+    let mut levels = vec![("scalar", None)];
+    #[cfg(target_arch = "x86_64")]
+    {
+        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+            levels.push(("avx2", Some(("avx2+fma", 8))));
+        }
+        if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vl") {
+            levels.push(("avx512", Some(("avx512f", 16))));
+        }
+    }
+    for (cap, expect) in levels {
+        let dir = tempfile::tempdir().unwrap();
+        let o = common::run_cmd(dir.path(), &[fixture("good/tiny-chain.yaml")], &[])
+            .env("OPLEDGER_SIMD", cap)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{cap}: {}", text(&o));
+        let run = only_run_dir(dir.path());
+        let results: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(run.join("results.json")).unwrap()).unwrap();
+        let report = std::fs::read_to_string(run.join("report.md")).unwrap();
+        let html = std::fs::read_to_string(run.join("report.html")).unwrap();
+        let spec = &results["specs"][0];
+        match expect {
+            None => {
+                assert!(spec["after"].get("on_level").is_none(), "{cap}: {spec}");
+                assert!(!report.contains("**On "), "{cap}: {report}");
+            }
+            Some((level, lanes)) => {
+                let (b, a) = (&spec["before"]["on_level"], &spec["after"]["on_level"]);
+                assert_eq!(a["executed"]["level"], level, "{cap}: {a}");
+                assert_eq!(a["executed"]["lanes"], lanes);
+                // The same instructions per element in both variants; only the bytes differ.
+                assert_eq!(a["executed"], b["executed"]);
+                // 67 rows of 1031 columns: whole vectors and one masked one per row.
+                let vectors = 67 * 1031u64.div_ceil(lanes);
+                let instructions = a["executed"]["vector_instructions"].as_u64().unwrap();
+                assert_eq!(instructions % vectors, 0, "{cap}: {a}");
+                assert!(
+                    instructions / vectors > 7,
+                    "{cap}: seven ops, GELU's and SiLU's many"
+                );
+                let nominal = spec["after"]["flops"].as_u64().unwrap();
+                assert!(
+                    a["executed"]["flops"].as_u64().unwrap() > 2 * nominal,
+                    "{cap}: {a}"
+                );
+                let arith = a["arithmetic_secs"].as_f64().unwrap();
+                let roof = a["secs"].as_f64().unwrap();
+                assert!(arith > 0.0 && roof >= arith && roof >= a["memory_secs"].as_f64().unwrap());
+                assert!(a["reached"].as_f64().unwrap() > 0.0);
+                assert!(
+                    report.contains(&format!("**On {level}**")),
+                    "{cap}: {report}"
+                );
+                assert!(html.contains(&format!("<h3>On {level}</h3>")), "{cap}");
+            }
+        }
+    }
+}

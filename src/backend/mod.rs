@@ -123,6 +123,17 @@ pub trait Backend: Send {
     fn case_warnings(&self, _workload: &Workload) -> Vec<String> {
         Vec::new()
     }
+    /// What the backend's kernels for `variant` of `workload` execute on the level they run
+    /// at, where that differs from the ledger's nominal count (`None`: the ledger is the model).
+    fn executed(&self, _workload: &Workload, _variant: Variant) -> Option<crate::ledger::Executed> {
+        None
+    }
+    /// Seconds `workload`'s arithmetic alone takes on this backend, its operands in the
+    /// nearest cache (measured: the bound the kernels have where the memory is not in the
+    /// way); `None` where not measured.
+    fn arithmetic_secs(&self, _workload: &Workload) -> Option<f64> {
+        None
+    }
     /// Marks the launches that follow as `seq`'s in a profiler's export (an empty kernel whose
     /// grid x is `seq` + 1: `opledger run --ncu`); a no-op where no profiler sees kernels.
     fn mark(&self, _seq: u32) -> Result<()> {

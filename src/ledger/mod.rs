@@ -65,6 +65,24 @@ impl VariantLedger {
     }
 }
 
+/// What one variant's kernels really execute on the SIMD level a backend runs them at, where
+/// that differs from the nominal count above: a special function costs its polynomial there,
+/// not [`SPECIAL_FN_FLOPS`], and the compares, clamps and exponent-bit arithmetic around it
+/// are instructions too.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Executed {
+    /// The level the kernels ran at (`avx2+fma`, `avx512f`).
+    pub level: String,
+    /// f32 lanes of one vector at that level.
+    pub lanes: u64,
+    /// FLOPs of the instructions issued: a fused multiply-add counts 2 per lane, every other
+    /// arithmetic, compare, logic or integer vector instruction 1 per lane.
+    pub flops: u64,
+    /// Vector arithmetic instructions issued (loads, stores and prefetches not counted: they
+    /// go to the load/store units, not the FP pipes).
+    pub vector_instructions: u64,
+}
+
 /// The ledger of a spec: both variants.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Ledger {

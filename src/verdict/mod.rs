@@ -474,6 +474,64 @@ pub fn achieved(ledger: &VariantLedger, median_secs: f64, c: &Ceilings) -> Achie
     }
 }
 
+/// A variant judged against what its kernels execute on the level they ran at
+/// ([`crate::ledger::Executed`]): the time of those FLOPs at the FMA peak, the time the
+/// kernels' arithmetic measured alone (operands in L1), the time of the ledger's bytes at the
+/// bandwidth ceiling; the longest is the roof the kernel really has there.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct OnLevel {
+    pub executed: crate::ledger::Executed,
+    /// The executed FLOPs at the FMA peak.
+    pub flops_secs: f64,
+    /// The kernels' arithmetic alone on every thread with the operands in L1: where the
+    /// instructions' latencies, not their count, set the pace (none where not measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arithmetic_secs: Option<f64>,
+    /// The ledger's bytes at the bandwidth ceiling.
+    pub memory_secs: f64,
+    /// The roof on this level: the longest of the three.
+    pub secs: f64,
+    /// Compute when the FLOPs or the measured arithmetic take longer than the memory.
+    pub bound: Bound,
+    /// The roof's time over the measured median (1 = at the roof); none before measuring.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reached: Option<f64>,
+}
+
+/// The level roofline of a variant whose kernels execute `executed`, their arithmetic alone
+/// measured at `arithmetic_secs`.
+pub fn on_level(
+    executed: crate::ledger::Executed,
+    arithmetic_secs: Option<f64>,
+    ledger: &VariantLedger,
+    c: &Ceilings,
+) -> OnLevel {
+    let flops_secs = executed.flops as f64 / c.peak_flops();
+    let memory_secs = ledger.bytes_moved() as f64 / c.bandwidth();
+    let compute_secs = flops_secs.max(arithmetic_secs.unwrap_or(0.0));
+    OnLevel {
+        executed,
+        flops_secs,
+        arithmetic_secs,
+        memory_secs,
+        secs: compute_secs.max(memory_secs),
+        bound: if compute_secs > memory_secs {
+            Bound::Compute
+        } else {
+            Bound::Bandwidth
+        },
+        reached: None,
+    }
+}
+
+impl OnLevel {
+    /// With the measured median: the fraction of the roof reached.
+    pub fn measured(mut self, median_secs: f64) -> OnLevel {
+        self.reached = (median_secs > 0.0).then(|| self.secs / median_secs);
+        self
+    }
+}
+
 /// Prediction of a variant on the measured ceilings.
 pub fn predict(ledger: &VariantLedger, c: &Ceilings) -> Roofline {
     roofline(
@@ -1372,6 +1430,42 @@ mod tests {
             regression_state(&e(1.05, 1.14), 0.10),
             RegressionState::Inconclusive
         );
+    }
+
+    #[test]
+    fn the_level_roof_is_the_longest_of_flops_arithmetic_and_memory() {
+        let c = Ceilings {
+            copy_bytes_per_sec: 20e9,
+            triad_bytes_per_sec: 20e9,
+            fma_flops_per_sec: 100e9,
+            tensor_flops_per_sec: None,
+            threads: 2,
+            array_bytes: 1 << 20,
+        };
+        let l = VariantLedger::new(
+            crate::values::Variant::Fused,
+            vec![crate::ledger::mv("x", 1_000_000_000, 1, 0)],
+            1_000_000_000,
+            1,
+        );
+        let e = crate::ledger::Executed {
+            level: "avx2+fma".into(),
+            lanes: 8,
+            flops: 3_000_000_000,
+            vector_instructions: 200_000_000,
+        };
+        // 0.03 s of FLOPs, 0.05 s of memory: bandwidth-bound without a measured arithmetic.
+        let o = on_level(e.clone(), None, &l, &c);
+        assert_eq!(o.bound, Bound::Bandwidth);
+        assert!((o.flops_secs - 0.03).abs() < 1e-12 && (o.secs - 0.05).abs() < 1e-12);
+        // Arithmetic measured at 0.08 s: compute-bound, the roof 0.08 s; 0.1 s reaches 80%.
+        let o = on_level(e.clone(), Some(0.08), &l, &c).measured(0.1);
+        assert_eq!(o.bound, Bound::Compute);
+        assert!((o.secs - 0.08).abs() < 1e-12);
+        assert!((o.reached.unwrap() - 0.8).abs() < 1e-12);
+        // A measured arithmetic shorter than the FLOPs' time does not lower the roof.
+        let o = on_level(e, Some(0.01), &l, &c);
+        assert!((o.secs - 0.05).abs() < 1e-12);
     }
 
     #[test]

@@ -51,6 +51,18 @@ pub trait CpuKernels: Kind {
     }
     /// The kernels of both variants on `inputs` (the kind's tensors).
     fn kernels(&self, inputs: Arc<Tensors>, cfg: &CaseConfig) -> Result<Box<dyn Kernels>>;
+    /// What `variant`'s kernels execute at the SIMD level they run at, for kinds whose
+    /// instruction stream differs from the ledger's nominal FLOPs enough to matter (a special
+    /// function's polynomial per element); `None` where the nominal count is the model.
+    fn executed(&self, _variant: Variant) -> Option<crate::ledger::Executed> {
+        None
+    }
+    /// Seconds the kernels' arithmetic alone takes for the workload: run on every thread with
+    /// its operands in L1, no memory in the way. Measured only where [`CpuKernels::executed`]
+    /// says the arithmetic differs from the nominal count.
+    fn arithmetic_secs(&self) -> Option<f64> {
+        None
+    }
 }
 
 /// How the backend runs a case, beyond the kind's parameters.
@@ -144,6 +156,14 @@ impl Backend for CpuBackend {
 
     fn case_warnings(&self, workload: &Workload) -> Vec<String> {
         elementwise::experiment_warning(workload, self.experiment_slowdown)
+    }
+
+    fn executed(&self, workload: &Workload, variant: Variant) -> Option<crate::ledger::Executed> {
+        kernels_of(workload).executed(variant)
+    }
+
+    fn arithmetic_secs(&self, workload: &Workload) -> Option<f64> {
+        kernels_of(workload).arithmetic_secs()
     }
 
     fn prepare(&self, workload: &Workload, inputs: Arc<Tensors>) -> Result<Box<dyn Case>> {

@@ -91,6 +91,30 @@ fn chain_avx2(steps: &[(ElemOp, Operand<'_>)], dst: &mut [f32], src: &[f32], str
     unsafe { chain::<__m256>(steps, dst, src, stream) }
 }
 
+/// What one vector of `op` issues at `level` in [`chain_segment`]: (vector arithmetic
+/// instructions, FLOPs per lane — an FMA 2, any other instruction 1). Counted from the
+/// sequences the kernels are written as (`lanes.rs` and `math.rs`: `gate_v` and
+/// `exp_core_avx512` under AVX-512, `gate_avx2_n` and `exp_core_avx2_n` under AVX2); loads,
+/// stores and prefetches are left out. The ledger's nominal GELU is 9 FLOPs, its SiLU 3.
+pub fn executed_per_vector(op: ElemOp, level: SimdLevel) -> (u64, u64) {
+    match (op, level) {
+        // vaddps / vmulps / vmaxps, the operand from memory.
+        (ElemOp::BiasAdd | ElemOp::Add | ElemOp::Mul | ElemOp::Scale | ElemOp::Relu, _) => (1, 1),
+        // GELU's argument (mul, FMA, mul: 3 / 4), the tiny-lane compare and the clamp (2 / 2),
+        // the exponential (reduction: FMA, sub, 2 FNMA — 4 / 7; Horner's 5 FMAs — 5 / 10;
+        // vscalefps — 1 / 1), 1 + e, vrcp14ps, the Newton step's 2 FMAs and the masked
+        // product (5 / 7). SiLU's argument is one subtraction instead of three (−2 / −3).
+        (ElemOp::Gelu, SimdLevel::Avx512) => (20, 31),
+        (ElemOp::Silu, SimdLevel::Avx512) => (18, 28),
+        // The same argument, compare and clamp (5 / 6); the exponential with Estrin's
+        // polynomial (reduction 4 / 7; r², 1 + r and 4 FMAs — 6 / 10; 2^n by a shift and an
+        // integer add — 2 / 2), then 1 + e, the division and the vandnps that zeroes tiny
+        // lanes (3 / 3).
+        (ElemOp::Gelu, _) => (20, 28),
+        (ElemOp::Silu, _) => (18, 25),
+    }
+}
+
 /// The first `m` lanes (all when m = LANES) of `b` at `at`.
 ///
 /// # Safety
