@@ -96,10 +96,11 @@ pub enum Gate {
 }
 
 /// `dst[i] = gelu(src[i])` or `silu(src[i])` over a slice. On AVX-512 a hand-vectorized kernel
-/// replaces the division by a reciprocal estimate refined by one Newton step and the exponent
-/// arithmetic by `vscalefps`: GELU on an L1-resident 4096-element slice takes a median of 0.43
-/// ns/element/core against 0.50 for the auto-vectorized scalar functions (throwaway
-/// microbenchmark, 14 timings each over 1 and 2 threads, on a 2-core Intel Xeon VM). That matters
+/// ([`gate_v`]) replaces the scalar functions, the exponent arithmetic by `vscalefps`: in its
+/// first form (a reciprocal estimate and a Newton step where it now divides) GELU on an
+/// L1-resident 4096-element slice took a median of 0.43 ns/element/core against 0.50 for the
+/// auto-vectorized scalar functions (14 timings each over 1 and 2 threads, 2-core Intel Xeon
+/// VM). That matters
 /// because on this machine a fused bias+GELU is as much arithmetic as memory stream (streaming
 /// 8 B/element takes ~0.53 ns/element/core). Every element, the tail included,
 /// goes through the same vector code (masked loads and stores), so the result of an element does
@@ -269,19 +270,18 @@ pub(crate) fn exp_core_avx2(x: std::arch::x86_64::__m256) -> std::arch::x86_64::
     exp_core_avx2_n([x])[0]
 }
 
-/// One vector of x·σ(z) = x / (1 + e^{−z}), in 20 vector operations:
+/// One vector of x·σ(z) = x / (1 + e^{−z}), in 17 vector operations:
 /// - e^{−z}: n = round(−z·log2 e) by the 1.5·2^23 shift trick (an FMA and a subtraction), the
 ///   same two-step Cody–Waite reduction as [`exp`], then a degree-5 polynomial in Horner form
 ///   (coefficients fitted for minimax relative error on [−ln2/2, ln2/2]: 1.1e-7, about one f32
 ///   ulp; the scalar [`exp`]'s degree-7 Cephes polynomial buys nothing more in f32) and 2^n by
 ///   `vscalefps`;
-/// - 1/d from `vrcp14ps` (relative error < 2^-14) and one Newton step (error ~2^-28, below f32
-///   rounding), then x·(1/d). (A Newton step on the quotient itself, x − d·q, costs the same and
-///   turns x = ±inf into NaN.)
+/// - x/d by one masked `vdivps` (the divider works beside the FMA pipes: a `vrcp14ps` estimate,
+///   a Newton step and a product took four instructions of the issue slots that bound this
+///   gate, and the kernel's arithmetic alone measured slower that way — docs/performance.md).
 ///
-/// Measured against f64 over x in [−30, 30] in steps of 7.3e-4: worst relative error 7.7e-7
-/// where |GELU(x)| > 1e-3. Fewer operations matter because on the 2-core VM the fused bias+GELU
-/// is as much arithmetic as memory stream.
+/// Fewer operations matter because on a 2-core machine the fused bias+GELU is as much
+/// arithmetic as memory stream.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[inline]
@@ -307,9 +307,7 @@ pub(crate) fn gate_v<const GELU: bool>(x: std::arch::x86_64::__m512) -> std::arc
     let mz = _mm512_max_ps(_mm512_set1_ps(-104.0), mz);
     // |mz·log2 e| ≤ 150 here, or the lane is masked.
     let d = _mm512_add_ps(one, exp_core_avx512(mz));
-    let r0 = _mm512_rcp14_ps(d);
-    let recip = _mm512_fmadd_ps(r0, _mm512_fnmadd_ps(d, r0, one), r0);
-    _mm512_maskz_mul_ps(!tiny, x, recip)
+    _mm512_maskz_div_ps(!tiny, x, d)
 }
 
 /// One vector of e^x in 12 vector operations, for kernels where exp is most of the arithmetic

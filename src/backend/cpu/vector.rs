@@ -102,10 +102,10 @@ pub fn executed_per_vector(op: ElemOp, level: SimdLevel) -> (u64, u64) {
         (ElemOp::BiasAdd | ElemOp::Add | ElemOp::Mul | ElemOp::Scale | ElemOp::Relu, _) => (1, 1),
         // GELU's argument (mul, FMA, mul: 3 / 4), the tiny-lane compare and the clamp (2 / 2),
         // the exponential (reduction: FMA, sub, 2 FNMA — 4 / 7; Horner's 5 FMAs — 5 / 10;
-        // vscalefps — 1 / 1), 1 + e, vrcp14ps, the Newton step's 2 FMAs and the masked
-        // product (5 / 7). SiLU's argument is one subtraction instead of three (−2 / −3).
-        (ElemOp::Gelu, SimdLevel::Avx512) => (20, 31),
-        (ElemOp::Silu, SimdLevel::Avx512) => (18, 28),
+        // vscalefps — 1 / 1), 1 + e and the masked division (2 / 2). SiLU's argument is one
+        // subtraction instead of three (−2 / −3).
+        (ElemOp::Gelu, SimdLevel::Avx512) => (17, 26),
+        (ElemOp::Silu, SimdLevel::Avx512) => (15, 23),
         // The same argument, compare and clamp (5 / 6); the exponential with Estrin's
         // polynomial (reduction 4 / 7; r², 1 + r and 4 FMAs — 6 / 10; 2^n by a shift and an
         // integer add — 2 / 2), then 1 + e, the division and the vandnps that zeroes tiny
