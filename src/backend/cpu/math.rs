@@ -211,7 +211,7 @@ fn exp_core_avx512(x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
 /// [`exp_core_avx512`] with AVX2's instructions: p·2^n by adding n to p's exponent bits (t's
 /// bits are those of 1.5·2^23 + n; shifted left by 23 only n's low bits remain, in the exponent
 /// field). For x whose n lies in [−126, 127] with p·2^n normal: the callers clamp. The one
-/// sequence [`exp_v_avx2`] and the AVX2 gate (`lanes.rs`) share.
+/// sequence [`exp_v_avx2_n`] and the AVX2 gate (`lanes.rs`) share.
 ///
 /// On `N` vectors at once, step by step: each step is issued for all `N` before the next, so
 /// that `N` independent dependency chains sit side by side in the instruction stream. Written
@@ -260,14 +260,6 @@ pub(crate) fn exp_core_avx2_n<const N: usize>(
         out[k] = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
     }
     out
-}
-
-/// [`exp_core_avx2_n`] on one vector.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-pub(crate) fn exp_core_avx2(x: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 {
-    exp_core_avx2_n([x])[0]
 }
 
 /// One vector of x·σ(z) = x / (1 + e^{−z}), in 17 vector operations:
@@ -326,23 +318,37 @@ pub(crate) fn exp_v(x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
     exp_core_avx512(x)
 }
 
-/// One vector of e^x on AVX2+FMA in 15 operations (the auto-vectorized scalar [`exp`]: 18): the
-/// argument clamped to [−87.3, 88.72] (NaN passes), n = round(x·log2 e) by the shift trick,
-/// the two-step reduction and [`gate_v`]'s degree-5 polynomial; 2^n added to the exponent bits
+/// `N` vectors of e^x on AVX2+FMA, 16 operations each (the auto-vectorized scalar [`exp`]: 18):
+/// the argument clamped to [−87.3, 88.72] (NaN passes), n = round(x·log2 e) by the shift trick,
+/// the two-step reduction and [`gate_v`]'s degree-5 polynomial (in Estrin's form); 2^n added to the exponent bits
 /// as an integer (the low bits of the shifted sum hold n); below −87.3 the result is 0, as
 /// [`exp`] flushes it, and above 88.72 it stays at e^88.72 (≈ 3.4e38) where [`exp`] gives inf:
 /// for arguments that cannot be positive (softmax's x − max).
+/// Step by step over the `N` vectors (why: [`exp_core_avx2_n`]).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-pub(crate) fn exp_v_avx2(x: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 {
+pub(crate) fn exp_v_avx2_n<const N: usize>(
+    x: [std::arch::x86_64::__m256; N],
+) -> [std::arch::x86_64::__m256; N] {
     use std::arch::x86_64::*;
-    // Lanes below the clamp are zeroed at the end (NaN compares false and stays).
-    let keep = _mm256_cmp_ps::<_CMP_NLT_UQ>(x, _mm256_set1_ps(-87.3));
-    // vminps/vmaxps return the second operand when either is NaN: the argument goes second.
-    let x = _mm256_max_ps(_mm256_set1_ps(-87.3), x);
-    let x = _mm256_min_ps(_mm256_set1_ps(88.72), x);
-    _mm256_and_ps(keep, exp_core_avx2(x))
+    let mut keep = [_mm256_setzero_ps(); N];
+    let mut c = [_mm256_setzero_ps(); N];
+    for k in 0..N {
+        // Lanes below the clamp are zeroed at the end (NaN compares false and stays).
+        keep[k] = _mm256_cmp_ps::<_CMP_NLT_UQ>(x[k], _mm256_set1_ps(-87.3));
+        // vminps/vmaxps return the second operand when either is NaN: the argument goes second.
+        c[k] = _mm256_min_ps(
+            _mm256_set1_ps(88.72),
+            _mm256_max_ps(_mm256_set1_ps(-87.3), x[k]),
+        );
+    }
+    let e = exp_core_avx2_n(c);
+    let mut out = [_mm256_setzero_ps(); N];
+    for k in 0..N {
+        out[k] = _mm256_and_ps(keep[k], e[k]);
+    }
+    out
 }
 
 #[cfg(test)]

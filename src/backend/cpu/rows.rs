@@ -268,7 +268,7 @@ unsafe fn exp_sub_sum_avx512(x: &[f32], m: f32, out: &mut [f32], next: &[f32]) -
     _mm512_reduce_add_ps(s)
 }
 
-/// [`exp_sub_sum_avx512`] on AVX2+FMA with [`math::exp_v_avx2`] (15 operations an
+/// [`exp_sub_sum_avx512`] on AVX2+FMA with [`math::exp_v_avx2_n`] (16 operations an
 /// exponential, the auto-vectorized scalar one 18), four sums of 8 lanes; the tail (under 32
 /// elements) through the scalar [`math::exp`]. For `x ≤ m` (no exponential above 1).
 ///
@@ -287,16 +287,17 @@ unsafe fn exp_sub_sum_avx2(x: &[f32], m: f32, out: &mut [f32], next: &[f32]) -> 
             prefetch_l2(next.as_ptr().wrapping_add(i));
             prefetch_l2(next.as_ptr().wrapping_add(i + 16));
         }
+        // Four vectors' exponentials step by step, side by side (math::exp_core_avx2_n).
+        let mut d = [_mm256_setzero_ps(); 4];
+        for (h, dh) in d.iter_mut().enumerate() {
+            // SAFETY: i + 32 <= n bounds x at i + 8·h .. + 8.
+            *dh = _mm256_sub_ps(unsafe { _mm256_loadu_ps(x.as_ptr().add(i + 8 * h)) }, mv);
+        }
+        let e = math::exp_v_avx2_n(d);
         for (h, a) in acc.iter_mut().enumerate() {
-            // SAFETY: i + 32 <= n bounds x and out at i + 8·h .. + 8.
-            unsafe {
-                let v = math::exp_v_avx2(_mm256_sub_ps(
-                    _mm256_loadu_ps(x.as_ptr().add(i + 8 * h)),
-                    mv,
-                ));
-                _mm256_storeu_ps(out.as_mut_ptr().add(i + 8 * h), v);
-                *a = _mm256_add_ps(*a, v);
-            }
+            // SAFETY: i + 32 <= n bounds out at i + 8·h .. + 8.
+            unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(i + 8 * h), e[h]) };
+            *a = _mm256_add_ps(*a, e[h]);
         }
         i += 32;
     }
