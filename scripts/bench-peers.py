@@ -219,11 +219,11 @@ def report_streaming(runs_results, simd):
             roof = f"{'/'.join(sorted(bounds))}, {amed}, {rmed:.0%} [{rlo:.0%}–{rhi:.0%}]"
         else:
             roof = "—"
-        # Where the level's arithmetic, not memory, bounds the kernel, its target is 90% of
-        # that roof; elsewhere 80% of triad.
-        compute = reached and bounds == {"compute"}
-        target = "≥ 90% of the level's roof" if compute else "≥ 80%"
-        met = (rmed >= 0.9) if compute else (fmed >= 0.8)
+        # With a roof on the level (the longer of the arithmetic alone and the memory time),
+        # 90% of it meets the target too: where the level's arithmetic, not memory, bounds the
+        # kernel, 80% of triad may be out of reach of any kernel on that level.
+        target = "≥ 80%, or ≥ 90% of the level's roof" if reached else "≥ 80%"
+        met = fmed >= 0.8 or (bool(reached) and rmed >= 0.9)
         print(f"| {label} | {fmt_secs(statistics.median(times))} | {fmed:.0%} [{flo:.0%}–{fhi:.0%}] | "
               f"{tmed:.1f} [{tlo:.1f}–{thi:.1f}] | {roof} | {target} | {'yes' if met else 'no'} |")
 

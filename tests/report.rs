@@ -398,5 +398,27 @@ fn the_level_roof_names_the_level_the_kernels_ran_at() {
                 assert!(html.contains(&format!("<h3>On {level}</h3>")), "{cap}");
             }
         }
+        // Softmax: the fused kernel's exponential sweep is counted; the unfused passes (the
+        // compiler's loops) are not.
+        let dir = tempfile::tempdir().unwrap();
+        let o = common::run_cmd(dir.path(), &[fixture("kinds/tiny-softmax.yaml")], &[])
+            .env("OPLEDGER_SIMD", cap)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{cap}: {}", text(&o));
+        let results: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(only_run_dir(dir.path()).join("results.json")).unwrap(),
+        )
+        .unwrap();
+        let spec = &results["specs"][0];
+        assert!(spec["before"].get("on_level").is_none(), "{cap}: {spec}");
+        match expect {
+            None => assert!(spec["after"].get("on_level").is_none(), "{cap}: {spec}"),
+            Some((level, _)) => {
+                let a = &spec["after"]["on_level"];
+                assert_eq!(a["executed"]["level"], level, "{cap}: {a}");
+                assert!(a["arithmetic_secs"].as_f64().unwrap() > 0.0, "{cap}: {a}");
+            }
+        }
     }
 }

@@ -538,11 +538,74 @@ fn row_scratch_bytes(r: &RowOp) -> u64 {
     2 * r.elements() * 4 + 3 * r.rows * 4
 }
 
+/// What the fused softmax issues per vector at `l` (vector arithmetic instructions, FLOPs per
+/// lane: an FMA 2, any other 1), from its three sweeps: the maximum (`vmaxps`: 1 / 1), the
+/// exponential sweep (x − m, the clamps, the exponential, the running sum: AVX-512 `exp_v`
+/// 13 / 22, AVX2 `exp_v_avx2_n` 18 / 25) and the scaling (1 / 1); `None` on the scalar path.
+/// Softmax's ledger counts 5 FLOPs an element.
+fn softmax_per_vector(l: SimdLevel) -> Option<(u64, u64)> {
+    match l {
+        SimdLevel::Avx512 => Some((15, 24)),
+        SimdLevel::Avx2Fma => Some((20, 27)),
+        SimdLevel::Scalar => None,
+    }
+}
+
+/// The fused softmax's instruction stream (the unfused passes run the portable loops, whose
+/// counts are the compiler's).
+fn row_executed(kind: WorkloadKind, r: &RowOp, v: Variant) -> Option<crate::ledger::Executed> {
+    if kind != WorkloadKind::Softmax || v != Variant::Fused {
+        return None;
+    }
+    let l = level();
+    let (instructions, flops) = softmax_per_vector(l)?;
+    let lanes = l.f32_lanes() as u64;
+    let vectors = r.rows.saturating_mul(r.cols.div_ceil(lanes));
+    Some(crate::ledger::Executed {
+        level: l.name().into(),
+        lanes,
+        flops: vectors.saturating_mul(lanes).saturating_mul(flops),
+        vector_instructions: vectors.saturating_mul(instructions),
+    })
+}
+
+/// The fused softmax's row arithmetic alone: every thread on its own row of up to 2048
+/// elements in L1 (maximum, exponential sweep, scaling into a second L1 buffer), the fastest
+/// of 9 timings, scaled to the workload's elements.
+fn row_arithmetic_secs(kind: WorkloadKind, r: &RowOp) -> Option<f64> {
+    row_executed(kind, r, Variant::Fused)?;
+    let n = (r.cols as usize).min(2048);
+    let reps = (4 << 20) / n;
+    let threads = rayon::current_num_threads();
+    let x: Vec<f32> = (0..n).map(|i| i as f32 / n as f32 * 8.0 - 4.0).collect();
+    let time_once = || {
+        let start = std::time::Instant::now();
+        (0..threads).into_par_iter().for_each(|_| {
+            let (mut e, mut o) = (vec![0f32; n], vec![0f32; n]);
+            for _ in 0..reps {
+                let xr = std::hint::black_box(&x[..]);
+                let s = exp_sub_sum_pf_at(level(), xr, max_row(xr), &mut e, &[]);
+                scale_row(&e, 1.0 / s, &mut o);
+                std::hint::black_box(&mut o);
+            }
+        });
+        start.elapsed().as_secs_f64()
+    };
+    let best = (0..9).map(|_| time_once()).fold(f64::INFINITY, f64::min);
+    Some(r.elements() as f64 * best / (threads * n * reps) as f64)
+}
+
 macro_rules! row_kernels {
     ($($ty:ident => $kind:ident),*) => {$(
         impl CpuKernels for $ty {
             fn scratch_bytes(&self) -> u64 {
                 row_scratch_bytes(&self.0)
+            }
+            fn executed(&self, variant: Variant) -> Option<crate::ledger::Executed> {
+                row_executed(WorkloadKind::$kind, &self.0, variant)
+            }
+            fn arithmetic_secs(&self) -> Option<f64> {
+                row_arithmetic_secs(WorkloadKind::$kind, &self.0)
             }
             fn kernels(&self, inputs: Arc<Tensors>, cfg: &CaseConfig) -> Result<Box<dyn Kernels>> {
                 Ok(Box::new(RowKernels::new(WorkloadKind::$kind, self.0.clone(), inputs, cfg.stream)))
