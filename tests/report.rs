@@ -340,7 +340,8 @@ fn compare_reaches_the_runs_own_verdict_on_the_same_archives() {
 /// where the ledger's count is the model.
 #[test]
 fn the_level_roof_names_the_level_the_kernels_ran_at() {
-    let mut levels = vec![("scalar", None)];
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
+    let mut levels: Vec<(&str, Option<(&str, u64)>)> = vec![("scalar", None)];
     #[cfg(target_arch = "x86_64")]
     {
         if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
