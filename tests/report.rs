@@ -351,16 +351,21 @@ fn the_level_roof_names_the_level_the_kernels_ran_at() {
             levels.push(("avx512", Some(("avx512f", 16))));
         }
     }
-    for (cap, expect) in levels {
-        let dir = tempfile::tempdir().unwrap();
-        let o = common::run_cmd(dir.path(), &[fixture("good/tiny-chain.yaml")], &[])
+    // The spec run under the cap: its archive (kept in `dir`) and its results.
+    let run_at = |dir: &Path, cap: &str, spec: &str| {
+        let o = common::run_cmd(dir, &[fixture(spec)], &[])
             .env("OPLEDGER_SIMD", cap)
             .output()
             .unwrap();
         assert_eq!(o.status.code(), Some(0), "{cap}: {}", text(&o));
-        let run = only_run_dir(dir.path());
+        let run = only_run_dir(dir);
         let results: serde_json::Value =
             serde_json::from_slice(&std::fs::read(run.join("results.json")).unwrap()).unwrap();
+        (run, results)
+    };
+    for (cap, expect) in levels {
+        let dir = tempfile::tempdir().unwrap();
+        let (run, results) = run_at(dir.path(), cap, "good/tiny-chain.yaml");
         let report = std::fs::read_to_string(run.join("report.md")).unwrap();
         let html = std::fs::read_to_string(run.join("report.html")).unwrap();
         let spec = &results["specs"][0];
@@ -402,15 +407,7 @@ fn the_level_roof_names_the_level_the_kernels_ran_at() {
         // Softmax: the fused kernel's exponential sweep is counted; the unfused passes (the
         // compiler's loops) are not.
         let dir = tempfile::tempdir().unwrap();
-        let o = common::run_cmd(dir.path(), &[fixture("kinds/tiny-softmax.yaml")], &[])
-            .env("OPLEDGER_SIMD", cap)
-            .output()
-            .unwrap();
-        assert_eq!(o.status.code(), Some(0), "{cap}: {}", text(&o));
-        let results: serde_json::Value = serde_json::from_slice(
-            &std::fs::read(only_run_dir(dir.path()).join("results.json")).unwrap(),
-        )
-        .unwrap();
+        let (_, results) = run_at(dir.path(), cap, "kinds/tiny-softmax.yaml");
         let spec = &results["specs"][0];
         assert!(spec["before"].get("on_level").is_none(), "{cap}: {spec}");
         match expect {

@@ -83,6 +83,24 @@ pub struct Executed {
     pub vector_instructions: u64,
 }
 
+impl Executed {
+    /// `vectors` vectors of `lanes` lanes at `level`, each issuing `instructions` vector
+    /// instructions of `flops_per_lane` FLOPs per lane in all.
+    pub fn of_vectors(
+        level: &str,
+        lanes: u64,
+        vectors: u64,
+        (instructions, flops_per_lane): (u64, u64),
+    ) -> Executed {
+        Executed {
+            level: level.into(),
+            lanes,
+            flops: vectors.saturating_mul(lanes).saturating_mul(flops_per_lane),
+            vector_instructions: vectors.saturating_mul(instructions),
+        }
+    }
+}
+
 /// The ledger of a spec: both variants.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Ledger {
@@ -181,6 +199,14 @@ pub enum Bound {
 }
 
 impl Bound {
+    /// The roofline's rule: compute-bound when the compute takes longer than the memory.
+    pub fn of_times(compute_secs: f64, memory_secs: f64) -> Bound {
+        if compute_secs > memory_secs {
+            Bound::Compute
+        } else {
+            Bound::Bandwidth
+        }
+    }
     pub fn name(self) -> &'static str {
         match self {
             Bound::Bandwidth => "bandwidth",
@@ -216,11 +242,7 @@ pub fn roofline(
         compute_secs,
         memory_secs,
         secs: compute_secs.max(memory_secs),
-        bound: if compute_secs > memory_secs {
-            Bound::Compute
-        } else {
-            Bound::Bandwidth
-        },
+        bound: Bound::of_times(compute_secs, memory_secs),
         intensity: if bytes > 0.0 {
             flops / bytes
         } else {

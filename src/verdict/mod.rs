@@ -515,11 +515,7 @@ pub fn on_level(
         arithmetic_secs,
         memory_secs,
         secs: compute_secs.max(memory_secs),
-        bound: if compute_secs > memory_secs {
-            Bound::Compute
-        } else {
-            Bound::Bandwidth
-        },
+        bound: Bound::of_times(compute_secs, memory_secs),
         reached: None,
     }
 }

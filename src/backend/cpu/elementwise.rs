@@ -327,17 +327,17 @@ impl CpuKernels for Elementwise {
         let level = super::simd::level();
         let lanes = level.f32_lanes() as u64;
         let vectors = self.rows.saturating_mul(self.cols.div_ceil(lanes));
-        let (instructions, flops) = self
+        let per_vector = self
             .ops
             .iter()
             .map(|&op| super::vector::executed_per_vector(op, level))
             .fold((0, 0), |(i, f), (di, df)| (i + di, f + df));
-        Some(crate::ledger::Executed {
-            level: level.name().into(),
+        Some(crate::ledger::Executed::of_vectors(
+            level.name(),
             lanes,
-            flops: vectors.saturating_mul(lanes).saturating_mul(flops),
-            vector_instructions: vectors.saturating_mul(instructions),
-        })
+            vectors,
+            per_vector,
+        ))
     }
     /// The chain on every thread at once, each on its own 2048 elements in L1 (the operands
     /// too), the fastest of 9 timings of ~4 M elements a thread, scaled to the workload.
@@ -348,37 +348,30 @@ impl CpuKernels for Elementwise {
         }
         const N: usize = 2048;
         const REPS: usize = 2048;
-        let threads = rayon::current_num_threads();
         // Arguments across GELU's working range; the other operands as the inputs are.
         let x: Vec<f32> = (0..N).map(|i| i as f32 / N as f32 * 8.0 - 4.0).collect();
         let other = vec![0.5f32; N];
-        let time_once = || {
-            let start = std::time::Instant::now();
-            (0..threads).into_par_iter().for_each(|_| {
-                let mut y = vec![0f32; N];
-                let steps: Vec<(ElemOp, Operand<'_>)> = self
-                    .ops
-                    .iter()
-                    .map(|&op| {
-                        let operand = match op {
-                            ElemOp::BiasAdd => Operand::Bias(&other),
-                            ElemOp::Add | ElemOp::Mul => Operand::Tensor(&other),
-                            ElemOp::Scale => Operand::Scale(self.scale as f32),
-                            _ => Operand::None,
-                        };
-                        (op, operand)
-                    })
-                    .collect();
-                for _ in 0..REPS {
-                    chain_segment(&steps, &mut y, std::hint::black_box(&x), false);
-                    std::hint::black_box(&mut y);
-                }
-            });
-            start.elapsed().as_secs_f64()
-        };
-        let best = (0..9).map(|_| time_once()).fold(f64::INFINITY, f64::min);
-        let per_sec = (threads * N * REPS) as f64 / best;
-        Some(self.elements() as f64 / per_sec)
+        let per_element = super::arithmetic_secs_per_element(N * REPS, || {
+            let mut y = vec![0f32; N];
+            let steps: Vec<(ElemOp, Operand<'_>)> = self
+                .ops
+                .iter()
+                .map(|&op| {
+                    let operand = match op {
+                        ElemOp::BiasAdd => Operand::Bias(&other),
+                        ElemOp::Add | ElemOp::Mul => Operand::Tensor(&other),
+                        ElemOp::Scale => Operand::Scale(self.scale as f32),
+                        _ => Operand::None,
+                    };
+                    (op, operand)
+                })
+                .collect();
+            for _ in 0..REPS {
+                chain_segment(&steps, &mut y, std::hint::black_box(&x), false);
+                std::hint::black_box(&mut y);
+            }
+        });
+        Some(self.elements() as f64 * per_element)
     }
     fn kernels(&self, inputs: Arc<Tensors>, cfg: &CaseConfig) -> Result<Box<dyn Kernels>> {
         Ok(Box::new(

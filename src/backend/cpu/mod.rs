@@ -65,6 +65,24 @@ pub trait CpuKernels: Kind {
     }
 }
 
+/// Seconds per element of a kernel's arithmetic alone: `per_thread` (which computes
+/// `elements_per_thread` elements on operands it keeps in L1) run on every thread at once, the
+/// fastest of 9 timings ([`CpuKernels::arithmetic_secs`] scales it to the workload).
+pub(crate) fn arithmetic_secs_per_element(
+    elements_per_thread: usize,
+    per_thread: impl Fn() + Sync,
+) -> f64 {
+    let threads = rayon::current_num_threads();
+    let best = (0..9)
+        .map(|_| {
+            let start = Instant::now();
+            (0..threads).into_par_iter().for_each(|_| per_thread());
+            start.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min);
+    best / (threads * elements_per_thread) as f64
+}
+
 /// How the backend runs a case, beyond the kind's parameters.
 #[derive(Debug, Clone, Copy)]
 pub struct CaseConfig {

@@ -561,12 +561,12 @@ fn row_executed(kind: WorkloadKind, r: &RowOp, v: Variant) -> Option<crate::ledg
     let (instructions, flops) = softmax_per_vector(l)?;
     let lanes = l.f32_lanes() as u64;
     let vectors = r.rows.saturating_mul(r.cols.div_ceil(lanes));
-    Some(crate::ledger::Executed {
-        level: l.name().into(),
+    Some(crate::ledger::Executed::of_vectors(
+        l.name(),
         lanes,
-        flops: vectors.saturating_mul(lanes).saturating_mul(flops),
-        vector_instructions: vectors.saturating_mul(instructions),
-    })
+        vectors,
+        (instructions, flops),
+    ))
 }
 
 /// The fused softmax's row arithmetic alone: every thread on its own row of up to 2048
@@ -576,23 +576,17 @@ fn row_arithmetic_secs(kind: WorkloadKind, r: &RowOp) -> Option<f64> {
     row_executed(kind, r, Variant::Fused)?;
     let n = (r.cols as usize).min(2048);
     let reps = (4 << 20) / n;
-    let threads = rayon::current_num_threads();
     let x: Vec<f32> = (0..n).map(|i| i as f32 / n as f32 * 8.0 - 4.0).collect();
-    let time_once = || {
-        let start = std::time::Instant::now();
-        (0..threads).into_par_iter().for_each(|_| {
-            let (mut e, mut o) = (vec![0f32; n], vec![0f32; n]);
-            for _ in 0..reps {
-                let xr = std::hint::black_box(&x[..]);
-                let s = exp_sub_sum_pf_at(level(), xr, max_row(xr), &mut e, &[]);
-                scale_row(&e, 1.0 / s, &mut o);
-                std::hint::black_box(&mut o);
-            }
-        });
-        start.elapsed().as_secs_f64()
-    };
-    let best = (0..9).map(|_| time_once()).fold(f64::INFINITY, f64::min);
-    Some(r.elements() as f64 * best / (threads * n * reps) as f64)
+    let per_element = super::arithmetic_secs_per_element(n * reps, || {
+        let (mut e, mut o) = (vec![0f32; n], vec![0f32; n]);
+        for _ in 0..reps {
+            let xr = std::hint::black_box(&x[..]);
+            let s = exp_sub_sum_pf_at(level(), xr, max_row(xr), &mut e, &[]);
+            scale_row(&e, 1.0 / s, &mut o);
+            std::hint::black_box(&mut o);
+        }
+    });
+    Some(r.elements() as f64 * per_element)
 }
 
 macro_rules! row_kernels {
