@@ -2,8 +2,8 @@
 //!
 //! - unfused: an add pass over the whole tensors (s = x + residual, written to memory), then an
 //!   RMSNorm pass per row that reads s back (its sum of squares, then y).
-//! - fused: one pass per row: s = x + residual is written while its sum of squares accumulates,
-//!   then y is computed from the row of s still in cache.
+//! - fused: one pass per row in two sweeps: s = x + residual is kept in an L1 row and streamed
+//!   out while its sum of squares accumulates, then y is computed from the row still in L1.
 //!
 //! Both variants round s to f32 and sum the squares of a row in the same order, so their outputs
 //! are bit-identical. For tensors large against the cache both write s and y with streaming
@@ -11,7 +11,9 @@
 //! straight from the normalising sweep; the fused variant keeps its row in a scratch row, so its
 //! second sweep reads the cache, not s.
 
-use super::simd::{store_fence, stream_copy, stream_norm_apply, LineVec};
+use super::simd::{
+    level, store_fence, stream_copy, stream_norm_apply, supports, LineVec, SimdLevel,
+};
 use super::{CaseConfig, CpuKernels, Kernels};
 use crate::error::Result;
 use crate::kinds::add_rmsnorm::AddRmsnorm;
@@ -76,7 +78,113 @@ fn streamed(dst: &mut [f32], mut f: impl FnMut(usize, &mut [f32])) {
 
 /// 1/√(mean(s²) + ε) of one row.
 fn rstd(s: &[f32], eps: f32) -> f32 {
-    1.0 / (sum_sq(s) / s.len() as f32 + eps).sqrt()
+    rstd_of(sum_sq(s), s.len(), eps)
+}
+
+/// 1/√(Σs²/n + ε).
+fn rstd_of(sum_sq: f32, n: usize, eps: f32) -> f32 {
+    1.0 / (sum_sq / n as f32 + eps).sqrt()
+}
+
+/// The fused row's first sweep: `row = s = x + r`, the same s written to `s_out` with
+/// streaming stores, and Σ s² returned, summed exactly as [`sum_sq`] sums it (lane k of LANES
+/// takes the elements ≡ k mod LANES, by fused multiply-add, then the lanes in order), so both
+/// variants stay bit-identical. One sweep that reads memory where add, copy-out and sum were
+/// three, two of them over the L1 row while memory idled. Where `s_out` does not start on a
+/// cache line (a streaming store needs whole lines) the row takes the three sweeps.
+fn add_stream_sum_sq(
+    l: SimdLevel,
+    row: &mut [f32],
+    s_out: &mut [f32],
+    x: &[f32],
+    r: &[f32],
+) -> f32 {
+    assert!(supports(l), "this CPU lacks {}", l.name());
+    let n = row.len();
+    assert!(s_out.len() == n && x.len() == n && r.len() == n);
+    #[cfg(target_arch = "x86_64")]
+    let aligned = s_out.as_ptr().align_offset(64) == 0;
+    match l {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has avx512f (asserted above); the slices have one length.
+        SimdLevel::Avx512 if aligned => unsafe { add_stream_sum_sq_avx512(row, s_out, x, r) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has avx2 and fma (asserted above); the slices have one length.
+        SimdLevel::Avx2Fma if aligned => unsafe { add_stream_sum_sq_avx2(row, s_out, x, r) },
+        _ => {
+            add(row, x, r);
+            stream_copy(s_out, row);
+            sum_sq(row)
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn add_stream_sum_sq_avx512(row: &mut [f32], s_out: &mut [f32], x: &[f32], r: &[f32]) -> f32 {
+    // SAFETY: compiled with avx512f; the caller's slices have one length, s_out line-aligned.
+    unsafe { add_stream_sum_sq_v::<std::arch::x86_64::__m512>(row, s_out, x, r) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn add_stream_sum_sq_avx2(row: &mut [f32], s_out: &mut [f32], x: &[f32], r: &[f32]) -> f32 {
+    // SAFETY: compiled with avx2 and fma; the caller's slices have one length, s_out aligned.
+    unsafe { add_stream_sum_sq_v::<std::arch::x86_64::__m256>(row, s_out, x, r) }
+}
+
+/// # Safety
+/// V's features are enabled; the four slices have one length; `s_out` starts on a 64-byte line.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn add_stream_sum_sq_v<V: super::lanes::Lanes>(
+    row: &mut [f32],
+    s_out: &mut [f32],
+    x: &[f32],
+    r: &[f32],
+) -> f32 {
+    use super::simd::PREFETCH_ELEMS;
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    let n = row.len();
+    // LANES partial sums as LANES / V::LANES vectors (one zmm, or two ymm).
+    // SAFETY: the caller's contract (V's features).
+    let mut acc = unsafe { [V::splat(0.0); LANES / 8] };
+    let mut i = 0;
+    while i + LANES <= n {
+        // x and r ahead of the sweep, running on into the next row's (the tensors are one
+        // array); a prefetch never faults, so the address may run past the end.
+        // SAFETY: prefetcht0 is a hint (SSE, part of x86_64).
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(x.as_ptr().wrapping_add(i + PREFETCH_ELEMS) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(r.as_ptr().wrapping_add(i + PREFETCH_ELEMS) as *const i8);
+        }
+        for k in (0..LANES).step_by(V::LANES) {
+            // SAFETY: i + LANES <= n bounds every slice; s_out + i + k is aligned to the vector
+            // (s_out starts on a line and i steps by whole lines), as the streaming store needs.
+            unsafe {
+                let s = V::add(
+                    V::load(x.as_ptr().add(i + k)),
+                    V::load(r.as_ptr().add(i + k)),
+                );
+                V::store(row.as_mut_ptr().add(i + k), s);
+                V::stream(s_out.as_mut_ptr().add(i + k), s);
+                acc[k / V::LANES] = V::fmadd(s, s, acc[k / V::LANES]);
+            }
+        }
+        i += LANES;
+    }
+    let mut lanes = [0f32; LANES];
+    for k in (0..LANES).step_by(V::LANES) {
+        // SAFETY: lanes holds LANES values, k + V::LANES <= LANES.
+        unsafe { V::store(lanes.as_mut_ptr().add(k), acc[k / V::LANES]) };
+    }
+    for (k, j) in (i..n).enumerate() {
+        let s = x[j] + r[j];
+        row[j] = s;
+        s_out[j] = s;
+        lanes[k] = s.mul_add(s, lanes[k]);
+    }
+    lanes.iter().sum()
 }
 
 impl CpuKernels for AddRmsnorm {
@@ -111,7 +219,7 @@ impl AddRmsnormKernels {
     fn run_streaming(&mut self, variant: Variant, out: &mut [f32]) {
         let t = &self.inputs;
         let (x, res, w) = (t.get("x"), t.get("residual"), t.get("weight"));
-        let (cols, eps) = (self.cols, self.eps);
+        let (cols, eps, level) = (self.cols, self.eps, level());
         if variant == Variant::Unfused {
             self.sum
                 .par_chunks_mut(CHUNK)
@@ -137,9 +245,7 @@ impl AddRmsnormKernels {
             .for_each_init(
                 || vec![0f32; cols],
                 |row, ((y, s), (x, r))| {
-                    add(row, x, r);
-                    stream_copy(s, row);
-                    let rs = rstd(row, eps);
+                    let rs = rstd_of(add_stream_sum_sq(level, row, s, x, r), cols, eps);
                     stream_norm_apply(y, row, 0.0, rs, w, &[], &[]);
                     store_fence();
                 },
@@ -182,6 +288,50 @@ mod tests {
     use super::*;
     use crate::kinds::rows::RowOp;
     use crate::kinds::{DType, Kind};
+
+    /// The one-sweep add at every level this CPU has gives the three sweeps' row, s and Σ s²
+    /// bit for bit, at every length and alignment, and writes nothing outside s.
+    #[test]
+    fn the_one_sweep_add_matches_the_three_sweeps_at_every_level() {
+        let x: Vec<f32> = (0..3000).map(|i| (i as f32 * 0.37).sin() * 3.0).collect();
+        let r: Vec<f32> = (0..3000).map(|i| (i as f32 * 0.11).cos() - 0.5).collect();
+        for l in [SimdLevel::Scalar, SimdLevel::Avx2Fma, SimdLevel::Avx512] {
+            if !supports(l) {
+                continue;
+            }
+            for (start, len) in [
+                (0, 0),
+                (0, 1),
+                (0, 15),
+                (0, 16),
+                (3, 17),
+                (16, 2000),
+                (0, 2999),
+            ] {
+                let (xs, rs) = (&x[start..start + len], &r[start..start + len]);
+                let mut want = vec![0f32; len];
+                add(&mut want, xs, rs);
+                let want_sum = sum_sq(&want);
+                let mut row = vec![f32::NAN; len];
+                let mut s = LineVec::filled(3000, f32::NAN);
+                let got_sum = add_stream_sum_sq(l, &mut row, &mut s[start..start + len], xs, rs);
+                store_fence();
+                assert_eq!(got_sum.to_bits(), want_sum.to_bits(), "{l:?} {start}+{len}");
+                for i in 0..len {
+                    assert_eq!(row[i].to_bits(), want[i].to_bits(), "{l:?} row {start}+{i}");
+                    assert_eq!(
+                        s[start + i].to_bits(),
+                        want[i].to_bits(),
+                        "{l:?} s {start}+{i}"
+                    );
+                }
+                assert!(s[..start]
+                    .iter()
+                    .chain(&s[start + len..])
+                    .all(|v| v.is_nan()));
+            }
+        }
+    }
 
     #[test]
     fn both_variants_match_the_f64_reference_and_each_other() {
