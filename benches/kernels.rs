@@ -198,6 +198,34 @@ fn main() {
             2.0 * 1024f64.powi(3) / s / 1e9
         );
     }
+    if "decode".contains(&filter) || filter.is_empty() {
+        // GEMV-like shapes: B (k × n, 64 MiB) read from memory once per run; at k = 256 it
+        // fits the cache, and the time is the kernel's own.
+        for (m, k) in [
+            (1, 4096),
+            (4, 4096),
+            (8, 4096),
+            (16, 4096),
+            (8, 256),
+            (16, 256),
+        ] {
+            let g = Gemm {
+                m,
+                n: 4096,
+                k,
+                dtype: DType::F32,
+            };
+            let mut kern = GemmKernels::new(g.clone(), Arc::new(g.inputs(1)));
+            let mut out = opledger::kinds::tensors::LineVec::zeroed(m as usize * 4096);
+            let s = median_secs(31, || kern.run(Variant::Tiled, &mut out));
+            println!(
+                "decode m={m} n=4096 k={k}: {:.3} ms = {:.1} GB/s of B, {:.1} GFLOP/s",
+                s * 1e3,
+                (k * 4096 * 4) as f64 / s / 1e9,
+                2.0 * (m * k * 4096) as f64 / s / 1e9
+            );
+        }
+    }
     if "attention".contains(&filter) || filter.is_empty() || filter == "flash" {
         let a = Attention {
             batch: 1,

@@ -758,10 +758,15 @@ multiversion! {
     }
 }
 
-/// Rows of B a decode task's register kernel takes at a time: the stretch of B (× the block's
-/// width) that the row groups after the first re-read from L1/L2, and how far ahead the first
-/// group asks for B's lines.
+/// Rows of B a decode task's register kernel takes at a time: in place, the stretch of B (×
+/// the block's width) that the row groups after the first re-read from L1/L2, and how far
+/// ahead the first group asks for B's lines; packed, the most rows packed at a time.
 const DECODE_KC: usize = 128;
+/// The most bytes of B a decode task packs at a time. Measured (`cargo bench --bench kernels
+/// -- decode`, AVX2, m = 4–16): stretches of 512 KiB, 1 MiB and 2 MiB of a 4096-wide B packed at
+/// 34, 40–46 and 43–50 GB/s (fewer, longer runs of B per task), and the whole product was
+/// fastest with 2 MiB, although that is more than L2.
+const DECODE_PANEL_BYTES: usize = 2 << 20;
 
 /// A register-blocked decode kernel: `c[i·ldc + j] += Σ_p at[p·lda + i] · b[p·ldb + j]` for
 /// i < rows ≤ its R and j < its NV·LANES columns, over kc rows of B, the accumulators held in
@@ -828,6 +833,26 @@ unsafe fn decode_micro<
     }
 }
 
+thread_local! {
+    /// A thread's packed stretch of B for the decode kernels, kept between runs (its pages
+    /// faulted in once, not at every product).
+    static PANEL: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Row p of a stretch of B (its first `full` columns) into its place in each tile of the
+/// packed stretch (tile t's kc × NR at t·kc·NR), NR a constant so that each piece is a few
+/// vector moves, not a call to memcpy. NR = 0 stands for "not a kernel's width" and panics.
+#[inline(always)]
+fn pack_row<const NR: usize>(row: &[f32], panel: &mut [f32], stride: usize, p: usize) {
+    assert!(NR > 0, "no register decode kernel is that wide");
+    for (t, piece) in row.chunks_exact(NR).enumerate() {
+        let at = t * stride + p * NR;
+        let dst: &mut [f32; NR] = (&mut panel[at..at + NR]).try_into().expect("NR values");
+        let src: &[f32; NR] = piece.try_into().expect("NR values");
+        *dst = *src;
+    }
+}
+
 /// The arguments of a decode kernel: kc, (at, lda), (b, ldb), (c, ldc), rows, pf_rows.
 type DecodeFn =
     unsafe fn(usize, (*const f32, usize), (*const f32, usize), (*mut f32, usize), usize, usize);
@@ -869,28 +894,141 @@ unsafe fn decode_avx2(
     unsafe { decode_micro::<std::arch::x86_64::__m256, 6, 2, 12>(kc, a, b, c, rows, pf_rows) }
 }
 
-/// The register decode kernel of level `l` with its rows and columns, where the level has one.
-fn decode_kernel(l: SimdLevel) -> Option<(DecodeFn, usize, usize)> {
+/// A level's register decode kernel.
+#[derive(Clone, Copy)]
+struct DecodeKernel {
+    f: DecodeFn,
+    /// Rows of A and columns of B it holds in registers.
+    rows: usize,
+    cols: usize,
+    /// Whether it reads B packed ([`GemmKernels::decode_packed`]) rather than in place.
+    /// Measured against OpenBLAS in interleaved cold rounds (m = 2–16, n = k = 4096, on a
+    /// 2-core AMD EPYC with AVX-512): AVX2's 16-column kernel packed 0.98–1.05× OpenBLAS's
+    /// time at m = 8 and 16, in place 1.22–1.26×; AVX-512's 32-column kernel in place
+    /// 0.69–0.74×, packed 0.81–0.89×.
+    packed: bool,
+}
+
+/// The register decode kernel of level `l`, where the level has one.
+fn decode_kernel(l: SimdLevel) -> Option<DecodeKernel> {
     assert!(supports(l), "this CPU lacks {}", l.name());
     match l {
         #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx512 => Some((decode_avx512 as DecodeFn, 8, 32)),
+        SimdLevel::Avx512 => Some(DecodeKernel {
+            f: decode_avx512,
+            rows: 8,
+            cols: 32,
+            packed: false,
+        }),
         #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx2Fma => Some((decode_avx2 as DecodeFn, 6, 16)),
+        SimdLevel::Avx2Fma => Some(DecodeKernel {
+            f: decode_avx2,
+            rows: 6,
+            cols: 16,
+            packed: true,
+        }),
         _ => None,
     }
 }
 
 impl GemmKernels {
+    /// The register kernels' decode product where the level's kernels take B packed (AVX2):
+    /// each task owns a contiguous range of B's rows over B's whole width — one long
+    /// run of memory, which the hardware prefetchers stream — and packs it a stretch at a
+    /// time into tiles (kc × nr each, contiguous, a line apart so that the rows written into
+    /// them do not fall into two of L1's sets) that the kernels then walk. A kernel
+    /// walking B in place strides by a row of B at every step, a new 4 KiB page each time,
+    /// where no hardware prefetcher follows: it ran at memory's latency (13–15 GB/s of B at
+    /// m = 4–16 on a machine that streams 55). Each task sums into its own m × n, and the
+    /// tasks' sums are added at the end; the column tail narrower than a kernel goes through
+    /// [`decode_rows`].
+    fn decode_packed(&self, kernel: DecodeKernel, at: &[f32], c: &mut [f32]) {
+        let (kern, r, nr) = (kernel.f, kernel.rows, kernel.cols);
+        let (m, n, k) = (self.g.m as usize, self.g.n as usize, self.g.k as usize);
+        let b = self.inputs.get("B");
+        let full = n / nr * nr;
+        let kc_max = (DECODE_PANEL_BYTES / 4 / full.max(1)).clamp(8, DECODE_KC);
+        let threads = rayon::current_num_threads();
+        // Enough tasks for every thread several times over, none with fewer than 64 rows of B.
+        let splits = (4 * threads).min(k.div_ceil(64)).max(1);
+        let rows_per_split = k.div_ceil(splits);
+        let mut partial = vec![0f32; splits * m * n];
+        partial
+            .par_chunks_mut(m * n)
+            .enumerate()
+            .for_each(|(split, acc)| {
+                PANEL.with_borrow_mut(|panel| {
+                    let len = (kc_max * nr + 16) * (full / nr);
+                    if panel.len() < len {
+                        panel.resize(len, 0.0);
+                    }
+                    let p0 = (split * rows_per_split).min(k);
+                    let end = (p0 + rows_per_split).min(k);
+                    let mut pc = p0;
+                    while pc < end {
+                        let kc = kc_max.min(end - pc);
+                        let stride = kc * nr + 16;
+                        for p in 0..kc {
+                            let row = &b[(pc + p) * n..(pc + p) * n + full];
+                            match nr {
+                                16 => pack_row::<16>(row, panel, stride, p),
+                                32 => pack_row::<32>(row, panel, stride, p),
+                                _ => pack_row::<0>(row, panel, stride, p),
+                            }
+                        }
+                        for t in 0..full / nr {
+                            for ig in (0..m).step_by(r) {
+                                // SAFETY: the level's kernel (decode_kernel asserted the CPU
+                                // has it); rows pc..pc + kc < k of `at` (k × m) from column
+                                // ig, (m − ig).min(r) of them; tile t's kc × nr in `panel`
+                                // (full / nr tiles of kc_max·nr + 16) at t·stride; acc (m × n) at rows ig..
+                                // and columns t·nr.. + nr ≤ full ≤ n.
+                                unsafe {
+                                    kern(
+                                        kc,
+                                        (at.as_ptr().add(pc * m + ig), m),
+                                        (panel.as_ptr().add(t * stride), nr),
+                                        (acc.as_mut_ptr().add(ig * n + t * nr), n),
+                                        (m - ig).min(r),
+                                        0,
+                                    )
+                                };
+                            }
+                        }
+                        pc += kc;
+                    }
+                    if full < n && end > p0 {
+                        let tw = n - full;
+                        let mut tail = vec![0f32; m * tw];
+                        decode_rows(&mut tail, at, b, [m, n, full, tw], [p0, end - p0]);
+                        for i in 0..m {
+                            acc[i * n + full..(i + 1) * n]
+                                .copy_from_slice(&tail[i * tw..(i + 1) * tw]);
+                        }
+                    }
+                })
+            });
+        c.par_chunks_mut(n).enumerate().for_each(|(i, row)| {
+            row.copy_from_slice(&partial[i * n..(i + 1) * n]);
+            for s in 1..splits {
+                let part = &partial[s * m * n + i * n..s * m * n + (i + 1) * n];
+                for (x, &y) in row.iter_mut().zip(part) {
+                    *x += y;
+                }
+            }
+        });
+    }
+
     /// C = A·B for m ≤ [`DECODE_MAX_M`]: B streamed once from memory against the m rows of A
     /// held transposed (k × m, a few hundred KiB at most). A task owns a block of columns as
     /// wide as its m × w accumulators fit in L1 (w = 4096 at m = 1, 256 at m = 16) and a range
     /// of B's rows; with few column blocks (small m) the rows are split among tasks, each
     /// reading whole stretches of B's rows in order, and their partial sums added at the end.
-    /// From m = 2 on AVX-512 and AVX2 a task runs register kernels over stretches of
-    /// [`DECODE_KC`] rows of B: 8 (6) rows of A × 32 (16) columns of accumulators held in
-    /// registers, the row groups after the first re-reading the stretch from cache; the L1
-    /// accumulator loop ([`decode_rows`]) takes the column tail, m = 1 and the other levels.
+    /// From m = 2 on AVX-512 and AVX2 register kernels take it: 8 (6) rows of A × 32 (16)
+    /// columns of accumulators held in registers. AVX-512's reads B in place, over stretches
+    /// of [`DECODE_KC`] rows, the row groups after the first re-reading the stretch from
+    /// cache; AVX2's reads it packed ([`Self::decode_packed`], [`DecodeKernel::packed`]). The
+    /// L1 accumulator loop ([`decode_rows`]) takes the column tail, m = 1 and the other levels.
     /// The micro-kernel path would pack all of B and compute on whole 12- or 6-row panels of
     /// A for a handful of rows.
     fn decode(&self, l: SimdLevel, c: &mut [f32]) {
@@ -902,6 +1040,10 @@ impl GemmKernels {
             for p in 0..k {
                 at[p * m + i] = a[i * k + p];
             }
+        }
+        let register = kernel.filter(|d| n >= d.cols && m >= REGISTER_DECODE_MIN_M);
+        if let Some(d) = register.filter(|d| d.packed) {
+            return self.decode_packed(d, &at, c);
         }
         let w_max = (DECODE_ACC_BYTES / 4 / m.max(1)) / 16 * 16;
         let w = w_max.max(16).min(n.max(1));
@@ -917,8 +1059,13 @@ impl GemmKernels {
             let (j0, p0) = (blk * w, split * rows_per_split);
             let (wb, rows) = (w.min(n - j0), rows_per_split.min(k.saturating_sub(p0)));
             let mut acc = vec![0f32; m * wb];
-            match kernel {
-                Some((kern, r, nr)) if wb >= nr && m >= REGISTER_DECODE_MIN_M => {
+            match register {
+                Some(DecodeKernel {
+                    f: kern,
+                    rows: r,
+                    cols: nr,
+                    ..
+                }) if wb >= nr => {
                     let full = wb / nr * nr;
                     let mut pc = p0;
                     while pc < p0 + rows {
