@@ -762,10 +762,9 @@ multiversion! {
 /// the block's width) that the row groups after the first re-read from L1/L2, and how far
 /// ahead the first group asks for B's lines; packed, the most rows packed at a time.
 const DECODE_KC: usize = 128;
-/// The most bytes of B a decode task packs at a time. Measured (`cargo bench --bench kernels
-/// -- decode`, AVX2, m = 4–16): stretches of 512 KiB, 1 MiB and 2 MiB of a 4096-wide B packed at
-/// 34, 40–46 and 43–50 GB/s (fewer, longer runs of B per task), and the whole product was
-/// fastest with 2 MiB, although that is more than L2.
+/// The most bytes of B a decode task packs at a time: the larger the stretch, the fewer and
+/// longer the runs of memory a task reads, and the product was fastest at 2 MiB although that
+/// is more than L2 (docs/performance.md).
 const DECODE_PANEL_BYTES: usize = 2 << 20;
 
 /// A register-blocked decode kernel: `c[i·ldc + j] += Σ_p at[p·lda + i] · b[p·ldb + j]` for
@@ -901,11 +900,9 @@ struct DecodeKernel {
     /// Rows of A and columns of B it holds in registers.
     rows: usize,
     cols: usize,
-    /// Whether it reads B packed ([`GemmKernels::decode_packed`]) rather than in place.
-    /// Measured against OpenBLAS in interleaved cold rounds (m = 2–16, n = k = 4096, on a
-    /// 2-core AMD EPYC with AVX-512): AVX2's 16-column kernel packed 0.98–1.05× OpenBLAS's
-    /// time at m = 8 and 16, in place 1.22–1.26×; AVX-512's 32-column kernel in place
-    /// 0.69–0.74×, packed 0.81–0.89×.
+    /// Whether it reads B packed ([`GemmKernels::decode_packed`]) rather than in place: the
+    /// faster of the two against OpenBLAS in interleaved cold rounds, per level
+    /// (docs/performance.md).
     packed: bool,
 }
 
@@ -938,8 +935,8 @@ impl GemmKernels {
     /// time into tiles (kc × nr each, contiguous, a line apart so that the rows written into
     /// them do not fall into two of L1's sets) that the kernels then walk. A kernel
     /// walking B in place strides by a row of B at every step, a new 4 KiB page each time,
-    /// where no hardware prefetcher follows: it ran at memory's latency (13–15 GB/s of B at
-    /// m = 4–16 on a machine that streams 55). Each task sums into its own m × n, and the
+    /// where no hardware prefetcher follows, and AVX2's 16-column kernel ran at memory's
+    /// latency, not its bandwidth (docs/performance.md). Each task sums into its own m × n, and the
     /// tasks' sums are added at the end; the column tail narrower than a kernel goes through
     /// [`decode_rows`].
     fn decode_packed(&self, kernel: DecodeKernel, at: &[f32], c: &mut [f32]) {
