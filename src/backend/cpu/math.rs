@@ -210,8 +210,8 @@ fn exp_core_avx512(x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
 
 /// [`exp_core_avx512`] with AVX2's instructions: p·2^n by adding n to p's exponent bits (t's
 /// bits are those of 1.5·2^23 + n; shifted left by 23 only n's low bits remain, in the exponent
-/// field). For x whose n lies in [−126, 127] with p·2^n normal: the callers clamp. The one
-/// sequence [`exp_v_avx2_n`] and the AVX2 gate (`lanes.rs`) share.
+/// field). For x whose n lies in [−126, 127] with p·2^n normal: the caller clamps. The AVX2
+/// gate's (`lanes.rs`) exponential, whose argument has either sign.
 ///
 /// On `N` vectors at once, step by step: each step is issued for all `N` before the next, so
 /// that `N` independent dependency chains sit side by side in the instruction stream. Written
@@ -318,13 +318,16 @@ pub(crate) fn exp_v(x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
     exp_core_avx512(x)
 }
 
-/// `N` vectors of e^x on AVX2+FMA, 16 operations each (the auto-vectorized scalar [`exp`]: 18):
-/// the argument clamped to [−87.3, 88.72] (NaN passes), n = round(x·log2 e) by the shift trick,
-/// the two-step reduction and [`gate_v`]'s degree-5 polynomial (in Estrin's form); 2^n added to the exponent bits
-/// as an integer (the low bits of the shifted sum hold n); below −87.3 the result is 0, as
-/// [`exp`] flushes it, and above 88.72 it stays at e^88.72 (≈ 3.4e38) where [`exp`] gives inf:
-/// for arguments that cannot be positive (softmax's x − max).
-/// Step by step over the `N` vectors (why: [`exp_core_avx2_n`]).
+/// `N` vectors of e^x on AVX2+FMA for x ≤ 0 (softmax's x − max; NaN passes), 13 operations
+/// each (the auto-vectorized scalar [`exp`]: 18): x clamped below at −88, n = round(x·log2 e)
+/// by the shift trick with the exponent's bias folded into the shift (the low bits of the
+/// shifted sum hold n + 127, which shifted left by 23 are the bits of 2^n, and 0 for n = −127),
+/// the two-step reduction and [`gate_v`]'s degree-5 polynomial (in Estrin's form), then p·2^n
+/// by one product. Below about −87.7 the result is 0, as [`exp`] flushes it; from there to
+/// −87.3 the product is e^x's subnormal value. Where the clamp, a mask of the lanes below it
+/// and the exponent added as an integer took four operations ([`exp_core_avx2_n`]'s form, for
+/// arguments of either sign), this takes two: the fused softmax on AVX2 is as much arithmetic
+/// as memory stream. Step by step over the `N` vectors (why: [`exp_core_avx2_n`]).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[inline]
@@ -332,21 +335,39 @@ pub(crate) fn exp_v_avx2_n<const N: usize>(
     x: [std::arch::x86_64::__m256; N],
 ) -> [std::arch::x86_64::__m256; N] {
     use std::arch::x86_64::*;
-    let mut keep = [_mm256_setzero_ps(); N];
+    // 1.5·2^23 + 127: the sum's low mantissa bits are n + 127, in [0, 127] for x in [−88, 0].
+    const SHIFT_BIASED: f32 = 12_583_039.0;
+    // Loops, not closures: a closure is compiled without this function's target features.
     let mut c = [_mm256_setzero_ps(); N];
+    let mut t = [_mm256_setzero_ps(); N];
     for k in 0..N {
-        // Lanes below the clamp are zeroed at the end (NaN compares false and stays).
-        keep[k] = _mm256_cmp_ps::<_CMP_NLT_UQ>(x[k], _mm256_set1_ps(-87.3));
-        // vminps/vmaxps return the second operand when either is NaN: the argument goes second.
-        c[k] = _mm256_min_ps(
-            _mm256_set1_ps(88.72),
-            _mm256_max_ps(_mm256_set1_ps(-87.3), x[k]),
-        );
+        // vmaxps returns the second operand when either is NaN: the argument goes second.
+        c[k] = _mm256_max_ps(_mm256_set1_ps(-88.0), x[k]);
+        t[k] = _mm256_fmadd_ps(c[k], _mm256_set1_ps(LOG2E), _mm256_set1_ps(SHIFT_BIASED));
     }
-    let e = exp_core_avx2_n(c);
+    let mut r = [_mm256_setzero_ps(); N];
+    for k in 0..N {
+        let nf = _mm256_sub_ps(t[k], _mm256_set1_ps(SHIFT_BIASED));
+        r[k] = _mm256_fnmadd_ps(nf, _mm256_set1_ps(LN2_HI), c[k]);
+        r[k] = _mm256_fnmadd_ps(nf, _mm256_set1_ps(LN2_LO), r[k]);
+    }
     let mut out = [_mm256_setzero_ps(); N];
     for k in 0..N {
-        out[k] = _mm256_and_ps(keep[k], e[k]);
+        let r2 = _mm256_mul_ps(r[k], r[k]);
+        let lo = _mm256_add_ps(_mm256_set1_ps(1.0), r[k]);
+        let mid = _mm256_fmadd_ps(
+            _mm256_set1_ps(1.666_711_1e-1),
+            r[k],
+            _mm256_set1_ps(0.499_992_43),
+        );
+        let hi = _mm256_fmadd_ps(
+            _mm256_set1_ps(8.312_860_5e-3),
+            r[k],
+            _mm256_set1_ps(4.188_902e-2),
+        );
+        let p = _mm256_fmadd_ps(_mm256_fmadd_ps(hi, r2, mid), r2, lo);
+        let two_n = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_castps_si256(t[k])));
+        out[k] = _mm256_mul_ps(p, two_n);
     }
     out
 }

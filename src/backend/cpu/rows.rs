@@ -268,7 +268,7 @@ unsafe fn exp_sub_sum_avx512(x: &[f32], m: f32, out: &mut [f32], next: &[f32]) -
     _mm512_reduce_add_ps(s)
 }
 
-/// [`exp_sub_sum_avx512`] on AVX2+FMA with [`math::exp_v_avx2_n`] (16 operations an
+/// [`exp_sub_sum_avx512`] on AVX2+FMA with [`math::exp_v_avx2_n`] (13 operations an
 /// exponential, the auto-vectorized scalar one 18), four sums of 8 lanes; the tail (under 32
 /// elements) through the scalar [`math::exp`]. For `x ≤ m` (no exponential above 1).
 ///
@@ -541,12 +541,12 @@ fn row_scratch_bytes(r: &RowOp) -> u64 {
 /// What the fused softmax issues per vector at `l` (vector arithmetic instructions, FLOPs per
 /// lane: an FMA 2, any other 1), from its three sweeps: the maximum (`vmaxps`: 1 / 1), the
 /// exponential sweep (x − m, the clamps, the exponential, the running sum: AVX-512 `exp_v`
-/// 13 / 22, AVX2 `exp_v_avx2_n` 18 / 25) and the scaling (1 / 1); `None` on the scalar path.
+/// 13 / 22, AVX2 `exp_v_avx2_n` 15 / 22) and the scaling (1 / 1); `None` on the scalar path.
 /// Softmax's ledger counts 5 FLOPs an element.
 fn softmax_per_vector(l: SimdLevel) -> Option<(u64, u64)> {
     match l {
         SimdLevel::Avx512 => Some((15, 24)),
-        SimdLevel::Avx2Fma => Some((20, 27)),
+        SimdLevel::Avx2Fma => Some((17, 24)),
         SimdLevel::Scalar => None,
     }
 }
