@@ -228,20 +228,44 @@ pub(crate) fn exp_core_avx2_n<const N: usize>(
 ) -> [std::arch::x86_64::__m256; N] {
     use std::arch::x86_64::*;
     const SHIFT: f32 = 12_582_912.0;
+    let (t, p) = reduce_poly_avx2_n(x, SHIFT);
+    let mut out = [_mm256_setzero_ps(); N];
+    for k in 0..N {
+        let e = _mm256_slli_epi32::<23>(_mm256_castps_si256(t[k]));
+        out[k] = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p[k]), e));
+    }
+    out
+}
+
+/// The part of e^x both AVX2 forms share, on `N` vectors step by step: t = x·log2 e + `shift`
+/// (the shift trick: t's low mantissa bits hold n = round(x·log2 e), plus whatever bias `shift`
+/// carries), r = x − n·ln 2 by the two-step Cody–Waite reduction, and p = e^r by the degree-5
+/// polynomial in Estrin's form, (1 + r) + r²·((c2 + c3·r) + r²·(c4 + c5·r)): one operation more
+/// than Horner's five FMAs, three FMA latencies deep instead of five. Returns (t, p); the caller
+/// makes 2^n from t's bits. Compiled with its callers' features, and inlined into them.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn reduce_poly_avx2_n<const N: usize>(
+    x: [std::arch::x86_64::__m256; N],
+    shift: f32,
+) -> (
+    [std::arch::x86_64::__m256; N],
+    [std::arch::x86_64::__m256; N],
+) {
+    use std::arch::x86_64::*;
     // Loops, not closures: a closure is compiled without this function's target features.
     let mut t = [_mm256_setzero_ps(); N];
     for k in 0..N {
-        t[k] = _mm256_fmadd_ps(x[k], _mm256_set1_ps(LOG2E), _mm256_set1_ps(SHIFT));
+        t[k] = _mm256_fmadd_ps(x[k], _mm256_set1_ps(LOG2E), _mm256_set1_ps(shift));
     }
     let mut r = [_mm256_setzero_ps(); N];
     for k in 0..N {
-        let nf = _mm256_sub_ps(t[k], _mm256_set1_ps(SHIFT));
+        let nf = _mm256_sub_ps(t[k], _mm256_set1_ps(shift));
         r[k] = _mm256_fnmadd_ps(nf, _mm256_set1_ps(LN2_HI), x[k]);
         r[k] = _mm256_fnmadd_ps(nf, _mm256_set1_ps(LN2_LO), r[k]);
     }
-    // The degree-5 polynomial in Estrin's form, (1 + r) + r²·((c2 + c3·r) + r²·(c4 + c5·r)):
-    // one operation more than Horner's five FMAs, three FMA latencies deep instead of five.
-    let mut out = [_mm256_setzero_ps(); N];
+    let mut p = [_mm256_setzero_ps(); N];
     for k in 0..N {
         let r2 = _mm256_mul_ps(r[k], r[k]);
         let lo = _mm256_add_ps(_mm256_set1_ps(1.0), r[k]);
@@ -255,11 +279,9 @@ pub(crate) fn exp_core_avx2_n<const N: usize>(
             r[k],
             _mm256_set1_ps(4.188_902e-2),
         );
-        let p = _mm256_fmadd_ps(_mm256_fmadd_ps(hi, r2, mid), r2, lo);
-        let e = _mm256_slli_epi32::<23>(_mm256_castps_si256(t[k]));
-        out[k] = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
+        p[k] = _mm256_fmadd_ps(_mm256_fmadd_ps(hi, r2, mid), r2, lo);
     }
-    out
+    (t, p)
 }
 
 /// One vector of x·σ(z) = x / (1 + e^{−z}), in 17 vector operations:
@@ -337,37 +359,16 @@ pub(crate) fn exp_v_avx2_n<const N: usize>(
     use std::arch::x86_64::*;
     // 1.5·2^23 + 127: the sum's low mantissa bits are n + 127, in [0, 127] for x in [−88, 0].
     const SHIFT_BIASED: f32 = 12_583_039.0;
-    // Loops, not closures: a closure is compiled without this function's target features.
     let mut c = [_mm256_setzero_ps(); N];
-    let mut t = [_mm256_setzero_ps(); N];
     for k in 0..N {
         // vmaxps returns the second operand when either is NaN: the argument goes second.
         c[k] = _mm256_max_ps(_mm256_set1_ps(-88.0), x[k]);
-        t[k] = _mm256_fmadd_ps(c[k], _mm256_set1_ps(LOG2E), _mm256_set1_ps(SHIFT_BIASED));
     }
-    let mut r = [_mm256_setzero_ps(); N];
-    for k in 0..N {
-        let nf = _mm256_sub_ps(t[k], _mm256_set1_ps(SHIFT_BIASED));
-        r[k] = _mm256_fnmadd_ps(nf, _mm256_set1_ps(LN2_HI), c[k]);
-        r[k] = _mm256_fnmadd_ps(nf, _mm256_set1_ps(LN2_LO), r[k]);
-    }
+    let (t, p) = reduce_poly_avx2_n(c, SHIFT_BIASED);
     let mut out = [_mm256_setzero_ps(); N];
     for k in 0..N {
-        let r2 = _mm256_mul_ps(r[k], r[k]);
-        let lo = _mm256_add_ps(_mm256_set1_ps(1.0), r[k]);
-        let mid = _mm256_fmadd_ps(
-            _mm256_set1_ps(1.666_711_1e-1),
-            r[k],
-            _mm256_set1_ps(0.499_992_43),
-        );
-        let hi = _mm256_fmadd_ps(
-            _mm256_set1_ps(8.312_860_5e-3),
-            r[k],
-            _mm256_set1_ps(4.188_902e-2),
-        );
-        let p = _mm256_fmadd_ps(_mm256_fmadd_ps(hi, r2, mid), r2, lo);
         let two_n = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_castps_si256(t[k])));
-        out[k] = _mm256_mul_ps(p, two_n);
+        out[k] = _mm256_mul_ps(p[k], two_n);
     }
     out
 }
