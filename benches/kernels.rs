@@ -182,6 +182,12 @@ fn main() {
             );
         }
     }
+    #[cfg(target_arch = "x86_64")]
+    if ("rows".contains(&filter) || filter.is_empty())
+        && opledger::backend::cpu::vector::available()
+    {
+        rows_interleaved();
+    }
     if "gemm".contains(&filter) || filter.is_empty() {
         let g = Gemm {
             m: 1024,
@@ -249,5 +255,93 @@ fn main() {
                 flops / s / 1e9
             );
         }
+    }
+}
+
+/// The fused rows kernels at 16384×4096 (the example specs' size) against triad, in rounds:
+/// each round times triad and then each kernel once, so a kernel's fraction of triad is taken
+/// against the bandwidth of the same minute (on a shared machine it moves by tens of percent
+/// between minutes). Prints the median and range of each kernel's time and of that fraction.
+#[cfg(target_arch = "x86_64")]
+fn rows_interleaved() {
+    use opledger::backend::cpu::rows::RowKernels;
+    use opledger::backend::cpu::simd::store_fence;
+    use opledger::backend::cpu::vector::triad_stream;
+    use opledger::kinds::rows::{Layernorm, Rmsnorm, RowOp, Softmax};
+    use opledger::kinds::tensors::LineVec;
+    use opledger::kinds::{Workload, WorkloadKind};
+    use rayon::prelude::*;
+    let (rows, cols) = (16384usize, 4096usize);
+    let n = rows * cols;
+    let r = RowOp {
+        rows: rows as u64,
+        cols: cols as u64,
+        dtype: DType::F32,
+        eps: 1e-5,
+    };
+    let mut kernels: Vec<(&str, RowKernels)> = [
+        ("RMSNorm", WorkloadKind::Rmsnorm),
+        ("LayerNorm", WorkloadKind::Layernorm),
+        ("softmax", WorkloadKind::Softmax),
+    ]
+    .into_iter()
+    .map(|(name, kind)| {
+        let w = match kind {
+            WorkloadKind::Rmsnorm => Workload::Rmsnorm(Rmsnorm(r.clone())),
+            WorkloadKind::Layernorm => Workload::Layernorm(Layernorm(r.clone())),
+            _ => Workload::Softmax(Softmax(r.clone())),
+        };
+        let inputs = Arc::new(w.as_kind().inputs(1));
+        (name, RowKernels::new(kind, r.clone(), inputs, true))
+    })
+    .collect();
+    let (ta, tb) = (LineVec::filled(n, 0.5), LineVec::filled(n, 0.25));
+    let mut ty = LineVec::zeroed(n);
+    let mut out = LineVec::zeroed(n);
+    let time = |f: &mut dyn FnMut()| {
+        let s = Instant::now();
+        f();
+        s.elapsed().as_secs_f64()
+    };
+    let mut triad = || {
+        ty.par_chunks_mut(1 << 16)
+            .zip(ta.par_chunks(1 << 16))
+            .zip(tb.par_chunks(1 << 16))
+            .for_each(|((a, b), c)| {
+                triad_stream(a, b, c, 3.0);
+                store_fence();
+            })
+    };
+    triad();
+    for (_, k) in kernels.iter_mut() {
+        k.run(Variant::Fused, &mut out);
+    }
+    let rounds = 15;
+    let mut secs = vec![Vec::new(); kernels.len()];
+    let mut frac = vec![Vec::new(); kernels.len()];
+    for _ in 0..rounds {
+        let triad_bytes_per_sec = 3.0 * (n * 4) as f64 / time(&mut triad);
+        for (j, (_, k)) in kernels.iter_mut().enumerate() {
+            let s = time(&mut || k.run(Variant::Fused, &mut out));
+            secs[j].push(s);
+            frac[j].push(2.0 * (n * 4) as f64 / s / triad_bytes_per_sec);
+        }
+    }
+    let mid = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        (v[v.len() / 2], v[0], v[v.len() - 1])
+    };
+    for (j, (name, _)) in kernels.iter().enumerate() {
+        let (s, s_lo, s_hi) = mid(&mut secs[j]);
+        let (f, f_lo, f_hi) = mid(&mut frac[j]);
+        println!(
+            "{name} {rows}x{cols} fused, {rounds} rounds: {:.2} ms [{:.2}-{:.2}], {:.0}% [{:.0}-{:.0}%] of the round's triad",
+            s * 1e3,
+            s_lo * 1e3,
+            s_hi * 1e3,
+            100.0 * f,
+            100.0 * f_lo,
+            100.0 * f_hi
+        );
     }
 }
