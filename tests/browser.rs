@@ -235,6 +235,7 @@ fn probed(browser: &Path, page: &Path, what: &str) -> Vec<String> {
 
 #[test]
 fn the_html_report_opens_offline_with_its_verdict_checklist_cases_and_points() {
+    let _one = serial();
     let Some(browser) = chromium("the HTML report") else {
         return;
     };
@@ -330,8 +331,21 @@ fn the_html_report_opens_offline_with_its_verdict_checklist_cases_and_points() {
     screenshot(&browser, &page, "report-phone", (390, 1600));
 }
 
-/// Runs of a spec in a scratch repository: `n` at each of two commits, the second slower (its
-/// fused variant computes its output twice), the first run accepted as the baseline.
+/// Runs at each commit of the dashboard's history: enough on each side of the step that the
+/// change-point test confirms it on a noisy 2-core runner (with 5 a side it once did not).
+const RUNS_PER_COMMIT: usize = 8;
+
+/// The tests of this file one at a time: the dashboard's history times a slowdown, and a
+/// browser rendering beside it on a small machine blurs the step.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs of a spec in a scratch repository: [`RUNS_PER_COMMIT`] at each of two commits, the
+/// second slower (its fused variant computes its output twice), the first run accepted as the
+/// baseline.
 fn store_with_a_step(repo: &Path) -> Vec<String> {
     git(repo, &["init", "-q", "-b", "main"]);
     std::fs::copy(fixture("good/tiny-chain.yaml"), repo.join("chain.yaml")).unwrap();
@@ -343,7 +357,7 @@ fn store_with_a_step(repo: &Path) -> Vec<String> {
         git(repo, &["add", commit]);
         git(repo, &["commit", "-q", "-m", commit]);
         shas.push(git(repo, &["rev-parse", "HEAD"]));
-        for i in 0..5 {
+        for i in 0..RUNS_PER_COMMIT {
             let o = bin()
                 .current_dir(repo)
                 .env_remove("GITHUB_HEAD_REF")
@@ -367,6 +381,7 @@ fn store_with_a_step(repo: &Path) -> Vec<String> {
 
 #[test]
 fn the_dashboard_opens_offline_with_every_case_run_baseline_and_shift() {
+    let _one = serial();
     let Some(browser) = chromium("the dashboard") else {
         return;
     };
@@ -405,14 +420,18 @@ fn the_dashboard_opens_offline_with_every_case_run_baseline_and_shift() {
             .sum()
     };
     let (after, before, ratio) = (found("after"), found("before"), found("ratio"));
+    let runs = 2 * RUNS_PER_COMMIT;
     assert!(after + ratio >= 1, "a doubled fused variant is a shift");
 
     let index = open(&browser, &site.join("index.html"));
     assert_clean(&index, "index.html");
     assert_eq!(
-        count(&index.dom, "#totals[data-runs='10'][data-cases='1']"),
+        count(
+            &index.dom,
+            &format!("#totals[data-runs='{runs}'][data-cases='1']")
+        ),
         1,
-        "ten runs of one case"
+        "{runs} runs of one case"
     );
     let rows = texts(&index.dom, "table.cases tr.case td:first-child a");
     assert_eq!(rows, ["tiny-chain"]);
@@ -429,10 +448,10 @@ fn the_dashboard_opens_offline_with_every_case_run_baseline_and_shift() {
     assert_clean(&opened, "the case page");
     let dom = &opened.dom;
     // Every run on each chart, linked to its page; both medians' CIs drawn.
-    assert_eq!(count(dom, "svg.trend .series-after a.pt-link"), 10);
-    assert_eq!(count(dom, "svg.trend .series-before a.pt-link"), 10);
-    assert_eq!(count(dom, "svg.trend .series-ratio a.pt-link"), 10);
-    assert_eq!(count(dom, "svg.trend line.ci.after"), 10);
+    assert_eq!(count(dom, "svg.trend .series-after a.pt-link"), runs);
+    assert_eq!(count(dom, "svg.trend .series-before a.pt-link"), runs);
+    assert_eq!(count(dom, "svg.trend .series-ratio a.pt-link"), runs);
+    assert_eq!(count(dom, "svg.trend line.ci.after"), runs);
     // The accepted run is ringed on both charts.
     assert_eq!(count(dom, "svg.trend circle.accepted:not(.sw)"), 2);
     assert_eq!(count(dom, "table.runs .badge.pass"), 1, "one accepted run");
@@ -447,7 +466,7 @@ fn the_dashboard_opens_offline_with_every_case_run_baseline_and_shift() {
         .select(&Selector::parse("table.runs a[href^='https://example.org/r/commit/']").unwrap())
         .filter_map(|a| a.value().attr("href").map(str::to_string))
         .collect();
-    assert_eq!(links.len(), 10);
+    assert_eq!(links.len(), runs);
     // (The store keeps the commit as the run recorded it: a short SHA, which hosts resolve.)
     assert!(
         links.iter().all(|l| {
