@@ -121,7 +121,7 @@ fn main() {
     {
         use opledger::backend::cpu::math::Operand;
         use opledger::backend::cpu::simd::store_fence;
-        use opledger::backend::cpu::vector::{chain_segment, triad_stream};
+        use opledger::backend::cpu::vector::chain_segment;
         use opledger::kinds::tensors::LineVec;
         use opledger::spec::ElemOp;
         use rayon::prelude::*;
@@ -130,15 +130,7 @@ fn main() {
         let c = LineVec::filled(rows * cols, 0.25);
         let bias = vec![0.1f32; cols];
         let mut y = LineVec::zeroed(rows * cols);
-        let s = median_secs(9, || {
-            y.par_chunks_mut(1 << 16)
-                .zip(x.par_chunks(1 << 16))
-                .zip(c.par_chunks(1 << 16))
-                .for_each(|((a, b), c)| {
-                    triad_stream(a, b, c, 3.0);
-                    store_fence();
-                })
-        });
+        let s = median_secs(9, || triad_pass(&mut y, &x, &c));
         let triad = 3.0 * (rows * cols * 4) as f64 / s / 1e9;
         println!("triad 8192^2: {triad:.1} GB/s");
         // bias+ReLU has next to no arithmetic: what a one-in, one-out stream reaches at best.
@@ -258,6 +250,21 @@ fn main() {
     }
 }
 
+/// One STREAM triad `y = x + 3·c` over all threads, with the streaming stores the kernels use.
+#[cfg(target_arch = "x86_64")]
+fn triad_pass(y: &mut [f32], x: &[f32], c: &[f32]) {
+    use opledger::backend::cpu::simd::store_fence;
+    use opledger::backend::cpu::vector::triad_stream;
+    use rayon::prelude::*;
+    y.par_chunks_mut(1 << 16)
+        .zip(x.par_chunks(1 << 16))
+        .zip(c.par_chunks(1 << 16))
+        .for_each(|((a, b), c)| {
+            triad_stream(a, b, c, 3.0);
+            store_fence();
+        })
+}
+
 /// The fused rows kernels at 16384×4096 (the example specs' size) against triad, in rounds:
 /// each round times triad and then each kernel once, so a kernel's fraction of triad is taken
 /// against the bandwidth of the same minute (on a shared machine it moves by tens of percent
@@ -265,12 +272,9 @@ fn main() {
 #[cfg(target_arch = "x86_64")]
 fn rows_interleaved() {
     use opledger::backend::cpu::rows::RowKernels;
-    use opledger::backend::cpu::simd::store_fence;
-    use opledger::backend::cpu::vector::triad_stream;
     use opledger::kinds::rows::{Layernorm, Rmsnorm, RowOp, Softmax};
     use opledger::kinds::tensors::LineVec;
     use opledger::kinds::{Workload, WorkloadKind};
-    use rayon::prelude::*;
     let (rows, cols) = (16384usize, 4096usize);
     let n = rows * cols;
     let r = RowOp {
@@ -303,15 +307,7 @@ fn rows_interleaved() {
         f();
         s.elapsed().as_secs_f64()
     };
-    let mut triad = || {
-        ty.par_chunks_mut(1 << 16)
-            .zip(ta.par_chunks(1 << 16))
-            .zip(tb.par_chunks(1 << 16))
-            .for_each(|((a, b), c)| {
-                triad_stream(a, b, c, 3.0);
-                store_fence();
-            })
-    };
+    let mut triad = || triad_pass(&mut ty, &ta, &tb);
     triad();
     for (_, k) in kernels.iter_mut() {
         k.run(Variant::Fused, &mut out);
