@@ -16,9 +16,12 @@
 //!
 //! The fused softmax's exponentials are its arithmetic: on AVX-512 and AVX2 they run through
 //! hand-vectorized exponentials of 12 and 15 operations (the auto-vectorized scalar one takes
-//! 18), so that the row's arithmetic hides behind the next row's read. Rows pipelined instead
-//! (one sweep doing row j's exponentials, row j + 1's maximum and row j − 1's write-out) were
-//! measured slower; docs/performance.md has the figures.
+//! 18), so that the row's arithmetic hides behind the next row's read. With streaming output
+//! the rows go in pairs: row j's exponential sweep also writes row j − 1 out, so that the write
+//! stream runs beside the arithmetic (a separate write-out sweep left memory idle during the
+//! exponentials and the arithmetic idle during the write-out). The maximum stays its own sweep:
+//! folding row j + 1's maximum into that sweep too, reading it from memory there, was measured
+//! slower; docs/performance.md has the figures.
 
 use super::math;
 use super::simd::{
@@ -215,19 +218,54 @@ multiversion! {
     }
 }
 
+/// The previous row's write-out, done inside this row's exponential sweep: `dst = src · s`
+/// with streaming stores, `dst` starting on a cache line and as long as the row.
+pub(super) struct WriteOut<'a> {
+    src: &'a [f32],
+    s: f32,
+    dst: &'a mut [f32],
+}
+
+impl<'a> WriteOut<'a> {
+    /// `dst` given back where it does not start on a cache line (the streaming stores need it)
+    /// or the lengths differ: the caller then writes the row out on its own.
+    fn new(src: &'a [f32], s: f32, dst: &'a mut [f32]) -> Result<Self, &'a mut [f32]> {
+        if dst.as_ptr().align_offset(64) == 0 && src.len() == dst.len() {
+            Ok(WriteOut { src, s, dst })
+        } else {
+            Err(dst)
+        }
+    }
+
+    /// The elements `from..` written with plain stores (the part the vector loop left).
+    fn tail(&mut self, from: usize) {
+        for (d, &v) in self.dst[from..].iter_mut().zip(&self.src[from..]) {
+            *d = v * self.s;
+        }
+    }
+}
+
 /// [`exp_sub_sum_row_pf`] on AVX-512 with [`math::exp_v`] (12 vector operations an exponential
 /// where the auto-vectorized scalar one takes 18): the row's exponentials are the fused
-/// softmax's arithmetic, and while they run the next row's lines come from memory. Four sums
-/// of 16 lanes; the tail through masked loads and stores.
+/// softmax's arithmetic, and while they run the next row's lines come from memory and, with
+/// `prev`, the previous row goes out. Four sums of 16 lanes; the tail through masked loads and
+/// stores.
 ///
 /// # Safety
-/// The CPU supports avx512f.
+/// The CPU supports avx512f; `prev`, when given, is as long as `x` and `out`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn exp_sub_sum_avx512(x: &[f32], m: f32, out: &mut [f32], next: &[f32]) -> f32 {
+unsafe fn exp_sub_sum_avx512(
+    x: &[f32],
+    m: f32,
+    out: &mut [f32],
+    next: &[f32],
+    mut prev: Option<WriteOut>,
+) -> f32 {
     use std::arch::x86_64::*;
     let n = x.len().min(out.len());
     let mv = _mm512_set1_ps(m);
+    let sv = _mm512_set1_ps(prev.as_ref().map_or(1.0, |w| w.s));
     let mut acc = [_mm512_setzero_ps(); 4];
     let mut i = 0;
     while i + 64 <= n {
@@ -248,7 +286,21 @@ unsafe fn exp_sub_sum_avx512(x: &[f32], m: f32, out: &mut [f32], next: &[f32]) -
                 *a = _mm512_add_ps(*a, v);
             }
         }
+        if let Some(w) = prev.as_mut() {
+            for h in 0..4 {
+                // SAFETY: prev is as long as the row (the caller's contract), so i + 64 <= n
+                // bounds it; dst starts on a cache line (WriteOut::new) and i is a multiple of
+                // 64 elements, so dst + i + 16·h is aligned as the streaming store needs.
+                unsafe {
+                    let v = _mm512_mul_ps(_mm512_loadu_ps(w.src.as_ptr().add(i + 16 * h)), sv);
+                    _mm512_stream_ps(w.dst.as_mut_ptr().add(i + 16 * h), v);
+                }
+            }
+        }
         i += 64;
+    }
+    if let Some(w) = prev.as_mut() {
+        w.tail(i);
     }
     while i < n {
         let k = (n - i).min(16);
@@ -273,13 +325,20 @@ unsafe fn exp_sub_sum_avx512(x: &[f32], m: f32, out: &mut [f32], next: &[f32]) -
 /// elements) through the scalar [`math::exp`]. For `x ≤ m` (no exponential above 1).
 ///
 /// # Safety
-/// The CPU supports avx2 and fma.
+/// The CPU supports avx2 and fma; `prev`, when given, is as long as `x` and `out`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn exp_sub_sum_avx2(x: &[f32], m: f32, out: &mut [f32], next: &[f32]) -> f32 {
+unsafe fn exp_sub_sum_avx2(
+    x: &[f32],
+    m: f32,
+    out: &mut [f32],
+    next: &[f32],
+    mut prev: Option<WriteOut>,
+) -> f32 {
     use std::arch::x86_64::*;
     let n = x.len().min(out.len());
     let mv = _mm256_set1_ps(m);
+    let sv = _mm256_set1_ps(prev.as_ref().map_or(1.0, |w| w.s));
     let mut acc = [_mm256_setzero_ps(); 4];
     let mut i = 0;
     while i + 32 <= n {
@@ -299,7 +358,21 @@ unsafe fn exp_sub_sum_avx2(x: &[f32], m: f32, out: &mut [f32], next: &[f32]) -> 
             unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(i + 8 * h), e[h]) };
             *a = _mm256_add_ps(*a, e[h]);
         }
+        if let Some(w) = prev.as_mut() {
+            for h in 0..4 {
+                // SAFETY: prev is as long as the row (the caller's contract), so i + 32 <= n
+                // bounds it; dst starts on a cache line (WriteOut::new) and i is a multiple of
+                // 32 elements, so dst + i + 8·h is aligned to the 32 bytes the store needs.
+                unsafe {
+                    let v = _mm256_mul_ps(_mm256_loadu_ps(w.src.as_ptr().add(i + 8 * h)), sv);
+                    _mm256_stream_ps(w.dst.as_mut_ptr().add(i + 8 * h), v);
+                }
+            }
+        }
         i += 32;
+    }
+    if let Some(w) = prev.as_mut() {
+        w.tail(i);
     }
     let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
     let mut lanes = [0f32; 8];
@@ -316,18 +389,90 @@ unsafe fn exp_sub_sum_avx2(x: &[f32], m: f32, out: &mut [f32], next: &[f32]) -> 
 /// `out = exp(x − m)` for `x ≤ m`, returning Σ out, prefetching `next` meanwhile, at level `l`
 /// (below AVX2, the multiversioned loop at the process's level).
 fn exp_sub_sum_pf_at(l: SimdLevel, x: &[f32], m: f32, out: &mut [f32], next: &[f32]) -> f32 {
+    exp_sub_sum_write_at(l, x, m, out, next, None)
+}
+
+/// [`exp_sub_sum_pf_at`] that also writes `prev` out (the previous row, in the same sweep on
+/// AVX-512 and AVX2; after the exponentials on the portable path).
+fn exp_sub_sum_write_at(
+    l: SimdLevel,
+    x: &[f32],
+    m: f32,
+    out: &mut [f32],
+    next: &[f32],
+    prev: Option<WriteOut>,
+) -> f32 {
     assert!(supports(l), "this CPU lacks {}", l.name());
+    let n = x.len().min(out.len());
+    assert!(
+        prev.as_ref().is_none_or(|w| w.dst.len() == n),
+        "the row written out is as long as this one"
+    );
     #[cfg(target_arch = "x86_64")]
     if l == SimdLevel::Avx512 {
-        // SAFETY: supports(l), asserted above.
-        return unsafe { exp_sub_sum_avx512(x, m, out, next) };
+        // SAFETY: supports(l) and prev's length, asserted above.
+        return unsafe { exp_sub_sum_avx512(&x[..n], m, &mut out[..n], next, prev) };
     }
     #[cfg(target_arch = "x86_64")]
     if l == SimdLevel::Avx2Fma {
-        // SAFETY: supports(l), asserted above.
-        return unsafe { exp_sub_sum_avx2(x, m, out, next) };
+        // SAFETY: supports(l) and prev's length, asserted above.
+        return unsafe { exp_sub_sum_avx2(&x[..n], m, &mut out[..n], next, prev) };
     }
-    exp_sub_sum_row_pf(x, m, out, next)
+    let sum = exp_sub_sum_row_pf(x, m, out, next);
+    if let Some(w) = prev {
+        stream_scale(w.dst, w.src, w.s);
+    }
+    sum
+}
+
+/// The fused softmax with streaming stores, rows in pairs: row j's exponential sweep (into one
+/// of two row buffers) also writes row j − 1 out of the other, scaled by its 1/Σ, and asks for
+/// row j + 1 — the write stream runs beside the arithmetic instead of after it, where memory
+/// would otherwise idle while the exponentials run and the arithmetic while the row is written.
+/// Tasks of `65536 / cols` rows (the last row of each written on its own); a row whose output
+/// does not start on a cache line is written on its own too. At level `l` (the tests run every
+/// level).
+fn softmax_stream_at(l: SimdLevel, x: &[f32], out: &mut [f32], cols: usize) {
+    if cols == 0 {
+        return;
+    }
+    let rows_per_task = (65_536 / cols).max(1);
+    let next = |r: usize| x.get((r + 1) * cols..(r + 2) * cols).unwrap_or(&[]);
+    out.par_chunks_mut(cols * rows_per_task)
+        .enumerate()
+        .for_each(|(ci, block)| {
+            let mut bufs = [vec![0f32; cols], vec![0f32; cols]];
+            // The row computed last: its output and 1/Σ; its values are in bufs[pending_buf].
+            let mut pending: Option<(&mut [f32], f32)> = None;
+            let mut pending_buf = 0;
+            for (j, o) in block.chunks_mut(cols).enumerate() {
+                let r = ci * rows_per_task + j;
+                let xr = &x[r * cols..(r + 1) * cols];
+                let m = max_row(xr);
+                let (b0, b1) = bufs.split_at_mut(1);
+                let (cur, other) = if pending_buf == 0 {
+                    (&mut b1[0], &b0[0])
+                } else {
+                    (&mut b0[0], &b1[0])
+                };
+                let prev = pending
+                    .take()
+                    .and_then(|(po, ps)| match WriteOut::new(other, ps, po) {
+                        Ok(w) => Some(w),
+                        Err(po) => {
+                            stream_scale(po, other, ps);
+                            None
+                        }
+                    });
+                let s = exp_sub_sum_write_at(l, xr, m, cur, next(r), prev);
+                pending = Some((o, 1.0 / s));
+                pending_buf = 1 - pending_buf;
+            }
+            if let Some((po, ps)) = pending {
+                stream_scale(po, &bufs[pending_buf], ps);
+            }
+            store_fence();
+        });
 }
 
 /// One parallel pass producing `out` row by row: `f(row, out_row)`. With `stream`, each row is
@@ -514,6 +659,7 @@ impl RowKernels {
                 let rs = 1.0 / (sum_sq_dev_row(xr, mean) * inv_c + eps).sqrt();
                 ln_apply_row_pf(xr, mean, rs, w, b, o, next(r));
             }),
+            _ if self.stream => softmax_stream_at(level(), x, out, c),
             _ => row_pass_scaled(out, c, self.stream, |r, o| {
                 let xr = &x[r * c..(r + 1) * c];
                 1.0 / exp_sub_sum_pf_at(level(), xr, max_row(xr), o, next(r))
@@ -660,6 +806,66 @@ mod tests {
                 "{l:?}: NaN not passed through"
             );
             assert_eq!(out[35], 0.0, "{l:?}: e^-200");
+        }
+    }
+
+    /// The pipelined softmax (each row written out inside the next row's exponential sweep)
+    /// at every level this CPU has, against the rows one at a time — max, exponentials, then
+    /// the row scaled by 1/Σ — bit for bit: rows that start on a cache line (the pipelined
+    /// path) and rows that do not (written on their own), tasks of one row and of many, the
+    /// last row of a task, tails of every length; nothing written outside the output.
+    #[test]
+    fn softmax_pipelined_matches_rows_one_at_a_time_at_every_level() {
+        for l in [SimdLevel::Scalar, SimdLevel::Avx2Fma, SimdLevel::Avx512] {
+            if !supports(l) {
+                continue;
+            }
+            let shapes = [
+                (1, 64),
+                (3, 16),
+                (40, 4096),
+                (70, 1024),
+                (5, 1000),
+                (4, 4099),
+                (300, 7),
+                (2, 70_000),
+            ];
+            for (rows, cols) in shapes {
+                let n = rows * cols;
+                let x: Vec<f32> = (0..n)
+                    .map(|i| ((i * 7919) % 1013) as f32 / 97.0 - 5.0)
+                    .collect();
+                let mut want = vec![0f32; n];
+                let mut buf = vec![0f32; cols];
+                for (xr, wr) in x.chunks(cols).zip(want.chunks_mut(cols)) {
+                    let s = 1.0 / exp_sub_sum_pf_at(l, xr, max_row(xr), &mut buf, &[]);
+                    for (w, &e) in wr.iter_mut().zip(&buf) {
+                        *w = e * s;
+                    }
+                }
+                // Offset 0 of a line-aligned buffer, and 3 elements in (no row on a line).
+                for offset in [0usize, 3] {
+                    let mut out = LineVec::zeroed(n + offset + 5);
+                    out.fill(f32::NAN);
+                    softmax_stream_at(l, &x, &mut out[offset..offset + n], cols);
+                    store_fence();
+                    let got = &out[offset..offset + n];
+                    for i in 0..n {
+                        assert_eq!(
+                            got[i].to_bits(),
+                            want[i].to_bits(),
+                            "{l:?} {rows}x{cols} offset {offset} [{i}]: {} vs {}",
+                            got[i],
+                            want[i]
+                        );
+                    }
+                    let outside = out[..offset].iter().chain(&out[offset + n..]);
+                    assert!(
+                        outside.clone().all(|v| v.is_nan()),
+                        "{l:?} {rows}x{cols}: wrote outside"
+                    );
+                }
+            }
         }
     }
 
