@@ -238,6 +238,7 @@ impl<'a> WriteOut<'a> {
     }
 
     /// The elements `from..` written with plain stores (the part the vector loop left).
+    #[cfg(target_arch = "x86_64")]
     fn tail(&mut self, from: usize) {
         for (d, &v) in self.dst[from..].iter_mut().zip(&self.src[from..]) {
             *d = v * self.s;
