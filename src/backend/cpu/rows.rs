@@ -25,7 +25,8 @@
 
 use super::math;
 use super::simd::{
-    level, prefetch_l2, store_fence, stream_norm_apply, stream_scale, supports, LineVec, SimdLevel,
+    level, prefetch_l2, store_fence, stream_norm_apply, stream_norm_apply_at, stream_scale,
+    supports, var_sweep_apply_at, LineVec, NormOut, SimdLevel,
 };
 use super::{CaseConfig, CpuKernels, Kernels};
 use crate::error::Result;
@@ -476,6 +477,69 @@ fn softmax_stream_at(l: SimdLevel, x: &[f32], out: &mut [f32], cols: usize) {
         });
 }
 
+/// A row of [`layernorm_stream_at`] waiting to be written out: its output, its input and its
+/// (mean, 1/σ).
+type Pending<'a> = (&'a mut [f32], &'a [f32], (f32, f32));
+
+/// The fused LayerNorm with streaming stores, rows in pairs as [`softmax_stream_at`] pairs
+/// them: row j's mean (a sweep of its own), then row j's variance sweep, in L1, also writes row
+/// j − 1 out and asks for row j + 1 (where writing each row out after its statistics left memory
+/// idle during the two statistics sweeps). The same values as the rows one at a time, bit for
+/// bit. At level `l` (the tests run every level).
+fn layernorm_stream_at(
+    l: SimdLevel,
+    x: &[f32],
+    w: &[f32],
+    b: &[f32],
+    out: &mut [f32],
+    cols: usize,
+    eps: f32,
+) {
+    if cols == 0 {
+        return;
+    }
+    let inv_c = 1.0 / cols as f32;
+    let rows_per_task = (65_536 / cols).max(1);
+    let next = |r: usize| x.get((r + 1) * cols..(r + 2) * cols).unwrap_or(&[]);
+    // A row written out on its own (not inside the next row's sweep), asking for `next`.
+    let write_out = |(o, xr, shift_s): Pending, next: &[f32]| {
+        stream_norm_apply_at(l, o, xr, shift_s, w, b, next)
+    };
+    out.par_chunks_mut(cols * rows_per_task)
+        .enumerate()
+        .for_each(|(ci, block)| {
+            // The row whose statistics are known and whose output is not yet written.
+            let mut pending: Option<Pending> = None;
+            for (j, o) in block.chunks_mut(cols).enumerate() {
+                let r = ci * rows_per_task + j;
+                let xr = &x[r * cols..(r + 1) * cols];
+                let mean = sum_row(xr) * inv_c;
+                let sq = match pending.take() {
+                    None => sum_sq_dev_row(xr, mean),
+                    Some((po, px, shift_s)) => match NormOut::new(px, shift_s, po) {
+                        Ok(prev) => match var_sweep_apply_at(l, xr, mean, prev, w, b, next(r)) {
+                            Ok(sq) => sq,
+                            Err(prev) => {
+                                prev.write(l, w, b);
+                                sum_sq_dev_row(xr, mean)
+                            }
+                        },
+                        Err(po) => {
+                            write_out((po, px, shift_s), next(r));
+                            sum_sq_dev_row(xr, mean)
+                        }
+                    },
+                };
+                let rs = 1.0 / (sq * inv_c + eps).sqrt();
+                pending = Some((o, xr, (mean, rs)));
+            }
+            if let Some(p) = pending {
+                write_out(p, &[]);
+            }
+            store_fence();
+        });
+}
+
 /// One parallel pass producing `out` row by row: `f(row, out_row)`. With `stream`, each row is
 /// built in a buffer and written with streaming stores.
 fn row_pass(
@@ -643,12 +707,9 @@ impl RowKernels {
                 let rs = 1.0 / (sum_sq_row(xr) * inv_c + eps).sqrt();
                 stream_norm_apply(o, xr, 0.0, rs, w, &[], next(r));
             }),
-            WorkloadKind::Layernorm if self.stream => row_pass_direct(out, c, |r, o| {
-                let xr = &x[r * c..(r + 1) * c];
-                let mean = sum_row(xr) * inv_c;
-                let rs = 1.0 / (sum_sq_dev_row(xr, mean) * inv_c + eps).sqrt();
-                stream_norm_apply(o, xr, mean, rs, w, b, next(r));
-            }),
+            WorkloadKind::Layernorm if self.stream => {
+                layernorm_stream_at(level(), x, w, b, out, c, eps)
+            }
             WorkloadKind::Rmsnorm => row_pass(out, c, self.stream, |r, o| {
                 let xr = &x[r * c..(r + 1) * c];
                 let rs = 1.0 / (sum_sq_row(xr) * inv_c + eps).sqrt();
@@ -849,6 +910,68 @@ mod tests {
                     let mut out = LineVec::zeroed(n + offset + 5);
                     out.fill(f32::NAN);
                     softmax_stream_at(l, &x, &mut out[offset..offset + n], cols);
+                    store_fence();
+                    let got = &out[offset..offset + n];
+                    for i in 0..n {
+                        assert_eq!(
+                            got[i].to_bits(),
+                            want[i].to_bits(),
+                            "{l:?} {rows}x{cols} offset {offset} [{i}]: {} vs {}",
+                            got[i],
+                            want[i]
+                        );
+                    }
+                    let outside = out[..offset].iter().chain(&out[offset + n..]);
+                    assert!(
+                        outside.clone().all(|v| v.is_nan()),
+                        "{l:?} {rows}x{cols}: wrote outside"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The pipelined LayerNorm (each row written out inside the next row's variance sweep) at
+    /// every level this CPU has, against the rows one at a time — mean, variance, then the
+    /// plain loop's (x − mean) · rstd · w + b — bit for bit, over the shapes and alignments of
+    /// the softmax test above; nothing written outside the output.
+    #[test]
+    fn layernorm_pipelined_matches_rows_one_at_a_time_at_every_level() {
+        let eps = 1e-5f32;
+        for l in [SimdLevel::Scalar, SimdLevel::Avx2Fma, SimdLevel::Avx512] {
+            if !supports(l) {
+                continue;
+            }
+            let shapes = [
+                (1, 64),
+                (3, 16),
+                (40, 4096),
+                (70, 1024),
+                (5, 1000),
+                (4, 4099),
+                (300, 7),
+                (2, 70_000),
+            ];
+            for (rows, cols) in shapes {
+                let n = rows * cols;
+                let x: Vec<f32> = (0..n)
+                    .map(|i| ((i * 7919) % 1013) as f32 / 97.0 - 5.0)
+                    .collect();
+                let w: Vec<f32> = (0..cols).map(|i| 0.5 + (i % 17) as f32 / 16.0).collect();
+                let b: Vec<f32> = (0..cols).map(|i| (i % 5) as f32 * 0.25 - 0.5).collect();
+                let inv_c = 1.0 / cols as f32;
+                let mut want = vec![0f32; n];
+                for (xr, wr) in x.chunks(cols).zip(want.chunks_mut(cols)) {
+                    let mean = sum_row(xr) * inv_c;
+                    let rs = 1.0 / (sum_sq_dev_row(xr, mean) * inv_c + eps).sqrt();
+                    for i in 0..cols {
+                        wr[i] = (xr[i] - mean) * rs * w[i] + b[i];
+                    }
+                }
+                for offset in [0usize, 3] {
+                    let mut out = LineVec::zeroed(n + offset + 5);
+                    out.fill(f32::NAN);
+                    layernorm_stream_at(l, &x, &w, &b, &mut out[offset..offset + n], cols, eps);
                     store_fence();
                     let got = &out[offset..offset + n];
                     for i in 0..n {

@@ -269,6 +269,157 @@ unsafe fn stream_norm_apply_v<V: super::lanes::Lanes>(
     }
 }
 
+/// One row's normalisation waiting to be written out, as [`stream_norm_apply`] writes it:
+/// `dst[i] = (src[i] − shift) · s · w[i] + b[i]`, `dst` starting on a cache line.
+pub struct NormOut<'a> {
+    src: &'a [f32],
+    shift: f32,
+    s: f32,
+    dst: &'a mut [f32],
+}
+
+impl<'a> NormOut<'a> {
+    /// `dst` given back where it does not start on a cache line (the streaming stores need it)
+    /// or the lengths differ: the caller then writes the row out on its own.
+    pub fn new(
+        src: &'a [f32],
+        (shift, s): (f32, f32),
+        dst: &'a mut [f32],
+    ) -> Result<Self, &'a mut [f32]> {
+        if dst.as_ptr().align_offset(64) == 0 && src.len() == dst.len() {
+            Ok(NormOut { src, shift, s, dst })
+        } else {
+            Err(dst)
+        }
+    }
+
+    /// The row written out on its own, at level `l`.
+    pub fn write(self, l: SimdLevel, w: &[f32], b: &[f32]) {
+        stream_norm_apply_at(l, self.dst, self.src, (self.shift, self.s), w, b, &[]);
+    }
+}
+
+/// Σ (x − mean)² over `x` — summed in the 64 lanes of the rows kernels' statistics (lane k
+/// takes the elements k, k + 64, …, the elements past the last whole 64 summed apart and added
+/// last), so the same value bit for bit — while `prev` is written out with `w` and `b` as
+/// [`stream_norm_apply`] writes it and `next`'s lines are asked into L2: LayerNorm's variance
+/// sweep over row j, in L1, is where row j − 1's write stream runs. `None` below AVX2 or where
+/// the lengths differ (`prev`, `w` and `b` as long as `x`): the caller then does the two apart.
+pub(crate) fn var_sweep_apply_at<'a>(
+    l: SimdLevel,
+    x: &[f32],
+    mean: f32,
+    prev: NormOut<'a>,
+    w: &[f32],
+    b: &[f32],
+    next: &[f32],
+) -> Result<f32, NormOut<'a>> {
+    assert!(supports(l), "this CPU lacks {}", l.name());
+    let n = x.len();
+    if prev.dst.len() != n || w.len() != n || b.len() != n {
+        return Err(prev);
+    }
+    match l {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has avx512f (asserted above); the lengths were checked.
+        SimdLevel::Avx512 => Ok(unsafe { var_sweep_apply_avx512(x, mean, prev, w, b, next) }),
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has avx2 and fma (asserted above); the lengths were checked.
+        SimdLevel::Avx2Fma => Ok(unsafe { var_sweep_apply_avx2(x, mean, prev, w, b, next) }),
+        _ => {
+            let _ = (mean, next);
+            Err(prev)
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn var_sweep_apply_avx512(
+    x: &[f32],
+    mean: f32,
+    prev: NormOut,
+    w: &[f32],
+    b: &[f32],
+    next: &[f32],
+) -> f32 {
+    // SAFETY: compiled with avx512f; the caller checked the lengths.
+    unsafe { var_sweep_apply_v::<std::arch::x86_64::__m512>(x, mean, prev, w, b, next) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn var_sweep_apply_avx2(
+    x: &[f32],
+    mean: f32,
+    prev: NormOut,
+    w: &[f32],
+    b: &[f32],
+    next: &[f32],
+) -> f32 {
+    // SAFETY: compiled with avx2 and fma; the caller checked the lengths.
+    unsafe { var_sweep_apply_v::<std::arch::x86_64::__m256>(x, mean, prev, w, b, next) }
+}
+
+/// # Safety
+/// V's features are enabled; `prev.src`, `prev.dst`, `w` and `b` hold `x.len()` values.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn var_sweep_apply_v<V: super::lanes::Lanes>(
+    x: &[f32],
+    mean: f32,
+    prev: NormOut,
+    w: &[f32],
+    b: &[f32],
+    next: &[f32],
+) -> f32 {
+    const LANES: usize = 64;
+    let n = x.len();
+    let NormOut { src, shift, s, dst } = prev;
+    // SAFETY: the caller's contract.
+    let (mneg, shv, sv) = unsafe { (V::splat(-mean), V::splat(-shift), V::splat(s)) };
+    // SAFETY: as above.
+    let mut acc = [unsafe { V::splat(0.0) }; LANES / 8];
+    let per = V::LANES;
+    let mut i = 0;
+    while i + LANES <= n {
+        for line in (0..LANES).step_by(16) {
+            if i + line < next.len() {
+                prefetch_l2(next.as_ptr().wrapping_add(i + line));
+            }
+        }
+        for (q, a) in acc.iter_mut().take(LANES / per).enumerate() {
+            let k = i + q * per;
+            // SAFETY: i + 64 <= n bounds x, src, w, b and dst (the caller's contract); dst
+            // starts on a cache line (NormOut::new) and k is a multiple of the vector's lanes,
+            // so dst + k is aligned as the streaming store needs. The arithmetic is
+            // stream_norm_apply_v's and lanes_sum's, in their order (no fused multiply-add).
+            unsafe {
+                // x + (−mean) is x − mean exactly.
+                let d = V::add(V::load(x.as_ptr().add(k)), mneg);
+                *a = V::add(*a, V::mul(d, d));
+                let y = V::add(V::load(src.as_ptr().add(k)), shv);
+                let v = V::mul(V::mul(y, sv), V::load(w.as_ptr().add(k)));
+                V::stream(
+                    dst.as_mut_ptr().add(k),
+                    V::add(v, V::load(b.as_ptr().add(k))),
+                );
+            }
+        }
+        i += LANES;
+    }
+    let mut lanes = [0f32; LANES];
+    for (q, a) in acc.iter().take(LANES / per).enumerate() {
+        // SAFETY: lanes holds 64 values, q·per + per <= 64.
+        unsafe { V::store(lanes.as_mut_ptr().add(q * per), *a) };
+    }
+    for j in i..n {
+        dst[j] = (src[j] - shift) * s * w[j] + b[j];
+    }
+    let tail: f32 = x[i..].iter().map(|&v| (v - mean) * (v - mean)).sum();
+    lanes.iter().sum::<f32>() + tail
+}
+
 /// Orders this thread's streaming stores before any later store (and before the task ends).
 pub fn store_fence() {
     #[cfg(target_arch = "x86_64")]
