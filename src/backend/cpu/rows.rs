@@ -221,7 +221,7 @@ multiversion! {
 
 /// The previous row's write-out, done inside this row's exponential sweep: `dst = src · s`
 /// with streaming stores, `dst` starting on a cache line and as long as the row.
-pub(super) struct WriteOut<'a> {
+struct WriteOut<'a> {
     src: &'a [f32],
     s: f32,
     dst: &'a mut [f32],
@@ -921,9 +921,9 @@ mod tests {
                             want[i]
                         );
                     }
-                    let outside = out[..offset].iter().chain(&out[offset + n..]);
+                    let mut outside = out[..offset].iter().chain(&out[offset + n..]);
                     assert!(
-                        outside.clone().all(|v| v.is_nan()),
+                        outside.all(|v| v.is_nan()),
                         "{l:?} {rows}x{cols}: wrote outside"
                     );
                 }
@@ -983,9 +983,9 @@ mod tests {
                             want[i]
                         );
                     }
-                    let outside = out[..offset].iter().chain(&out[offset + n..]);
+                    let mut outside = out[..offset].iter().chain(&out[offset + n..]);
                     assert!(
-                        outside.clone().all(|v| v.is_nan()),
+                        outside.all(|v| v.is_nan()),
                         "{l:?} {rows}x{cols}: wrote outside"
                     );
                 }
