@@ -484,8 +484,9 @@ type Pending<'a> = (&'a mut [f32], &'a [f32], (f32, f32));
 /// The fused LayerNorm with streaming stores, rows in pairs as [`softmax_stream_at`] pairs
 /// them: row j's mean (a sweep of its own), then row j's variance sweep, in L1, also writes row
 /// j − 1 out and asks for row j + 1 (where writing each row out after its statistics left memory
-/// idle during the two statistics sweeps). The same values as the rows one at a time, bit for
-/// bit. At level `l` (the tests run every level).
+/// idle during the two statistics sweeps). On AVX2 and AVX-512; below them, each row on its
+/// own. The same values as the rows one at a time, bit for bit. At level `l` (the tests run
+/// every level).
 fn layernorm_stream_at(
     l: SimdLevel,
     x: &[f32],
@@ -499,8 +500,19 @@ fn layernorm_stream_at(
         return;
     }
     let inv_c = 1.0 / cols as f32;
-    let rows_per_task = (65_536 / cols).max(1);
     let next = |r: usize| x.get((r + 1) * cols..(r + 2) * cols).unwrap_or(&[]);
+    if l < SimdLevel::Avx2Fma {
+        // No paired sweep below AVX2: each row written right after its statistics, while it is
+        // in L1 (written after the next row's mean instead, it measured slower there:
+        // docs/performance.md).
+        return row_pass_direct(out, cols, |r, o| {
+            let xr = &x[r * cols..(r + 1) * cols];
+            let mean = sum_row(xr) * inv_c;
+            let rs = 1.0 / (sum_sq_dev_row(xr, mean) * inv_c + eps).sqrt();
+            stream_norm_apply_at(l, o, xr, (mean, rs), w, b, next(r));
+        });
+    }
+    let rows_per_task = (65_536 / cols).max(1);
     // A row written out on its own (not inside the next row's sweep), asking for `next`.
     let write_out = |(o, xr, shift_s): Pending, next: &[f32]| {
         stream_norm_apply_at(l, o, xr, shift_s, w, b, next)
