@@ -883,6 +883,57 @@ mod tests {
         }
     }
 
+    /// The paired kernels' test shapes: one-row and many-row tasks (65536 / cols rows), rows
+    /// that start on a cache line and rows that do not, tails of every length.
+    const PAIRED_SHAPES: [(usize, usize); 8] = [
+        (1, 64),
+        (3, 16),
+        (40, 4096),
+        (70, 1024),
+        (5, 1000),
+        (4, 4099),
+        (300, 7),
+        (2, 70_000),
+    ];
+
+    fn paired_input(n: usize) -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i * 7919) % 1013) as f32 / 97.0 - 5.0)
+            .collect()
+    }
+
+    /// `run` writes `want` bit for bit into an output at offset 0 of a line-aligned buffer and
+    /// 3 elements in (no row on a line), and nothing outside it.
+    fn check_paired(
+        l: SimdLevel,
+        (rows, cols): (usize, usize),
+        want: &[f32],
+        run: impl Fn(&mut [f32]),
+    ) {
+        let n = want.len();
+        for offset in [0usize, 3] {
+            let mut out = LineVec::zeroed(n + offset + 5);
+            out.fill(f32::NAN);
+            run(&mut out[offset..offset + n]);
+            store_fence();
+            let got = &out[offset..offset + n];
+            for i in 0..n {
+                assert_eq!(
+                    got[i].to_bits(),
+                    want[i].to_bits(),
+                    "{l:?} {rows}x{cols} offset {offset} [{i}]: {} vs {}",
+                    got[i],
+                    want[i]
+                );
+            }
+            let mut outside = out[..offset].iter().chain(&out[offset + n..]);
+            assert!(
+                outside.all(|v| v.is_nan()),
+                "{l:?} {rows}x{cols}: wrote outside"
+            );
+        }
+    }
+
     /// The pipelined softmax (each row written out inside the next row's exponential sweep)
     /// at every level this CPU has, against the rows one at a time — max, exponentials, then
     /// the row scaled by 1/Σ — bit for bit: rows that start on a cache line (the pipelined
@@ -894,21 +945,9 @@ mod tests {
             if !supports(l) {
                 continue;
             }
-            let shapes = [
-                (1, 64),
-                (3, 16),
-                (40, 4096),
-                (70, 1024),
-                (5, 1000),
-                (4, 4099),
-                (300, 7),
-                (2, 70_000),
-            ];
-            for (rows, cols) in shapes {
+            for (rows, cols) in PAIRED_SHAPES {
                 let n = rows * cols;
-                let x: Vec<f32> = (0..n)
-                    .map(|i| ((i * 7919) % 1013) as f32 / 97.0 - 5.0)
-                    .collect();
+                let x = paired_input(n);
                 let mut want = vec![0f32; n];
                 let mut buf = vec![0f32; cols];
                 for (xr, wr) in x.chunks(cols).zip(want.chunks_mut(cols)) {
@@ -917,28 +956,9 @@ mod tests {
                         *w = e * s;
                     }
                 }
-                // Offset 0 of a line-aligned buffer, and 3 elements in (no row on a line).
-                for offset in [0usize, 3] {
-                    let mut out = LineVec::zeroed(n + offset + 5);
-                    out.fill(f32::NAN);
-                    softmax_stream_at(l, &x, &mut out[offset..offset + n], cols);
-                    store_fence();
-                    let got = &out[offset..offset + n];
-                    for i in 0..n {
-                        assert_eq!(
-                            got[i].to_bits(),
-                            want[i].to_bits(),
-                            "{l:?} {rows}x{cols} offset {offset} [{i}]: {} vs {}",
-                            got[i],
-                            want[i]
-                        );
-                    }
-                    let mut outside = out[..offset].iter().chain(&out[offset + n..]);
-                    assert!(
-                        outside.all(|v| v.is_nan()),
-                        "{l:?} {rows}x{cols}: wrote outside"
-                    );
-                }
+                check_paired(l, (rows, cols), &want, |o| {
+                    softmax_stream_at(l, &x, o, cols)
+                });
             }
         }
     }
@@ -954,21 +974,9 @@ mod tests {
             if !supports(l) {
                 continue;
             }
-            let shapes = [
-                (1, 64),
-                (3, 16),
-                (40, 4096),
-                (70, 1024),
-                (5, 1000),
-                (4, 4099),
-                (300, 7),
-                (2, 70_000),
-            ];
-            for (rows, cols) in shapes {
+            for (rows, cols) in PAIRED_SHAPES {
                 let n = rows * cols;
-                let x: Vec<f32> = (0..n)
-                    .map(|i| ((i * 7919) % 1013) as f32 / 97.0 - 5.0)
-                    .collect();
+                let x = paired_input(n);
                 let w: Vec<f32> = (0..cols).map(|i| 0.5 + (i % 17) as f32 / 16.0).collect();
                 let b: Vec<f32> = (0..cols).map(|i| (i % 5) as f32 * 0.25 - 0.5).collect();
                 let inv_c = 1.0 / cols as f32;
@@ -980,27 +988,9 @@ mod tests {
                         wr[i] = (xr[i] - mean) * rs * w[i] + b[i];
                     }
                 }
-                for offset in [0usize, 3] {
-                    let mut out = LineVec::zeroed(n + offset + 5);
-                    out.fill(f32::NAN);
-                    layernorm_stream_at(l, &x, &w, &b, &mut out[offset..offset + n], cols, eps);
-                    store_fence();
-                    let got = &out[offset..offset + n];
-                    for i in 0..n {
-                        assert_eq!(
-                            got[i].to_bits(),
-                            want[i].to_bits(),
-                            "{l:?} {rows}x{cols} offset {offset} [{i}]: {} vs {}",
-                            got[i],
-                            want[i]
-                        );
-                    }
-                    let mut outside = out[..offset].iter().chain(&out[offset + n..]);
-                    assert!(
-                        outside.all(|v| v.is_nan()),
-                        "{l:?} {rows}x{cols}: wrote outside"
-                    );
-                }
+                check_paired(l, (rows, cols), &want, |o| {
+                    layernorm_stream_at(l, &x, &w, &b, o, cols, eps)
+                });
             }
         }
     }
