@@ -55,6 +55,8 @@
 #define OLW_MAX_DIMS 8
 #define OLW_MAX_INPUTS 16
 #define OLW_MAX_CASES 8
+/* The most runs one `run` request may ask for. */
+#define OLW_MAX_RUN_COUNT 1000000
 
 #ifdef __cplusplus
 extern "C" {
@@ -324,6 +326,18 @@ static inline void olw_put_json_str(olw_buf *b, const char *s) {
 
 /* ---- .npy ---- */
 
+/* *count *= d, refused (-1) where d is not a whole number of elements or the element count,
+ * or its bytes, would not fit a size_t (a shape such as (2^32, 2^32) would wrap to 0 and the
+ * buffer allocated for it would be overrun). */
+static inline int olw_count_mul(size_t *count, double d) {
+    size_t n;
+    if (!(d >= 0 && d <= 9007199254740992.0) || d != (double)(int64_t)d) return -1;
+    n = (size_t)d;
+    if (n != 0 && *count > (SIZE_MAX / sizeof(float) - 1) / n) return -1;
+    *count *= n;
+    return 0;
+}
+
 /* Reads a float32 C-order .npy file into t (its data newly allocated on the host). */
 static inline int olw_npy_read(const char *path, olw_tensor *t, char *err, size_t err_size) {
     FILE *f = fopen(path, "rb");
@@ -357,9 +371,10 @@ static inline int olw_npy_read(const char *path, olw_tensor *t, char *err, size_
         char *end;
         long long d = strtoll(p, &end, 10);
         if (end == p) { p++; continue; }
-        if (t->ndim == OLW_MAX_DIMS || d < 0) { free(h); fclose(f); snprintf(err, err_size, "%.512s: bad shape", path); return -1; }
+        if (t->ndim == OLW_MAX_DIMS || d < 0 || olw_count_mul(&t->count, (double)d)) {
+            free(h); fclose(f); snprintf(err, err_size, "%.512s: bad shape (a dimension that is negative, or more elements than memory can hold)", path); return -1;
+        }
         t->shape[t->ndim++] = d;
-        t->count *= (size_t)d;
         p = end;
     }
     free(h);
@@ -577,14 +592,13 @@ static inline int olw_tensor_of(const olw_json *spec, const char *name, olw_tens
     if (!shape || shape->type != OLW_ARR) return -1;
     t->count = 1;
     for (d = shape->child; d; d = d->next) {
-        if (d->type != OLW_NUM || t->ndim == OLW_MAX_DIMS || d->num < 0) return -1;
+        if (d->type != OLW_NUM || t->ndim == OLW_MAX_DIMS || olw_count_mul(&t->count, d->num)) return -1;
         t->shape[t->ndim++] = (int64_t)d->num;
-        t->count *= (size_t)d->num;
     }
     return 0;
 }
 
-static inline int olw_setup(const olw_json *r, const olw_function *fns, int n_fns, char *err, size_t err_size) {
+static inline int olw_setup_case(const olw_json *r, const olw_function *fns, int n_fns, char *err, size_t err_size) {
     const char *id = olw_get_str(r, "id"), *name = olw_get_str(r, "function");
     const olw_json *inputs = olw_get(r, "inputs"), *output = olw_get(r, "output"), *m;
     const olw_json *flush = olw_get(r, "flush_bytes");
@@ -665,6 +679,26 @@ static inline int olw_setup(const olw_json *r, const olw_function *fns, int n_fn
     return 0;
 }
 
+/* Sets up a case. A failed setup leaves nothing behind: no case of its id stays registered
+ * (a later `run` of it is "no case set up", never a call on half-made buffers). */
+static inline int olw_setup(const olw_json *r, const olw_function *fns, int n_fns, char *err, size_t err_size) {
+    const char *id = olw_get_str(r, "id");
+    int j;
+    if (!olw_setup_case(r, fns, n_fns, err, err_size)) return 0;
+    for (j = 0; id && j < olw_n_cases; j++) {
+        if (!strcmp(olw_cases[j].id, id)) {
+            olw_free_case(&olw_cases[j]);
+            olw_n_cases--;
+            if (j != olw_n_cases) {
+                olw_cases[j] = olw_cases[olw_n_cases];
+                memset(&olw_cases[olw_n_cases], 0, sizeof olw_cases[olw_n_cases]);
+            }
+            break;
+        }
+    }
+    return -1;
+}
+
 static inline olw_case *olw_case_of(const olw_json *r, char *err, size_t err_size) {
     const char *id = olw_get_str(r, "id");
     int i;
@@ -736,8 +770,19 @@ static inline int olw_serve(const char *name, const olw_function *fns, int n_fns
             } else if (!strcmp(op, "run")) {
                 olw_case *k = olw_case_of(r, err, sizeof err);
                 const olw_json *cnt = olw_get(r, "count"), *cold = olw_get(r, "cold");
-                long n = cnt && cnt->type == OLW_NUM ? (long)cnt->num : 1, i;
+                long n = 1, i;
                 ok = k != NULL;
+                /* A count is a whole number from 1 to OLW_MAX_RUN_COUNT: 1e300 would never
+                 * answer, and -5 would answer with no run at all. */
+                if (ok && cnt) {
+                    if (cnt->type != OLW_NUM || !(cnt->num >= 1 && cnt->num <= OLW_MAX_RUN_COUNT)
+                        || cnt->num != (double)(long)cnt->num) {
+                        snprintf(err, err_size, "run's count must be a whole number from 1 to %d", OLW_MAX_RUN_COUNT);
+                        ok = 0;
+                    } else {
+                        n = (long)cnt->num;
+                    }
+                }
                 if (ok) {
                     olw_puts(&out, "{\"ok\":true,\"secs\":[");
                     /* Cold: the caches are flushed before every run of the batch. */

@@ -226,6 +226,63 @@ pub struct Sealed {
     pub sha256: String,
 }
 
+/// Any JSON value whose objects, at every depth, name each key once (deserializing one fails
+/// on the first key given twice).
+struct UniqueKeys;
+
+impl<'de> Deserialize<'de> for UniqueKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = UniqueKeys;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("JSON")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<UniqueKeys, A::Error> {
+                let mut seen = std::collections::BTreeSet::new();
+                while let Some(k) = map.next_key::<String>()? {
+                    if !seen.insert(k.clone()) {
+                        return Err(serde::de::Error::custom(format!(
+                            "the key `{k}` is given twice"
+                        )));
+                    }
+                    map.next_value::<UniqueKeys>()?;
+                }
+                Ok(UniqueKeys)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> std::result::Result<UniqueKeys, A::Error> {
+                while seq.next_element::<UniqueKeys>()?.is_some() {}
+                Ok(UniqueKeys)
+            }
+            fn visit_bool<E>(self, _: bool) -> std::result::Result<UniqueKeys, E> {
+                Ok(UniqueKeys)
+            }
+            fn visit_i64<E>(self, _: i64) -> std::result::Result<UniqueKeys, E> {
+                Ok(UniqueKeys)
+            }
+            fn visit_u64<E>(self, _: u64) -> std::result::Result<UniqueKeys, E> {
+                Ok(UniqueKeys)
+            }
+            fn visit_f64<E>(self, _: f64) -> std::result::Result<UniqueKeys, E> {
+                Ok(UniqueKeys)
+            }
+            fn visit_str<E>(self, _: &str) -> std::result::Result<UniqueKeys, E> {
+                Ok(UniqueKeys)
+            }
+            fn visit_unit<E>(self) -> std::result::Result<UniqueKeys, E> {
+                Ok(UniqueKeys)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 /// Reads the manifest of `dir`, if it has one.
 fn read_manifest(dir: &Path) -> Result<Option<(Manifest, String)>> {
     let path = dir.join(MANIFEST);
@@ -240,7 +297,15 @@ fn read_manifest(dir: &Path) -> Result<Option<(Manifest, String)>> {
         }
         Ok(_) => {}
     }
-    let bytes = crate::files::read_regular(&path, MAX_MANIFEST_BYTES, "manifest")?;
+    let bytes = crate::files::read_in(dir, MANIFEST, MAX_MANIFEST_BYTES, "manifest")?;
+    // A key given twice would let a second entry silently win over the first one a reader
+    // checked by eye: refused.
+    if let Err(e) = serde_json::from_slice::<UniqueKeys>(&bytes) {
+        return Err(Error::Corrupt {
+            path,
+            message: format!("not an opledger manifest: {e}"),
+        });
+    }
     let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
         path: path.clone(),
         message: format!("not an opledger manifest: {e}"),
@@ -554,7 +619,7 @@ pub fn load_allowing(dir: &Path, added: Option<&Path>) -> Result<Loaded> {
     }
     if verification.manifest.is_none() {
         eprintln!(
-            "opledger: warning: {} has no {MANIFEST}: its files cannot be checked against the run that wrote them",
+            "opledger: warning: {} is unverified: it has no {MANIFEST}, so its files cannot be checked against the run that wrote them",
             dir.display()
         );
     }
@@ -696,7 +761,12 @@ pub fn recorded_template(dir: &Path, run: &RunResult) -> Result<Option<Template>
         });
     }
     let path = dir.join(TEMPLATE_DIR).join(name);
-    let bytes = crate::files::read_regular(&path, crate::files::MAX_TEMPLATE_BYTES, "template")?;
+    let bytes = crate::files::read_in(
+        dir,
+        &format!("{TEMPLATE_DIR}/{name}"),
+        crate::files::MAX_TEMPLATE_BYTES,
+        "template",
+    )?;
     let source = String::from_utf8(bytes).map_err(|_| Error::Corrupt {
         path: path.clone(),
         message: "damaged: the archived template is not UTF-8".into(),

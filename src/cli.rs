@@ -475,7 +475,7 @@ fn run_options(a: RunArgs, settings: crate::settings::Settings) -> Result<RunOpt
         measure,
         probe_bytes: a.probe_mib.map(|m| m << 20),
         flush_bytes: a.flush_mib.map(|m| m << 20),
-        command_line: std::env::args().collect(),
+        command_line: crate::secret::redact_args(std::env::args()),
         summary_to: a.summary_to.filter(|p| !p.as_os_str().is_empty()),
         junit: a.junit,
         shard: a
@@ -826,7 +826,19 @@ fn schema_command(which: SchemaKind, out: Option<&Path>) -> Result<ExitCode> {
 
 /// `opledger verify RUN_DIR`: every file against the manifest, then the names and the verdict.
 fn verify_archive(dir: &Path) -> Result<ExitCode> {
-    let v = crate::archive::verify(dir)?;
+    let manifest = dir.join(crate::archive::MANIFEST);
+    let v = match crate::archive::verify(dir) {
+        Ok(v) => v,
+        // A manifest that is there but damaged is a failed verification (exit 1), not bad
+        // input: the archive was given correctly, and it does not hold up.
+        Err(e) if matches!(&e, Error::Corrupt { path, .. } | Error::Refused { path, .. } if *path == manifest) =>
+        {
+            println!("{e}");
+            println!("{}: NOT INTACT: its manifest is damaged", dir.display());
+            return Ok(ExitCode::GateFailed);
+        }
+        Err(e) => return Err(e),
+    };
     let Some(m) = &v.manifest else {
         println!(
             "{}: no {} — its files cannot be checked (written before opledger sealed its archives, or the manifest was removed)",

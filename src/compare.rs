@@ -91,7 +91,7 @@ pub fn compare_to_base(
     let merge_base = crate::provenance::merge_base(branch).map_err(flag)?;
     let ancestors = crate::provenance::ancestors(&merge_base, crate::store::series::MAX_ANCESTORS)
         .map_err(flag)?;
-    let mut store = Store::open(url)?;
+    let mut store = Store::open_reading(url)?;
     let mut points = Vec::new();
     for s in &rb.specs {
         points.extend(store.committed(&rb.device.key, &s.name, &s.spec_sha256)?);

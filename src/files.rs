@@ -40,6 +40,77 @@ pub fn read_regular(path: &Path, max_bytes: u64, what: &str) -> Result<Vec<u8>> 
     Ok(bytes)
 }
 
+/// Reads `rel` (a `/`-separated path) inside the folder `dir` — a file of an archive — of at
+/// most `max_bytes`. Stricter than [`read_regular`]: no component of `rel` may be a symbolic
+/// link, `..` or absolute, and the file itself must be a regular file when opened (opened
+/// without following a link and without blocking, then checked), so that what an archive
+/// names can never be a file of the machine (`/etc/passwd` through a link), a FIFO that
+/// blocks, or a device that never ends.
+pub fn read_in(dir: &Path, rel: &str, max_bytes: u64, what: &str) -> Result<Vec<u8>> {
+    let path = dir.join(rel);
+    let refused = |message: String| Error::Refused {
+        path: path.clone(),
+        message,
+    };
+    let parts: Vec<&str> = rel.split('/').collect();
+    if parts
+        .iter()
+        .any(|c| c.is_empty() || *c == "." || *c == ".." || c.contains('\\'))
+    {
+        return Err(refused(format!(
+            "not a path inside the archive; a {what} is read only from inside it"
+        )));
+    }
+    let mut at = dir.to_path_buf();
+    for (i, c) in parts.iter().enumerate() {
+        at.push(c);
+        let meta = std::fs::symlink_metadata(&at).map_err(|e| Error::io("reading", &at, e))?;
+        let last = i + 1 == parts.len();
+        if meta.file_type().is_symlink() || (!last && !meta.is_dir()) {
+            return Err(refused(format!(
+                "{} is {}: a {what} is read only as a regular file inside the archive, never through a link",
+                at.display(),
+                if meta.file_type().is_symlink() { "a symbolic link" } else { "not a folder" }
+            )));
+        }
+    }
+    let file = open_no_follow(&path).map_err(|e| Error::io("reading", &path, e))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| Error::io("reading", &path, e))?;
+    if !meta.is_file() {
+        return Err(refused(format!(
+            "not a regular file ({}); a {what} must be a regular file",
+            file_type_name(&meta.file_type())
+        )));
+    }
+    let mut bytes = Vec::with_capacity(meta.len().min(max_bytes) as usize);
+    file.take(max_bytes + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io("reading", &path, e))?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(refused(format!(
+            "{} bytes or more: larger than the {} a {what} may have",
+            bytes.len(),
+            human_bytes(max_bytes)
+        )));
+    }
+    Ok(bytes)
+}
+
+/// Opens `path` for reading without following a final symbolic link and without blocking on
+/// a FIFO (the caller checks what was opened before reading it).
+pub fn open_no_follow(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut o = std::fs::OpenOptions::new();
+    o.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    }
+    o.open(path)
+}
+
 /// Opens a regular file to stream it (any size): a device, FIFO, socket or directory is
 /// refused before it is opened. `what` names the file in messages.
 pub fn open_regular(path: &Path, what: &str) -> Result<std::fs::File> {

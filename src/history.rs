@@ -26,22 +26,28 @@ pub fn ingest(dirs: &[PathBuf], url: &StoreUrl, branch: Option<&str>) -> Result<
             // An archive written before manifests: its results file names it.
             let digest = match &loaded.verification.manifest_sha256 {
                 Some(s) => s.clone(),
-                None => crate::spec::sha256_hex(&crate::files::read_regular(
-                    &archive.join("results.json"),
+                None => crate::spec::sha256_hex(&crate::files::read_in(
+                    &archive,
+                    "results.json",
                     crate::files::MAX_RESULTS_BYTES,
                     "results",
                 )?),
             };
             let what = store.record(&loaded.run, &archive, &digest, branch)?;
             println!(
-                "{} {} ({})",
+                "{} {} ({}){}",
                 match what {
                     Recorded::New => "recorded",
                     Recorded::Same => "already recorded",
                     Recorded::Replaced => "re-recorded",
                 },
                 loaded.run.run_id,
-                archive.display()
+                archive.display(),
+                if loaded.verification.manifest.is_none() {
+                    " — unverified: no manifest"
+                } else {
+                    ""
+                }
             );
         }
     }
@@ -78,7 +84,7 @@ pub fn history(
     changes: Option<crate::store::series::Metric>,
 ) -> Result<ExitCode> {
     url.require_existing("history")?;
-    let points = Store::open(url)?.series(q)?;
+    let points = Store::open_reading(url)?.series(q)?;
     if let Some(metric) = changes {
         let found = crate::store::series::changes(&points, metric);
         match format {

@@ -30,6 +30,7 @@ pub mod render;
 pub mod report;
 pub mod results;
 pub mod rng;
+pub mod secret;
 pub mod settings;
 pub mod shard;
 pub mod site;

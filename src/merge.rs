@@ -211,7 +211,12 @@ fn suite_files(runs: &[Shard]) -> Result<BTreeMap<String, String>> {
         for e in entries.flatten() {
             let path = e.path();
             let name = e.file_name().to_string_lossy().into_owned();
-            let bytes = files::read_regular(&path, files::MAX_SPEC_BYTES, "archived spec")?;
+            let bytes = files::read_in(
+                p,
+                &format!("specs/{name}"),
+                files::MAX_SPEC_BYTES,
+                "archived spec",
+            )?;
             let text = String::from_utf8_lossy(&bytes).into_owned();
             if let Some(old) = spec_files.get(&name) {
                 if *old != text {

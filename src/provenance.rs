@@ -167,7 +167,8 @@ pub fn environment_manifest(
     for (k, v) in std::env::vars_os() {
         let k = k.to_string_lossy().into_owned();
         if MANIFEST_ENV_VARS.contains(&k.as_str()) || k.starts_with("OPLEDGER_") {
-            env_vars.insert(k, v.to_string_lossy().into_owned());
+            // A URL's secrets (`OPLEDGER_STORE`'s password) are masked before they are kept.
+            env_vars.insert(k, crate::secret::redact_text(&v.to_string_lossy()));
         }
     }
     let mut spec_files: Vec<SpecFile> = Vec::new();
@@ -185,7 +186,7 @@ pub fn environment_manifest(
         opledger_version: env!("CARGO_PKG_VERSION").into(),
         git_sha: git_sha.into(),
         git_dirty,
-        command_line: command_line.to_vec(),
+        command_line: crate::secret::redact_args(command_line.iter().cloned()),
         working_dir: std::env::current_dir()
             .map(|d| d.display().to_string())
             .unwrap_or_else(|_| "unknown".into()),

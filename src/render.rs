@@ -12,6 +12,10 @@ use std::path::Path;
 /// Renders the report of the archive in `run_dir`.
 pub fn report(run_dir: &Path, template: Option<&Path>, out: Option<&Path>) -> Result<ExitCode> {
     let loaded = archive::load(run_dir)?;
+    let place = report::html::Place {
+        unverified: loaded.verification.manifest.is_none(),
+        ..Default::default()
+    };
     let mut run = loaded.run;
     let template = match template {
         Some(p) => Some(report::load_template(p)?),
@@ -60,7 +64,7 @@ pub fn report(run_dir: &Path, template: Option<&Path>, out: Option<&Path>) -> Re
     if o.extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("html"))
     {
-        let html = report::html::report(&run, &report::html::Place::default())?;
+        let html = report::html::report(&run, &place)?;
         crate::files::write_atomic(o, html.as_bytes())?;
         reseal()?;
         eprintln!("opledger: wrote {}", o.display());

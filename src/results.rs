@@ -59,6 +59,23 @@ pub struct RunResult {
     pub template: Option<String>,
 }
 
+impl RunResult {
+    /// Masks every URL secret in the recorded command lines and environment variables
+    /// (`secret::redact_text`); text without one is unchanged.
+    pub fn redact_secrets(&mut self) {
+        let redact = |v: &mut Vec<String>| {
+            for a in v.iter_mut() {
+                *a = crate::secret::redact_text(a);
+            }
+        };
+        redact(&mut self.command_line);
+        redact(&mut self.environment.command_line);
+        for v in self.environment.env_vars.values_mut() {
+            *v = crate::secret::redact_text(v);
+        }
+    }
+}
+
 /// Datasheet ceilings of the device under test, in the units of the measured ones.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Datasheet {
@@ -621,7 +638,12 @@ pub struct SweepSeries {
 pub fn load(dir: &std::path::Path) -> crate::error::Result<RunResult> {
     use crate::error::Error;
     let path = dir.join("results.json");
-    let bytes = crate::files::read_regular(&path, crate::files::MAX_RESULTS_BYTES, "results file")?;
+    let bytes = crate::files::read_in(
+        dir,
+        "results.json",
+        crate::files::MAX_RESULTS_BYTES,
+        "results file",
+    )?;
     let mut run: RunResult = serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
         path: path.clone(),
         message: format!("not a valid opledger results file: {e}"),
@@ -636,6 +658,9 @@ pub fn load(dir: &std::path::Path) -> crate::error::Result<RunResult> {
             ),
         });
     }
+    // An archive written before secrets were masked at the source may hold a store URL's
+    // password in its command line or environment: what is read from it never does.
+    run.redact_secrets();
     for s in &mut run.specs {
         // Results written before the applied tolerance was recorded: the spec named it.
         if s.tolerance.source.is_empty() {

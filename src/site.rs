@@ -21,7 +21,7 @@ pub const MARKER: &str = "opledger-site.json";
 /// points still draws at once in a browser.
 pub const DEFAULT_LAST: usize = 1000;
 
-/// The files of an archive a run page links to, copied beside it when present.
+/// The files of an archive a run page links to, rendered beside it.
 const RUN_FILES: [&str; 4] = [
     "results.json",
     "environment.json",
@@ -55,12 +55,14 @@ pub fn site(o: &Options) -> Result<ExitCode> {
         check_commit_url(t)?;
     }
     o.store.require_existing("site")?;
-    check_out(&o.out)?;
+    // `--out .` or `--out sub/..`: the folder's own name and its parent, so that the staging
+    // folder is made beside it, never inside it.
+    let out = crate::files::absolute(&o.out);
+    check_out(&out)?;
     let started = std::time::Instant::now();
-    let mut store = Store::open(&o.store)?;
+    let mut store = Store::open_reading(&o.store)?;
     let points = store.series(&o.query)?;
-    let parent = o
-        .out
+    let parent = out
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
@@ -94,15 +96,15 @@ pub fn site(o: &Options) -> Result<ExitCode> {
         MARKER,
         &crate::report::output::json("the site's marker", &marker)?,
     )?;
-    publish(staging, &o.out)?;
+    publish(staging, &out)?;
     eprintln!(
         "opledger: wrote {} ({} case pages, {} run pages, {} points) in {:.2} s; open {}",
-        o.out.display(),
+        out.display(),
         pages.len() - 1,
         drawn,
         points.len(),
         started.elapsed().as_secs_f64(),
-        o.out.join("index.html").display()
+        out.join("index.html").display()
     );
     Ok(ExitCode::Pass)
 }
@@ -144,7 +146,10 @@ fn publish(staging: tempfile::TempDir, out: &Path) -> Result<()> {
             out.file_name()
                 .map_or("site".into(), |n| n.to_string_lossy().to_string())
         ));
-        std::fs::rename(out, &aside).map_err(|e| Error::write("moving aside", out, e))?;
+        if let Err(e) = std::fs::rename(out, &aside) {
+            let _ = std::fs::remove_dir_all(&new);
+            return Err(Error::write("moving aside", out, e));
+        }
         Some(aside)
     } else {
         None
@@ -220,9 +225,14 @@ fn run_pages(store: &Store, points: &[Point], root: &Path) -> Result<(Vec<Option
 }
 
 /// One run's page: its HTML report drawn from its archive, linked back to the dashboard, and
-/// the archive's files the report links to.
+/// the files the report links to. Every file published is one this command renders from the
+/// archive's results — never a copy of the archive's bytes — so what the site serves is only
+/// what opledger writes (an archive's own `roofline.svg` could carry a script; an unverified
+/// archive's files could be anything). An archive without a manifest is drawn with the built-in
+/// template and marked unverified on its page.
 fn draw_run(dir: &Path, root: &Path, name: &str, cases: &[(String, String)]) -> Result<()> {
     let loaded = crate::archive::load(dir)?;
+    let verified = loaded.verification.manifest.is_some();
     let place = html::Place {
         home: Some("../../index.html".into()),
         case_pages: cases
@@ -234,15 +244,24 @@ fn draw_run(dir: &Path, root: &Path, name: &str, cases: &[(String, String)]) -> 
                 )
             })
             .collect(),
+        unverified: !verified,
     };
     let page = html::report(&loaded.run, &place)?;
+    let template = if verified {
+        crate::archive::recorded_template(dir, &loaded.run)?
+    } else {
+        None
+    };
+    let files = crate::report::output::render_all(&crate::report::output::Rendering {
+        run: &loaded.run,
+        template: template.as_ref(),
+    })?;
     let base = format!("runs/{name}");
-    for f in RUN_FILES {
-        let src = dir.join(f);
-        if src.is_file() {
-            let bytes = crate::files::read_regular(&src, crate::files::MAX_RESULTS_BYTES, f)?;
-            write(root, &format!("{base}/{f}"), &bytes)?;
-        }
+    for (f, bytes) in files
+        .iter()
+        .filter(|(f, _)| RUN_FILES.contains(&f.as_str()))
+    {
+        write(root, &format!("{base}/{f}"), bytes)?;
     }
     write(
         root,

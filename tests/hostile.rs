@@ -165,7 +165,7 @@ fn devices_fifos_and_oversized_files_are_refused_before_reading() {
     std::os::unix::fs::symlink("/dev/zero", run_dir.join("results.json")).unwrap();
     let mut cmd = bin();
     cmd.arg("report").arg(&run_dir);
-    expect_refused(&sb, cmd, &["results.json", "a character device"]);
+    expect_refused(&sb, cmd, &["results.json", "a symbolic link"]);
     std::fs::remove_file(run_dir.join("results.json")).unwrap();
     std::fs::copy(
         fixture("run-fixed/results.json"),

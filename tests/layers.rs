@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 /// Bottom to top. Modules of one layer do not name each other.
 const LAYERS: &[&[&str]] = &[
-    &["error", "values", "rng", "expr"],
+    &["error", "values", "rng", "expr", "secret"],
     &["settings"],
     &["files", "ledger"],
     &["kinds"],

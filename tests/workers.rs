@@ -155,6 +155,23 @@ fn every_worker_failure_fails_its_spec_with_the_reason_and_leaves_no_process() {
             "it serves no function `relu` (it registered: other)",
             None,
         ),
+        // An output swapped for something that is not a regular file, or far too large, is
+        // refused at once: never a read that waits or never ends.
+        (
+            "fifo-output",
+            "is not a regular file: a worker's output must be one",
+            None,
+        ),
+        (
+            "zero-output",
+            "is a symbolic link: a worker's output must be a regular file",
+            None,
+        ),
+        (
+            "huge-output",
+            "holds 1099511627776 bytes, more than a .npy of shape [8, 16] can",
+            None,
+        ),
         (
             "exit-at-start",
             "instead of answering `hello` (it exited: exit status: 7)",
@@ -1083,4 +1100,112 @@ fn every_cheating_kernel_of_the_corpus_fails_and_says_how() {
             .unwrap();
         assert_eq!(timing["status"], "pass", "{timing}");
     }
+}
+
+/// The C kit under hostile requests (ASan where the compiler has it): a shape whose element
+/// count wraps, in a request or in a `.npy` header, is refused; a case whose setup failed is
+/// not left registered (its `run` is "no case", never a call on half-made buffers); a run count
+/// that is not a whole number from 1 to a million is refused.
+#[test]
+fn the_c_kit_refuses_wrapping_shapes_and_bad_counts_and_keeps_no_failed_case() {
+    let Some((cc, _)) = c_compilers() else {
+        return;
+    };
+    if !python3() {
+        eprintln!("SKIPPED: no python3");
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let worker = dir.path().join("kit_worker");
+    let build = |sanitize: bool| {
+        let mut c = Command::new(&cc);
+        c.args(["-std=c99", "-O1", "-g", "-Wall", "-Wextra", "-Werror"]);
+        if sanitize {
+            c.arg("-fsanitize=address,undefined");
+        }
+        c.arg("-I")
+            .arg(root.join("include"))
+            .arg(root.join("examples/c/bias_gelu_worker.c"))
+            .arg("-o")
+            .arg(&worker)
+            .arg("-lm")
+            .output()
+            .unwrap()
+    };
+    if !build(true).status.success() {
+        let o = build(false);
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    let o = Command::new("python3")
+        .arg(fixture("workers/drive_kit.py"))
+        .arg(&worker)
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    let replies: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}\n{out}")))
+        .collect();
+    assert_eq!(replies.len(), 12, "{out}");
+    let error = |i: usize| {
+        assert_eq!(replies[i]["ok"], false, "reply {i}: {out}");
+        replies[i]["error"].as_str().unwrap().to_string()
+    };
+    assert_eq!(replies[0]["ok"], true, "{out}");
+    assert!(
+        error(1).contains("output needs a path and a shape"),
+        "{out}"
+    );
+    assert!(error(2).contains("no case 'a' set up"), "{out}");
+    assert!(error(3).contains("bad shape"), "{out}");
+    assert!(error(4).contains("no case 'w' set up"), "{out}");
+    assert_eq!(replies[5]["ok"], true, "{out}");
+    for i in 6..=8 {
+        assert!(
+            error(i).contains("count must be a whole number from 1 to 1000000"),
+            "{out}"
+        );
+    }
+    assert_eq!(replies[9]["secs"].as_array().unwrap().len(), 2, "{out}");
+    assert_eq!(replies[10]["ok"], true, "{out}");
+    assert_eq!(replies[11]["exit"], 0, "{out}");
+    assert!(
+        !out.contains("AddressSanitizer") && !out.contains("runtime error"),
+        "{out}"
+    );
+}
+
+/// The Python module's worker refuses a run count that is not a whole number from 1 to a
+/// million (1e300 would never answer, -5 would answer with no run at all).
+#[test]
+fn the_python_worker_refuses_run_counts_it_cannot_honour() {
+    if !python_with("numpy") {
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let o = Command::new("python3")
+        .env("PYTHONPATH", root.join("python"))
+        .args([
+            "-c",
+            r#"
+import opledger_worker as w
+for bad in (1e300, -5, 0, 2.5, True, "3", None, float("nan"), float("inf"), 10**7):
+    try:
+        w._run_count({"count": bad})
+    except ValueError as e:
+        assert "whole number from 1 to 1000000" in str(e), e
+    else:
+        raise SystemExit(f"accepted {bad!r}")
+assert w._run_count({"count": 3}) == 3 and w._run_count({"count": 3.0}) == 3
+assert w._run_count({}) == 1
+print("refused every bad count")
+"#,
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("refused every bad count"));
 }

@@ -39,6 +39,20 @@ PROTOCOL = 1
 __version__ = "1"
 
 
+#: The most runs one `run` request may ask for.
+MAX_RUN_COUNT = 1_000_000
+
+
+def _run_count(r):
+    """A run request's count: a whole number from 1 to MAX_RUN_COUNT (1e300 would never
+    answer, and -5 would answer with no run at all)."""
+    c = r.get("count", 1)
+    whole = isinstance(c, int) or (isinstance(c, float) and c.is_integer())
+    if isinstance(c, bool) or not whole or not 1 <= c <= MAX_RUN_COUNT:
+        raise ValueError(f"run's count must be a whole number from 1 to {MAX_RUN_COUNT}; got {c!r}")
+    return int(c)
+
+
 class Worker:
     def __init__(self, device="cpu"):
         self.device = device
@@ -103,7 +117,7 @@ class Worker:
         if op == "run":
             case = self._case(r)
             secs = []
-            for _ in range(int(r.get("count", 1))):
+            for _ in range(_run_count(r)):
                 # Cold: the caches are flushed before every run of the batch, not once.
                 if r.get("cold"):
                     self._flush_caches()

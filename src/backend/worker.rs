@@ -675,7 +675,17 @@ fn python_path_with(dir: &Path) -> std::ffi::OsString {
 pub fn write_npy(path: &Path, shape: &[u64], data: &[f32]) -> Result<(), BackendError> {
     use npyz::WriterBuilder;
     let io = |e: std::io::Error| BackendError::Kernel(format!("writing {}: {e}", path.display()));
-    let file = std::fs::File::create(path).map_err(io)?;
+    // Whatever is at `path` (a worker may have swapped the file for a FIFO, whose open would
+    // block, or a link) is removed first, and the file is created new.
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(e)),
+        _ => {}
+    }
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(io)?;
     let mut w = npyz::WriteOptions::new()
         .default_dtype()
         .shape(shape)
@@ -686,12 +696,49 @@ pub fn write_npy(path: &Path, shape: &[u64], data: &[f32]) -> Result<(), Backend
     w.finish().map_err(io)
 }
 
-/// Reads a float32 `.npy` file that must have `shape` (C order).
+/// Largest `.npy` header read (NumPy writes 128 bytes, padded; version 2 allows 4 GiB).
+const MAX_NPY_HEADER_BYTES: u64 = 1 << 16;
+
+/// Reads a float32 `.npy` file that must have `shape` (C order). Bounded in time and size,
+/// whatever a worker left at `path`: only a regular file is read (opened without following a
+/// link or blocking on a FIFO, so a worker that swaps its output for `/dev/zero`, a FIFO or a
+/// link cannot hang the run), and no more than the header and 8 bytes an element.
 pub fn read_npy(path: &Path, shape: &[u64]) -> Result<Vec<f32>, String> {
-    let file =
-        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let npy = npyz::NpyFile::new(std::io::BufReader::new(file))
-        .map_err(|e| format!("{} is not a .npy file: {e}", path.display()))?;
+    let file = crate::files::open_no_follow(path).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            format!(
+                "{} is a symbolic link: a worker's output must be a regular file (written with numpy.save or the kit's writer)",
+                path.display()
+            )
+        } else {
+            format!("cannot read {}: {e}", path.display())
+        }
+    })?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if !meta.is_file() {
+        return Err(format!(
+            "{} is not a regular file: a worker's output must be one (written with numpy.save or the kit's writer)",
+            path.display()
+        ));
+    }
+    let elements = shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d));
+    let max_bytes = elements
+        .and_then(|n| n.checked_mul(8))
+        .and_then(|n| n.checked_add(MAX_NPY_HEADER_BYTES))
+        .unwrap_or(u64::MAX);
+    if meta.len() > max_bytes {
+        return Err(format!(
+            "{} holds {} bytes, more than a .npy of shape {shape:?} can",
+            path.display(),
+            meta.len()
+        ));
+    }
+    let npy = npyz::NpyFile::new(std::io::BufReader::new(std::io::Read::take(
+        file, max_bytes,
+    )))
+    .map_err(|e| format!("{} is not a .npy file: {e}", path.display()))?;
     if npy.shape() != shape {
         return Err(format!(
             "the output has shape {:?}; expected {shape:?}",

@@ -12,7 +12,7 @@ use crate::report;
 use crate::report::output::Template;
 use crate::report::terminal::Progress;
 use crate::spec::{self, Spec};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A run made ready: specs loaded, outputs and memory checked, backend opened, baselines read
 /// (and locked when accepting), ceilings measured.
@@ -56,6 +56,7 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
     };
     let available = check_host_memory(opts, flush)?;
     let (backend, backend_note) = backend::select(opts.backend, flush, &opts.settings)?;
+    check_store(opts)?;
     let device = backend.device();
     // Accepting runs serialize on the store, from reading the baselines to writing them.
     let lock = if opts.accept {
@@ -278,6 +279,24 @@ fn check_outputs(opts: &RunOptions) -> Result<Option<Template>> {
         .as_deref()
         .map(report::load_template)
         .transpose()
+}
+
+/// Opens the history store before anything is measured, so that a wrong URL, a server that
+/// refuses or a file that is no store costs this message and not the whole run. A new SQLite
+/// store is only checked to be creatable: a run refused later leaves no file behind.
+fn check_store(opts: &RunOptions) -> Result<()> {
+    match &opts.store {
+        Some(crate::store::StoreUrl::Sqlite(path)) if !path.exists() => {
+            crate::files::check_writable_dir(
+                path.parent()
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .unwrap_or(Path::new(".")),
+                "history store (--store)",
+            )
+        }
+        Some(url) => crate::store::Store::open(url).map(drop),
+        None => Ok(()),
+    }
 }
 
 /// The name a spec's file is archived under.

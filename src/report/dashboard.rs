@@ -27,9 +27,21 @@ pub struct Input<'a> {
     pub generated_utc: String,
 }
 
-/// The path of a case's page inside the site.
+/// The path of a case's page inside the site: one page per (device, case), never shared —
+/// where the slug had to replace a character (`a/b` and `a_b` both slug to `a_b`), a digest
+/// of the name keeps the two apart.
 pub fn case_page(device_key: &str, spec: &str) -> String {
-    format!("cases/{}/{}.html", slug(device_key), slug(spec))
+    format!("cases/{}/{}.html", file_slug(device_key), file_slug(spec))
+}
+
+/// [`slug`], made one-to-one: a name the slug changes gets 8 hex digits of its SHA-256.
+fn file_slug(s: &str) -> String {
+    let plain = slug(s);
+    if plain == s {
+        plain
+    } else {
+        format!("{plain}-{}", &crate::spec::sha256_hex(s.as_bytes())[..8])
+    }
 }
 
 /// A commit's link, when a URL template is given and the text is a commit id.
@@ -413,6 +425,24 @@ mod tests {
 
     #[test]
     fn case_pages_have_safe_paths() {
-        assert_eq!(case_page("cpu-x/../y", "a b"), "cases/cpu-x_.._y/a_b.html");
+        let p = case_page("cpu-x/../y", "a b");
+        let parts: Vec<&str> = p.split('/').collect();
+        assert_eq!(parts.len(), 3, "{p}");
+        assert!(
+            parts[1].starts_with("cpu-x_.._y-") && parts[2].starts_with("a_b-"),
+            "{p}"
+        );
+        // A name the slug keeps is its own page name.
+        assert_eq!(
+            case_page("cpu-x", "fuse-gelu"),
+            "cases/cpu-x/fuse-gelu.html"
+        );
+    }
+
+    #[test]
+    fn names_that_slug_alike_get_pages_of_their_own() {
+        assert_ne!(case_page("cpu/a", "s"), case_page("cpu_a", "s"));
+        assert_ne!(case_page("cpu/a", "s"), case_page("cpu:a", "s"));
+        assert_ne!(case_page("d", "x/y"), case_page("d", "x_y"));
     }
 }

@@ -46,7 +46,8 @@ pub fn table(points: &[Point]) -> String {
         let series = &points[i..end];
         let ratios: Vec<f64> = series.iter().map(|p| p.ratio.unwrap_or(f64::NAN)).collect();
         out.push_str(&format!(
-            "## {spec}  {}  ({} run{}, after/before)\n\n",
+            "## {}  {}  ({} run{}, after/before)\n\n",
+            md(spec),
             sparkline(&ratios),
             series.len(),
             if series.len() == 1 { "" } else { "s" }
@@ -55,18 +56,18 @@ pub fn table(points: &[Point]) -> String {
         for p in series {
             out.push_str(&format!(
                 "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-                p.run_id,
-                p.started_utc,
-                p.git_sha,
-                p.branch.as_deref().unwrap_or("—"),
-                p.device_key,
+                md(&p.run_id),
+                md(&p.started_utc),
+                md(&p.git_sha),
+                md(p.branch.as_deref().unwrap_or("—")),
+                md(&p.device_key),
                 ms(p.before_median_secs),
                 ms(p.after_median_secs),
                 match (p.ratio, p.ratio_lo, p.ratio_hi) {
                     (Some(r), Some(lo), Some(hi)) => format!("{r:.3} ({lo:.3} .. {hi:.3})"),
                     _ => "—".into(),
                 },
-                p.verdict
+                md(&p.verdict)
             ));
         }
         out.push('\n');
@@ -78,39 +79,72 @@ pub fn table(points: &[Point]) -> String {
     out
 }
 
-/// A CSV field, quoted when it must be.
-fn field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
+/// A text cell of a CSV file, neutralised as the OWASP guidance on CSV injection says: a cell
+/// that starts with `=`, `+`, `-`, `@`, a tab or a carriage return (a branch name, a commit
+/// subject: anything a spreadsheet would run as a formula) gets a leading `'`. Quoting is the
+/// `csv` crate's.
+fn text(s: &str) -> String {
+    if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{s}")
     } else {
         s.to_string()
     }
 }
 
+/// A Markdown table cell: a `|` escaped and line breaks made spaces, so that no value (a branch
+/// name with `|` or a newline) can end the cell or the row.
+fn md(s: &str) -> String {
+    s.replace('|', "\\|").replace(['\n', '\r'], " ")
+}
+
+/// CSV text of a header and rows.
+fn write_csv(header: &[&str], rows: impl IntoIterator<Item = Vec<String>>) -> String {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    // Writing to memory cannot fail; a row of the wrong length is a bug caught by the tests.
+    let _ = w.write_record(header);
+    for r in rows {
+        let _ = w.write_record(&r);
+    }
+    String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
+}
+
 /// One CSV row per point, with a header.
 pub fn csv(points: &[Point]) -> String {
-    let mut out = String::from("spec,run_id,started_utc,git_sha,branch,device_key,before_median_secs,after_median_secs,ratio,ratio_lo,ratio_hi,verdict,archive\n");
     let num = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:e}"));
-    let text = field;
-    for p in points {
-        out.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
-            text(&p.spec),
-            text(&p.run_id),
-            text(&p.started_utc),
-            text(&p.git_sha),
-            text(p.branch.as_deref().unwrap_or("")),
-            text(&p.device_key),
-            num(p.before_median_secs),
-            num(p.after_median_secs),
-            num(p.ratio),
-            num(p.ratio_lo),
-            num(p.ratio_hi),
-            text(&p.verdict),
-            text(&p.archive)
-        ));
-    }
-    out
+    write_csv(
+        &[
+            "spec",
+            "run_id",
+            "started_utc",
+            "git_sha",
+            "branch",
+            "device_key",
+            "before_median_secs",
+            "after_median_secs",
+            "ratio",
+            "ratio_lo",
+            "ratio_hi",
+            "verdict",
+            "archive",
+        ],
+        points.iter().map(|p| {
+            vec![
+                text(&p.spec),
+                text(&p.run_id),
+                text(&p.started_utc),
+                text(&p.git_sha),
+                text(p.branch.as_deref().unwrap_or("")),
+                text(&p.device_key),
+                num(p.before_median_secs),
+                num(p.after_median_secs),
+                num(p.ratio),
+                num(p.ratio_lo),
+                num(p.ratio_hi),
+                text(&p.verdict),
+                text(&p.archive),
+            ]
+        }),
+    )
 }
 
 /// A shift's size in words: `+12.3% (+10.1% .. +14.6%)`.
@@ -130,8 +164,8 @@ pub fn changes_table(found: &[CaseChanges]) -> String {
     for c in found {
         out.push_str(&format!(
             "## {} on {}: {} of {} runs\n\n",
-            c.spec,
-            c.device_key,
+            md(&c.spec),
+            md(&c.device_key),
             match c.shifts.len() {
                 0 => "no shift in the median".to_string(),
                 1 => "1 shift".to_string(),
@@ -149,10 +183,10 @@ pub fn changes_table(found: &[CaseChanges]) -> String {
         for l in &c.shifts {
             out.push_str(&format!(
                 "| {} ({}) → {} ({}) | {}, {} | {} | {:.1e} |\n",
-                l.last_before.git_sha,
-                l.last_before.run_id,
-                l.first_after.git_sha,
-                l.first_after.run_id,
+                md(&l.last_before.git_sha),
+                md(&l.last_before.run_id),
+                md(&l.first_after.git_sha),
+                md(&l.first_after.run_id),
                 l.shift.before.end - l.shift.before.start,
                 l.shift.after.end - l.shift.after.start,
                 change(l),
@@ -169,28 +203,43 @@ pub fn changes_table(found: &[CaseChanges]) -> String {
 
 /// One CSV row per shift, with a header.
 pub fn changes_csv(found: &[CaseChanges]) -> String {
-    let mut out = String::from("spec,device_key,metric,last_before_sha,last_before_run,first_after_sha,first_after_run,runs_before,runs_after,ratio,ratio_lo,ratio_hi,p_value\n");
-    for c in found {
-        for l in &c.shifts {
-            out.push_str(&format!(
-                "{},{},{},{},{},{},{},{},{},{:e},{:e},{:e},{:e}\n",
-                field(&c.spec),
-                field(&c.device_key),
-                c.metric.name(),
-                field(&l.last_before.git_sha),
-                field(&l.last_before.run_id),
-                field(&l.first_after.git_sha),
-                field(&l.first_after.run_id),
-                l.shift.before.end - l.shift.before.start,
-                l.shift.after.end - l.shift.after.start,
-                l.shift.ratio,
-                l.shift.ratio_lo,
-                l.shift.ratio_hi,
-                l.shift.p_value
-            ));
-        }
-    }
-    out
+    let rows = found.iter().flat_map(|c| {
+        c.shifts.iter().map(move |l| {
+            vec![
+                text(&c.spec),
+                text(&c.device_key),
+                c.metric.name().to_string(),
+                text(&l.last_before.git_sha),
+                text(&l.last_before.run_id),
+                text(&l.first_after.git_sha),
+                text(&l.first_after.run_id),
+                (l.shift.before.end - l.shift.before.start).to_string(),
+                (l.shift.after.end - l.shift.after.start).to_string(),
+                format!("{:e}", l.shift.ratio),
+                format!("{:e}", l.shift.ratio_lo),
+                format!("{:e}", l.shift.ratio_hi),
+                format!("{:e}", l.shift.p_value),
+            ]
+        })
+    });
+    write_csv(
+        &[
+            "spec",
+            "device_key",
+            "metric",
+            "last_before_sha",
+            "last_before_run",
+            "first_after_sha",
+            "first_after_run",
+            "runs_before",
+            "runs_after",
+            "ratio",
+            "ratio_lo",
+            "ratio_hi",
+            "p_value",
+        ],
+        rows,
+    )
 }
 
 #[cfg(test)]

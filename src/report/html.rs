@@ -210,6 +210,9 @@ pub struct Place {
     pub home: Option<String>,
     /// The dashboard's page of each spec of the run (by spec name), relative to the page.
     pub case_pages: std::collections::BTreeMap<String, String>,
+    /// The archive had no manifest: its files could not be checked against the run that
+    /// wrote them, and the page says so.
+    pub unverified: bool,
 }
 
 /// The HTML report of a run: what the Markdown report says, with the roofline, the sweeps and
@@ -263,6 +266,7 @@ pub fn report(run: &RunResult, place: &Place) -> Result<String> {
             .collect::<std::collections::BTreeMap<_, _>>(),
         home => place.home.clone(),
         case_pages => place.case_pages.clone(),
+        unverified => place.unverified,
         ..super::context(run)
     };
     render_page("report.html", ctx)

@@ -241,7 +241,7 @@ impl Db {
 fn pg_error(e: postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("{}: {}", db.code().code(), db.message()),
-        None => e.to_string(),
+        None => super::error_chain(&e),
     }
 }
 

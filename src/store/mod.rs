@@ -76,27 +76,59 @@ pub const DEFAULT_FILE: &str = "history.sqlite";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreUrl {
     Sqlite(PathBuf),
-    Postgres(String),
+    Postgres(PgUrl),
 }
 
+/// A PostgreSQL server's URL, parsed where it enters the program: the connection settings
+/// (whose password only the connection reads; their `Debug` masks it) and the URL as it may be
+/// shown, with every secret masked (`secret::redact_url`). The raw text is not kept.
+#[derive(Debug, Clone)]
+pub struct PgUrl {
+    config: postgres::Config,
+    shown: String,
+}
+
+impl PartialEq for PgUrl {
+    fn eq(&self, other: &Self) -> bool {
+        self.shown == other.shown
+    }
+}
+impl Eq for PgUrl {}
+
 impl StoreUrl {
-    /// `sqlite:PATH`, a path, or a PostgreSQL URL; another server's scheme is refused by name.
+    /// `sqlite:PATH`, a path, or a PostgreSQL URL; another server's scheme is refused by name,
+    /// and so is a store that would keep nothing (an empty path, SQLite's `:memory:`).
     pub fn parse(text: &str) -> Result<StoreUrl> {
+        let sqlite = |p: &str| {
+            if p.trim().is_empty() || p == ":memory:" || p.starts_with("file::memory:") {
+                return Err(Error::Flag(format!(
+                    "--store {text:?}: names no file, so the store would keep nothing: name an SQLite file (`sqlite:PATH` or a path) or a PostgreSQL server, or use --no-store"
+                )));
+            }
+            Ok(StoreUrl::Sqlite(PathBuf::from(p)))
+        };
         if let Some(p) = text.strip_prefix("sqlite:") {
-            return Ok(StoreUrl::Sqlite(PathBuf::from(p)));
+            return sqlite(p);
         }
         if let Some((scheme, _)) = text.split_once("://") {
             if scheme == "postgres" || scheme == "postgresql" {
-                return Ok(StoreUrl::Postgres(text.to_string()));
+                let shown = crate::secret::redact_url(text);
+                let config = text.parse::<postgres::Config>().map_err(|e| {
+                    Error::Flag(format!(
+                        "--store {shown}: not a PostgreSQL URL that can be used: {}",
+                        crate::secret::scrub(&error_chain(&e), text)
+                    ))
+                })?;
+                return Ok(StoreUrl::Postgres(PgUrl { config, shown }));
             }
+            let scheme = crate::secret::redact_text(scheme);
             return Err(Error::Flag(format!(
                 "--store {scheme}://…: expected an SQLite file (`sqlite:PATH` or a path) or a PostgreSQL server (`postgres://USER@HOST:PORT/DB`)"
             )));
         }
-        Ok(StoreUrl::Sqlite(PathBuf::from(text)))
+        sqlite(text)
     }
 
-    /// How errors and outputs name the store: the file, or the URL without its password.
     /// For a command that reads a store (`history`, `site`): an SQLite store must exist; opening
     /// one would create an empty store and show nothing.
     pub fn require_existing(&self, command: &str) -> Result<()> {
@@ -111,28 +143,29 @@ impl StoreUrl {
         Ok(())
     }
 
+    /// How errors and outputs name the store: the file, or the URL with its secrets masked.
     pub fn display(&self) -> String {
         match self {
             StoreUrl::Sqlite(p) => p.display().to_string(),
-            StoreUrl::Postgres(url) => redact(url),
+            StoreUrl::Postgres(url) => url.shown.clone(),
         }
     }
 }
 
-/// `postgres://user:secret@host/db` → `postgres://user:***@host/db` (a store URL is printed in
-/// errors and CI logs; its password must not be).
-fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let (auth, host) = match rest.rsplit_once('@') {
-        Some(parts) => parts,
-        None => return url.to_string(),
-    };
-    match auth.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
-        None => url.to_string(),
+/// An error with its causes, one after another (`db error` alone says nothing; its cause
+/// names what the server refused).
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
     }
+    out
 }
 
 /// What recording a run did.
@@ -213,11 +246,12 @@ impl Store {
     pub fn open(url: &StoreUrl) -> Result<Store> {
         let db = match url {
             StoreUrl::Sqlite(path) => {
-                open_sqlite(path).map_err(|m| failed(url, StoreAction::Opening, m))?
+                open_sqlite(path).map_err(|(m, action)| failed(url, action, m))?
             }
             StoreUrl::Postgres(u) => Db::Postgres(Box::new(
-                postgres::Client::connect(u, postgres::NoTls)
-                    .map_err(|e| failed(url, StoreAction::Opening, e.to_string()))?,
+                u.config
+                    .connect(postgres::NoTls)
+                    .map_err(|e| failed(url, StoreAction::Opening, error_chain(&e)))?,
             )),
         };
         let mut store = Store {
@@ -226,6 +260,30 @@ impl Store {
         };
         store.migrate()?;
         Ok(store)
+    }
+
+    /// Opens the store at `url` to read it (`history`, `site`, `compare`): as [`Store::open`],
+    /// and where an SQLite store cannot be written (a read-only file, folder or mount), read-only
+    /// as it is — its schema must then be the current one already.
+    pub fn open_reading(url: &StoreUrl) -> Result<Store> {
+        let StoreUrl::Sqlite(path) = url else {
+            return Store::open(url);
+        };
+        let first = match Store::open(url) {
+            Ok(s) => return Ok(s),
+            Err(e) => e,
+        };
+        let Ok(db) = open_sqlite_read_only(path) else {
+            return Err(first);
+        };
+        let mut store = Store {
+            db,
+            url: url.clone(),
+        };
+        match store.schema_version() {
+            Ok(v) if v == MIGRATIONS.len() => Ok(store),
+            _ => Err(first),
+        }
     }
 
     /// The store's URL.
@@ -458,7 +516,11 @@ impl Store {
         if f.clean {
             conditions.push("r.git_dirty = 0".into());
         }
-        params.push(Val::Int(f.newest.map_or(i64::MAX, |n| n as i64)));
+        // Any count past i64 (a `--last` of 1e19) means every row; `as` would wrap negative.
+        params.push(Val::Int(
+            f.newest
+                .map_or(i64::MAX, |n| i64::try_from(n).unwrap_or(i64::MAX)),
+        ));
         let sql = format!(
             "SELECT r.run_id, r.started_utc, r.git_sha, r.git_dirty, r.branch, r.device_key, c.spec, c.verdict,
                     c.before_median_secs, c.after_median_secs, c.ratio, c.ratio_lo, c.ratio_hi, r.archive,
@@ -497,13 +559,42 @@ impl Store {
 }
 
 /// Opens an SQLite file, its folder made when missing.
-fn open_sqlite(path: &Path) -> std::result::Result<Db, String> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+/// Opens (creating it) an SQLite store. What is not a regular file (a device such as
+/// `/dev/zero`, a FIFO, a folder) is refused before SQLite touches it: SQLite would read it as
+/// a database and leave a `-journal` file beside it. A full disk is a failed write (exit 4).
+fn open_sqlite(path: &Path) -> std::result::Result<Db, (String, StoreAction)> {
+    let opening = |m: String| (m, StoreAction::Opening);
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => return Err(opening(
+            "not a regular file: an SQLite store is a file (name a new or existing .sqlite file)"
+                .into(),
+        )),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(opening(e.to_string())),
     }
-    let conn = rusqlite::Connection::open(path).map_err(|e| e.to_string())?;
+    let io_failed = |what: String, e: std::io::Error| {
+        let action = if e.raw_os_error() == Some(libc::ENOSPC) {
+            StoreAction::Writing
+        } else {
+            StoreAction::Opening
+        };
+        (format!("{what}: {e}"), action)
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| io_failed(format!("creating {}", dir.display()), e))?;
+    }
+    let sql = |e: rusqlite::Error| {
+        let action = match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DiskFull) => StoreAction::Writing,
+            _ => StoreAction::Opening,
+        };
+        (e.to_string(), action)
+    };
+    let conn = rusqlite::Connection::open(path).map_err(sql)?;
     conn.busy_timeout(std::time::Duration::from_secs(30))
-        .map_err(|e| e.to_string())?;
+        .map_err(sql)?;
     // Switching a new file to WAL takes a lock that SQLite's busy handler does not wait for:
     // runners opening a new store at once retry it (within the same 30 s).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -516,11 +607,34 @@ fn open_sqlite(path: &Path) -> std::result::Result<Db, String> {
             {
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(sql(e)),
         }
     }
     conn.pragma_update(None, "foreign_keys", "ON")
-        .map_err(|e| e.to_string())?;
+        .map_err(sql)?;
+    Ok(Db::Sqlite(conn))
+}
+
+/// Opens an existing SQLite store that cannot be written, read-only and as immutable (SQLite
+/// then needs no lock or journal beside it, which a read-only folder could not hold).
+fn open_sqlite_read_only(path: &Path) -> std::result::Result<Db, rusqlite::Error> {
+    use rusqlite::OpenFlags;
+    // A URI: the path's bytes that URIs reserve are percent-encoded.
+    let mut uri = String::from("file:");
+    for b in crate::files::absolute(path).to_string_lossy().bytes() {
+        if b.is_ascii_alphanumeric() || b"/-_.~".contains(&b) {
+            uri.push(b as char);
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
+        }
+    }
+    uri.push_str("?immutable=1");
+    let conn = rusqlite::Connection::open_with_flags(
+        uri,
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
     Ok(Db::Sqlite(conn))
 }
 
@@ -649,10 +763,9 @@ mod tests {
             StoreUrl::parse("runs/h.sqlite").unwrap(),
             StoreUrl::Sqlite("runs/h.sqlite".into())
         );
-        assert_eq!(
-            StoreUrl::parse("postgres://u:pw@db:5432/opledger").unwrap(),
-            StoreUrl::Postgres("postgres://u:pw@db:5432/opledger".into())
-        );
+        for keeps_nothing in ["", "sqlite:", ":memory:", "sqlite::memory:", "  "] {
+            assert!(StoreUrl::parse(keeps_nothing).is_err(), "{keeps_nothing:?}");
+        }
         assert_eq!(
             StoreUrl::parse("postgres://u:pw@db:5432/opledger")
                 .unwrap()
