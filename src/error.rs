@@ -114,6 +114,9 @@ pub enum Error {
         store: String,
         action: StoreAction,
         message: String,
+        /// The failure was a full disk: a failed write of an output (exit 4) whatever the
+        /// store was doing.
+        out_of_space: bool,
     },
     /// A value opledger made that it could not serialise (a bug, never the user's input).
     #[error("cannot serialise {what}: {message}")]
@@ -164,6 +167,10 @@ impl Error {
             Error::Serialize { .. } | Error::Write { .. } => ExitCode::OutputFailed,
             Error::Store {
                 action: StoreAction::Writing,
+                ..
+            }
+            | Error::Store {
+                out_of_space: true,
                 ..
             } => ExitCode::OutputFailed,
             _ => ExitCode::BadInput,

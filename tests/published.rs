@@ -606,3 +606,41 @@ fn a_site_made_into_the_current_folder_leaves_no_staging_folder() {
     );
     assert!(left.is_empty(), "{left:?}");
 }
+
+#[test]
+fn a_full_disk_under_the_store_is_a_failed_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = archive(dir.path(), "archive", |_| {});
+    let mnt = dir.path().join("small");
+    std::fs::create_dir(&mnt).unwrap();
+    // A file system of a few KiB, in a mount namespace of its own (gone when the command ends).
+    let mounts = std::process::Command::new("unshare")
+        .args(["-m", "sh", "-c", "mount -t tmpfs -o size=8k tmpfs \"$1\""])
+        .arg("sh")
+        .arg(&mnt)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !mounts {
+        eprintln!("SKIPPED: a full disk needs `unshare -m` and a tmpfs mount (root)");
+        return;
+    }
+    // Too small for the WAL's shared memory, and too small for the tables.
+    for size in ["8k", "40k"] {
+        let o = std::process::Command::new("unshare")
+            .args([
+                "-m",
+                "sh",
+                "-c",
+                "mount -t tmpfs -o size=$4 tmpfs \"$1\" && exec \"$2\" ingest --store \"$1/h.sqlite\" \"$3\"",
+            ])
+            .arg("sh")
+            .arg(&mnt)
+            .arg(env!("CARGO_BIN_EXE_opledger"))
+            .arg(&a)
+            .arg(size)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(4), "{size}: {}", text(&o));
+        assert!(text(&o).contains("history store"), "{}", text(&o));
+    }
+}

@@ -112,8 +112,53 @@ pub enum Db {
     Postgres(Box<postgres::Client>),
 }
 
-/// What the databases report, as text (the caller adds the store and the action).
-pub type DbResult<T> = std::result::Result<T, String>;
+/// What the databases report: their words (the caller adds the store and the action), and
+/// whether the failure was a full disk — a failed write of an output (exit 4), whatever the
+/// store was doing when it met it.
+#[derive(Debug)]
+pub struct DbError {
+    pub message: String,
+    pub out_of_space: bool,
+}
+
+impl From<String> for DbError {
+    fn from(message: String) -> Self {
+        DbError {
+            message,
+            out_of_space: false,
+        }
+    }
+}
+
+impl From<rusqlite::Error> for DbError {
+    fn from(e: rusqlite::Error) -> Self {
+        use rusqlite::ffi;
+        let out_of_space = match &e {
+            rusqlite::Error::SqliteFailure(f, _) => {
+                f.code == rusqlite::ErrorCode::DiskFull
+                    // The write-side I/O errors: what a full file system gives SQLite when its
+                    // journal, WAL or shared-memory file cannot grow.
+                    || [
+                        ffi::SQLITE_IOERR_WRITE,
+                        ffi::SQLITE_IOERR_FSYNC,
+                        ffi::SQLITE_IOERR_DIR_FSYNC,
+                        ffi::SQLITE_IOERR_TRUNCATE,
+                        ffi::SQLITE_IOERR_SHMSIZE,
+                        ffi::SQLITE_IOERR_SHMMAP,
+                    ]
+                    .contains(&f.extended_code)
+            }
+            _ => false,
+        };
+        DbError {
+            message: e.to_string(),
+            out_of_space,
+        }
+    }
+}
+
+/// A database's result.
+pub type DbResult<T> = std::result::Result<T, DbError>;
 
 fn sqlite_val(v: rusqlite::types::ValueRef<'_>) -> Val {
     use rusqlite::types::ValueRef;
@@ -141,7 +186,7 @@ fn pg_row(row: &postgres::Row) -> DbResult<Vec<Val>> {
         } else {
             row.try_get::<_, Option<String>>(i).map(Val::from)
         };
-        v.map_err(|e| e.to_string())
+        v.map_err(|e| DbError::from(e.to_string()))
     };
     (0..row.len()).map(get).collect()
 }
@@ -150,7 +195,7 @@ impl Db {
     /// Runs statements without parameters (a migration, transaction control).
     pub fn batch(&mut self, sql: &str) -> DbResult<()> {
         match self {
-            Db::Sqlite(c) => c.execute_batch(sql).map_err(|e| e.to_string()),
+            Db::Sqlite(c) => c.execute_batch(sql).map_err(DbError::from),
             Db::Postgres(c) => c.batch_execute(sql).map_err(pg_error),
         }
     }
@@ -161,7 +206,7 @@ impl Db {
             Db::Sqlite(c) => c
                 .execute(sql, rusqlite::params_from_iter(params.iter()))
                 .map(|n| n as u64)
-                .map_err(|e| e.to_string()),
+                .map_err(DbError::from),
             Db::Postgres(c) => {
                 let refs: Vec<&(dyn PgToSql + Sync)> =
                     params.iter().map(|p| p as &(dyn PgToSql + Sync)).collect();
@@ -174,14 +219,14 @@ impl Db {
     pub fn query(&mut self, sql: &str, params: &[Val]) -> DbResult<Vec<Vec<Val>>> {
         match self {
             Db::Sqlite(c) => {
-                let mut st = c.prepare_cached(sql).map_err(|e| e.to_string())?;
+                let mut st = c.prepare_cached(sql).map_err(DbError::from)?;
                 let n = st.column_count();
                 let rows = st
                     .query_map(rusqlite::params_from_iter(params.iter()), |r| {
                         (0..n).map(|i| r.get_ref(i).map(sqlite_val)).collect()
                     })
                     .and_then(|rows| rows.collect::<rusqlite::Result<Vec<Vec<Val>>>>())
-                    .map_err(|e| e.to_string())?;
+                    .map_err(DbError::from)?;
                 Ok(rows)
             }
             Db::Postgres(c) => {
@@ -238,10 +283,13 @@ impl Db {
 }
 
 /// A PostgreSQL error with the server's own message when it sent one.
-fn pg_error(e: postgres::Error) -> String {
+fn pg_error(e: postgres::Error) -> DbError {
     match e.as_db_error() {
-        Some(db) => format!("{}: {}", db.code().code(), db.message()),
-        None => super::error_chain(&e),
+        Some(db) => DbError {
+            message: format!("{}: {}", db.code().code(), db.message()),
+            out_of_space: *db.code() == postgres::error::SqlState::DISK_FULL,
+        },
+        None => DbError::from(super::error_chain(&e)),
     }
 }
 

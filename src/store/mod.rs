@@ -246,7 +246,7 @@ impl Store {
     pub fn open(url: &StoreUrl) -> Result<Store> {
         let db = match url {
             StoreUrl::Sqlite(path) => {
-                open_sqlite(path).map_err(|(m, action)| failed(url, action, m))?
+                open_sqlite(path).map_err(|e| failed(url, StoreAction::Opening, e))?
             }
             StoreUrl::Postgres(u) => Db::Postgres(Box::new(
                 u.config
@@ -291,7 +291,7 @@ impl Store {
         &self.url
     }
 
-    fn fail(&self, action: StoreAction) -> impl Fn(String) -> Error + '_ {
+    fn fail(&self, action: StoreAction) -> impl Fn(db::DbError) -> Error + '_ {
         move |m| failed(&self.url, action, m)
     }
 
@@ -561,40 +561,27 @@ impl Store {
 /// Opens an SQLite file, its folder made when missing.
 /// Opens (creating it) an SQLite store. What is not a regular file (a device such as
 /// `/dev/zero`, a FIFO, a folder) is refused before SQLite touches it: SQLite would read it as
-/// a database and leave a `-journal` file beside it. A full disk is a failed write (exit 4).
-fn open_sqlite(path: &Path) -> std::result::Result<Db, (String, StoreAction)> {
-    let opening = |m: String| (m, StoreAction::Opening);
+/// a database and leave a `-journal` file beside it.
+fn open_sqlite(path: &Path) -> db::DbResult<Db> {
     match std::fs::metadata(path) {
-        Ok(m) if !m.is_file() => return Err(opening(
-            "not a regular file: an SQLite store is a file (name a new or existing .sqlite file)"
-                .into(),
-        )),
+        Ok(m) if !m.is_file() => {
+            return Err(db::DbError::from(
+                "not a regular file: an SQLite store is a file (name a new or existing .sqlite file)"
+                    .to_string(),
+            ))
+        }
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(opening(e.to_string())),
+        Err(e) => return Err(db::DbError::from(e.to_string())),
     }
-    let io_failed = |what: String, e: std::io::Error| {
-        let action = if e.raw_os_error() == Some(libc::ENOSPC) {
-            StoreAction::Writing
-        } else {
-            StoreAction::Opening
-        };
-        (format!("{what}: {e}"), action)
-    };
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| io_failed(format!("creating {}", dir.display()), e))?;
+        std::fs::create_dir_all(dir).map_err(|e| db::DbError {
+            message: format!("creating {}: {e}", dir.display()),
+            out_of_space: e.raw_os_error() == Some(libc::ENOSPC),
+        })?;
     }
-    let sql = |e: rusqlite::Error| {
-        let action = match e.sqlite_error_code() {
-            Some(rusqlite::ErrorCode::DiskFull) => StoreAction::Writing,
-            _ => StoreAction::Opening,
-        };
-        (e.to_string(), action)
-    };
-    let conn = rusqlite::Connection::open(path).map_err(sql)?;
-    conn.busy_timeout(std::time::Duration::from_secs(30))
-        .map_err(sql)?;
+    let conn = rusqlite::Connection::open(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(30))?;
     // Switching a new file to WAL takes a lock that SQLite's busy handler does not wait for:
     // runners opening a new store at once retry it (within the same 30 s).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -607,11 +594,10 @@ fn open_sqlite(path: &Path) -> std::result::Result<Db, (String, StoreAction)> {
             {
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
-            Err(e) => return Err(sql(e)),
+            Err(e) => return Err(e.into()),
         }
     }
-    conn.pragma_update(None, "foreign_keys", "ON")
-        .map_err(sql)?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
     Ok(Db::Sqlite(conn))
 }
 
@@ -638,11 +624,13 @@ fn open_sqlite_read_only(path: &Path) -> std::result::Result<Db, rusqlite::Error
     Ok(Db::Sqlite(conn))
 }
 
-fn failed(url: &StoreUrl, action: StoreAction, message: String) -> Error {
+fn failed(url: &StoreUrl, action: StoreAction, e: impl Into<db::DbError>) -> Error {
+    let e = e.into();
     Error::Store {
         store: url.display(),
         action,
-        message,
+        message: e.message,
+        out_of_space: e.out_of_space,
     }
 }
 
