@@ -777,7 +777,7 @@ static inline int olw_serve(const char *name, const olw_function *fns, int n_fns
                 if (ok && cnt) {
                     if (cnt->type != OLW_NUM || !(cnt->num >= 1 && cnt->num <= OLW_MAX_RUN_COUNT)
                         || cnt->num != (double)(long)cnt->num) {
-                        snprintf(err, err_size, "run's count must be a whole number from 1 to %d", OLW_MAX_RUN_COUNT);
+                        snprintf(err, sizeof err, "run's count must be a whole number from 1 to %d", OLW_MAX_RUN_COUNT);
                         ok = 0;
                     } else {
                         n = (long)cnt->num;

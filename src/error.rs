@@ -170,8 +170,7 @@ impl Error {
                 ..
             }
             | Error::Store {
-                out_of_space: true,
-                ..
+                out_of_space: true, ..
             } => ExitCode::OutputFailed,
             _ => ExitCode::BadInput,
         }

@@ -564,12 +564,10 @@ impl Store {
 /// a database and leave a `-journal` file beside it.
 fn open_sqlite(path: &Path) -> db::DbResult<Db> {
     match std::fs::metadata(path) {
-        Ok(m) if !m.is_file() => {
-            return Err(db::DbError::from(
-                "not a regular file: an SQLite store is a file (name a new or existing .sqlite file)"
-                    .to_string(),
-            ))
-        }
+        Ok(m) if !m.is_file() => return Err(db::DbError::from(
+            "not a regular file: an SQLite store is a file (name a new or existing .sqlite file)"
+                .to_string(),
+        )),
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(db::DbError::from(e.to_string())),
