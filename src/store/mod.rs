@@ -76,7 +76,7 @@ pub const DEFAULT_FILE: &str = "history.sqlite";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreUrl {
     Sqlite(PathBuf),
-    Postgres(PgUrl),
+    Postgres(Box<PgUrl>),
 }
 
 /// A PostgreSQL server's URL, parsed where it enters the program: the connection settings
@@ -119,7 +119,7 @@ impl StoreUrl {
                         crate::secret::scrub(&error_chain(&e), text)
                     ))
                 })?;
-                return Ok(StoreUrl::Postgres(PgUrl { config, shown }));
+                return Ok(StoreUrl::Postgres(Box::new(PgUrl { config, shown })));
             }
             let scheme = crate::secret::redact_text(scheme);
             return Err(Error::Flag(format!(
