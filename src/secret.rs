@@ -83,30 +83,51 @@ pub fn redact_text(text: &str) -> String {
     out
 }
 
-/// One URL redacted: the userinfo's password and every query value that may be secret.
-pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
+/// A URL's parts as redaction sees them: `scheme://[userinfo@]host[path][?query][#fragment]`.
+struct Parts<'a> {
+    scheme: &'a str,
+    /// `user` or `user:password`.
+    userinfo: Option<&'a str>,
+    host: &'a str,
+    path: &'a str,
+    /// The query without its fragment (a fragment is never part of a connection).
+    query: Option<&'a str>,
+}
+
+fn parts(url: &str) -> Option<Parts<'_>> {
+    let (scheme, rest) = url.split_once("://")?;
     // The authority ends at the first `/`, `?` or `#`; its userinfo before its last `@`.
     let auth_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let (authority, tail) = rest.split_at(auth_end);
-    let authority = match authority.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _)) => format!("{user}:{MASK}@{host}"),
-            None => format!("{userinfo}@{host}"),
-        },
-        None => authority.to_string(),
+    let (userinfo, host) = match authority.rsplit_once('@') {
+        Some((u, h)) => (Some(u), h),
+        None => (None, authority),
     };
-    let (path, query_and_fragment) = match tail.split_once('?') {
-        Some((p, q)) => (p, Some(q)),
-        None => (tail, None),
+    let (path, query) = match tail.split_once('?') {
+        Some((p, q)) => (p, Some(q.split('#').next().unwrap_or(""))),
+        None => (tail.split('#').next().unwrap_or(""), None),
     };
-    let mut out = format!("{scheme}://{authority}{path}");
-    if let Some(q) = query_and_fragment {
-        // A fragment after the query is dropped whole: it is never part of a connection.
-        let q = q.split('#').next().unwrap_or("");
-        out.push('?');
+    Some(Parts {
+        scheme,
+        userinfo,
+        host,
+        path,
+        query,
+    })
+}
+
+/// One URL redacted: the userinfo's password and every query value that may be secret.
+pub fn redact_url(url: &str) -> String {
+    let Some(p) = parts(url) else {
+        return url.to_string();
+    };
+    let userinfo = match p.userinfo.map(|u| (u, u.split_once(':'))) {
+        Some((_, Some((user, _)))) => format!("{user}:{MASK}@"),
+        Some((user, None)) => format!("{user}@"),
+        None => String::new(),
+    };
+    let mut out = format!("{}://{userinfo}{}{}", p.scheme, p.host, p.path);
+    if let Some(q) = p.query {
         let params: Vec<String> = q
             .split('&')
             .map(|kv| match kv.split_once('=') {
@@ -117,32 +138,29 @@ pub fn redact_url(url: &str) -> String {
                 None => MASK.to_string(),
             })
             .collect();
+        out.push('?');
         out.push_str(&params.join("&"));
     }
     out
 }
 
 /// The raw secret values of a URL (its password, the values of its non-harmless parameters,
-/// percent-decoded and as written): what a message about the URL must never contain.
+/// as written and percent-decoded): what a message about the URL must never contain.
 pub fn secrets_of(url: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let Some((_, rest)) = url.split_once("://") else {
-        return out;
+    let Some(p) = parts(url) else {
+        return Vec::new();
     };
-    let auth_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(auth_end);
-    if let Some((userinfo, _)) = authority.rsplit_once('@') {
-        if let Some((_, password)) = userinfo.split_once(':') {
-            out.push(password.to_string());
-        }
-    }
-    if let Some((_, q)) = tail.split_once('?') {
-        for kv in q.split('#').next().unwrap_or("").split('&') {
-            match kv.split_once('=') {
-                Some((k, v)) if !harmless(k) => out.push(v.to_string()),
-                None if !harmless(kv) => out.push(kv.to_string()),
-                _ => {}
-            }
+    let mut out: Vec<String> = p
+        .userinfo
+        .and_then(|u| u.split_once(':'))
+        .map(|(_, password)| password.to_string())
+        .into_iter()
+        .collect();
+    for kv in p.query.unwrap_or("").split('&') {
+        match kv.split_once('=') {
+            Some((k, v)) if !harmless(k) => out.push(v.to_string()),
+            None if !harmless(kv) => out.push(kv.to_string()),
+            _ => {}
         }
     }
     let decoded: Vec<String> = out.iter().map(|s| percent_decode(s)).collect();
