@@ -122,6 +122,35 @@ pub enum Command {
         /// The `ncu --csv` export.
         ncu_csv: PathBuf,
     },
+    /// Count each side of the specs once under Valgrind's cache simulator on a fixed cache
+    /// model (instructions, cache misses, DRAM bytes, estimated cycles: the same on every
+    /// x86-64 machine), and set the DRAM bytes against the IO ledger. Exit 1 when a side's
+    /// bytes disagree with its ledger, 3 without Valgrind.
+    Counts {
+        /// Spec files or directories of *.yaml specs.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// The simulated caches, e.g. `LL=16777216,16,64` (any of I1=, D1=, LL= as
+        /// SIZE,WAYS,LINE; default I1=32768,8,64 D1=32768,8,64 LL=8388608,16,64).
+        #[arg(long, value_name = "MODEL")]
+        cache_model: Option<String>,
+        /// Seed of the inputs.
+        #[arg(long, default_value_t = crate::measure::MeasureConfig::default().seed)]
+        seed: u64,
+        /// `table` (Markdown) or `json`.
+        #[arg(long, default_value = "table", value_parser = ["table", "json"])]
+        format: String,
+    },
+    /// One side counted under Callgrind (started by `opledger counts`, not by hand).
+    #[command(hide = true)]
+    CountSide {
+        file: PathBuf,
+        name: String,
+        #[arg(value_parser = ["before", "after"])]
+        side: String,
+        seed: u64,
+        ll_bytes: u64,
+    },
     /// The marked pass `run --ncu` profiles (run under `ncu`, not by hand).
     #[command(hide = true)]
     ProfilePass {
@@ -581,6 +610,41 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::Pass)
         }
         Command::Calibrate { run, runs } => calibrate_command(run, runs, settings),
+        Command::Counts {
+            paths,
+            cache_model,
+            seed,
+            format,
+        } => {
+            let model = match cache_model.as_deref() {
+                Some(m) => crate::measure::counts::CacheModel::parse(m)
+                    .map_err(|e| Error::Flag(format!("--cache-model {e}")))?,
+                None => crate::measure::counts::CacheModel::default(),
+            };
+            pipeline::counts::counts(&pipeline::counts::CountOptions {
+                paths,
+                model,
+                seed,
+                json: format == "json",
+            })
+        }
+        Command::CountSide {
+            file,
+            name,
+            side,
+            seed,
+            ll_bytes,
+        } => pipeline::counts::count_side(
+            &file,
+            &name,
+            if side == "before" {
+                crate::backend::pair::Side::Before
+            } else {
+                crate::backend::pair::Side::After
+            },
+            seed,
+            ll_bytes,
+        ),
         Command::Check { paths, backend } => check_specs(&paths, backend),
         Command::Ledger {
             paths,

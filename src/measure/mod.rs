@@ -2,7 +2,9 @@
 //! confidence intervals are tight or a cap is reached, with an optional cache flush before every
 //! sample. Raw samples are kept.
 
+pub mod callgrind;
 pub mod changes;
+pub mod counts;
 pub mod stats;
 
 use crate::backend::pair::{Pair, Side};

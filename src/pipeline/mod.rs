@@ -2,6 +2,7 @@
 //! Bad input stops the run before anything is measured; a backend error in one spec fails that
 //! spec and the run goes on with the others.
 
+pub mod counts;
 mod prepare;
 mod reference;
 

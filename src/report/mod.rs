@@ -4,6 +4,7 @@
 pub mod chart;
 pub mod comment;
 pub mod conformance;
+pub mod counts;
 pub mod dashboard;
 pub mod gate;
 pub mod history;

@@ -1,0 +1,360 @@
+//! Counts: what a kernel call executes and moves, as Valgrind's cache simulator (Callgrind with
+//! `--cache-sim=yes --simulate-wb=yes`) counts it on a fixed cache model. Unlike a time, a count
+//! is the same on every run and every x86-64 machine for the same binary, inputs and model, and
+//! the lines that miss the model's last level are what the IO ledger predicts.
+//!
+//! This module is the arithmetic: the cache model, the events of a Callgrind output file, the
+//! counts derived from them (DRAM bytes, estimated cycles) and the comparison of a side's DRAM
+//! bytes with its ledger. Running the simulator is `callgrind`'s.
+
+use crate::ledger::VariantLedger;
+use serde::{Deserialize, Serialize};
+
+/// One simulated cache: size, associativity, line size (Valgrind's `--D1=size,assoc,line`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CacheLevel {
+    pub bytes: u64,
+    pub ways: u64,
+    pub line_bytes: u64,
+}
+
+impl CacheLevel {
+    /// `size,assoc,line`, as Valgrind takes it.
+    pub fn arg(&self) -> String {
+        format!("{},{},{}", self.bytes, self.ways, self.line_bytes)
+    }
+}
+
+/// The caches the simulator models: the same on every machine, so that counts compare across
+/// runners (left to itself Valgrind copies the host's last level, which differs from VM to VM).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CacheModel {
+    pub i1: CacheLevel,
+    pub d1: CacheLevel,
+    pub ll: CacheLevel,
+}
+
+impl Default for CacheModel {
+    /// A common desktop-class geometry: 32 KiB 8-way L1s and an 8 MiB 16-way last level, 64-byte
+    /// lines.
+    fn default() -> Self {
+        let l1 = CacheLevel {
+            bytes: 32 << 10,
+            ways: 8,
+            line_bytes: 64,
+        };
+        CacheModel {
+            i1: l1,
+            d1: l1,
+            ll: CacheLevel {
+                bytes: 8 << 20,
+                ways: 16,
+                line_bytes: 64,
+            },
+        }
+    }
+}
+
+impl CacheModel {
+    /// `I1=32768,8,64 D1=32768,8,64 LL=8388608,16,64`.
+    pub fn describe(&self) -> String {
+        format!(
+            "I1={} D1={} LL={}",
+            self.i1.arg(),
+            self.d1.arg(),
+            self.ll.arg()
+        )
+    }
+
+    /// Parses [`CacheModel::describe`]'s form (`LL=…` alone changes the last level only).
+    pub fn parse(text: &str) -> Result<CacheModel, String> {
+        let mut m = CacheModel::default();
+        for part in text.split_whitespace() {
+            let (name, value) = part
+                .split_once('=')
+                .ok_or_else(|| format!("{part:?}: expected I1=, D1= or LL=SIZE,WAYS,LINE"))?;
+            let nums: Vec<u64> = value
+                .split(',')
+                .map(|v| v.trim().parse::<u64>())
+                .collect::<Result<_, _>>()
+                .map_err(|_| format!("{part:?}: expected three whole numbers SIZE,WAYS,LINE"))?;
+            let [bytes, ways, line_bytes] = nums[..] else {
+                return Err(format!("{part:?}: expected three numbers SIZE,WAYS,LINE"));
+            };
+            let level = CacheLevel {
+                bytes,
+                ways,
+                line_bytes,
+            };
+            // Valgrind's own rules: powers of two for the line and the set count.
+            let sets = bytes
+                .checked_div(ways.max(1) * line_bytes.max(1))
+                .unwrap_or(0);
+            if ways == 0
+                || !line_bytes.is_power_of_two()
+                || line_bytes < 16
+                || sets == 0
+                || !sets.is_power_of_two()
+                || sets * ways * line_bytes != bytes
+            {
+                return Err(format!(
+                    "{part:?}: the size must be ways x line x a power-of-two number of sets, the line a power of two of at least 16 bytes"
+                ));
+            }
+            match name {
+                "I1" => m.i1 = level,
+                "D1" => m.d1 = level,
+                "LL" => m.ll = level,
+                _ => return Err(format!("{part:?}: expected I1=, D1= or LL=")),
+            }
+        }
+        Ok(m)
+    }
+}
+
+/// The events Callgrind counted over one interval, by their names in its output file
+/// (`Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw` and, with write-back simulation, `I1dmr D1dmr
+/// D1dmw ILdmr DLdmr DLdmw`: misses that evicted a dirty line).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Events(pub std::collections::BTreeMap<String, u64>);
+
+impl Events {
+    pub fn get(&self, name: &str) -> u64 {
+        self.0.get(name).copied().unwrap_or(0)
+    }
+
+    /// The totals of a Callgrind output file: its `events:` line names the columns of its
+    /// `totals:` (or, without one, `summary:`) line.
+    pub fn parse(text: &str) -> Result<Events, String> {
+        let mut names: Option<Vec<&str>> = None;
+        let mut totals: Option<&str> = None;
+        let mut summary: Option<&str> = None;
+        for line in text.lines() {
+            if let Some(v) = line.strip_prefix("events:") {
+                names = Some(v.split_whitespace().collect());
+            } else if let Some(v) = line.strip_prefix("totals:") {
+                totals = Some(v);
+            } else if let Some(v) = line.strip_prefix("summary:") {
+                summary = Some(v);
+            }
+        }
+        let names = names.ok_or("no `events:` line: not a Callgrind output file")?;
+        let values = totals
+            .or(summary)
+            .ok_or("no `totals:` or `summary:` line: not a Callgrind output file")?;
+        let mut out = std::collections::BTreeMap::new();
+        for (i, v) in values.split_whitespace().enumerate() {
+            let name = names
+                .get(i)
+                .ok_or("more totals than events: not a Callgrind output file")?;
+            let n = v
+                .parse::<u64>()
+                .map_err(|_| format!("total {v:?} of {name} is not a count"))?;
+            out.insert((*name).to_string(), n);
+        }
+        // A column Callgrind left out at the end of the line is zero.
+        for n in names {
+            out.entry(n.to_string()).or_insert(0);
+        }
+        Ok(Events(out))
+    }
+}
+
+/// What one side's kernel call executed and moved on the model, counted by the simulator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Counts {
+    /// Instructions executed (every thread of the process while counting).
+    pub instructions: u64,
+    /// Data reads and writes (loads and stores of any width).
+    pub data_reads: u64,
+    pub data_writes: u64,
+    /// First-level misses: instruction fetches, data reads, data writes.
+    pub i1_misses: u64,
+    pub d1_read_misses: u64,
+    pub d1_write_misses: u64,
+    /// Last-level read misses (instruction and data): lines read from memory.
+    pub ll_read_misses: u64,
+    /// Last-level write misses: lines filled to be written (write-allocate).
+    pub ll_write_misses: u64,
+    /// Lines read from memory × line size.
+    pub dram_read_bytes: u64,
+    /// Dirty lines written back to memory × line size: those evicted during the call, and
+    /// those still dirty when it returned (evicted by a flush counted apart).
+    pub dram_write_bytes: u64,
+    /// `L1 hits + 5 × LL hits + 35 × memory accesses`, the estimate Cachegrind's
+    /// documentation and iai-callgrind use (a model, not a machine's cycles).
+    pub estimated_cycles: u64,
+}
+
+impl Counts {
+    /// The counts of a call from the events of its interval (`call`) and of the flush after
+    /// it (`flush`, whose dirty evictions are the call's lines still dirty at its end).
+    pub fn of(call: &Events, flush: &Events, model: &CacheModel) -> Counts {
+        let e = |n: &str| call.get(n);
+        let l1_misses = e("I1mr") + e("D1mr") + e("D1mw");
+        let ll_misses = e("ILmr") + e("DLmr") + e("DLmw");
+        let accesses = e("Ir") + e("Dr") + e("Dw");
+        let dirty = |ev: &Events| ev.get("ILdmr") + ev.get("DLdmr") + ev.get("DLdmw");
+        let line = model.ll.line_bytes;
+        Counts {
+            instructions: e("Ir"),
+            data_reads: e("Dr"),
+            data_writes: e("Dw"),
+            i1_misses: e("I1mr"),
+            d1_read_misses: e("D1mr"),
+            d1_write_misses: e("D1mw"),
+            ll_read_misses: e("ILmr") + e("DLmr"),
+            ll_write_misses: e("DLmw"),
+            dram_read_bytes: (e("ILmr") + e("DLmr")) * line,
+            dram_write_bytes: (dirty(call) + dirty(flush)) * line,
+            estimated_cycles: accesses.saturating_sub(l1_misses)
+                + 5 * l1_misses.saturating_sub(ll_misses)
+                + 35 * ll_misses,
+        }
+    }
+}
+
+/// How a side's simulated DRAM traffic stands against its ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum LedgerAgreement {
+    /// Every tensor moves once and is at least four times the last level: reads and writes
+    /// each within ±5% of the ledger (`agrees`), with the measured/ledger ratios.
+    Streaming {
+        read_ratio: f64,
+        write_ratio: f64,
+        agrees: bool,
+    },
+    /// The kernel re-reads a tensor by design (tiles): the ledger must be a lower bound
+    /// (measured/ledger ≥ 0.95 for reads and writes); the ratio is the kernel's reuse.
+    Reuse {
+        read_ratio: f64,
+        write_ratio: f64,
+        agrees: bool,
+    },
+    /// A tensor smaller than four times the last level: it may stay in the cache, and the
+    /// ledger (which assumes it does not) is not what memory sees.
+    CacheResident {
+        smallest_tensor_bytes: u64,
+        ll_bytes: u64,
+    },
+}
+
+/// Fraction within which a streaming side's DRAM bytes must match its ledger.
+pub const STREAMING_TOLERANCE: f64 = 0.05;
+/// Least measured/ledger ratio of a side that re-reads by design.
+pub const REUSE_FLOOR: f64 = 0.95;
+
+impl LedgerAgreement {
+    /// Compares `c` with `ledger` on `model`.
+    pub fn of(ledger: &VariantLedger, c: &Counts, model: &CacheModel) -> LedgerAgreement {
+        let read: u64 = ledger.movements.iter().map(|m| m.bytes * m.reads).sum();
+        let write: u64 = ledger.movements.iter().map(|m| m.bytes * m.writes).sum();
+        let ratio = |measured: u64, predicted: u64| measured as f64 / predicted.max(1) as f64;
+        let (read_ratio, write_ratio) = (
+            ratio(c.dram_read_bytes, read),
+            ratio(c.dram_write_bytes, write),
+        );
+        let smallest = ledger
+            .movements
+            .iter()
+            .map(|m| m.bytes)
+            .min()
+            .unwrap_or(0);
+        if ledger.movements.iter().any(|m| m.reads > 1 || m.writes > 1) {
+            return LedgerAgreement::Reuse {
+                read_ratio,
+                write_ratio,
+                agrees: read_ratio >= REUSE_FLOOR && (write == 0 || write_ratio >= REUSE_FLOOR),
+            };
+        }
+        if smallest < 4 * model.ll.bytes {
+            return LedgerAgreement::CacheResident {
+                smallest_tensor_bytes: smallest,
+                ll_bytes: model.ll.bytes,
+            };
+        }
+        let near = |r: f64, predicted: u64| predicted == 0 || (r - 1.0).abs() <= STREAMING_TOLERANCE;
+        LedgerAgreement::Streaming {
+            read_ratio,
+            write_ratio,
+            agrees: near(read_ratio, read) && near(write_ratio, write),
+        }
+    }
+}
+
+/// One side of a spec as counted, or why it was not.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum SideCounts {
+    Counted {
+        counts: Counts,
+        /// Ledger bytes read and written.
+        ledger_read_bytes: u64,
+        ledger_write_bytes: u64,
+        agreement: LedgerAgreement,
+    },
+    /// Counts are not available for this side (a worker or a `cuda:` side), with why.
+    NotAvailable { reason: String },
+}
+
+/// One spec's counts.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SpecCounts {
+    pub name: String,
+    pub before_variant: String,
+    pub after_variant: String,
+    pub before: SideCounts,
+    pub after: SideCounts,
+}
+
+/// The whole command's result, as `--format json` prints it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CountsReport {
+    pub valgrind: String,
+    pub cache_model: CacheModel,
+    pub simd: &'static str,
+    pub threads: usize,
+    pub seed: u64,
+    pub specs: Vec<SpecCounts>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OUT: &str = "version: 1\ncreator: callgrind-3.19.0\npid: 7\ncmd: x\npart: 1\n\npositions: line\nevents: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw I1dmr D1dmr D1dmw ILdmr DLdmr DLdmw\nsummary: 100 40 20 1 10 5 1 8 4 0 0 2 0 1 3\n\nfl=(1) a.c\nfn=(1) f\n0 100 40 20\n\ntotals: 100 40 20 1 10 5 1 8 4 0 0 2 0 1 3\n";
+
+    #[test]
+    fn callgrind_totals_become_counts() {
+        let call = Events::parse(OUT).unwrap();
+        assert_eq!(call.get("Ir"), 100);
+        assert_eq!(call.get("DLdmw"), 3);
+        let flush = Events::parse(&OUT.replace("0 1 3\n", "0 0 6\n")).unwrap();
+        let m = CacheModel::default();
+        let c = Counts::of(&call, &flush, &m);
+        assert_eq!(c.instructions, 100);
+        assert_eq!(c.ll_read_misses, 9);
+        assert_eq!(c.dram_read_bytes, 9 * 64);
+        // Dirty evictions of the call (1 + 3) and of the flush (6).
+        assert_eq!(c.dram_write_bytes, 10 * 64);
+        // 160 accesses, 16 L1 misses of which 13 reached memory.
+        assert_eq!(c.estimated_cycles, (160 - 16) + 5 * 3 + 35 * 13);
+        assert!(Events::parse("totals: 1 2\n").is_err());
+        assert!(Events::parse("events: Ir\ntotals: x\n").is_err());
+    }
+
+    #[test]
+    fn cache_models_parse_and_refuse_what_valgrind_would() {
+        let m = CacheModel::parse("LL=16777216,16,64").unwrap();
+        assert_eq!(m.ll.bytes, 16 << 20);
+        assert_eq!(m.d1, CacheModel::default().d1);
+        assert_eq!(
+            CacheModel::parse(&CacheModel::default().describe()).unwrap(),
+            CacheModel::default()
+        );
+        for bad in ["LL=1000,16,64", "LL=8388608,16,60", "L2=32768,8,64", "LL=8", "LL"] {
+            assert!(CacheModel::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

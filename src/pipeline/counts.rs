@@ -1,0 +1,236 @@
+//! `opledger counts SPEC…`: each side of each spec counted once under Valgrind's cache simulator
+//! on a fixed cache model (`measure::counts`), and its simulated DRAM bytes set against its IO
+//! ledger. Each side runs in a process of its own (`opledger count-side`, started under
+//! Callgrind by this command and by nothing else): single-threaded, at the AVX2 level (the
+//! simulator has no AVX-512), with the kind's seeded inputs, its environment cleared and its
+//! paths of fixed length, so that the same binary and spec count the same on every x86-64
+//! machine. Only the kernel call is counted: process start, input generation and the set-up
+//! call before it are outside the counted interval.
+
+use crate::backend::pair::{self, PairContext, Side};
+use crate::backend::{self, BackendChoice};
+use crate::device::DeviceKind;
+use crate::error::{Error, ExitCode, Result};
+use crate::ledger::Tiling;
+use crate::measure::callgrind;
+use crate::measure::counts::{
+    CacheModel, Counts, CountsReport, Events, LedgerAgreement, SideCounts, SpecCounts,
+};
+use crate::spec::Spec;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// What `opledger counts` measures and how.
+pub struct CountOptions {
+    pub paths: Vec<PathBuf>,
+    pub model: CacheModel,
+    pub seed: u64,
+    pub json: bool,
+}
+
+/// The SIMD level counted sides run at (Valgrind executes no AVX-512).
+pub const COUNTS_SIMD: &str = "avx2";
+
+/// Counts every side of every spec under `o.paths`; prints the table (or JSON). Exit 3 when
+/// Valgrind is not installed, 1 when a side's DRAM bytes disagree with its ledger.
+pub fn counts(o: &CountOptions) -> Result<ExitCode> {
+    if cfg!(not(target_arch = "x86_64")) {
+        return Err(Error::BackendUnavailable(
+            "counts run under Valgrind's cache simulator on x86-64 only".into(),
+        ));
+    }
+    let valgrind = callgrind::version().map_err(Error::BackendUnavailable)?;
+    let specs = crate::spec::load_all(&o.paths)?;
+    let exe = std::env::current_exe().map_err(|e| Error::io("finding", "opledger", e))?;
+    // A folder of a fixed-length name under /tmp holds the output files and a link to this
+    // binary: the counted process's arguments have the same lengths on every machine.
+    let work = tempfile::Builder::new()
+        .prefix("opledger-counts-")
+        .tempdir_in("/tmp")
+        .map_err(|e| Error::write("creating", "/tmp", e))?;
+    let link = work.path().join("opledger");
+    std::os::unix::fs::symlink(&exe, &link).map_err(|e| Error::write("linking", &link, e))?;
+    let mut out = Vec::new();
+    for s in &specs {
+        let ledger = s.workload.ledger(s.variants.before, s.variants.after, &Tiling::CPU);
+        let side_counts = |side: Side| -> Result<SideCounts> {
+            let (implementation, ledger) = match side {
+                Side::Before => (&s.implementations.before, &ledger.before),
+                Side::After => (&s.implementations.after, &ledger.after),
+            };
+            if implementation.is_some() {
+                return Ok(SideCounts::NotAvailable {
+                    reason: "a worker's or a `cuda:` side's kernels run outside this process: counts are not available for it".into(),
+                });
+            }
+            if let Some(why) = DeviceKind::Cpu.cannot_run(&s.workload) {
+                return Ok(SideCounts::NotAvailable { reason: why });
+            }
+            let counts = count_in_simulator(s, side, o, work.path(), &link)?;
+            Ok(SideCounts::Counted {
+                counts,
+                ledger_read_bytes: ledger.movements.iter().map(|m| m.bytes * m.reads).sum(),
+                ledger_write_bytes: ledger.movements.iter().map(|m| m.bytes * m.writes).sum(),
+                agreement: LedgerAgreement::of(ledger, &counts, &o.model),
+            })
+        };
+        let before = side_counts(Side::Before)?;
+        let after = side_counts(Side::After)?;
+        out.push(SpecCounts {
+            name: s.name.clone(),
+            before_variant: s.variants.before.name().to_string(),
+            after_variant: s.variants.after.name().to_string(),
+            before,
+            after,
+        });
+    }
+    let report = CountsReport {
+        valgrind,
+        cache_model: o.model,
+        simd: COUNTS_SIMD,
+        threads: 1,
+        seed: o.seed,
+        specs: out,
+    };
+    if o.json {
+        let bytes = crate::report::output::json("the counts", &report)?;
+        print!("{}", String::from_utf8_lossy(&bytes));
+    } else {
+        print!("{}", crate::report::counts::table(&report));
+    }
+    let disagrees = report.specs.iter().any(|s| {
+        [&s.before, &s.after].iter().any(|c| {
+            matches!(
+                c,
+                SideCounts::Counted {
+                    agreement: LedgerAgreement::Streaming { agrees: false, .. }
+                        | LedgerAgreement::Reuse { agrees: false, .. },
+                    ..
+                }
+            )
+        })
+    });
+    Ok(if disagrees {
+        ExitCode::GateFailed
+    } else {
+        ExitCode::Pass
+    })
+}
+
+/// Runs `opledger count-side` for one side under Callgrind and reads its two intervals: the
+/// kernel call, and the flush after it (whose dirty evictions are the call's last writes).
+fn count_in_simulator(
+    s: &Spec,
+    side: Side,
+    o: &CountOptions,
+    work: &Path,
+    exe: &Path,
+) -> Result<Counts> {
+    let out = work.join("callgrind.out");
+    for f in [out.with_extension("out.1"), out.with_extension("out.2"), out.clone()] {
+        let _ = std::fs::remove_file(f);
+    }
+    // The spec's text in the work folder, which is the counted process's current folder: where
+    // the spec lies on this machine (a path of another length, kept on the heap) must not move
+    // the kernel's buffers against each other.
+    let file = PathBuf::from("spec.yaml");
+    crate::files::write_atomic(&work.join(&file), s.source_text.as_bytes())?;
+    let mut cmd = std::process::Command::new(callgrind::VALGRIND);
+    cmd.args(callgrind::args(&o.model, &out))
+        .arg(exe)
+        .arg("count-side")
+        .arg(&file)
+        .arg(&s.name)
+        .arg(side.name())
+        .arg(o.seed.to_string())
+        .arg(o.model.ll.bytes.to_string())
+        .current_dir(work)
+        // The environment is cleared (its size moves the stack, and with it simulated misses):
+        // only what the counted process needs, the same everywhere.
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env(crate::settings::SIMD_VAR, COUNTS_SIMD)
+        .env("RAYON_NUM_THREADS", "1");
+    let o_ = cmd
+        .output()
+        .map_err(|e| Error::BackendUnavailable(format!("valgrind cannot be run: {e}")))?;
+    if !o_.status.success() {
+        let tail: String = String::from_utf8_lossy(&o_.stderr)
+            .lines()
+            .rev()
+            .take(12)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join("\n");
+        return Err(Error::Backend(crate::error::BackendError::Kernel(format!(
+            "{}: the {} side under Callgrind exited with {}: {tail}",
+            s.name,
+            side.name(),
+            o_.status
+        ))));
+    }
+    let read = |p: &Path| -> Result<Events> {
+        let bytes = crate::files::read_regular(p, 64 << 20, "Callgrind output")?;
+        Events::parse(&String::from_utf8_lossy(&bytes)).map_err(|m| Error::Corrupt {
+            path: p.to_path_buf(),
+            message: m,
+        })
+    };
+    let call = read(&work.join("callgrind.out.1"))?;
+    let flush = read(&work.join("callgrind.out.2"))?;
+    Ok(Counts::of(&call, &flush, &o.model))
+}
+
+/// In the process Callgrind runs: one side of one spec, set up, called once uncounted (lazy
+/// set-up: the thread pool, first touches of its buffers), then called once counted, then a
+/// read of twice the last level's size in an interval of its own, which evicts the lines the
+/// call left dirty.
+pub fn count_side(file: &Path, name: &str, side: Side, seed: u64, ll_bytes: u64) -> Result<ExitCode> {
+    if !callgrind::running_on_valgrind() {
+        return Err(Error::Flag(
+            "count-side counts under Valgrind and is started by `opledger counts`: run that".into(),
+        ));
+    }
+    // One thread, and it is this one: with a pool thread of its own, this thread would wait for
+    // the kernel in a loop whose length the scheduler decides, and that loop would be counted.
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .use_current_thread()
+        .build_global()
+        .map_err(|e| Error::Flag(format!("count-side: the thread pool: {e}")))?;
+    let specs = crate::spec::load_all(&[file.to_path_buf()])?;
+    let s = specs
+        .into_iter()
+        .find(|s| s.name == name)
+        .ok_or_else(|| Error::Flag(format!("count-side: no spec {name} in {}", file.display())))?;
+    let settings = crate::settings::Settings::from_env()?;
+    let (backend, _) = backend::select(BackendChoice::Kind(DeviceKind::Cpu), Some(0), &settings)?;
+    let inputs = Arc::new(s.workload.as_kind().inputs(seed));
+    let ctx = PairContext {
+        spec_dir: s.dir(),
+        flush_bytes: 0,
+    };
+    let mut p = pair::prepare(
+        backend.as_ref(),
+        &s.workload,
+        s.variants,
+        &s.implementations,
+        inputs,
+        &ctx,
+    )?;
+    p.run_timed(side)?;
+    let flush = vec![1u8; (2 * ll_bytes) as usize];
+    callgrind::start();
+    p.run_timed(side)?;
+    callgrind::dump();
+    let mut sum = 0u64;
+    for b in flush.iter().step_by(64) {
+        sum = sum.wrapping_add(u64::from(*b));
+    }
+    std::hint::black_box(sum);
+    callgrind::dump();
+    callgrind::stop();
+    Ok(ExitCode::Pass)
+}

@@ -1,0 +1,92 @@
+//! `opledger counts`' table: each side's counts and its DRAM bytes against its ledger, in
+//! words. The numbers come from `measure::counts`; nothing is computed here but their display.
+
+use crate::measure::counts::{CountsReport, LedgerAgreement, SideCounts};
+
+fn mib(bytes: u64) -> String {
+    format!("{:.2}", bytes as f64 / (1u64 << 20) as f64)
+}
+
+fn ratio(r: f64) -> String {
+    format!("{r:.3}")
+}
+
+/// What a side's agreement with its ledger says, in a few words.
+fn agreement(a: &LedgerAgreement) -> String {
+    match a {
+        LedgerAgreement::Streaming {
+            read_ratio,
+            write_ratio,
+            agrees,
+        } => format!(
+            "{} (streaming: read x{}, write x{}; within ±5% expected)",
+            if *agrees { "agrees" } else { "DISAGREES" },
+            ratio(*read_ratio),
+            ratio(*write_ratio)
+        ),
+        LedgerAgreement::Reuse {
+            read_ratio,
+            write_ratio,
+            agrees,
+        } => format!(
+            "{} (re-reads by design: reuse read x{}, write x{}; the ledger must be a lower bound)",
+            if *agrees { "lower bound holds" } else { "BELOW THE LEDGER" },
+            ratio(*read_ratio),
+            ratio(*write_ratio)
+        ),
+        LedgerAgreement::CacheResident {
+            smallest_tensor_bytes,
+            ll_bytes,
+        } => format!(
+            "not compared: a tensor of {} MiB is under 4x the {} MiB last level (it may stay cached)",
+            mib(*smallest_tensor_bytes),
+            mib(*ll_bytes)
+        ),
+    }
+}
+
+/// The counts as a Markdown table, one row per side, under a line naming the model.
+pub fn table(r: &CountsReport) -> String {
+    let mut out = format!(
+        "Counts by {} on the cache model {} ({}, {} thread, seed {})\n\n",
+        r.valgrind,
+        r.cache_model.describe(),
+        r.simd,
+        r.threads,
+        r.seed
+    );
+    out.push_str("| spec | side | instructions | est. cycles | D1 misses r/w | LL misses r/w | DRAM read MiB (ledger) | DRAM write MiB (ledger) | against the ledger |\n|---|---|--:|--:|--:|--:|--:|--:|---|\n");
+    for s in &r.specs {
+        for (side, variant, c) in [
+            ("before", &s.before_variant, &s.before),
+            ("after", &s.after_variant, &s.after),
+        ] {
+            let name = s.name.replace('|', "\\|");
+            match c {
+                SideCounts::Counted {
+                    counts,
+                    ledger_read_bytes,
+                    ledger_write_bytes,
+                    agreement: a,
+                } => out.push_str(&format!(
+                    "| {name} | {side} ({variant}) | {} | {} | {}/{} | {}/{} | {} ({}) | {} ({}) | {} |\n",
+                    counts.instructions,
+                    counts.estimated_cycles,
+                    counts.d1_read_misses,
+                    counts.d1_write_misses,
+                    counts.ll_read_misses,
+                    counts.ll_write_misses,
+                    mib(counts.dram_read_bytes),
+                    mib(*ledger_read_bytes),
+                    mib(counts.dram_write_bytes),
+                    mib(*ledger_write_bytes),
+                    agreement(a)
+                )),
+                SideCounts::NotAvailable { reason } => out.push_str(&format!(
+                    "| {name} | {side} ({variant}) | — | — | — | — | — | — | {reason} |\n"
+                )),
+            }
+        }
+    }
+    out
+}
