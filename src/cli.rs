@@ -623,6 +623,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             };
             pipeline::counts::counts(&pipeline::counts::CountOptions {
                 paths,
+                settings,
                 model,
                 seed,
                 json: format == "json",

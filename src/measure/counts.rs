@@ -255,12 +255,7 @@ impl LedgerAgreement {
             ratio(c.dram_read_bytes, read),
             ratio(c.dram_write_bytes, write),
         );
-        let smallest = ledger
-            .movements
-            .iter()
-            .map(|m| m.bytes)
-            .min()
-            .unwrap_or(0);
+        let smallest = ledger.movements.iter().map(|m| m.bytes).min().unwrap_or(0);
         if ledger.movements.iter().any(|m| m.reads > 1 || m.writes > 1) {
             return LedgerAgreement::Reuse {
                 read_ratio,
@@ -274,7 +269,8 @@ impl LedgerAgreement {
                 ll_bytes: model.ll.bytes,
             };
         }
-        let near = |r: f64, predicted: u64| predicted == 0 || (r - 1.0).abs() <= STREAMING_TOLERANCE;
+        let near =
+            |r: f64, predicted: u64| predicted == 0 || (r - 1.0).abs() <= STREAMING_TOLERANCE;
         LedgerAgreement::Streaming {
             read_ratio,
             write_ratio,
@@ -353,7 +349,13 @@ mod tests {
             CacheModel::parse(&CacheModel::default().describe()).unwrap(),
             CacheModel::default()
         );
-        for bad in ["LL=1000,16,64", "LL=8388608,16,60", "L2=32768,8,64", "LL=8", "LL"] {
+        for bad in [
+            "LL=1000,16,64",
+            "LL=8388608,16,60",
+            "L2=32768,8,64",
+            "LL=8",
+            "LL",
+        ] {
             assert!(CacheModel::parse(bad).is_err(), "{bad}");
         }
     }

@@ -7,7 +7,7 @@
 //! machine. Only the kernel call is counted: process start, input generation and the set-up
 //! call before it are outside the counted interval.
 
-use crate::backend::pair::{self, PairContext, Side};
+use crate::backend::pair::Side;
 use crate::backend::{self, BackendChoice};
 use crate::device::DeviceKind;
 use crate::error::{Error, ExitCode, Result};
@@ -23,6 +23,9 @@ use std::sync::Arc;
 /// What `opledger counts` measures and how.
 pub struct CountOptions {
     pub paths: Vec<PathBuf>,
+    /// The environment's settings: the experiment's deliberate slowdown is the code under
+    /// test, and is handed to the counted process.
+    pub settings: crate::settings::Settings,
     pub model: CacheModel,
     pub seed: u64,
     pub json: bool,
@@ -52,7 +55,9 @@ pub fn counts(o: &CountOptions) -> Result<ExitCode> {
     std::os::unix::fs::symlink(&exe, &link).map_err(|e| Error::write("linking", &link, e))?;
     let mut out = Vec::new();
     for s in &specs {
-        let ledger = s.workload.ledger(s.variants.before, s.variants.after, &Tiling::CPU);
+        let ledger = s
+            .workload
+            .ledger(s.variants.before, s.variants.after, &Tiling::CPU);
         let side_counts = |side: Side| -> Result<SideCounts> {
             let (implementation, ledger) = match side {
                 Side::Before => (&s.implementations.before, &ledger.before),
@@ -127,7 +132,11 @@ fn count_in_simulator(
     exe: &Path,
 ) -> Result<Counts> {
     let out = work.join("callgrind.out");
-    for f in [out.with_extension("out.1"), out.with_extension("out.2"), out.clone()] {
+    for f in [
+        out.with_extension("out.1"),
+        out.with_extension("out.2"),
+        out.clone(),
+    ] {
         let _ = std::fs::remove_file(f);
     }
     // The spec's text in the work folder, which is the counted process's current folder: where
@@ -151,6 +160,12 @@ fn count_in_simulator(
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .env(crate::settings::SIMD_VAR, COUNTS_SIMD)
         .env("RAYON_NUM_THREADS", "1");
+    if o.settings.experiment_slowdown > 0.0 {
+        cmd.env(
+            crate::settings::SLOWDOWN_VAR,
+            o.settings.experiment_slowdown.to_string(),
+        );
+    }
     let o_ = cmd
         .output()
         .map_err(|e| Error::BackendUnavailable(format!("valgrind cannot be run: {e}")))?;
@@ -187,7 +202,13 @@ fn count_in_simulator(
 /// set-up: the thread pool, first touches of its buffers), then called once counted, then a
 /// read of twice the last level's size in an interval of its own, which evicts the lines the
 /// call left dirty.
-pub fn count_side(file: &Path, name: &str, side: Side, seed: u64, ll_bytes: u64) -> Result<ExitCode> {
+pub fn count_side(
+    file: &Path,
+    name: &str,
+    side: Side,
+    seed: u64,
+    ll_bytes: u64,
+) -> Result<ExitCode> {
     if !callgrind::running_on_valgrind() {
         return Err(Error::Flag(
             "count-side counts under Valgrind and is started by `opledger counts`: run that".into(),
@@ -208,22 +229,17 @@ pub fn count_side(file: &Path, name: &str, side: Side, seed: u64, ll_bytes: u64)
     let settings = crate::settings::Settings::from_env()?;
     let (backend, _) = backend::select(BackendChoice::Kind(DeviceKind::Cpu), Some(0), &settings)?;
     let inputs = Arc::new(s.workload.as_kind().inputs(seed));
-    let ctx = PairContext {
-        spec_dir: s.dir(),
-        flush_bytes: 0,
+    // The backend's own kernels only: the other side may be a worker, which is neither counted
+    // nor started here.
+    let variant = match side {
+        Side::Before => s.variants.before,
+        Side::After => s.variants.after,
     };
-    let mut p = pair::prepare(
-        backend.as_ref(),
-        &s.workload,
-        s.variants,
-        &s.implementations,
-        inputs,
-        &ctx,
-    )?;
-    p.run_timed(side)?;
+    let mut case = backend.prepare(&s.workload, inputs)?;
+    case.run_timed(variant)?;
     let flush = vec![1u8; (2 * ll_bytes) as usize];
     callgrind::start();
-    p.run_timed(side)?;
+    case.run_timed(variant)?;
     callgrind::dump();
     let mut sum = 0u64;
     for b in flush.iter().step_by(64) {

@@ -1,0 +1,225 @@
+//! `opledger counts`: each side counted under Valgrind's cache simulator, through the binary.
+//! The counts of the same binary and spec are identical run after run, wherever the spec lies
+//! and whatever the environment holds; a real slowdown of the code moves them; a streaming
+//! side's DRAM bytes agree with its ledger. Small sizes on a small cache model keep each case
+//! to seconds. Valgrind is required under CI (`OPLEDGER_REQUIRE_VALGRIND`, `.ci/run` installs
+//! it); elsewhere without it these tests say SKIPPED.
+
+mod common;
+use common::{bin, text};
+use std::path::Path;
+use std::process::Output;
+
+/// A 1 MiB last level: tensors of 4 MiB (1024 x 1024 f32) are four times it.
+const SMALL_LL: &str = "LL=1048576,16,64";
+
+fn valgrind() -> bool {
+    let has = std::process::Command::new("valgrind")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has {
+        assert!(
+            std::env::var_os("OPLEDGER_REQUIRE_VALGRIND").is_none(),
+            "OPLEDGER_REQUIRE_VALGRIND is set but valgrind cannot be run"
+        );
+        eprintln!("SKIPPED: no valgrind (apt-get install valgrind)");
+    }
+    has
+}
+
+fn chain_spec(dir: &Path, rows: u64, cols: u64) -> std::path::PathBuf {
+    let p = dir.join("chain.yaml");
+    std::fs::write(
+        &p,
+        format!(
+            "name: counted-chain\ntitle: a chain counted\nchecklist: [fusion]\nworkload: {{kind: elementwise, ops: [scale, add, relu], rows: {rows}, cols: {cols}}}\nvariants: {{before: unfused, after: fused}}\nexpect: {{bound: bandwidth}}\n"
+        ),
+    )
+    .unwrap();
+    p
+}
+
+fn counts(dir: &Path, spec: &Path, extra: &[&str]) -> Output {
+    bin()
+        .current_dir(dir)
+        .arg("counts")
+        .arg(spec)
+        .args(["--cache-model", SMALL_LL, "--format", "json"])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    assert_eq!(o.status.code(), Some(0), "{}", text(o));
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(o)))
+}
+
+#[test]
+fn counts_are_identical_run_after_run_wherever_the_spec_lies() {
+    if !valgrind() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spec = chain_spec(dir.path(), 1024, 1024);
+    let first = counts(dir.path(), &spec, &[]);
+    let first_json = json(&first);
+    for _ in 0..2 {
+        assert_eq!(counts(dir.path(), &spec, &[]).stdout, first.stdout);
+    }
+    // Another folder of another length, and a large environment: the same counts.
+    let deeper = dir.path().join("a/much/deeper/folder/of/specs");
+    std::fs::create_dir_all(&deeper).unwrap();
+    let moved = chain_spec(&deeper, 1024, 1024);
+    let o = bin()
+        .current_dir(&deeper)
+        .env("OPLEDGER_TEST_PADDING", "x".repeat(50_000))
+        .arg("counts")
+        .arg(&moved)
+        .args(["--cache-model", SMALL_LL, "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.stdout, first.stdout, "{}", text(&o));
+
+    // The streaming chain's DRAM bytes are its ledger's, within ±5%, on both sides; fusing
+    // halves the instructions and more than halves the bytes.
+    let spec = &first_json["specs"][0];
+    for side in ["before", "after"] {
+        let a = &spec[side]["agreement"];
+        assert_eq!(a["kind"], "streaming", "{side}: {a}");
+        assert_eq!(a["agrees"], true, "{side}: {a}");
+    }
+    let n = |side: &str, k: &str| spec[side]["counts"][k].as_u64().unwrap();
+    assert!(n("after", "instructions") < n("before", "instructions"));
+    assert!(2 * n("after", "dram_read_bytes") <= n("before", "dram_read_bytes") + (1 << 20));
+    assert_eq!(first_json["simd"], "avx2");
+    assert_eq!(first_json["cache_model"]["ll"]["bytes"], 1 << 20);
+}
+
+#[test]
+fn a_real_slowdown_of_the_code_moves_the_counts_of_its_side_only() {
+    if !valgrind() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spec = chain_spec(dir.path(), 1024, 1024);
+    let base = json(&counts(dir.path(), &spec, &[]));
+    let o = bin()
+        .current_dir(dir.path())
+        .env("OPLEDGER_EXPERIMENT_SLOWDOWN", "0.02")
+        .arg("counts")
+        .arg(&spec)
+        .args(["--cache-model", SMALL_LL, "--format", "json"])
+        .output()
+        .unwrap();
+    let slow = json(&o);
+    let n = |v: &serde_json::Value, side: &str| {
+        v["specs"][0][side]["counts"]["instructions"]
+            .as_u64()
+            .unwrap() as f64
+    };
+    // The fused side computes 2% of its output twice: at least 1% more instructions.
+    assert!(
+        n(&slow, "after") >= 1.01 * n(&base, "after"),
+        "{} vs {}",
+        n(&slow, "after"),
+        n(&base, "after")
+    );
+    assert_eq!(n(&slow, "before"), n(&base, "before"));
+}
+
+#[test]
+fn sides_the_simulator_cannot_see_and_cache_resident_sizes_say_so() {
+    if !valgrind() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spec = chain_spec(dir.path(), 64, 256);
+    let o = bin()
+        .current_dir(dir.path())
+        .arg("counts")
+        .arg(&spec)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("not compared: a tensor of 0.06 MiB is under 4x the 8.00 MiB last level"),
+        "{}",
+        text(&o)
+    );
+    // A worker's side runs in another process: not counted, and said so.
+    std::fs::copy(
+        common::fixture("workers/fake_worker.py"),
+        dir.path().join("fake_worker.py"),
+    )
+    .unwrap();
+    let worker = dir.path().join("worker.yaml");
+    std::fs::write(
+        &worker,
+        "name: worker-relu\ntitle: a worker's relu\nworkload: {kind: elementwise, ops: [relu], rows: 8, cols: 16}\nvariants:\n  before: unfused\n  after: {implements: fused, command: [python3, fake_worker.py, ok], function: relu}\nexpect: {bound: bandwidth}\n",
+    )
+    .unwrap();
+    let o = bin()
+        .current_dir(dir.path())
+        .arg("counts")
+        .arg(&worker)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("counts are not available for it"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn a_bad_cache_model_and_a_missing_valgrind_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = chain_spec(dir.path(), 64, 256);
+    let o = bin()
+        .current_dir(dir.path())
+        .arg("counts")
+        .arg(&spec)
+        .args(["--cache-model", "LL=1000,16,64"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("--cache-model"), "{}", text(&o));
+    // No valgrind on PATH: the backend is unavailable (exit 3), and says how to get it.
+    let empty = dir.path().join("empty-bin");
+    std::fs::create_dir(&empty).unwrap();
+    let o = bin()
+        .current_dir(dir.path())
+        .env("PATH", &empty)
+        .arg("counts")
+        .arg(&spec)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(
+        text(&o).contains("apt-get install valgrind"),
+        "{}",
+        text(&o)
+    );
+    // The counted process is not for hand use.
+    let o = bin()
+        .current_dir(dir.path())
+        .args([
+            "count-side",
+            "chain.yaml",
+            "counted-chain",
+            "after",
+            "1",
+            "1048576",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("started by `opledger counts`"),
+        "{}",
+        text(&o)
+    );
+}
