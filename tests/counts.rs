@@ -84,7 +84,7 @@ fn counts_are_identical_run_after_run_wherever_the_spec_lies() {
 
     // The streaming chain's DRAM bytes are its ledger's, within ±5%, on both sides; fusing
     // halves the instructions and more than halves the bytes.
-    let spec = &first_json["specs"][0];
+    let spec = &first_json[0];
     for side in ["before", "after"] {
         let a = &spec[side]["agreement"];
         assert_eq!(a["kind"], "streaming", "{side}: {a}");
@@ -93,8 +93,8 @@ fn counts_are_identical_run_after_run_wherever_the_spec_lies() {
     let n = |side: &str, k: &str| spec[side]["counts"][k].as_u64().unwrap();
     assert!(n("after", "instructions") < n("before", "instructions"));
     assert!(2 * n("after", "dram_read_bytes") <= n("before", "dram_read_bytes") + (1 << 20));
-    assert_eq!(first_json["simd"], "avx2");
-    assert_eq!(first_json["cache_model"]["ll"]["bytes"], 1 << 20);
+    assert_eq!(first_json[0]["engine"]["simd"], "avx2");
+    assert_eq!(first_json[0]["engine"]["cache_model"]["ll"]["bytes"], 1 << 20);
 }
 
 #[test]
@@ -115,7 +115,7 @@ fn a_real_slowdown_of_the_code_moves_the_counts_of_its_side_only() {
         .unwrap();
     let slow = json(&o);
     let n = |v: &serde_json::Value, side: &str| {
-        v["specs"][0][side]["counts"]["instructions"]
+        v[0][side]["counts"]["instructions"]
             .as_u64()
             .unwrap() as f64
     };

@@ -246,6 +246,16 @@ pub const STREAMING_TOLERANCE: f64 = 0.05;
 pub const REUSE_FLOOR: f64 = 0.95;
 
 impl LedgerAgreement {
+    /// Whether the side holds up against its ledger (`None`: not compared).
+    pub fn agrees(&self) -> Option<bool> {
+        match self {
+            LedgerAgreement::Streaming { agrees, .. } | LedgerAgreement::Reuse { agrees, .. } => {
+                Some(*agrees)
+            }
+            LedgerAgreement::CacheResident { .. } => None,
+        }
+    }
+
     /// Compares `c` with `ledger` on `model`.
     pub fn of(ledger: &VariantLedger, c: &Counts, model: &CacheModel) -> LedgerAgreement {
         let read: u64 = ledger.movements.iter().map(|m| m.bytes * m.reads).sum();
@@ -279,8 +289,21 @@ impl LedgerAgreement {
     }
 }
 
+/// What counted: the simulator's version, the cache model, the SIMD level and threads of the
+/// counted process. Counts compare only under the same engine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CountsEngine {
+    /// `valgrind-3.19.0`.
+    pub valgrind: String,
+    pub cache_model: CacheModel,
+    pub simd: String,
+    pub threads: usize,
+    /// The seed of the inputs.
+    pub seed: u64,
+}
+
 /// One side of a spec as counted, or why it was not.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum SideCounts {
     Counted {
@@ -294,25 +317,25 @@ pub enum SideCounts {
     NotAvailable { reason: String },
 }
 
+impl SideCounts {
+    /// The side's agreement with its ledger, where it was counted.
+    pub fn agreement(&self) -> Option<&LedgerAgreement> {
+        match self {
+            SideCounts::Counted { agreement, .. } => Some(agreement),
+            SideCounts::NotAvailable { .. } => None,
+        }
+    }
+}
+
 /// One spec's counts.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SpecCounts {
     pub name: String,
+    pub engine: CountsEngine,
     pub before_variant: String,
     pub after_variant: String,
     pub before: SideCounts,
     pub after: SideCounts,
-}
-
-/// The whole command's result, as `--format json` prints it.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct CountsReport {
-    pub valgrind: String,
-    pub cache_model: CacheModel,
-    pub simd: &'static str,
-    pub threads: usize,
-    pub seed: u64,
-    pub specs: Vec<SpecCounts>,
 }
 
 #[cfg(test)]

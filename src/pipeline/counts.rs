@@ -14,7 +14,7 @@ use crate::error::{Error, ExitCode, Result};
 use crate::ledger::Tiling;
 use crate::measure::callgrind;
 use crate::measure::counts::{
-    CacheModel, Counts, CountsReport, Events, LedgerAgreement, SideCounts, SpecCounts,
+    CacheModel, Counts, CountsEngine, Events, LedgerAgreement, SideCounts, SpecCounts,
 };
 use crate::spec::Spec;
 use std::path::{Path, PathBuf};
@@ -34,27 +34,52 @@ pub struct CountOptions {
 /// The SIMD level counted sides run at (Valgrind executes no AVX-512).
 pub const COUNTS_SIMD: &str = "avx2";
 
-/// Counts every side of every spec under `o.paths`; prints the table (or JSON). Exit 3 when
-/// Valgrind is not installed, 1 when a side's DRAM bytes disagree with its ledger.
-pub fn counts(o: &CountOptions) -> Result<ExitCode> {
-    if cfg!(not(target_arch = "x86_64")) {
-        return Err(Error::BackendUnavailable(
-            "counts run under Valgrind's cache simulator on x86-64 only".into(),
-        ));
+/// Counts sides under Callgrind: the engine found, a work folder of a fixed-length name under
+/// `/tmp` holding the output files, a copy of the spec and a link to this binary (the counted
+/// process's arguments and paths have the same lengths on every machine).
+pub struct Counter {
+    pub engine: CountsEngine,
+    slowdown: f64,
+    work: tempfile::TempDir,
+    exe: PathBuf,
+}
+
+impl Counter {
+    /// Finds Valgrind (exit 3 without it) and readies the work folder.
+    pub fn new(
+        model: CacheModel,
+        seed: u64,
+        settings: &crate::settings::Settings,
+    ) -> Result<Counter> {
+        if cfg!(not(target_arch = "x86_64")) {
+            return Err(Error::BackendUnavailable(
+                "counts run under Valgrind's cache simulator on x86-64 only".into(),
+            ));
+        }
+        let valgrind = callgrind::version().map_err(Error::BackendUnavailable)?;
+        let exe = std::env::current_exe().map_err(|e| Error::io("finding", "opledger", e))?;
+        let work = tempfile::Builder::new()
+            .prefix("opledger-counts-")
+            .tempdir_in("/tmp")
+            .map_err(|e| Error::write("creating", "/tmp", e))?;
+        let link = work.path().join("opledger");
+        std::os::unix::fs::symlink(&exe, &link).map_err(|e| Error::write("linking", &link, e))?;
+        Ok(Counter {
+            engine: CountsEngine {
+                valgrind,
+                cache_model: model,
+                simd: COUNTS_SIMD.into(),
+                threads: 1,
+                seed,
+            },
+            slowdown: settings.experiment_slowdown,
+            work,
+            exe: link,
+        })
     }
-    let valgrind = callgrind::version().map_err(Error::BackendUnavailable)?;
-    let specs = crate::spec::load_all(&o.paths)?;
-    let exe = std::env::current_exe().map_err(|e| Error::io("finding", "opledger", e))?;
-    // A folder of a fixed-length name under /tmp holds the output files and a link to this
-    // binary: the counted process's arguments have the same lengths on every machine.
-    let work = tempfile::Builder::new()
-        .prefix("opledger-counts-")
-        .tempdir_in("/tmp")
-        .map_err(|e| Error::write("creating", "/tmp", e))?;
-    let link = work.path().join("opledger");
-    std::os::unix::fs::symlink(&exe, &link).map_err(|e| Error::write("linking", &link, e))?;
-    let mut out = Vec::new();
-    for s in &specs {
+
+    /// Both sides of `s`, each counted (or why not) and set against its ledger.
+    pub fn count_spec(&self, s: &Spec) -> Result<SpecCounts> {
         let ledger = s
             .workload
             .ledger(s.variants.before, s.variants.after, &Tiling::CPU);
@@ -71,131 +96,120 @@ pub fn counts(o: &CountOptions) -> Result<ExitCode> {
             if let Some(why) = DeviceKind::Cpu.cannot_run(&s.workload) {
                 return Ok(SideCounts::NotAvailable { reason: why });
             }
-            let counts = count_in_simulator(s, side, o, work.path(), &link)?;
+            let model = &self.engine.cache_model;
+            let counts = self.count_side(s, side)?;
             Ok(SideCounts::Counted {
                 counts,
                 ledger_read_bytes: ledger.movements.iter().map(|m| m.bytes * m.reads).sum(),
                 ledger_write_bytes: ledger.movements.iter().map(|m| m.bytes * m.writes).sum(),
-                agreement: LedgerAgreement::of(ledger, &counts, &o.model),
+                agreement: LedgerAgreement::of(ledger, &counts, model),
             })
         };
-        let before = side_counts(Side::Before)?;
-        let after = side_counts(Side::After)?;
-        out.push(SpecCounts {
+        Ok(SpecCounts {
             name: s.name.clone(),
+            engine: self.engine.clone(),
             before_variant: s.variants.before.name().to_string(),
             after_variant: s.variants.after.name().to_string(),
-            before,
-            after,
-        });
+            before: side_counts(Side::Before)?,
+            after: side_counts(Side::After)?,
+        })
     }
-    let report = CountsReport {
-        valgrind,
-        cache_model: o.model,
-        simd: COUNTS_SIMD,
-        threads: 1,
-        seed: o.seed,
-        specs: out,
-    };
+    /// Runs `opledger count-side` for one side under Callgrind and reads its two intervals:
+    /// the kernel call, and the flush after it (whose dirty evictions are the call's last
+    /// writes).
+    fn count_side(&self, s: &Spec, side: Side) -> Result<Counts> {
+        let work = self.work.path();
+        let model = &self.engine.cache_model;
+        let out = work.join("callgrind.out");
+        for f in [
+            out.with_extension("out.1"),
+            out.with_extension("out.2"),
+            out.clone(),
+        ] {
+            let _ = std::fs::remove_file(f);
+        }
+        // The spec's text in the work folder, which is the counted process's current folder: where
+        // the spec lies on this machine (a path of another length, kept on the heap) must not move
+        // the kernel's buffers against each other.
+        let file = PathBuf::from("spec.yaml");
+        crate::files::write_atomic(&work.join(&file), s.source_text.as_bytes())?;
+        let mut cmd = std::process::Command::new(callgrind::VALGRIND);
+        cmd.args(callgrind::args(model, &out))
+            .arg(&self.exe)
+            .arg("count-side")
+            .arg(&file)
+            .arg(&s.name)
+            .arg(side.name())
+            .arg(self.engine.seed.to_string())
+            .arg(model.ll.bytes.to_string())
+            .current_dir(work)
+            // The environment is cleared (its size moves the stack, and with it simulated misses):
+            // only what the counted process needs, the same everywhere.
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env(crate::settings::SIMD_VAR, COUNTS_SIMD)
+            .env("RAYON_NUM_THREADS", "1");
+        if self.slowdown > 0.0 {
+            cmd.env(crate::settings::SLOWDOWN_VAR, self.slowdown.to_string());
+        }
+        let o_ = cmd
+            .output()
+            .map_err(|e| Error::BackendUnavailable(format!("valgrind cannot be run: {e}")))?;
+        if !o_.status.success() {
+            let tail: String = String::from_utf8_lossy(&o_.stderr)
+                .lines()
+                .rev()
+                .take(12)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join("\n");
+            return Err(Error::Backend(crate::error::BackendError::Kernel(format!(
+                "{}: the {} side under Callgrind exited with {}: {tail}",
+                s.name,
+                side.name(),
+                o_.status
+            ))));
+        }
+        let read = |p: &Path| -> Result<Events> {
+            let bytes = crate::files::read_regular(p, 64 << 20, "Callgrind output")?;
+            Events::parse(&String::from_utf8_lossy(&bytes)).map_err(|m| Error::Corrupt {
+                path: p.to_path_buf(),
+                message: m,
+            })
+        };
+        let call = read(&work.join("callgrind.out.1"))?;
+        let flush = read(&work.join("callgrind.out.2"))?;
+        Ok(Counts::of(&call, &flush, model))
+    }
+}
+
+/// Counts every side of every spec under `o.paths`; prints the table (or JSON). Exit 3 when
+/// Valgrind is not installed, 1 when a side's DRAM bytes disagree with its ledger.
+pub fn counts(o: &CountOptions) -> Result<ExitCode> {
+    let counter = Counter::new(o.model, o.seed, &o.settings)?;
+    let specs = crate::spec::load_all(&o.paths)?;
+    let counted: Vec<SpecCounts> = specs
+        .iter()
+        .map(|s| counter.count_spec(s))
+        .collect::<Result<_>>()?;
     if o.json {
-        let bytes = crate::report::output::json("the counts", &report)?;
+        let bytes = crate::report::output::json("the counts", &counted)?;
         print!("{}", String::from_utf8_lossy(&bytes));
     } else {
-        print!("{}", crate::report::counts::table(&report));
+        print!("{}", crate::report::counts::table(&counted));
     }
-    let disagrees = report.specs.iter().any(|s| {
-        [&s.before, &s.after].iter().any(|c| {
-            matches!(
-                c,
-                SideCounts::Counted {
-                    agreement: LedgerAgreement::Streaming { agrees: false, .. }
-                        | LedgerAgreement::Reuse { agrees: false, .. },
-                    ..
-                }
-            )
-        })
+    let disagrees = counted.iter().any(|s| {
+        [&s.before, &s.after]
+            .iter()
+            .any(|c| c.agreement().and_then(LedgerAgreement::agrees) == Some(false))
     });
     Ok(if disagrees {
         ExitCode::GateFailed
     } else {
         ExitCode::Pass
     })
-}
-
-/// Runs `opledger count-side` for one side under Callgrind and reads its two intervals: the
-/// kernel call, and the flush after it (whose dirty evictions are the call's last writes).
-fn count_in_simulator(
-    s: &Spec,
-    side: Side,
-    o: &CountOptions,
-    work: &Path,
-    exe: &Path,
-) -> Result<Counts> {
-    let out = work.join("callgrind.out");
-    for f in [
-        out.with_extension("out.1"),
-        out.with_extension("out.2"),
-        out.clone(),
-    ] {
-        let _ = std::fs::remove_file(f);
-    }
-    // The spec's text in the work folder, which is the counted process's current folder: where
-    // the spec lies on this machine (a path of another length, kept on the heap) must not move
-    // the kernel's buffers against each other.
-    let file = PathBuf::from("spec.yaml");
-    crate::files::write_atomic(&work.join(&file), s.source_text.as_bytes())?;
-    let mut cmd = std::process::Command::new(callgrind::VALGRIND);
-    cmd.args(callgrind::args(&o.model, &out))
-        .arg(exe)
-        .arg("count-side")
-        .arg(&file)
-        .arg(&s.name)
-        .arg(side.name())
-        .arg(o.seed.to_string())
-        .arg(o.model.ll.bytes.to_string())
-        .current_dir(work)
-        // The environment is cleared (its size moves the stack, and with it simulated misses):
-        // only what the counted process needs, the same everywhere.
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env(crate::settings::SIMD_VAR, COUNTS_SIMD)
-        .env("RAYON_NUM_THREADS", "1");
-    if o.settings.experiment_slowdown > 0.0 {
-        cmd.env(
-            crate::settings::SLOWDOWN_VAR,
-            o.settings.experiment_slowdown.to_string(),
-        );
-    }
-    let o_ = cmd
-        .output()
-        .map_err(|e| Error::BackendUnavailable(format!("valgrind cannot be run: {e}")))?;
-    if !o_.status.success() {
-        let tail: String = String::from_utf8_lossy(&o_.stderr)
-            .lines()
-            .rev()
-            .take(12)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect::<Vec<_>>()
-            .join("\n");
-        return Err(Error::Backend(crate::error::BackendError::Kernel(format!(
-            "{}: the {} side under Callgrind exited with {}: {tail}",
-            s.name,
-            side.name(),
-            o_.status
-        ))));
-    }
-    let read = |p: &Path| -> Result<Events> {
-        let bytes = crate::files::read_regular(p, 64 << 20, "Callgrind output")?;
-        Events::parse(&String::from_utf8_lossy(&bytes)).map_err(|m| Error::Corrupt {
-            path: p.to_path_buf(),
-            message: m,
-        })
-    };
-    let call = read(&work.join("callgrind.out.1"))?;
-    let flush = read(&work.join("callgrind.out.2"))?;
-    Ok(Counts::of(&call, &flush, &o.model))
 }
 
 /// In the process Callgrind runs: one side of one spec, set up, called once uncounted (lazy

@@ -1,7 +1,7 @@
 //! `opledger counts`' table: each side's counts and its DRAM bytes against its ledger, in
 //! words. The numbers come from `measure::counts`; nothing is computed here but their display.
 
-use crate::measure::counts::{CountsReport, LedgerAgreement, SideCounts};
+use crate::measure::counts::{LedgerAgreement, SideCounts, SpecCounts};
 
 fn mib(bytes: u64) -> String {
     format!("{:.2}", bytes as f64 / (1u64 << 20) as f64)
@@ -45,18 +45,21 @@ fn agreement(a: &LedgerAgreement) -> String {
     }
 }
 
-/// The counts as a Markdown table, one row per side, under a line naming the model.
-pub fn table(r: &CountsReport) -> String {
-    let mut out = format!(
-        "Counts by {} on the cache model {} ({}, {} thread, seed {})\n\n",
-        r.valgrind,
-        r.cache_model.describe(),
-        r.simd,
-        r.threads,
-        r.seed
-    );
+/// The counts as a Markdown table, one row per side, under a line naming the engine.
+pub fn table(specs: &[SpecCounts]) -> String {
+    let mut out = String::new();
+    if let Some(e) = specs.first().map(|s| &s.engine) {
+        out.push_str(&format!(
+            "Counts by {} on the cache model {} ({}, {} thread, seed {})\n\n",
+            e.valgrind,
+            e.cache_model.describe(),
+            e.simd,
+            e.threads,
+            e.seed
+        ));
+    }
     out.push_str("| spec | side | instructions | est. cycles | D1 misses r/w | LL misses r/w | DRAM read MiB (ledger) | DRAM write MiB (ledger) | against the ledger |\n|---|---|--:|--:|--:|--:|--:|--:|---|\n");
-    for s in &r.specs {
+    for s in specs {
         for (side, variant, c) in [
             ("before", &s.before_variant, &s.before),
             ("after", &s.after_variant, &s.after),
