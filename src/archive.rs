@@ -471,6 +471,7 @@ fn derived_status(s: &SpecResult, c: &Check) -> Option<Status> {
             verdict::launch_overhead_check(s.launch_overhead_secs.as_ref()?, n_ops, &variants(s))
         }
         "correctness" => s.correctness.as_ref()?.check(&s.tolerance.tolerance()),
+        verdict::LEDGER_COUNTS => verdict::counts_check(s.counts.as_ref()?),
         // Without a baseline the check is skipped, or failed under --require-baseline.
         "regression" => {
             return Some(crate::gate::status(

@@ -329,6 +329,15 @@ pub struct RunArgs {
     /// on PATH; CUDA backend) and reconcile its DRAM bytes with the ledger (`opledger counters`).
     #[arg(long)]
     pub ncu: bool,
+    /// What to measure: `time` (interleaved before/after pairs, the default), or `both`: the
+    /// pairs, and each side counted once under Valgrind's cache simulator (instructions, cache
+    /// misses and DRAM bytes that are the same on every x86-64 machine, checked against the
+    /// IO ledger; CPU backend, x86-64, Valgrind installed).
+    #[arg(long = "measure", value_name = "MODE", default_value = "time", value_parser = ["time", "both"])]
+    pub measure_mode: String,
+    /// The cache model of `--measure both` (as `opledger counts --cache-model`).
+    #[arg(long, value_name = "MODEL")]
+    pub cache_model: Option<String>,
     /// Threads of the CPU kernels (default: one per core the OS gives this process; rayon's
     /// RAYON_NUM_THREADS is honoured too). Part of the device's baseline key.
     #[arg(long, env = "OPLEDGER_THREADS", value_name = "N")]
@@ -485,7 +494,21 @@ fn run_options(a: RunArgs, settings: crate::settings::Settings) -> Result<RunOpt
             "--accept records baselines, and --against judges against the history store instead: use one".into(),
         ));
     }
+    let counts = match (a.measure_mode.as_str(), a.cache_model.as_deref()) {
+        ("both", model) => Some(match model {
+            Some(m) => crate::measure::counts::CacheModel::parse(m)
+                .map_err(|e| Error::Flag(format!("--cache-model {e}")))?,
+            None => crate::measure::counts::CacheModel::default(),
+        }),
+        (_, Some(_)) => {
+            return Err(Error::Flag(
+                "--cache-model is the model of the counts: it goes with --measure both".into(),
+            ))
+        }
+        _ => None,
+    };
     Ok(RunOptions {
+        counts,
         store,
         branch,
         default_branch: a

@@ -59,6 +59,7 @@ pub fn planned(
         error: None,
         status: Status::Fail,
         counters: None,
+        counts: None,
     }
 }
 

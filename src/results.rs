@@ -534,6 +534,9 @@ pub struct SpecResult {
     /// Hardware counters of both variants against their ledgers (`opledger counters`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<SpecCounters>,
+    /// Both sides counted under Valgrind's cache simulator (`run --measure both`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counts: Option<crate::measure::counts::SpecCounts>,
 }
 
 /// A spec's variants as the GPU's counters saw them, beside the ledger (`opledger counters`).

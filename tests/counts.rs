@@ -94,7 +94,10 @@ fn counts_are_identical_run_after_run_wherever_the_spec_lies() {
     assert!(n("after", "instructions") < n("before", "instructions"));
     assert!(2 * n("after", "dram_read_bytes") <= n("before", "dram_read_bytes") + (1 << 20));
     assert_eq!(first_json[0]["engine"]["simd"], "avx2");
-    assert_eq!(first_json[0]["engine"]["cache_model"]["ll"]["bytes"], 1 << 20);
+    assert_eq!(
+        first_json[0]["engine"]["cache_model"]["ll"]["bytes"],
+        1 << 20
+    );
 }
 
 #[test]
@@ -115,9 +118,7 @@ fn a_real_slowdown_of_the_code_moves_the_counts_of_its_side_only() {
         .unwrap();
     let slow = json(&o);
     let n = |v: &serde_json::Value, side: &str| {
-        v[0][side]["counts"]["instructions"]
-            .as_u64()
-            .unwrap() as f64
+        v[0][side]["counts"]["instructions"].as_u64().unwrap() as f64
     };
     // The fused side computes 2% of its output twice: at least 1% more instructions.
     assert!(
@@ -222,4 +223,58 @@ fn a_bad_cache_model_and_a_missing_valgrind_are_refused() {
         "{}",
         text(&o)
     );
+}
+
+#[test]
+fn a_run_measuring_both_archives_the_counts_and_checks_the_ledger_against_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = chain_spec(dir.path(), 1024, 1024);
+    // The model goes with counting; refused alone, before anything is measured.
+    let o = common::run_in(
+        dir.path(),
+        std::slice::from_ref(&spec),
+        &["--cache-model", SMALL_LL],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(!dir.path().join("runs").exists());
+    if !valgrind() {
+        return;
+    }
+    let o = common::run_in(
+        dir.path(),
+        std::slice::from_ref(&spec),
+        &["--measure", "both", "--cache-model", SMALL_LL],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let run = common::only_run_dir(dir.path());
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("results.json")).unwrap()).unwrap();
+    let s = &r["specs"][0];
+    assert_eq!(s["counts"]["engine"]["cache_model"]["ll"]["bytes"], 1 << 20);
+    assert_eq!(s["counts"]["after"]["status"], "counted");
+    let check = s["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "ledger_counts")
+        .expect("the counts check");
+    assert_eq!(check["status"], "pass", "{check}");
+    let report = std::fs::read_to_string(run.join("report.md")).unwrap();
+    assert!(report.contains("**Counts** (valgrind-"), "{report}");
+    assert!(report.contains("✅ streaming"), "{report}");
+    // The archive holds up: the check is re-derived from the counts it stores.
+    let o = bin().arg("verify").arg(&run).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // A counts check edited to pass where the counts disagree is caught.
+    let mut edited = r.clone();
+    edited["specs"][0]["counts"]["after"]["agreement"]["agrees"] = serde_json::json!(false);
+    std::fs::remove_file(run.join("manifest.json")).unwrap();
+    std::fs::write(
+        run.join("results.json"),
+        serde_json::to_vec(&edited).unwrap(),
+    )
+    .unwrap();
+    let o = bin().arg("report").arg(&run).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("ledger_counts"), "{}", text(&o));
 }

@@ -185,6 +185,23 @@ impl Counter {
     }
 }
 
+/// Adds `s`'s counts and the check of their DRAM bytes against the ledger to its result, and
+/// its status again. A side the simulator could not run fails that check with the reason.
+pub fn attach(counter: &Counter, s: &Spec, r: &mut crate::results::SpecResult) {
+    match counter.count_spec(s) {
+        Ok(c) => {
+            r.checks.push(crate::verdict::counts_check(&c));
+            r.counts = Some(c);
+        }
+        Err(e) => r.checks.push(crate::verdict::Check::new(
+            crate::verdict::LEDGER_COUNTS,
+            crate::verdict::Status::Fail,
+            e.to_string(),
+        )),
+    }
+    r.status = crate::gate::spec_status(&r.checks);
+}
+
 /// Counts every side of every spec under `o.paths`; prints the table (or JSON). Exit 3 when
 /// Valgrind is not installed, 1 when a side's DRAM bytes disagree with its ledger.
 pub fn counts(o: &CountOptions) -> Result<ExitCode> {

@@ -24,6 +24,8 @@ use std::path::{Path, PathBuf};
 /// Everything `run` needs besides the specs.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
+    /// Count each side under Valgrind's cache simulator on this model too (`--measure both`).
+    pub counts: Option<crate::measure::counts::CacheModel>,
     pub paths: Vec<PathBuf>,
     pub backend: BackendChoice,
     pub accept: bool,
@@ -79,6 +81,13 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
         p.progress.start_spec(i, &s.name, &s.workload.describe());
         let mut r = run_spec(&ctx, s, base.as_ref(), bpath);
         r.baseline.reference = p.references.get(i).cloned().flatten();
+        if let Some(counter) = &p.counter {
+            p.progress.say(&format!(
+                "opledger: {}: counting both sides under Valgrind",
+                s.name
+            ));
+            counts::attach(counter, s, &mut r);
+        }
         if opts.accept {
             accept(&ctx, &mut r, bpath, base.as_ref(), &started_utc, &git_sha)?;
         }

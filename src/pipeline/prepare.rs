@@ -32,6 +32,8 @@ pub(crate) struct Prepared {
     pub progress: Progress,
     /// The user's report template, compiled before anything was measured.
     pub template: Option<Template>,
+    /// The counts engine, when the sides are counted too (`--measure both`).
+    pub counter: Option<super::counts::Counter>,
     pub _lock: Option<baseline::StoreLock>,
 }
 
@@ -57,6 +59,21 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
     let available = check_host_memory(opts, flush)?;
     let (backend, backend_note) = backend::select(opts.backend, flush, &opts.settings)?;
     check_store(opts)?;
+    // Counting is refused before anything is measured where it cannot be done.
+    let counter = match opts.counts {
+        Some(_) if backend.kind() != crate::device::DeviceKind::Cpu => {
+            return Err(Error::Flag(
+                "--measure both counts the CPU backend's kernels under Valgrind: add --backend cpu"
+                    .into(),
+            ))
+        }
+        Some(model) => Some(super::counts::Counter::new(
+            model,
+            opts.measure.seed,
+            &opts.settings,
+        )?),
+        None => None,
+    };
     let device = backend.device();
     // Accepting runs serialize on the store, from reading the baselines to writing them.
     let lock = if opts.accept {
@@ -106,6 +123,7 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
         references,
         progress,
         template,
+        counter,
         _lock: lock,
     })
 }
