@@ -262,6 +262,15 @@ fn a_run_measuring_both_archives_the_counts_and_checks_the_ledger_against_them()
     let report = std::fs::read_to_string(run.join("report.md")).unwrap();
     assert!(report.contains("**Counts** (valgrind-"), "{report}");
     assert!(report.contains("✅ streaming"), "{report}");
+    // Where the work went: the elementwise chain's kernel executed nearly all of it.
+    let top = &s["counts"]["after"]["functions"][0];
+    assert!(top["function"].as_str().unwrap().contains("chain"), "{top}");
+    let share = top["instructions"].as_f64().unwrap()
+        / s["counts"]["after"]["counts"]["instructions"]
+            .as_f64()
+            .unwrap();
+    assert!(share > 0.9, "{share}");
+    assert!(report.contains("busiest functions"), "{report}");
     // The archive holds up: the check is re-derived from the counts it stores.
     let o = bin().arg("verify").arg(&run).output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));

@@ -160,6 +160,82 @@ impl Events {
     }
 }
 
+/// One function's own share of a counted call (what it executed itself, not its callees).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FunctionCounts {
+    pub function: String,
+    pub instructions: u64,
+    /// Its last-level misses, reads and writes.
+    pub ll_misses: u64,
+}
+
+/// The functions of a Callgrind output file by their own instructions, most first, at most
+/// `keep` of them: each `fn=` block's cost lines summed, the cost line after a `calls=` line
+/// (a callee's inclusive cost) left out. Needs the file's `events:` line.
+pub fn functions(text: &str, keep: usize) -> Vec<FunctionCounts> {
+    let names: Vec<&str> = text
+        .lines()
+        .find_map(|l| l.strip_prefix("events:"))
+        .map(|v| v.split_whitespace().collect())
+        .unwrap_or_default();
+    let col = |n: &str| names.iter().position(|x| *x == n);
+    let (ir, misses) = (col("Ir"), [col("ILmr"), col("DLmr"), col("DLmw")]);
+    let mut by_fn: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+    let mut current: Option<String> = None;
+    let mut skip_next = false;
+    for line in text.lines() {
+        if let Some(f) = line.strip_prefix("fn=") {
+            // `(id) name`, or `name` without compressed strings.
+            let name = match f.split_once(") ") {
+                Some((id, n)) if id.starts_with('(') => n,
+                _ => f,
+            };
+            current = Some(name.to_string());
+            continue;
+        }
+        if line.starts_with("calls=") {
+            skip_next = true;
+            continue;
+        }
+        let first = line.bytes().next();
+        let is_cost = matches!(first, Some(b'0'..=b'9' | b'+' | b'-' | b'*'));
+        if !is_cost {
+            continue;
+        }
+        if skip_next {
+            skip_next = false;
+            continue;
+        }
+        let Some(f) = &current else { continue };
+        // The position column first, then the events in order (missing ones are zero).
+        let values: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .map(|v| v.parse().unwrap_or(0))
+            .collect();
+        let at = |i: Option<usize>| i.and_then(|i| values.get(i)).copied().unwrap_or(0);
+        let e = by_fn.entry(f.clone()).or_default();
+        e.0 += at(ir);
+        e.1 += misses.iter().map(|m| at(*m)).sum::<u64>();
+    }
+    let mut out: Vec<FunctionCounts> = by_fn
+        .into_iter()
+        .map(|(function, (instructions, ll_misses))| FunctionCounts {
+            function,
+            instructions,
+            ll_misses,
+        })
+        .filter(|f| f.instructions > 0)
+        .collect();
+    out.sort_by(|a, b| {
+        b.instructions
+            .cmp(&a.instructions)
+            .then(a.function.cmp(&b.function))
+    });
+    out.truncate(keep);
+    out
+}
+
 /// What one side's kernel call executed and moved on the model, counted by the simulator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Counts {
@@ -312,6 +388,10 @@ pub enum SideCounts {
         ledger_read_bytes: u64,
         ledger_write_bytes: u64,
         agreement: LedgerAgreement,
+        /// The functions that executed most in the call, by their own instructions: where the
+        /// work went.
+        #[serde(default)]
+        functions: Vec<FunctionCounts>,
     },
     /// Counts are not available for this side (a worker or a `cuda:` side), with why.
     NotAvailable { reason: String },
@@ -361,6 +441,17 @@ mod tests {
         assert_eq!(c.estimated_cycles, (160 - 16) + 5 * 3 + 35 * 13);
         assert!(Events::parse("totals: 1 2\n").is_err());
         assert!(Events::parse("events: Ir\ntotals: x\n").is_err());
+    }
+
+    #[test]
+    fn functions_are_summed_by_their_own_cost_and_callees_left_out() {
+        let text = "events: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw\nfn=(1) kernel\n10 100 0 0 0 0 0 0 5 1\n11 50\ncfn=(2) helper\ncalls=3 20\n12 1000 0 0 0 0 0 0 9 9\nfn=(2) helper\n20 300 0 0 0 0 0 0 2\ntotals: 450\n";
+        let f = functions(text, 10);
+        assert_eq!(f[0].function, "helper");
+        assert_eq!((f[0].instructions, f[0].ll_misses), (300, 2));
+        assert_eq!(f[1].function, "kernel");
+        assert_eq!((f[1].instructions, f[1].ll_misses), (150, 6));
+        assert_eq!(functions(text, 1).len(), 1);
     }
 
     #[test]

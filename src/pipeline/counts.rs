@@ -14,8 +14,12 @@ use crate::error::{Error, ExitCode, Result};
 use crate::ledger::Tiling;
 use crate::measure::callgrind;
 use crate::measure::counts::{
-    CacheModel, Counts, CountsEngine, Events, LedgerAgreement, SideCounts, SpecCounts,
+    functions, CacheModel, Counts, CountsEngine, Events, FunctionCounts, LedgerAgreement,
+    SideCounts, SpecCounts,
 };
+
+/// How many of a side's functions its counts keep (those that executed most).
+const TOP_FUNCTIONS: usize = 10;
 use crate::spec::Spec;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -104,9 +108,10 @@ impl Counter {
                 return Ok(SideCounts::NotAvailable { reason: why });
             }
             let model = &self.engine.cache_model;
-            let counts = self.count_side(s, side)?;
+            let (counts, functions) = self.count_side(s, side)?;
             Ok(SideCounts::Counted {
                 counts,
+                functions,
                 ledger_read_bytes: ledger.movements.iter().map(|m| m.bytes * m.reads).sum(),
                 ledger_write_bytes: ledger.movements.iter().map(|m| m.bytes * m.writes).sum(),
                 agreement: LedgerAgreement::of(ledger, &counts, model),
@@ -124,7 +129,7 @@ impl Counter {
     /// Runs `opledger count-side` for one side under Callgrind and reads its two intervals:
     /// the kernel call, and the flush after it (whose dirty evictions are the call's last
     /// writes).
-    fn count_side(&self, s: &Spec, side: Side) -> Result<Counts> {
+    fn count_side(&self, s: &Spec, side: Side) -> Result<(Counts, Vec<FunctionCounts>)> {
         let work = self.work.path();
         let model = &self.engine.cache_model;
         let out = work.join("callgrind.out");
@@ -179,16 +184,21 @@ impl Counter {
                 o_.status
             ))));
         }
-        let read = |p: &Path| -> Result<Events> {
+        let read = |p: &Path| -> Result<(Events, String)> {
             let bytes = crate::files::read_regular(p, 64 << 20, "Callgrind output")?;
-            Events::parse(&String::from_utf8_lossy(&bytes)).map_err(|m| Error::Corrupt {
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            let events = Events::parse(&text).map_err(|m| Error::Corrupt {
                 path: p.to_path_buf(),
                 message: m,
-            })
+            })?;
+            Ok((events, text))
         };
-        let call = read(&work.join("callgrind.out.1"))?;
-        let flush = read(&work.join("callgrind.out.2"))?;
-        Ok(Counts::of(&call, &flush, model))
+        let (call, call_text) = read(&work.join("callgrind.out.1"))?;
+        let (flush, _) = read(&work.join("callgrind.out.2"))?;
+        Ok((
+            Counts::of(&call, &flush, model),
+            functions(&call_text, TOP_FUNCTIONS),
+        ))
     }
 }
 

@@ -71,6 +71,7 @@ pub fn table(specs: &[SpecCounts]) -> String {
                     ledger_read_bytes,
                     ledger_write_bytes,
                     agreement: a,
+                    ..
                 } => out.push_str(&format!(
                     "| {name} | {side} ({variant}) | {} | {} | {}/{} | {}/{} | {} ({}) | {} ({}) | {} |\n",
                     counts.instructions,
@@ -90,6 +91,38 @@ pub fn table(specs: &[SpecCounts]) -> String {
                 )),
             }
         }
+    }
+    // Where the work went: each counted side's busiest functions.
+    let mut lines = Vec::new();
+    for s in specs {
+        for (side, c) in [("before", &s.before), ("after", &s.after)] {
+            if let SideCounts::Counted {
+                counts, functions, ..
+            } = c
+            {
+                let total = counts.instructions.max(1) as f64;
+                let top: Vec<String> = functions
+                    .iter()
+                    .take(5)
+                    .map(|f| {
+                        format!(
+                            "`{}` {:.1}%",
+                            f.function,
+                            100.0 * f.instructions as f64 / total
+                        )
+                    })
+                    .collect();
+                if !top.is_empty() {
+                    lines.push(format!("- {} {side}: {}\n", s.name, top.join(", ")));
+                }
+            }
+        }
+    }
+    if !lines.is_empty() {
+        out.push_str(
+            "\nWhere the instructions went (each side's functions by their own instructions):\n\n",
+        );
+        out.extend(lines);
     }
     out
 }

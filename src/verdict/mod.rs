@@ -1121,6 +1121,7 @@ pub fn counts_check(c: &crate::measure::counts::SpecCounts) -> Check {
                 ledger_read_bytes,
                 ledger_write_bytes,
                 agreement,
+                ..
             } => {
                 let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
                 let how = match agreement {
