@@ -308,8 +308,9 @@ pub enum LedgerAgreement {
         write_ratio: f64,
         agrees: bool,
     },
-    /// A tensor smaller than four times the last level: it may stay in the cache, and the
-    /// ledger (which assumes it does not) is not what memory sees.
+    /// Tensors smaller than four times the last level carry more than 1% of the side's
+    /// traffic: they may stay in the cache, and the ledger (which assumes they do not) is not
+    /// what memory sees.
     CacheResident {
         smallest_tensor_bytes: u64,
         ll_bytes: u64,
@@ -318,6 +319,9 @@ pub enum LedgerAgreement {
 
 /// Fraction within which a streaming side's DRAM bytes must match its ledger.
 pub const STREAMING_TOLERANCE: f64 = 0.05;
+/// Largest share of a side's ledger traffic that tensors small enough to stay cached may have
+/// while the side is still judged as streaming.
+pub const SMALL_TENSOR_SHARE: f64 = 0.01;
 /// Least measured/ledger ratio of a side that re-reads by design.
 pub const REUSE_FLOOR: f64 = 0.95;
 
@@ -341,7 +345,17 @@ impl LedgerAgreement {
             ratio(c.dram_read_bytes, read),
             ratio(c.dram_write_bytes, write),
         );
-        let smallest = ledger.movements.iter().map(|m| m.bytes).min().unwrap_or(0);
+        // Tensors under four times the last level may stay in it. Where their traffic is a
+        // sliver of the side's (a bias or a norm's weight beside 256 MiB rows), they cannot
+        // move the total beyond the tolerance, and the side is still judged as streaming.
+        let small = |m: &&crate::ledger::Movement| m.bytes < 4 * model.ll.bytes;
+        let small_traffic: u64 = ledger
+            .movements
+            .iter()
+            .filter(small)
+            .map(|m| m.traffic_bytes())
+            .sum();
+        let smallest = ledger.movements.iter().filter(small).map(|m| m.bytes).min();
         if ledger.movements.iter().any(|m| m.reads > 1 || m.writes > 1) {
             return LedgerAgreement::Reuse {
                 read_ratio,
@@ -349,11 +363,13 @@ impl LedgerAgreement {
                 agrees: read_ratio >= REUSE_FLOOR && (write == 0 || write_ratio >= REUSE_FLOOR),
             };
         }
-        if smallest < 4 * model.ll.bytes {
-            return LedgerAgreement::CacheResident {
-                smallest_tensor_bytes: smallest,
-                ll_bytes: model.ll.bytes,
-            };
+        if let Some(smallest) = smallest {
+            if small_traffic as f64 > SMALL_TENSOR_SHARE * ledger.bytes_moved().max(1) as f64 {
+                return LedgerAgreement::CacheResident {
+                    smallest_tensor_bytes: smallest,
+                    ll_bytes: model.ll.bytes,
+                };
+            }
         }
         let near =
             |r: f64, predicted: u64| predicted == 0 || (r - 1.0).abs() <= STREAMING_TOLERANCE;
@@ -452,6 +468,70 @@ mod tests {
         assert_eq!(f[1].function, "kernel");
         assert_eq!((f[1].instructions, f[1].ll_misses), (150, 6));
         assert_eq!(functions(text, 1).len(), 1);
+    }
+
+    #[test]
+    fn sides_are_judged_streaming_reuse_or_cache_resident_by_their_ledger() {
+        use crate::ledger::Movement;
+        use crate::values::Variant;
+        let m = CacheModel::default();
+        let mv = |bytes: u64, reads: u64, writes: u64| Movement {
+            tensor: "t".into(),
+            bytes,
+            reads,
+            writes,
+        };
+        let counts = |read: u64, write: u64| Counts {
+            instructions: 0,
+            data_reads: 0,
+            data_writes: 0,
+            i1_misses: 0,
+            d1_read_misses: 0,
+            d1_write_misses: 0,
+            ll_read_misses: 0,
+            ll_write_misses: 0,
+            dram_read_bytes: read,
+            dram_write_bytes: write,
+            estimated_cycles: 0,
+        };
+        let big = 256 << 20;
+        // A 32 KiB bias beside 256 MiB rows is still a streaming side, judged within ±5%.
+        let l = VariantLedger::new(
+            Variant::Fused,
+            vec![mv(big, 1, 0), mv(32 << 10, 1, 0), mv(big, 0, 1)],
+            0,
+            1,
+        );
+        let a = LedgerAgreement::of(&l, &counts(big + (32 << 10), big), &m);
+        assert!(
+            matches!(a, LedgerAgreement::Streaming { agrees: true, .. }),
+            "{a:?}"
+        );
+        let a = LedgerAgreement::of(&l, &counts(big * 11 / 10, big), &m);
+        assert_eq!(a.agrees(), Some(false), "{a:?}");
+        // Small tensors with much of the traffic: not compared.
+        let l = VariantLedger::new(Variant::Fused, vec![mv(1 << 20, 1, 0), mv(big, 0, 1)], 0, 1);
+        let l2 = VariantLedger::new(
+            Variant::Fused,
+            vec![mv(8 << 20, 1, 0), mv(8 << 20, 0, 1)],
+            0,
+            1,
+        );
+        assert!(matches!(
+            LedgerAgreement::of(&l, &counts(0, 0), &m),
+            LedgerAgreement::Streaming { .. }
+        ));
+        assert_eq!(LedgerAgreement::of(&l2, &counts(0, 0), &m).agrees(), None);
+        // A re-read tensor: the ledger is a lower bound.
+        let l = VariantLedger::new(Variant::Fused, vec![mv(big, 4, 0), mv(big, 0, 1)], 0, 1);
+        assert_eq!(
+            LedgerAgreement::of(&l, &counts(5 * big, big), &m).agrees(),
+            Some(true)
+        );
+        assert_eq!(
+            LedgerAgreement::of(&l, &counts(3 * big, big), &m).agrees(),
+            Some(false)
+        );
     }
 
     #[test]
