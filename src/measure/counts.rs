@@ -356,13 +356,7 @@ impl LedgerAgreement {
             .map(|m| m.traffic_bytes())
             .sum();
         let smallest = ledger.movements.iter().filter(small).map(|m| m.bytes).min();
-        if ledger.movements.iter().any(|m| m.reads > 1 || m.writes > 1) {
-            return LedgerAgreement::Reuse {
-                read_ratio,
-                write_ratio,
-                agrees: read_ratio >= REUSE_FLOOR && (write == 0 || write_ratio >= REUSE_FLOOR),
-            };
-        }
+        // Cache-resident first: re-reads of a tensor that fits are served by the cache.
         if let Some(smallest) = smallest {
             if small_traffic as f64 > SMALL_TENSOR_SHARE * ledger.bytes_moved().max(1) as f64 {
                 return LedgerAgreement::CacheResident {
@@ -370,6 +364,13 @@ impl LedgerAgreement {
                     ll_bytes: model.ll.bytes,
                 };
             }
+        }
+        if ledger.movements.iter().any(|m| m.reads > 1 || m.writes > 1) {
+            return LedgerAgreement::Reuse {
+                read_ratio,
+                write_ratio,
+                agrees: read_ratio >= REUSE_FLOOR && (write == 0 || write_ratio >= REUSE_FLOOR),
+            };
         }
         let near =
             |r: f64, predicted: u64| predicted == 0 || (r - 1.0).abs() <= STREAMING_TOLERANCE;
