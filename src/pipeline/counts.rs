@@ -17,9 +17,6 @@ use crate::measure::counts::{
     functions, CacheModel, Counts, CountsEngine, Events, FunctionCounts, LedgerAgreement,
     SideCounts, SpecCounts,
 };
-
-/// How many of a side's functions its counts keep (those that executed most).
-const TOP_FUNCTIONS: usize = 10;
 use crate::spec::Spec;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -34,6 +31,9 @@ pub struct CountOptions {
     pub seed: u64,
     pub json: bool,
 }
+
+/// How many of a side's functions its counts keep (those that executed most).
+const TOP_FUNCTIONS: usize = 10;
 
 /// The SIMD level counted sides run at (Valgrind executes no AVX-512).
 pub const COUNTS_SIMD: &str = "avx2";
@@ -108,7 +108,7 @@ impl Counter {
                 return Ok(SideCounts::NotAvailable { reason: why });
             }
             let model = &self.engine.cache_model;
-            let (counts, functions) = self.count_side(s, side)?;
+            let (counts, functions) = self.run_counted(s, side)?;
             Ok(SideCounts::Counted {
                 counts,
                 functions,
@@ -129,7 +129,7 @@ impl Counter {
     /// Runs `opledger count-side` for one side under Callgrind and reads its two intervals:
     /// the kernel call, and the flush after it (whose dirty evictions are the call's last
     /// writes).
-    fn count_side(&self, s: &Spec, side: Side) -> Result<(Counts, Vec<FunctionCounts>)> {
+    fn run_counted(&self, s: &Spec, side: Side) -> Result<(Counts, Vec<FunctionCounts>)> {
         let work = self.work.path();
         let model = &self.engine.cache_model;
         let out = work.join("callgrind.out");
@@ -164,11 +164,11 @@ impl Counter {
         if self.slowdown > 0.0 {
             cmd.env(crate::settings::SLOWDOWN_VAR, self.slowdown.to_string());
         }
-        let o_ = cmd
+        let done = cmd
             .output()
             .map_err(|e| Error::BackendUnavailable(format!("valgrind cannot be run: {e}")))?;
-        if !o_.status.success() {
-            let tail: String = String::from_utf8_lossy(&o_.stderr)
+        if !done.status.success() {
+            let tail: String = String::from_utf8_lossy(&done.stderr)
                 .lines()
                 .rev()
                 .take(12)
@@ -181,7 +181,7 @@ impl Counter {
                 "{}: the {} side under Callgrind exited with {}: {tail}",
                 s.name,
                 side.name(),
-                o_.status
+                done.status
             ))));
         }
         let read = |p: &Path| -> Result<(Events, String)> {
