@@ -8,7 +8,7 @@
 mod common;
 use common::{bin, text};
 use std::path::Path;
-use std::process::Output;
+use std::process::{Command, Output};
 
 /// A 1 MiB last level: tensors of 4 MiB (1024 x 1024 f32) are four times it.
 const SMALL_LL: &str = "LL=1048576,16,64";
@@ -40,15 +40,26 @@ fn chain_spec(dir: &Path, rows: u64, cols: u64) -> std::path::PathBuf {
     p
 }
 
+/// `opledger counts SPEC` in `dir`.
+fn counts_cmd(dir: &Path, spec: &Path) -> Command {
+    let mut c = bin();
+    c.current_dir(dir).arg("counts").arg(spec);
+    c
+}
+
+/// `opledger counts SPEC` on the small model, as JSON.
 fn counts(dir: &Path, spec: &Path, extra: &[&str]) -> Output {
-    bin()
-        .current_dir(dir)
-        .arg("counts")
-        .arg(spec)
+    counts_cmd(dir, spec)
         .args(["--cache-model", SMALL_LL, "--format", "json"])
         .args(extra)
         .output()
         .unwrap()
+}
+
+/// Asserts the exit code and that the output says `what`.
+fn says(o: &Output, code: i32, what: &str) {
+    assert_eq!(o.status.code(), Some(code), "{}", text(o));
+    assert!(text(o).contains(what), "expected {what:?} in {}", text(o));
 }
 
 fn json(o: &Output) -> serde_json::Value {
@@ -72,11 +83,8 @@ fn counts_are_identical_run_after_run_wherever_the_spec_lies() {
     let deeper = dir.path().join("a/much/deeper/folder/of/specs");
     std::fs::create_dir_all(&deeper).unwrap();
     let moved = chain_spec(&deeper, 1024, 1024);
-    let o = bin()
-        .current_dir(&deeper)
+    let o = counts_cmd(&deeper, &moved)
         .env("OPLEDGER_TEST_PADDING", "x".repeat(50_000))
-        .arg("counts")
-        .arg(&moved)
         .args(["--cache-model", SMALL_LL, "--format", "json"])
         .output()
         .unwrap();
@@ -108,11 +116,8 @@ fn a_real_slowdown_of_the_code_moves_the_counts_of_its_side_only() {
     let dir = tempfile::tempdir().unwrap();
     let spec = chain_spec(dir.path(), 1024, 1024);
     let base = json(&counts(dir.path(), &spec, &[]));
-    let o = bin()
-        .current_dir(dir.path())
+    let o = counts_cmd(dir.path(), &spec)
         .env("OPLEDGER_EXPERIMENT_SLOWDOWN", "0.02")
-        .arg("counts")
-        .arg(&spec)
         .args(["--cache-model", SMALL_LL, "--format", "json"])
         .output()
         .unwrap();
@@ -137,17 +142,11 @@ fn sides_the_simulator_cannot_see_and_cache_resident_sizes_say_so() {
     }
     let dir = tempfile::tempdir().unwrap();
     let spec = chain_spec(dir.path(), 64, 256);
-    let o = bin()
-        .current_dir(dir.path())
-        .arg("counts")
-        .arg(&spec)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(
-        text(&o).contains("not compared: a tensor of 0.06 MiB is under 4x the 8.00 MiB last level"),
-        "{}",
-        text(&o)
+    let o = counts_cmd(dir.path(), &spec).output().unwrap();
+    says(
+        &o,
+        0,
+        "not compared: a tensor of 0.06 MiB is under 4x the 8.00 MiB last level",
     );
     // A worker's side runs in another process: not counted, and said so.
     std::fs::copy(
@@ -161,49 +160,27 @@ fn sides_the_simulator_cannot_see_and_cache_resident_sizes_say_so() {
         "name: worker-relu\ntitle: a worker's relu\nworkload: {kind: elementwise, ops: [relu], rows: 8, cols: 16}\nvariants:\n  before: unfused\n  after: {implements: fused, command: [python3, fake_worker.py, ok], function: relu}\nexpect: {bound: bandwidth}\n",
     )
     .unwrap();
-    let o = bin()
-        .current_dir(dir.path())
-        .arg("counts")
-        .arg(&worker)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(
-        text(&o).contains("counts are not available for it"),
-        "{}",
-        text(&o)
-    );
+    let o = counts_cmd(dir.path(), &worker).output().unwrap();
+    says(&o, 0, "counts are not available for it");
 }
 
 #[test]
 fn a_bad_cache_model_and_a_missing_valgrind_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let spec = chain_spec(dir.path(), 64, 256);
-    let o = bin()
-        .current_dir(dir.path())
-        .arg("counts")
-        .arg(&spec)
+    let o = counts_cmd(dir.path(), &spec)
         .args(["--cache-model", "LL=1000,16,64"])
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains("--cache-model"), "{}", text(&o));
+    says(&o, 2, "--cache-model");
     // No valgrind on PATH: the backend is unavailable (exit 3), and says how to get it.
     let empty = dir.path().join("empty-bin");
     std::fs::create_dir(&empty).unwrap();
-    let o = bin()
-        .current_dir(dir.path())
+    let o = counts_cmd(dir.path(), &spec)
         .env("PATH", &empty)
-        .arg("counts")
-        .arg(&spec)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
-    assert!(
-        text(&o).contains("apt-get install valgrind"),
-        "{}",
-        text(&o)
-    );
+    says(&o, 3, "apt-get install valgrind");
     // The counted process is not for hand use.
     let o = bin()
         .current_dir(dir.path())
@@ -217,12 +194,7 @@ fn a_bad_cache_model_and_a_missing_valgrind_are_refused() {
         ])
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(
-        text(&o).contains("started by `opledger counts`"),
-        "{}",
-        text(&o)
-    );
+    says(&o, 2, "started by `opledger counts`");
 }
 
 #[test]
