@@ -19,9 +19,10 @@
 //! template the run recorded, and [`create_run_dir`] names a new run's folder.
 
 use crate::error::{Error, Result};
+use crate::gate::stats::RegressionState;
 use crate::report::output::{self, Rendering, Template};
 use crate::results::{RunResult, RunVerdict, SpecResult};
-use crate::verdict::{self, Check, RegressionState, Status};
+use crate::verdict::{self, Check, Status};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;

@@ -8,11 +8,12 @@
 use crate::baseline;
 use crate::device::Ceilings;
 use crate::error::{ExitCode, Result};
+use crate::gate::stats::Spread;
 use crate::gate::{compared_values, spread_of};
 use crate::measure::stats::median;
 use crate::pipeline::{prepare, run_spec, Made, Prepared, Provenance, RunContext, RunOptions};
 use crate::results::SpecResult;
-use crate::verdict::{Spread, Status};
+use crate::verdict::Status;
 use std::path::PathBuf;
 
 pub const DEFAULT_RUNS: usize = 5;
@@ -63,7 +64,7 @@ pub fn outlier_of(v: &[f64]) -> Option<(usize, f64, f64)> {
     }
     let logs: Vec<f64> = v.iter().map(|x| x.ln()).collect();
     let m = median(&logs);
-    let mad = median(&logs.iter().map(|l| (l - m).abs()).collect::<Vec<_>>()) * 1.4826;
+    let mad = crate::measure::stats::mad(&logs) * 1.4826;
     let (i, dev) = logs
         .iter()
         .map(|l| (l - m).abs())

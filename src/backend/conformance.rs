@@ -4,7 +4,7 @@
 //! unknown op, a line that is not JSON), shutdown — each step a [`Finding`] against the
 //! protocol's rule it tests ([`Rule`]). Data only; `report::conformance` writes the words.
 
-use super::worker::{Request, TensorFile, Worker};
+use super::worker::{Request, TensorFile, Worker, FLOOR_SECS};
 use crate::spec::{WorkerCommand, Workload};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -45,16 +45,6 @@ pub struct Finding {
     pub ok: bool,
     /// What was seen: the reply's figures, or what broke the rule.
     pub detail: String,
-}
-
-/// The shortest run a worker may report: no kernel of a whole workload finishes in less, so a
-/// smaller time is a timer that is not one.
-pub const FLOOR_SECS: f64 = 1e-8;
-
-/// Whether a run's reported seconds are possible: finite, at least [`FLOOR_SECS`], and no more
-/// than `wall_secs`, the request's own time by opledger's clock.
-pub fn possible_secs(secs: f64, wall_secs: f64) -> bool {
-    secs.is_finite() && secs >= FLOOR_SECS && secs <= wall_secs
 }
 
 /// The check of one worker command on a spec's workload, for each of `functions` (the

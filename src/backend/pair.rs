@@ -383,12 +383,12 @@ impl Pair for UserSides {
                 match secs {
                     // What no clock could have seen: more than the request took as opledger
                     // timed it, or less than the shortest run any workload takes.
-                    Some(s) if s.is_finite() && !super::conformance::possible_secs(s, wall) => {
+                    Some(s) if s.is_finite() && !super::worker::possible_secs(s, wall) => {
                         Err(w
                             .failure(format!(
                                 "impossible time: the worker reported {s:e} s for a run whose whole request took {wall:e} s by opledger's clock{}; its timer does not time the run",
-                                if s < super::conformance::FLOOR_SECS {
-                                    format!(" (below the {:e} s floor)", super::conformance::FLOOR_SECS)
+                                if s < super::worker::FLOOR_SECS {
+                                    format!(" (below the {:e} s floor)", super::worker::FLOOR_SECS)
                                 } else {
                                     String::new()
                                 }

@@ -22,6 +22,16 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The protocol version this opledger speaks.
+/// The shortest run a worker may report: no kernel of a whole workload finishes in less, so a
+/// smaller time is a timer that is not one.
+pub const FLOOR_SECS: f64 = 1e-8;
+
+/// Whether a run's reported seconds are possible: finite, at least [`FLOOR_SECS`], and no more
+/// than `wall_secs`, the request's own time by opledger's clock.
+pub fn possible_secs(secs: f64, wall_secs: f64) -> bool {
+    secs.is_finite() && secs >= FLOOR_SECS && secs <= wall_secs
+}
+
 pub const PROTOCOL: u64 = 1;
 /// The file descriptor the channel is on, in the worker.
 pub const WORKER_FD: i32 = 3;

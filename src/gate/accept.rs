@@ -5,9 +5,9 @@ use crate::baseline::{
     BaselineFile, HistoryEntry, BASELINE_SCHEMA_VERSION, MAX_HISTORY, MAX_STORED_SAMPLES,
 };
 use crate::device::{Ceilings, DeviceInfo};
+use crate::gate::stats::RegressionState;
 use crate::measure::MeasureConfig;
 use crate::results::{Accepted, BaselineStatus, SpecResult};
-use crate::verdict::RegressionState;
 
 /// Builds the baseline of a passing result, carrying over the history of `old` — unless this
 /// run measured a significant improvement over it (gate state `improved`): then the old medians

@@ -6,11 +6,11 @@
 
 use crate::baseline::{BaselineFile, HistoryEntry, BASELINE_SCHEMA_VERSION};
 use crate::device::{Ceilings, DeviceInfo};
+use crate::gate::stats::POOL_MIN_RUNS;
 use crate::measure::stats::Summary;
 use crate::measure::MeasureConfig;
 use crate::spec::Spec;
 use crate::store::Point;
-use crate::verdict::POOL_MIN_RUNS;
 
 /// Runs of a branch's history the reference rests on, at most.
 pub const HISTORY_RUNS: usize = 20;

@@ -3,6 +3,9 @@
 //! runs, the ceiling drift guard, and the two passes judged one by one and together. Numbers
 //! in, a [`GateFinding`] out; the outputs write its sentences.
 
+use super::stats::{
+    gate_state, geometric_mean, noise_factor, spread_of, RegressionState, POOL_MIN_RUNS,
+};
 use crate::baseline::BaselineFile;
 use crate::device::{Ceilings, DeviceInfo};
 use crate::measure::stats::{ratio_ci, Estimate};
@@ -12,7 +15,6 @@ use crate::results::{
     Passes, SpecResult,
 };
 use crate::spec::GateCompare;
-use crate::verdict::{gate_state, RegressionState, Spread, POOL_MIN_RUNS};
 use std::path::Path;
 
 /// What a judgement needs besides the result: the baseline, and the device and roofs of the
@@ -171,7 +173,7 @@ fn environment_warnings(base: &BaselineFile, device: &DeviceInfo) -> Vec<String>
 
 /// [`judge_once`] for a result measured in two passes (`first_pass_pairs` set: its samples are
 /// the first pass's pairs followed by the second's). Each pass is judged, then both together,
-/// and [`crate::verdict::combine_passes`] decides: passes that contradict each other give
+/// and [`crate::gate::stats::combine_passes`] decides: passes that contradict each other give
 /// INCONCLUSIVE.
 pub fn judge(a: &Against<'_>, result: &SpecResult) -> (BaselineOutcome, Vec<String>) {
     let (Some(n), Some(samples)) = (result.first_pass_pairs, &result.samples) else {
@@ -204,7 +206,8 @@ pub fn judge(a: &Against<'_>, result: &SpecResult) -> (BaselineOutcome, Vec<Stri
     let Some(GateFinding::Judged(all)) = &mut both.finding else {
         return (both, warnings);
     };
-    let (decided, conflict) = crate::verdict::combine_passes(f.state(), s.state(), all.all.state());
+    let (decided, conflict) =
+        crate::gate::stats::combine_passes(f.state(), s.state(), all.all.state());
     all.passes = Some(Passes {
         first: f,
         second: s,
@@ -259,44 +262,6 @@ fn comparison(
         limit: max_regression,
         pooled_runs,
         spread,
-    }
-}
-
-/// The drift of unchanged code from one value per accepted run (log-sd; unknown with fewer
-/// than [`POOL_MIN_RUNS`]).
-pub fn spread_of(v: &[f64]) -> Spread {
-    if v.len() < POOL_MIN_RUNS {
-        return Spread {
-            runs: v.len(),
-            ..Spread::unknown()
-        };
-    }
-    let k = v.len() as f64;
-    let logs: Vec<f64> = v.iter().map(|x| x.ln()).collect();
-    let mean = logs.iter().sum::<f64>() / k;
-    let sd = (logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (k - 1.0)).sqrt();
-    Spread {
-        runs: v.len(),
-        log_sd: sd,
-        noise_factor: 1.0,
-    }
-}
-
-/// How much wider this run's spread of compared values is than the baseline's samples' (median
-/// absolute deviation of the logs), at least 1 and at most 4.
-fn noise_factor(new: &[f64], old: &[f64]) -> f64 {
-    let mad = |v: &[f64]| {
-        let logs: Vec<f64> = v.iter().filter(|x| **x > 0.0).map(|x| x.ln()).collect();
-        if logs.len() < 3 {
-            return None;
-        }
-        let m = crate::measure::stats::median(&logs);
-        let dev: Vec<f64> = logs.iter().map(|l| (l - m).abs()).collect();
-        Some(crate::measure::stats::median(&dev))
-    };
-    match (mad(new), mad(old)) {
-        (Some(n), Some(o)) if o > 0.0 => (n / o).clamp(1.0, 4.0),
-        _ => 1.0,
     }
 }
 
@@ -373,10 +338,6 @@ pub fn history_values(base: &BaselineFile, relative: bool) -> Vec<f64> {
         .collect()
 }
 
-fn geometric_mean(v: &[f64]) -> f64 {
-    (v.iter().map(|x| x.ln()).sum::<f64>() / v.len() as f64).exp()
-}
-
 /// The FAIL threshold of a baseline before a run is measured: the spec's, but never below what
 /// the spread between accepted runs implies ([`Spread::fail_threshold`]).
 pub fn threshold(base: &BaselineFile, max_regression: f64, relative: bool) -> f64 {
@@ -391,7 +352,7 @@ pub fn implied_threshold(v: &[f64], max_regression: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::verdict::RegressionState;
+    use crate::gate::stats::RegressionState;
 
     #[test]
     fn relative_comparison_cancels_shared_drift_and_keeps_after_only_slowdowns() {

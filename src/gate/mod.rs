@@ -9,16 +9,20 @@
 pub mod accept;
 pub mod history;
 pub mod judge;
+pub mod outcome;
+pub mod stats;
 pub mod versus;
 
 use crate::baseline::BaselineFile;
 use crate::device::{Ceilings, DeviceInfo};
 use crate::measure::MeasureConfig;
 use crate::results::{BaselineOutcome, GateFinding, SpecResult};
-use crate::verdict::{self, Check, RegressionState, Status};
+use crate::verdict::{Check, Status};
+use stats::RegressionState;
 use std::path::Path;
 
-pub use judge::{compared_values, implied_threshold, spread_of, CEILING_DRIFT_MIN};
+pub use judge::{compared_values, implied_threshold, CEILING_DRIFT_MIN};
+pub use stats::spread_of;
 
 /// The gate of one spec: its baseline (if any) and the run it judges.
 #[derive(Clone, Copy)]
@@ -120,7 +124,7 @@ pub fn second_pass_wanted(o: &BaselineOutcome, r: &SpecResult) -> Option<Regress
     let can_pass = o
         .spread
         .is_none_or(|sp| sp.can_pass(r.gate.max_regression.0));
-    verdict::needs_second_pass(state, can_pass).then_some(state)
+    stats::needs_second_pass(state, can_pass).then_some(state)
 }
 
 /// The sampling of a second pass: up to twice the pairs, 1.5 times the time.

@@ -7,10 +7,10 @@
 //! the baseline store's history of this device and spec with A joined to it (or as it is, when
 //! A is one of its accepted runs). With no history in the store, the decision rests on A alone.
 
+use super::stats::{RegressionState, POOL_MIN_RUNS};
 use crate::baseline::{self, BaselineFile};
 use crate::error::Result;
 use crate::results::{RunResult, RunStatus, SpecResult};
-use crate::verdict::{RegressionState, POOL_MIN_RUNS};
 use std::path::Path;
 
 /// Where the drift the decision allows for came from.

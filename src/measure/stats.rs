@@ -149,9 +149,15 @@ pub struct Summary {
     pub rel_mad: f64,
 }
 
+/// The median absolute deviation around the median (unscaled): the robust spread every noise
+/// figure of the tool is built on.
+pub fn mad(xs: &[f64]) -> f64 {
+    let m = median(xs);
+    median(&xs.iter().map(|x| (x - m).abs()).collect::<Vec<_>>())
+}
+
 pub fn summarize(xs: &[f64], resamples: usize, seed: u64) -> Summary {
     let ci = median_ci(xs, resamples, seed);
-    let dev: Vec<f64> = xs.iter().map(|x| (x - ci.point).abs()).collect();
     Summary {
         n: xs.len(),
         median_secs: ci.point,
@@ -159,7 +165,7 @@ pub fn summarize(xs: &[f64], resamples: usize, seed: u64) -> Summary {
         ci_hi_secs: ci.hi,
         min_secs: xs.iter().copied().fold(f64::INFINITY, f64::min),
         max_secs: xs.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-        rel_mad: median(&dev) / ci.point,
+        rel_mad: mad(xs) / ci.point,
     }
 }
 

@@ -12,12 +12,13 @@ use crate::backend::{Backend, BackendChoice};
 use crate::baseline::{self, BaselineFile};
 use crate::device::{Ceilings, DeviceInfo};
 use crate::error::{Error, Result};
+use crate::gate::stats::RegressionState;
 use crate::gate::{self, Gate};
 use crate::measure::MeasureConfig;
 use crate::report::terminal::Progress;
 use crate::results::*;
 use crate::spec::Spec;
-use crate::verdict::{RegressionState, Status};
+use crate::verdict::Status;
 use crate::{archive, evidence, report};
 use std::path::{Path, PathBuf};
 

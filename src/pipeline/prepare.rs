@@ -3,16 +3,17 @@
 //! folders and template, the host memory, the backend, what it cannot run, the baselines (and
 //! the store's lock when accepting), the ceilings.
 
+use super::reference::SpecBaseline;
 use super::RunOptions;
 use crate::backend::{self, Backend, BackendChoice};
-use crate::baseline::{self, BaselineFile};
+use crate::baseline;
 use crate::device::{Ceilings, DeviceInfo};
 use crate::error::{Error, Result};
 use crate::report;
 use crate::report::output::Template;
 use crate::report::terminal::Progress;
 use crate::spec::{self, Spec};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A run made ready: specs loaded, outputs and memory checked, backend opened, baselines read
 /// (and locked when accepting), ceilings measured.
@@ -36,9 +37,6 @@ pub(crate) struct Prepared {
     pub counter: Option<super::counts::Counter>,
     pub _lock: Option<baseline::StoreLock>,
 }
-
-/// A spec's baseline: where `--accept` writes it, and what it holds (if anything).
-pub(crate) type SpecBaseline = (PathBuf, Option<BaselineFile>);
 
 /// Everything before the first spec is measured; everything that can be refused is refused
 /// here. `passes` is how many times each spec will be measured (the progress bar's length).

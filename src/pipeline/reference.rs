@@ -6,8 +6,8 @@
 //!
 //! Which one a spec gets: `run --against`, else the spec's `gate.against`, else the baselines.
 
-use super::prepare::SpecBaseline;
 use super::RunOptions;
+use crate::baseline::BaselineFile;
 use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
 use crate::gate::history::HISTORY_RUNS;
@@ -16,6 +16,9 @@ use crate::spec::{Against, Spec};
 use crate::store::series::{current_level_start, Metric};
 use crate::store::{Point, Store};
 use std::path::PathBuf;
+
+/// A spec's baseline: where `--accept` writes it, and what it holds (if anything).
+pub(crate) type SpecBaseline = (PathBuf, Option<BaselineFile>);
 
 /// What the gate judges each spec against (baselines when `None`).
 pub(crate) fn against_of(opts: &RunOptions, s: &Spec) -> Against {

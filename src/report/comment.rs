@@ -2,9 +2,9 @@
 //! pull-request comment (`--markdown`) with one verdict, the changed cases and links to both
 //! reports.
 
+use crate::gate::stats::RegressionState;
 use crate::gate::versus::{CaseComparison, Drift, NotCompared};
 use crate::results::{RunResult, RunStatus};
-use crate::verdict::RegressionState;
 use std::path::Path;
 
 /// The run's name in a title: its commit when it has one, its run id otherwise.

@@ -2,9 +2,10 @@
 //! from the numbers of a [`BaselineOutcome`]. Archives written before the gate recorded its
 //! finding as data carry their sentences; those are shown as they are.
 
+use crate::gate::stats::{PassConflict, RegressionState};
 use crate::results::{BaselineOutcome, Comparison, GateFinding, GateReference, Judged, SpecResult};
 use crate::spec::Bound;
-use crate::verdict::{Check, PassConflict, RegressionState};
+use crate::verdict::Check;
 
 /// The sentence of the `regression` check: what the gate compared and decided.
 pub fn judgement(b: &BaselineOutcome) -> String {
@@ -15,7 +16,7 @@ pub fn judgement(b: &BaselineOutcome) -> String {
                 "the history store holds {runs} run(s) of this spec on device {device_key}{}{}: the gate judges against history from {} runs",
                 branch.as_deref().map(|b| format!(" on branch {b}")).unwrap_or_default(),
                 change.as_ref().map(|c| format!(" since its level changed at commit {}", c.since_commit)).unwrap_or_default(),
-                crate::verdict::POOL_MIN_RUNS
+                crate::gate::stats::POOL_MIN_RUNS
             ),
             Some(GateReference::MergeBase { branch, merge_base, commit: None, .. }) => format!(
                 "no run of this spec on device {device_key} in the history store at the merge-base {} of HEAD and {branch} or any of its ancestors: not compared (record the base branch's runs)",
@@ -24,7 +25,7 @@ pub fn judgement(b: &BaselineOutcome) -> String {
             Some(r @ GateReference::MergeBase { .. }) => format!(
                 "{}: the gate judges against history from {} runs, or one run with its samples (its archive was not found)",
                 reference_words(r),
-                crate::verdict::POOL_MIN_RUNS
+                crate::gate::stats::POOL_MIN_RUNS
             ),
             None => {
                 format!("no baseline for device {device_key} yet (record one with `run --accept`)")
@@ -259,9 +260,9 @@ fn comparison(c: &Comparison) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gate::stats::Spread;
     use crate::measure::stats::Estimate;
     use crate::results::{BaselineStatus, CeilingDrift, GateJudgement, Passes};
-    use crate::verdict::Spread;
 
     fn comparison(relative: bool, point: f64, state: RegressionState) -> Comparison {
         Comparison {

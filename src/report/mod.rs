@@ -236,7 +236,7 @@ fn baseline_row(specs: &[SpecResult]) -> (Status, String, Vec<String>) {
     let mut missing = Vec::new();
     for s in specs {
         match (s.baseline.status, s.baseline.state) {
-            (BaselineStatus::Compared, Some(crate::verdict::RegressionState::Fail)) => {
+            (BaselineStatus::Compared, Some(crate::gate::stats::RegressionState::Fail)) => {
                 fail.push(link(s))
             }
             (BaselineStatus::Compared | BaselineStatus::Accepted, _) => ok.push(link(s)),
@@ -468,7 +468,7 @@ fn render_source(run: &RunResult, name: &str, source: String) -> Result<String> 
 pub fn inconclusive_why(
     r: &crate::measure::stats::Estimate,
     max_regression: f64,
-    spread: Option<&crate::verdict::Spread>,
+    spread: Option<&crate::gate::stats::Spread>,
 ) -> Option<String> {
     let sp = spread?;
     let drift = sp.drift();
@@ -502,7 +502,7 @@ pub fn inconclusive_why(
 
 /// The gate's outcome of a spec as a small table: (what, value) rows.
 pub fn baseline_rows(s: &SpecResult) -> Vec<(String, String)> {
-    use crate::verdict::RegressionState;
+    use crate::gate::stats::RegressionState;
     let b = &s.baseline;
     let limit = s.gate.max_regression.0;
     let mut rows = vec![(
@@ -711,8 +711,8 @@ mod tests {
 
     #[test]
     fn an_inconclusive_gate_says_what_it_knows() {
+        use crate::gate::stats::Spread;
         use crate::measure::stats::Estimate;
-        use crate::verdict::Spread;
         // Five runs drifting 6%: the FAIL threshold sits far above +10%.
         let sp = Spread {
             runs: 5,

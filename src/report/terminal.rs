@@ -2,9 +2,10 @@
 //! its CI, the gate in a few words), the failed checks under a failed spec, each kind of warning
 //! once, and the summary line. Words only: every decision shown was made by the stages below.
 
+use crate::gate::stats::RegressionState;
 use crate::report;
 use crate::results::{BaselineOutcome, BaselineStatus, RunResult, SpecResult};
-use crate::verdict::{self, RegressionState, Status};
+use crate::verdict::{self, Status};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::Path;

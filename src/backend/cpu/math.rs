@@ -109,7 +109,7 @@ pub enum Gate {
 pub fn gate_slice(gate: Gate, dst: &mut [f32], src: &[f32]) {
     let n = dst.len().min(src.len());
     #[cfg(target_arch = "x86_64")]
-    if super::simd::level() == super::simd::SimdLevel::Avx512 {
+    if crate::device::simd::level() == crate::device::simd::SimdLevel::Avx512 {
         // SAFETY: level() returns Avx512 only when the CPU reports avx512f.
         unsafe {
             match gate {
@@ -474,7 +474,7 @@ mod tests {
                 "{gate:?}(-1e30) = {}",
                 out[4]
             );
-            if super::super::simd::level() == super::super::simd::SimdLevel::Avx512 {
+            if crate::device::simd::level() == crate::device::simd::SimdLevel::Avx512 {
                 assert_eq!(out[4], 0.0, "{gate:?}(-1e30)");
             }
             assert_eq!(out[5], f32::INFINITY);

@@ -1,0 +1,225 @@
+//! What the gate found, as data: where a spec stands against its reference, the figures of each
+//! comparison, the passes, the reference itself and an acceptance. `results.json` holds these
+//! (re-exported by `results`); the outputs write their sentences.
+
+use super::stats::{PassConflict, RegressionState, Spread};
+use crate::measure::stats::Estimate;
+use serde::{Deserialize, Serialize};
+
+/// Where a spec stands against its stored baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BaselineStatus {
+    /// No baseline for this device yet.
+    Missing,
+    /// Compared; the gate decided (`state`).
+    Compared,
+    /// A baseline exists but measured something else (another workload or device).
+    NotComparable,
+    /// This run was recorded as the baseline.
+    Accepted,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct BaselineOutcome {
+    pub status: BaselineStatus,
+    pub path: String,
+    /// new/baseline ratio of the `after` medians.
+    pub ratio: Option<Estimate>,
+    pub state: Option<RegressionState>,
+    pub threshold: f64,
+    /// What the gate found, in numbers: the outputs write its sentences. Absent in archives
+    /// written before the finding was recorded (their `message` holds the sentence).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finding: Option<GateFinding>,
+    /// Set when this run was accepted into the baseline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepted: Option<Accepted>,
+    /// What the gate judged against, when it was not the accepted baseline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<GateReference>,
+    /// What the deciding ratio compares: `after time` (raw) or `after/before` (relative).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basis: Option<String>,
+    /// What the thresholds rest on: accepted runs, the spread between them, this run's noise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<Spread>,
+    /// The sentence an older archive stored; read, never written (outputs derive the words
+    /// from `finding`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// An older archive's short reason; read, never written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// An older archive's drift-guard sentence; read, never written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guard: Option<String>,
+}
+
+impl BaselineOutcome {
+    /// The outcome before the gate looked: no baseline judged yet.
+    pub fn missing(path: String, threshold: f64) -> Self {
+        BaselineOutcome {
+            status: BaselineStatus::Missing,
+            path,
+            ratio: None,
+            state: None,
+            threshold,
+            finding: None,
+            accepted: None,
+            reference: None,
+            basis: None,
+            spread: None,
+            message: String::new(),
+            note: None,
+            guard: None,
+        }
+    }
+
+    /// True when the ceiling drift guard decided (INCONCLUSIVE, no second pass).
+    pub fn guarded(&self) -> bool {
+        self.guard.is_some() || matches!(self.finding, Some(GateFinding::CeilingDrift(_)))
+    }
+}
+
+/// What the gate found for one spec: why it did not compare, or the figures it decided on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum GateFinding {
+    /// No baseline of this spec for this device.
+    NoBaseline { device_key: String },
+    /// The baseline was recorded on another device: never compared on raw time.
+    OtherDevice {
+        baseline_device_key: String,
+        device_key: String,
+    },
+    /// The spec's workload changed since the baseline was accepted.
+    WorkloadChanged,
+    /// The run holds no samples to compare.
+    NoSamples,
+    /// The roof that bounds the spec moved more than the gate absorbs: not judged.
+    CeilingDrift(CeilingDrift),
+    /// Compared: the figures of the decision.
+    Judged(Box<GateJudgement>),
+}
+
+/// The ceiling drift guard's figures.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CeilingDrift {
+    pub bound: crate::spec::Bound,
+    /// The bounding roof at the baseline and now (bytes/s for bandwidth, FLOP/s for compute).
+    pub baseline_per_sec: f64,
+    pub now_per_sec: f64,
+    /// The most the roof may move (a fraction: 0.25 = ±25%).
+    pub allowed: f64,
+}
+
+/// One comparison of a run with its baseline, on one basis.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Comparison {
+    /// True: after/before ratios compared; false: raw after times.
+    pub relative: bool,
+    pub ratio: Estimate,
+    pub state: RegressionState,
+    /// The FAIL threshold applied (a fraction).
+    pub threshold: f64,
+    /// The spec's limit (a fraction).
+    pub limit: f64,
+    /// Accepted runs whose medians were pooled into the reference (0: the baseline's samples).
+    pub pooled_runs: usize,
+    pub spread: Spread,
+}
+
+/// The decision on one set of samples: the deciding comparison, and under `compare: both` the
+/// comparison on the other basis beside it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Judged {
+    pub decided: Comparison,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other: Option<Comparison>,
+    /// Raw time failed but the after/before comparison did not: both variants slowed alike
+    /// (machine drift, or code both share), so the decision is INCONCLUSIVE.
+    #[serde(default)]
+    pub slowed_alike: bool,
+}
+
+impl Judged {
+    /// The state this judgement decides.
+    pub fn state(&self) -> RegressionState {
+        if self.slowed_alike {
+            RegressionState::Inconclusive
+        } else {
+            self.decided.state
+        }
+    }
+}
+
+/// The gate's judgement: all samples together, and each pass where there were two.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct GateJudgement {
+    pub all: Judged,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passes: Option<Passes>,
+}
+
+/// The two passes of a spec measured again, judged one by one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Passes {
+    pub first: Judged,
+    pub second: Judged,
+    /// Set when the passes contradict each other or the pooled decision (INCONCLUSIVE).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflict: Option<PassConflict>,
+}
+
+/// A reference other than the accepted baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum GateReference {
+    /// The newest runs of a branch (any branch when `None`) in the history store.
+    History {
+        runs: usize,
+        branch: Option<String>,
+        /// Newer runs left out because they came before a change of level in the series.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        change: Option<LevelChange>,
+    },
+    /// The store's runs at the merge-base of `HEAD` and `branch`, or at its nearest ancestor
+    /// that has any.
+    MergeBase {
+        branch: String,
+        /// `git merge-base HEAD branch` (full SHA).
+        merge_base: String,
+        /// The commit whose runs the reference rests on (`None`: no ancestor within reach has one).
+        commit: Option<String>,
+        /// How many commits before the merge-base that commit is (0: the merge-base itself).
+        commits_back: usize,
+        /// Runs of the reference: the base commit's, then its nearest ancestors', back to the
+        /// newest change of level.
+        runs: usize,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        change: Option<LevelChange>,
+        /// The reference holds the base run's own samples (its archive was found).
+        #[serde(default)]
+        samples: bool,
+    },
+}
+
+/// Where the reference's series changed level: runs from before it are left out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct LevelChange {
+    /// The commit of the first run at the current level.
+    pub since_commit: String,
+    /// Runs left out (from before the change).
+    pub left_out: usize,
+}
+
+/// A run accepted into the baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Accepted {
+    pub device_key: String,
+    /// Accepted runs the baseline holds now.
+    pub runs: usize,
+    /// True when this run is the device's first baseline of the spec.
+    pub first: bool,
+}
