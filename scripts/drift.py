@@ -7,7 +7,7 @@ Runs `opledger run SPEC` RUNS times (scratch run and baseline folders, CPU backe
 probe and flush) and prints, per run, the median after/before ratio of the interleaved pairs and
 both medians, then the log standard deviation (in %) of each across runs. A compared value
 whose sd is above ~2.5% cannot give both <= 1% false alarms and >= 95% detection of a 10%
-slowdown (see README, "Gate reliability").
+slowdown (see docs/gate-reliability.md).
 """
 import json
 import math

@@ -364,8 +364,9 @@ pub struct RunArgs {
     /// default `OPLEDGER_STORE`, else `<runs-dir>/history.sqlite`).
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
-    /// Record nothing into the history store.
-    #[arg(long, conflicts_with = "store")]
+    /// Record nothing into the history store; a reference the gate takes from it
+    /// (`--against history|merge-base`) is still read, from `--store` or its default.
+    #[arg(long)]
     pub no_store: bool,
     /// The branch this run measures (default: git's branch, or on a detached HEAD the CI's).
     #[arg(long)]
@@ -467,10 +468,14 @@ fn run_options(a: RunArgs, settings: crate::settings::Settings) -> Result<RunOpt
             "--time-cap-secs must be a positive number and --target-ci finite".into(),
         ));
     }
-    let store = if a.no_store {
-        None
+    // Under --no-store the store is still read for a reference; nothing is recorded. A bad
+    // OPLEDGER_STORE is refused only if a spec asks for a reference, a bad --store at once.
+    let (store, reference_store) = if a.no_store {
+        let url = store_url(a.store.as_deref(), &settings, &a.runs_dir);
+        (None, if a.store.is_some() { Some(url?) } else { url.ok() })
     } else {
-        Some(store_url(a.store.as_deref(), &settings, &a.runs_dir)?)
+        let url = store_url(a.store.as_deref(), &settings, &a.runs_dir)?;
+        (Some(url.clone()), Some(url))
     };
     let branch = crate::provenance::git_branch(a.branch.as_deref());
     let against = a
@@ -508,6 +513,7 @@ fn run_options(a: RunArgs, settings: crate::settings::Settings) -> Result<RunOpt
         _ => None,
     };
     Ok(RunOptions {
+        reference_store,
         counts,
         store,
         branch,
@@ -533,7 +539,7 @@ fn run_options(a: RunArgs, settings: crate::settings::Settings) -> Result<RunOpt
         shard: a
             .shard
             .as_deref()
-            .map(|s| crate::shard::Shard::parse(s, &|k| std::env::var(k).ok()))
+            .map(|s| crate::shard::Shard::parse(s, &|k| std::env::var(k).ok().filter(|v| !v.trim().is_empty())))
             .transpose()?,
         settings,
     })

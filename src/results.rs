@@ -298,11 +298,16 @@ pub struct SpecResult {
     pub io_saving: f64,
     /// 1 − T_pred(after)/T_pred(before) on the measured ceilings: the most a saving can be.
     pub predicted_time_saving: f64,
-    /// The most a time saving can plausibly be: 1 − T_roofline(after) / (T_compute(before) +
-    /// T_memory(before)) — the after variant at its roofline, the before variant with no overlap
-    /// of compute and memory. A measured saving above it (plus slack) is suspicious.
+    /// The most a time saving can plausibly be: 1 − T_roofline(after) / T(before) — the after
+    /// variant at its roofline, against the before variant's measured median or, where that is
+    /// shorter, its compute and memory times with no overlap. A measured saving above it (plus
+    /// slack) is suspicious: the after variant would beat its roofline.
     #[serde(default)]
     pub max_time_saving: f64,
+    /// True when [`Self::max_time_saving`] rests on the before variant's measured median (a
+    /// before side slower than its roofline); false in archives written before it could.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub max_time_saving_measured: bool,
     /// Measured 1 − t(after)/t(before), paired bootstrap.
     pub time_saving: Option<Estimate>,
     /// For launch chains: (T_eager − T_graph)/(N − 1), seconds per launch, paired bootstrap.

@@ -41,16 +41,18 @@ impl Settings {
     /// Reads every variable; the first bad one is an error naming it and what it expects.
     pub fn from_env() -> Result<Settings> {
         Ok(Settings {
-            store: var(STORE_VAR)?.filter(|v| !v.trim().is_empty()),
+            store: var(STORE_VAR)?,
             simd: simd_cap(var(SIMD_VAR)?)?,
             experiment_slowdown: slowdown(var(SLOWDOWN_VAR)?)?,
         })
     }
 }
 
-/// A variable's value (`None` when unset); one that is not UTF-8 is refused.
+/// A variable's value (`None` when unset or empty, as a shell's `VAR=` means "not set"); one
+/// that is not UTF-8 is refused.
 fn var(name: &'static str) -> Result<Option<String>> {
     match std::env::var(name) {
+        Ok(v) if v.trim().is_empty() => Ok(None),
         Ok(v) => Ok(Some(v)),
         Err(std::env::VarError::NotPresent) => Ok(None),
         Err(std::env::VarError::NotUnicode(v)) => Err(Error::Env {
@@ -68,7 +70,7 @@ fn simd_cap(v: Option<String>) -> Result<SimdCap> {
     match v.trim() {
         "scalar" => Ok(SimdCap::Scalar),
         "avx2" => Ok(SimdCap::Avx2),
-        "avx512" | "native" | "" => Ok(SimdCap::Native),
+        "avx512" | "native" => Ok(SimdCap::Native),
         _ => Err(Error::Env {
             var: SIMD_VAR,
             value: v,
@@ -106,6 +108,12 @@ mod tests {
             "{e}"
         );
         assert_eq!(slowdown(None).unwrap(), 0.0);
+        // Empty is unset, for every variable.
+        for name in [SIMD_VAR, SLOWDOWN_VAR, STORE_VAR] {
+            std::env::set_var(name, " ");
+            assert_eq!(var(name).unwrap(), None, "{name}");
+            std::env::remove_var(name);
+        }
         assert_eq!(slowdown(Some("0.25".into())).unwrap(), 0.25);
         for bad in ["1.5", "-0.1", "x", "NaN"] {
             let e = slowdown(Some(bad.into())).unwrap_err();

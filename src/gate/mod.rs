@@ -45,7 +45,8 @@ pub struct Decision {
     pub outcome: BaselineOutcome,
     /// The `regression` check (its words are written by the outputs from `outcome`).
     pub check: Check,
-    /// Differences of the machine against the baseline's.
+    /// Differences of the machine against the baseline's (kept with the result when the gate
+    /// failed: they may explain the regression).
     pub warnings: Vec<String>,
 }
 
@@ -107,7 +108,12 @@ impl Gate<'_> {
             }
             None => (first, d),
         };
-        r.warnings.extend(d.warnings);
+        // A difference of the machine against the baseline's (another kernel build, another
+        // governor) is something a user can act on only when it may explain a regression: a
+        // pass or an inconclusive on every spec of a fresh clone would repeat it as noise.
+        if d.outcome.state == Some(RegressionState::Fail) {
+            r.warnings.extend(d.warnings);
+        }
         r.baseline = d.outcome;
         r.checks.push(d.check);
         r.status = spec_status(&r.checks);

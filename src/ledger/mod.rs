@@ -1,6 +1,6 @@
 //! The analytic IO ledger: FLOPs and the bytes each variant moves through device memory.
 //!
-//! Pure arithmetic, no I/O. Conventions (documented in the README):
+//! Pure arithmetic, no I/O. Conventions (documented in docs/ledger.md):
 //! - a tensor "moves" each time a kernel reads it from or writes it to device memory; the ledger
 //!   lists every tensor with its size and how many times it is read and written. Write-allocate
 //!   (read-for-ownership) traffic of CPU caches is not counted: the ledger models device memory.

@@ -52,6 +52,9 @@ pub struct RunOptions {
     pub settings: crate::settings::Settings,
     /// The history store the run is recorded into (`None`: `--no-store`).
     pub store: Option<crate::store::StoreUrl>,
+    /// The store the gate reads a reference from (`--against history|merge-base`): the run's
+    /// store, or under `--no-store` the one it would have been, read and never written.
+    pub reference_store: Option<crate::store::StoreUrl>,
     /// The branch the run measured.
     pub branch: Option<String>,
     /// The repository's default branch: its runs are watched for new shifts of level.

@@ -71,24 +71,37 @@ pub(crate) fn references(
     Ok(out)
 }
 
-/// The store, opened by the first spec that needs it.
+/// The store, opened by the first spec that needs it: as the run records into it, or under
+/// `--no-store` read as it is (an SQLite file that does not exist is not made).
 fn open_store<'a>(
     store: &'a mut Option<Store>,
     opts: &RunOptions,
     s: &Spec,
     named: &str,
 ) -> Result<&'a mut Store> {
-    match (store, &opts.store) {
-        (Some(open), _) => Ok(open),
-        (empty, Some(url)) => Ok(empty.insert(Store::open(url)?)),
-        (_, None) => Err(Error::Flag(format!(
-            "{}: the gate judges against `{named}` from the history store: drop --no-store",
-            s.name
-        ))),
+    if let Some(open) = store {
+        return Ok(open);
     }
+    let Some(url) = &opts.reference_store else {
+        return Err(Error::Flag(format!(
+            "{}: the gate judges against `{named}` from the history store, and none is named: set --store or OPLEDGER_STORE",
+            s.name
+        )));
+    };
+    let opened = match (&opts.store, url) {
+        (Some(_), _) => Store::open(url)?,
+        (None, crate::store::StoreUrl::Sqlite(path)) if !path.exists() => {
+            return Err(Error::Flag(format!(
+                "{}: the gate judges against `{named}`, but the history store {} does not exist (--no-store reads a store, it never makes one)",
+                s.name,
+                path.display()
+            )))
+        }
+        (None, _) => Store::open_reading(url)?,
+    };
+    Ok(store.insert(opened))
 }
 
-/// The newest points of `series` after its newest change of level, and that change.
 fn current_level(series: Vec<Point>) -> (Vec<Point>, Option<LevelChange>) {
     let start = current_level_start(&series, &[Metric::After, Metric::Ratio]);
     if start == 0 {
