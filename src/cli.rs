@@ -568,6 +568,9 @@ pub struct SeriesFilter {
     pub branch: Option<String>,
 }
 
+/// The variables clap reads as flags' defaults (`env = …` below).
+pub const ENV_DEFAULTS: [&str; 2] = ["OPLEDGER_THREADS", "GITHUB_STEP_SUMMARY"];
+
 /// The history store a command uses: `--store`, else `OPLEDGER_STORE`, else
 /// `<runs-dir>/history.sqlite`.
 fn store_url(

@@ -12,6 +12,14 @@ fn main() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    // An empty variable means "not set" (`OPLEDGER_THREADS= opledger run …`), as the
+    // variables read by `settings` treat it; clap would parse the empty value as a flag's.
+    for var in opledger::cli::ENV_DEFAULTS {
+        if std::env::var_os(var).is_some_and(|v| v.to_string_lossy().trim().is_empty()) {
+            // SAFETY: no other thread has started; nothing reads the environment concurrently.
+            unsafe { std::env::remove_var(var) };
+        }
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         // A misspelt flag under `run --bisect` stops the bisection (as bad input does).

@@ -245,13 +245,32 @@ fn a_spec_can_ask_for_its_branch_history() {
     assert_eq!(r["reference"]["kind"], "history", "{r}");
     assert_eq!(r["reference"]["branch"], "main", "{r}");
     assert_eq!(r["reference"]["runs"], 2, "the two runs before: {r}");
-    // `--against baselines` overrides the spec's own; `--no-store` cannot give it history.
+    // `--against baselines` overrides the spec's own.
     let o = run(&repo, "own.yaml", 0.0, &["--against", "baselines"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(results(&archive_of(&repo, &o))["specs"][0]["baseline"]["reference"].is_null());
+    // `--no-store` gates against the store's history all the same, and records nothing.
+    let recorded = || {
+        let o = bin()
+            .current_dir(&repo)
+            .args(["history", "--format", "json"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let before = recorded();
     let o = run(&repo, "own.yaml", 0.0, &["--no-store"]);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    let r = &results(&archive_of(&repo, &o))["specs"][0]["baseline"];
+    assert_eq!(r["reference"]["kind"], "history", "{r}");
+    assert_eq!(r["reference"]["runs"], 4, "every run recorded before: {r}");
+    assert_eq!(recorded(), before, "--no-store recorded a run");
+    // A store that does not exist is not made to be read.
+    let o = run(&repo, "own.yaml", 0.0, &["--no-store", "--store", "elsewhere.sqlite"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains("drop --no-store"), "{}", text(&o));
+    assert!(text(&o).contains("does not exist"), "{}", text(&o));
+    assert!(!repo.join("elsewhere.sqlite").exists());
     // A reference the spec cannot name: bad input at its line.
     text_of_spec.push_str("");
     let bad = text_of_spec.replace("against: history", "against: yesterday");

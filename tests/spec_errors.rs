@@ -317,3 +317,20 @@ fn a_misspelt_simd_cap_is_refused_not_ignored() {
         .count();
     assert_eq!(scalar, 1, "one run at the scalar level");
 }
+
+#[test]
+fn an_empty_variable_is_unset_as_in_every_shell_convention() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = fixture("good/tiny-chain.yaml");
+    let o = run_cmd(dir.path(), std::slice::from_ref(&spec), &[])
+        .env("OPLEDGER_SIMD", "")
+        .env("OPLEDGER_EXPERIMENT_SLOWDOWN", "")
+        .env("OPLEDGER_STORE", " ")
+        .env("OPLEDGER_THREADS", "")
+        .env("OPLEDGER_SHARD", "")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Unset, the store is the default one beside the runs.
+    assert!(dir.path().join("runs/history.sqlite").exists());
+}
