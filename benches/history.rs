@@ -195,10 +195,10 @@ fn store() {
     // run pages: the pages of trends and the index).
     let out = dir.path().join("site");
     let s = Instant::now();
-    opledger::site::site(&opledger::site::Options {
+    opledger::commands::site::site(&opledger::commands::site::Options {
         store: url.clone(),
         query: Query {
-            last: Some(opledger::site::DEFAULT_LAST),
+            last: Some(opledger::commands::site::DEFAULT_LAST),
             ..Query::default()
         },
         out: out.clone(),
@@ -214,7 +214,7 @@ fn store() {
         .sum();
     println!(
         "site over {cases} cases × the newest {} runs: {:.2} s, case pages {:.1} MiB in all",
-        opledger::site::DEFAULT_LAST.min(runs),
+        opledger::commands::site::DEFAULT_LAST.min(runs),
         s.elapsed().as_secs_f64(),
         site_bytes as f64 / (1u64 << 20) as f64
     );

@@ -1,13 +1,12 @@
-//! The command line: argument parsing (clap) and the small commands; `run` is in `pipeline`.
+//! The command line: argument parsing (clap), the flags checked into each command's options,
+//! and the dispatch to `commands/` (one file a command).
 
 use crate::backend::BackendChoice;
+use crate::commands::{self, schema::SchemaKind};
 use crate::device::DeviceKind;
-use crate::device::{find_profile, profiles};
 use crate::error::{Error, ExitCode, Result};
 use crate::measure::MeasureConfig;
 use crate::pipeline::{self, RunOptions};
-use crate::report;
-use crate::spec;
 use clap::{Args, Parser, Subcommand};
 use std::path::{Path, PathBuf};
 
@@ -45,7 +44,7 @@ pub enum Command {
         #[command(flatten)]
         run: RunArgs,
         /// How many runs of every spec (3 to 50).
-        #[arg(long, default_value_t = crate::calibrate::DEFAULT_RUNS)]
+        #[arg(long, default_value_t = commands::calibrate::DEFAULT_RUNS)]
         runs: usize,
     },
     /// Validate spec files without running anything.
@@ -230,8 +229,8 @@ pub enum Command {
         /// The newest N runs of each case.
         #[arg(long, value_name = "N")]
         last: Option<usize>,
-        #[arg(long, value_enum, default_value_t = crate::history::Format::Table)]
-        format: crate::history::Format,
+        #[arg(long, value_enum, default_value_t = commands::history::Format::Table)]
+        format: commands::history::Format,
         /// Where each case's level changed on each device (E-divisive means confirmed by a
         /// t-test): each shift with its size and 95% CI, the runs on each side and the commits
         /// between which it began.
@@ -254,7 +253,7 @@ pub enum Command {
         #[command(flatten)]
         only: SeriesFilter,
         /// The newest N runs of each case (a page of more draws slowly in a browser).
-        #[arg(long, value_name = "N", default_value_t = crate::site::DEFAULT_LAST)]
+        #[arg(long, value_name = "N", default_value_t = commands::site::DEFAULT_LAST)]
         last: usize,
         /// Where a commit is shown, `{sha}` standing for it:
         /// 'https://github.com/OWNER/REPO/commit/{sha}'.
@@ -298,16 +297,6 @@ pub enum Command {
         #[arg(long, short)]
         out: Option<PathBuf>,
     },
-}
-
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum SchemaKind {
-    /// A spec file (YAML).
-    Spec,
-    /// A run's results.json.
-    Results,
-    /// One line of the worker protocol (a request or a reply).
-    Worker,
 }
 
 /// Largest probe or flush buffer a flag may ask for (1 TiB); the memory check refuses what this
@@ -472,7 +461,14 @@ fn run_options(a: RunArgs, settings: crate::settings::Settings) -> Result<RunOpt
     // OPLEDGER_STORE is refused only if a spec asks for a reference, a bad --store at once.
     let (store, reference_store) = if a.no_store {
         let url = store_url(a.store.as_deref(), &settings, &a.runs_dir);
-        (None, if a.store.is_some() { Some(url?) } else { url.ok() })
+        (
+            None,
+            if a.store.is_some() {
+                Some(url?)
+            } else {
+                url.ok()
+            },
+        )
     } else {
         let url = store_url(a.store.as_deref(), &settings, &a.runs_dir)?;
         (Some(url.clone()), Some(url))
@@ -539,7 +535,11 @@ fn run_options(a: RunArgs, settings: crate::settings::Settings) -> Result<RunOpt
         shard: a
             .shard
             .as_deref()
-            .map(|s| crate::shard::Shard::parse(s, &|k| std::env::var(k).ok().filter(|v| !v.trim().is_empty())))
+            .map(|s| {
+                crate::shard::Shard::parse(s, &|k| {
+                    std::env::var(k).ok().filter(|v| !v.trim().is_empty())
+                })
+            })
             .transpose()?,
         settings,
     })
@@ -555,6 +555,13 @@ pub struct StoreArgs {
     /// The runs folder whose default store to use.
     #[arg(long, default_value = "runs")]
     pub runs_dir: PathBuf,
+}
+
+impl StoreArgs {
+    /// The store these flags name (see [`store_url`]).
+    fn url(&self, settings: &crate::settings::Settings) -> Result<crate::store::StoreUrl> {
+        store_url(self.store.as_deref(), settings, &self.runs_dir)
+    }
 }
 
 /// Which runs of the store a command reads (`history`, `site`).
@@ -586,7 +593,6 @@ fn store_url(
     }
 }
 
-/// Runs the parsed command; errors become exit codes in `main`.
 /// Most threads `--threads` accepts: beyond any machine's cores, so a typo is caught.
 const MAX_THREADS: usize = 4096;
 
@@ -614,6 +620,8 @@ impl Cli {
     }
 }
 
+/// Runs the parsed command; errors become exit codes in `main` (`Error::exit_code`, the one
+/// place that maps them).
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     // Every `OPLEDGER_*` variable is read here, once: a bad one stops any command at once.
     let settings = crate::settings::Settings::from_env()?;
@@ -623,7 +631,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             let (ncu, bisect) = (a.ncu, a.bisect);
             let opts = run_options(a, settings)?;
             if ncu {
-                crate::counters::run_with_ncu(&opts)
+                commands::counters::run_with_ncu(&opts)
             } else {
                 let (verdict, _) = pipeline::run(&opts)?;
                 Ok(if bisect {
@@ -638,7 +646,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             paths,
             seed,
         } => {
-            crate::counters::profile_pass(&run_dir, &paths, seed)?;
+            commands::counters::profile_pass(&run_dir, &paths, seed)?;
             Ok(ExitCode::Pass)
         }
         Command::Calibrate { run, runs } => calibrate_command(run, runs, settings),
@@ -678,13 +686,19 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             seed,
             ll_bytes,
         ),
-        Command::Check { paths, backend } => check_specs(&paths, backend),
+        Command::Check { paths, backend } => commands::check::check(&paths, backend),
         Command::Ledger {
             paths,
             tiling,
             l2_mib,
-        } => ledger_command(&paths, tiling, l2_mib),
-        Command::Roofline(a) => roofline_command(&a),
+        } => commands::ledger::ledger(&paths, tiling, l2_mib),
+        Command::Roofline(a) => commands::roofline::roofline(&commands::roofline::Inputs {
+            peak_tflops: a.peak_tflops,
+            bw_gbps: a.bw_gbps,
+            device: a.device.as_deref(),
+            flops: a.flops,
+            bytes: a.bytes,
+        }),
         Command::CudaCompile { arch, out } => {
             let all_compiled = crate::backend::cuda::nvrtc::compile_all(arch, out.as_deref())?;
             Ok(if all_compiled {
@@ -702,20 +716,17 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             baselines,
             link_base,
         } => {
-            let opts = crate::compare::CompareOptions {
+            let opts = commands::compare::CompareOptions {
                 markdown,
                 baselines,
                 fail_on_inconclusive,
                 link_base,
             };
             match (base, runs.as_slice()) {
-                (None, [a, b]) => crate::compare::compare_runs(a, b, &opts, None),
-                (Some(base), [b]) => crate::compare::compare_to_base(
-                    &base,
-                    b,
-                    &store_url(store.store.as_deref(), &settings, &store.runs_dir)?,
-                    &opts,
-                ),
+                (None, [a, b]) => commands::compare::compare_runs(a, b, &opts, None),
+                (Some(base), [b]) => {
+                    commands::compare::compare_to_base(&base, b, &store.url(&settings)?, &opts)
+                }
                 (None, _) => Err(Error::Flag(
                     "compare: two run folders (A B), or one (B) with --base merge-base:BRANCH"
                         .into(),
@@ -725,7 +736,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 )),
             }
         }
-        Command::Accept { run_dir, baselines } => crate::accept::accept(&run_dir, &baselines),
+        Command::Accept { run_dir, baselines } => commands::accept::accept(&run_dir, &baselines),
         Command::Merge {
             run_dirs,
             out,
@@ -738,36 +749,29 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             let url = if no_store {
                 None
             } else {
-                Some(store_url(
-                    store.store.as_deref(),
-                    &settings,
-                    &store.runs_dir,
-                )?)
+                Some(store.url(&settings)?)
             };
-            let code = crate::merge::merge(&run_dirs, &out, allow_partial, fail_on_inconclusive)?;
-            // The merged archive is the sign-off: its device archives go into the store.
-            if let Some(url) = url {
-                let branch = crate::provenance::git_branch(branch.as_deref());
-                crate::history::ingest(std::slice::from_ref(&out), &url, branch.as_deref())?;
-            }
-            Ok(code)
+            let branch = url
+                .as_ref()
+                .and_then(|_| crate::provenance::git_branch(branch.as_deref()));
+            commands::merge::merge_and_record(
+                &run_dirs,
+                &out,
+                allow_partial,
+                fail_on_inconclusive,
+                url.as_ref().map(|u| (u, branch.as_deref())),
+            )
         }
-        Command::Schema { which, out } => schema_command(which, out.as_deref()),
+        Command::Schema { which, out } => commands::schema::schema(which, out.as_deref()),
         Command::Counters { run_dir, ncu_csv } => {
-            let findings = crate::counters::import(&run_dir, &ncu_csv)?;
-            if findings > 0 {
-                eprintln!("opledger: {findings} finding(s): the counters disagree with the ledger (report: {})", run_dir.join("report.md").display());
-                Ok(ExitCode::GateFailed)
-            } else {
-                Ok(ExitCode::Pass)
-            }
+            commands::counters::import_command(&run_dir, &ncu_csv)
         }
-        Command::Verify { run_dir } => verify_archive(&run_dir),
+        Command::Verify { run_dir } => commands::verify::verify(&run_dir),
         Command::WorkerTest {
             spec,
             timeout_secs,
             command,
-        } => crate::worker_test::worker_test(&spec, &command, timeout_secs),
+        } => commands::worker_test::worker_test(&spec, &command, timeout_secs),
         Command::Site {
             out,
             store,
@@ -775,8 +779,8 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             last,
             commit_url,
             cases,
-        } => crate::site::site(&crate::site::Options {
-            store: store_url(store.store.as_deref(), &settings, &store.runs_dir)?,
+        } => commands::site::site(&commands::site::Options {
+            store: store.url(&settings)?,
             query: crate::store::Query {
                 specs: cases,
                 device: only.device,
@@ -790,11 +794,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             run_dirs,
             store,
             branch,
-        } => crate::history::ingest(
-            &run_dirs,
-            &store_url(store.store.as_deref(), &settings, &store.runs_dir)?,
-            branch.as_deref(),
-        ),
+        } => commands::history::ingest(&run_dirs, &store.url(&settings)?, branch.as_deref()),
         Command::History {
             cases,
             store,
@@ -803,8 +803,8 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             format,
             changes,
             metric,
-        } => crate::history::history(
-            &store_url(store.store.as_deref(), &settings, &store.runs_dir)?,
+        } => commands::history::history(
+            &store.url(&settings)?,
             &crate::store::Query {
                 specs: cases,
                 device: only.device,
@@ -818,7 +818,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             run_dir,
             template,
             out,
-        } => crate::render::report(&run_dir, template.as_deref(), out.as_deref()),
+        } => commands::render::report(&run_dir, template.as_deref(), out.as_deref()),
     }
 }
 
@@ -833,273 +833,13 @@ fn calibrate_command(
             "--ncu profiles one run: use it with `opledger run`, not `calibrate`".into(),
         ));
     }
-    if !(crate::calibrate::MIN_RUNS..=crate::calibrate::MAX_RUNS).contains(&runs) {
+    if !(commands::calibrate::MIN_RUNS..=commands::calibrate::MAX_RUNS).contains(&runs) {
         return Err(Error::Flag(format!(
             "--runs {runs}: expected {} to {} (the spread between runs needs at least {})",
-            crate::calibrate::MIN_RUNS,
-            crate::calibrate::MAX_RUNS,
-            crate::calibrate::MIN_RUNS
+            commands::calibrate::MIN_RUNS,
+            commands::calibrate::MAX_RUNS,
+            commands::calibrate::MIN_RUNS
         )));
     }
-    crate::calibrate::calibrate(&run_options(run, settings)?, runs)
-}
-
-/// `opledger ledger`: each spec's IO ledger and roofline, with the tiling of a backend's kernels.
-fn ledger_command(paths: &[PathBuf], tiling: DeviceKind, l2_mib: Option<u64>) -> Result<ExitCode> {
-    let mut t = tiling.tiling();
-    if let Some(mib) = l2_mib {
-        if tiling != DeviceKind::Cuda {
-            return Err(Error::Flag(
-                "--l2-mib models a GPU's L2: use it with --tiling cuda".into(),
-            ));
-        }
-        t.reuse_cache_bytes = mib.saturating_mul(1 << 20);
-    }
-    for s in spec::load_all(paths)? {
-        print!("{}", report::text::ledger(&s, t));
-    }
-    Ok(ExitCode::Pass)
-}
-
-/// `opledger roofline`: the roofline worked through for given ceilings or a datasheet entry.
-fn roofline_command(a: &RooflineArgs) -> Result<ExitCode> {
-    let (peak_tflops, bw_gbps, label) = match &a.device {
-        Some(d) => {
-            let p = find_profile(d).ok_or_else(|| {
-                Error::Flag(format!(
-                    "unknown device {d:?}; known: {}",
-                    profiles()
-                        .iter()
-                        .map(|p| p.key)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ))
-            })?;
-            (
-                p.tensor_tflops,
-                p.bw_gbps,
-                format!("{} (datasheet, tensor-core peak)", p.name),
-            )
-        }
-        None => (
-            a.peak_tflops.unwrap_or(0.0),
-            a.bw_gbps.unwrap_or(0.0),
-            "given ceilings".into(),
-        ),
-    };
-    for (name, v) in [
-        ("peak", peak_tflops),
-        ("bandwidth", bw_gbps),
-        ("flops", a.flops),
-        ("bytes", a.bytes),
-    ] {
-        if !(v.is_finite() && v >= 0.0) || (v == 0.0 && (name == "peak" || name == "bandwidth")) {
-            return Err(Error::Flag(format!(
-                "{name} must be a finite positive number, got {v}"
-            )));
-        }
-    }
-    print!(
-        "{}",
-        report::text::roofline(peak_tflops, bw_gbps, a.flops, a.bytes, &label)
-    );
-    Ok(ExitCode::Pass)
-}
-
-/// `opledger schema`: a shipped JSON Schema, printed or written.
-fn schema_command(which: SchemaKind, out: Option<&Path>) -> Result<ExitCode> {
-    let schema = match which {
-        SchemaKind::Spec => spec::schema::spec_schema(),
-        SchemaKind::Results => crate::results::schema(),
-        SchemaKind::Worker => crate::backend::worker::schema(),
-    };
-    let text = spec::schema::to_text(&schema);
-    match out {
-        Some(o) => crate::files::write_atomic(o, text.as_bytes())?,
-        None => print!("{text}"),
-    }
-    Ok(ExitCode::Pass)
-}
-
-/// `opledger verify RUN_DIR`: every file against the manifest, then the names and the verdict.
-fn verify_archive(dir: &Path) -> Result<ExitCode> {
-    let manifest = dir.join(crate::archive::MANIFEST);
-    let v = match crate::archive::verify(dir) {
-        Ok(v) => v,
-        // A manifest that is there but damaged is a failed verification (exit 1), not bad
-        // input: the archive was given correctly, and it does not hold up.
-        Err(e) if matches!(&e, Error::Corrupt { path, .. } | Error::Refused { path, .. } if *path == manifest) =>
-        {
-            println!("{e}");
-            println!("{}: NOT INTACT: its manifest is damaged", dir.display());
-            return Ok(ExitCode::GateFailed);
-        }
-        Err(e) => return Err(e),
-    };
-    let Some(m) = &v.manifest else {
-        println!(
-            "{}: no {} — its files cannot be checked (written before opledger sealed its archives, or the manifest was removed)",
-            dir.display(),
-            crate::archive::MANIFEST
-        );
-        return Ok(ExitCode::GateFailed);
-    };
-    for (file, why) in &v.mismatches {
-        println!("{}: {}", dir.join(file).display(), why.words());
-    }
-    if !v.mismatches.is_empty() {
-        println!(
-            "{}: NOT INTACT: {} of the files differ from the manifest written by `opledger {}`",
-            dir.display(),
-            v.mismatches.len(),
-            m.written_by
-        );
-        return Ok(ExitCode::GateFailed);
-    }
-    // The digests match: what they cover must also be a sound archive.
-    let results = dir.join("results.json");
-    if results.exists() {
-        let checked = crate::results::load(dir).and_then(|run| {
-            crate::archive::check_names(&run, &results)?;
-            crate::archive::audit(&run, &results)
-        });
-        if let Err(e) = checked {
-            println!("{e}");
-            println!(
-                "{}: NOT INTACT: its digests match, but its results are not sound",
-                dir.display()
-            );
-            return Ok(ExitCode::GateFailed);
-        }
-    }
-    println!(
-        "{}: intact: {} files match the manifest written by `opledger {}` (opledger {}); manifest SHA-256 {}",
-        dir.display(),
-        m.files.len(),
-        m.written_by,
-        m.opledger_version,
-        v.manifest_sha256.as_deref().unwrap_or("")
-    );
-    for r in &m.read {
-        println!(
-            "  made from {} {} (SHA-256 {}{})",
-            r.what,
-            r.path,
-            r.sha256,
-            r.run_id
-                .as_ref()
-                .map_or(String::new(), |id| format!(", run {id}"))
-        );
-    }
-    Ok(ExitCode::Pass)
-}
-
-/// Where a backend's refusal of a spec points: the workload when its kernels cannot run it,
-/// else the `cuda:` side that only the CUDA backend runs.
-fn refused_at(s: &spec::Spec, b: DeviceKind) -> Option<crate::error::Position> {
-    use crate::spec::Implementation;
-    let workload_refused =
-        s.implementations.uses_builtin_kernels() && b.cannot_run(&s.workload).is_some();
-    let cuda_side = [
-        ("before", &s.implementations.before),
-        ("after", &s.implementations.after),
-    ]
-    .into_iter()
-    .find(|(_, i)| matches!(i, Some(Implementation::Cuda(_))))
-    .map(|(side, _)| side);
-    match cuda_side {
-        Some(side) if !workload_refused => {
-            spec::find_key(&s.source_text, &["variants", side, "cuda"])
-        }
-        _ => spec::find_key(&s.source_text, &["workload"]),
-    }
-}
-
-/// `opledger check`: every spec file validated (all errors reported, not the first only), and
-/// the claims the ledger alone decides (`io_saving`) judged, as `run` would judge them.
-fn check_specs(paths: &[PathBuf], backend: Option<DeviceKind>) -> Result<ExitCode> {
-    let (specs, mut errors) = spec::load_all_collect(paths);
-    let mut refuted = 0;
-    // Capabilities: a backend that has no kernels for a spec refuses it before anything runs.
-    let mut runnable = Vec::new();
-    for s in specs {
-        let cannot: Vec<(DeviceKind, String)> = DeviceKind::ALL
-            .into_iter()
-            .filter_map(|b| {
-                b.cannot_run_sides(&s.workload, &s.implementations)
-                    .map(|why| (b, why))
-            })
-            .collect();
-        match cannot.iter().find(|(b, _)| Some(*b) == backend) {
-            Some((b, why)) => errors.push(Error::Spec {
-                path: s.file.clone(),
-                pos: refused_at(&s, *b),
-                message: format!(
-                    "{}: the {} backend cannot run this workload: {why}",
-                    s.name,
-                    b.name()
-                ),
-            }),
-            None => runnable.push((s, cannot)),
-        }
-    }
-    let valid = runnable.len();
-    for (s, cannot) in &runnable {
-        let only = if cannot.is_empty() {
-            String::new()
-        } else {
-            let runs: Vec<&str> = DeviceKind::ALL
-                .into_iter()
-                .filter(|b| cannot.iter().all(|(c, _)| c != b))
-                .map(DeviceKind::name)
-                .collect();
-            format!("  [{} only]", runs.join(", "))
-        };
-        // The IO saving depends on how a backend tiles (flash attention's K/V re-reads): a
-        // claim is refuted only when no backend's kernels could meet it.
-        let judged: Vec<_> = DeviceKind::ALL
-            .into_iter()
-            .map(|k| {
-                let t = k.tiling();
-                let l = s.workload.ledger(s.variants.before, s.variants.after, &t);
-                crate::verdict::io_saving_check(l.io_saving(), s.expect.io_saving.as_ref())
-            })
-            .collect();
-        let io = &judged[0];
-        if judged
-            .iter()
-            .all(|c| c.status == crate::verdict::Status::Fail)
-        {
-            refuted += 1;
-            println!(
-                "FAIL {:<24} io_saving: {} ({})",
-                s.name,
-                io.detail,
-                s.file.display()
-            );
-        } else {
-            println!(
-                "ok   {:<24} {}{only}  ({})",
-                s.name,
-                s.workload.describe(),
-                s.file.display()
-            );
-        }
-    }
-    for e in &errors {
-        eprintln!("error: {e}");
-    }
-    println!(
-        "{} spec(s) valid, {} with a claim the ledger refutes, {} error(s)",
-        valid - refuted,
-        refuted,
-        errors.len()
-    );
-    Ok(if !errors.is_empty() {
-        ExitCode::BadInput
-    } else if refuted > 0 {
-        ExitCode::GateFailed
-    } else {
-        ExitCode::Pass
-    })
+    commands::calibrate::calibrate(&run_options(run, settings)?, runs)
 }

@@ -267,7 +267,12 @@ fn a_spec_can_ask_for_its_branch_history() {
     assert_eq!(r["reference"]["runs"], 4, "every run recorded before: {r}");
     assert_eq!(recorded(), before, "--no-store recorded a run");
     // A store that does not exist is not made to be read.
-    let o = run(&repo, "own.yaml", 0.0, &["--no-store", "--store", "elsewhere.sqlite"]);
+    let o = run(
+        &repo,
+        "own.yaml",
+        0.0,
+        &["--no-store", "--store", "elsewhere.sqlite"],
+    );
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("does not exist"), "{}", text(&o));
     assert!(!repo.join("elsewhere.sqlite").exists());

@@ -21,7 +21,7 @@
 //! Writes and L2 bytes are reported: dirty lines are written back after the profiled range ends,
 //! so the write counter reads low.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ExitCode, Result};
 use crate::results::{RunResult, SpecCounters, VariantCounters};
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read};
@@ -809,6 +809,21 @@ fn which(name: &str) -> Option<PathBuf> {
 /// Where `run --ncu` keeps the export inside the run folder.
 pub fn export_path(run_dir: &Path) -> PathBuf {
     run_dir.join("ncu.csv")
+}
+
+/// `opledger counters RUN_DIR NCU_CSV`: the import, exit 1 when the counters disagree with the
+/// ledger.
+pub fn import_command(run_dir: &Path, ncu_csv: &Path) -> Result<ExitCode> {
+    let findings = import(run_dir, ncu_csv)?;
+    if findings > 0 {
+        eprintln!(
+            "opledger: {findings} finding(s): the counters disagree with the ledger (report: {})",
+            run_dir.join("report.md").display()
+        );
+        Ok(ExitCode::GateFailed)
+    } else {
+        Ok(ExitCode::Pass)
+    }
 }
 
 #[cfg(test)]

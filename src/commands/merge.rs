@@ -317,3 +317,19 @@ fn merged_run(group: &[&Shard], dir: &Path) -> RunResult {
     run.specs = specs;
     run
 }
+
+/// `opledger merge`: the merged archive, then (unless `--no-store`) its device archives
+/// recorded into the history store: the merge is the sign-off, its shards were not recorded.
+pub fn merge_and_record(
+    run_dirs: &[PathBuf],
+    out: &Path,
+    allow_partial: bool,
+    fail_on_inconclusive: bool,
+    store: Option<(&crate::store::StoreUrl, Option<&str>)>,
+) -> Result<ExitCode> {
+    let code = merge(run_dirs, out, allow_partial, fail_on_inconclusive)?;
+    if let Some((url, branch)) = store {
+        super::history::ingest(&[out.to_path_buf()], url, branch)?;
+    }
+    Ok(code)
+}
