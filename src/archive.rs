@@ -22,6 +22,7 @@ use crate::error::{Error, Result};
 use crate::gate::stats::RegressionState;
 use crate::report::output::{self, Rendering, Template};
 use crate::results::{RunResult, RunVerdict, SpecResult};
+use crate::verdict::CheckName;
 use crate::verdict::{self, Check, Status};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -446,15 +447,15 @@ pub fn check_names(run: &RunResult, path: &Path) -> Result<()> {
 fn derived_status(s: &SpecResult, c: &Check) -> Option<Status> {
     // Archives written before claims and the gate had an INCONCLUSIVE state of their own said
     // WARN for the gate's; a claim's INCONCLUSIVE was a FAIL then.
-    if c.name == "regression"
+    if c.name == CheckName::Regression
         && c.status == Status::Warn
         && s.baseline.state == Some(RegressionState::Inconclusive)
     {
         return Some(Status::Warn);
     }
-    let d = match c.name.as_str() {
-        "io_saving" => verdict::io_saving_check(s.io_saving, s.expect.io_saving.as_ref()),
-        "time_saving" => verdict::time_saving_check(
+    let d = match c.name {
+        CheckName::IoSaving => verdict::io_saving_check(s.io_saving, s.expect.io_saving.as_ref()),
+        CheckName::TimeSaving => verdict::time_saving_check(
             s.time_saving.as_ref()?,
             s.expect.time_saving.as_ref(),
             s.predicted_time_saving,
@@ -462,25 +463,25 @@ fn derived_status(s: &SpecResult, c: &Check) -> Option<Status> {
                 .is_none()
                 .then_some(s.max_time_saving),
         ),
-        "bound" => verdict::bound_check(
+        CheckName::Bound => verdict::bound_check(
             s.expect.bound,
             &s.after.predicted,
             s.after.achieved.as_ref()?,
         ),
-        "launch_overhead" => {
+        CheckName::LaunchOverhead => {
             let n_ops = s.workload.as_kind().launch_chain_ops()?;
             verdict::launch_overhead_check(s.launch_overhead_secs.as_ref()?, n_ops, &variants(s))
         }
-        "correctness" => s.correctness.as_ref()?.check(&s.tolerance.tolerance()),
-        verdict::LEDGER_COUNTS => verdict::counts_check(s.counts.as_ref()?),
+        CheckName::Correctness => s.correctness.as_ref()?.check(&s.tolerance.tolerance()),
+        CheckName::LedgerCounts => verdict::counts_check(s.counts.as_ref()?),
         // Without a baseline the check is skipped, or failed under --require-baseline.
-        "regression" => {
+        CheckName::Regression => {
             return Some(crate::gate::status(
                 s.baseline.state,
                 c.status == Status::Fail,
             ))
         }
-        _ => return None,
+        CheckName::Run | CheckName::Timing => return None,
     };
     Some(d.status)
 }
@@ -503,12 +504,12 @@ fn severity(s: Status) -> u8 {
 }
 
 /// The checks every measured spec holds: one missing means the archive was cut.
-const MEASURED_CHECKS: [&str; 5] = [
-    "correctness",
-    "bound",
-    "io_saving",
-    "time_saving",
-    "regression",
+const MEASURED_CHECKS: [CheckName; 5] = [
+    CheckName::Correctness,
+    CheckName::Bound,
+    CheckName::IoSaving,
+    CheckName::TimeSaving,
+    CheckName::Regression,
 ];
 
 /// Re-derives each spec's checks, each spec's status and the run's verdict from the numbers the

@@ -11,6 +11,7 @@ use crate::measure::{self, stats, MeasureConfig};
 use crate::results::*;
 use crate::rng::Rng;
 use crate::spec::Spec;
+use crate::verdict::CheckName;
 use crate::verdict::{self, Check, Correctness, Status};
 use std::path::Path;
 
@@ -79,7 +80,7 @@ pub fn measured(
         planned.error = Some(e.to_string());
         planned
             .checks
-            .push(Check::new("run", Status::Fail, e.to_string()));
+            .push(Check::new(CheckName::Run, Status::Fail, e.to_string()));
     }
     planned
 }

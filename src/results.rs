@@ -371,7 +371,7 @@ pub struct VariantCounters {
 }
 
 impl SpecResult {
-    pub fn check(&self, name: &str) -> Option<&Check> {
+    pub fn check(&self, name: crate::verdict::CheckName) -> Option<&Check> {
         self.checks.iter().find(|c| c.name == name)
     }
 

@@ -17,6 +17,7 @@ use crate::baseline::BaselineFile;
 use crate::device::{Ceilings, DeviceInfo};
 use crate::measure::MeasureConfig;
 use crate::results::{BaselineOutcome, GateFinding, SpecResult};
+use crate::verdict::CheckName;
 use crate::verdict::{Check, Status};
 use stats::RegressionState;
 use std::path::Path;
@@ -60,7 +61,11 @@ impl Gate<'_> {
                 device_key: self.device.key.clone(),
             });
             return Decision {
-                check: Check::new("regression", status(None, self.require_baseline), ""),
+                check: Check::new(
+                    CheckName::Regression,
+                    status(None, self.require_baseline),
+                    "",
+                ),
                 outcome,
                 warnings: Vec::new(),
             };
@@ -76,7 +81,7 @@ impl Gate<'_> {
         let (outcome, warnings) = judge::judge(&against, r);
         Decision {
             check: Check::new(
-                "regression",
+                CheckName::Regression,
                 status(outcome.state, self.require_baseline),
                 "",
             ),

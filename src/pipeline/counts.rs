@@ -211,7 +211,7 @@ pub fn attach(counter: &Counter, s: &Spec, r: &mut crate::results::SpecResult) {
             r.counts = Some(c);
         }
         Err(e) => r.checks.push(crate::verdict::Check::new(
-            crate::verdict::LEDGER_COUNTS,
+            crate::verdict::CheckName::LedgerCounts,
             crate::verdict::Status::Fail,
             e.to_string(),
         )),

@@ -6,6 +6,7 @@ use crate::gate::stats::{PassConflict, RegressionState};
 use crate::results::{BaselineOutcome, Comparison, GateFinding, GateReference, Judged, SpecResult};
 use crate::spec::Bound;
 use crate::verdict::Check;
+use crate::verdict::CheckName;
 
 /// The sentence of the `regression` check: what the gate compared and decided.
 pub fn judgement(b: &BaselineOutcome) -> String {
@@ -181,7 +182,7 @@ fn reference_words(r: &GateReference) -> String {
 /// A check's sentence as the outputs write it: the `regression` check's from the gate's
 /// finding, every other check's as the verdict wrote it.
 pub fn check_detail(s: &SpecResult, c: &Check) -> String {
-    if c.name == "regression" && s.baseline.finding.is_some() {
+    if c.name == CheckName::Regression && s.baseline.finding.is_some() {
         judgement(&s.baseline)
     } else {
         c.detail.clone()

@@ -17,6 +17,7 @@ pub mod text;
 use crate::error::{Error, Result};
 use crate::results::{self as model, BaselineStatus, ChecklistRow, RunResult, SpecResult};
 use crate::spec::ChecklistItem;
+use crate::verdict::CheckName;
 use crate::verdict::Status;
 use minijinja::{Environment, Value};
 use std::path::Path;
@@ -27,8 +28,12 @@ pub const DEFAULT_TEMPLATE: &str = include_str!("../../templates/report.md.j2");
 pub const SUMMARY_TEMPLATE: &str = include_str!("../../templates/summary.md.j2");
 
 /// The checks that evidence each optimization item of the checklist.
-const OPTIMIZATION_CHECKS: [&str; 4] =
-    ["correctness", "io_saving", "time_saving", "launch_overhead"];
+const OPTIMIZATION_CHECKS: [CheckName; 4] = [
+    CheckName::Correctness,
+    CheckName::IoSaving,
+    CheckName::TimeSaving,
+    CheckName::LaunchOverhead,
+];
 
 /// Groups swept specs into series, in the order they ran.
 pub fn sweeps(specs: &[SpecResult]) -> Vec<model::SweepSeries> {
@@ -116,14 +121,17 @@ fn link(s: &SpecResult) -> String {
 fn roofline_row(specs: &[SpecResult]) -> (Status, String, Vec<String>) {
     let with: Vec<&SpecResult> = specs
         .iter()
-        .filter(|s| s.check("bound").is_some())
+        .filter(|s| s.check(CheckName::Bound).is_some())
         .collect();
     if with.is_empty() {
         return (Status::Skip, "no spec was measured".into(), vec![]);
     }
     let failed: Vec<&&SpecResult> = with
         .iter()
-        .filter(|s| s.check("bound").is_some_and(|c| c.status == Status::Fail))
+        .filter(|s| {
+            s.check(CheckName::Bound)
+                .is_some_and(|c| c.status == Status::Fail)
+        })
         .collect();
     let names = with.iter().map(|s| s.name.clone()).collect();
     if failed.is_empty() {
@@ -177,7 +185,7 @@ fn optimization_row(specs: &[SpecResult], item: ChecklistItem) -> (Status, Strin
         } else {
             OPTIMIZATION_CHECKS
                 .iter()
-                .filter_map(|n| s.check(n))
+                .filter_map(|n| s.check(*n))
                 .map(|c| c.status)
                 .filter(|st| *st != Status::Skip)
                 .max()

@@ -5,6 +5,7 @@
 use crate::gate::stats::RegressionState;
 use crate::report;
 use crate::results::{BaselineOutcome, BaselineStatus, RunResult, SpecResult};
+use crate::verdict::CheckName;
 use crate::verdict::{self, Status};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
@@ -53,7 +54,7 @@ pub fn print_summary(run: &RunResult, dir: &Path) {
         println!("{}", spec_line(s, width));
         if s.status == Status::Fail {
             for c in s.checks.iter().filter(|c| c.status == Status::Fail) {
-                let detail = if c.name == "regression" {
+                let detail = if c.name == CheckName::Regression {
                     gate_detail(&s.baseline)
                 } else {
                     c.detail.clone()
@@ -70,7 +71,7 @@ pub fn print_summary(run: &RunResult, dir: &Path) {
         mine.extend(
             s.checks
                 .iter()
-                .filter(|c| c.status == Status::Warn && c.name != "regression")
+                .filter(|c| c.status == Status::Warn && c.name != CheckName::Regression)
                 .map(|c| format!("{}: {}: {}", s.name, c.name, c.detail)),
         );
         mine.dedup();

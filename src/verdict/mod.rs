@@ -48,18 +48,79 @@ impl Status {
     }
 }
 
+/// The checks a spec can have: one name each, matched by the compiler wherever a check is
+/// looked up (the archive's re-derivation, the report's checklist, the gate), serialized as the
+/// words `results.json` has always held.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckName {
+    /// The spec could not be measured (a backend or worker error).
+    Run,
+    /// The after side's output against the f64 reference (and the before side's).
+    Correctness,
+    /// The measured bound against the expected one.
+    Bound,
+    /// The ledger's IO saving against the claim.
+    IoSaving,
+    /// The measured time saving against the claim.
+    TimeSaving,
+    /// The per-launch overhead a launch chain removes.
+    LaunchOverhead,
+    /// The measured times against what is physically possible.
+    Timing,
+    /// The regression gate.
+    Regression,
+    /// Counts mode: each counted side's simulated DRAM bytes against its ledger.
+    LedgerCounts,
+}
+
+impl CheckName {
+    /// The word `results.json`, the report and JUnit use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckName::Run => "run",
+            CheckName::Correctness => "correctness",
+            CheckName::Bound => "bound",
+            CheckName::IoSaving => "io_saving",
+            CheckName::TimeSaving => "time_saving",
+            CheckName::LaunchOverhead => "launch_overhead",
+            CheckName::Timing => "timing",
+            CheckName::Regression => "regression",
+            CheckName::LedgerCounts => "ledger_counts",
+        }
+    }
+}
+
+impl std::fmt::Display for CheckName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One check of a spec, with the sentence that explains it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Check {
-    pub name: String,
+    pub name: CheckName,
     pub status: Status,
     pub detail: String,
 }
 
 impl Check {
-    pub fn new(name: &str, status: Status, detail: impl Into<String>) -> Self {
+    pub fn new(name: CheckName, status: Status, detail: impl Into<String>) -> Self {
         Check {
-            name: name.into(),
+            name,
             status,
             detail: detail.into(),
         }
@@ -429,10 +490,10 @@ impl Correctness {
             )
         };
         if failed.is_empty() {
-            Check::new("correctness", Status::Pass, summary)
+            Check::new(CheckName::Correctness, Status::Pass, summary)
         } else {
             Check::new(
-                "correctness",
+                CheckName::Correctness,
                 Status::Fail,
                 format!(
                     "{}; {summary}; the outputs checked are those of a timed pair on inputs new to both sides (a second seed), written into outputs filled with NaN before it",
@@ -553,7 +614,7 @@ pub fn bound_check(expected: Bound, predicted: &Roofline, measured: &Achieved) -
     );
     let ok = predicted.bound == expected && measured.measured_bound == expected;
     Check::new(
-        "bound",
+        CheckName::Bound,
         if ok { Status::Pass } else { Status::Fail },
         detail,
     )
@@ -562,14 +623,14 @@ pub fn bound_check(expected: Bound, predicted: &Roofline, measured: &Achieved) -
 pub fn io_saving_check(io_saving: f64, claim: Option<&SavingRange>) -> Check {
     match claim {
         None => Check::new(
-            "io_saving",
+            CheckName::IoSaving,
             Status::Skip,
             format!("{:.1}% (no claim)", io_saving * 100.0),
         ),
         Some(r) => {
             let ok = r.contains(io_saving);
             Check::new(
-                "io_saving",
+                CheckName::IoSaving,
                 if ok { Status::Pass } else { Status::Fail },
                 format!(
                     "ledger saving {} vs claim {}",
@@ -656,7 +717,7 @@ pub fn time_saving_check(
             } else {
                 Status::Skip
             };
-            Check::new("time_saving", status, d)
+            Check::new(CheckName::TimeSaving, status, d)
         }
         Some(claimed) => {
             let r = claimed.resolve(predicted);
@@ -685,7 +746,7 @@ pub fn time_saving_check(
             if slower {
                 d.push_str(&slowness);
             }
-            Check::new("time_saving", status, d)
+            Check::new(CheckName::TimeSaving, status, d)
         }
     }
 }
@@ -729,7 +790,7 @@ pub fn launch_overhead_check(
     } else {
         Status::Fail
     };
-    Check::new("launch_overhead", status, detail)
+    Check::new(CheckName::LaunchOverhead, status, detail)
 }
 
 /// How far above the probe's bandwidth a cold-cache run may seem to go before its time is
@@ -780,7 +841,7 @@ pub fn timing_check(
 ) -> Check {
     if !cold || cache_resident {
         return Check::new(
-            "timing",
+            CheckName::Timing,
             Status::Skip,
             if cache_resident {
                 "not judged: the workload is meant to stay in cache"
@@ -808,7 +869,7 @@ pub fn timing_check(
     }
     if broken.is_empty() {
         return Check::new(
-            "timing",
+            CheckName::Timing,
             Status::Pass,
             format!(
                 "possible: both variants below {:.0}% of the measured bandwidth and {:.0}% of the peak",
@@ -818,7 +879,7 @@ pub fn timing_check(
         );
     }
     Check::new(
-        "timing",
+        CheckName::Timing,
         Status::Fail,
         format!(
             "IMPOSSIBLE: {}; its timer does not time the work (work done outside the timed run, a result cached across calls, a clock that under-reports)",
@@ -866,9 +927,6 @@ pub fn measurement_warnings(
     w
 }
 
-/// The name of the check of the simulated DRAM bytes against the ledger.
-pub const LEDGER_COUNTS: &str = "ledger_counts";
-
 /// Each counted side's simulated DRAM bytes against its ledger (`run --measure both`): FAIL
 /// where a streaming side is off by more than 5% or a re-reading side reads less than its
 /// ledger's lower bound, SKIP where no side could be compared (cache-resident sizes, workers).
@@ -913,7 +971,7 @@ pub fn counts_check(c: &crate::measure::counts::SpecCounts) -> Check {
             SideCounts::NotAvailable { reason } => words.push(format!("{name}: {reason}")),
         }
     }
-    Check::new(LEDGER_COUNTS, status, words.join("; "))
+    Check::new(CheckName::LedgerCounts, status, words.join("; "))
 }
 
 #[cfg(test)]

@@ -49,7 +49,7 @@ pub fn junit(run: &RunResult) -> String {
             x.push_str(&format!(
                 "    <testcase classname=\"opledger.{}\" name=\"{}\">",
                 xml_escape(&s.name),
-                xml_escape(&c.name)
+                xml_escape(c.name.as_str())
             ));
             match c.status {
                 Status::Fail => x.push_str(&format!(
