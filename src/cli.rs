@@ -437,42 +437,8 @@ fn run_options(a: RunArgs, settings: crate::settings::Settings) -> Result<RunOpt
     if let Some(n) = a.threads {
         set_threads(n)?;
     }
-    let measure = MeasureConfig {
-        min_pairs: a.min_pairs,
-        max_pairs: a.max_pairs,
-        time_cap_secs: a.time_cap_secs,
-        target_rel_ci: a.target_ci,
-        cold: !a.warm,
-        seed: a.seed,
-        ..MeasureConfig::default()
-    };
-    if a.min_pairs < 3 || a.max_pairs < a.min_pairs {
-        return Err(Error::Flag(format!(
-            "--min-pairs must be >= 3 and --max-pairs >= --min-pairs (got {} and {})",
-            a.min_pairs, a.max_pairs
-        )));
-    }
-    if !(a.time_cap_secs > 0.0 && a.time_cap_secs.is_finite() && a.target_ci.is_finite()) {
-        return Err(Error::Flag(
-            "--time-cap-secs must be a positive number and --target-ci finite".into(),
-        ));
-    }
-    // Under --no-store the store is still read for a reference; nothing is recorded. A bad
-    // OPLEDGER_STORE is refused only if a spec asks for a reference, a bad --store at once.
-    let (store, reference_store) = if a.no_store {
-        let url = store_url(a.store.as_deref(), &settings, &a.runs_dir);
-        (
-            None,
-            if a.store.is_some() {
-                Some(url?)
-            } else {
-                url.ok()
-            },
-        )
-    } else {
-        let url = store_url(a.store.as_deref(), &settings, &a.runs_dir)?;
-        (Some(url.clone()), Some(url))
-    };
+    let measure = measure_config(&a)?;
+    let (store, reference_store) = run_stores(&a, &settings)?;
     let branch = crate::provenance::git_branch(a.branch.as_deref());
     let against = a
         .against
@@ -495,19 +461,7 @@ fn run_options(a: RunArgs, settings: crate::settings::Settings) -> Result<RunOpt
             "--accept records baselines, and --against judges against the history store instead: use one".into(),
         ));
     }
-    let counts = match (a.measure_mode.as_str(), a.cache_model.as_deref()) {
-        ("both", model) => Some(match model {
-            Some(m) => crate::measure::counts::CacheModel::parse(m)
-                .map_err(|e| Error::Flag(format!("--cache-model {e}")))?,
-            None => crate::measure::counts::CacheModel::default(),
-        }),
-        (_, Some(_)) => {
-            return Err(Error::Flag(
-                "--cache-model is the model of the counts: it goes with --measure both".into(),
-            ))
-        }
-        _ => None,
-    };
+    let counts = counts_model(&a)?;
     Ok(RunOptions {
         reference_store,
         counts,
@@ -542,6 +496,76 @@ fn run_options(a: RunArgs, settings: crate::settings::Settings) -> Result<RunOpt
             })
             .transpose()?,
         settings,
+    })
+}
+
+/// The measurement flags of `run`, checked.
+fn measure_config(a: &RunArgs) -> Result<MeasureConfig> {
+    let measure = MeasureConfig {
+        min_pairs: a.min_pairs,
+        max_pairs: a.max_pairs,
+        time_cap_secs: a.time_cap_secs,
+        target_rel_ci: a.target_ci,
+        cold: !a.warm,
+        seed: a.seed,
+        ..MeasureConfig::default()
+    };
+    if a.min_pairs < 3 || a.max_pairs < a.min_pairs {
+        return Err(Error::Flag(format!(
+            "--min-pairs must be >= 3 and --max-pairs >= --min-pairs (got {} and {})",
+            a.min_pairs, a.max_pairs
+        )));
+    }
+    if !(a.time_cap_secs > 0.0 && a.time_cap_secs.is_finite() && a.target_ci.is_finite()) {
+        return Err(Error::Flag(
+            "--time-cap-secs must be a positive number and --target-ci finite".into(),
+        ));
+    }
+    Ok(measure)
+}
+
+/// The store a run records into (`None` under `--no-store`) and the one its gate may read a
+/// reference from. Under --no-store the store is still read for a reference; nothing is
+/// recorded. A bad OPLEDGER_STORE is refused only if a spec asks for a reference, a bad
+/// --store at once.
+#[allow(clippy::type_complexity)]
+fn run_stores(
+    a: &RunArgs,
+    settings: &crate::settings::Settings,
+) -> Result<(
+    Option<crate::store::StoreUrl>,
+    Option<crate::store::StoreUrl>,
+)> {
+    Ok(if a.no_store {
+        let url = store_url(a.store.as_deref(), settings, &a.runs_dir);
+        (
+            None,
+            if a.store.is_some() {
+                Some(url?)
+            } else {
+                url.ok()
+            },
+        )
+    } else {
+        let url = store_url(a.store.as_deref(), settings, &a.runs_dir)?;
+        (Some(url.clone()), Some(url))
+    })
+}
+
+/// The cache model of `--measure both` (none in time mode; a model without it is refused).
+fn counts_model(a: &RunArgs) -> Result<Option<crate::measure::counts::CacheModel>> {
+    Ok(match (a.measure_mode.as_str(), a.cache_model.as_deref()) {
+        ("both", model) => Some(match model {
+            Some(m) => crate::measure::counts::CacheModel::parse(m)
+                .map_err(|e| Error::Flag(format!("--cache-model {e}")))?,
+            None => crate::measure::counts::CacheModel::default(),
+        }),
+        (_, Some(_)) => {
+            return Err(Error::Flag(
+                "--cache-model is the model of the counts: it goes with --measure both".into(),
+            ))
+        }
+        _ => None,
     })
 }
 
@@ -627,20 +651,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     let settings = crate::settings::Settings::from_env()?;
     crate::device::simd::install_cap(settings.simd);
     match cli.command {
-        Command::Run(a) => {
-            let (ncu, bisect) = (a.ncu, a.bisect);
-            let opts = run_options(a, settings)?;
-            if ncu {
-                commands::counters::run_with_ncu(&opts)
-            } else {
-                let (verdict, _) = pipeline::run(&opts)?;
-                Ok(if bisect {
-                    verdict.bisect_code()
-                } else {
-                    verdict.exit_code(opts.fail_on_inconclusive)
-                })
-            }
-        }
+        Command::Run(a) => run_command(a, settings),
         Command::ProfilePass {
             run_dir,
             paths,
@@ -655,20 +666,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             cache_model,
             seed,
             format,
-        } => {
-            let model = match cache_model.as_deref() {
-                Some(m) => crate::measure::counts::CacheModel::parse(m)
-                    .map_err(|e| Error::Flag(format!("--cache-model {e}")))?,
-                None => crate::measure::counts::CacheModel::default(),
-            };
-            pipeline::counts::counts(&pipeline::counts::CountOptions {
-                paths,
-                settings,
-                model,
-                seed,
-                json: format == "json",
-            })
-        }
+        } => counts_command(paths, cache_model.as_deref(), seed, &format, settings),
         Command::CountSide {
             file,
             name,
@@ -707,6 +705,19 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 ExitCode::GateFailed
             })
         }
+        Command::Schema { which, out } => commands::schema::schema(which, out.as_deref()),
+        Command::WorkerTest {
+            spec,
+            timeout_secs,
+            command,
+        } => commands::worker_test::worker_test(&spec, &command, timeout_secs),
+        archived => dispatch_archived(archived, settings),
+    }
+}
+
+/// The commands that read archives or the history store.
+fn dispatch_archived(command: Command, settings: crate::settings::Settings) -> Result<ExitCode> {
+    match command {
         Command::Compare {
             runs,
             base,
@@ -722,19 +733,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 fail_on_inconclusive,
                 link_base,
             };
-            match (base, runs.as_slice()) {
-                (None, [a, b]) => commands::compare::compare_runs(a, b, &opts, None),
-                (Some(base), [b]) => {
-                    commands::compare::compare_to_base(&base, b, &store.url(&settings)?, &opts)
-                }
-                (None, _) => Err(Error::Flag(
-                    "compare: two run folders (A B), or one (B) with --base merge-base:BRANCH"
-                        .into(),
-                )),
-                (Some(_), _) => Err(Error::Flag(
-                    "compare --base names the reference: give only the later run folder (B)".into(),
-                )),
-            }
+            compare_command(&runs, base.as_deref(), &store, &opts, &settings)
         }
         Command::Accept { run_dir, baselines } => commands::accept::accept(&run_dir, &baselines),
         Command::Merge {
@@ -746,11 +745,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             no_store,
             branch,
         } => {
-            let url = if no_store {
-                None
-            } else {
-                Some(store.url(&settings)?)
-            };
+            let url = (!no_store).then(|| store.url(&settings)).transpose()?;
             let branch = url
                 .as_ref()
                 .and_then(|_| crate::provenance::git_branch(branch.as_deref()));
@@ -762,16 +757,10 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 url.as_ref().map(|u| (u, branch.as_deref())),
             )
         }
-        Command::Schema { which, out } => commands::schema::schema(which, out.as_deref()),
         Command::Counters { run_dir, ncu_csv } => {
             commands::counters::import_command(&run_dir, &ncu_csv)
         }
         Command::Verify { run_dir } => commands::verify::verify(&run_dir),
-        Command::WorkerTest {
-            spec,
-            timeout_secs,
-            command,
-        } => commands::worker_test::worker_test(&spec, &command, timeout_secs),
         Command::Site {
             out,
             store,
@@ -819,6 +808,67 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             template,
             out,
         } => commands::render::report(&run_dir, template.as_deref(), out.as_deref()),
+        measuring => unreachable!("dispatched before: {measuring:?}"),
+    }
+}
+
+/// `opledger run`: the pipeline, or under `--ncu` the run profiled under Nsight Compute; the
+/// exit status as `--bisect` or `--fail-on-inconclusive` ask.
+fn run_command(a: RunArgs, settings: crate::settings::Settings) -> Result<ExitCode> {
+    let (ncu, bisect) = (a.ncu, a.bisect);
+    let opts = run_options(a, settings)?;
+    if ncu {
+        return commands::counters::run_with_ncu(&opts);
+    }
+    let (verdict, _) = pipeline::run(&opts)?;
+    Ok(if bisect {
+        verdict.bisect_code()
+    } else {
+        verdict.exit_code(opts.fail_on_inconclusive)
+    })
+}
+
+/// `opledger counts`: the cache model parsed, then each spec counted.
+fn counts_command(
+    paths: Vec<PathBuf>,
+    cache_model: Option<&str>,
+    seed: u64,
+    format: &str,
+    settings: crate::settings::Settings,
+) -> Result<ExitCode> {
+    let model = match cache_model {
+        Some(m) => crate::measure::counts::CacheModel::parse(m)
+            .map_err(|e| Error::Flag(format!("--cache-model {e}")))?,
+        None => crate::measure::counts::CacheModel::default(),
+    };
+    pipeline::counts::counts(&pipeline::counts::CountOptions {
+        paths,
+        settings,
+        model,
+        seed,
+        json: format == "json",
+    })
+}
+
+/// `opledger compare`: two run folders, or one against a reference from the store.
+fn compare_command(
+    runs: &[PathBuf],
+    base: Option<&str>,
+    store: &StoreArgs,
+    opts: &commands::compare::CompareOptions,
+    settings: &crate::settings::Settings,
+) -> Result<ExitCode> {
+    match (base, runs) {
+        (None, [a, b]) => commands::compare::compare_runs(a, b, opts, None),
+        (Some(base), [b]) => {
+            commands::compare::compare_to_base(base, b, &store.url(settings)?, opts)
+        }
+        (None, _) => Err(Error::Flag(
+            "compare: two run folders (A B), or one (B) with --base merge-base:BRANCH".into(),
+        )),
+        (Some(_), _) => Err(Error::Flag(
+            "compare --base names the reference: give only the later run folder (B)".into(),
+        )),
     }
 }
 

@@ -204,3 +204,84 @@ fn the_contributing_guide_lists_the_same_layers() {
         "docs/contributing.md's layers table differs from LAYERS"
     );
 }
+
+/// Files outside `src/device/` and `src/backend/` that may name a backend by its variant: a
+/// feature of one backend by nature, each with why. Every other per-backend decision is a method
+/// of `DeviceKind` or of the backend, so a new backend is its folder plus the arms the build
+/// lists.
+const ONE_BACKEND_FEATURES: &[(&str, &str)] = &[
+    ("src/cli.rs", "the default of `ledger --tiling`"),
+    (
+        "src/pipeline/counts.rs",
+        "counts mode runs the CPU backend's kernels under Valgrind",
+    ),
+    (
+        "src/commands/counters.rs",
+        "Nsight Compute profiles the CUDA backend's kernels",
+    ),
+];
+
+/// The variants of `DeviceKind`, read from its definition.
+fn device_kinds(src: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(src.join("device/mod.rs")).unwrap();
+    let body = text
+        .split("pub enum DeviceKind {")
+        .nth(1)
+        .and_then(|b| b.split('}').next())
+        .unwrap();
+    body.lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with("//") && !l.starts_with('#') && !l.is_empty())
+        .map(|l| l.trim_end_matches(',').to_string())
+        .collect()
+}
+
+#[test]
+fn every_per_backend_decision_is_a_method_of_the_device_kind() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let src = root.join("src");
+    let kinds = device_kinds(&src);
+    assert!(kinds.len() >= 2, "{kinds:?}");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut deciding = Vec::new();
+    for file in &files {
+        let rel = file
+            .strip_prefix(root)
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
+        if rel.starts_with("src/device/") || rel.starts_with("src/backend/") {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).unwrap();
+        // Tests may name any backend.
+        let code = text.split("#[cfg(test)]").next().unwrap();
+        let names_one = kinds
+            .iter()
+            .any(|k| code.contains(&format!("DeviceKind::{k}")));
+        if names_one && !ONE_BACKEND_FEATURES.iter().any(|(f, _)| *f == rel) {
+            deciding.push(rel);
+        }
+    }
+    assert!(
+        deciding.is_empty(),
+        "these files decide by backend; make the decision a method of DeviceKind (src/device/mod.rs) or of the backend: {deciding:?}"
+    );
+    // The contributing guide's edit list for a new backend names the same places.
+    let doc = std::fs::read_to_string(root.join("docs/contributing.md")).unwrap();
+    let section = doc
+        .split("## A backend")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .unwrap();
+    for place in ["src/device/mod.rs", "src/backend/mod.rs"]
+        .into_iter()
+        .chain(ONE_BACKEND_FEATURES.iter().map(|(f, _)| *f))
+    {
+        assert!(
+            section.contains(&format!("`{place}`")),
+            "docs/contributing.md's backend section does not name `{place}`"
+        );
+    }
+}

@@ -57,58 +57,11 @@ pub fn check(
     functions: &[(String, String)],
 ) -> Vec<Finding> {
     let mut out = Vec::new();
-    let dir = match tempfile::Builder::new()
-        .prefix("opledger-worker-test-")
-        .tempdir()
-    {
-        Ok(d) => d,
-        Err(e) => {
-            note(
-                &mut out,
-                Rule::Hello,
-                "start",
-                false,
-                format!("cannot make a folder: {e}"),
-            );
-            return out;
-        }
+    let Some(mut c) = Checked::start(cmd, spec_dir, workload, &mut out) else {
+        return out;
     };
-    // The worker module and the workload's inputs, as a run writes them.
-    let kind = workload.as_kind();
-    let output_shape = kind.output_shape();
-    let python = dir.path().join("python");
-    let files =
-        super::pair::write_worker_files(dir.path(), &python, &kind.inputs(7)).and_then(|first| {
-            Ok((
-                first,
-                super::pair::write_inputs(dir.path(), "again", &kind.inputs(8))?,
-            ))
-        });
-    let (inputs, other_inputs) = match files {
-        Ok(i) => i,
-        Err(e) => {
-            note(&mut out, Rule::Hello, "start", false, e.to_string());
-            return out;
-        }
-    };
-    let limit = Duration::from_secs_f64(cmd.timeout_secs);
-    let setup_limit = limit * 10;
-    let mut w = match Worker::start(cmd, spec_dir, &python) {
-        Ok(w) => w,
-        Err(e) => {
-            note(&mut out, Rule::Hello, "hello", false, e.to_string());
-            return out;
-        }
-    };
-    note(
-        &mut out,
-        Rule::Hello,
-        "hello",
-        true,
-        format!("{}; functions: {}", w.about, w.functions.join(", ")),
-    );
     for (f, _) in functions {
-        let ok = w.functions.contains(f);
+        let ok = c.worker.functions.contains(f);
         note(
             &mut out,
             Rule::Serves,
@@ -117,191 +70,284 @@ pub fn check(
             if ok {
                 "registered".into()
             } else {
-                format!("not registered (it has: {})", w.functions.join(", "))
+                format!("not registered (it has: {})", c.worker.functions.join(", "))
             },
         );
     }
-    let workload_json = serde_json::to_value(workload).unwrap_or(serde_json::Value::Null);
-    let setup_on = |inputs: &std::collections::BTreeMap<String, TensorFile>,
-                    id: &str,
-                    function: &str,
-                    variant: &str,
-                    output: &Path| Request::Setup {
-        id: id.to_string(),
-        function: function.to_string(),
-        variant: variant.to_string(),
-        workload: workload_json.clone(),
-        inputs: inputs.clone(),
-        output: TensorFile {
-            path: output.to_path_buf(),
-            shape: output_shape.clone(),
-            dtype: "float32".into(),
-        },
-        flush_bytes: 8 << 20,
-    };
-    let setup = |id: &str, function: &str, variant: &str, output: &Path| {
-        setup_on(&inputs, id, function, variant, output)
-    };
     let mut ready = None;
     for (k, (f, variant)) in functions.iter().enumerate() {
-        if !w.functions.contains(f) {
-            continue;
+        if c.worker.functions.contains(f) && c.function(&format!("case{k}"), f, variant, &mut out) {
+            ready.get_or_insert(format!("case{k}"));
         }
-        let id = format!("case{k}");
-        let output = dir.path().join(format!("output-{id}.npy"));
-        let step = format!("setup {f}");
-        match w.request(&setup(&id, f, variant, &output), setup_limit) {
-            Ok(_) => note(&mut out, Rule::Setup, &step, true, "ok".into()),
+    }
+    // The failure paths: each must be refused, and the worker must answer the next request.
+    if !c.refusals(&mut out) {
+        // The channel is gone or out of step: nothing more can be asked.
+        return out;
+    }
+    if let Some(id) = &ready {
+        let step = "run after the refusals";
+        let run = Request::Run {
+            id: id.clone(),
+            count: 1,
+            cold: false,
+        };
+        match c.worker.request(&run, c.limit) {
+            Ok(_) => note(&mut out, Rule::Refuses, step, true, "still serving".into()),
+            Err(e) => note(&mut out, Rule::Refuses, step, false, e.to_string()),
+        };
+    }
+    c.shutdown(&mut out);
+    out
+}
+
+/// A worker under check: its process, the folder of its files, the inputs it is set up on and
+/// the limits of a request.
+struct Checked {
+    worker: Worker,
+    dir: tempfile::TempDir,
+    inputs: std::collections::BTreeMap<String, TensorFile>,
+    other_inputs: std::collections::BTreeMap<String, TensorFile>,
+    workload_json: serde_json::Value,
+    output_shape: Vec<u64>,
+    limit: Duration,
+    setup_limit: Duration,
+}
+
+impl Checked {
+    /// The worker module and the workload's inputs written as a run writes them, the worker
+    /// started and its hello noted; `None` (with the finding) when any step fails.
+    fn start(
+        cmd: &WorkerCommand,
+        spec_dir: &Path,
+        workload: &Workload,
+        out: &mut Vec<Finding>,
+    ) -> Option<Checked> {
+        let dir = match tempfile::Builder::new()
+            .prefix("opledger-worker-test-")
+            .tempdir()
+        {
+            Ok(d) => d,
             Err(e) => {
-                note(&mut out, Rule::Setup, &step, false, e.to_string());
-                continue;
+                note(
+                    out,
+                    Rule::Hello,
+                    "start",
+                    false,
+                    format!("cannot make a folder: {e}"),
+                );
+                return None;
+            }
+        };
+        let kind = workload.as_kind();
+        let python = dir.path().join("python");
+        let files = super::pair::write_worker_files(dir.path(), &python, &kind.inputs(7)).and_then(
+            |first| {
+                Ok((
+                    first,
+                    super::pair::write_inputs(dir.path(), "again", &kind.inputs(8))?,
+                ))
+            },
+        );
+        let (inputs, other_inputs) = match files {
+            Ok(i) => i,
+            Err(e) => {
+                note(out, Rule::Hello, "start", false, e.to_string());
+                return None;
+            }
+        };
+        let worker = match Worker::start(cmd, spec_dir, &python) {
+            Ok(w) => w,
+            Err(e) => {
+                note(out, Rule::Hello, "hello", false, e.to_string());
+                return None;
+            }
+        };
+        note(
+            out,
+            Rule::Hello,
+            "hello",
+            true,
+            format!(
+                "{}; functions: {}",
+                worker.about,
+                worker.functions.join(", ")
+            ),
+        );
+        let limit = Duration::from_secs_f64(cmd.timeout_secs);
+        Some(Checked {
+            worker,
+            dir,
+            inputs,
+            other_inputs,
+            workload_json: serde_json::to_value(workload).unwrap_or(serde_json::Value::Null),
+            output_shape: kind.output_shape(),
+            limit,
+            setup_limit: limit * 10,
+        })
+    }
+
+    /// The setup request of one case on `inputs` (the first set, or the other).
+    fn setup(
+        &self,
+        other: bool,
+        id: &str,
+        function: &str,
+        variant: &str,
+        output: &Path,
+    ) -> Request {
+        Request::Setup {
+            id: id.to_string(),
+            function: function.to_string(),
+            variant: variant.to_string(),
+            workload: self.workload_json.clone(),
+            inputs: if other {
+                self.other_inputs.clone()
+            } else {
+                self.inputs.clone()
+            },
+            output: TensorFile {
+                path: output.to_path_buf(),
+                shape: self.output_shape.clone(),
+                dtype: "float32".into(),
+            },
+            flush_bytes: 8 << 20,
+        }
+    }
+
+    /// One function through setup, a cold and a warm run, its output, and a setup again on
+    /// other inputs; true when its case was set up (a later run may use it).
+    fn function(&mut self, id: &str, f: &str, variant: &str, out: &mut Vec<Finding>) -> bool {
+        let output = self.dir.path().join(format!("output-{id}.npy"));
+        let step = format!("setup {f}");
+        let request = self.setup(false, id, f, variant, &output);
+        match self.worker.request(&request, self.setup_limit) {
+            Ok(_) => note(out, Rule::Setup, &step, true, "ok".into()),
+            Err(e) => {
+                note(out, Rule::Setup, &step, false, e.to_string());
+                return false;
             }
         };
         for (count, cold) in [(1u64, true), (3, false)] {
             let step = format!("run {f} {} ×{count}", if cold { "cold" } else { "warm" });
             let started = Instant::now();
-            let reply = w.request(
-                &Request::Run {
-                    id: id.clone(),
-                    count,
-                    cold,
-                },
-                limit * count as u32,
-            );
+            let run = Request::Run {
+                id: id.to_string(),
+                count,
+                cold,
+            };
+            let reply = self.worker.request(&run, self.limit * count as u32);
             let wall = started.elapsed().as_secs_f64();
             match reply {
-                Err(e) => note(&mut out, Rule::Run, &step, false, e.to_string()),
+                Err(e) => note(out, Rule::Run, &step, false, e.to_string()),
                 Ok(r) => {
-                    let secs = r.secs.unwrap_or_default();
-                    let (ok, detail) = judge_secs(&secs, count, wall);
-                    note(&mut out, Rule::Run, &step, ok, detail)
+                    let (ok, detail) = judge_secs(&r.secs.unwrap_or_default(), count, wall);
+                    note(out, Rule::Run, &step, ok, detail)
                 }
             };
         }
         let step = format!("output {f}");
-        let first = match w.request(&Request::Output { id: id.clone() }, limit) {
+        let asked = Request::Output { id: id.to_string() };
+        let first = match self.worker.request(&asked, self.limit) {
             Err(e) => {
-                note(&mut out, Rule::Output, &step, false, e.to_string());
+                note(out, Rule::Output, &step, false, e.to_string());
                 None
             }
             Ok(_) => {
-                let (ok, detail) = judge_output(&output, &output_shape);
-                note(&mut out, Rule::Output, &step, ok, detail);
-                ok.then(|| super::worker::read_npy(&output, &output_shape).ok())
+                let (ok, detail) = judge_output(&output, &self.output_shape);
+                note(out, Rule::Output, &step, ok, detail);
+                ok.then(|| super::worker::read_npy(&output, &self.output_shape).ok())
                     .flatten()
             }
         };
         if let Some(first) = first {
             let step = format!("setup {f} again on other inputs, run, output");
+            let again = self.setup(true, id, f, variant, &output);
             let (ok, detail) = match setup_again(
-                &mut w,
-                &setup_on(&other_inputs, &id, f, variant, &output),
-                &id,
-                (limit, setup_limit),
-                (&output, &output_shape),
+                &mut self.worker,
+                &again,
+                id,
+                (self.limit, self.setup_limit),
+                (&output, &self.output_shape),
                 &first,
             ) {
                 Ok(()) => (true, "the output follows the new inputs".into()),
                 Err(why) => (false, why),
             };
-            note(&mut out, Rule::SetupAgain, &step, ok, detail);
+            note(out, Rule::SetupAgain, &step, ok, detail);
         }
-        ready.get_or_insert(id);
+        true
     }
-    // The failure paths: each must be refused, and the worker must answer the next request.
-    let missing = "opledger-worker-test-no-such-function";
-    let attempts: Vec<(String, String)> = vec![
-        (
-            format!("setup of a function it does not serve ({missing})"),
-            serde_json::to_string(&setup(
-                "unknown",
-                missing,
-                "fused",
-                &dir.path().join("output-unknown.npy"),
-            ))
-            .unwrap_or_default(),
-        ),
-        (
-            "run of a case never set up".into(),
-            r#"{"op": "run", "id": "opledger-worker-test-no-such-case", "count": 1, "cold": false}"#
-                .into(),
-        ),
-        (
-            "an op of no protocol".into(),
-            r#"{"op": "opledger-worker-test-unknown-op"}"#.into(),
-        ),
-        ("a line that is not JSON".into(), "{not json".into()),
-    ];
-    for (step, line) in attempts {
-        match w.exchange(&line, "a request to refuse", limit) {
-            Err(e) => {
-                note(&mut out, Rule::Refuses, &step, false, e.to_string());
-                // The channel is gone or out of step: nothing more can be asked.
-                return out;
-            }
-            Ok(r) if r.ok => {
-                note(
-                    &mut out,
-                    Rule::Refuses,
-                    &step,
+
+    /// Requests it must refuse, each answered with `ok: false` and a message; false when the
+    /// channel broke (nothing more can be asked).
+    fn refusals(&mut self, out: &mut Vec<Finding>) -> bool {
+        let missing = "opledger-worker-test-no-such-function";
+        let unknown_output = self.dir.path().join("output-unknown.npy");
+        let attempts: Vec<(String, String)> = vec![
+            (
+                format!("setup of a function it does not serve ({missing})"),
+                serde_json::to_string(&self.setup(false, "unknown", missing, "fused", &unknown_output))
+                    .unwrap_or_default(),
+            ),
+            (
+                "run of a case never set up".into(),
+                r#"{"op": "run", "id": "opledger-worker-test-no-such-case", "count": 1, "cold": false}"#
+                    .into(),
+            ),
+            (
+                "an op of no protocol".into(),
+                r#"{"op": "opledger-worker-test-unknown-op"}"#.into(),
+            ),
+            ("a line that is not JSON".into(), "{not json".into()),
+        ];
+        for (step, line) in attempts {
+            let (ok, detail) = match self
+                .worker
+                .exchange(&line, "a request to refuse", self.limit)
+            {
+                Err(e) => {
+                    note(out, Rule::Refuses, &step, false, e.to_string());
+                    return false;
+                }
+                Ok(r) if r.ok => (
                     false,
                     "answered ok: true to a request it cannot serve".into(),
-                );
-            }
-            Ok(r) if r.error.as_deref().is_none_or(|e| e.trim().is_empty()) => {
-                note(
-                    &mut out,
-                    Rule::Refuses,
-                    &step,
-                    false,
-                    "answered ok: false without an error message".into(),
-                );
-            }
-            Ok(r) => {
-                note(
-                    &mut out,
-                    Rule::Refuses,
-                    &step,
+                ),
+                Ok(r) if r.error.as_deref().is_none_or(|e| e.trim().is_empty()) => {
+                    (false, "answered ok: false without an error message".into())
+                }
+                Ok(r) => (
                     true,
                     format!("refused: {}", first_line(r.error.as_deref().unwrap_or(""))),
+                ),
+            };
+            note(out, Rule::Refuses, &step, ok, detail);
+        }
+        true
+    }
+
+    /// Shutdown answered, and the process gone within two seconds.
+    fn shutdown(&mut self, out: &mut Vec<Finding>) {
+        match self.worker.request(&Request::Shutdown, self.limit) {
+            Err(e) => {
+                note(out, Rule::Shutdown, "shutdown", false, e.to_string());
+            }
+            Ok(_) => {
+                let exited = self.worker.exited_within(Duration::from_secs(2));
+                note(
+                    out,
+                    Rule::Shutdown,
+                    "shutdown",
+                    exited.is_some(),
+                    match exited {
+                        Some(s) => format!("answered ok and exited ({s})"),
+                        None => "answered ok but was still running 2 s later".into(),
+                    },
                 );
             }
-        }
-    }
-    if let Some(id) = &ready {
-        let step = "run after the refusals";
-        match w.request(
-            &Request::Run {
-                id: id.clone(),
-                count: 1,
-                cold: false,
-            },
-            limit,
-        ) {
-            Ok(_) => note(&mut out, Rule::Refuses, step, true, "still serving".into()),
-            Err(e) => note(&mut out, Rule::Refuses, step, false, e.to_string()),
         };
     }
-    match w.request(&Request::Shutdown, limit) {
-        Err(e) => {
-            note(&mut out, Rule::Shutdown, "shutdown", false, e.to_string());
-        }
-        Ok(_) => {
-            let exited = w.exited_within(Duration::from_secs(2));
-            let ok = exited.is_some();
-            note(
-                &mut out,
-                Rule::Shutdown,
-                "shutdown",
-                ok,
-                match exited {
-                    Some(s) => format!("answered ok and exited ({s})"),
-                    None => "answered ok but was still running 2 s later".into(),
-                },
-            );
-        }
-    }
-    out
 }
 
 /// The case set up again on other inputs, run once and its output read: it must differ from

@@ -74,7 +74,7 @@ pub fn load(path: &Path) -> Result<Option<BaselineFile>> {
     let mut b = b;
     // A CPU baseline written under the older key (model and cores only) is keyed by what it
     // recorded: its SIMD level and cache decide which machine it belongs to.
-    if b.device.kind == crate::device::DeviceKind::Cpu
+    if b.device.kind.has_legacy_key()
         && b.device.key == crate::device::legacy_cpu_key(&b.device.name, b.device.cores)
     {
         b.device.key = b.device.current_key();
@@ -116,7 +116,7 @@ pub struct Found {
 pub fn find(root: &Path, device: &DeviceInfo, spec: &str) -> Result<Found> {
     let path = path_for(root, &device.key, spec);
     let baseline = load(&path)?;
-    if baseline.is_some() || device.kind != crate::device::DeviceKind::Cpu {
+    if baseline.is_some() || !device.kind.has_legacy_key() {
         return Ok(Found {
             path,
             baseline,

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 pub fn ledger(paths: &[PathBuf], tiling: DeviceKind, l2_mib: Option<u64>) -> Result<ExitCode> {
     let mut t = tiling.tiling();
     if let Some(mib) = l2_mib {
-        if tiling != DeviceKind::Cuda {
+        if !tiling.models_l2() {
             return Err(Error::Flag(
                 "--l2-mib models a GPU's L2: use it with --tiling cuda".into(),
             ));

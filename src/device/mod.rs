@@ -60,6 +60,62 @@ impl DeviceKind {
         }
     }
 
+    /// How far above the probe's bandwidth a cold-cache run may seem to go before its time is
+    /// impossible rather than fast: on a CPU the ledger's re-reads can hit a cache the flush
+    /// left warm (4× leaves room for that); on a GPU the L2 is overwritten before every sample
+    /// and no kernel beats the memory by half again.
+    pub fn impossible_bandwidth_factor(self) -> f64 {
+        match self {
+            DeviceKind::Cpu => 4.0,
+            DeviceKind::Cuda => 1.5,
+        }
+    }
+
+    /// Whether a datasheet's memory bandwidth bounds a cold-cache run: a GPU's flushed L2
+    /// leaves nothing to beat the memory's peak with; a CPU has no datasheet entry.
+    pub fn datasheet_bounds_bandwidth(self) -> bool {
+        match self {
+            DeviceKind::Cpu => false,
+            DeviceKind::Cuda => true,
+        }
+    }
+
+    /// Whether the bandwidth probe and the cold-cache flush run in host memory, so that their
+    /// buffers are checked against it before a run.
+    pub fn probes_in_host_memory(self) -> bool {
+        match self {
+            DeviceKind::Cpu => true,
+            DeviceKind::Cuda => false,
+        }
+    }
+
+    /// Whether its kernels can be counted under Valgrind's cache simulator (counts mode): code
+    /// that runs on the host CPU only.
+    pub fn countable(self) -> bool {
+        match self {
+            DeviceKind::Cpu => true,
+            DeviceKind::Cuda => false,
+        }
+    }
+
+    /// Whether the ledger's tiling models a device cache whose size a flag may set
+    /// (`ledger --l2-mib`): a GPU's L2.
+    pub fn models_l2(self) -> bool {
+        match self {
+            DeviceKind::Cpu => false,
+            DeviceKind::Cuda => true,
+        }
+    }
+
+    /// Whether baselines of this kind may sit under an older device key (the CPU key before
+    /// its SIMD level and cache joined it).
+    pub fn has_legacy_key(self) -> bool {
+        match self {
+            DeviceKind::Cpu => true,
+            DeviceKind::Cuda => false,
+        }
+    }
+
     /// The kind a run's `backend` field names.
     pub fn from_name(name: &str) -> Option<DeviceKind> {
         DeviceKind::ALL.into_iter().find(|k| k.name() == name)

@@ -58,20 +58,19 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
     let (backend, backend_note) = backend::select(opts.backend, flush, &opts.settings)?;
     check_store(opts)?;
     // Counting is refused before anything is measured where it cannot be done.
-    let counter = match opts.counts {
-        Some(_) if backend.kind() != crate::device::DeviceKind::Cpu => {
-            return Err(Error::Flag(
+    let counter =
+        match opts.counts {
+            Some(_) if !backend.kind().countable() => return Err(Error::Flag(
                 "--measure both counts the CPU backend's kernels under Valgrind: add --backend cpu"
                     .into(),
-            ))
-        }
-        Some(model) => Some(super::counts::Counter::new(
-            model,
-            opts.measure.seed,
-            &opts.settings,
-        )?),
-        None => None,
-    };
+            )),
+            Some(model) => Some(super::counts::Counter::new(
+                model,
+                opts.measure.seed,
+                &opts.settings,
+            )?),
+            None => None,
+        };
     let device = backend.device();
     // Accepting runs serialize on the store, from reading the baselines to writing them.
     let lock = if opts.accept {
@@ -175,7 +174,11 @@ fn load_suite(opts: &RunOptions) -> Result<Suite> {
 fn check_host_memory(opts: &RunOptions, flush: Option<u64>) -> Result<Option<u64>> {
     let this_cpu = DeviceInfo::this_cpu();
     let default_host = (2 * this_cpu.llc_bytes).max(64 << 20);
-    let host_fixed = if opts.backend.kind() == Some(crate::device::DeviceKind::Cuda) {
+    let host_fixed = if opts
+        .backend
+        .kind()
+        .is_some_and(|k| !k.probes_in_host_memory())
+    {
         0
     } else {
         flush

@@ -793,34 +793,25 @@ pub fn launch_overhead_check(
     Check::new(CheckName::LaunchOverhead, status, detail)
 }
 
-/// How far above the probe's bandwidth a cold-cache run may seem to go before its time is
-/// impossible rather than fast: on a CPU the ledger's re-reads can hit a cache the flush left
-/// warm (4× leaves room for that); on a GPU the L2 is overwritten before every sample and no
-/// kernel beats the memory by half again.
-pub fn impossible_bandwidth_factor(kind: crate::device::DeviceKind) -> f64 {
-    match kind {
-        crate::device::DeviceKind::Cpu => 4.0,
-        crate::device::DeviceKind::Cuda => 1.5,
-    }
-}
-
 /// How far above a GPU's datasheet bandwidth a cold-cache run may seem to go: the datasheet is
 /// the memory's peak, and no kernel that reads it through a flushed L2 beats it.
 pub const DATASHEET_BANDWIDTH_MARGIN: f64 = 1.1;
 
 /// The factor of the measured bandwidth above which a cold-cache time is impossible: for a GPU
 /// with a datasheet entry, its datasheet peak (with [`DATASHEET_BANDWIDTH_MARGIN`]) over the
-/// probe's measure; else [`impossible_bandwidth_factor`].
+/// probe's measure; else the kind's [`impossible_bandwidth_factor`].
+///
+/// [`impossible_bandwidth_factor`]: crate::device::DeviceKind::impossible_bandwidth_factor
 pub fn bandwidth_limit_factor(
     kind: crate::device::DeviceKind,
     datasheet_bytes_per_sec: Option<f64>,
     measured_bytes_per_sec: f64,
 ) -> f64 {
-    match (kind, datasheet_bytes_per_sec) {
-        (crate::device::DeviceKind::Cuda, Some(d)) if measured_bytes_per_sec > 0.0 => {
+    match datasheet_bytes_per_sec {
+        Some(d) if kind.datasheet_bounds_bandwidth() && measured_bytes_per_sec > 0.0 => {
             d * DATASHEET_BANDWIDTH_MARGIN / measured_bytes_per_sec
         }
-        _ => impossible_bandwidth_factor(kind),
+        _ => kind.impossible_bandwidth_factor(),
     }
 }
 
@@ -997,7 +988,7 @@ mod tests {
             measured_bound: Bound::Bandwidth,
         };
         let (fast, real) = (at(5.0, 0.1), at(0.9, 0.1));
-        let f = impossible_bandwidth_factor(DeviceKind::Cpu);
+        let f = DeviceKind::Cpu.impossible_bandwidth_factor();
         let c = timing_check([("unfused", &real), ("fused", &fast)], true, false, f);
         assert_eq!(c.status, Status::Fail);
         assert!(c.detail.contains("IMPOSSIBLE: fused moved"), "{}", c.detail);
