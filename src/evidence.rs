@@ -252,20 +252,7 @@ fn judge_timings(
         (!launch_bound).then_some(r.max_time_saving),
     ));
     if let Some(n_ops) = launch_ops {
-        let diff =
-            stats::paired_difference_ci(&samples.before_secs, &samples.after_secs, res, cfg.seed);
-        let per = |v: f64| v / (n_ops - 1) as f64;
-        let overhead = stats::Estimate {
-            point: per(diff.point),
-            lo: per(diff.lo),
-            hi: per(diff.hi),
-        };
-        r.checks.push(verdict::launch_overhead_check(
-            &overhead,
-            n_ops,
-            &s.variants,
-        ));
-        r.launch_overhead_secs = Some(overhead);
+        launch_overhead(s, cfg, r, &samples, n_ops);
     }
     r.checks.push(verdict::timing_check(
         [
@@ -288,9 +275,26 @@ fn judge_timings(
         &ab,
         launch_bound,
     ));
-    // The level roofline of the backend's own kernels (a user's side executes what it does);
-    // the arithmetic is timed only where a side says it executes something else than the
-    // ledger's count.
+    on_level(s, backend, ceilings, r, sb.median_secs, sa.median_secs);
+    r.before.summary = Some(sb);
+    r.after.summary = Some(sa);
+    r.before.achieved = Some(ab);
+    r.after.achieved = Some(aa);
+    r.time_saving = Some(saving);
+    r.samples = Some(samples);
+}
+
+/// Each side's level roofline, for the backend's own kernels (a user's side executes what it
+/// does): the arithmetic is timed only where a side says it executes something else than the
+/// ledger's count.
+fn on_level(
+    s: &Spec,
+    backend: &dyn Backend,
+    ceilings: &Ceilings,
+    r: &mut SpecResult,
+    before_median_secs: f64,
+    after_median_secs: f64,
+) {
     let own = |v: &VariantResult, variant| {
         v.implementation
             .is_none()
@@ -305,18 +309,38 @@ fn judge_timings(
         None
     };
     for (v, variant, median) in [
-        (&mut r.before, s.variants.before, sb.median_secs),
-        (&mut r.after, s.variants.after, sa.median_secs),
+        (&mut r.before, s.variants.before, before_median_secs),
+        (&mut r.after, s.variants.after, after_median_secs),
     ] {
         v.on_level = own(v, variant)
             .map(|e| verdict::on_level(e, arithmetic_secs, &v.ledger, ceilings).measured(median));
     }
-    r.before.summary = Some(sb);
-    r.after.summary = Some(sa);
-    r.before.achieved = Some(ab);
-    r.after.achieved = Some(aa);
-    r.time_saving = Some(saving);
-    r.samples = Some(samples);
+}
+
+/// A launch chain's per-launch overhead, (T_eager − T_graph)/(N − 1) with its paired CI, and
+/// its check.
+fn launch_overhead(
+    s: &Spec,
+    cfg: &MeasureConfig,
+    r: &mut SpecResult,
+    samples: &crate::measure::PairSamples,
+    n_ops: u64,
+) {
+    let res = cfg.bootstrap_resamples;
+    let diff =
+        stats::paired_difference_ci(&samples.before_secs, &samples.after_secs, res, cfg.seed);
+    let per = |v: f64| v / (n_ops - 1) as f64;
+    let overhead = stats::Estimate {
+        point: per(diff.point),
+        lo: per(diff.lo),
+        hi: per(diff.hi),
+    };
+    r.checks.push(verdict::launch_overhead_check(
+        &overhead,
+        n_ops,
+        &s.variants,
+    ));
+    r.launch_overhead_secs = Some(overhead);
 }
 
 fn variant_result(v: &crate::ledger::VariantLedger, c: &Ceilings) -> VariantResult {

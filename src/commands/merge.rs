@@ -14,6 +14,19 @@ use std::path::{Path, PathBuf};
 /// A shard as read: its folder and its results.
 type Shard = (PathBuf, RunResult);
 
+/// The cases of the suite (every spec file, sweeps expanded) that no shard ran.
+fn missing_cases(
+    spec_files: &BTreeMap<String, String>,
+    ran: impl Fn(&str) -> bool,
+) -> Result<Vec<String>> {
+    let mut missing = Vec::new();
+    for (name, text) in spec_files {
+        let parsed = spec::parse(Path::new(name), text.as_bytes()).and_then(spec::expand)?;
+        missing.extend(parsed.into_iter().map(|s| s.name).filter(|n| !ran(n)));
+    }
+    Ok(missing)
+}
+
 /// Merges the run folders `dirs` into `out`.
 pub fn merge(
     dirs: &[PathBuf],
@@ -24,15 +37,7 @@ pub fn merge(
     let (runs, read) = load_shards(dirs, out)?;
     let owner = one_run(&runs)?;
     let spec_files = suite_files(&runs)?;
-    let mut suite: Vec<String> = Vec::new();
-    for (name, text) in &spec_files {
-        let parsed = spec::parse(Path::new(name), text.as_bytes()).and_then(spec::expand)?;
-        suite.extend(parsed.into_iter().map(|s| s.name));
-    }
-    let missing: Vec<&String> = suite
-        .iter()
-        .filter(|n| !owner.contains_key(n.as_str()))
-        .collect();
+    let missing = missing_cases(&spec_files, |n| owner.contains_key(n))?;
 
     files::check_writable_dir(out, "merge output (--out)")?;
     // Results grouped by device: the gate and the checklist hold per device.
@@ -103,11 +108,7 @@ pub fn merge(
             "opledger: {} case{} of the suite ran in no shard: {}",
             missing.len(),
             if missing.len() == 1 { "" } else { "s" },
-            missing
-                .iter()
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
+            missing.join(", ")
         );
         if !allow_partial {
             return Ok(ExitCode::GateFailed);

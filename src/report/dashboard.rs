@@ -177,15 +177,105 @@ fn case_page_html(input: &Input<'_>, case: &Case) -> Result<(String, Value)> {
     let pts: Vec<&Point> = case.at.iter().map(|&i| &input.points[i]).collect();
     let page = case_page(&case.device_key, &case.spec);
     let up = "../../";
-    let href = |k: usize| {
-        input.run_pages[case.at[k]]
-            .as_ref()
-            .map(|r| format!("{up}{r}"))
-    };
     let after_shifts = shifts(input.points, case, Metric::After);
     let before_shifts = shifts(input.points, case, Metric::Before);
     let ratio_shifts = shifts(input.points, case, Metric::Ratio);
-    let median_series = |class: &'static str, name: &str, side: Metric| TrendSeries {
+    let median_series = |class, name, side| median_trend(input, case, &pts, class, name, side);
+    let mut marks = shift_marks(&after_shifts, "after median");
+    marks.extend(shift_marks(&before_shifts, "before median"));
+    let medians = svg::trend(
+        &format!(
+            "{} on {}: both medians over {} runs",
+            case.spec,
+            case.device_key,
+            pts.len()
+        ),
+        "median time (ms)",
+        &[
+            median_series("before", "before median", Metric::Before),
+            median_series("after", "after median", Metric::After),
+        ],
+        &x_labels(&pts),
+        &marks,
+        None,
+    );
+    let ratio_series = ratio_trend(input, case, &pts);
+    let ratio = svg::trend(
+        &format!(
+            "{} on {}: after/before over {} runs",
+            case.spec,
+            case.device_key,
+            pts.len()
+        ),
+        "after / before",
+        &[ratio_series],
+        &x_labels(&pts),
+        &shift_marks(&ratio_shifts, "after/before"),
+        Some(1.0),
+    );
+    let rows = run_rows(input, case, &pts);
+    let shift_rows: Vec<Value> = [
+        ("after median", &after_shifts),
+        ("before median", &before_shifts),
+        ("after/before", &ratio_shifts),
+    ]
+    .iter()
+    .flat_map(|(what, found)| {
+        found.iter().map(move |(k, l)| {
+            minijinja::context! {
+                metric => *what,
+                index => k + 1,
+                change => change_words(l),
+                from_sha => short(&l.last_before.git_sha).to_string(),
+                from_href => commit_href(input.commit_url, &l.last_before.git_sha),
+                to_sha => short(&l.first_after.git_sha).to_string(),
+                to_href => commit_href(input.commit_url, &l.first_after.git_sha),
+                from_run => l.last_before.run_id.clone(),
+                to_run => l.first_after.run_id.clone(),
+                p_value => format!("{:.1e}", l.shift.p_value),
+            }
+        })
+    })
+    .collect();
+    let shifts_found = after_shifts.len() + ratio_shifts.len() + before_shifts.len();
+    let summary = case_summary(input, case, &pts, &page, shifts_found);
+    let html = html::render_page(
+        "case.html",
+        minijinja::context! {
+            spec => case.spec.clone(),
+            device_key => case.device_key.clone(),
+            home => format!("{up}index.html"),
+            runs => pts.len(),
+            medians => Value::from_safe_string(medians),
+            ratio => Value::from_safe_string(ratio),
+            rows => rows,
+            shift_rows => shift_rows,
+            accepted => pts.iter().filter(|p| p.accepted).count(),
+            store => input.store.clone(),
+            generated_utc => input.generated_utc.clone(),
+        },
+    )?;
+    Ok((html, summary))
+}
+
+/// A run's page from a case's page, for its `k`-th point (none where its archive was missing).
+fn run_href(input: &Input<'_>, case: &Case, k: usize) -> Option<String> {
+    input.run_pages[case.at[k]]
+        .as_ref()
+        .map(|r| format!("../../{r}"))
+}
+
+/// One side's medians over the runs, in milliseconds with their CIs.
+fn median_trend(
+    input: &Input<'_>,
+    case: &Case,
+    pts: &[&Point],
+    class: &'static str,
+    name: &str,
+    side: Metric,
+) -> TrendSeries {
+    let href = |k: usize| run_href(input, case, k);
+    TrendSeries {
         class,
         name: name.to_string(),
         points: pts
@@ -223,26 +313,13 @@ fn case_page_html(input: &Input<'_>, case: &Case) -> Result<(String, Value)> {
                 })
             })
             .collect(),
-    };
-    let mut marks = shift_marks(&after_shifts, "after median");
-    marks.extend(shift_marks(&before_shifts, "before median"));
-    let medians = svg::trend(
-        &format!(
-            "{} on {}: both medians over {} runs",
-            case.spec,
-            case.device_key,
-            pts.len()
-        ),
-        "median time (ms)",
-        &[
-            median_series("before", "before median", Metric::Before),
-            median_series("after", "after median", Metric::After),
-        ],
-        &x_labels(&pts),
-        &marks,
-        None,
-    );
-    let ratio_series = TrendSeries {
+    }
+}
+
+/// The after/before ratio over the runs, with its CIs.
+fn ratio_trend(input: &Input<'_>, case: &Case, pts: &[&Point]) -> TrendSeries {
+    let href = |k: usize| run_href(input, case, k);
+    TrendSeries {
         class: "ratio",
         name: "after/before".into(),
         points: pts
@@ -267,22 +344,13 @@ fn case_page_html(input: &Input<'_>, case: &Case) -> Result<(String, Value)> {
                 })
             })
             .collect(),
-    };
-    let ratio = svg::trend(
-        &format!(
-            "{} on {}: after/before over {} runs",
-            case.spec,
-            case.device_key,
-            pts.len()
-        ),
-        "after / before",
-        &[ratio_series],
-        &x_labels(&pts),
-        &shift_marks(&ratio_shifts, "after/before"),
-        Some(1.0),
-    );
-    let rows: Vec<Value> = pts
-        .iter()
+    }
+}
+
+/// The table of a case's runs, newest first.
+fn run_rows(input: &Input<'_>, case: &Case, pts: &[&Point]) -> Vec<Value> {
+    let href = |k: usize| run_href(input, case, k);
+    pts.iter()
         .enumerate()
         .rev()
         .map(|(k, p)| {
@@ -306,38 +374,25 @@ fn case_page_html(input: &Input<'_>, case: &Case) -> Result<(String, Value)> {
                 run_href => href(k),
             }
         })
-        .collect();
-    let shift_rows: Vec<Value> = [
-        ("after median", &after_shifts),
-        ("before median", &before_shifts),
-        ("after/before", &ratio_shifts),
-    ]
-    .iter()
-    .flat_map(|(what, found)| {
-        found.iter().map(move |(k, l)| {
-            minijinja::context! {
-                metric => *what,
-                index => k + 1,
-                change => change_words(l),
-                from_sha => short(&l.last_before.git_sha).to_string(),
-                from_href => commit_href(input.commit_url, &l.last_before.git_sha),
-                to_sha => short(&l.first_after.git_sha).to_string(),
-                to_href => commit_href(input.commit_url, &l.first_after.git_sha),
-                from_run => l.last_before.run_id.clone(),
-                to_run => l.first_after.run_id.clone(),
-                p_value => format!("{:.1e}", l.shift.p_value),
-            }
-        })
-    })
-    .collect();
+        .collect()
+}
+
+/// A case's row on the index: its latest run, its sparkline and how many shifts it had.
+fn case_summary(
+    input: &Input<'_>,
+    case: &Case,
+    pts: &[&Point],
+    page: &str,
+    shifts_found: usize,
+) -> Value {
     let latest = pts.last().copied();
     let spark_values: Vec<f64> = pts
         .iter()
         .map(|p| p.after_median_secs.unwrap_or(f64::NAN))
         .collect();
-    let summary = minijinja::context! {
+    minijinja::context! {
         spec => case.spec.clone(),
-        href => page.clone(),
+        href => page.to_string(),
         runs => pts.len(),
         spark => Value::from_safe_string(svg::sparkline(
             &spark_values,
@@ -348,28 +403,11 @@ fn case_page_html(input: &Input<'_>, case: &Case) -> Result<(String, Value)> {
         after_secs => latest.and_then(|p| p.after_median_secs),
         ratio => latest.and_then(|p| p.ratio).map(|r| format!("×{r:.3}")),
         ratio_value => latest.and_then(|p| p.ratio),
-        shifts => after_shifts.len() + ratio_shifts.len() + before_shifts.len(),
+        shifts => shifts_found,
         last_utc => latest.map(|p| p.started_utc.clone()),
         last_sha => latest.map(|p| short(&p.git_sha).to_string()),
         last_href => input.run_pages[*case.at.last().unwrap_or(&0)].clone(),
-    };
-    let html = html::render_page(
-        "case.html",
-        minijinja::context! {
-            spec => case.spec.clone(),
-            device_key => case.device_key.clone(),
-            home => format!("{up}index.html"),
-            runs => pts.len(),
-            medians => Value::from_safe_string(medians),
-            ratio => Value::from_safe_string(ratio),
-            rows => rows,
-            shift_rows => shift_rows,
-            accepted => pts.iter().filter(|p| p.accepted).count(),
-            store => input.store.clone(),
-            generated_utc => input.generated_utc.clone(),
-        },
-    )?;
-    Ok((html, summary))
+    }
 }
 
 /// Every page but the runs': the index and one page per case and device.
