@@ -1,5 +1,7 @@
-//! Files: bounded reads of what a user hands in (specs, templates, results, baselines) and
-//! atomic writes of what opledger produces. Every path that reaches the disk goes through here.
+//! Files: bounded reads of what a user hands in (specs, templates, results, baselines,
+//! archives) and atomic writes of what opledger produces. Elsewhere `std::fs` only reads the
+//! system's own files (`/proc`, `/sys`, `/etc/os-release`), makes, lists, renames and removes
+//! folders, and writes the worker module into a run's private temporary folder.
 
 use crate::error::{Error, Result};
 use std::io::{Read, Write};
