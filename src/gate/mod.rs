@@ -10,6 +10,7 @@ pub mod accept;
 pub mod history;
 pub mod judge;
 pub mod outcome;
+pub mod reference;
 pub mod stats;
 pub mod versus;
 

@@ -4,7 +4,7 @@
 
 pub mod counts;
 mod prepare;
-mod reference;
+mod shifts;
 
 pub(crate) use prepare::{prepare, Prepared};
 
@@ -119,7 +119,7 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
         append_summary(path, &run, &dir)?;
     }
     report::terminal::print_summary(&run, &dir);
-    for shift in reference::new_shifts(opts, &p.specs, &p.device.key)? {
+    for shift in shifts::new_shifts(opts, &p.specs, &p.device.key)? {
         report::terminal::print_new_shift(&shift.spec, shift.metric, &shift.located, shift.limit);
     }
     Ok((run.verdict, dir))

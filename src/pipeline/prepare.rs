@@ -3,12 +3,12 @@
 //! folders and template, the host memory, the backend, what it cannot run, the baselines (and
 //! the store's lock when accepting), the ceilings.
 
-use super::reference::SpecBaseline;
 use super::RunOptions;
 use crate::backend::{self, Backend, BackendChoice};
 use crate::baseline;
 use crate::device::{Ceilings, DeviceInfo};
 use crate::error::{Error, Result};
+use crate::gate::reference::SpecBaseline;
 use crate::report;
 use crate::report::output::Template;
 use crate::report::terminal::Progress;
@@ -84,7 +84,18 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
     };
     let (mut baselines, notes) =
         refuse_and_find_baselines(opts, &specs, backend.as_ref(), available)?;
-    let references = super::reference::references(opts, &specs, &device, &mut baselines)?;
+    let load_run = |dir: &Path| crate::archive::load(dir).ok().map(|l| l.run);
+    let reference_options = crate::gate::reference::ReferenceOptions {
+        accept: opts.accept,
+        against: opts.against.as_ref(),
+        branch: opts.branch.as_deref(),
+        store: opts.store.as_ref(),
+        reference_store: opts.reference_store.as_ref(),
+        measure: &opts.measure,
+        load_run: &load_run,
+    };
+    let references =
+        crate::gate::reference::references(&reference_options, &specs, &device, &mut baselines)?;
 
     let progress = Progress::new(specs.len() * passes);
     progress.say(&format!("opledger: backend {backend_note}"));

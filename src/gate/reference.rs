@@ -4,13 +4,15 @@
 //! ancestor with runs). Runs from before the newest change of level in the series are left out
 //! (`store::series`): a reference spanning two codes would sit between them.
 //!
-//! Which one a spec gets: `run --against`, else the spec's `gate.against`, else the baselines.
+//! Which one a spec gets: `run --against`, else the spec's `gate.against`, else the baselines;
+//! chosen here, in one place, with the store opened once for all the specs that need it.
 
-use super::RunOptions;
+use super::history::HISTORY_RUNS;
 use crate::baseline::BaselineFile;
 use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
-use crate::gate::history::HISTORY_RUNS;
+use crate::measure::MeasureConfig;
+use crate::results::RunResult;
 use crate::results::{GateReference, LevelChange};
 use crate::spec::{Against, Spec};
 use crate::store::series::{current_level_start, Metric};
@@ -18,24 +20,42 @@ use crate::store::{Point, Store};
 use std::path::PathBuf;
 
 /// A spec's baseline: where `--accept` writes it, and what it holds (if anything).
-pub(crate) type SpecBaseline = (PathBuf, Option<BaselineFile>);
+pub type SpecBaseline = (PathBuf, Option<BaselineFile>);
+
+/// What choosing a reference needs of a run's options.
+pub struct ReferenceOptions<'a> {
+    /// `run --accept`: judged against the accepted baselines it extends.
+    pub accept: bool,
+    /// `run --against`, over each spec's `gate.against`.
+    pub against: Option<&'a Against>,
+    /// The branch the run measures (`history` without a branch means this one).
+    pub branch: Option<&'a str>,
+    /// The store the run records into (`None`: `--no-store`).
+    pub store: Option<&'a crate::store::StoreUrl>,
+    /// The store a reference is read from (under `--no-store`, read and never written).
+    pub reference_store: Option<&'a crate::store::StoreUrl>,
+    pub measure: &'a MeasureConfig,
+    /// Reads an archived run: the base run's own samples, for `merge-base`. The archive sits
+    /// above the gate, so the caller lends its reader.
+    pub load_run: &'a dyn Fn(&std::path::Path) -> Option<RunResult>,
+}
 
 /// What the gate judges each spec against (baselines when `None`).
-pub(crate) fn against_of(opts: &RunOptions, s: &Spec) -> Against {
+pub fn against_of(opts: &ReferenceOptions<'_>, s: &Spec) -> Against {
     if opts.accept {
         // Accepting is the explicit sign-off: judged against the accepted baselines it extends.
         return Against::Baselines;
     }
     opts.against
-        .clone()
+        .cloned()
         .or_else(|| s.gate.against.clone())
         .unwrap_or_default()
 }
 
 /// Each spec's reference from the store in place of its accepted baseline, where it asks for
 /// one; `None` for the specs judged against their baselines.
-pub(crate) fn references(
-    opts: &RunOptions,
+pub fn references(
+    opts: &ReferenceOptions<'_>,
     specs: &[Spec],
     device: &DeviceInfo,
     baselines: &mut [SpecBaseline],
@@ -55,7 +75,7 @@ pub(crate) fn references(
                 opts,
                 s,
                 device,
-                branch.or_else(|| opts.branch.clone()),
+                branch.or_else(|| opts.branch.map(str::to_string)),
             )?,
             Against::MergeBase { branch } => merge_base(
                 open_store(&mut store, opts, s, &named)?,
@@ -75,20 +95,20 @@ pub(crate) fn references(
 /// `--no-store` read as it is (an SQLite file that does not exist is not made).
 fn open_store<'a>(
     store: &'a mut Option<Store>,
-    opts: &RunOptions,
+    opts: &ReferenceOptions<'_>,
     s: &Spec,
     named: &str,
 ) -> Result<&'a mut Store> {
     if let Some(open) = store {
         return Ok(open);
     }
-    let Some(url) = &opts.reference_store else {
+    let Some(url) = opts.reference_store else {
         return Err(Error::Flag(format!(
             "{}: the gate judges against `{named}` from the history store, and none is named: set --store or OPLEDGER_STORE",
             s.name
         )));
     };
-    let opened = match (&opts.store, url) {
+    let opened = match (opts.store, url) {
         (Some(_), _) => Store::open(url)?,
         (None, crate::store::StoreUrl::Sqlite(path)) if !path.exists() => {
             return Err(Error::Flag(format!(
@@ -117,7 +137,7 @@ fn current_level(series: Vec<Point>) -> (Vec<Point>, Option<LevelChange>) {
 /// `history[:BRANCH]`: the newest runs of the branch on this device with this exact spec.
 fn history(
     store: &mut Store,
-    opts: &RunOptions,
+    opts: &ReferenceOptions<'_>,
     s: &Spec,
     device: &DeviceInfo,
     branch: Option<String>,
@@ -130,7 +150,7 @@ fn history(
         HISTORY_RUNS,
     )?;
     let (points, change) = current_level(points);
-    let base = crate::gate::history::reference(&points, s, device, &opts.measure);
+    let base = super::history::reference(&points, s, device, opts.measure);
     Ok((
         GateReference::History {
             runs: points.len(),
@@ -146,7 +166,7 @@ fn history(
 /// is here.
 fn merge_base(
     store: &mut Store,
-    opts: &RunOptions,
+    opts: &ReferenceOptions<'_>,
     s: &Spec,
     device: &DeviceInfo,
     branch: String,
@@ -181,8 +201,7 @@ fn merge_base(
     let archive = store.archive_dir(first);
     let with_samples = base_with_samples(&archive, s, device, opts, &points);
     let samples = with_samples.is_some();
-    let base =
-        with_samples.or_else(|| crate::gate::history::reference(&points, s, device, &opts.measure));
+    let base = with_samples.or_else(|| super::history::reference(&points, s, device, opts.measure));
     let reference = GateReference::MergeBase {
         branch,
         merge_base: mb,
@@ -206,18 +225,17 @@ fn base_with_samples(
     archive: &std::path::Path,
     s: &Spec,
     device: &DeviceInfo,
-    opts: &RunOptions,
+    opts: &ReferenceOptions<'_>,
     points: &[Point],
 ) -> Option<crate::baseline::BaselineFile> {
-    let loaded = crate::archive::load(archive).ok()?;
-    let run = &loaded.run;
+    let run = &(opts.load_run)(archive)?;
     let sa = run
         .specs
         .iter()
         .find(|c| c.name == s.name && c.spec_sha256 == s.source_sha256)?;
     let older = &points[..points.len().saturating_sub(1)];
-    let old = crate::gate::history::reference(older, s, device, &opts.measure);
-    crate::gate::accept::baseline_of(
+    let old = super::history::reference(older, s, device, opts.measure);
+    super::accept::baseline_of(
         sa,
         &run.device,
         &run.ceilings,
@@ -226,68 +244,4 @@ fn base_with_samples(
         &run.git_sha,
         old.as_ref(),
     )
-}
-
-/// A shift of a case's series on the default branch that this run made visible.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NewShift {
-    pub spec: String,
-    pub metric: Metric,
-    pub located: crate::store::series::Located,
-    /// The spec's limit (`gate.max_regression`) the shift is beyond.
-    pub limit: f64,
-}
-
-/// Runs of a case's series read for new shifts, at most.
-const SHIFT_RUNS: usize = 200;
-
-/// On the default branch, the shifts of each case's series (the store's runs of this device
-/// and spec on the branch, this run included) that were not there without this run and exceed
-/// the spec's limit either way. Nothing on other branches, without a store or outside git.
-pub(crate) fn new_shifts(
-    opts: &RunOptions,
-    specs: &[Spec],
-    device_key: &str,
-) -> Result<Vec<NewShift>> {
-    let (Some(url), Some(branch)) = (&opts.store, &opts.branch) else {
-        return Ok(Vec::new());
-    };
-    if opts.default_branch.as_deref() != Some(branch.as_str()) {
-        return Ok(Vec::new());
-    }
-    let mut store = Store::open(url)?;
-    let mut out = Vec::new();
-    for s in specs {
-        let series = store.reference(
-            device_key,
-            &s.name,
-            &s.source_sha256,
-            Some(branch),
-            SHIFT_RUNS,
-        )?;
-        let limit = s.gate.max_regression.0;
-        for metric in [Metric::After, Metric::Ratio] {
-            let all: Vec<&Point> = series.iter().filter(|p| metric.of(p).is_some()).collect();
-            if all.len() < 2 {
-                continue;
-            }
-            let before: Vec<usize> = crate::store::series::located(&all[..all.len() - 1], metric)
-                .iter()
-                .map(|l| l.shift.at)
-                .collect();
-            for l in crate::store::series::located(&all, metric) {
-                let known = before.iter().any(|&at| at.abs_diff(l.shift.at) <= 1);
-                let beyond = l.shift.ratio > 1.0 + limit || l.shift.ratio < 1.0 / (1.0 + limit);
-                if !known && beyond {
-                    out.push(NewShift {
-                        spec: s.name.clone(),
-                        metric,
-                        located: l,
-                        limit,
-                    });
-                }
-            }
-        }
-    }
-    Ok(out)
 }
