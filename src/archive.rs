@@ -133,11 +133,7 @@ fn file_sha256(path: &Path) -> Result<(String, u64)> {
         h.update(&buf[..k]);
         n += k as u64;
     }
-    Ok((hex(&h.finalize()), n))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    Ok((hex::encode(h.finalize()), n))
 }
 
 pub use crate::spec::sha256_hex;
@@ -216,7 +212,7 @@ pub fn seal(dir: &Path, written_by: &str, read: Vec<ReadRecord>) -> Result<Seale
     json.push(b'\n');
     crate::files::write_atomic(&dir.join(MANIFEST), &json)?;
     Ok(Sealed {
-        sha256: hex(&Sha256::digest(&json)),
+        sha256: hex::encode(Sha256::digest(&json)),
         manifest: m,
     })
 }

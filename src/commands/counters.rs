@@ -818,7 +818,7 @@ pub fn import_command(run_dir: &Path, ncu_csv: &Path) -> Result<ExitCode> {
     if findings > 0 {
         eprintln!(
             "opledger: {findings} finding(s): the counters disagree with the ledger (report: {})",
-            run_dir.join("report.md").display()
+            run_dir.join(crate::report::output::REPORT).display()
         );
         Ok(ExitCode::GateFailed)
     } else {

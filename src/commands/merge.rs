@@ -62,9 +62,9 @@ pub fn merge(
             group.len(),
             merged.specs.len(),
             merged.verdict.status,
-            "report.md",
+            crate::report::output::REPORT,
             if by_device.len() == 1 {
-                "report.md".to_string()
+                crate::report::output::REPORT.to_string()
             } else {
                 format!("{key}/report.md")
             }
@@ -86,10 +86,13 @@ pub fn merge(
             merged.verdict.inconclusive,
             key
         );
-        println!("report: {}", dir.join("report.md").display());
+        println!(
+            "report: {}",
+            dir.join(crate::report::output::REPORT).display()
+        );
     }
     if by_device.len() > 1 {
-        files::write_atomic(&out.join("report.md"), index.as_bytes())?;
+        files::write_atomic(&out.join(crate::report::output::REPORT), index.as_bytes())?;
         // The worst device's verdict heads the index.
         let verdict = ["FAIL", "INCONCLUSIVE"]
             .into_iter()
@@ -101,7 +104,10 @@ pub fn merge(
         )?;
         // The index and every device's archive below it (each sealed on its own too).
         archive::seal(out, "merge", read)?;
-        println!("index: {}", out.join("report.md").display());
+        println!(
+            "index: {}",
+            out.join(crate::report::output::REPORT).display()
+        );
     }
     if !missing.is_empty() {
         eprintln!(

@@ -25,7 +25,7 @@ pub const DEFAULT_LAST: usize = 1000;
 const RUN_FILES: [&str; 4] = [
     "results.json",
     "environment.json",
-    "report.md",
+    crate::report::output::REPORT,
     "roofline.svg",
 ];
 

@@ -222,7 +222,7 @@ pub(crate) fn write_archive(
 /// Appends the short summary to `path` (created if missing), as CI job summaries expect.
 fn append_summary(path: &Path, run: &RunResult, dir: &Path) -> Result<()> {
     use std::io::Write;
-    let text = report::render_summary(run, &dir.join("report.md"))?;
+    let text = report::render_summary(run, &dir.join(crate::report::output::REPORT))?;
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)

@@ -270,8 +270,8 @@ pub fn comment(
     t.push_str("\n\n");
     t.push_str(&format!(
         "Reports: [base]({}) · [head]({})\n",
-        link_to(&a.join("report.md"), at, link_base),
-        link_to(&b.join("report.md"), at, link_base)
+        link_to(&a.join(super::output::REPORT), at, link_base),
+        link_to(&b.join(super::output::REPORT), at, link_base)
     ));
     t
 }

@@ -123,7 +123,7 @@ pub fn print_summary(run: &RunResult, dir: &Path) {
         run.backend,
         run.wall_secs
     );
-    println!("report: {}", dir.join("report.md").display());
+    println!("report: {}", dir.join(super::output::REPORT).display());
 }
 
 /// A warning with its figures masked (what makes two warnings the same kind), and its first
