@@ -96,6 +96,13 @@ pub enum Error {
     /// A flag or argument that makes no sense, or asks more than this machine has.
     #[error("{0}")]
     Flag(String),
+    /// A history store's address that cannot be used (from `--store` or `OPLEDGER_STORE`),
+    /// shown without its password.
+    #[error("store {shown}: {problem}")]
+    StoreUrl {
+        shown: String,
+        problem: StoreUrlProblem,
+    },
     /// Inputs that do not belong together (shards of different commits, two runs without a
     /// spec in common, a run and specs that are not its).
     #[error("{0}")]
@@ -142,6 +149,19 @@ pub enum Error {
     Backend(#[from] BackendError),
 }
 
+/// Why a store's address cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreUrlProblem {
+    /// An empty path or SQLite's in-memory database.
+    #[error("names no file, so the store would keep nothing: name an SQLite file (`sqlite:PATH` or a path) or a PostgreSQL server, or use --no-store")]
+    KeepsNothing,
+    /// A PostgreSQL URL its client library refuses (the reason, secrets scrubbed).
+    #[error("not a PostgreSQL URL that can be used: {0}")]
+    NotPostgres(String),
+    /// Another server's scheme.
+    #[error("expected an SQLite file (`sqlite:PATH` or a path) or a PostgreSQL server (`postgres://USER@HOST:PORT/DB`)")]
+    OtherScheme,
+}
 impl Error {
     pub fn io(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {

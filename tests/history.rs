@@ -440,3 +440,38 @@ fn the_gate_judges_against_a_branch_history() {
         assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", text(&o));
     }
 }
+
+#[test]
+fn a_store_address_that_cannot_be_used_is_refused_in_the_stores_words() {
+    let dir = tempfile::tempdir().unwrap();
+    for (how, url, says) in [
+        ("flag", ":memory:", "would keep nothing"),
+        (
+            "env",
+            "mysql://ann:hunter2@db/x",
+            "store mysql://…: expected an SQLite file",
+        ),
+        (
+            "env",
+            "postgres://ann:hunter2@db/x?sslmode=nonsense",
+            "not a PostgreSQL URL",
+        ),
+    ] {
+        let mut cmd = bin();
+        cmd.current_dir(dir.path()).arg("history");
+        if how == "flag" {
+            cmd.args(["--store", url]);
+        } else {
+            cmd.env("OPLEDGER_STORE", url);
+        }
+        let o = cmd.output().unwrap();
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{url}: {t}");
+        assert!(t.contains(says), "{url}: {t}");
+        // Whichever way the address came, no flag is named for it and no password shown.
+        assert!(
+            !t.contains("--store ") && !t.contains("hunter2"),
+            "{url}: {t}"
+        );
+    }
+}

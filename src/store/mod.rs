@@ -13,7 +13,7 @@
 mod db;
 pub mod series;
 
-use crate::error::{Error, Result, StoreAction};
+use crate::error::{Error, Result, StoreAction, StoreUrlProblem};
 use crate::results::{RunResult, SpecResult};
 use db::{Db, Val};
 use std::path::{Path, PathBuf};
@@ -99,11 +99,10 @@ impl StoreUrl {
     /// `sqlite:PATH`, a path, or a PostgreSQL URL; another server's scheme is refused by name,
     /// and so is a store that would keep nothing (an empty path, SQLite's `:memory:`).
     pub fn parse(text: &str) -> Result<StoreUrl> {
+        let refused = |shown: String, problem| Error::StoreUrl { shown, problem };
         let sqlite = |p: &str| {
             if p.trim().is_empty() || p == ":memory:" || p.starts_with("file::memory:") {
-                return Err(Error::Flag(format!(
-                    "--store {text:?}: names no file, so the store would keep nothing: name an SQLite file (`sqlite:PATH` or a path) or a PostgreSQL server, or use --no-store"
-                )));
+                return Err(refused(format!("{text:?}"), StoreUrlProblem::KeepsNothing));
             }
             Ok(StoreUrl::Sqlite(PathBuf::from(p)))
         };
@@ -114,17 +113,16 @@ impl StoreUrl {
             if scheme == "postgres" || scheme == "postgresql" {
                 let shown = crate::secret::redact_url(text);
                 let config = text.parse::<postgres::Config>().map_err(|e| {
-                    Error::Flag(format!(
-                        "--store {shown}: not a PostgreSQL URL that can be used: {}",
-                        crate::secret::scrub(&error_chain(&e), text)
-                    ))
+                    let why = crate::secret::scrub(&error_chain(&e), text);
+                    refused(shown.clone(), StoreUrlProblem::NotPostgres(why))
                 })?;
                 return Ok(StoreUrl::Postgres(Box::new(PgUrl { config, shown })));
             }
             let scheme = crate::secret::redact_text(scheme);
-            return Err(Error::Flag(format!(
-                "--store {scheme}://…: expected an SQLite file (`sqlite:PATH` or a path) or a PostgreSQL server (`postgres://USER@HOST:PORT/DB`)"
-            )));
+            return Err(refused(
+                format!("{scheme}://…"),
+                StoreUrlProblem::OtherScheme,
+            ));
         }
         sqlite(text)
     }
