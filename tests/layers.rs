@@ -216,7 +216,7 @@ const ONE_BACKEND_FEATURES: &[(&str, &str)] = &[
         "counts mode runs the CPU backend's kernels under Valgrind",
     ),
     (
-        "src/commands/counters.rs",
+        "src/commands/counters/profile.rs",
         "Nsight Compute profiles the CUDA backend's kernels",
     ),
 ];
