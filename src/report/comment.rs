@@ -16,9 +16,7 @@ fn label(r: &RunResult) -> String {
     }
 }
 
-fn ms(v: Option<f64>) -> String {
-    v.map_or("—".to_string(), |t| format!("{:.3} ms", t * 1e3))
-}
+use super::format::ms_with_unit as ms;
 
 /// The decision in words, for a table cell.
 fn decision(c: &CaseComparison) -> String {

@@ -3,9 +3,7 @@
 
 use crate::measure::counts::{LedgerAgreement, SideCounts, SpecCounts};
 
-fn mib(bytes: u64) -> String {
-    format!("{:.2}", bytes as f64 / (1u64 << 20) as f64)
-}
+use super::format::mib;
 
 fn ratio(r: f64) -> String {
     format!("{r:.3}")

@@ -99,9 +99,7 @@ fn shifts(points: &[Point], case: &Case, metric: Metric) -> Vec<(usize, Located)
         .collect()
 }
 
-fn ms(v: Option<f64>) -> String {
-    v.map_or("—".into(), super::duration)
-}
+use super::format::duration_or_dash as ms;
 
 fn change_words(l: &Located) -> String {
     format!(
@@ -301,11 +299,11 @@ fn median_trend(
                         match ci {
                             Some((a, b)) => format!(
                                 "{} (95% CI {} .. {})",
-                                super::duration(v),
-                                super::duration(a),
-                                super::duration(b)
+                                super::format::duration(v),
+                                super::format::duration(a),
+                                super::format::duration(b)
                             ),
-                            None => super::duration(v),
+                            None => super::format::duration(v),
                         },
                     ),
                     href: href(k),

@@ -29,9 +29,7 @@ pub fn sparkline(values: &[f64]) -> String {
         .collect()
 }
 
-fn ms(v: Option<f64>) -> String {
-    v.map_or("—".into(), |t| format!("{:.3}", t * 1e3))
-}
+use super::format::ms_number as ms;
 
 /// One table per case, newest run last, under a line with its sparkline.
 pub fn table(points: &[Point]) -> String {

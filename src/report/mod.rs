@@ -6,6 +6,7 @@ pub mod comment;
 pub mod conformance;
 pub mod counts;
 pub mod dashboard;
+pub mod format;
 pub mod gate;
 pub mod history;
 pub mod html;
@@ -19,6 +20,7 @@ use crate::results::{self as model, BaselineStatus, ChecklistRow, RunResult, Spe
 use crate::spec::ChecklistItem;
 use crate::verdict::CheckName;
 use crate::verdict::Status;
+use format::{bytes, duration, rate};
 use minijinja::{Environment, Value};
 use std::path::Path;
 
@@ -280,48 +282,6 @@ fn baseline_row(specs: &[SpecResult]) -> (Status, String, Vec<String>) {
 
 fn num(v: f64, digits: Option<usize>) -> String {
     format!("{:.*}", digits.unwrap_or(2), v)
-}
-
-/// Seconds with a readable unit.
-fn duration(secs: f64) -> String {
-    let a = secs.abs();
-    if a >= 1.0 {
-        format!("{secs:.3} s")
-    } else if a >= 1e-3 {
-        format!("{:.3} ms", secs * 1e3)
-    } else if a >= 1e-6 {
-        format!("{:.2} µs", secs * 1e6)
-    } else {
-        format!("{:.1} ns", secs * 1e9)
-    }
-}
-
-fn bytes(n: f64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n:.0} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
-
-fn rate(v: f64, unit: &str) -> String {
-    let (scale, prefix) = if v >= 1e12 {
-        (1e12, "T")
-    } else if v >= 1e9 {
-        (1e9, "G")
-    } else if v >= 1e6 {
-        (1e6, "M")
-    } else {
-        (1.0, "")
-    };
-    format!("{:.2} {prefix}{unit}", v / scale)
 }
 
 fn status_mark(v: Value) -> String {

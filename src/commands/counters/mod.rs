@@ -36,6 +36,7 @@ pub use reconcile::*;
 pub use segment::*;
 
 use crate::error::{ExitCode, Result};
+use crate::report::format::decimal_bytes;
 use crate::results::VariantCounters;
 use std::path::Path;
 
@@ -102,18 +103,6 @@ pub(super) fn line(spec: &str, side: &str, v: &VariantCounters) -> String {
             .as_ref()
             .map_or(String::new(), |f| format!(" — {f}")),
     )
-}
-
-/// Bytes with a decimal prefix, as ncu counts them (2.491 MB).
-pub(super) fn decimal_bytes(b: f64) -> String {
-    let (v, unit) = match b {
-        b if b >= 1e12 => (b / 1e12, "TB"),
-        b if b >= 1e9 => (b / 1e9, "GB"),
-        b if b >= 1e6 => (b / 1e6, "MB"),
-        b if b >= 1e3 => (b / 1e3, "kB"),
-        b => (b, "B"),
-    };
-    format!("{v:.3} {unit}")
 }
 
 /// `opledger counters RUN_DIR NCU_CSV`: the import, exit 1 when the counters disagree with the
