@@ -1,0 +1,130 @@
+//! Timing plausibility: a time faster than the device can go fails, and the measurement's own
+//! warnings (a noisy machine, data that stayed in cache).
+
+use super::{Achieved, Check, CheckName, Status};
+use crate::measure::stats::Summary;
+
+/// How far above a GPU's datasheet bandwidth a cold-cache run may seem to go: the datasheet is
+/// the memory's peak, and no kernel that reads it through a flushed L2 beats it.
+pub const DATASHEET_BANDWIDTH_MARGIN: f64 = 1.1;
+
+/// The factor of the measured bandwidth above which a cold-cache time is impossible: for a GPU
+/// with a datasheet entry, its datasheet peak (with [`DATASHEET_BANDWIDTH_MARGIN`]) over the
+/// probe's measure; else the kind's [`impossible_bandwidth_factor`].
+///
+/// [`impossible_bandwidth_factor`]: crate::device::DeviceKind::impossible_bandwidth_factor
+pub fn bandwidth_limit_factor(
+    kind: crate::device::DeviceKind,
+    datasheet_bytes_per_sec: Option<f64>,
+    measured_bytes_per_sec: f64,
+) -> f64 {
+    match datasheet_bytes_per_sec {
+        Some(d) if kind.datasheet_bounds_bandwidth() && measured_bytes_per_sec > 0.0 => {
+            d * DATASHEET_BANDWIDTH_MARGIN / measured_bytes_per_sec
+        }
+        _ => kind.impossible_bandwidth_factor(),
+    }
+}
+
+/// Above this fraction of the measured compute peak a time is impossible: the probe is the
+/// device's own FMA rate, and no kernel runs its FLOPs twice as fast.
+pub const IMPOSSIBLE_COMPUTE_FRACTION: f64 = 2.0;
+
+/// The check that the times are possible at all: with the caches flushed before every sample,
+/// neither variant may move the ledger's bytes faster than `factor` × the measured bandwidth,
+/// nor its FLOPs faster than [`IMPOSSIBLE_COMPUTE_FRACTION`] × the peak. A timer that
+/// under-reports, work done outside the timed region, or a result cached across calls looks like
+/// that; a fast kernel does not. Skipped on a warm cache and for workloads meant to stay in cache.
+pub fn timing_check(
+    variants: [(&str, &Achieved); 2],
+    cold: bool,
+    cache_resident: bool,
+    factor: f64,
+) -> Check {
+    if !cold || cache_resident {
+        return Check::new(
+            CheckName::Timing,
+            Status::Skip,
+            if cache_resident {
+                "not judged: the workload is meant to stay in cache"
+            } else {
+                "not judged on a warm cache"
+            },
+        );
+    }
+    let mut broken = Vec::new();
+    for (name, a) in variants {
+        if a.frac_bandwidth > factor {
+            broken.push(format!(
+                "{name} moved its ledger's bytes at {:.0}% of the measured bandwidth, more than the {:.0}% any run with flushed caches can reach",
+                a.frac_bandwidth * 100.0,
+                factor * 100.0
+            ));
+        }
+        if a.frac_compute > IMPOSSIBLE_COMPUTE_FRACTION {
+            broken.push(format!(
+                "{name} ran its FLOPs at {:.0}% of the measured peak, more than the {:.0}% any run can reach",
+                a.frac_compute * 100.0,
+                IMPOSSIBLE_COMPUTE_FRACTION * 100.0
+            ));
+        }
+    }
+    if broken.is_empty() {
+        return Check::new(
+            CheckName::Timing,
+            Status::Pass,
+            format!(
+                "possible: both variants below {:.0}% of the measured bandwidth and {:.0}% of the peak",
+                factor * 100.0,
+                IMPOSSIBLE_COMPUTE_FRACTION * 100.0
+            ),
+        );
+    }
+    Check::new(
+        CheckName::Timing,
+        Status::Fail,
+        format!(
+            "IMPOSSIBLE: {}; its timer does not time the work (work done outside the timed run, a result cached across calls, a clock that under-reports)",
+            broken.join("; ")
+        ),
+    )
+}
+
+/// Relative spread used to flag a noisy machine.
+pub const NOISY_REL_MAD: f64 = 0.05;
+
+/// Fraction of the probe's bandwidth above which a workload larger than the cache is said to
+/// have stayed in it. Well above 1: a shared machine's triad moves by tens of percent between
+/// the probe and the kernels (docs/measurement.md), and a warning that fires on every noisy
+/// run is one nobody can act on.
+pub const CACHED_BANDWIDTH_FRACTION: f64 = 1.5;
+
+/// Warnings about the measurement itself.
+/// `cache_resident` marks workloads meant to live in cache (launch chains): no warning for
+/// bandwidth above the memory ceiling there.
+pub fn measurement_warnings(
+    before: &Summary,
+    after: &Summary,
+    after_achieved: &Achieved,
+    before_achieved: &Achieved,
+    cache_resident: bool,
+) -> Vec<String> {
+    let mut w = Vec::new();
+    for (name, s) in [("before", before), ("after", after)] {
+        if s.rel_mad > NOISY_REL_MAD {
+            w.push(format!(
+                "noisy machine: the {name} samples spread ±{:.1}% (median absolute deviation); medians and CIs stay valid but are wider",
+                s.rel_mad * 100.0
+            ));
+        }
+    }
+    for (name, a) in [("before", before_achieved), ("after", after_achieved)] {
+        if a.frac_bandwidth > CACHED_BANDWIDTH_FRACTION && !cache_resident {
+            w.push(format!(
+                "the {name} variant moved {:.0}% of the probe's bandwidth ceiling: its data likely stayed in cache (is the workload larger than the last-level cache?)",
+                a.frac_bandwidth * 100.0
+            ));
+        }
+    }
+    w
+}
