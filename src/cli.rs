@@ -528,7 +528,6 @@ fn measure_config(a: &RunArgs) -> Result<MeasureConfig> {
 /// reference from. Under --no-store the store is still read for a reference; nothing is
 /// recorded. A bad OPLEDGER_STORE is refused only if a spec asks for a reference, a bad
 /// --store at once.
-#[allow(clippy::type_complexity)]
 fn run_stores(
     a: &RunArgs,
     settings: &crate::settings::Settings,

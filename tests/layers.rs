@@ -2,8 +2,10 @@
 //! `crate::…`) only modules of its own layer or below, so the pipeline reads bottom to top and
 //! no import runs back up into a cycle. A new module takes a place in `LAYERS`.
 
+mod common;
+use common::{contributing_section, rust_files};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Bottom to top. Modules of one layer do not name each other.
 const LAYERS: &[&[&str]] = &[
@@ -44,17 +46,6 @@ const ROOT_MACROS: &[&str] = &["multiversion"];
 
 fn layer_of(module: &str) -> Option<usize> {
     LAYERS.iter().position(|l| l.contains(&module))
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
 }
 
 /// The top-level module a file of `src/` belongs to (`src/backend/cpu/gemm.rs` → `backend`).
@@ -269,12 +260,7 @@ fn every_per_backend_decision_is_a_method_of_the_device_kind() {
         "these files decide by backend; make the decision a method of DeviceKind (src/device/mod.rs) or of the backend: {deciding:?}"
     );
     // The contributing guide's edit list for a new backend names the same places.
-    let doc = std::fs::read_to_string(root.join("docs/contributing.md")).unwrap();
-    let section = doc
-        .split("## A backend")
-        .nth(1)
-        .and_then(|s| s.split("\n## ").next())
-        .unwrap();
+    let section = contributing_section("A backend");
     for place in ["src/device/mod.rs", "src/backend/mod.rs"]
         .into_iter()
         .chain(ONE_BACKEND_FEATURES.iter().map(|(f, _)| *f))

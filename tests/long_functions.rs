@@ -2,24 +2,15 @@
 //! docs/contributing.md's table with why it is whole, and every function the table names must
 //! still be that long — so the table can neither miss one nor keep a stale row.
 
-use std::path::{Path, PathBuf};
+mod common;
+use common::{contributing_section, rust_files};
+use std::path::Path;
 
 /// Longest a function may be without a row in the table.
 const MAX_LINES: usize = 100;
 
 /// Folders of kernels: loops unrolled per SIMD level and tiles, long by nature.
 const KERNELS: &[&str] = &["src/backend/cpu/", "src/backend/cuda/kernels/"];
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
 
 /// The text with comments, strings and character literals blanked (their braces do not count),
 /// lines kept.
@@ -169,13 +160,8 @@ fn functions(text: &str) -> Vec<(String, usize)> {
 }
 
 /// The function names of the contributing guide's table of long functions.
-fn documented(root: &Path) -> Vec<String> {
-    let doc = std::fs::read_to_string(root.join("docs/contributing.md")).unwrap();
-    let section = doc
-        .split("## Long functions")
-        .nth(1)
-        .and_then(|s| s.split("\n## ").next())
-        .unwrap();
+fn documented() -> Vec<String> {
+    let section = contributing_section("Long functions");
     let mut names = Vec::new();
     for line in section.lines().filter(|l| l.starts_with("| `")) {
         let first = line.split('|').nth(1).unwrap_or("");
@@ -225,7 +211,7 @@ fn long_functions(root: &Path) -> Vec<(String, usize)> {
 fn every_long_function_outside_the_kernels_says_why_it_is_whole() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let long = long_functions(root);
-    let doc = documented(root);
+    let doc = documented();
     let missing: Vec<String> = long
         .iter()
         .filter(|(name, _)| !doc.iter().any(|d| name.ends_with(d.as_str())))

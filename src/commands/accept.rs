@@ -25,15 +25,7 @@ pub fn accept(run_dir: &Path, baselines_dir: &Path) -> Result<ExitCode> {
             continue;
         }
         let old = baseline::find(baselines_dir, &run.device, &s.name)?.baseline;
-        let Some(new) = crate::gate::accept::baseline_of(
-            s,
-            &run.device,
-            &run.ceilings,
-            &run.measure,
-            &run.started_utc,
-            &run.git_sha,
-            old.as_ref(),
-        ) else {
+        let Some(new) = crate::gate::accept::baseline_of_run(s, &run, old.as_ref()) else {
             println!("not accepted {}: it holds no samples", s.name);
             skipped += 1;
             continue;

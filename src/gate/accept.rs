@@ -9,6 +9,24 @@ use crate::gate::stats::RegressionState;
 use crate::measure::MeasureConfig;
 use crate::results::{Accepted, BaselineStatus, SpecResult};
 
+/// [`baseline_of`] for a result of an archived run, on that run's own device, ceilings,
+/// measurement and provenance (`accept`, `compare`, a merge-base's archived run).
+pub fn baseline_of_run(
+    r: &SpecResult,
+    run: &crate::results::RunResult,
+    old: Option<&BaselineFile>,
+) -> Option<BaselineFile> {
+    baseline_of(
+        r,
+        &run.device,
+        &run.ceilings,
+        &run.measure,
+        &run.started_utc,
+        &run.git_sha,
+        old,
+    )
+}
+
 /// Builds the baseline of a passing result, carrying over the history of `old` — unless this
 /// run measured a significant improvement over it (gate state `improved`): then the old medians
 /// describe code that no longer runs, and pooling them with the new ones would put the

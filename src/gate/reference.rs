@@ -235,13 +235,5 @@ fn base_with_samples(
         .find(|c| c.name == s.name && c.spec_sha256 == s.source_sha256)?;
     let older = &points[..points.len().saturating_sub(1)];
     let old = super::history::reference(older, s, device, opts.measure);
-    super::accept::baseline_of(
-        sa,
-        &run.device,
-        &run.ceilings,
-        &run.measure,
-        &run.started_utc,
-        &run.git_sha,
-        old.as_ref(),
-    )
+    super::accept::baseline_of_run(sa, run, old.as_ref())
 }

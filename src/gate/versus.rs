@@ -95,15 +95,7 @@ fn reference(
     };
     let base = match &stored {
         Some(b) if a_in(b) => Some(b.clone()),
-        old => super::accept::baseline_of(
-            sa,
-            &ra.device,
-            &ra.ceilings,
-            &ra.measure,
-            &ra.started_utc,
-            &ra.git_sha,
-            old.as_ref(),
-        ),
+        old => super::accept::baseline_of_run(sa, ra, old.as_ref()),
     };
     Ok(base.map(|b| {
         let drift = if stored.is_some() && b.history.len() >= POOL_MIN_RUNS {

@@ -173,3 +173,27 @@ impl Drop for PostgresDb {
         }
     }
 }
+
+/// Every `.rs` file under `dir`, at any depth.
+pub fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The text of docs/contributing.md under `## heading`, up to the next `## `.
+pub fn contributing_section(heading: &str) -> String {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/contributing.md"))
+            .unwrap();
+    doc.split(&format!("## {heading}"))
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .unwrap_or_else(|| panic!("docs/contributing.md has no section `## {heading}`"))
+        .to_string()
+}
