@@ -477,7 +477,13 @@ fn derived_status(s: &SpecResult, c: &Check) -> Option<Status> {
                 c.status == Status::Fail,
             ))
         }
-        CheckName::Run | CheckName::Timing => return None,
+        CheckName::CountsRegression => {
+            return Some(
+                crate::gate::counts::check(s.counts_gate.as_ref()?, c.status == Status::Fail)
+                    .status,
+            )
+        }
+        CheckName::Run | CheckName::Timing | CheckName::CountedOutput => return None,
     };
     Some(d.status)
 }
@@ -543,7 +549,7 @@ pub fn audit(run: &RunResult, path: &Path) -> Result<()> {
                     format!("lacks the `{missing}` check that every measured spec holds"),
                 ));
             }
-        } else if !s.checks.iter().any(|c| c.status == Status::Fail) {
+        } else if s.counts.is_none() && !s.checks.iter().any(|c| c.status == Status::Fail) {
             return Err(damaged(
                 format!("specs[{i}] ({})", s.name),
                 "holds no measurement and no failed check".into(),

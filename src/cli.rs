@@ -318,13 +318,14 @@ pub struct RunArgs {
     /// on PATH; CUDA backend) and reconcile its DRAM bytes with the ledger (`opledger counters`).
     #[arg(long)]
     pub ncu: bool,
-    /// What to measure: `time` (interleaved before/after pairs, the default), or `both`: the
-    /// pairs, and each side counted once under Valgrind's cache simulator (instructions, cache
-    /// misses and DRAM bytes that are the same on every x86-64 machine, checked against the
-    /// IO ledger; CPU backend, x86-64, Valgrind installed).
-    #[arg(long = "measure", value_name = "MODE", default_value = "time", value_parser = ["time", "both"])]
-    pub measure_mode: String,
-    /// The cache model of `--measure both` (as `opledger counts --cache-model`).
+    /// What to measure of every spec: `time` (interleaved before/after pairs), `counts` (each
+    /// side counted once under Valgrind's cache simulator: instructions, cache misses and DRAM
+    /// bytes that are the same on every x86-64 machine, checked against the IO ledger and gated
+    /// against counts baselines; CPU backend, x86-64, Valgrind installed) or `both`. Without
+    /// it, each spec's `measure.mode` (default `time`).
+    #[arg(long = "measure", value_name = "MODE", value_parser = ["time", "counts", "both"])]
+    pub measure_mode: Option<String>,
+    /// The cache model of the counts (as `opledger counts --cache-model`).
     #[arg(long, value_name = "MODEL")]
     pub cache_model: Option<String>,
     /// Threads of the CPU kernels (default: one per core the OS gives this process; rayon's
@@ -461,10 +462,11 @@ fn run_options(a: RunArgs, settings: crate::settings::Settings) -> Result<RunOpt
             "--accept records baselines, and --against judges against the history store instead: use one".into(),
         ));
     }
-    let counts = counts_model(&a)?;
+    let (mode, cache_model) = counts_model(&a)?;
     Ok(RunOptions {
         reference_store,
-        counts,
+        mode,
+        cache_model,
         store,
         branch,
         default_branch: a
@@ -551,21 +553,33 @@ fn run_stores(
     })
 }
 
-/// The cache model of `--measure both` (none in time mode; a model without it is refused).
-fn counts_model(a: &RunArgs) -> Result<Option<crate::measure::counts::CacheModel>> {
-    Ok(match (a.measure_mode.as_str(), a.cache_model.as_deref()) {
-        ("both", model) => Some(match model {
-            Some(m) => crate::measure::counts::CacheModel::parse(m)
-                .map_err(|e| Error::Flag(format!("--cache-model {e}")))?,
-            None => crate::measure::counts::CacheModel::default(),
-        }),
-        (_, Some(_)) => {
-            return Err(Error::Flag(
-                "--cache-model is the model of the counts: it goes with --measure both".into(),
-            ))
-        }
-        _ => None,
-    })
+/// What `--measure` asks of every spec (none: each spec's own mode) and the counts' cache model
+/// (a model given with `--measure time` is refused).
+fn counts_model(
+    a: &RunArgs,
+) -> Result<(
+    Option<crate::spec::MeasureMode>,
+    Option<crate::measure::counts::CacheModel>,
+)> {
+    let mode = a
+        .measure_mode
+        .as_deref()
+        .map(crate::spec::MeasureMode::parse)
+        .transpose()
+        .map_err(|e| Error::Flag(format!("--measure {e}")))?;
+    if mode == Some(crate::spec::MeasureMode::Time) && a.cache_model.is_some() {
+        return Err(Error::Flag(
+            "--cache-model is the model of the counts: it goes with --measure counts or both"
+                .into(),
+        ));
+    }
+    let model = a
+        .cache_model
+        .as_deref()
+        .map(crate::measure::counts::CacheModel::parse)
+        .transpose()
+        .map_err(|e| Error::Flag(format!("--cache-model {e}")))?;
+    Ok((mode, model))
 }
 
 /// Where `ingest` and `history` find the store, as `run` does.

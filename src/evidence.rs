@@ -62,6 +62,7 @@ pub fn planned(
         status: Status::Fail,
         counters: None,
         counts: None,
+        counts_gate: None,
     }
 }
 
@@ -155,7 +156,7 @@ pub fn checked_seed(seed: u64) -> u64 {
 /// Both variants' outputs against each other (where the kind says they agree) and against the
 /// f64 reference at sampled elements (where the kind has one; without it, kind `custom`, the
 /// before side is the after side's reference), and the guard against NaN and constant outputs.
-fn correctness(
+pub fn correctness(
     s: &Spec,
     inputs: &crate::kinds::Tensors,
     (out_b, out_a): (&[f32], &[f32]),

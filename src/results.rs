@@ -14,8 +14,9 @@ use serde::{Deserialize, Serialize};
 
 // The gate's findings are defined beside its statistics; `results.json` holds them.
 pub use crate::gate::outcome::{
-    Accepted, BaselineOutcome, BaselineStatus, CeilingDrift, Comparison, GateFinding,
-    GateJudgement, GateReference, Judged, LevelChange, Passes,
+    Accepted, BaselineOutcome, BaselineStatus, CeilingDrift, Comparison, CountsChange,
+    CountsGateOutcome, CountsState, EngineDifference, FunctionChange, GateFinding, GateJudgement,
+    GateReference, Judged, LevelChange, Passes,
 };
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -328,9 +329,12 @@ pub struct SpecResult {
     /// Hardware counters of both variants against their ledgers (`opledger counters`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<SpecCounters>,
-    /// Both sides counted under Valgrind's cache simulator (`run --measure both`).
+    /// Both sides counted under Valgrind's cache simulator (`run --measure counts|both`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counts: Option<crate::measure::counts::SpecCounts>,
+    /// The counts gate: the counted sides against their counts baseline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counts_gate: Option<CountsGateOutcome>,
 }
 
 /// A spec's variants as the GPU's counters saw them, beside the ledger (`opledger counters`).

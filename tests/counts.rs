@@ -259,3 +259,124 @@ fn a_run_measuring_both_archives_the_counts_and_checks_the_ledger_against_them()
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("ledger_counts"), "{}", text(&o));
 }
+
+/// `run` of `spec` in counts mode on the small model (no store), with `extra` arguments.
+fn run_counts(dir: &Path, spec: &Path, env: &[(&str, &str)], extra: &[&str]) -> Output {
+    let mut c = common::run_cmd(dir, &[spec.to_path_buf()], extra);
+    c.args(["--cache-model", SMALL_LL]);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+/// The newest run's folder in `dir`.
+fn newest_run(dir: &Path) -> std::path::PathBuf {
+    std::fs::read_dir(dir.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("results.json").is_file())
+        .max()
+        .unwrap()
+}
+
+/// The newest run's results.json in `dir`.
+fn newest_results(dir: &Path) -> serde_json::Value {
+    let run = newest_run(dir);
+    serde_json::from_slice(&std::fs::read(run.join("results.json")).unwrap()).unwrap()
+}
+
+fn check_of<'a>(r: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    r["specs"][0]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} check in {r}"))
+}
+
+#[test]
+fn a_counts_gate_fails_a_two_percent_slowdown_and_never_an_unchanged_run_under_load() {
+    if !valgrind() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spec = chain_spec(dir.path(), 1024, 1024);
+    // The spec asks for counts itself: no --measure needed.
+    let yaml = std::fs::read_to_string(&spec).unwrap() + "measure: {mode: counts}\n";
+    std::fs::write(&spec, yaml).unwrap();
+    let o = run_counts(dir.path(), &spec, &[], &["--accept"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("accepted counts"), "{}", text(&o));
+    let key = "counts-x86-64-avx2-32k8w64-32k8w64-1m16w64";
+    let base = dir.path().join("baselines").join(key).join("counted-chain.json");
+    assert!(base.is_file(), "{}", text(&o));
+    let accepted = newest_results(dir.path());
+    // Time was not measured: correctness comes from the counted calls' outputs.
+    assert_eq!(check_of(&accepted, "correctness")["status"], "pass");
+    assert!(accepted["specs"][0]["before"]["summary"].is_null());
+    assert_eq!(accepted["specs"][0]["counts_gate"]["state"], "accepted");
+
+    // Unchanged, with two busy processes beside it: the same counts, PASS.
+    let busy: Vec<_> = (0..2)
+        .map(|_| {
+            std::process::Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let o = run_counts(dir.path(), &spec, &[], &[]);
+    for mut b in busy {
+        b.kill().unwrap();
+        b.wait().unwrap();
+    }
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let r = newest_results(dir.path());
+    assert_eq!(check_of(&r, "counts_regression")["status"], "pass", "{r}");
+    let g = &r["specs"][0]["counts_gate"];
+    assert_eq!(g["state"], "pass");
+    assert_eq!(g["after"]["now"], g["after"]["baseline"], "{g}");
+    assert_eq!(g["before"]["now"], g["before"]["baseline"], "{g}");
+
+    // The fused side redoes 2% of its work: above the 1% limit, FAIL, and the report names
+    // the kernel where the work went.
+    let o = run_counts(
+        dir.path(),
+        &spec,
+        &[("OPLEDGER_EXPERIMENT_SLOWDOWN", "0.02")],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("REGRESSION +"), "{}", text(&o));
+    let r = newest_results(dir.path());
+    assert_eq!(check_of(&r, "counts_regression")["status"], "fail");
+    assert_eq!(r["specs"][0]["counts_gate"]["functions_side"], "after");
+    let top = r["specs"][0]["counts_gate"]["functions"][0]["function"]
+        .as_str()
+        .unwrap();
+    assert!(top.contains("chain"), "{top}");
+
+    // The archive re-derives the gate from its numbers: a FAIL edited to PASS is caught.
+    let run = newest_run(dir.path());
+    let o = bin().arg("verify").arg(&run).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let mut edited = r.clone();
+    let checks = edited["specs"][0]["checks"].as_array_mut().unwrap();
+    for c in checks.iter_mut().filter(|c| c["name"] == "counts_regression") {
+        c["status"] = serde_json::json!("pass");
+    }
+    edited["specs"][0]["counts_gate"]["state"] = serde_json::json!("pass");
+    std::fs::remove_file(run.join("manifest.json")).unwrap();
+    std::fs::write(run.join("results.json"), serde_json::to_vec(&edited).unwrap()).unwrap();
+    let o = bin().arg("report").arg(&run).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("counts_regression"), "{}", text(&o));
+
+    // A damaged counts baseline stops the run before anything is counted, and is kept.
+    std::fs::write(&base, b"{").unwrap();
+    let o = run_counts(dir.path(), &spec, &[], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("damaged counts baseline"), "{}", text(&o));
+    assert_eq!(std::fs::read(&base).unwrap(), b"{");
+}

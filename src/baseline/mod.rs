@@ -4,6 +4,8 @@
 //! This module is the store only: what a baseline file holds, where it lives, reading it,
 //! writing it and the lock around writers; judging a run against it is the gate's (`gate/`).
 
+pub mod counts;
+
 use crate::device::{Ceilings, DeviceInfo};
 use crate::error::{Error, Result};
 use crate::measure::stats::{Estimate, Summary};

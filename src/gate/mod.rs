@@ -7,6 +7,7 @@
 //! the gate's words are written by the outputs.
 
 pub mod accept;
+pub mod counts;
 pub mod history;
 pub mod judge;
 pub mod outcome;

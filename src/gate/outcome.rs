@@ -223,3 +223,89 @@ pub struct Accepted {
     /// True when this run is the device's first baseline of the spec.
     pub first: bool,
 }
+
+/// Where a spec's counts stand against its counts baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CountsState {
+    /// No counts baseline under this engine's key yet.
+    NoBaseline,
+    /// The baseline counted another workload or other variants.
+    NotComparable,
+    /// Every counted side within the limit.
+    Pass,
+    /// Every counted side lower by more than the limit.
+    Improved,
+    /// A side's metric rose by more than the limit.
+    Fail,
+    /// A side rose by more than the limit, but the baseline was counted by another Valgrind,
+    /// compiler or C library: the code may not be what moved.
+    Inconclusive,
+    /// This run's counts were accepted as the baseline.
+    Accepted,
+}
+
+/// One side's metric, now and in the baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CountsChange {
+    pub now: u64,
+    pub baseline: u64,
+}
+
+impl CountsChange {
+    /// now/baseline − 1 (0 when both are 0; +∞ from 0 to more).
+    pub fn change(&self) -> f64 {
+        if self.baseline == 0 {
+            return if self.now == 0 { 0.0 } else { f64::INFINITY };
+        }
+        self.now as f64 / self.baseline as f64 - 1.0
+    }
+}
+
+/// Something besides the code that differs between the baseline's engine and this run's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EngineDifference {
+    pub what: String,
+    pub baseline: String,
+    pub now: String,
+}
+
+/// A function whose own instructions changed most between two countings of one side.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FunctionChange {
+    pub function: String,
+    pub instructions_then: u64,
+    pub instructions_now: u64,
+}
+
+/// What the counts gate found for one spec: each counted side's metric against its counts
+/// baseline, the after side's saving on the metric against the before side's, and what else
+/// differs between the two countings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CountsGateOutcome {
+    pub state: CountsState,
+    pub metric: crate::spec::CountsMetric,
+    /// Largest tolerated increase (0.01 = 1%).
+    pub limit: f64,
+    /// The counts baseline's file (where `--accept` writes it).
+    pub path: String,
+    /// The commit the baseline was counted at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_git_sha: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<CountsChange>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<CountsChange>,
+    /// 1 − after/before on the metric, this run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saving: Option<f64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub differences: Vec<EngineDifference>,
+    /// Where the work moved against the baseline: the functions whose own instructions changed
+    /// most, of the side that rose most.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub functions: Vec<FunctionChange>,
+    /// Which side `functions` are of (`before` or `after`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub functions_side: Option<String>,
+}

@@ -19,6 +19,18 @@ pub struct CacheLevel {
 }
 
 impl CacheLevel {
+    /// `32k8w64` (size, ways, line bytes): a folder-name-safe form for a baseline key.
+    pub fn slug(&self) -> String {
+        let size = if self.bytes % (1 << 20) == 0 {
+            format!("{}m", self.bytes >> 20)
+        } else if self.bytes % (1 << 10) == 0 {
+            format!("{}k", self.bytes >> 10)
+        } else {
+            self.bytes.to_string()
+        };
+        format!("{size}{}w{}", self.ways, self.line_bytes)
+    }
+
     /// `size,assoc,line`, as Valgrind takes it.
     pub fn arg(&self) -> String {
         format!("{},{},{}", self.bytes, self.ways, self.line_bytes)
@@ -393,6 +405,64 @@ pub struct CountsEngine {
     pub threads: usize,
     /// The seed of the inputs.
     pub seed: u64,
+    /// The instruction set counted (`x86_64`).
+    #[serde(default)]
+    pub arch: String,
+    /// The compiler that built the counted binary (`rustc 1.91.0 (…)`).
+    #[serde(default)]
+    pub compiler: String,
+    /// The C library the counted process ran on (`glibc 2.36`).
+    #[serde(default)]
+    pub libc: String,
+    /// SHA-256 of the counted binary: counts of one binary repeat exactly.
+    #[serde(default)]
+    pub binary_sha256: String,
+}
+
+impl CountsEngine {
+    /// The key counts baselines are filed under: what decides the counts besides the code —
+    /// the instruction set, the SIMD level and the cache model; not the runner's CPU model,
+    /// cores or load. `counts-x86-64-avx2-32k8w64-32k8w64-8m16w64`.
+    pub fn key(&self) -> String {
+        let m = &self.cache_model;
+        format!(
+            "counts-{}-{}-{}-{}-{}",
+            self.arch.replace('_', "-"),
+            self.simd,
+            m.i1.slug(),
+            m.d1.slug(),
+            m.ll.slug()
+        )
+        .to_ascii_lowercase()
+    }
+
+    /// What differs between two engines of one key besides the binary, that can move counts
+    /// with the same code: the simulator's version, the compiler, the C library. Each as
+    /// (what, then, now).
+    pub fn differences(&self, then: &CountsEngine) -> Vec<(&'static str, String, String)> {
+        [
+            ("Valgrind", &then.valgrind, &self.valgrind),
+            ("compiler", &then.compiler, &self.compiler),
+            ("C library", &then.libc, &self.libc),
+            ("seed", &then.seed.to_string(), &self.seed.to_string()),
+        ]
+        .into_iter()
+        .filter(|(_, a, b)| a != b)
+        .map(|(w, a, b)| (w, a.to_string(), b.to_string()))
+        .collect()
+    }
+}
+
+impl Counts {
+    /// The value of `metric` (DRAM bytes: read and written).
+    pub fn metric(&self, metric: crate::spec::CountsMetric) -> u64 {
+        use crate::spec::CountsMetric;
+        match metric {
+            CountsMetric::Instructions => self.instructions,
+            CountsMetric::DramBytes => self.dram_read_bytes + self.dram_write_bytes,
+            CountsMetric::Cycles => self.estimated_cycles,
+        }
+    }
 }
 
 /// One side of a spec as counted, or why it was not.
@@ -420,6 +490,20 @@ impl SideCounts {
         match self {
             SideCounts::Counted { agreement, .. } => Some(agreement),
             SideCounts::NotAvailable { .. } => None,
+        }
+    }
+    /// The side's counts, where it was counted.
+    pub fn counts(&self) -> Option<&Counts> {
+        match self {
+            SideCounts::Counted { counts, .. } => Some(counts),
+            SideCounts::NotAvailable { .. } => None,
+        }
+    }
+    /// The functions that executed most, where it was counted.
+    pub fn functions(&self) -> &[FunctionCounts] {
+        match self {
+            SideCounts::Counted { functions, .. } => functions,
+            SideCounts::NotAvailable { .. } => &[],
         }
     }
 }

@@ -75,6 +75,12 @@ impl Counter {
                 simd: COUNTS_SIMD.into(),
                 threads: 1,
                 seed,
+                arch: std::env::consts::ARCH.into(),
+                compiler: env!("OPLEDGER_RUSTC").into(),
+                libc: libc_version(),
+                binary_sha256: crate::spec::sha256_hex(
+                    &std::fs::read(&exe).map_err(|e| Error::io("reading", &exe, e))?,
+                ),
             },
             slowdown: settings.experiment_slowdown,
             work,
@@ -84,6 +90,12 @@ impl Counter {
 
     /// Both sides of `s`, each counted (or why not) and set against its ledger.
     pub fn count_spec(&self, s: &Spec) -> Result<SpecCounts> {
+        Ok(self.count_spec_with_outputs(s)?.counts)
+    }
+
+    /// [`Counter::count_spec`], with the output each counted call left (on the inputs of the
+    /// checked seed), to be checked like any other run's.
+    pub fn count_spec_with_outputs(&self, s: &Spec) -> Result<Counted> {
         // The CPU kernels' tiles, with the model's last level as the cache that serves re-reads
         // (the ledger's reuse cache, as a GPU's L2 is): measured first without it, flash
         // attention read 0.46-0.61x of a ledger that had every K/V re-read reach memory.
@@ -94,7 +106,8 @@ impl Counter {
         let ledger = s
             .workload
             .ledger(s.variants.before, s.variants.after, &tiling);
-        let side_counts = |side: Side| -> Result<SideCounts> {
+        let mut outputs: [Option<Vec<f32>>; 2] = [None, None];
+        let mut side_counts = |side: Side| -> Result<SideCounts> {
             let (implementation, ledger) = match side {
                 Side::Before => (&s.implementations.before, &ledger.before),
                 Side::After => (&s.implementations.after, &ledger.after),
@@ -108,7 +121,8 @@ impl Counter {
                 return Ok(SideCounts::NotAvailable { reason: why });
             }
             let model = &self.engine.cache_model;
-            let (counts, functions) = self.run_counted(s, side)?;
+            let (counts, functions, output) = self.run_counted(s, side)?;
+            outputs[side as usize] = Some(output);
             Ok(SideCounts::Counted {
                 counts,
                 functions,
@@ -117,26 +131,35 @@ impl Counter {
                 agreement: LedgerAgreement::of(ledger, &counts, model),
             })
         };
-        Ok(SpecCounts {
-            name: s.name.clone(),
-            engine: self.engine.clone(),
-            before_variant: s.variants.before.name().to_string(),
-            after_variant: s.variants.after.name().to_string(),
-            before: side_counts(Side::Before)?,
-            after: side_counts(Side::After)?,
+        let before = side_counts(Side::Before)?;
+        let after = side_counts(Side::After)?;
+        let [before_output, after_output] = outputs;
+        Ok(Counted {
+            counts: SpecCounts {
+                name: s.name.clone(),
+                engine: self.engine.clone(),
+                before_variant: s.variants.before.name().to_string(),
+                after_variant: s.variants.after.name().to_string(),
+                before,
+                after,
+            },
+            before_output,
+            after_output,
         })
     }
     /// Runs `opledger count-side` for one side under Callgrind and reads its two intervals:
     /// the kernel call, and the flush after it (whose dirty evictions are the call's last
     /// writes).
-    fn run_counted(&self, s: &Spec, side: Side) -> Result<(Counts, Vec<FunctionCounts>)> {
+    fn run_counted(&self, s: &Spec, side: Side) -> Result<(Counts, Vec<FunctionCounts>, Vec<f32>)> {
         let work = self.work.path();
         let model = &self.engine.cache_model;
         let out = work.join("callgrind.out");
+        let output_file = work.join(OUTPUT_FILE);
         for f in [
             out.with_extension("out.1"),
             out.with_extension("out.2"),
             out.clone(),
+            output_file.clone(),
         ] {
             let _ = std::fs::remove_file(f);
         }
@@ -195,26 +218,108 @@ impl Counter {
         };
         let (call, call_text) = read(&work.join("callgrind.out.1"))?;
         let (flush, _) = read(&work.join("callgrind.out.2"))?;
+        let output_bytes = s.workload.as_kind().output_len() * 4;
+        let bytes = crate::files::read_regular(&output_file, output_bytes, "a counted output")?;
+        if bytes.len() as u64 != output_bytes {
+            return Err(Error::Corrupt {
+                path: output_file,
+                message: format!(
+                    "the counted call's output holds {} bytes where {output_bytes} were expected",
+                    bytes.len()
+                ),
+            });
+        }
+        let output = bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
         Ok((
             Counts::of(&call, &flush, model),
             functions(&call_text, TOP_FUNCTIONS),
+            output,
         ))
     }
 }
 
-/// Adds `s`'s counts and the check of their DRAM bytes against the ledger to its result, and
-/// its status again. A side the simulator could not run fails that check with the reason.
-pub fn attach(counter: &Counter, s: &Spec, r: &mut crate::results::SpecResult) {
-    match counter.count_spec(s) {
+/// A spec's counts and the outputs of its counted calls (`None` for a side not counted).
+pub struct Counted {
+    pub counts: SpecCounts,
+    pub before_output: Option<Vec<f32>>,
+    pub after_output: Option<Vec<f32>>,
+}
+
+/// The file a counted process leaves its call's output in, in the work folder.
+const OUTPUT_FILE: &str = "output.f32";
+
+/// The C library's version (`glibc 2.36`): another one can move a kernel's buffers, and with
+/// them its simulated misses.
+fn libc_version() -> String {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: gnu_get_libc_version returns a pointer to a static NUL-terminated string.
+        let v = unsafe { std::ffi::CStr::from_ptr(libc::gnu_get_libc_version()) };
+        format!("glibc {}", v.to_string_lossy())
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        "unknown".into()
+    }
+}
+
+/// The counts baseline a spec's counts are judged against, and where `--accept` writes it.
+pub struct CountsReference<'a> {
+    pub baseline: Option<&'a crate::baseline::counts::CountsBaseline>,
+    pub path: &'a Path,
+    pub require_baseline: bool,
+}
+
+/// Counts `s`'s sides and adds to its result: the counts, the check of their DRAM bytes
+/// against the ledger, the counts gate's finding and check, and the counted calls' outputs
+/// checked against the reference — as the spec's `correctness` where time was not measured
+/// (`timed` false), as `counted_output` beside the timed runs' otherwise. A side the simulator
+/// could not run fails the `ledger_counts` check with the reason. Sets the spec's status again.
+pub fn attach(
+    counter: &Counter,
+    s: &Spec,
+    r: &mut crate::results::SpecResult,
+    reference: &CountsReference<'_>,
+    timed: bool,
+) {
+    use crate::verdict::{Check, CheckName, Status};
+    match counter.count_spec_with_outputs(s) {
         Ok(c) => {
-            r.checks.push(crate::verdict::counts_check(&c));
-            r.counts = Some(c);
+            r.checks.push(crate::verdict::counts_check(&c.counts));
+            let tol = r.tolerance.tolerance();
+            match (&c.before_output, &c.after_output) {
+                (Some(b), Some(a)) => {
+                    let seed = counter.engine.seed;
+                    let inputs = s
+                        .workload
+                        .as_kind()
+                        .inputs(crate::evidence::checked_seed(seed));
+                    let correctness =
+                        crate::evidence::correctness(s, &inputs, (b, a), &tol, seed);
+                    let mut check = correctness.check(&tol);
+                    if timed {
+                        check.name = CheckName::CountedOutput;
+                    } else {
+                        r.correctness = Some(correctness);
+                    }
+                    r.checks.push(check);
+                }
+                _ if timed => {}
+                _ => r.checks.push(Check::new(
+                    CheckName::Correctness,
+                    Status::Skip,
+                    "not checked: a side was not counted, and time was not measured",
+                )),
+            }
+            let outcome = crate::gate::counts::judge(s, &c.counts, reference.baseline, reference.path);
+            r.checks.push(crate::gate::counts::check(&outcome, reference.require_baseline));
+            r.counts_gate = Some(outcome);
+            r.counts = Some(c.counts);
         }
-        Err(e) => r.checks.push(crate::verdict::Check::new(
-            crate::verdict::CheckName::LedgerCounts,
-            crate::verdict::Status::Fail,
-            e.to_string(),
-        )),
+        Err(e) => r.checks.push(Check::new(CheckName::LedgerCounts, Status::Fail, e.to_string())),
     }
     r.status = crate::gate::spec_status(&r.checks);
 }
@@ -285,6 +390,16 @@ pub fn count_side(
     };
     let mut case = backend.prepare(&s.workload, inputs)?;
     case.run_timed(variant)?;
+    // The counted call computes on the checked seed's inputs, which nothing before it saw, into
+    // an output filled with NaN: its output is checked, and a result kept from the call before
+    // cannot pass for it.
+    let checked = Arc::new(
+        s.workload
+            .as_kind()
+            .inputs(crate::evidence::checked_seed(seed)),
+    );
+    case.set_inputs(checked)?;
+    case.poison_output(variant)?;
     let flush = vec![1u8; (2 * ll_bytes) as usize];
     callgrind::start();
     case.run_timed(variant)?;
@@ -296,5 +411,15 @@ pub fn count_side(
     std::hint::black_box(sum);
     callgrind::dump();
     callgrind::stop();
+    let output = case.output(variant)?;
+    // SAFETY: an f32 slice is plain data without padding; its bytes are read as a u8 slice of
+    // four times its length, within the same allocation, while `output` is borrowed.
+    let bytes = unsafe {
+        std::slice::from_raw_parts(output.as_ptr().cast::<u8>(), std::mem::size_of_val(&*output))
+    };
+    if cfg!(target_endian = "big") {
+        return Err(Error::Flag("count-side: a little-endian host is expected".into()));
+    }
+    crate::files::write_atomic(Path::new(OUTPUT_FILE), bytes)?;
     Ok(ExitCode::Pass)
 }

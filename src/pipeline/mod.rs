@@ -25,8 +25,10 @@ use std::path::{Path, PathBuf};
 /// Everything `run` needs besides the specs.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
-    /// Count each side under Valgrind's cache simulator on this model too (`--measure both`).
-    pub counts: Option<crate::measure::counts::CacheModel>,
+    /// What `--measure` asks of every spec; `None`: each spec's `measure.mode`.
+    pub mode: Option<crate::spec::MeasureMode>,
+    /// The cache model counted sides are simulated on (`None`: the default model).
+    pub cache_model: Option<crate::measure::counts::CacheModel>,
     pub paths: Vec<PathBuf>,
     pub backend: BackendChoice,
     pub accept: bool,
@@ -83,17 +85,34 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
     let mut results = Vec::new();
     for (i, (s, (bpath, base))) in p.specs.iter().zip(&p.baselines).enumerate() {
         p.progress.start_spec(i, &s.name, &s.workload.describe());
-        let mut r = run_spec(&ctx, s, base.as_ref(), bpath);
+        let mode = opts.mode_of(s);
+        let mut r = if mode.times() {
+            run_spec(&ctx, s, base.as_ref(), bpath)
+        } else {
+            let ceilings = ctx.ceilings.for_dtype(s.workload.dtype());
+            evidence::planned(s, ctx.backend, &ceilings, bpath)
+        };
         r.baseline.reference = p.references.get(i).cloned().flatten();
-        if let Some(counter) = &p.counter {
+        let counts_base = p.counts_baselines.get(i);
+        if let (Some(counter), Some((cpath, cbase)), true) = (&p.counter, counts_base, mode.counts()) {
             p.progress.say(&format!(
                 "opledger: {}: counting both sides under Valgrind",
                 s.name
             ));
-            counts::attach(counter, s, &mut r);
+            let reference = counts::CountsReference {
+                baseline: cbase.as_ref(),
+                path: cpath,
+                require_baseline: opts.require_baseline,
+            };
+            counts::attach(counter, s, &mut r, &reference, mode.times());
         }
         if opts.accept {
-            accept(&ctx, &mut r, bpath, base.as_ref(), &started_utc, &git_sha)?;
+            if mode.times() {
+                accept(&ctx, &mut r, bpath, base.as_ref(), &started_utc, &git_sha)?;
+            }
+            if let (Some((cpath, _)), true) = (counts_base, mode.counts()) {
+                accept_counts(&ctx, s, &mut r, cpath, &started_utc, &git_sha)?;
+            }
         }
         results.push(r);
     }
@@ -283,6 +302,44 @@ pub(crate) fn run_spec(
         ));
         Some(measure(&gate::second_pass_config(&cfg))).filter(|r| r.error.is_none())
     })
+}
+
+impl RunOptions {
+    /// What this run measures of `s`: `--measure`, else the spec's own mode, else time.
+    pub fn mode_of(&self, s: &Spec) -> crate::spec::MeasureMode {
+        self.mode.or(s.measure.mode).unwrap_or_default()
+    }
+}
+
+/// Records a passing result's counts as its spec's counts baseline.
+fn accept_counts(
+    ctx: &RunContext<'_>,
+    s: &Spec,
+    r: &mut SpecResult,
+    path: &Path,
+    utc: &str,
+    git_sha: &str,
+) -> Result<()> {
+    let Some(now) = r.counts.as_ref() else {
+        return Ok(());
+    };
+    if r.status != Status::Pass {
+        ctx.progress.say(&format!(
+            "opledger: {}: counts not accepted as a baseline: the spec did not pass",
+            r.name
+        ));
+        return Ok(());
+    }
+    let Some(new) = gate::counts::baseline_of(now, &s.workload, &s.name, utc, git_sha) else {
+        return Ok(());
+    };
+    baseline::counts::store(path, &new)?;
+    ctx.progress
+        .say(&format!("opledger: accepted counts {}", path.display()));
+    if let Some(o) = r.counts_gate.as_mut() {
+        o.state = crate::results::CountsState::Accepted;
+    }
+    Ok(())
 }
 
 /// Records a passing result as its spec's baseline (the store is locked for the whole run).

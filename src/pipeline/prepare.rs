@@ -33,8 +33,10 @@ pub(crate) struct Prepared {
     pub progress: Progress,
     /// The user's report template, compiled before anything was measured.
     pub template: Option<Template>,
-    /// The counts engine, when the sides are counted too (`--measure both`).
+    /// The counts engine, when sides are counted (`--measure counts|both`, a spec's mode).
     pub counter: Option<super::counts::Counter>,
+    /// Each spec's counts baseline (path, file) under the engine's key, when sides are counted.
+    pub counts_baselines: Vec<(std::path::PathBuf, Option<baseline::counts::CountsBaseline>)>,
     pub _lock: Option<baseline::StoreLock>,
 }
 
@@ -58,19 +60,26 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
     let (backend, backend_note) = backend::select(opts.backend, flush, &opts.settings)?;
     check_store(opts)?;
     // Counting is refused before anything is measured where it cannot be done.
-    let counter =
-        match opts.counts {
-            Some(_) if !backend.kind().countable() => return Err(Error::Flag(
-                "--measure both counts the CPU backend's kernels under Valgrind: add --backend cpu"
-                    .into(),
-            )),
-            Some(model) => Some(super::counts::Counter::new(
-                model,
-                opts.measure.seed,
-                &opts.settings,
-            )?),
-            None => None,
-        };
+    let counting = specs.iter().any(|s| opts.mode_of(s).counts());
+    let counter = if !counting {
+        if opts.cache_model.is_some() {
+            return Err(Error::Flag(
+                "--cache-model is the model of the counts, and no spec is counted: add --measure counts or both".into(),
+            ));
+        }
+        None
+    } else if !backend.kind().countable() {
+        return Err(Error::Flag(
+            "counts (--measure counts|both, or a spec's measure.mode) are of the CPU backend's kernels under Valgrind: add --backend cpu"
+                .into(),
+        ));
+    } else {
+        Some(super::counts::Counter::new(
+            opts.cache_model.unwrap_or_default(),
+            opts.measure.seed,
+            &opts.settings,
+        )?)
+    };
     let device = backend.device();
     // Accepting runs serialize on the store, from reading the baselines to writing them.
     let lock = if opts.accept {
@@ -78,6 +87,9 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
         // Under the lock no other writer is active: a temp file left in this device's folder is
         // what a killed accept left behind.
         baseline::remove_stale_temp_files(&opts.baselines_dir.join(&device.key));
+        if let Some(c) = &counter {
+            baseline::remove_stale_temp_files(&opts.baselines_dir.join(c.engine.key()));
+        }
         Some(lock)
     } else {
         None
@@ -97,6 +109,18 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
     let references =
         crate::gate::reference::references(&reference_options, &specs, &device, &mut baselines)?;
 
+    // Counts baselines are read before anything is measured: a damaged one stops the run here.
+    let counts_baselines = match &counter {
+        Some(c) => specs
+            .iter()
+            .map(|s| {
+                let path = baseline::counts::path_for(&opts.baselines_dir, &c.engine, &s.name);
+                let found = baseline::counts::load(&path)?;
+                Ok((path, found))
+            })
+            .collect::<Result<Vec<_>>>()?,
+        None => Vec::new(),
+    };
     let progress = Progress::new(specs.len() * passes);
     progress.say(&format!("opledger: backend {backend_note}"));
     for line in shard_note.iter().chain(&size_warnings(opts, &device)) {
@@ -131,6 +155,7 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
         references,
         progress,
         template,
+        counts_baselines,
         counter,
         _lock: lock,
     })

@@ -77,3 +77,36 @@ pub fn ms_number(v: Option<f64>) -> String {
 pub fn duration_or_dash(v: Option<f64>) -> String {
     v.map_or("—".into(), duration)
 }
+
+/// A count with thousands separated: `1,234,567`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A number without trailing zeros: `1`, `0.5`, `2.25`.
+pub fn trim_float(v: f64) -> String {
+    let s = format!("{v:.4}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    s.to_string()
+}
+
+#[cfg(test)]
+mod counts_format_tests {
+    #[test]
+    fn counts_and_limits_read_well() {
+        assert_eq!(super::thousands(0), "0");
+        assert_eq!(super::thousands(999), "999");
+        assert_eq!(super::thousands(1000), "1,000");
+        assert_eq!(super::thousands(240_682_383), "240,682,383");
+        assert_eq!(super::trim_float(1.0), "1");
+        assert_eq!(super::trim_float(2.5), "2.5");
+    }
+}

@@ -182,10 +182,84 @@ fn reference_words(r: &GateReference) -> String {
 /// A check's sentence as the outputs write it: the `regression` check's from the gate's
 /// finding, every other check's as the verdict wrote it.
 pub fn check_detail(s: &SpecResult, c: &Check) -> String {
-    if c.name == CheckName::Regression && s.baseline.finding.is_some() {
-        judgement(&s.baseline)
+    match (c.name, &s.counts_gate) {
+        (CheckName::Regression, _) if s.baseline.finding.is_some() => judgement(&s.baseline),
+        (CheckName::CountsRegression, Some(o)) => counts_judgement(o),
+        _ => c.detail.clone(),
+    }
+}
+
+/// The counts gate's finding in a sentence: `after +2.04% cycles (1,234 → 1,259), before
+/// +0.00%: above the 1% limit against the counts baseline of abc1234`.
+pub fn counts_judgement(o: &crate::results::CountsGateOutcome) -> String {
+    use crate::results::CountsState;
+    let metric = o.metric.as_str();
+    let limit = format!("{}%", super::format::trim_float(o.limit * 100.0));
+    let sides: Vec<String> = [("before", o.before), ("after", o.after)]
+        .into_iter()
+        .filter_map(|(n, c)| {
+            let c = c?;
+            Some(format!(
+                "{n} {:+.2}% {metric} ({} → {})",
+                c.change() * 100.0,
+                super::format::thousands(c.baseline),
+                super::format::thousands(c.now)
+            ))
+        })
+        .collect();
+    let sides = sides.join(", ");
+    let against = format!(
+        "the counts baseline{}",
+        o.baseline_git_sha
+            .as_deref()
+            .map(|g| format!(" of {}", &g[..g.len().min(10)]))
+            .unwrap_or_default()
+    );
+    let differences: Vec<String> = o
+        .differences
+        .iter()
+        .map(|d| format!("{} {} then, {} now", d.what, d.baseline, d.now))
+        .collect();
+    let moved: Vec<String> = o
+        .functions
+        .iter()
+        .take(3)
+        .map(|f| {
+            // A generic's full path can run to hundreds of characters: its head names it.
+            let name: String = f.function.chars().take(60).collect();
+            let cut = if name.len() < f.function.len() { "…" } else { "" };
+            format!(
+                "{name}{cut} {:+}",
+                f.instructions_now as i128 - f.instructions_then as i128
+            )
+        })
+        .collect();
+    let moved = if moved.is_empty() || !matches!(o.state, CountsState::Fail | CountsState::Inconclusive) {
+        String::new()
     } else {
-        c.detail.clone()
+        format!(
+            "; where the {} side's instructions moved: {}",
+            o.functions_side.as_deref().unwrap_or("?"),
+            moved.join(", ")
+        )
+    };
+    match o.state {
+        CountsState::NoBaseline => format!(
+            "no counts baseline for this engine yet ({}); record one with `run --measure counts --accept`",
+            o.path
+        ),
+        CountsState::NotComparable => format!(
+            "the counts baseline {} counted another workload or other variants: not compared",
+            o.path
+        ),
+        CountsState::Accepted => format!("counts accepted as the baseline ({})", o.path),
+        CountsState::Pass => format!("{sides}: within the {limit} limit against {against}"),
+        CountsState::Improved => format!("{sides}: below {against} by more than {limit}"),
+        CountsState::Fail => format!("{sides}: above the {limit} limit against {against}{moved}"),
+        CountsState::Inconclusive => format!(
+            "{sides}: above the {limit} limit against {against}, but it was counted under another engine ({}): the code may not be what moved; accept the counts again under this engine{moved}",
+            differences.join("; ")
+        ),
     }
 }
 

@@ -588,7 +588,20 @@ fn context(run: &RunResult) -> Value {
             (s.name.clone(), serde_json::Value::Array(parts))
         })
         .collect();
+    // The counts gate's sentence, where the sides were counted.
+    let counts_gate: serde_json::Map<String, serde_json::Value> = run
+        .specs
+        .iter()
+        .filter_map(|s| {
+            let o = s.counts_gate.as_ref()?;
+            Some((
+                s.name.clone(),
+                serde_json::Value::from(gate::counts_judgement(o)),
+            ))
+        })
+        .collect();
     if let Some(o) = v.as_object_mut() {
+        o.insert("counts_gate".into(), serde_json::Value::Object(counts_gate));
         o.insert("verdict_mark".into(), serde_json::Value::Object(marks));
         o.insert("gate_rows".into(), serde_json::Value::Object(gate_rows));
         o.insert("gate_detail".into(), serde_json::Value::Object(gate_detail));

@@ -57,7 +57,7 @@ pub fn print_summary(run: &RunResult, dir: &Path) {
                 let detail = if c.name == CheckName::Regression {
                     gate_detail(&s.baseline)
                 } else {
-                    c.detail.clone()
+                    crate::report::gate::check_detail(s, c)
                 };
                 println!("    ❌ {}: {detail}", c.name);
             }
@@ -177,16 +177,69 @@ fn spec_line(s: &SpecResult, width: usize) -> String {
             }
         ),
         // The first line of an error: its detail (a worker's output, say) is under the spec.
-        _ => s.error.as_deref().map_or_else(
-            || "not measured".into(),
-            |e| format!("error: {}", e.lines().next().unwrap_or_default()),
+        _ => match (&s.error, &s.counts_gate) {
+            (Some(e), _) => format!("error: {}", e.lines().next().unwrap_or_default()),
+            (None, Some(o)) => counts_saving(s, o),
+            (None, None) => "not measured".into(),
+        },
+    };
+    let gate = match (&s.time_saving, &s.counts_gate) {
+        // Counts alone: the counts gate is the gate.
+        (None, Some(o)) => counts_gate_short(o),
+        (Some(_), Some(o)) => format!(
+            "{}, counts: {}",
+            gate_short(&s.baseline, s.gate.max_regression.0),
+            counts_gate_short(o)
         ),
+        _ => gate_short(&s.baseline, s.gate.max_regression.0),
+    };
+    format!("{status:<12} {:<width$}  {times}  gate: {gate}", s.name)
+}
+
+/// `counts: unfused 22.4 M cycles → fused 10.6 M cycles  saving 52.8%`.
+fn counts_saving(s: &SpecResult, o: &crate::results::CountsGateOutcome) -> String {
+    let value = |c: &crate::measure::counts::SideCounts| {
+        c.counts().map_or_else(
+            || "—".to_string(),
+            |c| format!("{:.1} M", c.metric(o.metric) as f64 / 1e6),
+        )
+    };
+    let Some(c) = &s.counts else {
+        return "not counted".into();
     };
     format!(
-        "{status:<12} {:<width$}  {times}  gate: {}",
-        s.name,
-        gate_short(&s.baseline, s.gate.max_regression.0)
+        "counts: {} {} → {} {} {}{}",
+        c.before_variant,
+        value(&c.before),
+        c.after_variant,
+        value(&c.after),
+        o.metric.as_str(),
+        o.saving
+            .map(|v| format!("  saving {:.1}%", v * 100.0))
+            .unwrap_or_default()
     )
+}
+
+/// The counts gate in a few words: `pass +0.00%`, `REGRESSION +2.02% cycles`, `no baseline`.
+fn counts_gate_short(o: &crate::results::CountsGateOutcome) -> String {
+    use crate::results::CountsState;
+    let worst = [o.before, o.after]
+        .iter()
+        .flatten()
+        .map(|c| c.change())
+        .max_by(f64::total_cmp);
+    let change = worst
+        .map(|w| format!(" {:+.2}% {}", w * 100.0, o.metric.as_str()))
+        .unwrap_or_default();
+    match o.state {
+        CountsState::NoBaseline => "no counts baseline".into(),
+        CountsState::NotComparable => "counts baseline not comparable".into(),
+        CountsState::Accepted => "counts accepted".into(),
+        CountsState::Pass => format!("pass{change}"),
+        CountsState::Improved => format!("improved{change}"),
+        CountsState::Fail => format!("REGRESSION{change}"),
+        CountsState::Inconclusive => format!("inconclusive{change} (another engine)"),
+    }
 }
 
 fn short_duration(secs: f64) -> String {

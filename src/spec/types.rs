@@ -516,7 +516,7 @@ fn default_max_regression() -> Finite {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a mapping {max_regression: FRACTION, compare: both|raw|relative, against: baselines|history|history:BRANCH|merge-base:BRANCH}"
+    expecting = "a mapping {max_regression: FRACTION, compare: both|raw|relative, against: baselines|history|history:BRANCH|merge-base:BRANCH, metric: instructions|dram_bytes|cycles, counts_max_regression: FRACTION}"
 )]
 pub struct Gate {
     /// Largest tolerated slowdown of the `after` variant against its baseline (0.10 = 10%).
@@ -535,6 +535,76 @@ pub struct Gate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<String>")]
     pub against: Option<Against>,
+    /// What the counts gate compares when the sides are counted (`measure.mode: counts|both`):
+    /// simulated `instructions`, `dram_bytes` (read and written) or `cycles` (the estimate that
+    /// weighs both; the default).
+    #[serde(default)]
+    pub metric: CountsMetric,
+    /// Largest tolerated increase of either side's counted metric against its counts baseline
+    /// (0.01 = 1%). Counts repeat exactly, so no noise model widens it.
+    #[serde(default = "default_counts_max_regression")]
+    pub counts_max_regression: Finite,
+}
+
+fn default_counts_max_regression() -> Finite {
+    Finite(0.01)
+}
+
+/// The counted quantity a counts gate compares.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum CountsMetric {
+    /// Instructions executed.
+    Instructions,
+    /// Simulated DRAM bytes, read and written.
+    DramBytes,
+    /// The estimated cycles: L1 hits, last-level hits and memory accesses weighed 1, 5, 35.
+    #[default]
+    Cycles,
+}
+
+impl CountsMetric {
+    /// The word specs and outputs use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CountsMetric::Instructions => "instructions",
+            CountsMetric::DramBytes => "dram_bytes",
+            CountsMetric::Cycles => "cycles",
+        }
+    }
+}
+
+/// What a run measures of a spec: its `time` (interleaved pairs on the backend), its `counts`
+/// (each side once under Valgrind's cache simulator), or `both`.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum MeasureMode {
+    #[default]
+    Time,
+    Counts,
+    Both,
+}
+
+impl MeasureMode {
+    pub fn times(self) -> bool {
+        self != MeasureMode::Counts
+    }
+    pub fn counts(self) -> bool {
+        self != MeasureMode::Time
+    }
+    /// `time`, `counts` or `both`.
+    pub fn parse(text: &str) -> Result<MeasureMode, String> {
+        match text {
+            "time" => Ok(MeasureMode::Time),
+            "counts" => Ok(MeasureMode::Counts),
+            "both" => Ok(MeasureMode::Both),
+            _ => Err(format!("`{text}`: expected time, counts or both")),
+        }
+    }
 }
 
 /// What the gate judges a spec against (`gate.against`, `run --against`).
@@ -608,6 +678,8 @@ impl Default for Gate {
             max_regression: default_max_regression(),
             compare: GateCompare::Both,
             against: None,
+            metric: CountsMetric::default(),
+            counts_max_regression: default_counts_max_regression(),
         }
     }
 }
@@ -617,9 +689,12 @@ impl Default for Gate {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a mapping with optional `min_pairs`, `max_pairs`, `time_cap_secs`"
+    expecting = "a mapping with optional `mode` (time|counts|both), `min_pairs`, `max_pairs`, `time_cap_secs`"
 )]
 pub struct SpecMeasure {
+    /// What a run measures of this spec when `run --measure` does not say (default `time`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<MeasureMode>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_pairs: Option<Dim>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -894,6 +969,15 @@ impl RawSpec {
                 at(&["gate", "max_regression"]),
                 format!(
                     "gate.max_regression {mr}: expected a fraction in (0, 10] (0.10 means 10%)"
+                ),
+            ));
+        }
+        let cr = self.gate.counts_max_regression.0;
+        if !(cr > 0.0 && cr <= 10.0) {
+            return Err((
+                at(&["gate", "counts_max_regression"]),
+                format!(
+                    "gate.counts_max_regression {cr}: expected a fraction in (0, 10] (0.01 means 1%)"
                 ),
             ));
         }

@@ -93,6 +93,10 @@ pub enum CheckName {
     Regression,
     /// Counts mode: each counted side's simulated DRAM bytes against its ledger.
     LedgerCounts,
+    /// Counts mode: the counted sides' metric against their counts baseline.
+    CountsRegression,
+    /// `--measure both`: the outputs of the counted calls against the reference.
+    CountedOutput,
 }
 
 impl CheckName {
@@ -108,6 +112,8 @@ impl CheckName {
             CheckName::Timing => "timing",
             CheckName::Regression => "regression",
             CheckName::LedgerCounts => "ledger_counts",
+            CheckName::CountsRegression => "counts_regression",
+            CheckName::CountedOutput => "counted_output",
         }
     }
 }
