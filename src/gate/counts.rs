@@ -108,20 +108,19 @@ fn judge_parts(
 /// (INCONCLUSIVE where another engine counted the baseline), IMPROVED where every side fell by
 /// more than it, else PASS; NOT COMPARABLE without a side counted in both.
 fn state_of(o: &CountsGateOutcome) -> CountsState {
-    let changes: Vec<f64> = [o.before, o.after]
-        .iter()
-        .flatten()
-        .map(CountsChange::change)
-        .collect();
-    if changes.is_empty() {
+    let sides: Vec<&CountsChange> = [&o.before, &o.after].into_iter().flatten().collect();
+    // Against the baseline scaled by the limit, so that a rise of exactly the limit passes.
+    let rose = |c: &&CountsChange| c.now as f64 > c.baseline as f64 * (1.0 + o.limit);
+    let fell = |c: &&CountsChange| (c.now as f64) < c.baseline as f64 * (1.0 - o.limit);
+    if sides.is_empty() {
         CountsState::NotComparable
-    } else if changes.iter().any(|c| *c > o.limit) {
+    } else if sides.iter().any(rose) {
         if o.differences.is_empty() {
             CountsState::Fail
         } else {
             CountsState::Inconclusive
         }
-    } else if changes.iter().all(|c| *c < -o.limit) {
+    } else if sides.iter().all(fell) {
         CountsState::Improved
     } else {
         CountsState::Pass

@@ -60,26 +60,7 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
     let (backend, backend_note) = backend::select(opts.backend, flush, &opts.settings)?;
     check_store(opts)?;
     // Counting is refused before anything is measured where it cannot be done.
-    let counting = specs.iter().any(|s| opts.mode_of(s).counts());
-    let counter = if !counting {
-        if opts.cache_model.is_some() {
-            return Err(Error::Flag(
-                "--cache-model is the model of the counts, and no spec is counted: add --measure counts or both".into(),
-            ));
-        }
-        None
-    } else if !backend.kind().countable() {
-        return Err(Error::Flag(
-            "counts (--measure counts|both, or a spec's measure.mode) are of the CPU backend's kernels under Valgrind: add --backend cpu"
-                .into(),
-        ));
-    } else {
-        Some(super::counts::Counter::new(
-            opts.cache_model.unwrap_or_default(),
-            opts.measure.seed,
-            &opts.settings,
-        )?)
-    };
+    let counter = counter(opts, &specs, backend.as_ref())?;
     let device = backend.device();
     // Accepting runs serialize on the store, from reading the baselines to writing them.
     let lock = if opts.accept {
@@ -110,17 +91,7 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
         crate::gate::reference::references(&reference_options, &specs, &device, &mut baselines)?;
 
     // Counts baselines are read before anything is measured: a damaged one stops the run here.
-    let counts_baselines = match &counter {
-        Some(c) => specs
-            .iter()
-            .map(|s| {
-                let path = baseline::counts::path_for(&opts.baselines_dir, &c.engine, &s.name);
-                let found = baseline::counts::load(&path)?;
-                Ok((path, found))
-            })
-            .collect::<Result<Vec<_>>>()?,
-        None => Vec::new(),
-    };
+    let counts_baselines = counts_baselines(opts, &specs, counter.as_ref())?;
     let progress = Progress::new(specs.len() * passes);
     progress.say(&format!("opledger: backend {backend_note}"));
     for line in shard_note.iter().chain(&size_warnings(opts, &device)) {
@@ -360,4 +331,54 @@ fn spec_file_name(s: &Spec) -> String {
         || format!("{}.yaml", s.name),
         |n| n.to_string_lossy().into_owned(),
     )
+}
+
+/// The counts engine, where a spec is counted (`--measure counts|both`, a spec's mode): refused
+/// on a backend whose kernels the simulator cannot see, without Valgrind, and a cache model
+/// given where nothing is counted.
+fn counter(
+    opts: &RunOptions,
+    specs: &[Spec],
+    backend: &dyn Backend,
+) -> Result<Option<super::counts::Counter>> {
+    let counting = specs.iter().any(|s| opts.mode_of(s).counts());
+    if !counting {
+        if opts.cache_model.is_some() {
+            return Err(Error::Flag(
+                "--cache-model is the model of the counts, and no spec is counted: add --measure counts or both".into(),
+            ));
+        }
+        return Ok(None);
+    }
+    if !backend.kind().countable() {
+        return Err(Error::Flag(
+            "counts (--measure counts|both, or a spec's measure.mode) are of the CPU backend's kernels under Valgrind: add --backend cpu"
+                .into(),
+        ));
+    }
+    Ok(Some(super::counts::Counter::new(
+        opts.cache_model.unwrap_or_default(),
+        opts.measure.seed,
+        &opts.settings,
+    )?))
+}
+
+/// Each spec's counts baseline (where it is, and the file when there is one) under the
+/// engine's key; none without counting.
+fn counts_baselines(
+    opts: &RunOptions,
+    specs: &[Spec],
+    counter: Option<&super::counts::Counter>,
+) -> Result<Vec<(std::path::PathBuf, Option<baseline::counts::CountsBaseline>)>> {
+    let Some(c) = counter else {
+        return Ok(Vec::new());
+    };
+    specs
+        .iter()
+        .map(|s| {
+            let path = baseline::counts::path_for(&opts.baselines_dir, &c.engine, &s.name);
+            let found = baseline::counts::load(&path)?;
+            Ok((path, found))
+        })
+        .collect()
 }
