@@ -233,6 +233,7 @@ mod tests {
             counts: counts(instructions),
             ledger_read_bytes: 0,
             ledger_write_bytes: 0,
+            ledger_flops: 0,
             agreement: LedgerAgreement::CacheResident {
                 smallest_tensor_bytes: 1,
                 ll_bytes: 1,

@@ -453,7 +453,17 @@ impl CountsEngine {
     }
 }
 
+/// The most FLOPs one instruction can do at the counted SIMD level (AVX2): a 256-bit FMA on
+/// eight f32 lanes, a multiply and an add each.
+pub const MAX_FLOPS_PER_INSTRUCTION: u64 = 16;
+
 impl Counts {
+    /// True when the counted instructions could have done `flops` at all: at most
+    /// [`MAX_FLOPS_PER_INSTRUCTION`] each. A side below did its work outside the counted call.
+    pub fn can_have_done(&self, flops: u64) -> bool {
+        self.instructions.saturating_mul(MAX_FLOPS_PER_INSTRUCTION) >= flops
+    }
+
     /// The value of `metric` (DRAM bytes: read and written).
     pub fn metric(&self, metric: crate::spec::CountsMetric) -> u64 {
         use crate::spec::CountsMetric;
@@ -474,6 +484,9 @@ pub enum SideCounts {
         /// Ledger bytes read and written.
         ledger_read_bytes: u64,
         ledger_write_bytes: u64,
+        /// The ledger's FLOPs: what the counted instructions must be able to have done.
+        #[serde(default)]
+        ledger_flops: u64,
         agreement: LedgerAgreement,
         /// The functions that executed most in the call, by their own instructions: where the
         /// work went.

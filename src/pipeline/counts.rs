@@ -128,6 +128,7 @@ impl Counter {
                 functions,
                 ledger_read_bytes: ledger.movements.iter().map(|m| m.bytes * m.reads).sum(),
                 ledger_write_bytes: ledger.movements.iter().map(|m| m.bytes * m.writes).sum(),
+                ledger_flops: ledger.flops,
                 agreement: LedgerAgreement::of(ledger, &counts, model),
             })
         };

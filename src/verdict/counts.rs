@@ -15,9 +15,22 @@ pub fn counts_check(c: &crate::measure::counts::SpecCounts) -> Check {
                 counts,
                 ledger_read_bytes,
                 ledger_write_bytes,
+                ledger_flops,
                 agreement,
                 ..
             } => {
+                // Exact, so no margin: fewer instructions than the ledger's FLOPs need cannot
+                // have computed the output in the counted call.
+                if !counts.can_have_done(*ledger_flops) {
+                    status = Status::Fail;
+                    words.push(format!(
+                        "{name}: IMPOSSIBLE counts: {} instructions do at most {} FLOPs at AVX2 ({} a 256-bit FMA), the ledger needs {}: the work was done outside the counted call",
+                        counts.instructions,
+                        counts.instructions.saturating_mul(crate::measure::counts::MAX_FLOPS_PER_INSTRUCTION),
+                        crate::measure::counts::MAX_FLOPS_PER_INSTRUCTION,
+                        ledger_flops
+                    ));
+                }
                 let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
                 let how = match agreement {
                     LedgerAgreement::Streaming { agrees: true, .. } => "within 5% of the ledger",
@@ -47,4 +60,60 @@ pub fn counts_check(c: &crate::measure::counts::SpecCounts) -> Check {
         }
     }
     Check::new(CheckName::LedgerCounts, status, words.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::counts::*;
+
+    #[test]
+    fn fewer_instructions_than_the_flops_need_are_impossible_without_a_margin() {
+        let side = |instructions: u64, ledger_flops: u64| SideCounts::Counted {
+            counts: Counts {
+                instructions,
+                data_reads: 0,
+                data_writes: 0,
+                i1_misses: 0,
+                d1_read_misses: 0,
+                d1_write_misses: 0,
+                ll_read_misses: 0,
+                ll_write_misses: 0,
+                dram_read_bytes: 0,
+                dram_write_bytes: 0,
+                estimated_cycles: 0,
+            },
+            ledger_read_bytes: 0,
+            ledger_write_bytes: 0,
+            ledger_flops,
+            agreement: LedgerAgreement::CacheResident {
+                smallest_tensor_bytes: 1,
+                ll_bytes: 1,
+            },
+            functions: Vec::new(),
+        };
+        let spec = |after: SideCounts| SpecCounts {
+            name: "x".into(),
+            engine: CountsEngine {
+                valgrind: String::new(),
+                cache_model: CacheModel::default(),
+                simd: "avx2".into(),
+                threads: 1,
+                seed: 1,
+                arch: String::new(),
+                compiler: String::new(),
+                libc: String::new(),
+                binary_sha256: String::new(),
+            },
+            before_variant: "naive".into(),
+            after_variant: "tiled".into(),
+            before: side(1_000_000, 1_000_000),
+            after,
+        };
+        // 1000 instructions can do 16 000 FLOPs at most: exactly enough passes.
+        assert_eq!(counts_check(&spec(side(1000, 16_000))).status, Status::Skip);
+        let c = counts_check(&spec(side(1000, 16_001)));
+        assert_eq!(c.status, Status::Fail);
+        assert!(c.detail.contains("IMPOSSIBLE counts"), "{}", c.detail);
+    }
 }
