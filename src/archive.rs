@@ -470,6 +470,11 @@ fn derived_status(s: &SpecResult, c: &Check) -> Option<Status> {
         }
         CheckName::Correctness => s.correctness.as_ref()?.check(&s.tolerance.tolerance()),
         CheckName::LedgerCounts => verdict::counts_check(s.counts.as_ref()?),
+        CheckName::CheckedRun => verdict::checked_run_check(
+            s.samples.as_ref()?,
+            s.before.variant.name(),
+            s.after.variant.name(),
+        )?,
         // Without a baseline the check is skipped, or failed under --require-baseline.
         CheckName::Regression => {
             return Some(crate::gate::status(

@@ -130,7 +130,13 @@ fn measure_into(
     drop(inputs);
     let checked_inputs = std::sync::Arc::new(kind.inputs(checked_seed(cfg.seed)));
     let samples =
-        measure::measure_pairs(case.as_mut(), cfg, checked_inputs.clone(), &mut progress)?;
+        measure::measure_pairs(
+            case.as_mut(),
+            cfg,
+            checked_inputs.clone(),
+            || std::sync::Arc::new(kind.inputs(confirm_seed(cfg.seed))),
+            &mut progress,
+        )?;
 
     // Correctness on the outputs of the last timed runs.
     case.collect_outputs()?;
@@ -151,6 +157,11 @@ fn measure_into(
 /// The seed of the checked pair's inputs: another than the timed runs' before it.
 pub fn checked_seed(seed: u64) -> u64 {
     seed ^ 0x9e37_79b9_7f4a_7c15
+}
+
+/// The seed of the confirming checked pair's inputs: new to both sides again.
+pub fn confirm_seed(seed: u64) -> u64 {
+    seed ^ 0x3c6e_f372_fe94_f82b
 }
 
 /// Both variants' outputs against each other (where the kind says they agree) and against the
@@ -268,6 +279,13 @@ fn judge_timings(
             ceilings.bandwidth(),
         ),
     ));
+    if let Some(c) = verdict::checked_run_check(
+        &samples,
+        s.variants.before.name(),
+        s.variants.after.name(),
+    ) {
+        r.checks.push(c);
+    }
     r.warnings.extend(backend.case_warnings(&s.workload));
     r.warnings.extend(verdict::measurement_warnings(
         &sb,

@@ -1062,6 +1062,9 @@ fn every_cheating_kernel_of_the_corpus_fails_and_says_how() {
                 "the same result (the same object)",
             ),
             (module.to_string(), "lazy", "a value not computed yet"),
+            // The result computed when the inputs change and copied out otherwise: its first
+            // run on new inputs is many times its other runs, twice.
+            (module.to_string(), "memo", "result kept across calls"),
         ]);
     }
     for (command, function, says) in &cases {
@@ -1208,4 +1211,53 @@ print("refused every bad count")
         .unwrap();
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("refused every bad count"));
+}
+
+/// A C worker that keeps its last GEMM result, keyed by a checksum of A and B, and copies it
+/// out when they match: its first run on new inputs is the only honest one. The checked run is
+/// the first after the new inputs, and many times slower than the copies; confirmed on a third
+/// set of inputs, the spec FAILs naming it. The copies alone would pass every rate check at
+/// this size (a copy is possible at any speed a memory allows).
+#[test]
+fn a_c_worker_that_keeps_its_result_across_calls_fails() {
+    let Some((cc, _)) = c_compilers() else {
+        return;
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let worker = dir.path().join("memo_gemm");
+    let o = Command::new(&cc)
+        .args(["-O2", "-std=c99", "-Wall", "-Wextra", "-Werror", "-I"])
+        .arg(root.join("include"))
+        .arg(root.join("tests/fixtures/workers/memo_gemm.c"))
+        .arg("-o")
+        .arg(&worker)
+        .arg("-lm")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{cc}: {}", text(&o));
+    let spec = dir.path().join("memo.yaml");
+    std::fs::write(
+        &spec,
+        "name: memo-gemm\ntitle: a GEMM that keeps its result\nworkload: {kind: gemm, m: 128, n: 128, k: 128}\nvariants:\n  before: naive\n  after: {implements: tiled, command: [./memo_gemm], function: memo_gemm}\nexpect: {bound: compute}\n",
+    )
+    .unwrap();
+    let o = run_in(dir.path(), std::slice::from_ref(&spec), &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("result kept across calls"),
+        "{}",
+        text(&o)
+    );
+    let r = results(dir.path());
+    let s = &r["specs"][0];
+    // Its output was right: only the checked run's time tells.
+    let correctness = s["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "correctness")
+        .unwrap();
+    assert_eq!(correctness["status"], "pass", "{correctness}");
+    assert!(s["samples"]["confirmed"]["after_secs"].as_f64().is_some(), "{s}");
 }

@@ -159,6 +159,18 @@ pub fn join_passes(first: &SpecResult, second: &mut SpecResult) {
         b.after_secs = join(&a.after_secs, &b.after_secs);
         b.after_first = [a.after_first.as_slice(), b.after_first.as_slice()].concat();
         second.first_pass_pairs = Some(a.before_secs.len());
+        // The checked runs are the second pass's, against the samples of both passes.
+        let joined = crate::verdict::checked_run_check(
+            b,
+            second.before.variant.name(),
+            second.after.variant.name(),
+        );
+        if let Some(new) = joined {
+            for c in second.checks.iter_mut().filter(|c| c.name == CheckName::CheckedRun) {
+                *c = new.clone();
+            }
+        }
+        second.status = spec_status(&second.checks);
     }
 }
 

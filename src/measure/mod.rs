@@ -69,15 +69,39 @@ pub struct PairSamples {
     /// Why sampling stopped.
     pub stop_reason: StopReason,
     pub wall_secs: f64,
+    /// The checked pair's times: the first runs on inputs new to both sides, into outputs
+    /// filled with NaN, whose outputs are checked. Not among the samples (it pays what is new:
+    /// first touches, a worker's set-up); a side whose checked run is far slower than its
+    /// samples did its work elsewhere (`verdict::kept_result`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked: Option<CheckedPair>,
+    /// A second checked pair on a third set of inputs, run only when the first was far slower
+    /// than the samples on either side: a kept result is slow again, one unlucky run is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmed: Option<CheckedPair>,
 }
 
+/// One checked pair's times.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CheckedPair {
+    pub before_secs: f64,
+    pub after_secs: f64,
+}
+
+/// How many times its samples' median a checked run may take before it is confirmed on fresh
+/// inputs, and, confirmed, fails as a result kept across calls (docs/workers.md: what an honest
+/// first run costs, measured).
+pub const KEPT_RESULT_FACTOR: f64 = 3.0;
+
 /// Measures `before` and `after` of a prepared case. The checked pair runs on `check_inputs`
-/// (the same tensors, another seed's values), which both sides keep from then on.
-/// `progress(pairs_done)` is called after each pair.
+/// (the same tensors, another seed's values), which both sides keep from then on; where either
+/// side's checked run took more than [`KEPT_RESULT_FACTOR`] times its median, a second checked
+/// pair runs on `confirm_inputs()`. `progress(pairs_done)` is called after each pair.
 pub fn measure_pairs(
     case: &mut dyn Pair,
     cfg: &MeasureConfig,
     check_inputs: Arc<Tensors>,
+    confirm_inputs: impl FnOnce() -> Arc<Tensors>,
     mut progress: impl FnMut(usize),
 ) -> Result<PairSamples> {
     let start = Instant::now();
@@ -92,49 +116,21 @@ pub fn measure_pairs(
         after_first: Vec::new(),
         stop_reason: StopReason::MaxPairs,
         wall_secs: 0.0,
+        checked: None,
+        confirmed: None,
     };
     let min_pairs = cfg.min_pairs.max(3);
     let max_pairs = cfg.max_pairs.max(min_pairs);
-    // The output that is checked comes from a timed pair chosen at random (among those that
-    // always run), on inputs new to both sides, into outputs filled with NaN just before it: a
-    // kernel that writes only on its first launch, or answers with a result of an earlier
-    // call, fails the check.
-    let checked = Rng::new(cfg.seed ^ 0xc4ec_ced0).below(min_pairs);
-    let mut check_inputs = Some(check_inputs);
+    // The checked pair runs at a place chosen at random among the pairs that always run.
+    let checked_at = Rng::new(cfg.seed ^ 0xc4ec_ced0).below(min_pairs);
+    let mut pending = Some(check_inputs.clone());
     while s.before_secs.len() < max_pairs {
-        let is_checked = s.before_secs.len() == checked;
-        if is_checked {
-            if let Some(inputs) = check_inputs.take() {
-                case.refresh_inputs(inputs)?;
-                // Untimed: what is new (buffers made again, pages touched first) is not timed.
-                case.run_timed(Side::Before)?;
-                case.run_timed(Side::After)?;
+        if s.before_secs.len() == checked_at {
+            if let Some(inputs) = pending.take() {
+                s.checked = Some(checked_pair(case, cfg, inputs, &mut rng, true)?);
             }
-            case.poison_output(Side::Before)?;
-            case.poison_output(Side::After)?;
         }
-        let after_first = rng.next_u64() & 1 == 1;
-        let order = if after_first {
-            [Side::After, Side::Before]
-        } else {
-            [Side::Before, Side::After]
-        };
-        let mut times = [0.0; 2];
-        for (slot, v) in order.iter().enumerate() {
-            if cfg.cold {
-                case.flush_caches();
-            }
-            times[slot] = case.run_timed(*v)?;
-        }
-        if is_checked {
-            case.keep_output(Side::Before)?;
-            case.keep_output(Side::After)?;
-        }
-        let (tb, ta) = if after_first {
-            (times[1], times[0])
-        } else {
-            (times[0], times[1])
-        };
+        let (tb, ta, after_first) = timed_pair(case, cfg, &mut rng)?;
         s.before_secs.push(tb);
         s.after_secs.push(ta);
         s.after_first.push(after_first);
@@ -155,8 +151,73 @@ pub fn measure_pairs(
             }
         }
     }
+    if s.checked.is_some_and(|c| slow_checked(&s, &c)) {
+        // The checked outputs stay the first pair's: this one only times a second first run.
+        s.confirmed = Some(checked_pair(case, cfg, confirm_inputs(), &mut rng, false)?);
+        // Back on the checked inputs, whose outputs a worker answers from its last run.
+        case.refresh_inputs(check_inputs)?;
+        case.run_timed(Side::Before)?;
+        case.run_timed(Side::After)?;
+    }
     s.wall_secs = start.elapsed().as_secs_f64();
     Ok(s)
+}
+
+/// True when either side of `c` took more than [`KEPT_RESULT_FACTOR`] times its samples' median.
+pub fn slow_checked(s: &PairSamples, c: &CheckedPair) -> bool {
+    let slow = |checked: f64, xs: &[f64]| {
+        !xs.is_empty() && checked > KEPT_RESULT_FACTOR * stats::median(xs)
+    };
+    slow(c.before_secs, &s.before_secs) || slow(c.after_secs, &s.after_secs)
+}
+
+/// The checked pair: both sides given `inputs`, their outputs filled with NaN, then each run
+/// once, timed, with nothing between the new inputs and that run — a result computed by an
+/// earlier call cannot pass for it — and (`keep`) its output kept for the check.
+fn checked_pair(
+    case: &mut dyn Pair,
+    cfg: &MeasureConfig,
+    inputs: Arc<Tensors>,
+    rng: &mut Rng,
+    keep: bool,
+) -> Result<CheckedPair> {
+    case.refresh_inputs(inputs)?;
+    if keep {
+        case.poison_output(Side::Before)?;
+        case.poison_output(Side::After)?;
+    }
+    let (before_secs, after_secs, _) = timed_pair(case, cfg, rng)?;
+    if keep {
+        case.keep_output(Side::Before)?;
+        case.keep_output(Side::After)?;
+    }
+    Ok(CheckedPair {
+        before_secs,
+        after_secs,
+    })
+}
+
+/// One pair in random order, each side from cold caches when `cfg.cold`: (before, after,
+/// whether after ran first).
+fn timed_pair(case: &mut dyn Pair, cfg: &MeasureConfig, rng: &mut Rng) -> Result<(f64, f64, bool)> {
+    let after_first = rng.next_u64() & 1 == 1;
+    let order = if after_first {
+        [Side::After, Side::Before]
+    } else {
+        [Side::Before, Side::After]
+    };
+    let mut times = [0.0; 2];
+    for (slot, v) in order.iter().enumerate() {
+        if cfg.cold {
+            case.flush_caches();
+        }
+        times[slot] = case.run_timed(*v)?;
+    }
+    Ok(if after_first {
+        (times[1], times[0], true)
+    } else {
+        (times[0], times[1], false)
+    })
 }
 
 #[cfg(test)]
@@ -168,11 +229,14 @@ mod tests {
     struct Scripted {
         runs: Vec<Side>,
         flushes: usize,
-        /// How many runs had been made when the inputs were replaced, and with what.
-        refreshed: Option<(usize, Arc<Tensors>)>,
+        /// How many runs had been made when the inputs were replaced, and with what, each time.
+        refreshed: Vec<(usize, Arc<Tensors>)>,
         /// Runs made since the last poisoning, per side, and whether the one after it is kept.
         poisoned: Vec<Side>,
         kept: Vec<Side>,
+        /// A side's first run after new inputs takes ten times its others (a kept result).
+        memoizes: bool,
+        fresh: [bool; 2],
     }
 
     impl Scripted {
@@ -180,16 +244,18 @@ mod tests {
             Scripted {
                 runs: vec![],
                 flushes: 0,
-                refreshed: None,
+                refreshed: vec![],
                 poisoned: vec![],
                 kept: vec![],
+                memoizes: false,
+                fresh: [false; 2],
             }
         }
-        /// The timed runs, without the untimed ones of the warm-up and the two made right
-        /// after the inputs were replaced.
+        /// The samples' runs: without the untimed ones of the warm-up and the checked pair's
+        /// two, made right after the inputs were replaced.
         fn timed(&self, warmup_runs: usize) -> Vec<Side> {
             let mut runs = self.runs.clone();
-            if let Some((at, _)) = &self.refreshed {
+            if let Some((at, _)) = self.refreshed.first() {
                 runs.drain(*at..*at + 2);
             }
             runs.split_off(2 * warmup_runs)
@@ -199,7 +265,9 @@ mod tests {
     impl Pair for Scripted {
         fn run_timed(&mut self, side: Side) -> Result<f64> {
             self.runs.push(side);
-            Ok(if side == Side::Before { 2.0 } else { 1.0 })
+            let base = if side == Side::Before { 2.0 } else { 1.0 };
+            let fresh = std::mem::take(&mut self.fresh[side as usize]);
+            Ok(if self.memoizes && fresh { 10.0 * base } else { base })
         }
         fn flush_caches(&mut self) {
             self.flushes += 1;
@@ -208,8 +276,8 @@ mod tests {
             Ok(Cow::Owned(Vec::new()))
         }
         fn refresh_inputs(&mut self, inputs: Arc<Tensors>) -> Result<()> {
-            assert!(self.refreshed.is_none(), "the inputs are replaced once");
-            self.refreshed = Some((self.runs.len(), inputs));
+            self.refreshed.push((self.runs.len(), inputs));
+            self.fresh = [true; 2];
             Ok(())
         }
         fn poison_output(&mut self, side: Side) -> Result<()> {
@@ -235,13 +303,14 @@ mod tests {
             min_pairs: 8,
             ..MeasureConfig::default()
         };
-        let s = measure_pairs(&mut c, &cfg, check_inputs(), |_| {}).unwrap();
+        let s = measure_pairs(&mut c, &cfg, check_inputs(), check_inputs, |_| {}).unwrap();
         // Constant timings: the CI is zero-width, so it stops at min_pairs.
         assert_eq!(s.stop_reason, StopReason::Ci);
         assert_eq!(s.before_secs.len(), 8);
         assert!(s.before_secs.iter().all(|&t| t == 2.0));
         assert!(s.after_secs.iter().all(|&t| t == 1.0));
-        assert_eq!(c.flushes, 16);
+        // Eight pairs and the checked pair, each side from cold caches.
+        assert_eq!(c.flushes, 18);
         // Both orders occur, and the recorded order matches the run order.
         assert!(s.after_first.iter().any(|&b| b) && s.after_first.iter().any(|&b| !b));
         let timed = c.timed(cfg.warmup_runs);
@@ -260,8 +329,9 @@ mod tests {
                 seed,
                 ..MeasureConfig::default()
             };
-            measure_pairs(&mut c, &cfg, check_inputs(), |_| {}).unwrap();
-            let (at, inputs) = c.refreshed.clone().expect("the inputs were replaced");
+            measure_pairs(&mut c, &cfg, check_inputs(), check_inputs, |_| {}).unwrap();
+            assert_eq!(c.refreshed.len(), 1, "the inputs are replaced once");
+            let (at, inputs) = c.refreshed[0].clone();
             assert_eq!(inputs.get("x"), &[2.0; 4]);
             // After the warm-up, on a pair boundary, among the pairs that always run.
             assert!(at >= 2 * cfg.warmup_runs && (at - 2 * cfg.warmup_runs).is_multiple_of(2));
@@ -270,6 +340,38 @@ mod tests {
             assert_eq!(c.poisoned, [Side::Before, Side::After]);
             assert_eq!(c.kept, [Side::Before, Side::After]);
         }
+    }
+
+    #[test]
+    fn a_checked_run_far_slower_than_the_others_is_confirmed_on_fresh_inputs() {
+        let mut c = Scripted::new();
+        let cfg = MeasureConfig {
+            min_pairs: 6,
+            ..MeasureConfig::default()
+        };
+        // Honest: the checked pair is timed, not a sample, and not confirmed.
+        let s = measure_pairs(&mut c, &cfg, check_inputs(), check_inputs, |_| {}).unwrap();
+        let checked = s.checked.expect("a checked pair");
+        assert_eq!((checked.before_secs, checked.after_secs), (2.0, 1.0));
+        assert!(s.confirmed.is_none());
+        assert_eq!(s.before_secs.len(), 6);
+        // A side that computes only when its inputs change: slow first runs, confirmed on a
+        // third set of inputs, then put back on the checked ones (whose outputs are read).
+        let mut c = Scripted::new();
+        c.memoizes = true;
+        let third = || {
+            let mut t = Tensors::new();
+            t.put("x", crate::kinds::tensors::LineVec::filled(4, 3.0));
+            Arc::new(t)
+        };
+        let s = measure_pairs(&mut c, &cfg, check_inputs(), third, |_| {}).unwrap();
+        assert_eq!(s.checked.unwrap().after_secs, 10.0);
+        assert_eq!(s.confirmed.unwrap().after_secs, 10.0);
+        assert!(s.after_secs.iter().all(|&t| t == 1.0));
+        let given: Vec<f32> = c.refreshed.iter().map(|(_, t)| t.get("x")[0]).collect();
+        assert_eq!(given, [2.0, 3.0, 2.0]);
+        assert_eq!(c.kept.len(), 2, "only the first checked pair's outputs are kept");
+        assert_eq!(c.poisoned.len(), 2);
     }
 
     #[test]
@@ -282,7 +384,7 @@ mod tests {
             target_rel_ci: -1.0,
             ..MeasureConfig::default()
         };
-        let s = measure_pairs(&mut c, &cfg, check_inputs(), |_| {}).unwrap();
+        let s = measure_pairs(&mut c, &cfg, check_inputs(), check_inputs, |_| {}).unwrap();
         assert_eq!(c.flushes, 0);
         assert_eq!(s.before_secs.len(), 3);
         assert_eq!(s.stop_reason, StopReason::MaxPairs);

@@ -97,6 +97,8 @@ pub enum CheckName {
     CountsRegression,
     /// `--measure both`: the outputs of the counted calls against the reference.
     CountedOutput,
+    /// Each side's first run on new inputs against its other runs: a result kept across calls.
+    CheckedRun,
 }
 
 impl CheckName {
@@ -114,6 +116,7 @@ impl CheckName {
             CheckName::LedgerCounts => "ledger_counts",
             CheckName::CountsRegression => "counts_regression",
             CheckName::CountedOutput => "counted_output",
+            CheckName::CheckedRun => "checked_run",
         }
     }
 }

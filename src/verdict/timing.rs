@@ -128,3 +128,49 @@ pub fn measurement_warnings(
     }
     w
 }
+
+/// The checked runs against the samples: each side's first run on inputs new to it (the
+/// checked pair) may take at most `KEPT_RESULT_FACTOR` times its samples' median; where one took
+/// more, a second pair on fresh inputs confirms it, and a side slow both times FAILs — its
+/// samples answered from a result it computed when the inputs changed and kept across calls.
+/// One unlucky checked run, not confirmed, passes and says so. `None` without a checked pair
+/// (an archive from before it was timed).
+pub fn checked_run_check(
+    s: &crate::measure::PairSamples,
+    before: &str,
+    after: &str,
+) -> Option<Check> {
+    use crate::measure::{stats::median, KEPT_RESULT_FACTOR};
+    let checked = s.checked?;
+    let ratio = |t: f64, xs: &[f64]| {
+        let m = median(xs);
+        if m > 0.0 {
+            t / m
+        } else {
+            f64::INFINITY
+        }
+    };
+    let sides = [
+        (before, checked.before_secs, s.confirmed.map(|c| c.before_secs), &s.before_secs),
+        (after, checked.after_secs, s.confirmed.map(|c| c.after_secs), &s.after_secs),
+    ];
+    let mut status = Status::Pass;
+    let mut words = Vec::new();
+    for (name, first, again, xs) in sides {
+        let r1 = ratio(first, xs);
+        match again.map(|t| ratio(t, xs)) {
+            Some(r2) if r1 > KEPT_RESULT_FACTOR && r2 > KEPT_RESULT_FACTOR => {
+                status = Status::Fail;
+                words.push(format!(
+                    "{name}: result kept across calls: its runs on inputs new to it took ×{r1:.1} and ×{r2:.1} its median of {:.3} ms (at most ×{KEPT_RESULT_FACTOR}): it computes when the inputs change and answers from what it kept otherwise",
+                    median(xs) * 1e3
+                ));
+            }
+            Some(r2) if r1 > KEPT_RESULT_FACTOR => words.push(format!(
+                "{name}: checked run ×{r1:.2} its median, ×{r2:.2} again on fresh inputs: one slow run"
+            )),
+            _ => words.push(format!("{name}: checked run ×{r1:.2} its median")),
+        }
+    }
+    Some(Check::new(CheckName::CheckedRun, status, words.join("; ")))
+}
