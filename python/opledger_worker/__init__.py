@@ -126,7 +126,7 @@ class Worker:
             return {"ok": True, "secs": secs}
         if op == "output":
             case = self._case(r)
-            if "result" not in case:
+            if case.get("result") is None:
                 raise RuntimeError("output asked before the function ran")
             out = _to_numpy(case["result"])
             np.save(case["output"], np.ascontiguousarray(out))
@@ -153,6 +153,19 @@ class Worker:
             args = dict(args, workload=r.get("workload", {}))
         if self._flush is None:
             self._make_flush(int(r.get("flush_bytes", 64 << 20)))
+        if r.get("ready", True) is False:
+            # Set up again on new inputs before the checked run, which must be the first call on
+            # them: the readying call (first touches of the new buffers, the allocator's) is made
+            # on other values, so that no result kept from it can pass for the checked run's.
+            other = {k: v * np.float32(0.5) + np.float32(0.25) for k, v in inputs.items()}
+            other_args = prepare(**other) if prepare else other
+            other_args = {k: v for k, v in other_args.items() if k in args}
+            if "workload" in args:
+                other_args["workload"] = args["workload"]
+            self._timed(fn, other_args)
+            del other, other_args
+            self.cases[r["id"]] = {"fn": fn, "args": args, "output": r["output"]["path"], "result": None}
+            return {"ok": True}
         # One untimed call readies the function (torch.compile compiles, Triton autotunes) within
         # setup's longer time limit, not in a timed run.
         result, _ = self._timed(fn, args)

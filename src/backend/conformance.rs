@@ -212,6 +212,7 @@ impl Checked {
                 dtype: "float32".into(),
             },
             flush_bytes: 8 << 20,
+            ready: true,
         }
     }
 

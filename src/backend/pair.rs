@@ -317,6 +317,7 @@ impl UserSides {
                     dtype: "float32".into(),
                 },
                 flush_bytes: ctx.flush_bytes,
+                ready: true,
             };
             w.request(&setup, timeout * 10)?;
             runners.push(Runner::Worker {
@@ -483,10 +484,16 @@ impl Pair for UserSides {
                         Some(f) => f,
                         None => files.insert(write_inputs(self.dir.path(), "check", &inputs)?),
                     };
+                    // Set up again without the readying call: the checked run is the first call
+                    // on these inputs.
                     if let Request::Setup { inputs: old, .. } = setup.as_mut() {
                         *old = new.clone();
                     }
-                    self.workers[*worker].1.request(setup, *timeout * 10)?;
+                    let mut again = setup.as_ref().clone();
+                    if let Request::Setup { ready, .. } = &mut again {
+                        *ready = false;
+                    }
+                    self.workers[*worker].1.request(&again, *timeout * 10)?;
                 }
             }
         }

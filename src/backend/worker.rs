@@ -67,6 +67,12 @@ pub enum Request {
         output: TensorFile,
         /// Bytes a CPU worker streams to evict its caches before a cold run.
         flush_bytes: u64,
+        /// Whether the worker may call the function once at setup to ready it (compile,
+        /// autotune). False when the case is set up again on new inputs before the checked
+        /// run: that run must be the first call on them, so that no result computed before it
+        /// can pass for it. Absent: true.
+        #[serde(default = "ready_by_default")]
+        ready: bool,
     },
     /// Run case `id` `count` times; with `cold`, flush the device's caches first. The reply
     /// holds the seconds of each run, as the worker timed it.
@@ -75,6 +81,10 @@ pub enum Request {
     Output { id: String },
     /// Exit (opledger ends the process group right after).
     Shutdown,
+}
+
+fn ready_by_default() -> bool {
+    true
 }
 
 /// A tensor exchanged as a `.npy` file.
