@@ -470,6 +470,12 @@ fn derived_status(s: &SpecResult, c: &Check) -> Option<Status> {
         }
         CheckName::Correctness => s.correctness.as_ref()?.check(&s.tolerance.tolerance()),
         CheckName::LedgerCounts => verdict::counts_check(s.counts.as_ref()?),
+        CheckName::CountsVsTime => verdict::counts_vs_time_check(
+            s.counts_gate.as_ref()?.saving,
+            s.time_saving.as_ref(),
+            s.counts_gate.as_ref()?.metric.as_str(),
+            s.counts_gate.as_ref()?.limit,
+        )?,
         CheckName::CheckedRun => verdict::checked_run_check(
             s.samples.as_ref()?,
             s.before.variant.name(),

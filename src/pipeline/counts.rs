@@ -316,6 +316,14 @@ pub fn attach(
                 )),
             }
             let outcome = crate::gate::counts::judge(s, &c.counts, reference.baseline, reference.path);
+            if timed {
+                r.checks.extend(crate::verdict::counts_vs_time_check(
+                    outcome.saving,
+                    r.time_saving.as_ref(),
+                    outcome.metric.as_str(),
+                    outcome.limit,
+                ));
+            }
             r.checks.push(crate::gate::counts::check(&outcome, reference.require_baseline));
             r.counts_gate = Some(outcome);
             r.counts = Some(c.counts);

@@ -62,6 +62,36 @@ pub fn counts_check(c: &crate::measure::counts::SpecCounts) -> Check {
     Check::new(CheckName::LedgerCounts, status, words.join("; "))
 }
 
+/// `--measure both`: the counted saving against the timed one. A side that does less work
+/// under the simulator than natively (a process can tell that it runs under Valgrind) must not
+/// win on counts alone: where the counts say the after side is cheaper by more than
+/// `limit` while the native pairs say, with 95% confidence, that it is slower, the check is
+/// INCONCLUSIVE with both numbers; otherwise PASS. `None` where either saving is missing.
+pub fn counts_vs_time_check(
+    counts_saving: Option<f64>,
+    time_saving: Option<&crate::measure::stats::Estimate>,
+    metric: &str,
+    limit: f64,
+) -> Option<Check> {
+    let (c, t) = (counts_saving?, time_saving?);
+    let words = format!(
+        "counted {:.1}% cheaper on {metric}, timed saving {:.1}% [{:.1}, {:.1}]",
+        c * 100.0,
+        t.point * 100.0,
+        t.lo * 100.0,
+        t.hi * 100.0
+    );
+    Some(if c > limit && t.hi < 0.0 {
+        Check::new(
+            CheckName::CountsVsTime,
+            Status::Inconclusive,
+            format!("{words}: the counts and the native time disagree — a side that does less under the simulator than natively would look like this"),
+        )
+    } else {
+        Check::new(CheckName::CountsVsTime, Status::Pass, words)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,5 +145,26 @@ mod tests {
         let c = counts_check(&spec(side(1000, 16_001)));
         assert_eq!(c.status, Status::Fail);
         assert!(c.detail.contains("IMPOSSIBLE counts"), "{}", c.detail);
+    }
+
+    #[test]
+    fn a_counted_win_that_native_time_contradicts_is_never_a_silent_pass() {
+        use crate::measure::stats::Estimate;
+        let slower = Estimate {
+            point: -0.2,
+            lo: -0.25,
+            hi: -0.15,
+        };
+        let faster = Estimate {
+            point: 0.4,
+            lo: 0.35,
+            hi: 0.45,
+        };
+        let check = |c, t| counts_vs_time_check(Some(c), Some(t), "cycles", 0.01).unwrap();
+        assert_eq!(check(0.5, &slower).status, Status::Inconclusive);
+        assert_eq!(check(0.5, &faster).status, Status::Pass);
+        // Both say the after side loses: they agree.
+        assert_eq!(check(-0.1, &slower).status, Status::Pass);
+        assert!(counts_vs_time_check(None, Some(&faster), "cycles", 0.01).is_none());
     }
 }

@@ -99,6 +99,8 @@ pub enum CheckName {
     CountedOutput,
     /// Each side's first run on new inputs against its other runs: a result kept across calls.
     CheckedRun,
+    /// `--measure both`: the counted saving against the timed one.
+    CountsVsTime,
 }
 
 impl CheckName {
@@ -117,6 +119,7 @@ impl CheckName {
             CheckName::CountsRegression => "counts_regression",
             CheckName::CountedOutput => "counted_output",
             CheckName::CheckedRun => "checked_run",
+            CheckName::CountsVsTime => "counts_vs_time",
         }
     }
 }
