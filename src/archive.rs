@@ -478,8 +478,8 @@ fn derived_status(s: &SpecResult, c: &Check) -> Option<Status> {
         )?,
         CheckName::CheckedRun => verdict::checked_run_check(
             s.samples.as_ref()?,
-            s.before.variant.name(),
-            s.after.variant.name(),
+            (s.before.variant.name(), s.before.implementation.is_some()),
+            (s.after.variant.name(), s.after.implementation.is_some()),
         )?,
         // Without a baseline the check is skipped, or failed under --require-baseline.
         CheckName::Regression => {

@@ -281,8 +281,8 @@ fn judge_timings(
     ));
     if let Some(c) = verdict::checked_run_check(
         &samples,
-        s.variants.before.name(),
-        s.variants.after.name(),
+        (s.variants.before.name(), r.before.implementation.is_some()),
+        (s.variants.after.name(), r.after.implementation.is_some()),
     ) {
         r.checks.push(c);
     }

@@ -470,3 +470,45 @@ fn git_bisect_run_finds_the_first_bad_commit() {
     );
     git(&repo, &["bisect", "reset"]);
 }
+
+/// A spec with no accepted baseline on a branch whose runs the store holds is judged against
+/// the branch's history by default: the first runs say how many more it needs, then a slowdown
+/// committed on main FAILs instead of passing for want of a baseline.
+#[test]
+fn without_a_baseline_main_is_judged_against_its_own_history() {
+    let _one = serial();
+    let (_dir, repo) = repo_with_spec();
+    commit(&repo, "fast");
+    // The first run makes the store; the second says how many runs history needs.
+    let o = run(&repo, "chain.yaml", 0.0, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&repo, "chain.yaml", 0.0, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("no baseline (history: 1 of 3 runs needed)"),
+        "{}",
+        text(&o)
+    );
+    let o = run(&repo, "chain.yaml", 0.0, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&repo, "chain.yaml", 0.0, &[]);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    let r = results(&archive_of(&repo, &o));
+    let reference = &r["specs"][0]["baseline"]["reference"];
+    assert_eq!(reference["by_default"], true, "{reference}");
+    assert_eq!(reference["runs"], 3, "{reference}");
+    assert!(text(&o).contains("vs the newest 3 runs of main"), "{}", text(&o));
+    // The fused variant now computes its output twice: a regression on main, no longer a
+    // PASS for want of a baseline (FAIL, or INCONCLUSIVE where this runner's drift between
+    // the history's runs is as large as the step).
+    commit(&repo, "slow");
+    let o = run(&repo, "chain.yaml", 1.0, &[]);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    let r = results(&archive_of(&repo, &o));
+    let state = &r["specs"][0]["baseline"]["state"];
+    assert!(state == "fail" || state == "inconclusive", "{}", text(&o));
+    // Asking for the accepted baselines by name keeps the old behaviour: nothing to compare.
+    let o = run(&repo, "chain.yaml", 1.0, &["--against", "baselines"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("gate: no baseline"), "{}", text(&o));
+}

@@ -162,8 +162,14 @@ pub fn join_passes(first: &SpecResult, second: &mut SpecResult) {
         // The checked runs are the second pass's, against the samples of both passes.
         let joined = crate::verdict::checked_run_check(
             b,
-            second.before.variant.name(),
-            second.after.variant.name(),
+            (
+                second.before.variant.name(),
+                second.before.implementation.is_some(),
+            ),
+            (
+                second.after.variant.name(),
+                second.after.implementation.is_some(),
+            ),
         );
         if let Some(new) = joined {
             for c in second.checks.iter_mut().filter(|c| c.name == CheckName::CheckedRun) {

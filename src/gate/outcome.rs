@@ -183,6 +183,10 @@ pub enum GateReference {
         /// Newer runs left out because they came before a change of level in the series.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         change: Option<LevelChange>,
+        /// Chosen because the spec has no accepted baseline and asked for none in particular:
+        /// the branch's history is the gate's reference by default.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        by_default: bool,
     },
     /// The store's runs at the merge-base of `HEAD` and `branch`, or at its nearest ancestor
     /// that has any.

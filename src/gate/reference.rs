@@ -66,9 +66,22 @@ pub fn references(
         let against = against_of(opts, s);
         let named = String::from(against.clone());
         let (reference, base) = match against {
-            Against::Baselines => {
+            Against::Baselines if !by_default(opts, s, slot) => {
                 out.push(None);
                 continue;
+            }
+            // No accepted baseline and none asked for: the branch's history, where the store
+            // has one (a slowdown on main must not pass for want of a baseline).
+            Against::Baselines => {
+                let Some(store) = open_store_if_there(&mut store, opts)? else {
+                    out.push(None);
+                    continue;
+                };
+                let (mut reference, base) = history(store, opts, s, device, opts.branch.map(str::to_string))?;
+                if let GateReference::History { by_default, .. } = &mut reference {
+                    *by_default = true;
+                }
+                (reference, base)
             }
             Against::History { branch } => history(
                 open_store(&mut store, opts, s, &named)?,
@@ -89,6 +102,42 @@ pub fn references(
         out.push(Some(reference));
     }
     Ok(out)
+}
+
+/// True when `s` is judged against its branch's history for want of anything else: no accepted
+/// baseline, no `--against` or `gate.against`, not accepting, and the branch known (a detached
+/// HEAD or a bisect step has no series of its own).
+fn by_default(opts: &ReferenceOptions<'_>, s: &Spec, slot: &SpecBaseline) -> bool {
+    !opts.accept
+        && opts.against.is_none()
+        && s.gate.against.is_none()
+        && slot.1.is_none()
+        && opts.branch.is_some()
+        && opts.reference_store.is_some()
+}
+
+/// The store for a reference by default: `None` where there is none to read (under
+/// `--no-store`, an SQLite file that does not exist), never an error for its absence.
+fn open_store_if_there<'a>(
+    store: &'a mut Option<Store>,
+    opts: &ReferenceOptions<'_>,
+) -> Result<Option<&'a mut Store>> {
+    if store.is_none() {
+        let Some(url) = opts.reference_store else {
+            return Ok(None);
+        };
+        if let crate::store::StoreUrl::Sqlite(path) = url {
+            if !path.exists() {
+                return Ok(None);
+            }
+        }
+        let opened = match opts.store {
+            Some(_) => Store::open(url)?,
+            None => Store::open_reading(url)?,
+        };
+        *store = Some(opened);
+    }
+    Ok(store.as_mut())
 }
 
 /// The store, opened by the first spec that needs it: as the run records into it, or under
@@ -156,6 +205,7 @@ fn history(
             runs: points.len(),
             branch,
             change,
+            by_default: false,
         },
         (PathBuf::from(store.url().display()), base),
     ))

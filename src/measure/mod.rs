@@ -92,6 +92,9 @@ pub struct CheckedPair {
 /// inputs, and, confirmed, fails as a result kept across calls (docs/workers.md: what an honest
 /// first run costs, measured).
 pub const KEPT_RESULT_FACTOR: f64 = 3.0;
+/// And by at least this much: the first touches of a small case's new buffers cost a few
+/// hundred microseconds, whatever its kernel takes.
+pub const KEPT_RESULT_MIN_SECS: f64 = 250e-6;
 
 /// Measures `before` and `after` of a prepared case. The checked pair runs on `check_inputs`
 /// (the same tensors, another seed's values), which both sides keep from then on; where either

@@ -13,11 +13,20 @@ pub fn judgement(b: &BaselineOutcome) -> String {
     match &b.finding {
         None => b.message.clone(),
         Some(GateFinding::NoBaseline { device_key }) => match &b.reference {
-            Some(GateReference::History { runs, branch, change }) => format!(
-                "the history store holds {runs} run(s) of this spec on device {device_key}{}{}: the gate judges against history from {} runs",
+            Some(GateReference::History { runs, branch, change, by_default }) => format!(
+                "{}the history store holds {runs} run(s) of this spec on device {device_key}{}{}: the gate judges against history from {} runs{}",
+                if *by_default { "no accepted baseline, and " } else { "" },
                 branch.as_deref().map(|b| format!(" on branch {b}")).unwrap_or_default(),
                 change.as_ref().map(|c| format!(" since its level changed at commit {}", c.since_commit)).unwrap_or_default(),
-                crate::gate::stats::POOL_MIN_RUNS
+                crate::gate::stats::POOL_MIN_RUNS,
+                if *by_default {
+                    format!(
+                        " ({} more run(s) on this branch, or `run --accept`)",
+                        crate::gate::stats::POOL_MIN_RUNS.saturating_sub(*runs)
+                    )
+                } else {
+                    String::new()
+                }
             ),
             Some(GateReference::MergeBase { branch, merge_base, commit: None, .. }) => format!(
                 "no run of this spec on device {device_key} in the history store at the merge-base {} of HEAD and {branch} or any of its ancestors: not compared (record the base branch's runs)",
@@ -143,13 +152,19 @@ fn reference_words(r: &GateReference) -> String {
             runs,
             branch,
             change,
+            by_default,
         } => format!(
-            "the newest {runs} run(s) of {} on this device in the history store{}",
+            "the newest {runs} run(s) of {} on this device in the history store{}{}",
             branch
                 .as_deref()
                 .map(|b| format!("branch {b}"))
                 .unwrap_or_else(|| "every branch".into()),
-            since(change)
+            since(change),
+            if *by_default {
+                " (no accepted baseline: the branch's history by default)"
+            } else {
+                ""
+            }
         ),
         GateReference::MergeBase {
             branch,

@@ -255,6 +255,27 @@ fn short_duration(secs: f64) -> String {
 /// The gate's result in a few words: `pass ×0.97`, `REGRESSION ×1.23 > +10%`, `no baseline`,
 /// and the smallest slowdown the baseline detects where it is known.
 fn gate_short(b: &BaselineOutcome, max_regression: f64) -> String {
+    let core = gate_state_short(b, max_regression);
+    // Which runs the gate judged against, when they are not the accepted baseline.
+    let against = match (&b.reference, b.state) {
+        (Some(crate::results::GateReference::History { runs, branch, .. }), Some(_)) => format!(
+            " · vs the newest {runs} runs of {}",
+            branch.as_deref().unwrap_or("every branch")
+        ),
+        (
+            Some(crate::results::GateReference::MergeBase {
+                commit: Some(c),
+                runs,
+                ..
+            }),
+            Some(_),
+        ) => format!(" · vs {runs} run(s) up to {}", &c[..c.len().min(10)]),
+        _ => String::new(),
+    };
+    format!("{core}{against}")
+}
+
+fn gate_state_short(b: &BaselineOutcome, max_regression: f64) -> String {
     let ratio = b
         .ratio
         .map(|r| format!("×{:.3}", r.point))
@@ -293,7 +314,17 @@ fn gate_short(b: &BaselineOutcome, max_regression: f64) -> String {
         },
         (_, Some(state)) => format!("{} {ratio}{detects}", state_word(Some(state))),
         (BaselineStatus::NotComparable, None) => "not comparable".into(),
-        _ => "no baseline".into(),
+        _ => match &b.reference {
+            Some(crate::results::GateReference::History {
+                runs,
+                by_default: true,
+                ..
+            }) => format!(
+                "no baseline (history: {runs} of {} runs needed)",
+                crate::gate::stats::POOL_MIN_RUNS
+            ),
+            _ => "no baseline".into(),
+        },
     }
 }
 

@@ -228,6 +228,11 @@ struct Filter<'a> {
     branch: Option<&'a str>,
     /// Only cases that did not fail and have both medians (what a reference can rest on).
     judged: bool,
+    /// Only cases with both medians, failed or not (what a series of levels is made of).
+    measured: bool,
+    /// Only cases with both medians that failed nothing but the regression gate: what a
+    /// commit's level is (a regression is a level; a wrong output or a broken run is not).
+    level: bool,
     /// Only runs of committed code.
     clean: bool,
     /// The newest N rows.
@@ -446,8 +451,31 @@ impl Store {
         })
     }
 
-    /// Every judged run of committed code of a case on this device with this exact spec, on any
-    /// branch, oldest first: where the merge-base's run is looked for.
+    /// The newest `last` measured runs of a case on this device with this exact spec on
+    /// `branch`, failed ones included, oldest first: the series whose levels a run watches (a
+    /// regression that fails every run after it is still a new level).
+    pub fn measured(
+        &mut self,
+        device_key: &str,
+        spec: &str,
+        spec_sha256: &str,
+        branch: &str,
+        last: usize,
+    ) -> Result<Vec<Point>> {
+        self.select(&Filter {
+            device: Some(device_key),
+            spec: Some(spec),
+            spec_sha256: Some(spec_sha256),
+            branch: Some(branch),
+            measured: true,
+            newest: Some(last),
+            ..Filter::default()
+        })
+    }
+
+    /// Every run of committed code of a case on this device with this exact spec that measured
+    /// its level (judged, or failed by the regression gate alone), on any branch, oldest first:
+    /// where the merge-base's run is looked for. A base that regressed is still the base.
     pub fn committed(
         &mut self,
         device_key: &str,
@@ -458,7 +486,7 @@ impl Store {
             device: Some(device_key),
             spec: Some(spec),
             spec_sha256: Some(spec_sha256),
-            judged: true,
+            level: true,
             clean: true,
             ..Filter::default()
         })
@@ -510,6 +538,14 @@ impl Store {
         equal("r.branch", f.branch);
         if f.judged {
             conditions.push("c.verdict <> 'fail' AND c.before_median_secs IS NOT NULL AND c.after_median_secs IS NOT NULL".into());
+        } else if f.level {
+            // One `"fail"` in the stored checks, and it is the gate's: `LENGTH − LENGTH(REPLACE)`
+            // counts the word's characters (SQLite and PostgreSQL alike).
+            conditions.push("(c.verdict <> 'fail' OR (c.gate_state = 'REGRESSION' AND LENGTH(c.checks) - LENGTH(REPLACE(c.checks, '\"fail\"', '')) = 6)) AND c.before_median_secs IS NOT NULL AND c.after_median_secs IS NOT NULL".into());
+        } else if f.measured {
+            conditions.push(
+                "c.before_median_secs IS NOT NULL AND c.after_median_secs IS NOT NULL".into(),
+            );
         }
         if f.clean {
             conditions.push("r.git_dirty = 0".into());
