@@ -98,11 +98,13 @@ fn judged(a: &Against<'_>, result: &SpecResult, samples: &PairSamples) -> Judged
             decided: one(false),
             other: None,
             slowed_alike: false,
+            before_ratio: None,
         },
         GateCompare::Relative => Judged {
             decided: one(true),
             other: None,
             slowed_alike: false,
+            before_ratio: None,
         },
         GateCompare::Both => {
             let (raw, rel) = (one(false), one(true));
@@ -113,14 +115,24 @@ fn judged(a: &Against<'_>, result: &SpecResult, samples: &PairSamples) -> Judged
                     decided: rel,
                     other: Some(raw),
                     slowed_alike: false,
+                    before_ratio: None,
                 },
-                // Slower in raw time only: both variants slowed alike. The machine drifted, or
-                // code both variants share regressed; timing alone cannot tell which.
-                (RegressionState::Fail, _) => Judged {
-                    decided: raw,
-                    other: Some(rel),
-                    slowed_alike: true,
-                },
+                // Slower in raw time, and the after/before comparison did not fail. Where the
+                // before side moved with the after side (by at least half as much), both slowed
+                // alike: the machine drifted, or code both share regressed, and timing alone
+                // cannot tell which. Where the before side held, the after side alone regressed
+                // (its relative comparison blurred by the reference's spread): FAIL on raw time.
+                (RegressionState::Fail, _) => {
+                    let before_ratio = before_ratio(a, samples);
+                    let alike =
+                        before_ratio.is_none_or(|b| b - 1.0 >= (raw.ratio.point - 1.0) / 2.0);
+                    Judged {
+                        decided: raw,
+                        other: Some(rel),
+                        slowed_alike: alike,
+                        before_ratio,
+                    }
+                }
                 // Neither fails: the after/before comparison decides (PASS, IMPROVED or
                 // INCONCLUSIVE). Raw time measures the machine as much as the code; its verdict
                 // is reported, and a raw-only speedup is never called an improvement (it would
@@ -129,10 +141,31 @@ fn judged(a: &Against<'_>, result: &SpecResult, samples: &PairSamples) -> Judged
                     decided: rel,
                     other: Some(raw),
                     slowed_alike: false,
+                    before_ratio: None,
                 },
             }
         }
     }
+}
+
+/// The before side's median now against the reference's (the pooled accepted runs' geometric
+/// mean where there are enough, else the baseline's samples or median): how far the side the
+/// change did not touch moved. `None` without a reference figure.
+fn before_ratio(a: &Against<'_>, samples: &PairSamples) -> Option<f64> {
+    let base = a.baseline;
+    if samples.before_secs.is_empty() {
+        return None;
+    }
+    let now = crate::measure::stats::median(&samples.before_secs);
+    let pooled: Vec<f64> = base.history.iter().map(|h| h.before_median_secs).collect();
+    let reference = if pooled.len() >= POOL_MIN_RUNS {
+        geometric_mean(&pooled)
+    } else if !base.before_samples_secs.is_empty() {
+        crate::measure::stats::median(&base.before_samples_secs)
+    } else {
+        base.before.median_secs
+    };
+    (reference > 0.0 && now.is_finite()).then(|| now / reference)
 }
 
 /// Differences of the machine against the baseline's that make timings less comparable.

@@ -141,6 +141,10 @@ pub struct Judged {
     /// (machine drift, or code both share), so the decision is INCONCLUSIVE.
     #[serde(default)]
     pub slowed_alike: bool,
+    /// Where raw time failed: the before side's median against the reference's — whether it
+    /// moved with the after side (alike) or held (the after side alone regressed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_ratio: Option<f64>,
 }
 
 impl Judged {

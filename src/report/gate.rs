@@ -99,10 +99,13 @@ pub fn note(b: &BaselineOutcome) -> Option<String> {
                 short(&p.first),
                 short(&p.second)
             )),
-            _ => j
-                .all
-                .slowed_alike
-                .then(|| "both variants slower alike: machine drift or shared code".into()),
+            _ => j.all.slowed_alike.then(|| match j.all.before_ratio {
+                Some(b) => format!(
+                    "both variants slower alike (before ×{b:.3}, after ×{:.3}): machine drift or shared code",
+                    j.all.decided.ratio.point
+                ),
+                None => "both variants slower alike: machine drift or shared code".into(),
+            }),
         },
         Some(_) => None,
     }
@@ -303,8 +306,17 @@ fn judged(j: &Judged) -> String {
     match (j.other, j.slowed_alike) {
         (None, _) => comparison(&j.decided),
         (Some(rel), true) => format!(
-            "{}; but {}: both variants are slower than at the baseline alike — the machine drifted, or code both share regressed (a quiet machine or `compare: raw` tells which)",
+            "{}; but {}: both variants are slower than at the baseline alike{} — the machine drifted, or code both share regressed (a quiet machine or `compare: raw` tells which)",
             comparison(&j.decided),
+            comparison(&rel),
+            j.before_ratio
+                .map(|b| format!(" (before ×{b:.3}, after ×{:.3})", j.decided.ratio.point))
+                .unwrap_or_default()
+        ),
+        (Some(rel), false) if !j.decided.relative && j.before_ratio.is_some() => format!(
+            "{}; the before side held at ×{:.3} its reference, so the after side alone is slower (its after/before comparison, {}, is blurred by the reference's spread)",
+            comparison(&j.decided),
+            j.before_ratio.unwrap_or(1.0),
             comparison(&rel)
         ),
         (Some(raw), false) => format!(
@@ -390,6 +402,7 @@ mod tests {
             decided: fail,
             other: Some(raw),
             slowed_alike: false,
+            before_ratio: None,
         };
         let o = outcome(GateFinding::Judged(Box::new(GateJudgement {
             all: one,
@@ -406,6 +419,7 @@ mod tests {
             decided: comparison(false, 1.3, RegressionState::Fail),
             other: Some(comparison(true, 1.0, RegressionState::Pass)),
             slowed_alike: true,
+            before_ratio: None,
         };
         assert_eq!(alike.state(), RegressionState::Inconclusive);
         let o = outcome(GateFinding::Judged(Box::new(GateJudgement {
@@ -418,6 +432,26 @@ mod tests {
             note(&o).as_deref(),
             Some("both variants slower alike: machine drift or shared code")
         );
+
+        // Raw time failed and the before side held: the after side alone regressed, and the
+        // sentence says so with the numbers it rests on.
+        let alone = Judged {
+            decided: comparison(false, 1.63, RegressionState::Fail),
+            other: Some(comparison(true, 1.4, RegressionState::Inconclusive)),
+            slowed_alike: false,
+            before_ratio: Some(1.01),
+        };
+        assert_eq!(alone.state(), RegressionState::Fail);
+        let o = outcome(GateFinding::Judged(Box::new(GateJudgement {
+            all: alone,
+            passes: None,
+        })));
+        assert!(
+            judgement(&o).contains("the before side held at ×1.010 its reference, so the after side alone is slower"),
+            "{}",
+            judgement(&o)
+        );
+        assert_eq!(note(&o), None);
     }
 
     #[test]
@@ -426,6 +460,7 @@ mod tests {
             decided: comparison(true, 1.0, RegressionState::Pass),
             other: None,
             slowed_alike: false,
+            before_ratio: None,
         };
         let fail = Judged {
             decided: comparison(true, 1.234, RegressionState::Fail),
