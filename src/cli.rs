@@ -440,7 +440,11 @@ fn run_options(a: RunArgs, settings: crate::settings::Settings) -> Result<RunOpt
     }
     let measure = measure_config(&a)?;
     let (store, reference_store) = run_stores(&a, &settings)?;
-    let branch = crate::provenance::git_branch(a.branch.as_deref());
+    // A bisection's steps are recorded apart from every branch's series.
+    let branch = match (a.bisect, a.branch.as_deref()) {
+        (true, None) => Some(crate::store::BISECT_BRANCH.to_string()),
+        (_, named) => crate::provenance::git_branch(named),
+    };
     let against = a
         .against
         .as_deref()

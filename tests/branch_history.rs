@@ -512,3 +512,32 @@ fn without_a_baseline_main_is_judged_against_its_own_history() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(text(&o).contains("gate: no baseline"), "{}", text(&o));
 }
+
+/// A bisection's steps measure commits that are no branch's: `run --bisect` records them under
+/// the branch `bisect`, out of every series that does not ask for them by name.
+#[test]
+fn bisect_steps_are_kept_apart_from_the_branches_series() {
+    let _one = serial();
+    let (_dir, repo) = repo_with_spec();
+    let o = run(&repo, "chain.yaml", 0.0, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&repo, "chain.yaml", 0.0, &["--bisect"]);
+    assert!(matches!(o.status.code(), Some(0 | 1 | 125)), "{}", text(&o));
+    let history = |extra: &[&str]| -> Vec<String> {
+        let o = bin()
+            .current_dir(&repo)
+            .args(["history", "--format", "json"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["branch"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
+    assert_eq!(history(&[]), ["main"]);
+    assert_eq!(history(&["--branch", "bisect"]), ["bisect"]);
+}

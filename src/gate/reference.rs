@@ -105,14 +105,16 @@ pub fn references(
 }
 
 /// True when `s` is judged against its branch's history for want of anything else: no accepted
-/// baseline, no `--against` or `gate.against`, not accepting, and the branch known (a detached
-/// HEAD or a bisect step has no series of its own).
+/// baseline, no `--against` or `gate.against`, not accepting, and the branch known and not a
+/// bisection's (a detached HEAD or a bisect step has no series of its own).
 fn by_default(opts: &ReferenceOptions<'_>, s: &Spec, slot: &SpecBaseline) -> bool {
     !opts.accept
         && opts.against.is_none()
         && s.gate.against.is_none()
         && slot.1.is_none()
-        && opts.branch.is_some()
+        && opts
+            .branch
+            .is_some_and(|b| b != crate::store::BISECT_BRANCH)
         && opts.reference_store.is_some()
 }
 

@@ -219,6 +219,11 @@ pub struct Query {
     pub last: Option<usize>,
 }
 
+/// The branch a `run --bisect` step is recorded under (unless `--branch` names one): a
+/// bisection measures commits that are no branch's, and its runs stay out of every series and
+/// reference that does not ask for them (`history --branch bisect` shows them).
+pub const BISECT_BRANCH: &str = "bisect";
+
 /// The rows one select reads (every filter optional).
 #[derive(Debug, Clone, Default)]
 struct Filter<'a> {
@@ -536,6 +541,11 @@ impl Store {
         equal("r.device_key", f.device);
         equal("c.spec_sha256", f.spec_sha256);
         equal("r.branch", f.branch);
+        // The steps of a bisection measured other commits than the branch's: kept apart unless
+        // asked for by name.
+        if f.branch.is_none() {
+            conditions.push(format!("(r.branch IS NULL OR r.branch <> '{BISECT_BRANCH}')"));
+        }
         if f.judged {
             conditions.push("c.verdict <> 'fail' AND c.before_median_secs IS NOT NULL AND c.after_median_secs IS NOT NULL".into());
         } else if f.level {
