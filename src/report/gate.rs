@@ -121,7 +121,7 @@ pub fn guard(b: &BaselineOutcome) -> Option<String> {
         Bound::Compute => ("compute peak", "GFLOP/s"),
     };
     Some(format!(
-        "the {what} moved from {:.1} {unit} at the baseline to {:.1} {unit} now (x{:.2}, more than the ±{:.0}% the gate absorbs): the machine is not in the state the baseline measured",
+        "the {what} moved from {:.1} {unit} at the baseline to {:.1} {unit} now (x{:.2}, more than the ±{:.0}% the gate absorbs): the machine is not in the state the baseline measured; next: measure again on a quiet machine, or record this machine's state as the baseline (`run --accept`), or gate on counts (`--measure counts`, the CPU backend's kernels), which no machine state moves",
         d.baseline_per_sec / 1e9,
         d.now_per_sec / 1e9,
         d.now_per_sec / d.baseline_per_sec,
@@ -492,7 +492,7 @@ mod tests {
             now_per_sec: 10e9,
             allowed: 0.25,
         }));
-        let why = "the triad bandwidth moved from 40.0 GB/s at the baseline to 10.0 GB/s now (x0.25, more than the ±25% the gate absorbs): the machine is not in the state the baseline measured";
+        let why = "the triad bandwidth moved from 40.0 GB/s at the baseline to 10.0 GB/s now (x0.25, more than the ±25% the gate absorbs): the machine is not in the state the baseline measured; next: measure again on a quiet machine, or record this machine's state as the baseline (`run --accept`), or gate on counts (`--measure counts`, the CPU backend's kernels), which no machine state moves";
         assert_eq!(guard(&o).as_deref(), Some(why));
         assert_eq!(note(&o).as_deref(), Some(why));
         assert_eq!(judgement(&o), format!("not judged: {why}"));

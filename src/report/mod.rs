@@ -443,10 +443,10 @@ pub fn inconclusive_why(
     let smallest = sp.detectable(0.0);
     let better = match smallest {
         Some(d) => format!(
-            "gate on a quieter runner, with more history, or at a limit of +{:.0}% or more (the smallest this runner can gate, as `opledger calibrate` measures it)",
+            "gate on a quieter runner, with more history, at a limit of +{:.0}% or more (the smallest this runner can gate, as `opledger calibrate` measures it), or on counts (`--measure counts`, the CPU backend's kernels), which do not drift",
             d * 100.0
         ),
-        None => "gate on a quieter runner or with more history".into(),
+        None => "gate on a quieter runner, with more history, or on counts (`--measure counts`, the CPU backend's kernels), which do not drift".into(),
     };
     if r.lo > 1.0 + max_regression {
         return Some(format!(
