@@ -380,3 +380,49 @@ fn a_counts_gate_fails_a_two_percent_slowdown_and_never_an_unchanged_run_under_l
     assert!(text(&o).contains("damaged counts baseline"), "{}", text(&o));
     assert_eq!(std::fs::read(&base).unwrap(), b"{");
 }
+
+/// `compare A B` on two counted runs judges B's counts against A's: the pull-request comment
+/// names a 2% slowdown of the fused kernel as a counts regression, and exits 1.
+#[test]
+fn compare_judges_counts_of_two_archived_runs() {
+    if !valgrind() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spec = chain_spec(dir.path(), 1024, 1024);
+    let o = run_counts(dir.path(), &spec, &[], &["--measure", "counts"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let a = newest_run(dir.path());
+    let o = run_counts(
+        dir.path(),
+        &spec,
+        &[("OPLEDGER_EXPERIMENT_SLOWDOWN", "0.02")],
+        &["--measure", "counts"],
+    );
+    assert_eq!(o.status.code(), Some(0), "no counts baseline: {}", text(&o));
+    let b = newest_run(dir.path());
+    assert_ne!(a, b);
+    let comment = dir.path().join("comment.md");
+    let o = bin()
+        .current_dir(dir.path())
+        .arg("compare")
+        .arg(&a)
+        .arg(&b)
+        .arg("--markdown")
+        .arg(&comment)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let md = std::fs::read_to_string(&comment).unwrap();
+    assert!(md.contains("counts: REGRESSION +2.0"), "{md}");
+    // B against itself: nothing moved.
+    let o = bin()
+        .current_dir(dir.path())
+        .arg("compare")
+        .arg(&b)
+        .arg(&b)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("counts: pass +0.00%"), "{}", text(&o));
+}

@@ -33,7 +33,8 @@ pub fn judge(
     )
 }
 
-fn judge_parts(
+/// [`judge`] with the gate's settings given apart (a stored result's, for `compare`).
+pub fn judge_parts(
     workload: &Workload,
     metric: crate::spec::CountsMetric,
     limit: f64,

@@ -35,6 +35,8 @@ pub struct CaseComparison {
     pub head_verdict: RunStatus,
     /// Why it was not compared, when it was not.
     pub not_compared: Option<NotCompared>,
+    /// B's counts against A's, where both counted the case under one engine key.
+    pub counts: Option<crate::results::CountsGateOutcome>,
 }
 
 /// Why a case of B was not compared with A.
@@ -54,7 +56,12 @@ impl CaseComparison {
             Some(RegressionState::Inconclusive) => RunStatus::Inconclusive,
             _ => RunStatus::Pass,
         };
-        [gate, self.head_verdict]
+        let counts = match self.counts.as_ref().map(|o| o.state) {
+            Some(crate::results::CountsState::Fail) => RunStatus::Fail,
+            Some(crate::results::CountsState::Inconclusive) => RunStatus::Inconclusive,
+            _ => RunStatus::Pass,
+        };
+        [gate, counts, self.head_verdict]
             .into_iter()
             .max_by_key(|v| match v {
                 RunStatus::Pass => 0,
@@ -130,12 +137,14 @@ pub fn versus(
                 RunStatus::Pass
             },
             not_compared: None,
+            counts: None,
         };
         let Some(sa) = ra.specs.iter().find(|s| s.name == sb.name) else {
             c.not_compared = Some(NotCompared::OnlyInB);
             cases.push(c);
             continue;
         };
+        c.counts = counts_versus(sa, ra, sb, a);
         c.base_before_secs = sa.before.summary.map(|s| s.median_secs);
         c.base_after_secs = sa.after.summary.map(|s| s.median_secs);
         let Some((base, drift)) = reference(sa, ra, &ra.device.key, store)? else {
@@ -157,6 +166,29 @@ pub fn versus(
         cases.push(c);
     }
     Ok(cases)
+}
+
+/// B's counts of a case against A's as its counts baseline, where both counted it under one
+/// engine key (instruction set, SIMD level, cache model), with B's gate settings.
+fn counts_versus(
+    sa: &SpecResult,
+    ra: &RunResult,
+    sb: &SpecResult,
+    a: &Path,
+) -> Option<crate::results::CountsGateOutcome> {
+    let (ca, cb) = (sa.counts.as_ref()?, sb.counts.as_ref()?);
+    if ca.engine.key() != cb.engine.key() {
+        return None;
+    }
+    let base = super::counts::baseline_of(ca, &sa.workload, &sa.name, &ra.started_utc, &ra.git_sha);
+    Some(super::counts::judge_parts(
+        &sb.workload,
+        sb.gate.metric,
+        sb.gate.counts_max_regression.0,
+        cb,
+        base.as_ref(),
+        a,
+    ))
 }
 
 /// The verdict of a comparison: FAIL when a case fails, else INCONCLUSIVE when one is, else PASS.

@@ -20,8 +20,18 @@ use super::format::ms_with_unit as ms;
 
 /// The decision in words, for a table cell.
 fn decision(c: &CaseComparison) -> String {
+    let time = time_decision(c);
+    match &c.counts {
+        Some(o) => format!("{time}; counts: {}", super::gate::counts_short(o)),
+        None => time,
+    }
+}
+
+/// The time gate's decision in words.
+fn time_decision(c: &CaseComparison) -> String {
     match c.not_compared {
         Some(NotCompared::OnlyInB) => return "only in B".into(),
+        Some(NotCompared::NotMeasuredInA) if c.counts.is_some() => return "time not measured".into(),
         Some(NotCompared::NotMeasuredInA) => return "not measured in A".into(),
         None => {}
     }
@@ -136,6 +146,9 @@ pub fn table(ra: &RunResult, rb: &RunResult, cases: &[CaseComparison], store: &P
 /// What the decisions assumed about the drift between runs.
 fn drift_sentence(cases: &[CaseComparison], store: &Path) -> String {
     let compared: Vec<&CaseComparison> = cases.iter().filter(|c| c.outcome.is_some()).collect();
+    if compared.is_empty() && cases.iter().any(|c| c.counts.is_some()) {
+        return "Counts compared: they repeat exactly for one binary, so no drift between runs is allowed for (counts.md).".into();
+    }
     let known: Vec<usize> = compared
         .iter()
         .filter_map(|c| match c.drift {

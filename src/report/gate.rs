@@ -207,6 +207,28 @@ pub fn check_detail(s: &SpecResult, c: &Check) -> String {
     }
 }
 
+/// The counts gate in a few words: `pass +0.00%`, `REGRESSION +2.02% cycles`, `no baseline`.
+pub fn counts_short(o: &crate::results::CountsGateOutcome) -> String {
+    use crate::results::CountsState;
+    let worst = [o.before, o.after]
+        .iter()
+        .flatten()
+        .map(|c| c.change())
+        .max_by(f64::total_cmp);
+    let change = worst
+        .map(|w| format!(" {:+.2}% {}", w * 100.0, o.metric.as_str()))
+        .unwrap_or_default();
+    match o.state {
+        CountsState::NoBaseline => "no counts baseline".into(),
+        CountsState::NotComparable => "counts baseline not comparable".into(),
+        CountsState::Accepted => "counts accepted".into(),
+        CountsState::Pass => format!("pass{change}"),
+        CountsState::Improved => format!("improved{change}"),
+        CountsState::Fail => format!("REGRESSION{change}"),
+        CountsState::Inconclusive => format!("inconclusive{change} (another engine)"),
+    }
+}
+
 /// The counts gate's finding in a sentence: `after +2.04% cycles (1,234 → 1,259), before
 /// +0.00%: above the 1% limit against the counts baseline of abc1234`.
 pub fn counts_judgement(o: &crate::results::CountsGateOutcome) -> String {

@@ -185,11 +185,11 @@ fn spec_line(s: &SpecResult, width: usize) -> String {
     };
     let gate = match (&s.time_saving, &s.counts_gate) {
         // Counts alone: the counts gate is the gate.
-        (None, Some(o)) => counts_gate_short(o),
+        (None, Some(o)) => crate::report::gate::counts_short(o),
         (Some(_), Some(o)) => format!(
             "{}, counts: {}",
             gate_short(&s.baseline, s.gate.max_regression.0),
-            counts_gate_short(o)
+            crate::report::gate::counts_short(o)
         ),
         _ => gate_short(&s.baseline, s.gate.max_regression.0),
     };
@@ -220,27 +220,6 @@ fn counts_saving(s: &SpecResult, o: &crate::results::CountsGateOutcome) -> Strin
     )
 }
 
-/// The counts gate in a few words: `pass +0.00%`, `REGRESSION +2.02% cycles`, `no baseline`.
-fn counts_gate_short(o: &crate::results::CountsGateOutcome) -> String {
-    use crate::results::CountsState;
-    let worst = [o.before, o.after]
-        .iter()
-        .flatten()
-        .map(|c| c.change())
-        .max_by(f64::total_cmp);
-    let change = worst
-        .map(|w| format!(" {:+.2}% {}", w * 100.0, o.metric.as_str()))
-        .unwrap_or_default();
-    match o.state {
-        CountsState::NoBaseline => "no counts baseline".into(),
-        CountsState::NotComparable => "counts baseline not comparable".into(),
-        CountsState::Accepted => "counts accepted".into(),
-        CountsState::Pass => format!("pass{change}"),
-        CountsState::Improved => format!("improved{change}"),
-        CountsState::Fail => format!("REGRESSION{change}"),
-        CountsState::Inconclusive => format!("inconclusive{change} (another engine)"),
-    }
-}
 
 fn short_duration(secs: f64) -> String {
     if secs >= 1.0 {
