@@ -415,6 +415,22 @@ fn compare_judges_counts_of_two_archived_runs() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let md = std::fs::read_to_string(&comment).unwrap();
     assert!(md.contains("counts: REGRESSION +2.0"), "{md}");
+    // The history store keeps both runs' counts: the 2% is there, run after run.
+    let o = bin()
+        .current_dir(dir.path())
+        .args(["history", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let points: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let cycles: Vec<f64> = points
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["counts"]["after_cycles"].as_f64().unwrap())
+        .collect();
+    assert_eq!(cycles.len(), 2, "{points}");
+    assert!(cycles[1] > 1.01 * cycles[0], "{cycles:?}");
     // B against itself: nothing moved.
     let o = bin()
         .current_dir(dir.path())

@@ -50,10 +50,27 @@ pub fn table(points: &[Point]) -> String {
             series.len(),
             if series.len() == 1 { "" } else { "s" }
         ));
-        out.push_str("| run | UTC | commit | branch | device | before ms | after ms | after/before (95% CI) | verdict |\n|---|---|---|---|---|--:|--:|--:|---|\n");
+        // Counted runs add the after side's estimated cycles (counts.md): they do not drift.
+        let counted = series.iter().any(|p| p.counts.is_some());
+        out.push_str(&format!(
+            "| run | UTC | commit | branch | device | before ms | after ms | after/before (95% CI) |{} verdict |\n|---|---|---|---|---|--:|--:|--:|{}---|\n",
+            if counted { " after cycles |" } else { "" },
+            if counted { "--:|" } else { "" }
+        ));
         for p in series {
+            let cycles = if counted {
+                format!(
+                    " {} |",
+                    p.counts
+                        .as_ref()
+                        .and_then(|c| c.after_cycles)
+                        .map_or("—".to_string(), super::format::thousands)
+                )
+            } else {
+                String::new()
+            };
             out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                "| {} | {} | {} | {} | {} | {} | {} | {} |{cycles} {} |\n",
                 md(&p.run_id),
                 md(&p.started_utc),
                 md(&p.git_sha),
@@ -124,8 +141,15 @@ pub fn csv(points: &[Point]) -> String {
             "ratio_hi",
             "verdict",
             "archive",
+            "counts_key",
+            "before_cycles",
+            "after_cycles",
+            "after_instructions",
+            "after_dram_bytes",
         ],
         points.iter().map(|p| {
+            let c = p.counts.as_ref();
+            let count = |v: Option<u64>| v.map_or(String::new(), |x| x.to_string());
             vec![
                 text(&p.spec),
                 text(&p.run_id),
@@ -140,6 +164,11 @@ pub fn csv(points: &[Point]) -> String {
                 num(p.ratio_hi),
                 text(&p.verdict),
                 text(&p.archive),
+                text(c.map_or("", |c| c.key.as_str())),
+                count(c.and_then(|c| c.before_cycles)),
+                count(c.and_then(|c| c.after_cycles)),
+                count(c.and_then(|c| c.after_instructions)),
+                count(c.and_then(|c| c.after_dram_bytes)),
             ]
         }),
     )

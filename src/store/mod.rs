@@ -66,6 +66,14 @@ CREATE INDEX runs_by_device ON runs (device_key, branch, started_utc);
     "ALTER TABLE runs ADD COLUMN started_ns BIGINT",
     // Where each case stood against its baselines (`accepted` marks the runs that became one).
     "ALTER TABLE cases ADD COLUMN baseline_status TEXT",
+    // Each side's counts under the cache simulator, with the engine key they compare under.
+    "ALTER TABLE cases ADD COLUMN counts_key TEXT;
+ALTER TABLE cases ADD COLUMN before_instructions BIGINT;
+ALTER TABLE cases ADD COLUMN after_instructions BIGINT;
+ALTER TABLE cases ADD COLUMN before_dram_bytes BIGINT;
+ALTER TABLE cases ADD COLUMN after_dram_bytes BIGINT;
+ALTER TABLE cases ADD COLUMN before_cycles BIGINT;
+ALTER TABLE cases ADD COLUMN after_cycles BIGINT;",
 ];
 
 /// The default store's file name, inside the runs folder.
@@ -206,6 +214,41 @@ pub struct Point {
     /// The archive's folder: relative to the store's folder for an SQLite store (the two travel
     /// together), as the run wrote it for a server.
     pub archive: String,
+    /// Both sides' counts under the cache simulator, where the run counted them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counts: Option<PointCounts>,
+}
+
+/// A case's counts as the store keeps them: the engine key they compare under, and each
+/// side's instructions, DRAM bytes (read and written) and estimated cycles (a side not counted
+/// has none).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PointCounts {
+    pub key: String,
+    pub before_instructions: Option<u64>,
+    pub after_instructions: Option<u64>,
+    pub before_dram_bytes: Option<u64>,
+    pub after_dram_bytes: Option<u64>,
+    pub before_cycles: Option<u64>,
+    pub after_cycles: Option<u64>,
+}
+
+impl PointCounts {
+    /// A case's counts from its result, where it was counted.
+    fn of(s: &SpecResult) -> Option<PointCounts> {
+        let c = s.counts.as_ref()?;
+        let side = |x: &crate::measure::counts::SideCounts| x.counts().copied();
+        let (b, a) = (side(&c.before), side(&c.after));
+        Some(PointCounts {
+            key: c.engine.key(),
+            before_instructions: b.map(|x| x.instructions),
+            after_instructions: a.map(|x| x.instructions),
+            before_dram_bytes: b.map(|x| x.dram_read_bytes + x.dram_write_bytes),
+            after_dram_bytes: a.map(|x| x.dram_read_bytes + x.dram_write_bytes),
+            before_cycles: b.map(|x| x.estimated_cycles),
+            after_cycles: a.map(|x| x.estimated_cycles),
+        })
+    }
 }
 
 /// Which series to read.
@@ -568,7 +611,8 @@ impl Store {
         let sql = format!(
             "SELECT r.run_id, r.started_utc, r.git_sha, r.git_dirty, r.branch, r.device_key, c.spec, c.verdict,
                     c.before_median_secs, c.after_median_secs, c.ratio, c.ratio_lo, c.ratio_hi, r.archive,
-                    c.before_ci_lo_secs, c.before_ci_hi_secs, c.after_ci_lo_secs, c.after_ci_hi_secs, c.baseline_status
+                    c.before_ci_lo_secs, c.before_ci_hi_secs, c.after_ci_lo_secs, c.after_ci_hi_secs, c.baseline_status,
+                    c.counts_key, c.before_instructions, c.after_instructions, c.before_dram_bytes, c.after_dram_bytes, c.before_cycles, c.after_cycles
              FROM cases c JOIN runs r ON r.run_key = c.run_key
              {}
              ORDER BY c.spec DESC, r.started_utc DESC, COALESCE(r.started_ns, 0) DESC, r.run_id DESC, r.run_key DESC
@@ -700,6 +744,22 @@ fn point(r: &[Val]) -> Point {
         after_ci_lo_secs: real(16),
         after_ci_hi_secs: real(17),
         accepted: r.get(18).and_then(Val::text).as_deref() == Some("accepted"),
+        counts: r.get(19).and_then(Val::text).map(|key| {
+            let count = |i: usize| {
+                r.get(i)
+                    .and_then(Val::int)
+                    .and_then(|v| u64::try_from(v).ok())
+            };
+            PointCounts {
+                key,
+                before_instructions: count(20),
+                after_instructions: count(21),
+                before_dram_bytes: count(22),
+                after_dram_bytes: count(23),
+                before_cycles: count(24),
+                after_cycles: count(25),
+            }
+        }),
     }
 }
 
@@ -720,6 +780,12 @@ fn insert_case(db: &mut Db, run_key: &str, s: &SpecResult) -> db::DbResult<u64> 
         .time_saving
         .map(|t| (1.0 - t.point, 1.0 - t.hi, 1.0 - t.lo));
     let verdict = s.verdict().key();
+    let counts = PointCounts::of(s);
+    // A count past i64 cannot happen on any machine; were it to, it is stored as unknown.
+    let count = |v: Option<u64>| match v.and_then(|v| i64::try_from(v).ok()) {
+        Some(v) => Val::Int(v),
+        None => Val::Null,
+    };
     let checks = serde_json::to_string(
         &s.checks
             .iter()
@@ -728,7 +794,7 @@ fn insert_case(db: &mut Db, run_key: &str, s: &SpecResult) -> db::DbResult<u64> 
     )
     .unwrap_or_default();
     db.execute(
-        "INSERT INTO cases (run_key, spec, spec_sha256, sweep_label, verdict, before_median_secs, before_ci_lo_secs, before_ci_hi_secs, before_n, after_median_secs, after_ci_lo_secs, after_ci_hi_secs, after_n, ratio, ratio_lo, ratio_hi, gate_state, gate_ratio, checks, baseline_status) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)",
+        "INSERT INTO cases (run_key, spec, spec_sha256, sweep_label, verdict, before_median_secs, before_ci_lo_secs, before_ci_hi_secs, before_n, after_median_secs, after_ci_lo_secs, after_ci_hi_secs, after_n, ratio, ratio_lo, ratio_hi, gate_state, gate_ratio, checks, baseline_status, counts_key, before_instructions, after_instructions, before_dram_bytes, after_dram_bytes, before_cycles, after_cycles) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)",
         &[
             Val::from(run_key),
             Val::from(&s.name),
@@ -754,6 +820,13 @@ fn insert_case(db: &mut Db, run_key: &str, s: &SpecResult) -> db::DbResult<u64> 
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_string)),
             ),
+            Val::from(counts.as_ref().map(|c| c.key.clone())),
+            count(counts.as_ref().and_then(|c| c.before_instructions)),
+            count(counts.as_ref().and_then(|c| c.after_instructions)),
+            count(counts.as_ref().and_then(|c| c.before_dram_bytes)),
+            count(counts.as_ref().and_then(|c| c.after_dram_bytes)),
+            count(counts.as_ref().and_then(|c| c.before_cycles)),
+            count(counts.as_ref().and_then(|c| c.after_cycles)),
         ],
     )
 }

@@ -186,6 +186,7 @@ mod tests {
             after_ci_hi_secs: None,
             accepted: false,
             archive: String::new(),
+            counts: None,
         }
     }
 
