@@ -129,14 +129,13 @@ fn measure_into(
     )?;
     drop(inputs);
     let checked_inputs = std::sync::Arc::new(kind.inputs(checked_seed(cfg.seed)));
-    let samples =
-        measure::measure_pairs(
-            case.as_mut(),
-            cfg,
-            checked_inputs.clone(),
-            || std::sync::Arc::new(kind.inputs(confirm_seed(cfg.seed))),
-            &mut progress,
-        )?;
+    let samples = measure::measure_pairs(
+        case.as_mut(),
+        cfg,
+        checked_inputs.clone(),
+        || std::sync::Arc::new(kind.inputs(confirm_seed(cfg.seed))),
+        &mut progress,
+    )?;
 
     // Correctness on the outputs of the last timed runs.
     case.collect_outputs()?;

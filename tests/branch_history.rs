@@ -497,7 +497,11 @@ fn without_a_baseline_main_is_judged_against_its_own_history() {
     let reference = &r["specs"][0]["baseline"]["reference"];
     assert_eq!(reference["by_default"], true, "{reference}");
     assert_eq!(reference["runs"], 3, "{reference}");
-    assert!(text(&o).contains("vs the newest 3 runs of main"), "{}", text(&o));
+    assert!(
+        text(&o).contains("vs the newest 3 runs of main"),
+        "{}",
+        text(&o)
+    );
     // The fused variant now computes its output twice: a regression on main, no longer a
     // PASS for want of a baseline (FAIL, or INCONCLUSIVE where this runner's drift between
     // the history's runs is as large as the step).

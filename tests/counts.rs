@@ -309,7 +309,11 @@ fn a_counts_gate_fails_a_two_percent_slowdown_and_never_an_unchanged_run_under_l
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(text(&o).contains("accepted counts"), "{}", text(&o));
     let key = "counts-x86-64-avx2-32k8w64-32k8w64-1m16w64";
-    let base = dir.path().join("baselines").join(key).join("counted-chain.json");
+    let base = dir
+        .path()
+        .join("baselines")
+        .join(key)
+        .join("counted-chain.json");
     assert!(base.is_file(), "{}", text(&o));
     let accepted = newest_results(dir.path());
     // Time was not measured: correctness comes from the counted calls' outputs.
@@ -363,12 +367,19 @@ fn a_counts_gate_fails_a_two_percent_slowdown_and_never_an_unchanged_run_under_l
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let mut edited = r.clone();
     let checks = edited["specs"][0]["checks"].as_array_mut().unwrap();
-    for c in checks.iter_mut().filter(|c| c["name"] == "counts_regression") {
+    for c in checks
+        .iter_mut()
+        .filter(|c| c["name"] == "counts_regression")
+    {
         c["status"] = serde_json::json!("pass");
     }
     edited["specs"][0]["counts_gate"]["state"] = serde_json::json!("pass");
     std::fs::remove_file(run.join("manifest.json")).unwrap();
-    std::fs::write(run.join("results.json"), serde_json::to_vec(&edited).unwrap()).unwrap();
+    std::fs::write(
+        run.join("results.json"),
+        serde_json::to_vec(&edited).unwrap(),
+    )
+    .unwrap();
     let o = bin().arg("report").arg(&run).output().unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("counts_regression"), "{}", text(&o));

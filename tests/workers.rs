@@ -1259,5 +1259,8 @@ fn a_c_worker_that_keeps_its_result_across_calls_fails() {
         .find(|c| c["name"] == "correctness")
         .unwrap();
     assert_eq!(correctness["status"], "pass", "{correctness}");
-    assert!(s["samples"]["confirmed"]["after_secs"].as_f64().is_some(), "{s}");
+    assert!(
+        s["samples"]["confirmed"]["after_secs"].as_f64().is_some(),
+        "{s}"
+    );
 }

@@ -44,17 +44,15 @@ pub fn path_for(root: &Path, engine: &CountsEngine, spec: &str) -> PathBuf {
 /// Loads a counts baseline; `Ok(None)` when there is none, an error naming the file when it is
 /// damaged (the file is left as it is).
 pub fn load(path: &Path) -> Result<Option<CountsBaseline>> {
-    let bytes = match crate::files::read_regular(
-        path,
-        crate::files::MAX_BASELINE_BYTES,
-        "counts baseline",
-    ) {
-        Ok(b) => b,
-        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(None)
-        }
-        Err(e) => return Err(e),
-    };
+    let bytes =
+        match crate::files::read_regular(path, crate::files::MAX_BASELINE_BYTES, "counts baseline")
+        {
+            Ok(b) => b,
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(None)
+            }
+            Err(e) => return Err(e),
+        };
     let damaged = |message: String| Error::Corrupt {
         path: path.to_path_buf(),
         message,
@@ -71,7 +69,9 @@ pub fn load(path: &Path) -> Result<Option<CountsBaseline>> {
         )));
     }
     if b.before.is_none() && b.after.is_none() {
-        return Err(damaged("damaged counts baseline: neither side has counts".into()));
+        return Err(damaged(
+            "damaged counts baseline: neither side has counts".into(),
+        ));
     }
     Ok(Some(b))
 }
@@ -97,7 +97,10 @@ mod tests {
         assert!(load(&p).unwrap().is_none());
         std::fs::write(&p, b"{\"schema_version\": 1").unwrap();
         let e = load(&p).unwrap_err().to_string();
-        assert!(e.contains("c.json") && e.contains("damaged counts baseline"), "{e}");
+        assert!(
+            e.contains("c.json") && e.contains("damaged counts baseline"),
+            "{e}"
+        );
         assert_eq!(std::fs::read(&p).unwrap(), b"{\"schema_version\": 1");
     }
 }

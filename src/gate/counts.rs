@@ -94,10 +94,13 @@ pub fn judge_parts(
         .collect();
     o.state = state_of(&o);
     // Where the work moved: the side that rose most, function by function.
-    let rose_most = [("before", o.before, &now.before, &base.before), ("after", o.after, &now.after, &base.after)]
-        .into_iter()
-        .filter_map(|(n, c, side, then)| Some((n, c?.change(), side, then.as_ref()?)))
-        .max_by(|a, b| a.1.total_cmp(&b.1));
+    let rose_most = [
+        ("before", o.before, &now.before, &base.before),
+        ("after", o.after, &now.after, &base.after),
+    ]
+    .into_iter()
+    .filter_map(|(n, c, side, then)| Some((n, c?.change(), side, then.as_ref()?)))
+    .max_by(|a, b| a.1.total_cmp(&b.1));
     if let Some((name, _, side, then)) = rose_most {
         o.functions = function_changes(side.functions(), &then.functions);
         o.functions_side = Some(name.into());
@@ -131,7 +134,11 @@ fn state_of(o: &CountsGateOutcome) -> CountsState {
 /// The functions whose own instructions changed most between two countings of a side (each
 /// side keeps its top functions: a function missing from one list counts 0 there).
 fn function_changes(now: &[FunctionCounts], then: &[FunctionCounts]) -> Vec<FunctionChange> {
-    let mut names: Vec<&str> = now.iter().chain(then).map(|f| f.function.as_str()).collect();
+    let mut names: Vec<&str> = now
+        .iter()
+        .chain(then)
+        .map(|f| f.function.as_str())
+        .collect();
     names.sort_unstable();
     names.dedup();
     let of = |list: &[FunctionCounts], n: &str| {
@@ -162,9 +169,10 @@ fn function_changes(now: &[FunctionCounts], then: &[FunctionCounts]) -> Vec<Func
 pub fn check(o: &CountsGateOutcome, require_baseline: bool) -> Check {
     // A compared outcome's state is taken from its numbers again (an archive re-derives it).
     let state = match o.state {
-        CountsState::Pass | CountsState::Fail | CountsState::Improved | CountsState::Inconclusive => {
-            state_of(o)
-        }
+        CountsState::Pass
+        | CountsState::Fail
+        | CountsState::Improved
+        | CountsState::Inconclusive => state_of(o),
         other => other,
     };
     let status = match state {
@@ -289,12 +297,18 @@ mod tests {
         assert_eq!(same.state, CountsState::Pass);
         assert_eq!(same.saving, Some(0.5));
         assert!(same.functions.is_empty());
-        assert_eq!(judge(&spec_counts(2000, 1010), &base).state, CountsState::Pass);
+        assert_eq!(
+            judge(&spec_counts(2000, 1010), &base).state,
+            CountsState::Pass
+        );
         let rose = judge(&spec_counts(2000, 1011), &base);
         assert_eq!(rose.state, CountsState::Fail);
         assert_eq!(rose.functions_side.as_deref(), Some("after"));
         assert_eq!(rose.functions[0].instructions_now, 505);
-        assert_eq!(judge(&spec_counts(1900, 900), &base).state, CountsState::Improved);
+        assert_eq!(
+            judge(&spec_counts(1900, 900), &base).state,
+            CountsState::Improved
+        );
         assert_eq!(check(&rose, false).status, Status::Fail);
         // Another compiler counted the baseline: the same rise cannot be blamed on the code.
         let mut other = base.clone();
@@ -303,7 +317,14 @@ mod tests {
         assert_eq!(unsure.state, CountsState::Inconclusive);
         assert_eq!(unsure.differences[0].what, "compiler");
         // Another workload is not this spec's baseline.
-        let none = judge_parts(&w, CountsMetric::Instructions, 0.01, &spec_counts(1, 1), None, p);
+        let none = judge_parts(
+            &w,
+            CountsMetric::Instructions,
+            0.01,
+            &spec_counts(1, 1),
+            None,
+            p,
+        );
         assert_eq!(none.state, CountsState::NoBaseline);
         assert_eq!(check(&none, false).status, Status::Skip);
         assert_eq!(check(&none, true).status, Status::Fail);

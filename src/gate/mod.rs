@@ -172,7 +172,11 @@ pub fn join_passes(first: &SpecResult, second: &mut SpecResult) {
             ),
         );
         if let Some(new) = joined {
-            for c in second.checks.iter_mut().filter(|c| c.name == CheckName::CheckedRun) {
+            for c in second
+                .checks
+                .iter_mut()
+                .filter(|c| c.name == CheckName::CheckedRun)
+            {
                 *c = new.clone();
             }
         }

@@ -77,7 +77,8 @@ pub fn references(
                     out.push(None);
                     continue;
                 };
-                let (mut reference, base) = history(store, opts, s, device, opts.branch.map(str::to_string))?;
+                let (mut reference, base) =
+                    history(store, opts, s, device, opts.branch.map(str::to_string))?;
                 if let GateReference::History { by_default, .. } = &mut reference {
                     *by_default = true;
                 }

@@ -270,7 +270,11 @@ mod tests {
             self.runs.push(side);
             let base = if side == Side::Before { 2.0 } else { 1.0 };
             let fresh = std::mem::take(&mut self.fresh[side as usize]);
-            Ok(if self.memoizes && fresh { 10.0 * base } else { base })
+            Ok(if self.memoizes && fresh {
+                10.0 * base
+            } else {
+                base
+            })
         }
         fn flush_caches(&mut self) {
             self.flushes += 1;
@@ -373,7 +377,11 @@ mod tests {
         assert!(s.after_secs.iter().all(|&t| t == 1.0));
         let given: Vec<f32> = c.refreshed.iter().map(|(_, t)| t.get("x")[0]).collect();
         assert_eq!(given, [2.0, 3.0, 2.0]);
-        assert_eq!(c.kept.len(), 2, "only the first checked pair's outputs are kept");
+        assert_eq!(
+            c.kept.len(),
+            2,
+            "only the first checked pair's outputs are kept"
+        );
         assert_eq!(c.poisoned.len(), 2);
     }
 

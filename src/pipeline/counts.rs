@@ -298,8 +298,7 @@ pub fn attach(
                         .workload
                         .as_kind()
                         .inputs(crate::evidence::checked_seed(seed));
-                    let correctness =
-                        crate::evidence::correctness(s, &inputs, (b, a), &tol, seed);
+                    let correctness = crate::evidence::correctness(s, &inputs, (b, a), &tol, seed);
                     let mut check = correctness.check(&tol);
                     if timed {
                         check.name = CheckName::CountedOutput;
@@ -315,7 +314,8 @@ pub fn attach(
                     "not checked: a side was not counted, and time was not measured",
                 )),
             }
-            let outcome = crate::gate::counts::judge(s, &c.counts, reference.baseline, reference.path);
+            let outcome =
+                crate::gate::counts::judge(s, &c.counts, reference.baseline, reference.path);
             if timed {
                 r.checks.extend(crate::verdict::counts_vs_time_check(
                     outcome.saving,
@@ -324,11 +324,18 @@ pub fn attach(
                     outcome.limit,
                 ));
             }
-            r.checks.push(crate::gate::counts::check(&outcome, reference.require_baseline));
+            r.checks.push(crate::gate::counts::check(
+                &outcome,
+                reference.require_baseline,
+            ));
             r.counts_gate = Some(outcome);
             r.counts = Some(c.counts);
         }
-        Err(e) => r.checks.push(Check::new(CheckName::LedgerCounts, Status::Fail, e.to_string())),
+        Err(e) => r.checks.push(Check::new(
+            CheckName::LedgerCounts,
+            Status::Fail,
+            e.to_string(),
+        )),
     }
     r.status = crate::gate::spec_status(&r.checks);
 }
@@ -424,10 +431,15 @@ pub fn count_side(
     // SAFETY: an f32 slice is plain data without padding; its bytes are read as a u8 slice of
     // four times its length, within the same allocation, while `output` is borrowed.
     let bytes = unsafe {
-        std::slice::from_raw_parts(output.as_ptr().cast::<u8>(), std::mem::size_of_val(&*output))
+        std::slice::from_raw_parts(
+            output.as_ptr().cast::<u8>(),
+            std::mem::size_of_val(&*output),
+        )
     };
     if cfg!(target_endian = "big") {
-        return Err(Error::Flag("count-side: a little-endian host is expected".into()));
+        return Err(Error::Flag(
+            "count-side: a little-endian host is expected".into(),
+        ));
     }
     crate::files::write_atomic(Path::new(OUTPUT_FILE), bytes)?;
     Ok(ExitCode::Pass)

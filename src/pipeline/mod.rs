@@ -94,7 +94,9 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
         };
         r.baseline.reference = p.references.get(i).cloned().flatten();
         let counts_base = p.counts_baselines.get(i);
-        if let (Some(counter), Some((cpath, cbase)), true) = (&p.counter, counts_base, mode.counts()) {
+        if let (Some(counter), Some((cpath, cbase)), true) =
+            (&p.counter, counts_base, mode.counts())
+        {
             p.progress.say(&format!(
                 "opledger: {}: counting both sides under Valgrind",
                 s.name

@@ -37,8 +37,7 @@ pub(crate) fn new_shifts(
     let mut store = Store::open(url)?;
     let mut out = Vec::new();
     for s in specs {
-        let series =
-            store.measured(device_key, &s.name, &s.source_sha256, branch, SHIFT_RUNS)?;
+        let series = store.measured(device_key, &s.name, &s.source_sha256, branch, SHIFT_RUNS)?;
         let limit = s.gate.max_regression.0;
         for metric in [Metric::After, Metric::Ratio] {
             let all: Vec<&Point> = series.iter().filter(|p| metric.of(p).is_some()).collect();

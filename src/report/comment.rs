@@ -31,7 +31,9 @@ fn decision(c: &CaseComparison) -> String {
 fn time_decision(c: &CaseComparison) -> String {
     match c.not_compared {
         Some(NotCompared::OnlyInB) => return "only in B".into(),
-        Some(NotCompared::NotMeasuredInA) if c.counts.is_some() => return "time not measured".into(),
+        Some(NotCompared::NotMeasuredInA) if c.counts.is_some() => {
+            return "time not measured".into()
+        }
         Some(NotCompared::NotMeasuredInA) => return "not measured in A".into(),
         None => {}
     }

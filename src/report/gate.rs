@@ -267,22 +267,27 @@ pub fn counts_judgement(o: &crate::results::CountsGateOutcome) -> String {
         .map(|f| {
             // A generic's full path can run to hundreds of characters: its head names it.
             let name: String = f.function.chars().take(60).collect();
-            let cut = if name.len() < f.function.len() { "…" } else { "" };
+            let cut = if name.len() < f.function.len() {
+                "…"
+            } else {
+                ""
+            };
             format!(
                 "{name}{cut} {:+}",
                 f.instructions_now as i128 - f.instructions_then as i128
             )
         })
         .collect();
-    let moved = if moved.is_empty() || !matches!(o.state, CountsState::Fail | CountsState::Inconclusive) {
-        String::new()
-    } else {
-        format!(
-            "; where the {} side's instructions moved: {}",
-            o.functions_side.as_deref().unwrap_or("?"),
-            moved.join(", ")
-        )
-    };
+    let moved =
+        if moved.is_empty() || !matches!(o.state, CountsState::Fail | CountsState::Inconclusive) {
+            String::new()
+        } else {
+            format!(
+                "; where the {} side's instructions moved: {}",
+                o.functions_side.as_deref().unwrap_or("?"),
+                moved.join(", ")
+            )
+        };
     match o.state {
         CountsState::NoBaseline => format!(
             "no counts baseline for this engine yet ({}); record one with `run --measure counts --accept`",
@@ -469,7 +474,9 @@ mod tests {
             passes: None,
         })));
         assert!(
-            judgement(&o).contains("the before side held at ×1.010 its reference, so the after side alone is slower"),
+            judgement(&o).contains(
+                "the before side held at ×1.010 its reference, so the after side alone is slower"
+            ),
             "{}",
             judgement(&o)
         );

@@ -220,7 +220,6 @@ fn counts_saving(s: &SpecResult, o: &crate::results::CountsGateOutcome) -> Strin
     )
 }
 
-
 fn short_duration(secs: f64) -> String {
     if secs >= 1.0 {
         format!("{secs:.3} s")

@@ -587,7 +587,9 @@ impl Store {
         // The steps of a bisection measured other commits than the branch's: kept apart unless
         // asked for by name.
         if f.branch.is_none() {
-            conditions.push(format!("(r.branch IS NULL OR r.branch <> '{BISECT_BRANCH}')"));
+            conditions.push(format!(
+                "(r.branch IS NULL OR r.branch <> '{BISECT_BRANCH}')"
+            ));
         }
         if f.judged {
             conditions.push("c.verdict <> 'fail' AND c.before_median_secs IS NOT NULL AND c.after_median_secs IS NOT NULL".into());

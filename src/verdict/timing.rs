@@ -151,17 +151,27 @@ pub fn checked_run_check(
         }
     };
     let sides = [
-        (before, before_user, checked.before_secs, s.confirmed.map(|c| c.before_secs), &s.before_secs),
-        (after, after_user, checked.after_secs, s.confirmed.map(|c| c.after_secs), &s.after_secs),
+        (
+            before,
+            before_user,
+            checked.before_secs,
+            s.confirmed.map(|c| c.before_secs),
+            &s.before_secs,
+        ),
+        (
+            after,
+            after_user,
+            checked.after_secs,
+            s.confirmed.map(|c| c.after_secs),
+            &s.after_secs,
+        ),
     ];
     let mut status = Status::Pass;
     let mut words = Vec::new();
     for (name, user, first, again, xs) in sides {
         let r1 = ratio(first, xs);
         // Slow beyond the factor, and by more than a first touch of a small case costs.
-        let slow = |t: f64, r: f64| {
-            r > KEPT_RESULT_FACTOR && t - median(xs) > KEPT_RESULT_MIN_SECS
-        };
+        let slow = |t: f64, r: f64| r > KEPT_RESULT_FACTOR && t - median(xs) > KEPT_RESULT_MIN_SECS;
         match again.map(|t| (t, ratio(t, xs))) {
             // opledger's own kernels are made again on the new inputs (new buffers, first
             // touched by the checked run) and keep nothing: reported, never failed.
