@@ -21,9 +21,9 @@ pub struct CacheLevel {
 impl CacheLevel {
     /// `32k8w64` (size, ways, line bytes): a folder-name-safe form for a baseline key.
     pub fn slug(&self) -> String {
-        let size = if self.bytes % (1 << 20) == 0 {
+        let size = if self.bytes.is_multiple_of(1 << 20) {
             format!("{}m", self.bytes >> 20)
-        } else if self.bytes % (1 << 10) == 0 {
+        } else if self.bytes.is_multiple_of(1 << 10) {
             format!("{}k", self.bytes >> 10)
         } else {
             self.bytes.to_string()
