@@ -453,3 +453,48 @@ fn compare_judges_counts_of_two_archived_runs() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(text(&o).contains("counts: pass +0.00%"), "{}", text(&o));
 }
+
+/// Without a counts baseline, a branch's counts are judged against its newest counted run in
+/// the history store: nothing to set up, and a 2% slowdown committed on the branch FAILs.
+#[test]
+fn without_a_counts_baseline_the_branchs_newest_counted_run_is_the_reference() {
+    if !valgrind() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path();
+    common::git(repo, &["init", "-q", "-b", "main"]);
+    let spec = chain_spec(repo, 1024, 1024);
+    common::git(repo, &["add", "chain.yaml"]);
+    common::git(repo, &["commit", "-q", "-m", "spec"]);
+    let counted = |env: &[(&str, &str)], extra: &[&str]| {
+        let o = run_counts(
+            repo,
+            &spec,
+            env,
+            &[&["--measure", "counts"][..], extra].concat(),
+        );
+        (o.status.code(), text(&o), newest_results(repo))
+    };
+    let (code, out, r) = counted(&[], &[]);
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(
+        r["specs"][0]["counts_gate"]["state"], "no_baseline",
+        "{out}"
+    );
+    let (code, out, r) = counted(&[], &[]);
+    assert_eq!(code, Some(0), "{out}");
+    let g = &r["specs"][0]["counts_gate"];
+    assert_eq!(g["state"], "pass", "{g}");
+    assert!(g["history_run"].is_string(), "{g}");
+    let (code, out, _) = counted(&[("OPLEDGER_EXPERIMENT_SLOWDOWN", "0.02")], &[]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("the branch's newest counted run"), "{out}");
+    // The accepted baselines asked for by name: there are none, nothing is compared.
+    let (code, out, r) = counted(
+        &[("OPLEDGER_EXPERIMENT_SLOWDOWN", "0.02")],
+        &["--against", "baselines"],
+    );
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(r["specs"][0]["counts_gate"]["state"], "no_baseline");
+}

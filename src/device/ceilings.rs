@@ -38,6 +38,20 @@ impl Ceilings {
             _ => *self,
         }
     }
+    /// The higher of each roof of two probes of one device: a probe slowed by a neighbour
+    /// reads low, never high, so the higher reading is the nearer to the device's roof.
+    pub fn max_with(&self, other: &Ceilings) -> Ceilings {
+        Ceilings {
+            copy_bytes_per_sec: self.copy_bytes_per_sec.max(other.copy_bytes_per_sec),
+            triad_bytes_per_sec: self.triad_bytes_per_sec.max(other.triad_bytes_per_sec),
+            fma_flops_per_sec: self.fma_flops_per_sec.max(other.fma_flops_per_sec),
+            tensor_flops_per_sec: match (self.tensor_flops_per_sec, other.tensor_flops_per_sec) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            },
+            ..*self
+        }
+    }
     /// Ridge point, FLOP/byte.
     pub fn ridge(&self) -> f64 {
         self.peak_flops() / self.bandwidth()

@@ -59,6 +59,7 @@ pub fn judge_parts(
         differences: Vec::new(),
         functions: Vec::new(),
         functions_side: None,
+        history_run: None,
     };
     let Some(base) = base else {
         return o;
@@ -161,6 +162,60 @@ fn function_changes(now: &[FunctionCounts], then: &[FunctionCounts]) -> Vec<Func
     });
     out.truncate(FUNCTIONS_SHOWN);
     out
+}
+
+/// The counts baseline a branch's newest counted run in the store makes (the store keeps each
+/// side's instructions, DRAM bytes and estimated cycles — what the metrics compare — and the
+/// engine; not the per-function counts). `None` without an engine recorded.
+pub fn baseline_of_point(
+    p: &crate::store::Point,
+    (before_variant, after_variant): (&str, &str),
+    workload: &Workload,
+) -> Option<CountsBaseline> {
+    let c = p.counts.as_ref()?;
+    let engine = c.engine.clone()?;
+    let side =
+        |variant: &str, instructions: Option<u64>, dram: Option<u64>, cycles: Option<u64>| {
+            Some(CountsSide {
+                variant: variant.to_string(),
+                counts: crate::measure::counts::Counts {
+                    instructions: instructions?,
+                    data_reads: 0,
+                    data_writes: 0,
+                    i1_misses: 0,
+                    d1_read_misses: 0,
+                    d1_write_misses: 0,
+                    ll_read_misses: 0,
+                    ll_write_misses: 0,
+                    // The store keeps the sum; the metric compares the sum.
+                    dram_read_bytes: dram?,
+                    dram_write_bytes: 0,
+                    estimated_cycles: cycles?,
+                },
+                functions: Vec::new(),
+            })
+        };
+    Some(CountsBaseline {
+        schema_version: crate::baseline::counts::COUNTS_BASELINE_SCHEMA_VERSION,
+        spec: p.spec.clone(),
+        recorded_utc: p.started_utc.clone(),
+        git_sha: p.git_sha.clone(),
+        opledger_version: String::new(),
+        engine,
+        workload: workload.clone(),
+        before: side(
+            before_variant,
+            c.before_instructions,
+            c.before_dram_bytes,
+            c.before_cycles,
+        ),
+        after: side(
+            after_variant,
+            c.after_instructions,
+            c.after_dram_bytes,
+            c.after_cycles,
+        ),
+    })
 }
 
 /// The `counts_regression` check of an outcome: FAIL on a rise above the limit, INCONCLUSIVE

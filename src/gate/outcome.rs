@@ -316,4 +316,8 @@ pub struct CountsGateOutcome {
     /// Which side `functions` are of (`before` or `after`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub functions_side: Option<String>,
+    /// Where the reference is the branch's newest counted run in the history store (no counts
+    /// baseline): that run's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_run: Option<String>,
 }

@@ -271,6 +271,8 @@ fn libc_version() -> String {
 pub struct CountsReference<'a> {
     pub baseline: Option<&'a crate::baseline::counts::CountsBaseline>,
     pub path: &'a Path,
+    /// The history store's run the baseline was made from, when there was no counts baseline.
+    pub history_run: Option<&'a str>,
     pub require_baseline: bool,
 }
 
@@ -314,8 +316,9 @@ pub fn attach(
                     "not checked: a side was not counted, and time was not measured",
                 )),
             }
-            let outcome =
+            let mut outcome =
                 crate::gate::counts::judge(s, &c.counts, reference.baseline, reference.path);
+            outcome.history_run = reference.history_run.map(str::to_string);
             if timed {
                 r.checks.extend(crate::verdict::counts_vs_time_check(
                     outcome.saving,

@@ -94,16 +94,15 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
         };
         r.baseline.reference = p.references.get(i).cloned().flatten();
         let counts_base = p.counts_baselines.get(i);
-        if let (Some(counter), Some((cpath, cbase)), true) =
-            (&p.counter, counts_base, mode.counts())
-        {
+        if let (Some(counter), Some(cb), true) = (&p.counter, counts_base, mode.counts()) {
             p.progress.say(&format!(
                 "opledger: {}: counting both sides under Valgrind",
                 s.name
             ));
             let reference = counts::CountsReference {
-                baseline: cbase.as_ref(),
-                path: cpath,
+                baseline: cb.baseline.as_ref(),
+                path: &cb.path,
+                history_run: cb.history_run.as_deref(),
                 require_baseline: opts.require_baseline,
             };
             counts::attach(counter, s, &mut r, &reference, mode.times());
@@ -112,8 +111,8 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
             if mode.times() {
                 accept(&ctx, &mut r, bpath, base.as_ref(), &started_utc, &git_sha)?;
             }
-            if let (Some((cpath, _)), true) = (counts_base, mode.counts()) {
-                accept_counts(&ctx, s, &mut r, cpath, &started_utc, &git_sha)?;
+            if let (Some(cb), true) = (counts_base, mode.counts()) {
+                accept_counts(&ctx, s, &mut r, &cb.path, &started_utc, &git_sha)?;
             }
         }
         results.push(r);

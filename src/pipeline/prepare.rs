@@ -35,8 +35,8 @@ pub(crate) struct Prepared {
     pub template: Option<Template>,
     /// The counts engine, when sides are counted (`--measure counts|both`, a spec's mode).
     pub counter: Option<super::counts::Counter>,
-    /// Each spec's counts baseline (path, file) under the engine's key, when sides are counted.
-    pub counts_baselines: Vec<(std::path::PathBuf, Option<baseline::counts::CountsBaseline>)>,
+    /// Each spec's counts reference under the engine's key, when sides are counted.
+    pub counts_baselines: Vec<CountsBase>,
     pub _lock: Option<baseline::StoreLock>,
 }
 
@@ -91,7 +91,7 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
         crate::gate::reference::references(&reference_options, &specs, &device, &mut baselines)?;
 
     // Counts baselines are read before anything is measured: a damaged one stops the run here.
-    let counts_baselines = counts_baselines(opts, &specs, counter.as_ref())?;
+    let counts_baselines = counts_baselines(opts, &specs, counter.as_ref(), &device.key)?;
     let progress = Progress::new(specs.len() * passes);
     progress.say(&format!("opledger: backend {backend_note}"));
     for line in shard_note.iter().chain(&size_warnings(opts, &device)) {
@@ -363,22 +363,91 @@ fn counter(
     )?))
 }
 
-/// Each spec's counts baseline (where it is, and the file when there is one) under the
-/// engine's key; none without counting.
+/// A spec's counts reference: where its counts baseline is (and `--accept` writes it), the
+/// baseline file when there is one, else the branch's newest counted run in the history store
+/// (with that run's id).
+pub(crate) struct CountsBase {
+    pub path: std::path::PathBuf,
+    pub baseline: Option<baseline::counts::CountsBaseline>,
+    pub history_run: Option<String>,
+}
+
+/// Each spec's counts reference under the engine's key; none without counting. Without a
+/// counts baseline, the branch's newest counted run in the store is the reference, as the time
+/// gate's history is by default (not when accepting, when the accepted baselines are asked for
+/// by name, or for a bisection's steps).
 fn counts_baselines(
     opts: &RunOptions,
     specs: &[Spec],
     counter: Option<&super::counts::Counter>,
-) -> Result<Vec<(std::path::PathBuf, Option<baseline::counts::CountsBaseline>)>> {
+    device_key: &str,
+) -> Result<Vec<CountsBase>> {
     let Some(c) = counter else {
         return Ok(Vec::new());
     };
-    specs
-        .iter()
-        .map(|s| {
-            let path = baseline::counts::path_for(&opts.baselines_dir, &c.engine, &s.name);
-            let found = baseline::counts::load(&path)?;
-            Ok((path, found))
-        })
-        .collect()
+    let mut store: Option<Option<crate::store::Store>> = None;
+    let mut out = Vec::new();
+    for s in specs {
+        let path = baseline::counts::path_for(&opts.baselines_dir, &c.engine, &s.name);
+        let found = baseline::counts::load(&path)?;
+        let mut history_run = None;
+        let mut baseline = found;
+        if baseline.is_none() && history_wanted(opts, s) {
+            let open = match &mut store {
+                Some(open) => open,
+                None => store.insert(open_reference_store(opts)?),
+            };
+            if let (Some(st), Some(branch)) = (open.as_mut(), opts.branch.as_deref()) {
+                let key = c.engine.key();
+                if let Some(p) =
+                    st.newest_counted(device_key, &s.name, &s.source_sha256, branch, &key)?
+                {
+                    baseline = crate::gate::counts::baseline_of_point(
+                        &p,
+                        (s.variants.before.name(), s.variants.after.name()),
+                        &s.workload,
+                    );
+                    history_run = baseline.as_ref().map(|_| p.run_id.clone());
+                }
+            }
+        }
+        out.push(CountsBase {
+            path,
+            baseline,
+            history_run,
+        });
+    }
+    Ok(out)
+}
+
+/// Whether `s`'s counts may be judged against the branch's history: not accepting, no
+/// accepted baselines asked for by name, a known branch that is not a bisection's.
+fn history_wanted(opts: &RunOptions, s: &Spec) -> bool {
+    let asked = opts.against.as_ref().or(s.gate.against.as_ref());
+    !opts.accept
+        && !matches!(
+            asked,
+            Some(spec::Against::Baselines | spec::Against::MergeBase { .. })
+        )
+        && opts
+            .branch
+            .as_deref()
+            .is_some_and(|b| b != crate::store::BISECT_BRANCH)
+}
+
+/// The store a reference is read from, where there is one to read (an SQLite file that does
+/// not exist yet is none).
+fn open_reference_store(opts: &RunOptions) -> Result<Option<crate::store::Store>> {
+    let Some(url) = &opts.reference_store else {
+        return Ok(None);
+    };
+    if let crate::store::StoreUrl::Sqlite(path) = url {
+        if !path.exists() {
+            return Ok(None);
+        }
+    }
+    Ok(Some(match opts.store {
+        Some(_) => crate::store::Store::open(url)?,
+        None => crate::store::Store::open_reading(url)?,
+    }))
 }

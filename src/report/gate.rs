@@ -248,13 +248,16 @@ pub fn counts_judgement(o: &crate::results::CountsGateOutcome) -> String {
         })
         .collect();
     let sides = sides.join(", ");
-    let against = format!(
-        "the counts baseline{}",
-        o.baseline_git_sha
-            .as_deref()
-            .map(|g| format!(" of {}", &g[..g.len().min(10)]))
-            .unwrap_or_default()
-    );
+    let commit = o
+        .baseline_git_sha
+        .as_deref()
+        .map(|g| format!(" of {}", &g[..g.len().min(10)]))
+        .unwrap_or_default();
+    let against = match &o.history_run {
+        // No counts baseline: the branch's newest counted run in the history store.
+        Some(run) => format!("the branch's newest counted run {run}{commit} (no counts baseline)"),
+        None => format!("the counts baseline{commit}"),
+    };
     let differences: Vec<String> = o
         .differences
         .iter()
@@ -290,7 +293,7 @@ pub fn counts_judgement(o: &crate::results::CountsGateOutcome) -> String {
         };
     match o.state {
         CountsState::NoBaseline => format!(
-            "no counts baseline for this engine yet ({}); record one with `run --measure counts --accept`",
+            "no counts baseline for this engine yet ({}), and no counted run of this branch in the history store; record one with `run --measure counts --accept`, or count again: this run becomes the branch's reference",
             o.path
         ),
         CountsState::NotComparable => format!(

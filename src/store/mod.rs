@@ -73,7 +73,8 @@ ALTER TABLE cases ADD COLUMN after_instructions BIGINT;
 ALTER TABLE cases ADD COLUMN before_dram_bytes BIGINT;
 ALTER TABLE cases ADD COLUMN after_dram_bytes BIGINT;
 ALTER TABLE cases ADD COLUMN before_cycles BIGINT;
-ALTER TABLE cases ADD COLUMN after_cycles BIGINT;",
+ALTER TABLE cases ADD COLUMN after_cycles BIGINT;
+ALTER TABLE cases ADD COLUMN counts_engine TEXT;",
 ];
 
 /// The default store's file name, inside the runs folder.
@@ -225,6 +226,10 @@ pub struct Point {
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct PointCounts {
     pub key: String,
+    /// What counted (Valgrind, compiler, C library, binary digest…): a comparison across
+    /// engines of one key is flagged, not trusted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine: Option<crate::measure::counts::CountsEngine>,
     pub before_instructions: Option<u64>,
     pub after_instructions: Option<u64>,
     pub before_dram_bytes: Option<u64>,
@@ -241,6 +246,7 @@ impl PointCounts {
         let (b, a) = (side(&c.before), side(&c.after));
         Some(PointCounts {
             key: c.engine.key(),
+            engine: Some(c.engine.clone()),
             before_instructions: b.map(|x| x.instructions),
             after_instructions: a.map(|x| x.instructions),
             before_dram_bytes: b.map(|x| x.dram_read_bytes + x.dram_write_bytes),
@@ -285,6 +291,8 @@ struct Filter<'a> {
     clean: bool,
     /// The newest N rows.
     newest: Option<usize>,
+    /// Only cases counted under this engine key that did not fail.
+    counted: Option<&'a str>,
 }
 
 pub struct Store {
@@ -521,6 +529,29 @@ impl Store {
         })
     }
 
+    /// The newest run of a case on this device with this exact spec on `branch`, counted under
+    /// the engine key `key`, that did not fail: the counts gate's reference from history.
+    pub fn newest_counted(
+        &mut self,
+        device_key: &str,
+        spec: &str,
+        spec_sha256: &str,
+        branch: &str,
+        key: &str,
+    ) -> Result<Option<Point>> {
+        Ok(self
+            .select(&Filter {
+                device: Some(device_key),
+                spec: Some(spec),
+                spec_sha256: Some(spec_sha256),
+                branch: Some(branch),
+                counted: Some(key),
+                newest: Some(1),
+                ..Filter::default()
+            })?
+            .pop())
+    }
+
     /// Every run of committed code of a case on this device with this exact spec that measured
     /// its level (judged, or failed by the regression gate alone), on any branch, oldest first:
     /// where the merge-base's run is looked for. A base that regressed is still the base.
@@ -605,6 +636,13 @@ impl Store {
         if f.clean {
             conditions.push("r.git_dirty = 0".into());
         }
+        if let Some(key) = f.counted {
+            params.push(Val::from(key));
+            conditions.push(format!(
+                "c.counts_key = ${} AND c.verdict <> 'fail'",
+                params.len()
+            ));
+        }
         // Any count past i64 (a `--last` of 1e19) means every row; `as` would wrap negative.
         params.push(Val::Int(
             f.newest
@@ -614,7 +652,7 @@ impl Store {
             "SELECT r.run_id, r.started_utc, r.git_sha, r.git_dirty, r.branch, r.device_key, c.spec, c.verdict,
                     c.before_median_secs, c.after_median_secs, c.ratio, c.ratio_lo, c.ratio_hi, r.archive,
                     c.before_ci_lo_secs, c.before_ci_hi_secs, c.after_ci_lo_secs, c.after_ci_hi_secs, c.baseline_status,
-                    c.counts_key, c.before_instructions, c.after_instructions, c.before_dram_bytes, c.after_dram_bytes, c.before_cycles, c.after_cycles
+                    c.counts_key, c.before_instructions, c.after_instructions, c.before_dram_bytes, c.after_dram_bytes, c.before_cycles, c.after_cycles, c.counts_engine
              FROM cases c JOIN runs r ON r.run_key = c.run_key
              {}
              ORDER BY c.spec DESC, r.started_utc DESC, COALESCE(r.started_ns, 0) DESC, r.run_id DESC, r.run_key DESC
@@ -754,6 +792,10 @@ fn point(r: &[Val]) -> Point {
             };
             PointCounts {
                 key,
+                engine: r
+                    .get(26)
+                    .and_then(Val::text)
+                    .and_then(|t| serde_json::from_str(&t).ok()),
                 before_instructions: count(20),
                 after_instructions: count(21),
                 before_dram_bytes: count(22),
@@ -796,7 +838,7 @@ fn insert_case(db: &mut Db, run_key: &str, s: &SpecResult) -> db::DbResult<u64> 
     )
     .unwrap_or_default();
     db.execute(
-        "INSERT INTO cases (run_key, spec, spec_sha256, sweep_label, verdict, before_median_secs, before_ci_lo_secs, before_ci_hi_secs, before_n, after_median_secs, after_ci_lo_secs, after_ci_hi_secs, after_n, ratio, ratio_lo, ratio_hi, gate_state, gate_ratio, checks, baseline_status, counts_key, before_instructions, after_instructions, before_dram_bytes, after_dram_bytes, before_cycles, after_cycles) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)",
+        "INSERT INTO cases (run_key, spec, spec_sha256, sweep_label, verdict, before_median_secs, before_ci_lo_secs, before_ci_hi_secs, before_n, after_median_secs, after_ci_lo_secs, after_ci_hi_secs, after_n, ratio, ratio_lo, ratio_hi, gate_state, gate_ratio, checks, baseline_status, counts_key, before_instructions, after_instructions, before_dram_bytes, after_dram_bytes, before_cycles, after_cycles, counts_engine) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)",
         &[
             Val::from(run_key),
             Val::from(&s.name),
@@ -829,6 +871,12 @@ fn insert_case(db: &mut Db, run_key: &str, s: &SpecResult) -> db::DbResult<u64> 
             count(counts.as_ref().and_then(|c| c.after_dram_bytes)),
             count(counts.as_ref().and_then(|c| c.before_cycles)),
             count(counts.as_ref().and_then(|c| c.after_cycles)),
+            Val::from(
+                counts
+                    .as_ref()
+                    .and_then(|c| c.engine.as_ref())
+                    .and_then(|e| serde_json::to_string(e).ok()),
+            ),
         ],
     )
 }

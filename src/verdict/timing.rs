@@ -27,8 +27,10 @@ pub fn bandwidth_limit_factor(
 }
 
 /// Above this fraction of the measured compute peak a time is impossible: the probe is the
-/// device's own FMA rate, and no kernel runs its FLOPs twice as fast.
-pub const IMPOSSIBLE_COMPUTE_FRACTION: f64 = 2.0;
+/// device's own FMA rate, and no kernel runs faster. The margin is the probe's own spread
+/// between runs on an idle machine with room to spare (docs/measurement.md); a run above it is
+/// judged again against a second probe, so one probe slowed by a neighbour fails nothing.
+pub const IMPOSSIBLE_COMPUTE_FRACTION: f64 = 1.25;
 
 /// The check that the times are possible at all: with the caches flushed before every sample,
 /// neither variant may move the ledger's bytes faster than `factor` × the measured bandwidth,
