@@ -15,6 +15,47 @@ use crate::store::Point;
 /// Runs of a branch's history the reference rests on, at most.
 pub const HISTORY_RUNS: usize = 20;
 
+/// How many robust standard deviations (1.4826 × the median absolute deviation, of the log
+/// values) a run may lie from the series' median before it is left out of a history reference:
+/// 3.5, Iglewicz and Hoaglin's bound for the modified z-score.
+pub const OUTLIER_Z: f64 = 3.5;
+
+/// `points` without the runs whose after median or after/before ratio is an outlier of the
+/// series (further than [`OUTLIER_Z`] robust standard deviations from its median), and how many
+/// were left out. A series whose values are all but equal (no spread to measure) keeps all.
+pub fn without_outliers(points: Vec<Point>) -> (Vec<Point>, usize) {
+    let far = |values: Vec<Option<f64>>| -> Vec<bool> {
+        let logs: Vec<f64> = values
+            .iter()
+            .flatten()
+            .filter(|v| **v > 0.0)
+            .map(|v| v.ln())
+            .collect();
+        if logs.len() < 4 {
+            return vec![false; values.len()];
+        }
+        let mid = crate::measure::stats::median(&logs);
+        let sd = 1.4826 * crate::measure::stats::mad(&logs);
+        values
+            .iter()
+            .map(|v| match v {
+                Some(v) if *v > 0.0 && sd > 0.0 => (v.ln() - mid).abs() / sd > OUTLIER_Z,
+                _ => false,
+            })
+            .collect()
+    };
+    let after = far(points.iter().map(|p| p.after_median_secs).collect());
+    let ratio = far(points.iter().map(|p| p.ratio).collect());
+    let kept: Vec<Point> = points
+        .iter()
+        .zip(after.iter().zip(&ratio))
+        .filter(|(_, (a, r))| !**a && !**r)
+        .map(|(p, _)| p.clone())
+        .collect();
+    let left = points.len() - kept.len();
+    (kept, left)
+}
+
 /// The reference made from `points` (oldest first), as a baseline whose accepted runs are the
 /// points: `None` with fewer than [`POOL_MIN_RUNS`] (no drift known: the gate has no history
 /// to judge against). It holds no samples, so the comparison is always against the pooled
@@ -75,4 +116,50 @@ pub fn reference(
         after_samples_secs: Vec::new(),
         history,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(after: f64, ratio: f64) -> Point {
+        Point {
+            run_id: String::new(),
+            started_utc: String::new(),
+            git_sha: String::new(),
+            git_dirty: false,
+            branch: None,
+            device_key: String::new(),
+            spec: String::new(),
+            verdict: "pass".into(),
+            before_median_secs: Some(after / ratio),
+            after_median_secs: Some(after),
+            ratio: Some(ratio),
+            ratio_lo: None,
+            ratio_hi: None,
+            before_ci_lo_secs: None,
+            before_ci_hi_secs: None,
+            after_ci_lo_secs: None,
+            after_ci_hi_secs: None,
+            accepted: false,
+            archive: String::new(),
+            counts: None,
+        }
+    }
+
+    #[test]
+    fn one_noisy_run_is_left_out_of_the_reference_and_a_steady_series_keeps_all() {
+        let mut pts: Vec<Point> = [1.00, 1.02, 0.99, 1.01, 1.00, 0.98, 1.01]
+            .iter()
+            .zip([0.50, 0.51, 0.49, 0.505, 0.50, 0.495, 0.502])
+            .map(|(a, r)| point(*a, r))
+            .collect();
+        let (kept, left) = without_outliers(pts.clone());
+        assert_eq!((kept.len(), left), (7, 0));
+        // One run on a busy machine: its after/before ratio far off the others'.
+        pts.push(point(1.0, 0.9));
+        let (kept, left) = without_outliers(pts);
+        assert_eq!((kept.len(), left), (7, 1));
+        assert!(kept.iter().all(|p| p.ratio < Some(0.6)));
+    }
 }

@@ -191,6 +191,10 @@ pub enum GateReference {
         /// the branch's history is the gate's reference by default.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         by_default: bool,
+        /// Runs left out as outliers of the series (one noisy run must not widen the drift the
+        /// gate allows for); `runs` does not count them.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        outliers: usize,
     },
     /// The store's runs at the merge-base of `HEAD` and `branch`, or at its nearest ancestor
     /// that has any.
@@ -320,4 +324,8 @@ pub struct CountsGateOutcome {
     /// baseline): that run's id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history_run: Option<String>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }

@@ -202,6 +202,7 @@ fn history(
         HISTORY_RUNS,
     )?;
     let (points, change) = current_level(points);
+    let (points, outliers) = super::history::without_outliers(points);
     let base = super::history::reference(&points, s, device, opts.measure);
     Ok((
         GateReference::History {
@@ -209,6 +210,7 @@ fn history(
             branch,
             change,
             by_default: false,
+            outliers,
         },
         (PathBuf::from(store.url().display()), base),
     ))

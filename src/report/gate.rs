@@ -10,10 +10,21 @@ use crate::verdict::CheckName;
 
 /// The sentence of the `regression` check: what the gate compared and decided.
 pub fn judgement(b: &BaselineOutcome) -> String {
+    let text = judgement_words(b);
+    // A reference from the history store is made of recorded runs, not accepted ones.
+    match &b.reference {
+        Some(_) => text
+            .replace("accepted runs", "reference runs")
+            .replace("accepted run(s)", "reference run(s)"),
+        None => text,
+    }
+}
+
+fn judgement_words(b: &BaselineOutcome) -> String {
     match &b.finding {
         None => b.message.clone(),
         Some(GateFinding::NoBaseline { device_key }) => match &b.reference {
-            Some(GateReference::History { runs, branch, change, by_default }) => format!(
+            Some(GateReference::History { runs, branch, change, by_default, .. }) => format!(
                 "{}the history store holds {runs} run(s) of this spec on device {device_key}{}{}: the gate judges against history from {} runs{}",
                 if *by_default { "no accepted baseline, and " } else { "" },
                 branch.as_deref().map(|b| format!(" on branch {b}")).unwrap_or_default(),
@@ -156,13 +167,22 @@ fn reference_words(r: &GateReference) -> String {
             branch,
             change,
             by_default,
+            outliers,
         } => format!(
-            "the newest {runs} run(s) of {} on this device in the history store{}{}",
+            "the newest {runs} run(s) of {} on this device in the history store{}{}{}",
             branch
                 .as_deref()
                 .map(|b| format!("branch {b}"))
                 .unwrap_or_else(|| "every branch".into()),
             since(change),
+            if *outliers > 0 {
+                format!(
+                    ", {outliers} noisy run(s) left out (beyond {} robust standard deviations of the series)",
+                    crate::gate::history::OUTLIER_Z
+                )
+            } else {
+                String::new()
+            },
             if *by_default {
                 " (no accepted baseline: the branch's history by default)"
             } else {
