@@ -838,11 +838,18 @@ fn run_command(a: RunArgs, settings: crate::settings::Settings) -> Result<ExitCo
         return commands::counters::run_with_ncu(&opts);
     }
     let (verdict, _) = pipeline::run(&opts)?;
-    Ok(if bisect {
-        verdict.bisect_code()
-    } else {
-        verdict.exit_code(opts.fail_on_inconclusive)
-    })
+    if !bisect {
+        return Ok(verdict.exit_code(opts.fail_on_inconclusive));
+    }
+    // A bisection skips an INCONCLUSIVE commit, and enough skips leave it unable to name the
+    // first bad one: such a commit is measured once more, in an archive of its own, before it
+    // is given up on.
+    if verdict.bisect_code() == ExitCode::BisectSkip {
+        eprintln!("opledger: --bisect: INCONCLUSIVE; measuring this commit once more before it is skipped");
+        let (again, _) = pipeline::run(&opts)?;
+        return Ok(again.bisect_code());
+    }
+    Ok(verdict.bisect_code())
 }
 
 /// `opledger counts`: the cache model parsed, then each spec counted.

@@ -168,6 +168,12 @@ fn a_baseline_too_noisy_to_decide_makes_the_run_inconclusive_not_failed() {
     args.extend(PAIRS);
     let o = run_in(dir.path(), &[dir.path().join("tiny-chain.yaml")], &args);
     assert_eq!(o.status.code(), Some(125), "{}", text(&o));
+    // Measured once more before it is given up on.
+    assert!(
+        text(&o).contains("measuring this commit once more"),
+        "{}",
+        text(&o)
+    );
     for extra in [&[][..], &["--fail-on-inconclusive"][..]] {
         let o = bin()
             .arg("merge")

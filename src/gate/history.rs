@@ -19,10 +19,16 @@ pub const HISTORY_RUNS: usize = 20;
 /// values) a run may lie from the series' median before it is left out of a history reference:
 /// 3.5, Iglewicz and Hoaglin's bound for the modified z-score.
 pub const OUTLIER_Z: f64 = 3.5;
+/// Runs a series needs before any is called an outlier: fewer give no spread to trust.
+pub const OUTLIER_MIN_RUNS: usize = 8;
+/// And an outlier is more than 5% off the median (ln 1.05): a tight series' small wobble is
+/// its drift, which the gate must see.
+const OUTLIER_MIN_LOG_OFF: f64 = 0.048_790_164_169_432;
 
 /// `points` without the runs whose after median or after/before ratio is an outlier of the
-/// series (further than [`OUTLIER_Z`] robust standard deviations from its median), and how many
-/// were left out. A series whose values are all but equal (no spread to measure) keeps all.
+/// series (further than [`OUTLIER_Z`] robust standard deviations from its median, and more than
+/// 5% off it), and how many were left out. A series of fewer than [`OUTLIER_MIN_RUNS`] runs, or
+/// whose values are all but equal (no spread to measure), keeps all.
 pub fn without_outliers(points: Vec<Point>) -> (Vec<Point>, usize) {
     let far = |values: Vec<Option<f64>>| -> Vec<bool> {
         let logs: Vec<f64> = values
@@ -31,7 +37,7 @@ pub fn without_outliers(points: Vec<Point>) -> (Vec<Point>, usize) {
             .filter(|v| **v > 0.0)
             .map(|v| v.ln())
             .collect();
-        if logs.len() < 4 {
+        if logs.len() < OUTLIER_MIN_RUNS {
             return vec![false; values.len()];
         }
         let mid = crate::measure::stats::median(&logs);
@@ -39,7 +45,10 @@ pub fn without_outliers(points: Vec<Point>) -> (Vec<Point>, usize) {
         values
             .iter()
             .map(|v| match v {
-                Some(v) if *v > 0.0 && sd > 0.0 => (v.ln() - mid).abs() / sd > OUTLIER_Z,
+                Some(v) if *v > 0.0 && sd > 0.0 => {
+                    let off = (v.ln() - mid).abs();
+                    off / sd > OUTLIER_Z && off > OUTLIER_MIN_LOG_OFF
+                }
                 _ => false,
             })
             .collect()
