@@ -143,16 +143,24 @@ fn history_filters_and_formats() {
     let last = history_json(&["--runs-dir", r, "--last", "1"]);
     assert_eq!(last.as_array().unwrap().len(), 1);
     assert_eq!(last[0]["branch"], "feature", "the newest run");
-    assert!(
-        history_json(&["--runs-dir", r, "--device", "cpu-elsewhere-1c"])
-            .as_array()
-            .unwrap()
-            .is_empty()
-    );
-    assert!(history_json(&["--runs-dir", r, "no-such-case"])
-        .as_array()
-        .unwrap()
-        .is_empty());
+    // A name the store does not hold is bad input, answered with the closest known one.
+    for (args, says) in [
+        (
+            vec!["--device", "cpu-elsewhere-1c"],
+            "--device `cpu-elsewhere-1c` is not in the store",
+        ),
+        (vec!["tiny-chian"], "did you mean `tiny-chain`?"),
+        (vec!["--branch", "mian"], "did you mean `main`?"),
+    ] {
+        let o = bin()
+            .args(["history", "--runs-dir", r])
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains(says), "{}", text(&o));
+        assert!(text(&o).contains("it holds:"), "{}", text(&o));
+    }
     let o = bin().args(["history", "--runs-dir", r]).output().unwrap();
     let table = String::from_utf8_lossy(&o.stdout);
     assert!(

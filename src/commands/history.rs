@@ -84,7 +84,11 @@ pub fn history(
     changes: Option<crate::store::series::Metric>,
 ) -> Result<ExitCode> {
     url.require_existing("history")?;
-    let points = Store::open_reading(url)?.series(q)?;
+    let mut store = Store::open_reading(url)?;
+    let points = store.series(q)?;
+    if points.is_empty() {
+        unknown_names(&mut store, q)?;
+    }
     if let Some(metric) = changes {
         let found = crate::store::series::changes(&points, metric);
         match format {
@@ -100,6 +104,39 @@ pub fn history(
         Format::Json => print_json("the history", &points)?,
     }
     Ok(ExitCode::Pass)
+}
+
+/// A query that selects nothing because it names what the store does not hold (a spec, branch or
+/// device misspelled) is bad input: exit 2, with the closest known name and the others.
+fn unknown_names(store: &mut Store, q: &Query) -> Result<()> {
+    let [specs, branches, devices] = store.known_names()?;
+    let asked = q
+        .specs
+        .iter()
+        .map(|s| ("spec", s.as_str(), &specs))
+        .chain(q.branch.as_deref().map(|b| ("--branch", b, &branches)))
+        .chain(q.device.as_deref().map(|d| ("--device", d, &devices)));
+    for (what, name, known) in asked {
+        if known.iter().any(|k| k == name) {
+            continue;
+        }
+        let closest = known
+            .iter()
+            .map(|k| (strsim::jaro_winkler(name, k), k))
+            .filter(|(score, _)| *score > 0.8)
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, k)| format!("; did you mean `{k}`?"))
+            .unwrap_or_default();
+        return Err(Error::Flag(format!(
+            "history: {what} `{name}` is not in the store{closest} (it holds: {})",
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
+        )));
+    }
+    Ok(())
 }
 
 /// `value` as JSON on standard output, one line break after it.

@@ -674,6 +674,26 @@ impl Store {
     }
 
     /// The names of the cases in the store, in order.
+    /// The names the store knows for what a `history` query can name: specs, branches,
+    /// devices (each sorted), so that a name it does not know is answered with the known ones.
+    pub fn known_names(&mut self) -> Result<[Vec<String>; 3]> {
+        let mut names = |sql: &str| -> Result<Vec<String>> {
+            let rows = self
+                .db
+                .query(sql, &[])
+                .map_err(self.fail(StoreAction::Reading))?;
+            Ok(rows
+                .iter()
+                .filter_map(|r| r.first().and_then(Val::text))
+                .collect())
+        };
+        Ok([
+            names("SELECT DISTINCT spec FROM cases ORDER BY spec")?,
+            names("SELECT DISTINCT branch FROM runs WHERE branch IS NOT NULL ORDER BY branch")?,
+            names("SELECT DISTINCT device_key FROM runs ORDER BY device_key")?,
+        ])
+    }
+
     fn spec_names(&mut self) -> Result<Vec<String>> {
         let rows = self
             .db
