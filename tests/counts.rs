@@ -384,6 +384,30 @@ fn a_counts_gate_fails_a_two_percent_slowdown_and_never_an_unchanged_run_under_l
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("counts_regression"), "{}", text(&o));
 
+    // A baseline counted by another compiler: the same 2% may be the compiler's, so it is
+    // INCONCLUSIVE, naming the difference, and the checklist's baseline item is not ticked.
+    let mut b: serde_json::Value = serde_json::from_slice(&std::fs::read(&base).unwrap()).unwrap();
+    b["engine"]["compiler"] = serde_json::json!("rustc 0.0.0 (another)");
+    std::fs::write(&base, serde_json::to_vec_pretty(&b).unwrap()).unwrap();
+    let o = run_counts(
+        dir.path(),
+        &spec,
+        &[("OPLEDGER_EXPERIMENT_SLOWDOWN", "0.02")],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let r = newest_results(dir.path());
+    let g = &r["specs"][0]["counts_gate"];
+    assert_eq!(g["state"], "inconclusive", "{g}");
+    assert_eq!(g["differences"][0]["what"], "compiler", "{g}");
+    let item = r["checklist"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["key"] == "baseline")
+        .unwrap();
+    assert_eq!(item["status"], "inconclusive", "{item}");
+
     // A damaged counts baseline stops the run before anything is counted, and is kept.
     std::fs::write(&base, b"{").unwrap();
     let o = run_counts(dir.path(), &spec, &[], &[]);

@@ -241,16 +241,45 @@ fn baseline_row(specs: &[SpecResult]) -> (Status, String, Vec<String>) {
     if specs.is_empty() {
         return (Status::Skip, "no spec".into(), vec![]);
     }
+    // Where a spec stands against its references, time and counts together: a failed gate
+    // fails the item, an undecided one holds it open (an INCONCLUSIVE is not a tick), a
+    // compared or accepted one ticks it, and a spec with neither waits for a baseline.
+    #[derive(PartialEq, PartialOrd)]
+    enum Stand {
+        Missing,
+        Ok,
+        Undecided,
+        Fail,
+    }
+    let time = |s: &SpecResult| {
+        use crate::gate::stats::RegressionState as R;
+        match (s.baseline.status, s.baseline.state) {
+            (BaselineStatus::Compared, Some(R::Fail)) => Stand::Fail,
+            (BaselineStatus::Compared, Some(R::Inconclusive)) => Stand::Undecided,
+            (BaselineStatus::Compared | BaselineStatus::Accepted, _) => Stand::Ok,
+            _ => Stand::Missing,
+        }
+    };
+    let counts = |s: &SpecResult| {
+        use crate::results::CountsState as C;
+        match s.counts_gate.as_ref().map(|o| o.state) {
+            Some(C::Fail) => Stand::Fail,
+            Some(C::Inconclusive) => Stand::Undecided,
+            Some(C::Pass | C::Improved | C::Accepted) => Stand::Ok,
+            _ => Stand::Missing,
+        }
+    };
     let mut fail = Vec::new();
+    let mut undecided = Vec::new();
     let mut ok = Vec::new();
     let mut missing = Vec::new();
     for s in specs {
-        match (s.baseline.status, s.baseline.state) {
-            (BaselineStatus::Compared, Some(crate::gate::stats::RegressionState::Fail)) => {
-                fail.push(link(s))
-            }
-            (BaselineStatus::Compared | BaselineStatus::Accepted, _) => ok.push(link(s)),
-            _ => missing.push(link(s)),
+        let (t, c) = (time(s), counts(s));
+        match if t > c { t } else { c } {
+            Stand::Fail => fail.push(link(s)),
+            Stand::Undecided => undecided.push(link(s)),
+            Stand::Ok => ok.push(link(s)),
+            Stand::Missing => missing.push(link(s)),
         }
     }
     let names = specs.iter().map(|s| s.name.clone()).collect();
@@ -258,6 +287,15 @@ fn baseline_row(specs: &[SpecResult]) -> (Status, String, Vec<String>) {
         (
             Status::Fail,
             format!("regression against the baseline: {}", fail.join(", ")),
+            names,
+        )
+    } else if !undecided.is_empty() {
+        (
+            Status::Inconclusive,
+            format!(
+                "compared, but the gate could not decide for {}",
+                undecided.join(", ")
+            ),
             names,
         )
     } else if missing.is_empty() {
