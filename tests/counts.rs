@@ -40,6 +40,21 @@ fn chain_spec(dir: &Path, rows: u64, cols: u64) -> std::path::PathBuf {
     p
 }
 
+/// Writes `edited` as the archive's results (its manifest removed, as an editor would) and
+/// asserts that reading it refuses the archive, naming `check`: the check is re-derived from
+/// the numbers the archive holds.
+fn edit_is_caught(run: &Path, edited: &serde_json::Value, check: &str) {
+    std::fs::remove_file(run.join("manifest.json")).unwrap();
+    std::fs::write(
+        run.join("results.json"),
+        serde_json::to_vec(edited).unwrap(),
+    )
+    .unwrap();
+    let o = bin().arg("report").arg(run).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains(check), "{}", text(&o));
+}
+
 /// `opledger counts SPEC` in `dir`.
 fn counts_cmd(dir: &Path, spec: &Path) -> Command {
     let mut c = bin();
@@ -249,15 +264,7 @@ fn a_run_measuring_both_archives_the_counts_and_checks_the_ledger_against_them()
     // A counts check edited to pass where the counts disagree is caught.
     let mut edited = r.clone();
     edited["specs"][0]["counts"]["after"]["agreement"]["agrees"] = serde_json::json!(false);
-    std::fs::remove_file(run.join("manifest.json")).unwrap();
-    std::fs::write(
-        run.join("results.json"),
-        serde_json::to_vec(&edited).unwrap(),
-    )
-    .unwrap();
-    let o = bin().arg("report").arg(&run).output().unwrap();
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains("ledger_counts"), "{}", text(&o));
+    edit_is_caught(&run, &edited, "ledger_counts");
 }
 
 /// `run` of `spec` in counts mode on the small model (no store), with `extra` arguments.
@@ -374,15 +381,7 @@ fn a_counts_gate_fails_a_two_percent_slowdown_and_never_an_unchanged_run_under_l
         c["status"] = serde_json::json!("pass");
     }
     edited["specs"][0]["counts_gate"]["state"] = serde_json::json!("pass");
-    std::fs::remove_file(run.join("manifest.json")).unwrap();
-    std::fs::write(
-        run.join("results.json"),
-        serde_json::to_vec(&edited).unwrap(),
-    )
-    .unwrap();
-    let o = bin().arg("report").arg(&run).output().unwrap();
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains("counts_regression"), "{}", text(&o));
+    edit_is_caught(&run, &edited, "counts_regression");
 
     // A baseline counted by another compiler: the same 2% may be the compiler's, so it is
     // INCONCLUSIVE, naming the difference, and the checklist's baseline item is not ticked.

@@ -133,26 +133,11 @@ mod tests {
 
     fn point(after: f64, ratio: f64) -> Point {
         Point {
-            run_id: String::new(),
-            started_utc: String::new(),
-            git_sha: String::new(),
-            git_dirty: false,
-            branch: None,
-            device_key: String::new(),
-            spec: String::new(),
             verdict: "pass".into(),
             before_median_secs: Some(after / ratio),
             after_median_secs: Some(after),
             ratio: Some(ratio),
-            ratio_lo: None,
-            ratio_hi: None,
-            before_ci_lo_secs: None,
-            before_ci_hi_secs: None,
-            after_ci_lo_secs: None,
-            after_ci_hi_secs: None,
-            accepted: false,
-            archive: String::new(),
-            counts: None,
+            ..Point::default()
         }
     }
 

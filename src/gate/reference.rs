@@ -126,21 +126,30 @@ fn open_store_if_there<'a>(
     opts: &ReferenceOptions<'_>,
 ) -> Result<Option<&'a mut Store>> {
     if store.is_none() {
-        let Some(url) = opts.reference_store else {
-            return Ok(None);
-        };
-        if let crate::store::StoreUrl::Sqlite(path) = url {
-            if !path.exists() {
-                return Ok(None);
-            }
-        }
-        let opened = match opts.store {
-            Some(_) => Store::open(url)?,
-            None => Store::open_reading(url)?,
-        };
-        *store = Some(opened);
+        *store = open_existing(opts.store, opts.reference_store)?;
     }
     Ok(store.as_mut())
+}
+
+/// The store a reference is read from (`reference_store`), where there is one to read: `None`
+/// without one, or for an SQLite file that does not exist yet. Opened as the run records into
+/// it (`store`), or under `--no-store` read as it is.
+pub fn open_existing(
+    store: Option<&crate::store::StoreUrl>,
+    reference_store: Option<&crate::store::StoreUrl>,
+) -> Result<Option<Store>> {
+    let Some(url) = reference_store else {
+        return Ok(None);
+    };
+    if let crate::store::StoreUrl::Sqlite(path) = url {
+        if !path.exists() {
+            return Ok(None);
+        }
+    }
+    Ok(Some(match store {
+        Some(_) => Store::open(url)?,
+        None => Store::open_reading(url)?,
+    }))
 }
 
 /// The store, opened by the first spec that needs it: as the run records into it, or under

@@ -249,7 +249,9 @@ pub fn functions(text: &str, keep: usize) -> Vec<FunctionCounts> {
 }
 
 /// What one side's kernel call executed and moved on the model, counted by the simulator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct Counts {
     /// Instructions executed (every thread of the process while counting).
     pub instructions: u64,
@@ -396,7 +398,7 @@ impl LedgerAgreement {
 
 /// What counted: the simulator's version, the cache model, the SIMD level and threads of the
 /// counted process. Counts compare only under the same engine.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CountsEngine {
     /// `valgrind-3.19.0`.
     pub valgrind: String,
@@ -580,17 +582,9 @@ mod tests {
             writes,
         };
         let counts = |read: u64, write: u64| Counts {
-            instructions: 0,
-            data_reads: 0,
-            data_writes: 0,
-            i1_misses: 0,
-            d1_read_misses: 0,
-            d1_write_misses: 0,
-            ll_read_misses: 0,
-            ll_write_misses: 0,
             dram_read_bytes: read,
             dram_write_bytes: write,
-            estimated_cycles: 0,
+            ..Counts::default()
         };
         let big = 256 << 20;
         // A 32 KiB bias beside 256 MiB rows is still a streaming side, judged within ±5%.

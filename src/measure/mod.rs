@@ -166,11 +166,17 @@ pub fn measure_pairs(
     Ok(s)
 }
 
-/// True when either side of `c` took more than [`KEPT_RESULT_FACTOR`] times its samples' median.
+/// True when a first run on new inputs (`secs`) was slow against its side's samples' median:
+/// more than [`KEPT_RESULT_FACTOR`] times it, and by more than [`KEPT_RESULT_MIN_SECS`]. The
+/// one rule that asks for a confirming pair and that the `checked_run` check judges by.
+pub fn slow_first_run(secs: f64, median_secs: f64) -> bool {
+    secs > KEPT_RESULT_FACTOR * median_secs && secs - median_secs > KEPT_RESULT_MIN_SECS
+}
+
+/// True when either side of `c` was slow against its samples ([`slow_first_run`]).
 pub fn slow_checked(s: &PairSamples, c: &CheckedPair) -> bool {
-    let slow = |checked: f64, xs: &[f64]| {
-        !xs.is_empty() && checked > KEPT_RESULT_FACTOR * stats::median(xs)
-    };
+    let slow =
+        |checked: f64, xs: &[f64]| !xs.is_empty() && slow_first_run(checked, stats::median(xs));
     slow(c.before_secs, &s.before_secs) || slow(c.after_secs, &s.after_secs)
 }
 

@@ -395,7 +395,10 @@ fn counts_baselines(
         if baseline.is_none() && history_wanted(opts, s) {
             let open = match &mut store {
                 Some(open) => open,
-                None => store.insert(open_reference_store(opts)?),
+                None => store.insert(crate::gate::reference::open_existing(
+                    opts.store.as_ref(),
+                    opts.reference_store.as_ref(),
+                )?),
             };
             if let (Some(st), Some(branch)) = (open.as_mut(), opts.branch.as_deref()) {
                 let key = c.engine.key();
@@ -433,21 +436,4 @@ fn history_wanted(opts: &RunOptions, s: &Spec) -> bool {
             .branch
             .as_deref()
             .is_some_and(|b| b != crate::store::BISECT_BRANCH)
-}
-
-/// The store a reference is read from, where there is one to read (an SQLite file that does
-/// not exist yet is none).
-fn open_reference_store(opts: &RunOptions) -> Result<Option<crate::store::Store>> {
-    let Some(url) = &opts.reference_store else {
-        return Ok(None);
-    };
-    if let crate::store::StoreUrl::Sqlite(path) = url {
-        if !path.exists() {
-            return Ok(None);
-        }
-    }
-    Ok(Some(match opts.store {
-        Some(_) => crate::store::Store::open(url)?,
-        None => crate::store::Store::open_reading(url)?,
-    }))
 }

@@ -188,7 +188,7 @@ pub enum Recorded {
 }
 
 /// One run of one case, as `history` shows it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct Point {
     pub run_id: String,
     pub started_utc: String,

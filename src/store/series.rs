@@ -178,15 +178,7 @@ mod tests {
             before_median_secs: Some(2.0),
             after_median_secs: Some(after),
             ratio: Some(after / 2.0),
-            ratio_lo: None,
-            ratio_hi: None,
-            before_ci_lo_secs: None,
-            before_ci_hi_secs: None,
-            after_ci_lo_secs: None,
-            after_ci_hi_secs: None,
-            accepted: false,
-            archive: String::new(),
-            counts: None,
+            ..Point::default()
         }
     }
 

@@ -102,16 +102,7 @@ mod tests {
         let side = |instructions: u64, ledger_flops: u64| SideCounts::Counted {
             counts: Counts {
                 instructions,
-                data_reads: 0,
-                data_writes: 0,
-                i1_misses: 0,
-                d1_read_misses: 0,
-                d1_write_misses: 0,
-                ll_read_misses: 0,
-                ll_write_misses: 0,
-                dram_read_bytes: 0,
-                dram_write_bytes: 0,
-                estimated_cycles: 0,
+                ..Counts::default()
             },
             ledger_read_bytes: 0,
             ledger_write_bytes: 0,
@@ -124,17 +115,7 @@ mod tests {
         };
         let spec = |after: SideCounts| SpecCounts {
             name: "x".into(),
-            engine: CountsEngine {
-                valgrind: String::new(),
-                cache_model: CacheModel::default(),
-                simd: "avx2".into(),
-                threads: 1,
-                seed: 1,
-                arch: String::new(),
-                compiler: String::new(),
-                libc: String::new(),
-                binary_sha256: String::new(),
-            },
+            engine: CountsEngine::default(),
             before_variant: "naive".into(),
             after_variant: "tiled".into(),
             before: side(1_000_000, 1_000_000),

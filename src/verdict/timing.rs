@@ -142,16 +142,8 @@ pub fn checked_run_check(
     (before, before_user): (&str, bool),
     (after, after_user): (&str, bool),
 ) -> Option<Check> {
-    use crate::measure::{stats::median, KEPT_RESULT_FACTOR, KEPT_RESULT_MIN_SECS};
+    use crate::measure::{slow_first_run, stats::median, KEPT_RESULT_FACTOR};
     let checked = s.checked?;
-    let ratio = |t: f64, xs: &[f64]| {
-        let m = median(xs);
-        if m > 0.0 {
-            t / m
-        } else {
-            f64::INFINITY
-        }
-    };
     let sides = [
         (
             before,
@@ -171,20 +163,22 @@ pub fn checked_run_check(
     let mut status = Status::Pass;
     let mut words = Vec::new();
     for (name, user, first, again, xs) in sides {
-        let r1 = ratio(first, xs);
+        let m = median(xs);
+        let ratio = |t: f64| if m > 0.0 { t / m } else { f64::INFINITY };
         // Slow beyond the factor, and by more than a first touch of a small case costs.
-        let slow = |t: f64, r: f64| r > KEPT_RESULT_FACTOR && t - median(xs) > KEPT_RESULT_MIN_SECS;
-        match again.map(|t| (t, ratio(t, xs))) {
+        let slow = |t: f64| slow_first_run(t, m);
+        let r1 = ratio(first);
+        match again.map(|t| (t, ratio(t))) {
             // opledger's own kernels are made again on the new inputs (new buffers, first
             // touched by the checked run) and keep nothing: reported, never failed.
-            Some((_, r2)) if !user && slow(first, r1) => words.push(format!(
+            Some((_, r2)) if !user && slow(first) => words.push(format!(
                 "{name}: checked run ×{r1:.2} its median, ×{r2:.2} again (opledger's own kernel: its buffers are made again on new inputs)"
             )),
-            Some((t2, r2)) if slow(first, r1) && slow(t2, r2) => {
+            Some((t2, r2)) if slow(first) && slow(t2) => {
                 status = Status::Fail;
                 words.push(format!(
                     "{name}: result kept across calls: its runs on inputs new to it took ×{r1:.1} and ×{r2:.1} its median of {:.3} ms (at most ×{KEPT_RESULT_FACTOR}): it computes when the inputs change and answers from what it kept otherwise",
-                    median(xs) * 1e3
+                    m * 1e3
                 ));
             }
             Some((_, r2)) if r1 > KEPT_RESULT_FACTOR => words.push(format!(
