@@ -51,7 +51,7 @@
 #endif
 
 #define OLW_PROTOCOL 1
-#define OLW_VERSION "1"
+#define OLW_VERSION "2"
 #define OLW_MAX_DIMS 8
 #define OLW_MAX_INPUTS 16
 #define OLW_MAX_CASES 8
@@ -501,6 +501,46 @@ static inline void olw_flush(void) {
 #endif
 }
 
+/* ---- counts: Valgrind's client requests ----
+ *
+ * In counts mode opledger starts the worker under Valgrind's Callgrind with counting off and asks
+ * for a counted run: the kit turns counting on around the function call (which also empties the
+ * simulated caches), dumps the call's counts, reads the flush buffer so that the lines the call
+ * left dirty are written back, dumps that, and turns counting off. A client request is an
+ * instruction sequence that does nothing on a real CPU and that Valgrind recognises (the one of
+ * valgrind/valgrind.h for amd64, written out so that the kit needs no Valgrind headers); where
+ * it cannot be written (another architecture or compiler, or nvcc: a GPU's work is not a CPU
+ * process's counts) every request answers its default and a counted run says why it cannot be. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
+static inline size_t olw_valgrind_request(size_t fallback, size_t code) {
+    volatile size_t args[6];
+    size_t result;
+    args[0] = code;
+    args[1] = args[2] = args[3] = args[4] = args[5] = 0;
+    __asm__ volatile("rolq $3, %%rdi ; rolq $13, %%rdi\n\t"
+                     "rolq $61, %%rdi ; rolq $51, %%rdi\n\t"
+                     "xchgq %%rbx, %%rbx"
+                     : "=d"(result)
+                     : "a"(&args[0]), "0"(fallback)
+                     : "cc", "memory");
+    return result;
+}
+#else
+static inline size_t olw_valgrind_request(size_t fallback, size_t code) {
+    (void)code;
+    return fallback;
+}
+#endif
+
+#define OLW_RUNNING_ON_VALGRIND 0x1001
+#define OLW_CALLGRIND_BASE (((size_t)'C' << 24) | ((size_t)'T' << 16))
+#define OLW_CALLGRIND_DUMP (OLW_CALLGRIND_BASE + 0)
+#define OLW_CALLGRIND_START (OLW_CALLGRIND_BASE + 4)
+#define OLW_CALLGRIND_STOP (OLW_CALLGRIND_BASE + 5)
+
+/* Whether this process runs under Valgrind. */
+static inline int olw_on_valgrind(void) { return olw_valgrind_request(0, OLW_RUNNING_ON_VALGRIND) != 0; }
+
 /* Runs a case's function once, timed; its seconds in *secs. */
 static inline int olw_timed(olw_case *k, double *secs, char *err, size_t err_size) {
     olw_call c;
@@ -544,6 +584,28 @@ static inline int olw_timed(olw_case *k, double *secs, char *err, size_t err_siz
     }
 #endif
     if (rc) snprintf(err, err_size, "%.64s: %.512s", k->fn->name, c.error[0] ? c.error : "the function failed");
+    return rc;
+}
+
+/* Runs a case's function once, counted (see "counts" above); its seconds in *secs. */
+static inline int olw_counted(olw_case *k, double *secs, char *err, size_t err_size) {
+    int rc;
+    if (!olw_on_valgrind()) {
+        snprintf(err, err_size, "a counted run needs Valgrind, and this worker does not run under it%s",
+#if defined(__CUDACC__)
+                 " (a CUDA worker is not counted: its work is the GPU's)"
+#else
+                 ""
+#endif
+        );
+        return -1;
+    }
+    olw_valgrind_request(0, OLW_CALLGRIND_START);
+    rc = olw_timed(k, secs, err, err_size);
+    olw_valgrind_request(0, OLW_CALLGRIND_DUMP);
+    olw_flush();
+    olw_valgrind_request(0, OLW_CALLGRIND_DUMP);
+    olw_valgrind_request(0, OLW_CALLGRIND_STOP);
     return rc;
 }
 
@@ -776,6 +838,8 @@ static inline int olw_serve(const char *name, const olw_function *fns, int n_fns
             } else if (!strcmp(op, "run")) {
                 olw_case *k = olw_case_of(r, err, sizeof err);
                 const olw_json *cnt = olw_get(r, "count"), *cold = olw_get(r, "cold");
+                const olw_json *counted = olw_get(r, "counted");
+                int count_it = counted && counted->type == OLW_BOOL && counted->boolean;
                 long n = 1, i;
                 ok = k != NULL;
                 /* A count is a whole number from 1 to OLW_MAX_RUN_COUNT: 1e300 would never
@@ -789,6 +853,10 @@ static inline int olw_serve(const char *name, const olw_function *fns, int n_fns
                         n = (long)cnt->num;
                     }
                 }
+                if (ok && count_it && n != 1) {
+                    snprintf(err, sizeof err, "a counted run is one run: count must be 1");
+                    ok = 0;
+                }
                 if (ok) {
                     olw_puts(&out, "{\"ok\":true,\"secs\":[");
                     /* Cold: the caches are flushed before every run of the batch. */
@@ -796,7 +864,10 @@ static inline int olw_serve(const char *name, const olw_function *fns, int n_fns
                         double secs;
                         char num[40];
                         if (cold && cold->type == OLW_BOOL && cold->boolean) olw_flush();
-                        if (olw_timed(k, &secs, err, sizeof err)) { ok = 0; break; }
+                        if (count_it ? olw_counted(k, &secs, err, sizeof err) : olw_timed(k, &secs, err, sizeof err)) {
+                            ok = 0;
+                            break;
+                        }
                         snprintf(num, sizeof num, "%s%.9g", i ? "," : "", secs);
                         olw_puts(&out, num);
                     }

@@ -6,27 +6,12 @@
 //! it); elsewhere without it these tests say SKIPPED.
 
 mod common;
-use common::{bin, text};
+use common::{bin, text, valgrind};
 use std::path::Path;
 use std::process::{Command, Output};
 
 /// A 1 MiB last level: tensors of 4 MiB (1024 x 1024 f32) are four times it.
 const SMALL_LL: &str = "LL=1048576,16,64";
-
-fn valgrind() -> bool {
-    let has = std::process::Command::new("valgrind")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has {
-        assert!(
-            std::env::var_os("OPLEDGER_REQUIRE_VALGRIND").is_none(),
-            "OPLEDGER_REQUIRE_VALGRIND is set but valgrind cannot be run"
-        );
-        eprintln!("SKIPPED: no valgrind (apt-get install valgrind)");
-    }
-    has
-}
 
 fn chain_spec(dir: &Path, rows: u64, cols: u64) -> std::path::PathBuf {
     let p = dir.join("chain.yaml");

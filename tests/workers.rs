@@ -6,7 +6,7 @@
 //! and OPLEDGER_REQUIRE_PYTHON=1 makes that a failure).
 
 mod common;
-use common::{bin, fixture, only_run_dir, run_in, text};
+use common::{bin, fixture, only_run_dir, run_in, text, valgrind};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -336,7 +336,7 @@ fn the_numpy_example_runs_both_sides_in_one_worker() {
     for side in ["before", "after"] {
         let i = s[side]["implementation"].as_str().unwrap();
         assert!(
-            i.contains("opledger_worker.py 1") && i.contains("NumPy"),
+            i.contains("opledger_worker.py 2") && i.contains("NumPy"),
             "{i}"
         );
     }
@@ -807,7 +807,7 @@ fn the_c_example_builds_on_the_kit_and_runs() {
     let s = &r["specs"][0];
     let i = s["after"]["implementation"].as_str().unwrap();
     assert!(
-        i.contains("opledger_worker.h 1") && i.contains("c_fused"),
+        i.contains("opledger_worker.h 2") && i.contains("c_fused"),
         "{i}"
     );
     assert_eq!(s["checks"][0]["name"], "correctness");
@@ -1065,6 +1065,8 @@ fn every_cheating_kernel_of_the_corpus_fails_and_says_how() {
             // The result computed when the inputs change and copied out otherwise: its first
             // run on new inputs is many times its other runs, twice.
             (module.to_string(), "memo", "result kept across calls"),
+            // The work done by the function's `prepare`, at setup: the timed call hands it back.
+            (module.to_string(), "at_setup", "IMPOSSIBLE"),
         ]);
     }
     for (command, function, says) in &cases {
@@ -1103,6 +1105,167 @@ fn every_cheating_kernel_of_the_corpus_fails_and_says_how() {
             .unwrap();
         assert_eq!(timing["status"], "pass", "{timing}");
     }
+}
+
+/// The corpus in counts mode: each side runs under Valgrind, its kit marking the counted
+/// call, which is the first on inputs new to it; a second counted call on the same inputs shows
+/// a result kept across calls, and instructions too few for the ledger's FLOPs show work done
+/// elsewhere. A worker whose protocol code does not mark its counted runs is not counted, and
+/// says why; the honest side counts, its repeat executing what its first call did.
+#[test]
+fn the_python_cheats_fail_in_counts_mode_too() {
+    if !valgrind() || !python_with("numpy") {
+        return;
+    }
+    let module = "[python3, cheats_worker.py]";
+    let honest_before =
+        "{implements: unfused, command: [python3, cheats_worker.py], function: honest}";
+    let cases = [
+        (module, "cached", "the same result"),
+        (module, "lazy", "a value not computed yet"),
+        (module, "memo", "result kept across calls"),
+        (module, "at_setup", "IMPOSSIBLE counts"),
+        (
+            "[python3, fake_worker.py, ok]",
+            "relu",
+            "answered its counted runs without marking them",
+        ),
+    ];
+    for (command, function, says) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = cheat_spec(dir.path(), command, function);
+        let yaml = std::fs::read_to_string(&spec).unwrap().replace(
+            "{implements: unfused, command: [python3, fake_worker.py, ok], function: relu}",
+            honest_before,
+        );
+        std::fs::write(&spec, yaml).unwrap();
+        let o = run_in(dir.path(), &[spec], &["--measure", "counts"]);
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{command} {function}: {out}");
+        assert!(
+            out.contains(says),
+            "{command} {function} should say {says:?}: {out}"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spec = cheat_spec(dir.path(), module, "honest");
+    let yaml = std::fs::read_to_string(&spec).unwrap().replace(
+        "{implements: unfused, command: [python3, fake_worker.py, ok], function: relu}",
+        honest_before,
+    );
+    std::fs::write(&spec, yaml).unwrap();
+    let o = run_in(dir.path(), &[spec], &["--measure", "counts"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let r = results(dir.path());
+    let s = &r["specs"][0];
+    for side in ["before", "after"] {
+        let c = &s["counts"][side];
+        assert_eq!(c["status"], "counted", "{c}");
+        let first = c["counts"]["instructions"].as_u64().unwrap();
+        let again = c["repeat_instructions"].as_u64().unwrap();
+        // The interpreter's and NumPy's own work, the same again, give or take an allocation.
+        assert!(
+            first > 100_000 && (again as f64 - first as f64).abs() < 0.05 * first as f64,
+            "{c}"
+        );
+    }
+    // The counted call's output is checked against the reference.
+    let correctness = s["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "correctness")
+        .unwrap();
+    assert_eq!(correctness["status"], "pass", "{correctness}");
+}
+
+/// The C kit in counts mode, through `run --measure counts` and `worker-test`: the example's
+/// honest worker is counted (its call marked, its DRAM bytes those of the variant it
+/// implements), and the GEMM that keeps its result fails at the second counted call.
+#[test]
+fn c_workers_are_counted_and_the_kept_result_fails() {
+    let Some((cc, _)) = c_compilers() else {
+        return;
+    };
+    if !valgrind() {
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    for (source, exe) in [
+        ("tests/fixtures/workers/memo_gemm.c", "memo_gemm"),
+        ("examples/c/bias_gelu_worker.c", "bias_gelu_worker"),
+    ] {
+        let o = Command::new(&cc)
+            .args(["-O2", "-std=c99", "-Wall", "-Wextra", "-Werror", "-I"])
+            .arg(root.join("include"))
+            .arg(root.join(source))
+            .arg("-o")
+            .arg(dir.path().join(exe))
+            .arg("-lm")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{cc}: {}", text(&o));
+    }
+    let memo = dir.path().join("memo.yaml");
+    std::fs::write(
+        &memo,
+        "name: memo-gemm\ntitle: a GEMM that keeps its result\nworkload: {kind: gemm, m: 128, n: 128, k: 128}\nvariants:\n  before: naive\n  after: {implements: tiled, command: [./memo_gemm], function: memo_gemm}\nexpect: {bound: compute}\n",
+    )
+    .unwrap();
+    let o = run_in(
+        dir.path(),
+        std::slice::from_ref(&memo),
+        &["--measure", "counts"],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("after: result kept across calls"),
+        "{}",
+        text(&o)
+    );
+    let o = bin()
+        .current_dir(dir.path())
+        .arg("worker-test")
+        .arg(&memo)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("FAIL counted run memo_gemm (Valgrind)"),
+        "{}",
+        text(&o)
+    );
+
+    // The example at a size whose tensors are four times a 1 MiB last level.
+    let gelu = dir.path().join("gelu.yaml");
+    std::fs::write(
+        &gelu,
+        "name: c-bias-gelu\ntitle: bias-add and GELU in C\nworkload: {kind: elementwise, ops: [bias_add, gelu], rows: 1024, cols: 1024}\nvariants:\n  before: unfused\n  after: {implements: fused, command: [./bias_gelu_worker], function: c_fused}\nexpect: {bound: bandwidth}\n",
+    )
+    .unwrap();
+    let o = run_in(
+        dir.path(),
+        std::slice::from_ref(&gelu),
+        &["--measure", "counts", "--cache-model", "LL=1048576,16,64"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let r = results(dir.path());
+    let after = &r["specs"][0]["counts"]["after"];
+    assert_eq!(after["agreement"]["kind"], "implementation", "{after}");
+    assert_eq!(after["agreement"]["agrees"], true, "{after}");
+    let o = bin()
+        .current_dir(dir.path())
+        .arg("worker-test")
+        .arg(&gelu)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("ok   counted run c_fused (Valgrind)"),
+        "{}",
+        text(&o)
+    );
 }
 
 /// The C kit under hostile requests (ASan where the compiler has it): a shape whose element

@@ -36,7 +36,7 @@ import traceback
 import numpy as np
 
 PROTOCOL = 1
-__version__ = "1"
+__version__ = "2"
 
 
 #: The most runs one `run` request may ask for.
@@ -116,6 +116,11 @@ class Worker:
             return self._setup(r)
         if op == "run":
             case = self._case(r)
+            if r.get("counted"):
+                if _run_count(r) != 1:
+                    raise ValueError("a counted run is one run: count must be 1")
+                case["result"], t = self._counted(case)
+                return {"ok": True, "secs": [t]}
             secs = []
             for _ in range(_run_count(r)):
                 # Cold: the caches are flushed before every run of the batch, not once.
@@ -207,6 +212,25 @@ class Worker:
         _block(out)
         return out, time.perf_counter() - start
 
+    def _counted(self, case):
+        """One run with Valgrind's counting on around the call (counts mode, docs/counts.md):
+        on, which empties the simulated caches; the call; a dump of its counts; the flush, whose
+        write-backs are the lines the call left dirty; a dump of those; off. What is counted is
+        the interpreter's work in the call too: the function's frame, the array it returns."""
+        vg = _valgrind()
+        if self.device != "cpu":
+            raise RuntimeError(f"a counted run counts a CPU process's work; this worker runs on {self.device}")
+        if not vg.running():
+            raise RuntimeError("a counted run needs Valgrind, and this worker does not run under it")
+        vg.request(_CALLGRIND_START)
+        try:
+            return self._timed(case["fn"], case["args"])
+        finally:
+            vg.request(_CALLGRIND_DUMP)
+            self._flush_caches()
+            vg.request(_CALLGRIND_DUMP)
+            vg.request(_CALLGRIND_STOP)
+
     def _cuda_timer(self):
         if self._timer is None:
             try:
@@ -263,6 +287,65 @@ class Worker:
                 import cupy
 
                 cupy.cuda.Device().synchronize()
+
+
+# Callgrind's client requests (valgrind/callgrind.h): the tool's base 'C','T', plus k.
+_CALLGRIND_BASE = (ord("C") << 24) | (ord("T") << 16)
+_CALLGRIND_DUMP = _CALLGRIND_BASE
+_CALLGRIND_START = _CALLGRIND_BASE + 4
+_CALLGRIND_STOP = _CALLGRIND_BASE + 5
+_RUNNING_ON_VALGRIND = 0x1001
+
+
+class _Valgrind:
+    """Valgrind's client requests from Python: a small machine-code function in an executable
+    page, called through ctypes. It is valgrind/valgrind.h's sequence for amd64 (four rotations
+    of rdi that leave it as it was, then `xchg rbx, rbx`), which does nothing on a real CPU and
+    which Valgrind answers: the request's six words are pointed to by rax, its default is in rdx,
+    the answer comes back in rdx. Where no such page can be made (another architecture, a system
+    that refuses writable executable memory) every request answers its default."""
+
+    # mov rax, rdi; mov rdx, rsi; rol rdi, 3; rol rdi, 13; rol rdi, 61; rol rdi, 51;
+    # xchg rbx, rbx; mov rax, rdx; ret
+    _CODE = bytes.fromhex("4889f8" "4889f2" "48c1c703" "48c1c70d" "48c1c73d" "48c1c733" "4887db" "4889d0" "c3")
+
+    def __init__(self):
+        self._fn = None
+        import platform
+
+        if platform.machine().lower() not in ("x86_64", "amd64"):
+            return
+        try:
+            import ctypes
+            import mmap
+
+            self._page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+            self._page.write(self._CODE)
+            address = ctypes.addressof(ctypes.c_char.from_buffer(self._page))
+            self._fn = ctypes.CFUNCTYPE(ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t)(address)
+            self._args = (ctypes.c_size_t * 6)()
+            self._ctypes = ctypes
+        except (ImportError, OSError, ValueError, AttributeError, TypeError):
+            self._fn = None
+
+    def request(self, code, default=0):
+        if self._fn is None:
+            return default
+        self._args[0] = code
+        return self._fn(self._ctypes.addressof(self._args), default)
+
+    def running(self):
+        return self.request(_RUNNING_ON_VALGRIND) != 0
+
+
+_valgrind_requests = None
+
+
+def _valgrind():
+    global _valgrind_requests
+    if _valgrind_requests is None:
+        _valgrind_requests = _Valgrind()
+    return _valgrind_requests
 
 
 def _check_evaluated(name, out):

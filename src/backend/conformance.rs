@@ -34,6 +34,10 @@ pub enum Rule {
     Refuses,
     /// `shutdown` answers `ok`, and the process exits.
     Shutdown,
+    /// Under Valgrind, a `run` with `counted: true` marks its call (counting on around it, a
+    /// dump after it and after the flush), and a second such run on the same inputs does the
+    /// work again (at least a third of the first's instructions).
+    Counted,
 }
 
 /// What a step found.
@@ -91,6 +95,7 @@ pub fn check(
             id: id.clone(),
             count: 1,
             cold: false,
+            counted: false,
         };
         match c.worker.request(&run, c.limit) {
             Ok(_) => note(&mut out, Rule::Refuses, step, true, "still serving".into()),
@@ -236,6 +241,7 @@ impl Checked {
                 id: id.to_string(),
                 count,
                 cold,
+                counted: false,
             };
             let reply = self.worker.request(&run, self.limit * count as u32);
             let wall = started.elapsed().as_secs_f64();
@@ -366,6 +372,7 @@ fn setup_again(
         id: id.to_string(),
         count: 1,
         cold: false,
+        counted: false,
     };
     w.request(&run, limit).map_err(|e| e.to_string())?;
     w.request(&Request::Output { id: id.to_string() }, limit)

@@ -8,6 +8,7 @@
 //! from the kinds' registry, and says which workloads it cannot run ([`DeviceKind::cannot_run`]).
 
 pub mod conformance;
+pub mod counted;
 pub mod cpu;
 pub mod cuda;
 pub mod pair;

@@ -376,6 +376,7 @@ impl Pair for UserSides {
                         id: side.name().into(),
                         count: 1,
                         cold,
+                        counted: false,
                     },
                     *timeout,
                 )?;

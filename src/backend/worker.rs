@@ -76,7 +76,18 @@ pub enum Request {
     },
     /// Run case `id` `count` times; with `cold`, flush the device's caches first. The reply
     /// holds the seconds of each run, as the worker timed it.
-    Run { id: String, count: u64, cold: bool },
+    Run {
+        id: String,
+        count: u64,
+        cold: bool,
+        /// Counts mode: the worker runs under Valgrind's Callgrind, and the kit turns counting
+        /// on around the function call (a client request, which also empties the simulated
+        /// caches), dumps the call's counts, reads `flush_bytes` to write back the lines the
+        /// call left dirty, dumps that, and turns counting off. Only with `count: 1`. Absent:
+        /// false.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        counted: bool,
+    },
     /// Write the last run's output of case `id` to its `output.path` as `.npy`.
     Output { id: String },
     /// Exit (opledger ends the process group right after).
@@ -226,12 +237,34 @@ pub struct Worker {
     pub about: String,
     /// The functions it registered.
     pub functions: Vec<String>,
+    /// The device it said it runs on (`cpu`, `cuda`, …).
+    pub device: String,
+}
+
+/// A program a worker is started under (Valgrind, in counts mode), with variables of its own.
+#[derive(Debug, Clone, Default)]
+pub struct Wrapper {
+    /// The program and its arguments, put before the worker's command.
+    pub command: Vec<String>,
+    /// Variables set for the worker besides opledger's own.
+    pub env: Vec<(String, String)>,
 }
 
 impl Worker {
     /// Starts `cmd` in `dir` (its output kept as a bounded tail), and greets it (protocol
     /// version, the functions it serves).
     pub fn start(
+        cmd: &WorkerCommand,
+        dir: &Path,
+        python_path: &Path,
+    ) -> Result<Self, BackendError> {
+        Self::start_under(&Wrapper::default(), cmd, dir, python_path)
+    }
+
+    /// [`Worker::start`], the worker's command run by `wrapper`'s program (messages still name
+    /// the worker's own command).
+    pub fn start_under(
+        wrapper: &Wrapper,
         cmd: &WorkerCommand,
         dir: &Path,
         python_path: &Path,
@@ -258,8 +291,10 @@ impl Worker {
             .try_clone()
             .map_err(|e| fail(format!("cannot share its output pipe: {e}")))?;
         let fd = std::os::fd::AsRawFd::as_raw_fd(&theirs);
-        let mut c = Command::new(&cmd.command[0]);
-        c.args(&cmd.command[1..])
+        let argv: Vec<&String> = wrapper.command.iter().chain(&cmd.command).collect();
+        let mut c = Command::new(argv[0]);
+        c.args(&argv[1..])
+            .envs(wrapper.env.iter().map(|(k, v)| (k, v)))
             .current_dir(dir)
             .env(TOKEN_VAR, &token)
             .env("OPLEDGER_WORKER_FD", WORKER_FD.to_string())
@@ -291,14 +326,14 @@ impl Worker {
             let why = if e.kind() == std::io::ErrorKind::NotFound {
                 format!(
                     "`{}` was not found (not on PATH, nor a path from the spec's folder)",
-                    cmd.command[0]
+                    argv[0]
                 )
             } else {
                 e.to_string()
             };
             fail(format!(
                 "cannot start `{}` in {}: {why}",
-                cmd.command[0],
+                argv[0],
                 dir.display()
             ))
         })?;
@@ -319,6 +354,7 @@ impl Worker {
             command,
             about: String::new(),
             functions: Vec::new(),
+            device: String::new(),
         };
         let setup_limit = Duration::from_secs_f64(cmd.timeout_secs * 10.0);
         let hello = w.request(&Request::Hello { protocol: PROTOCOL }, setup_limit)?;
@@ -336,6 +372,7 @@ impl Worker {
             hello.device.as_deref().unwrap_or("an unnamed device")
         );
         w.functions = hello.functions.unwrap_or_default();
+        w.device = hello.device.unwrap_or_default();
         Ok(w)
     }
 

@@ -46,9 +46,31 @@ pub fn worker_test(spec: &Path, command: &[String], timeout_secs: Option<f64>) -
             s.name
         )));
     }
+    // With Valgrind installed, each function is counted as `run --measure counts` counts it:
+    // the kit's markers are part of what a worker must get right.
+    let counter = match crate::measure::callgrind::version() {
+        Ok(_) => Some(crate::pipeline::counts::Counter::new(
+            Default::default(),
+            crate::measure::MeasureConfig::default().seed,
+            &crate::settings::Settings::from_env()?,
+        )?),
+        Err(why) => {
+            println!("counted runs: not checked: {why}");
+            None
+        }
+    };
     let mut failed = false;
     for (cmd, functions) in &workers {
-        let found = crate::backend::conformance::check(cmd, s.dir(), &s.workload, functions);
+        let mut found = crate::backend::conformance::check(cmd, s.dir(), &s.workload, functions);
+        if let Some(counter) = &counter {
+            if found.iter().all(|f| f.ok) {
+                for (function, variant) in functions {
+                    let mut one = cmd.clone();
+                    one.function = function.clone();
+                    found.push(counted_run(counter, s, &one, variant));
+                }
+            }
+        }
         failed |= found.iter().any(|f| !f.ok);
         print!(
             "{}",
@@ -60,4 +82,43 @@ pub fn worker_test(spec: &Path, command: &[String], timeout_secs: Option<f64>) -
     } else {
         ExitCode::Pass
     })
+}
+
+/// A counted run of one function (the step `worker-test` adds where Valgrind is installed): its
+/// call marked (the counts written), and a second call on the same inputs doing the work again.
+fn counted_run(
+    counter: &crate::pipeline::counts::Counter,
+    s: &crate::spec::Spec,
+    cmd: &WorkerCommand,
+    variant: &str,
+) -> crate::backend::conformance::Finding {
+    use crate::backend::conformance::{Finding, Rule};
+    let finding = |ok: bool, detail: String| Finding {
+        rule: Rule::Counted,
+        step: format!("counted run {} (Valgrind)", cmd.function),
+        ok,
+        detail,
+    };
+    let Ok(variant) = serde_json::from_value::<crate::kinds::Variant>(variant.into()) else {
+        return finding(false, format!("no variant `{variant}`"));
+    };
+    match counter.count_worker(s, variant, cmd) {
+        Ok(Ok((counts, _, _, repeat))) => {
+            let again = repeat.unwrap_or(0);
+            let kept =
+                (again as f64) * crate::measure::KEPT_RESULT_FACTOR < counts.instructions as f64;
+            finding(
+                !kept,
+                format!(
+                    "{} instructions counted in the call, {again} in a second call on the same inputs{}; DRAM read {:.2} MiB, write {:.2} MiB",
+                    counts.instructions,
+                    if kept { " (a result kept across calls)" } else { "" },
+                    counts.dram_read_bytes as f64 / (1u64 << 20) as f64,
+                    counts.dram_write_bytes as f64 / (1u64 << 20) as f64,
+                ),
+            )
+        }
+        Ok(Err(why)) => finding(true, format!("not counted: {why}")),
+        Err(e) => finding(false, e.to_string()),
+    }
 }

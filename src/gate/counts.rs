@@ -292,6 +292,7 @@ mod tests {
                 instructions: f,
                 ll_misses: 0,
             }],
+            repeat_instructions: None,
         }
     }
 

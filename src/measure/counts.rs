@@ -322,6 +322,15 @@ pub enum LedgerAgreement {
         write_ratio: f64,
         agrees: bool,
     },
+    /// A user's implementation (a worker) of the variant whose ledger it is set against: the
+    /// ledger is what that variant must move at least (measured/ledger ≥ 0.95 for reads and
+    /// writes, `agrees`); above it, the ratio is the traffic the implementation adds
+    /// (temporaries, extra passes), which is reported, not failed.
+    Implementation {
+        read_ratio: f64,
+        write_ratio: f64,
+        agrees: bool,
+    },
     /// Tensors smaller than four times the last level carry more than 1% of the side's
     /// traffic: they may stay in the cache, and the ledger (which assumes they do not) is not
     /// what memory sees.
@@ -343,10 +352,40 @@ impl LedgerAgreement {
     /// Whether the side holds up against its ledger (`None`: not compared).
     pub fn agrees(&self) -> Option<bool> {
         match self {
-            LedgerAgreement::Streaming { agrees, .. } | LedgerAgreement::Reuse { agrees, .. } => {
-                Some(*agrees)
-            }
+            LedgerAgreement::Streaming { agrees, .. }
+            | LedgerAgreement::Reuse { agrees, .. }
+            | LedgerAgreement::Implementation { agrees, .. } => Some(*agrees),
             LedgerAgreement::CacheResident { .. } => None,
+        }
+    }
+
+    /// Compares a user's implementation's counts `c` with the ledger of the variant it
+    /// implements: [`LedgerAgreement::of`], where every side that is compared at all has the
+    /// ledger as a lower bound.
+    pub fn of_implementation(
+        ledger: &VariantLedger,
+        c: &Counts,
+        model: &CacheModel,
+    ) -> LedgerAgreement {
+        match LedgerAgreement::of(ledger, c, model) {
+            LedgerAgreement::Streaming {
+                read_ratio,
+                write_ratio,
+                ..
+            }
+            | LedgerAgreement::Reuse {
+                read_ratio,
+                write_ratio,
+                ..
+            } => {
+                let write: u64 = ledger.movements.iter().map(|m| m.bytes * m.writes).sum();
+                LedgerAgreement::Implementation {
+                    read_ratio,
+                    write_ratio,
+                    agrees: read_ratio >= REUSE_FLOOR && (write == 0 || write_ratio >= REUSE_FLOOR),
+                }
+            }
+            other => other,
         }
     }
 
@@ -494,6 +533,10 @@ pub enum SideCounts {
         /// work went.
         #[serde(default)]
         functions: Vec<FunctionCounts>,
+        /// A worker's side: the instructions of a second counted call on the same inputs. An
+        /// honest function does the same work again; one that kept its result does far less.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        repeat_instructions: Option<u64>,
     },
     /// Counts are not available for this side (a worker or a `cuda:` side), with why.
     NotAvailable { reason: String },

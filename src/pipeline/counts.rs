@@ -17,7 +17,7 @@ use crate::measure::counts::{
     functions, CacheModel, Counts, CountsEngine, Events, FunctionCounts, LedgerAgreement,
     SideCounts, SpecCounts,
 };
-use crate::spec::Spec;
+use crate::spec::{Implementation, Spec};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -112,16 +112,31 @@ impl Counter {
                 Side::Before => (&s.implementations.before, &ledger.before),
                 Side::After => (&s.implementations.after, &ledger.after),
             };
-            if implementation.is_some() {
-                return Ok(SideCounts::NotAvailable {
-                    reason: "a worker's or a `cuda:` side's kernels run outside this process: counts are not available for it".into(),
-                });
-            }
-            if let Some(why) = DeviceKind::Cpu.cannot_run(&s.workload) {
-                return Ok(SideCounts::NotAvailable { reason: why });
-            }
             let model = &self.engine.cache_model;
-            let (counts, functions, output) = self.run_counted(s, side)?;
+            let (counts, functions, output, repeat_instructions) = match implementation {
+                Some(Implementation::Cuda(_)) => {
+                    return Ok(SideCounts::NotAvailable {
+                        reason: "a `cuda:` side's kernel runs on a GPU: counts are not available for it (a GPU's counts come from Nsight Compute)".into(),
+                    })
+                }
+                Some(Implementation::Worker(cmd)) => {
+                    let variant = match side {
+                        Side::Before => s.variants.before,
+                        Side::After => s.variants.after,
+                    };
+                    match self.count_worker(s, variant, cmd)? {
+                        Ok(counted) => counted,
+                        Err(reason) => return Ok(SideCounts::NotAvailable { reason }),
+                    }
+                }
+                None => {
+                    if let Some(why) = DeviceKind::Cpu.cannot_run(&s.workload) {
+                        return Ok(SideCounts::NotAvailable { reason: why });
+                    }
+                    let (c, f, o) = self.run_counted(s, side)?;
+                    (c, f, o, None)
+                }
+            };
             outputs[side as usize] = Some(output);
             Ok(SideCounts::Counted {
                 counts,
@@ -129,7 +144,12 @@ impl Counter {
                 ledger_read_bytes: ledger.movements.iter().map(|m| m.bytes * m.reads).sum(),
                 ledger_write_bytes: ledger.movements.iter().map(|m| m.bytes * m.writes).sum(),
                 ledger_flops: ledger.flops,
-                agreement: LedgerAgreement::of(ledger, &counts, model),
+                agreement: if implementation.is_some() {
+                    LedgerAgreement::of_implementation(ledger, &counts, model)
+                } else {
+                    LedgerAgreement::of(ledger, &counts, model)
+                },
+                repeat_instructions,
             })
         };
         let before = side_counts(Side::Before)?;
@@ -208,17 +228,8 @@ impl Counter {
                 done.status
             ))));
         }
-        let read = |p: &Path| -> Result<(Events, String)> {
-            let bytes = crate::files::read_regular(p, 64 << 20, "Callgrind output")?;
-            let text = String::from_utf8_lossy(&bytes).into_owned();
-            let events = Events::parse(&text).map_err(|m| Error::Corrupt {
-                path: p.to_path_buf(),
-                message: m,
-            })?;
-            Ok((events, text))
-        };
-        let (call, call_text) = read(&work.join("callgrind.out.1"))?;
-        let (flush, _) = read(&work.join("callgrind.out.2"))?;
+        let (call, call_text) = read_events(&work.join("callgrind.out.1"))?;
+        let (flush, _) = read_events(&work.join("callgrind.out.2"))?;
         let output_bytes = s.workload.as_kind().output_len() * 4;
         let bytes = crate::files::read_regular(&output_file, output_bytes, "a counted output")?;
         if bytes.len() as u64 != output_bytes {
@@ -240,6 +251,95 @@ impl Counter {
             output,
         ))
     }
+}
+
+/// A counted side: its counts, its functions, its output and (a worker's) the instructions of
+/// its repeated call.
+pub type CountedSide = (Counts, Vec<FunctionCounts>, Vec<f32>, Option<u64>);
+
+/// How many times longer a worker's requests may take under Callgrind than natively.
+const WORKER_SLOWDOWN: f64 = 100.0;
+
+impl Counter {
+    /// Counts a worker's side: the worker started under Callgrind (`backend::counted` drives
+    /// it), its counted calls marked by its kit. Its first counted call is the side's counts
+    /// and output; a second on the same inputs gives the instructions that show a result kept
+    /// across calls. `Ok(Err(why))` where the worker cannot be counted (a GPU worker).
+    pub fn count_worker(
+        &self,
+        s: &Spec,
+        variant: crate::kinds::Variant,
+        cmd: &crate::spec::WorkerCommand,
+    ) -> Result<std::result::Result<CountedSide, String>> {
+        let work = self.work.path();
+        let model = &self.engine.cache_model;
+        let out = work.join("worker.out");
+        for k in 1..=4 {
+            let _ = std::fs::remove_file(out.with_extension(format!("out.{k}")));
+        }
+        let _ = std::fs::remove_file(&out);
+        let mut command = vec![callgrind::VALGRIND.to_string()];
+        command.extend(callgrind::args(model, &out));
+        // What a worker's process may vary by the runner: thread pools sized by its cores (a
+        // NumPy linked to a threaded BLAS) and Python's string hashing.
+        let env = [
+            ("OMP_NUM_THREADS", "1"),
+            ("OPENBLAS_NUM_THREADS", "1"),
+            ("MKL_NUM_THREADS", "1"),
+            ("PYTHONHASHSEED", "0"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let wrapper = crate::backend::worker::Wrapper { command, env };
+        let kind = s.workload.as_kind();
+        let warm = kind.inputs(self.engine.seed);
+        let checked = kind.inputs(crate::evidence::checked_seed(self.engine.seed));
+        let request = crate::backend::counted::CountRequest {
+            wrapper: &wrapper,
+            spec_dir: s.dir(),
+            workload: &s.workload,
+            variant,
+            warm: &warm,
+            checked: &checked,
+            flush_bytes: 2 * model.ll.bytes,
+            counted_runs: 2,
+            slowdown: WORKER_SLOWDOWN,
+        };
+        let counted = match crate::backend::counted::count_worker(cmd, &request)? {
+            crate::backend::counted::WorkerCounts::Counted(c) => c,
+            crate::backend::counted::WorkerCounts::NotAvailable(why) => return Ok(Err(why)),
+        };
+        let file = |k: u32| out.with_extension(format!("out.{k}"));
+        if !file(1).is_file() || !file(3).is_file() {
+            return Err(Error::Backend(crate::error::BackendError::Kernel(format!(
+                "{}: the worker of `{}` ({}) answered its counted runs without marking them: its kit predates counted runs (opledger_worker.h and opledger_worker.py 2 mark them), or its own protocol code ignores `counted` in a run request",
+                s.name,
+                variant.name(),
+                counted.about
+            ))));
+        }
+        let (call, call_text) = read_events(&file(1))?;
+        let (flush, _) = read_events(&file(2))?;
+        let (repeat, _) = read_events(&file(3))?;
+        Ok(Ok((
+            Counts::of(&call, &flush, model),
+            functions(&call_text, TOP_FUNCTIONS),
+            counted.output,
+            Some(repeat.get("Ir")),
+        )))
+    }
+}
+
+/// A Callgrind output file's events, and its text (for the functions in it).
+fn read_events(p: &Path) -> Result<(Events, String)> {
+    let bytes = crate::files::read_regular(p, 64 << 20, "Callgrind output")?;
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let events = Events::parse(&text).map_err(|m| Error::Corrupt {
+        path: p.to_path_buf(),
+        message: m,
+    })?;
+    Ok((events, text))
 }
 
 /// A spec's counts and the outputs of its counted calls (`None` for a side not counted).

@@ -14,6 +14,7 @@ pub fn rule_text(r: Rule) -> &'static str {
         Rule::SetupAgain => "setup of a case already set up, on other inputs, replaces it: the next output is computed on them",
         Rule::Refuses => "a request it cannot serve is answered ok: false with an error, and it serves on",
         Rule::Shutdown => "shutdown answers ok and the process exits",
+        Rule::Counted => "a counted run under Valgrind marks its call, and a second one on the same inputs does the work again (a third of the instructions at least)",
     }
 }
 

@@ -32,6 +32,16 @@ fn agreement(a: &LedgerAgreement) -> String {
             ratio(*read_ratio),
             ratio(*write_ratio)
         ),
+        LedgerAgreement::Implementation {
+            read_ratio,
+            write_ratio,
+            agrees,
+        } => format!(
+            "{} (a worker: read x{}, write x{} the variant it implements; the ledger must be a lower bound)",
+            if *agrees { "lower bound holds" } else { "BELOW THE LEDGER" },
+            ratio(*read_ratio),
+            ratio(*write_ratio)
+        ),
         LedgerAgreement::CacheResident {
             smallest_tensor_bytes,
             ll_bytes,

@@ -8,6 +8,9 @@ use super::{Check, CheckName, Status};
 pub fn counts_check(c: &crate::measure::counts::SpecCounts) -> Check {
     use crate::measure::counts::{LedgerAgreement, SideCounts};
     let mut status = Status::Skip;
+    // A worker that moves more than the variant it implements: a finding on the worker, worth
+    // a look, not a failure.
+    let mut warn = false;
     let mut words = Vec::new();
     for (name, side) in [("before", &c.before), ("after", &c.after)] {
         match side {
@@ -17,8 +20,23 @@ pub fn counts_check(c: &crate::measure::counts::SpecCounts) -> Check {
                 ledger_write_bytes,
                 ledger_flops,
                 agreement,
+                repeat_instructions,
                 ..
             } => {
+                // A second call on the same inputs executes what the first did, give or take
+                // an allocation: one that runs a third of it answered from a kept result.
+                if let Some(again) = repeat_instructions {
+                    let factor = crate::measure::KEPT_RESULT_FACTOR;
+                    if (*again as f64) * factor < counts.instructions as f64 {
+                        status = Status::Fail;
+                        words.push(format!(
+                            "{name}: result kept across calls: its counted call on inputs new to it executed {} instructions, a second call on the same inputs {} (×{:.1} fewer, at most ×{factor}): it computes when the inputs change and answers from what it kept otherwise",
+                            counts.instructions,
+                            again,
+                            counts.instructions as f64 / (*again).max(1) as f64
+                        ));
+                    }
+                }
                 // Exact, so no margin: fewer instructions than the ledger's FLOPs need cannot
                 // have computed the output in the counted call.
                 if !counts.can_have_done(*ledger_flops) {
@@ -32,6 +50,7 @@ pub fn counts_check(c: &crate::measure::counts::SpecCounts) -> Check {
                     ));
                 }
                 let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+                let mut extra = String::new();
                 let how = match agreement {
                     LedgerAgreement::Streaming { agrees: true, .. } => "within 5% of the ledger",
                     LedgerAgreement::Streaming { agrees: false, .. } => {
@@ -39,6 +58,25 @@ pub fn counts_check(c: &crate::measure::counts::SpecCounts) -> Check {
                     }
                     LedgerAgreement::Reuse { agrees: true, .. } => "the ledger is a lower bound",
                     LedgerAgreement::Reuse { agrees: false, .. } => "below the ledger",
+                    LedgerAgreement::Implementation { agrees: false, .. } => {
+                        "below the ledger of the variant it implements: less than that variant must move"
+                    }
+                    LedgerAgreement::Implementation {
+                        read_ratio,
+                        write_ratio,
+                        ..
+                    } if read_ratio.max(*write_ratio)
+                        > 1.0 + crate::measure::counts::STREAMING_TOLERANCE =>
+                    {
+                        warn = true;
+                        extra = format!(
+                            ": it moves x{read_ratio:.2} the reads and x{write_ratio:.2} the writes of the variant it implements (temporaries or passes that variant does not make)"
+                        );
+                        "above the ledger of the variant it implements"
+                    }
+                    LedgerAgreement::Implementation { .. } => {
+                        "within 5% of the ledger of the variant it implements"
+                    }
                     LedgerAgreement::CacheResident { .. } => {
                         "not compared: a tensor may stay in the last level"
                     }
@@ -49,7 +87,7 @@ pub fn counts_check(c: &crate::measure::counts::SpecCounts) -> Check {
                     _ => {}
                 }
                 words.push(format!(
-                    "{name}: DRAM read {:.2} MiB (ledger {:.2}), write {:.2} MiB (ledger {:.2}): {how}",
+                    "{name}: DRAM read {:.2} MiB (ledger {:.2}), write {:.2} MiB (ledger {:.2}): {how}{extra}",
                     mib(counts.dram_read_bytes),
                     mib(*ledger_read_bytes),
                     mib(counts.dram_write_bytes),
@@ -58,6 +96,9 @@ pub fn counts_check(c: &crate::measure::counts::SpecCounts) -> Check {
             }
             SideCounts::NotAvailable { reason } => words.push(format!("{name}: {reason}")),
         }
+    }
+    if warn && status == Status::Pass {
+        status = Status::Warn;
     }
     Check::new(CheckName::LedgerCounts, status, words.join("; "))
 }
@@ -112,6 +153,7 @@ mod tests {
                 ll_bytes: 1,
             },
             functions: Vec::new(),
+            repeat_instructions: None,
         };
         let spec = |after: SideCounts| SpecCounts {
             name: "x".into(),
@@ -126,6 +168,51 @@ mod tests {
         let c = counts_check(&spec(side(1000, 16_001)));
         assert_eq!(c.status, Status::Fail);
         assert!(c.detail.contains("IMPOSSIBLE counts"), "{}", c.detail);
+    }
+
+    #[test]
+    fn a_repeat_that_executes_a_third_of_the_first_call_kept_its_result() {
+        let side = |first: u64, again: Option<u64>| SideCounts::Counted {
+            counts: Counts {
+                instructions: first,
+                ..Counts::default()
+            },
+            ledger_read_bytes: 0,
+            ledger_write_bytes: 0,
+            ledger_flops: 0,
+            agreement: LedgerAgreement::CacheResident {
+                smallest_tensor_bytes: 1,
+                ll_bytes: 1,
+            },
+            functions: Vec::new(),
+            repeat_instructions: again,
+        };
+        let spec = |after: SideCounts| SpecCounts {
+            name: "x".into(),
+            engine: CountsEngine::default(),
+            before_variant: "naive".into(),
+            after_variant: "tiled".into(),
+            before: side(1_000_000, None),
+            after,
+        };
+        // Exactly a third passes; one instruction fewer is a kept result.
+        assert_eq!(
+            counts_check(&spec(side(3_000_000, Some(1_000_000)))).status,
+            Status::Skip
+        );
+        let c = counts_check(&spec(side(3_000_000, Some(999_999))));
+        assert_eq!(c.status, Status::Fail);
+        assert!(
+            c.detail.contains("after: result kept across calls"),
+            "{}",
+            c.detail
+        );
+        assert!(c.detail.contains("3000000 instructions"), "{}", c.detail);
+        // A built-in side is counted once: nothing to compare.
+        assert_eq!(
+            counts_check(&spec(side(3_000_000, None))).status,
+            Status::Skip
+        );
     }
 
     #[test]

@@ -197,3 +197,20 @@ pub fn contributing_section(heading: &str) -> String {
         .unwrap_or_else(|| panic!("docs/contributing.md has no section `## {heading}`"))
         .to_string()
 }
+
+/// Whether Valgrind can be run (the counts engine); without it SKIPPED on stderr, unless
+/// `OPLEDGER_REQUIRE_VALGRIND` says this is CI, where it must be there.
+pub fn valgrind() -> bool {
+    let has = Command::new("valgrind")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has {
+        assert!(
+            std::env::var_os("OPLEDGER_REQUIRE_VALGRIND").is_none(),
+            "OPLEDGER_REQUIRE_VALGRIND is set but valgrind cannot be run"
+        );
+        eprintln!("SKIPPED: no valgrind (apt-get install valgrind)");
+    }
+    has
+}
