@@ -286,6 +286,7 @@ impl Counter {
             ("OMP_NUM_THREADS", "1"),
             ("OPENBLAS_NUM_THREADS", "1"),
             ("MKL_NUM_THREADS", "1"),
+            ("NUMEXPR_NUM_THREADS", "1"),
             ("PYTHONHASHSEED", "0"),
         ]
         .iter()
