@@ -433,6 +433,42 @@ fn cuda_kernels_that_keep_an_earlier_result_fail_correctness() {
     }
 }
 
+/// A `cuda:` GEMM that keeps each result keyed by a sample of its inputs and copies it when the
+/// key matches: right every time, and fast on every launch but the first on new inputs. That
+/// launch is the checked run; many times the others, twice (a third set of inputs confirms it),
+/// the spec FAILs naming it. Its outputs pass correctness: only that run's time tells.
+#[test]
+fn a_cuda_kernel_that_keeps_its_result_across_launches_fails() {
+    let Some(sim) = simulator() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        root().join("tests/cudasim/memo_gemm.cu"),
+        tmp.path().join("memo_gemm.cu"),
+    )
+    .unwrap();
+    let spec = tmp.path().join("memo.yaml");
+    std::fs::write(
+        &spec,
+        "name: cuda-memo-gemm\ntitle: a GEMM kernel that keeps its results\nworkload: {kind: gemm, m: 32, n: 32, k: 2048}\nvariants:\n  before: naive\n  after:\n    implements: tiled\n    cuda: {source: memo_gemm.cu, entry: gemm_memo, block: [16, 16], grid: [\"ceil_div(n, 16)\", \"ceil_div(m, 16)\"], args: [C, A, B, m, n, k]}\nexpect: {bound: compute}\n",
+    )
+    .unwrap();
+    let o = run(sim, tmp.path(), std::slice::from_ref(&spec), "cuda");
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let r = results(tmp.path());
+    let s = &r["specs"][0];
+    assert_eq!(check(s, "correctness")["status"], "pass", "{out}");
+    let c = check(s, "checked_run");
+    assert_eq!(c["status"], "fail", "{out}");
+    assert!(
+        c["detail"]
+            .as_str()
+            .unwrap()
+            .contains("tiled: result kept across calls"),
+        "{c}"
+    );
+}
+
 /// `run --ncu` end to end on the simulator, with a stand-in `ncu` that runs the marked pass it
 /// is given (the marker kernel compiles and launches between the variants) and writes the
 /// documented-format export of the tiny chain as its log: the counters land in the run.

@@ -461,9 +461,10 @@ static inline void opl_ldmatrix_x4_trans(unsigned r[4], const unsigned short* ro
 // A user's kernel, as a spec's `cuda:` side names it (examples/cuda/).
 #include "../../examples/cuda/bias_gelu.cu"
 // Cheating user's kernels (tests/cudasim.rs): one writes only on its first launch, one answers
-// from a table of earlier launches' results.
+// from a table of earlier launches' results, one keeps its results keyed by its inputs.
 #include "first_launch_only.cu"
 #include "cached_result.cu"
+#include "memo_gemm.cu"
 
 namespace sim {
 
@@ -509,6 +510,7 @@ static const std::vector<Kernel>& registry() {
         OPL_K(flash_attn_bf16, 128),
         OPL_K(add_residual),    OPL_K(rmsnorm_of_sum),    OPL_K(add_rmsnorm_fused),
         OPL_K(bias_gelu_fused),  OPL_K(bias_gelu_first_launch_only), OPL_K(bias_gelu_cached),
+        OPL_K(gemm_memo),
     };
     return r;
 }
