@@ -72,7 +72,7 @@ pub fn counts_check(c: &crate::measure::counts::SpecCounts) -> Check {
                         extra = format!(
                             ": it moves x{read_ratio:.2} the reads and x{write_ratio:.2} the writes of the variant it implements (temporaries or passes that variant does not make)"
                         );
-                        "above the ledger of the variant it implements"
+                        "above the ledger"
                     }
                     LedgerAgreement::Implementation { .. } => {
                         "within 5% of the ledger of the variant it implements"
