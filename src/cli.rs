@@ -321,9 +321,10 @@ pub struct RunArgs {
     /// What to measure of every spec: `time` (interleaved before/after pairs), `counts` (each
     /// side counted once under Valgrind's cache simulator: instructions, cache misses and DRAM
     /// bytes that are the same on every x86-64 machine, checked against the IO ledger and gated
-    /// against counts baselines; CPU backend, x86-64, Valgrind installed) or `both`. Without
-    /// it, each spec's `measure.mode` (default `time`).
-    #[arg(long = "measure", value_name = "MODE", value_parser = ["time", "counts", "both"])]
+    /// against counts baselines; CPU backend, x86-64, Valgrind installed), `both`, or `auto`
+    /// (time, and counts too where they can be made). Without it, each spec's `measure.mode`
+    /// (default `time`).
+    #[arg(long = "measure", value_name = "MODE", value_parser = ["time", "counts", "both", "auto"])]
     pub measure_mode: Option<String>,
     /// The cache model of the counts (as `opledger counts --cache-model`).
     #[arg(long, value_name = "MODEL")]

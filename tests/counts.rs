@@ -506,3 +506,66 @@ fn without_a_counts_baseline_the_branchs_newest_counted_run_is_the_reference() {
     assert_eq!(code, Some(0), "{out}");
     assert_eq!(r["specs"][0]["counts_gate"]["state"], "no_baseline");
 }
+
+/// `measure: {mode: auto}` is time, and counts too where Valgrind is installed: without it the
+/// run is timed alone and says why (exit 0, nothing counted); with it, the sides are counted at
+/// `counts_sizes` (not the timed workload), the counts baseline is of that workload, and the
+/// next unchanged run passes against it.
+#[test]
+fn auto_mode_counts_where_it_can_at_the_specs_counts_sizes() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = chain_spec(dir.path(), 64, 4096);
+    let yaml = std::fs::read_to_string(&spec).unwrap()
+        + "measure: {mode: auto, counts_sizes: {rows: 1024, cols: 1024}}\n";
+    std::fs::write(&spec, yaml).unwrap();
+    let empty = dir.path().join("empty-bin");
+    std::fs::create_dir(&empty).unwrap();
+    let o = common::run_cmd(dir.path(), std::slice::from_ref(&spec), &[])
+        .env("PATH", &empty)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("counts not made (valgrind cannot be run"),
+        "{}",
+        text(&o)
+    );
+    assert!(newest_results(dir.path())["specs"][0]["counts"].is_null());
+    if !valgrind() {
+        return;
+    }
+    let o = run_counts(dir.path(), &spec, &[], &["--accept"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let r = newest_results(dir.path());
+    let s = &r["specs"][0];
+    // Timed at 64 x 4096, counted at 1024 x 1024: the fused chain reads its two inputs of
+    // that size once.
+    assert!(
+        s["before"]["summary"]["median_secs"].as_f64().is_some(),
+        "{s}"
+    );
+    let counted = s["counts"]["counted_workload"].as_str().unwrap();
+    assert!(counted.contains("1024x1024"), "{counted}");
+    let after = &s["counts"]["after"];
+    let elements = 1024 * 1024;
+    assert_eq!(after["ledger_read_bytes"], 2 * 4 * elements, "{after}");
+    let baseline = std::fs::read_dir(dir.path().join("baselines"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("counts-")
+        })
+        .unwrap()
+        .join("counted-chain.json");
+    let b = std::fs::read_to_string(&baseline).unwrap();
+    assert!(b.contains("1024"), "{b}");
+    let o = run_counts(dir.path(), &spec, &[], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let r = newest_results(dir.path());
+    assert_eq!(r["specs"][0]["counts_gate"]["state"], "pass", "{r}");
+    let report = std::fs::read_to_string(newest_run(dir.path()).join("report.md")).unwrap();
+    assert!(report.contains("counted at elementwise"), "{report}");
+}

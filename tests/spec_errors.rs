@@ -68,6 +68,12 @@ fn every_bad_spec_fixture_exits_2_with_file_location_and_reason() {
         ),
         ("zero-size.yaml", "6:9", "invalid size 0"),
         (
+            "counts-sizes-unknown-key.yaml",
+            "13:3",
+            "measure.counts_sizes: workload.seq_len does not apply to kind elementwise",
+        ),
+        ("counts-sizes-zero.yaml", "13:24", "invalid size 0"),
+        (
             "bf16-not-attention.yaml",
             "8:3",
             "workload.dtype bf16 is supported for kind attention only",

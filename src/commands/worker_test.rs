@@ -102,7 +102,11 @@ fn counted_run(
     let Ok(variant) = serde_json::from_value::<crate::kinds::Variant>(variant.into()) else {
         return finding(false, format!("no variant `{variant}`"));
     };
-    match counter.count_worker(s, variant, cmd) {
+    let s = match s.counted() {
+        Ok(s) => s,
+        Err(e) => return finding(false, e.to_string()),
+    };
+    match counter.count_worker(&s, variant, cmd) {
         Ok(Ok((counts, _, _, repeat))) => {
             let again = repeat.unwrap_or(0);
             let kept =

@@ -312,6 +312,7 @@ mod tests {
 
     fn spec_counts(before: u64, after: u64) -> SpecCounts {
         SpecCounts {
+            counted_workload: None,
             name: "x".into(),
             engine: engine(),
             before_variant: "unfused".into(),

@@ -575,6 +575,10 @@ pub struct SpecCounts {
     pub after_variant: String,
     pub before: SideCounts,
     pub after: SideCounts,
+    /// The workload counted, where the spec's `measure.counts_sizes` made it another than the
+    /// timed one (`elementwise 2048x4096 f32 …`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counted_workload: Option<String>,
 }
 
 #[cfg(test)]

@@ -157,6 +157,8 @@ impl Counter {
         let [before_output, after_output] = outputs;
         Ok(Counted {
             counts: SpecCounts {
+                counted_workload: (!s.measure.counts_sizes.is_empty())
+                    .then(|| s.workload.describe()),
                 name: s.name.clone(),
                 engine: self.engine.clone(),
                 before_variant: s.variants.before.name().to_string(),
@@ -451,7 +453,7 @@ pub fn counts(o: &CountOptions) -> Result<ExitCode> {
     let specs = crate::spec::load_all(&o.paths)?;
     let counted: Vec<SpecCounts> = specs
         .iter()
-        .map(|s| counter.count_spec(s))
+        .map(|s| s.counted().and_then(|c| counter.count_spec(&c)))
         .collect::<Result<_>>()?;
     if o.json {
         let bytes = crate::report::output::json("the counts", &counted)?;
@@ -499,6 +501,7 @@ pub fn count_side(
         .into_iter()
         .find(|s| s.name == name)
         .ok_or_else(|| Error::Flag(format!("count-side: no spec {name} in {}", file.display())))?;
+    let s = s.counted()?.into_owned();
     let settings = crate::settings::Settings::from_env()?;
     let (backend, _) = backend::select(BackendChoice::Kind(DeviceKind::Cpu), Some(0), &settings)?;
     let inputs = Arc::new(s.workload.as_kind().inputs(seed));

@@ -94,6 +94,7 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
         };
         r.baseline.reference = p.references.get(i).cloned().flatten();
         let counts_base = p.counts_baselines.get(i);
+        let counted = s.counted()?;
         if let (Some(counter), Some(cb), true) = (&p.counter, counts_base, mode.counts()) {
             p.progress.say(&format!(
                 "opledger: {}: counting both sides under Valgrind",
@@ -105,14 +106,14 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
                 history_run: cb.history_run.as_deref(),
                 require_baseline: opts.require_baseline,
             };
-            counts::attach(counter, s, &mut r, &reference, mode.times());
+            counts::attach(counter, &counted, &mut r, &reference, mode.times());
         }
         if opts.accept {
             if mode.times() {
                 accept(&ctx, &mut r, bpath, base.as_ref(), &started_utc, &git_sha)?;
             }
             if let (Some(cb), true) = (counts_base, mode.counts()) {
-                accept_counts(&ctx, s, &mut r, &cb.path, &started_utc, &git_sha)?;
+                accept_counts(&ctx, &counted, &mut r, &cb.path, &started_utc, &git_sha)?;
             }
         }
         results.push(r);

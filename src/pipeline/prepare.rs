@@ -60,7 +60,7 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
     let (backend, backend_note) = backend::select(opts.backend, flush, &opts.settings)?;
     check_store(opts)?;
     // Counting is refused before anything is measured where it cannot be done.
-    let counter = counter(opts, &specs, backend.as_ref())?;
+    let (counter, counts_note) = counter(opts, &specs, backend.as_ref())?;
     let device = backend.device();
     // Accepting runs serialize on the store, from reading the baselines to writing them.
     let lock = if opts.accept {
@@ -94,6 +94,11 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
     let counts_baselines = counts_baselines(opts, &specs, counter.as_ref(), &device.key)?;
     let progress = Progress::new(specs.len() * passes);
     progress.say(&format!("opledger: backend {backend_note}"));
+    if let Some(why) = counts_note {
+        progress.say(&format!(
+            "opledger: counts not made ({why}): the specs whose mode is auto are timed only"
+        ));
+    }
     for line in shard_note.iter().chain(&size_warnings(opts, &device)) {
         progress.say(line);
     }
@@ -340,15 +345,29 @@ fn counter(
     opts: &RunOptions,
     specs: &[Spec],
     backend: &dyn Backend,
-) -> Result<Option<super::counts::Counter>> {
+) -> Result<(Option<super::counts::Counter>, Option<String>)> {
     let counting = specs.iter().any(|s| opts.mode_of(s).counts());
+    // Only `auto` asks: counts where they can be made, time alone elsewhere.
+    let required = specs.iter().any(|s| opts.mode_of(s).counts_required());
+    if counting && !required {
+        let why = if !backend.kind().countable() {
+            Some("the backend's kernels are not the CPU's".to_string())
+        } else if cfg!(not(target_arch = "x86_64")) {
+            Some("counts are made on x86-64".to_string())
+        } else {
+            crate::measure::callgrind::version().err()
+        };
+        if let Some(why) = why {
+            return Ok((None, Some(why)));
+        }
+    }
     if !counting {
         if opts.cache_model.is_some() {
             return Err(Error::Flag(
                 "--cache-model is the model of the counts, and no spec is counted: add --measure counts or both".into(),
             ));
         }
-        return Ok(None);
+        return Ok((None, None));
     }
     if !backend.kind().countable() {
         return Err(Error::Flag(
@@ -356,11 +375,12 @@ fn counter(
                 .into(),
         ));
     }
-    Ok(Some(super::counts::Counter::new(
+    let counter = super::counts::Counter::new(
         opts.cache_model.unwrap_or_default(),
         opts.measure.seed,
         &opts.settings,
-    )?))
+    )?;
+    Ok((Some(counter), None))
 }
 
 /// A spec's counts reference: where its counts baseline is (and `--accept` writes it), the
@@ -408,7 +428,7 @@ fn counts_baselines(
                     baseline = crate::gate::counts::baseline_of_point(
                         &p,
                         (s.variants.before.name(), s.variants.after.name()),
-                        &s.workload,
+                        &s.counted()?.workload,
                     );
                     history_run = baseline.as_ref().map(|_| p.run_id.clone());
                 }

@@ -72,7 +72,10 @@ pub fn table(specs: &[SpecCounts]) -> String {
             ("before", &s.before_variant, &s.before),
             ("after", &s.after_variant, &s.after),
         ] {
-            let name = s.name.replace('|', "\\|");
+            let mut name = s.name.replace('|', "\\|");
+            if let Some(w) = &s.counted_workload {
+                name.push_str(&format!(" (counted at {w})"));
+            }
             match c {
                 SideCounts::Counted {
                     counts,

@@ -208,7 +208,7 @@ fn counts_saving(s: &SpecResult, o: &crate::results::CountsGateOutcome) -> Strin
         return "not counted".into();
     };
     format!(
-        "counts: {} {} → {} {} {}{}",
+        "counts: {} {} → {} {} {}{}{}",
         c.before_variant,
         value(&c.before),
         c.after_variant,
@@ -216,6 +216,10 @@ fn counts_saving(s: &SpecResult, o: &crate::results::CountsGateOutcome) -> Strin
         o.metric.as_str(),
         o.saving
             .map(|v| format!("  saving {:.1}%", v * 100.0))
+            .unwrap_or_default(),
+        c.counted_workload
+            .as_ref()
+            .map(|w| format!(" (counted at {w})"))
             .unwrap_or_default()
     )
 }

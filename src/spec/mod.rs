@@ -225,6 +225,8 @@ pub fn expand(spec: Spec) -> Result<Vec<Spec>> {
             params,
             label,
         });
+        // The point's sizes with counts_sizes over them must make a workload too.
+        s.counted()?;
         out.push(s);
     }
     Ok(out)

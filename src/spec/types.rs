@@ -587,22 +587,31 @@ pub enum MeasureMode {
     Time,
     Counts,
     Both,
+    /// Time, and counts too where they can be made (Valgrind installed, x86-64, the CPU
+    /// backend): what a spec that must run on any machine asks for.
+    Auto,
 }
 
 impl MeasureMode {
     pub fn times(self) -> bool {
         self != MeasureMode::Counts
     }
+    /// Whether counts are wanted (made where they can be, for `auto`).
     pub fn counts(self) -> bool {
         self != MeasureMode::Time
     }
-    /// `time`, `counts` or `both`.
+    /// Whether counts that cannot be made stop the run (all but `auto`).
+    pub fn counts_required(self) -> bool {
+        matches!(self, MeasureMode::Counts | MeasureMode::Both)
+    }
+    /// `time`, `counts`, `both` or `auto`.
     pub fn parse(text: &str) -> Result<MeasureMode, String> {
         match text {
             "time" => Ok(MeasureMode::Time),
             "counts" => Ok(MeasureMode::Counts),
             "both" => Ok(MeasureMode::Both),
-            _ => Err(format!("`{text}`: expected time, counts or both")),
+            "auto" => Ok(MeasureMode::Auto),
+            _ => Err(format!("`{text}`: expected time, counts, both or auto")),
         }
     }
 }
@@ -686,10 +695,10 @@ impl Default for Gate {
 
 /// Per-spec limits of the sampling effort, for expensive cases. They can only lower what the
 /// command line asks for (the smaller value wins).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a mapping with optional `mode` (time|counts|both), `min_pairs`, `max_pairs`, `time_cap_secs`"
+    expecting = "a mapping with optional `mode` (time|counts|both|auto), `min_pairs`, `max_pairs`, `time_cap_secs`, `counts_sizes`"
 )]
 pub struct SpecMeasure {
     /// What a run measures of this spec when `run --measure` does not say (default `time`).
@@ -701,6 +710,11 @@ pub struct SpecMeasure {
     pub max_pairs: Option<Dim>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_cap_secs: Option<NonNeg>,
+    /// Workload sizes the sides are counted at, in place of the workload's (the simulator runs a
+    /// kernel 20 to 100 times slower than the machine): whole-number workload keys, the ones a
+    /// sweep may vary. The counts, their baseline and their gate are of that workload.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub counts_sizes: std::collections::BTreeMap<String, Dim>,
 }
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -754,6 +768,29 @@ pub struct Spec {
 }
 
 impl Spec {
+    /// The spec as its sides are counted: its workload at `measure.counts_sizes` (at its sweep
+    /// point's values for the keys those do not name), itself where none are given.
+    pub fn counted(&self) -> crate::error::Result<std::borrow::Cow<'_, Spec>> {
+        if self.measure.counts_sizes.is_empty() {
+            return Ok(std::borrow::Cow::Borrowed(self));
+        }
+        let mut raw = self.raw_workload.clone();
+        for (k, v) in self.point.iter().flat_map(|p| &p.params) {
+            raw.set(k, *v);
+        }
+        for (k, v) in &self.measure.counts_sizes {
+            raw.set(k, v.0);
+        }
+        let workload = raw.validate().map_err(|e| crate::error::Error::Spec {
+            path: self.file.clone(),
+            pos: find_key(&self.source_text, &["measure", "counts_sizes"]),
+            message: format!("measure.counts_sizes: {}", e.message),
+        })?;
+        let mut s = self.clone();
+        s.workload = workload;
+        Ok(std::borrow::Cow::Owned(s))
+    }
+
     /// The folder the spec's relative paths (kernel sources, worker commands) start from: the
     /// spec file's folder, `.` for a bare file name (whose parent is the empty path).
     pub fn dir(&self) -> &std::path::Path {
@@ -1000,6 +1037,27 @@ impl RawSpec {
                 at(&["measure", "time_cap_secs"]),
                 "measure.time_cap_secs must be > 0".into(),
             ));
+        }
+        if !self.measure.counts_sizes.is_empty() {
+            let mut raw = self.workload.clone();
+            for (key, value) in &self.measure.counts_sizes {
+                if !raw.sweepable(key) {
+                    return Err((
+                        at(&["measure", "counts_sizes", key]),
+                        format!(
+                            "measure.counts_sizes.{key}: not a size of this workload; expected one of: {}",
+                            RawWorkload::SWEEPABLE.join(", ")
+                        ),
+                    ));
+                }
+                raw.set(key, value.0);
+            }
+            raw.validate().map_err(|e| {
+                (
+                    at(&["measure", "counts_sizes"]),
+                    format!("measure.counts_sizes: {}", e.message),
+                )
+            })?;
         }
         Ok(())
     }

@@ -156,6 +156,7 @@ mod tests {
             repeat_instructions: None,
         };
         let spec = |after: SideCounts| SpecCounts {
+            counted_workload: None,
             name: "x".into(),
             engine: CountsEngine::default(),
             before_variant: "naive".into(),
@@ -188,6 +189,7 @@ mod tests {
             repeat_instructions: again,
         };
         let spec = |after: SideCounts| SpecCounts {
+            counted_workload: None,
             name: "x".into(),
             engine: CountsEngine::default(),
             before_variant: "naive".into(),
