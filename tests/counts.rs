@@ -148,7 +148,26 @@ fn sides_the_simulator_cannot_see_and_cache_resident_sizes_say_so() {
         0,
         "not compared: a tensor of 0.06 MiB is under 4x the 8.00 MiB last level",
     );
-    // A worker's side runs in another process: not counted, and said so.
+    // A `cuda:` side's kernel runs on a GPU: not counted, and said so; the built-in side is
+    // counted from a copy of the spec whose kernel source is not beside it.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::copy(
+        root.join("examples/cuda/bias_gelu.cu"),
+        dir.path().join("bias_gelu.cu"),
+    )
+    .unwrap();
+    let cuda = dir.path().join("cuda.yaml");
+    std::fs::write(
+        &cuda,
+        std::fs::read_to_string(root.join("examples/cuda/bias-gelu.yaml"))
+            .unwrap()
+            .replace("rows: 8192, cols: 8192", "rows: 64, cols: 64"),
+    )
+    .unwrap();
+    let o = counts_cmd(dir.path(), &cuda).output().unwrap();
+    says(&o, 0, "a `cuda:` side's kernel runs on a GPU: counts are not available for it");
+    // A worker speaking the protocol by hand, which does not mark its counted runs, is not
+    // counted for nothing: the run says why.
     std::fs::copy(
         common::fixture("workers/fake_worker.py"),
         dir.path().join("fake_worker.py"),
@@ -161,7 +180,7 @@ fn sides_the_simulator_cannot_see_and_cache_resident_sizes_say_so() {
     )
     .unwrap();
     let o = counts_cmd(dir.path(), &worker).output().unwrap();
-    says(&o, 0, "counts are not available for it");
+    says(&o, 1, "answered its counted runs without marking them");
 }
 
 #[test]

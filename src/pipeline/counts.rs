@@ -496,7 +496,9 @@ pub fn count_side(
         .use_current_thread()
         .build_global()
         .map_err(|e| Error::Flag(format!("count-side: the thread pool: {e}")))?;
-    let specs = crate::spec::load_all(&[file.to_path_buf()])?;
+    // The kernel sources of `cuda:` sides stay beside the original spec: they were checked
+    // there, and are not run here.
+    let specs = crate::spec::load_expanded(file)?;
     let s = specs
         .into_iter()
         .find(|s| s.name == name)

@@ -76,6 +76,13 @@ pub fn load_all_collect(paths: &[PathBuf]) -> (Vec<Spec>, Vec<Error>) {
     (specs, errors)
 }
 
+/// The specs of one file, sweeps expanded, without reading their `cuda:` sources: for a
+/// process that runs a built-in side of specs already loaded and checked by the one that
+/// started it, from a copy of the file whose kernel sources are not beside it.
+pub fn load_expanded(path: &Path) -> Result<Vec<Spec>> {
+    load(path).and_then(expand)
+}
+
 /// Checks every `cuda:` implementation of `specs` (one file's, sweep points included) against
 /// its source file, which is read here: a kernel that cannot be launched as written is a spec
 /// error at `check` time, not a failure on the GPU.
