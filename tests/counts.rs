@@ -165,7 +165,11 @@ fn sides_the_simulator_cannot_see_and_cache_resident_sizes_say_so() {
     )
     .unwrap();
     let o = counts_cmd(dir.path(), &cuda).output().unwrap();
-    says(&o, 0, "a `cuda:` side's kernel runs on a GPU: counts are not available for it");
+    says(
+        &o,
+        0,
+        "a `cuda:` side's kernel runs on a GPU: counts are not available for it",
+    );
     // A worker speaking the protocol by hand, which does not mark its counted runs, is not
     // counted for nothing: the run says why.
     std::fs::copy(

@@ -122,7 +122,12 @@ fn counted_run(
                 ),
             )
         }
-        Ok(Err(why)) => finding(true, format!("not counted: {why}")),
+        // Counted runs are for counts mode only: a worker without them keeps the protocol,
+        // and is told what counts mode will say of it.
+        Ok(Err(
+            crate::pipeline::counts::NotCounted::OnGpu(why)
+            | crate::pipeline::counts::NotCounted::Unmarked(why),
+        )) => finding(true, format!("not counted: {why}")),
         Err(e) => finding(false, e.to_string()),
     }
 }

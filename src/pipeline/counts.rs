@@ -126,7 +126,12 @@ impl Counter {
                     };
                     match self.count_worker(s, variant, cmd)? {
                         Ok(counted) => counted,
-                        Err(reason) => return Ok(SideCounts::NotAvailable { reason }),
+                        Err(NotCounted::OnGpu(reason)) => {
+                            return Ok(SideCounts::NotAvailable { reason })
+                        }
+                        Err(NotCounted::Unmarked(why)) => {
+                            return Err(Error::Backend(crate::error::BackendError::Kernel(why)))
+                        }
                     }
                 }
                 None => {
@@ -266,13 +271,14 @@ impl Counter {
     /// Counts a worker's side: the worker started under Callgrind (`backend::counted` drives
     /// it), its counted calls marked by its kit. Its first counted call is the side's counts
     /// and output; a second on the same inputs gives the instructions that show a result kept
-    /// across calls. `Ok(Err(why))` where the worker cannot be counted (a GPU worker).
+    /// across calls. `Ok(Err(why))` where the worker cannot be counted: a GPU worker, or one
+    /// whose protocol code does not mark its counted runs.
     pub fn count_worker(
         &self,
         s: &Spec,
         variant: crate::kinds::Variant,
         cmd: &crate::spec::WorkerCommand,
-    ) -> Result<std::result::Result<CountedSide, String>> {
+    ) -> Result<std::result::Result<CountedSide, NotCounted>> {
         let work = self.work.path();
         let model = &self.engine.cache_model;
         let out = work.join("worker.out");
@@ -311,11 +317,13 @@ impl Counter {
         };
         let counted = match crate::backend::counted::count_worker(cmd, &request)? {
             crate::backend::counted::WorkerCounts::Counted(c) => c,
-            crate::backend::counted::WorkerCounts::NotAvailable(why) => return Ok(Err(why)),
+            crate::backend::counted::WorkerCounts::NotAvailable(why) => {
+                return Ok(Err(NotCounted::OnGpu(why)))
+            }
         };
         let file = |k: u32| out.with_extension(format!("out.{k}"));
         if !file(1).is_file() || !file(3).is_file() {
-            return Err(Error::Backend(crate::error::BackendError::Kernel(format!(
+            return Ok(Err(NotCounted::Unmarked(format!(
                 "{}: the worker of `{}` ({}) answered its counted runs without marking them: its kit predates counted runs (opledger_worker.h and opledger_worker.py 2 mark them), or its own protocol code ignores `counted` in a run request",
                 s.name,
                 variant.name(),
@@ -332,6 +340,14 @@ impl Counter {
             Some(repeat.get("Ir")),
         )))
     }
+}
+
+/// Why a worker's side was not counted.
+pub enum NotCounted {
+    /// It runs on a GPU: not available, and said so.
+    OnGpu(String),
+    /// Its protocol code answered the counted runs without marking them: nothing was counted.
+    Unmarked(String),
 }
 
 /// A Callgrind output file's events, and its text (for the functions in it).
