@@ -356,24 +356,29 @@ impl Worker {
             functions: Vec::new(),
             device: String::new(),
         };
-        let setup_limit = Duration::from_secs_f64(cmd.timeout_secs * 10.0);
-        let hello = w.request(&Request::Hello { protocol: PROTOCOL }, setup_limit)?;
+        w.greet(Duration::from_secs_f64(cmd.timeout_secs * 10.0))?;
+        Ok(w)
+    }
+
+    /// The first request: the protocol's version, and what the worker says of itself.
+    fn greet(&mut self, limit: Duration) -> Result<(), BackendError> {
+        let hello = self.request(&Request::Hello { protocol: PROTOCOL }, limit)?;
         if hello.protocol != Some(PROTOCOL) {
-            return Err(w.failure(format!(
+            return Err(self.failure(format!(
                 "it speaks protocol {}, this opledger {PROTOCOL}",
                 hello
                     .protocol
                     .map_or("(none said)".to_string(), |p| p.to_string())
             )));
         }
-        w.about = format!(
+        self.about = format!(
             "{} on {}",
             hello.worker.as_deref().unwrap_or("a worker"),
             hello.device.as_deref().unwrap_or("an unnamed device")
         );
-        w.functions = hello.functions.unwrap_or_default();
-        w.device = hello.device.unwrap_or_default();
-        Ok(w)
+        self.functions = hello.functions.unwrap_or_default();
+        self.device = hello.device.unwrap_or_default();
+        Ok(())
     }
 
     /// Sends one request and reads its reply within `limit`; a reply with `ok: false` is an
