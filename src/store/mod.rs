@@ -75,6 +75,15 @@ ALTER TABLE cases ADD COLUMN after_dram_bytes BIGINT;
 ALTER TABLE cases ADD COLUMN before_cycles BIGINT;
 ALTER TABLE cases ADD COLUMN after_cycles BIGINT;
 ALTER TABLE cases ADD COLUMN counts_engine TEXT;",
+    // The run's order beside each case, and an index in that order: a case's newest runs are
+    // read from the index's end instead of sorting all of them (`history --last`, the site).
+    "ALTER TABLE cases ADD COLUMN started_utc TEXT;
+ALTER TABLE cases ADD COLUMN started_ns BIGINT;
+ALTER TABLE cases ADD COLUMN run_id TEXT;
+UPDATE cases SET started_utc = (SELECT r.started_utc FROM runs r WHERE r.run_key = cases.run_key),
+    started_ns = (SELECT COALESCE(r.started_ns, 0) FROM runs r WHERE r.run_key = cases.run_key),
+    run_id = (SELECT r.run_id FROM runs r WHERE r.run_key = cases.run_key);
+CREATE INDEX cases_by_spec_in_order ON cases (spec, started_utc, started_ns, run_id, run_key);",
 ];
 
 /// The default store's file name, inside the runs folder.
@@ -457,7 +466,7 @@ impl Store {
                     ],
                 )?;
                 for s in &run.specs {
-                    insert_case(db, &key, s)?;
+                    insert_case(db, &key, run, s)?;
                 }
                 Ok(outcome)
             })
@@ -655,7 +664,7 @@ impl Store {
                     c.counts_key, c.before_instructions, c.after_instructions, c.before_dram_bytes, c.after_dram_bytes, c.before_cycles, c.after_cycles, c.counts_engine
              FROM cases c JOIN runs r ON r.run_key = c.run_key
              {}
-             ORDER BY c.spec DESC, r.started_utc DESC, COALESCE(r.started_ns, 0) DESC, r.run_id DESC, r.run_key DESC
+             ORDER BY c.spec DESC, c.started_utc DESC, c.started_ns DESC, c.run_id DESC, c.run_key DESC
              LIMIT ${}",
             if conditions.is_empty() {
                 String::new()
@@ -837,7 +846,7 @@ fn run_key(run: &RunResult) -> String {
     }
 }
 
-fn insert_case(db: &mut Db, run_key: &str, s: &SpecResult) -> db::DbResult<u64> {
+fn insert_case(db: &mut Db, run_key: &str, run: &RunResult, s: &SpecResult) -> db::DbResult<u64> {
     let (b, a) = (s.before.summary, s.after.summary);
     // after/before from the paired saving: ratio = 1 − saving (its CI reversed).
     let ratio = s
@@ -858,7 +867,7 @@ fn insert_case(db: &mut Db, run_key: &str, s: &SpecResult) -> db::DbResult<u64> 
     )
     .unwrap_or_default();
     db.execute(
-        "INSERT INTO cases (run_key, spec, spec_sha256, sweep_label, verdict, before_median_secs, before_ci_lo_secs, before_ci_hi_secs, before_n, after_median_secs, after_ci_lo_secs, after_ci_hi_secs, after_n, ratio, ratio_lo, ratio_hi, gate_state, gate_ratio, checks, baseline_status, counts_key, before_instructions, after_instructions, before_dram_bytes, after_dram_bytes, before_cycles, after_cycles, counts_engine) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)",
+        "INSERT INTO cases (run_key, spec, spec_sha256, sweep_label, verdict, before_median_secs, before_ci_lo_secs, before_ci_hi_secs, before_n, after_median_secs, after_ci_lo_secs, after_ci_hi_secs, after_n, ratio, ratio_lo, ratio_hi, gate_state, gate_ratio, checks, baseline_status, counts_key, before_instructions, after_instructions, before_dram_bytes, after_dram_bytes, before_cycles, after_cycles, counts_engine, started_utc, started_ns, run_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31)",
         &[
             Val::from(run_key),
             Val::from(&s.name),
@@ -897,6 +906,9 @@ fn insert_case(db: &mut Db, run_key: &str, s: &SpecResult) -> db::DbResult<u64> 
                     .and_then(|c| c.engine.as_ref())
                     .and_then(|e| serde_json::to_string(e).ok()),
             ),
+            Val::from(&run.started_utc),
+            Val::Int(run.started_unix_ns.unwrap_or(0)),
+            Val::from(&run.run_id),
         ],
     )
 }
