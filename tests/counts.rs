@@ -528,6 +528,41 @@ fn without_a_counts_baseline_the_branchs_newest_counted_run_is_the_reference() {
     );
     assert_eq!(code, Some(0), "{out}");
     assert_eq!(r["specs"][0]["counts_gate"]["state"], "no_baseline");
+    // `history --changes` on the counts names the step exactly: the after side +2.00% from the
+    // third run on, the before side unchanged.
+    let changes = |metric: &str| {
+        let o = bin()
+            .current_dir(repo)
+            .args([
+                "history",
+                "--changes",
+                "--metric",
+                metric,
+                "--format",
+                "json",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    let after = changes("counts-after");
+    let shifts = after[0]["shifts"].as_array().unwrap();
+    assert_eq!(shifts.len(), 1, "{after}");
+    assert_eq!(shifts[0]["at"], 2, "{after}");
+    assert_eq!(shifts[0]["p_value"], 0.0, "{after}");
+    let ratio = shifts[0]["ratio"].as_f64().unwrap();
+    assert!((ratio - 1.02).abs() < 0.001, "{after}");
+    assert!(changes("counts-before")[0]["shifts"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    let o = bin()
+        .current_dir(repo)
+        .args(["history", "--changes", "--metric", "counts-after"])
+        .output()
+        .unwrap();
+    assert!(text(&o).contains("% (exact)"), "{}", text(&o));
 }
 
 /// `measure: {mode: auto}` is time, and counts too where Valgrind is installed: without it the

@@ -177,6 +177,10 @@ pub fn csv(points: &[Point]) -> String {
 /// A shift's size in words: `+12.3% (+10.1% .. +14.6%)`.
 fn change(l: &Located) -> String {
     let pct = |r: f64| format!("{:+.1}%", (r - 1.0) * 100.0);
+    // A counted step is exact: no interval to show.
+    if l.shift.ratio_lo == l.shift.ratio_hi {
+        return format!("{:+.2}% (exact)", (l.shift.ratio - 1.0) * 100.0);
+    }
     format!(
         "{} ({} .. {})",
         pct(l.shift.ratio),
@@ -194,6 +198,7 @@ pub fn changes_table(found: &[CaseChanges]) -> String {
             md(&c.spec),
             md(&c.device_key),
             match c.shifts.len() {
+                0 if c.metric.counted() => "no change in the counts".to_string(),
                 0 => "no shift in the median".to_string(),
                 1 => "1 shift".to_string(),
                 n => format!("{n} shifts"),
@@ -203,10 +208,17 @@ pub fn changes_table(found: &[CaseChanges]) -> String {
         if c.shifts.is_empty() {
             continue;
         }
-        out.push_str(&format!(
-            "| began after → at | runs (before, after) | {} median change (95% CI) | p |\n|---|--:|--:|--:|\n",
-            c.metric.name()
-        ));
+        out.push_str(&if c.metric.counted() {
+            format!(
+                "| began after → at | runs (before, after) | {} cycles change | p |\n|---|--:|--:|--:|\n",
+                c.metric.name()
+            )
+        } else {
+            format!(
+                "| began after → at | runs (before, after) | {} median change (95% CI) | p |\n|---|--:|--:|--:|\n",
+                c.metric.name()
+            )
+        });
         for l in &c.shifts {
             out.push_str(&format!(
                 "| {} ({}) → {} ({}) | {}, {} | {} | {:.1e} |\n",

@@ -232,7 +232,7 @@ pub struct Point {
 /// A case's counts as the store keeps them: the engine key they compare under, and each
 /// side's instructions, DRAM bytes (read and written) and estimated cycles (a side not counted
 /// has none).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct PointCounts {
     pub key: String,
     /// What counted (Valgrind, compiler, C library, binary digest…): a comparison across

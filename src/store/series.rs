@@ -19,14 +19,24 @@ pub enum Metric {
     Before,
     /// after/before from the same interleaved pairs (cancels the runner's drift).
     Ratio,
+    /// The `after` side's estimated cycles under the cache simulator (counted runs, one counts
+    /// key a series): exact, so every step is a change of the code.
+    CountsAfter,
+    /// The `before` side's estimated cycles under the cache simulator.
+    CountsBefore,
 }
 
 impl Metric {
     pub fn of(self, p: &Point) -> Option<f64> {
+        let cycles = |side: fn(&super::PointCounts) -> Option<u64>| {
+            p.counts.as_ref().and_then(side).map(|c| c as f64)
+        };
         match self {
             Metric::After => p.after_median_secs,
             Metric::Before => p.before_median_secs,
             Metric::Ratio => p.ratio,
+            Metric::CountsAfter => cycles(|c| c.after_cycles),
+            Metric::CountsBefore => cycles(|c| c.before_cycles),
         }
         .filter(|v| v.is_finite() && *v > 0.0)
     }
@@ -36,9 +46,21 @@ impl Metric {
             Metric::After => "after",
             Metric::Before => "before",
             Metric::Ratio => "ratio",
+            Metric::CountsAfter => "counts after",
+            Metric::CountsBefore => "counts before",
         }
     }
+
+    /// Whether the metric is counted (exact) rather than timed (noisy).
+    pub fn counted(self) -> bool {
+        matches!(self, Metric::CountsAfter | Metric::CountsBefore)
+    }
 }
+
+/// The smallest step of a counted series that is a change: counts of one binary repeat
+/// exactly, and between builds that differ outside the kernels they move by well under 1%
+/// (docs/counts.md); a tenth of a percent is a change of what the kernel executes or moves.
+pub const COUNTS_STEP: f64 = 0.001;
 
 /// A run on one side of a shift.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -82,17 +104,32 @@ pub struct CaseChanges {
 /// The change points of each case and device in `points` (cases in name order, each oldest
 /// first, as the store returns them).
 pub fn changes(points: &[Point], metric: Metric) -> Vec<CaseChanges> {
-    let mut keys: Vec<(&str, &str)> = points
+    // A counted series is of one counts key (cache model, SIMD level): counts of two models are
+    // two series.
+    let counts_key = |p: &Point| {
+        if metric.counted() {
+            p.counts.as_ref().map(|c| c.key.clone()).unwrap_or_default()
+        } else {
+            String::new()
+        }
+    };
+    let mut keys: Vec<(&str, &str, String)> = points
         .iter()
-        .map(|p| (p.spec.as_str(), p.device_key.as_str()))
+        .filter(|p| metric.of(p).is_some())
+        .map(|p| (p.spec.as_str(), p.device_key.as_str(), counts_key(p)))
         .collect();
     keys.sort();
     keys.dedup();
     keys.into_iter()
-        .map(|(spec, device)| {
+        .map(|(spec, device, key)| {
             let series: Vec<&Point> = points
                 .iter()
-                .filter(|p| p.spec == spec && p.device_key == device && metric.of(p).is_some())
+                .filter(|p| {
+                    p.spec == spec
+                        && p.device_key == device
+                        && metric.of(p).is_some()
+                        && counts_key(p) == key
+                })
                 .collect();
             CaseChanges {
                 spec: spec.to_string(),
@@ -117,12 +154,48 @@ pub fn located(series: &[&Point], metric: Metric) -> Vec<Located> {
     if values.len() != series.len() {
         return Vec::new();
     }
-    changes::detect(&values, &changes::Config::default())
+    let shifts = if metric.counted() {
+        exact_steps(&values)
+    } else {
+        changes::detect(&values, &changes::Config::default())
+    };
+    shifts
         .into_iter()
         .map(|shift| Located {
             last_before: RunRef::of(series[shift.at - 1]),
             first_after: RunRef::of(series[shift.at]),
             shift,
+        })
+        .collect()
+}
+
+/// The steps of an exact series: every place where a value differs from the one before by
+/// more than [`COUNTS_STEP`], each level's value its first run's (no noise to average), the
+/// ratio exact and its p-value 0.
+pub fn exact_steps(values: &[f64]) -> Vec<Shift> {
+    let at: Vec<usize> = (1..values.len())
+        .filter(|&i| (values[i] / values[i - 1] - 1.0).abs() > COUNTS_STEP)
+        .collect();
+    let level = |start: usize, end: usize| changes::Level {
+        start,
+        end,
+        geo_mean: values[start],
+    };
+    at.iter()
+        .enumerate()
+        .map(|(k, &i)| {
+            let start = if k == 0 { 0 } else { at[k - 1] };
+            let end = at.get(k + 1).copied().unwrap_or(values.len());
+            let ratio = values[i] / values[i - 1];
+            Shift {
+                at: i,
+                before: level(start, i),
+                after: level(i, end),
+                ratio,
+                ratio_lo: ratio,
+                ratio_hi: ratio,
+                p_value: 0.0,
+            }
         })
         .collect()
 }
@@ -218,6 +291,45 @@ mod tests {
             started_utc: t.into(),
             ..point(0, 1.0)
         }
+    }
+
+    #[test]
+    fn a_counted_series_steps_exactly_where_its_counts_moved() {
+        let counted = |i: usize, after: u64| Point {
+            counts: Some(crate::store::PointCounts {
+                key: "counts-x".into(),
+                after_cycles: Some(after),
+                before_cycles: Some(1000),
+                ..Default::default()
+            }),
+            ..point(i, 1.0)
+        };
+        // Flat, +2% at run 3, +0.05% (a build's drift, not a change) at run 5, back at run 7.
+        let values = [1000, 1000, 1000, 1020, 1020, 1020, 1020, 1000];
+        let mut points: Vec<Point> = values
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| counted(i, v))
+            .collect();
+        points[5].counts.as_mut().unwrap().after_cycles = Some(1020 + 1020 / 2000);
+        let c = changes(&points, Metric::CountsAfter);
+        assert_eq!(c.len(), 1);
+        let at: Vec<(usize, &str, &str)> = c[0]
+            .shifts
+            .iter()
+            .map(|l| {
+                (
+                    l.shift.at,
+                    l.last_before.git_sha.as_str(),
+                    l.first_after.git_sha.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(at, vec![(3, "c2", "c3"), (7, "c6", "c7")], "{c:?}");
+        assert!((c[0].shifts[0].shift.ratio - 1.02).abs() < 1e-12);
+        assert_eq!(c[0].shifts[0].shift.p_value, 0.0);
+        // The before side did not move; time series of the same points are not counted ones.
+        assert!(changes(&points, Metric::CountsBefore)[0].shifts.is_empty());
     }
 
     #[test]
