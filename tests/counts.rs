@@ -627,3 +627,47 @@ fn auto_mode_counts_where_it_can_at_the_specs_counts_sizes() {
     let report = std::fs::read_to_string(newest_run(dir.path()).join("report.md")).unwrap();
     assert!(report.contains("counted at elementwise"), "{report}");
 }
+
+/// `calibrate --measure counts`: each side counted N times; counts of one binary repeat
+/// exactly, so the spread is 0 and any change is detected; nothing is timed.
+#[test]
+fn calibrate_in_counts_mode_reports_the_spread_of_the_counts() {
+    if !valgrind() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spec = chain_spec(dir.path(), 256, 1024);
+    let o = bin()
+        .current_dir(dir.path())
+        .args([
+            "calibrate",
+            "chain.yaml",
+            "--runs",
+            "3",
+            "--measure",
+            "counts",
+            "--backend",
+            "cpu",
+        ])
+        .args(["--cache-model", SMALL_LL, "--no-store"])
+        .arg("--runs-dir")
+        .arg(dir.path().join("runs"))
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains("3 counts of each side under valgrind-"),
+        "{out}"
+    );
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("| counted-chain |"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        row.contains("| cycles |") && row.contains("0 (identical) | any change"),
+        "{row}"
+    );
+    assert!(!out.contains("after time: spread"), "nothing timed: {out}");
+    let _ = spec;
+}

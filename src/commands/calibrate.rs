@@ -145,21 +145,128 @@ pub fn calibration(results: &[SpecResult]) -> Option<Calibration> {
 
 pub fn calibrate(opts: &RunOptions, runs: usize) -> Result<ExitCode> {
     let p = prepare(opts, runs)?;
-    let (results, archives, ceilings) = measure_runs(opts, &p, runs)?;
-    p.progress.finish();
-    for (n, dir) in archives.iter().enumerate() {
-        println!("run {}: {}", n + 1, dir.display());
+    // `--measure counts`: nothing is timed, the counts alone are calibrated.
+    let timed = p.specs.iter().any(|s| opts.mode_of(s).times());
+    let mut all_passed = true;
+    if timed {
+        let (results, archives, ceilings) = measure_runs(opts, &p, runs)?;
+        p.progress.finish();
+        for (n, dir) in archives.iter().enumerate() {
+            println!("run {}: {}", n + 1, dir.display());
+        }
+        let calibrations = print_calibrations(opts, &p, &results, &archives);
+        if opts.accept {
+            accept_runs(opts, &p, &results, &calibrations, &ceilings)?;
+        }
+        all_passed = calibrations.iter().all(|c| c.runs_passed == runs);
     }
-    let calibrations = print_calibrations(opts, &p, &results, &archives);
-    if opts.accept {
-        accept_runs(opts, &p, &results, &calibrations, &ceilings)?;
+    if let Some(counter) = &p.counter {
+        let counted: Vec<CountsCalibration> = p
+            .specs
+            .iter()
+            .filter(|s| opts.mode_of(s).counts())
+            .map(|s| {
+                p.progress.say(&format!(
+                    "opledger: {}: counting both sides {runs} times",
+                    s.name
+                ));
+                counts_calibration(counter, s, runs)
+            })
+            .collect::<Result<_>>()?;
+        p.progress.finish();
+        print_counts_calibrations(counter, &counted, runs);
+        all_passed &= counted.iter().all(|c| c.spread <= c.limit);
     }
-    let all_passed = calibrations.iter().all(|c| c.runs_passed == runs);
     Ok(if all_passed {
         ExitCode::Pass
     } else {
         ExitCode::GateFailed
     })
+}
+
+/// What N counts of one spec's sides say about gating it on counts.
+#[derive(Debug, Clone)]
+pub struct CountsCalibration {
+    pub name: String,
+    pub metric: crate::spec::CountsMetric,
+    pub limit: f64,
+    /// Each run's metric, before and after (`None`: a side not counted).
+    pub values: Vec<[Option<u64>; 2]>,
+    /// The largest relative difference between two runs of one side: the smallest change the
+    /// counts can tell from their own spread (0 where they repeat exactly).
+    pub spread: f64,
+}
+
+/// Counts `s`'s sides `runs` times, as a counted run counts them.
+fn counts_calibration(
+    counter: &crate::pipeline::counts::Counter,
+    s: &crate::spec::Spec,
+    runs: usize,
+) -> Result<CountsCalibration> {
+    let counted = s.counted()?;
+    let metric = s.gate.metric;
+    let mut values = Vec::new();
+    for _ in 0..runs {
+        let c = counter.count_spec(&counted)?;
+        let side = |x: &crate::measure::counts::SideCounts| x.counts().map(|c| c.metric(metric));
+        values.push([side(&c.before), side(&c.after)]);
+    }
+    let spread = (0..2)
+        .filter_map(|k| {
+            let v: Vec<u64> = values.iter().filter_map(|r| r[k]).collect();
+            let (lo, hi) = (v.iter().min()?, v.iter().max()?);
+            Some(*hi as f64 / (*lo).max(1) as f64 - 1.0)
+        })
+        .fold(0.0, f64::max);
+    Ok(CountsCalibration {
+        name: s.name.clone(),
+        metric,
+        limit: s.gate.counts_max_regression.0,
+        values,
+        spread,
+    })
+}
+
+/// The table of the counts' spread between runs, and what it lets the counts gate detect.
+fn print_counts_calibrations(
+    counter: &crate::pipeline::counts::Counter,
+    found: &[CountsCalibration],
+    runs: usize,
+) {
+    let e = &counter.engine;
+    println!(
+        "\n# opledger calibrate: {runs} counts of each side under {} on the cache model {} ({})\n",
+        e.valgrind,
+        e.cache_model.describe(),
+        e.simd
+    );
+    println!("| spec | metric | before | after | spread between runs | smallest change detected | spec's limit | |");
+    println!("|---|---|--:|--:|--:|--:|--:|---|");
+    let show = |v: Option<u64>| v.map_or("not counted".to_string(), |v| v.to_string());
+    for c in found {
+        let first = c.values.first().copied().unwrap_or([None, None]);
+        let (spread, detected) = if c.spread == 0.0 {
+            ("0 (identical)".to_string(), "any change".to_string())
+        } else {
+            (
+                format!("{:.4}%", c.spread * 100.0),
+                format!("> {:.4}%", c.spread * 100.0),
+            )
+        };
+        println!(
+            "| {} | {} | {} | {} | {spread} | {detected} | +{:.0}% | {} |",
+            c.name,
+            c.metric.as_str(),
+            show(first[0]),
+            show(first[1]),
+            c.limit * 100.0,
+            if c.spread <= c.limit {
+                "gates at the limit"
+            } else {
+                "cannot gate at the limit: the counts moved between runs of one binary"
+            }
+        );
+    }
 }
 
 /// Runs of unchanged code, each measured as `run` measures (its ceilings probed again) and
