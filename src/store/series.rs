@@ -299,19 +299,20 @@ mod tests {
             counts: Some(crate::store::PointCounts {
                 key: "counts-x".into(),
                 after_cycles: Some(after),
-                before_cycles: Some(1000),
+                before_cycles: Some(1_000_000),
                 ..Default::default()
             }),
             ..point(i, 1.0)
         };
         // Flat, +2% at run 3, +0.05% (a build's drift, not a change) at run 5, back at run 7.
-        let values = [1000, 1000, 1000, 1020, 1020, 1020, 1020, 1000];
+        let values = [
+            1_000_000, 1_000_000, 1_000_000, 1_020_000, 1_020_000, 1_020_510, 1_020_000, 1_000_000,
+        ];
         let mut points: Vec<Point> = values
             .iter()
             .enumerate()
             .map(|(i, &v)| counted(i, v))
             .collect();
-        points[5].counts.as_mut().unwrap().after_cycles = Some(1020 + 1020 / 2000);
         let c = changes(&points, Metric::CountsAfter);
         assert_eq!(c.len(), 1);
         let at: Vec<(usize, &str, &str)> = c[0]
