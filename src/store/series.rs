@@ -308,7 +308,7 @@ mod tests {
         let values = [
             1_000_000, 1_000_000, 1_000_000, 1_020_000, 1_020_000, 1_020_510, 1_020_000, 1_000_000,
         ];
-        let mut points: Vec<Point> = values
+        let points: Vec<Point> = values
             .iter()
             .enumerate()
             .map(|(i, &v)| counted(i, v))
