@@ -563,6 +563,30 @@ fn without_a_counts_baseline_the_branchs_newest_counted_run_is_the_reference() {
         .output()
         .unwrap();
     assert!(text(&o).contains("% (exact)"), "{}", text(&o));
+    // The site's case page draws the counted cycles, the step marked.
+    let site = repo.join("site");
+    let o = bin()
+        .current_dir(repo)
+        .args(["site", "--out"])
+        .arg(&site)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let page = std::fs::read_dir(site.join("cases"))
+        .unwrap()
+        .flat_map(|d| std::fs::read_dir(d.unwrap().path()).unwrap())
+        .map(|f| f.unwrap().path())
+        .find(|p| p.to_string_lossy().contains("counted-chain"))
+        .unwrap();
+    let html = std::fs::read_to_string(page).unwrap();
+    assert!(
+        html.contains("id=\"counts-h\"") && html.contains("counted cycles over 4 runs"),
+        "{html}"
+    );
+    assert!(
+        html.contains("counted after cycles changed by +2.0") && html.contains("% (exact)"),
+        "{html}"
+    );
 }
 
 /// `measure: {mode: auto}` is time, and counts too where Valgrind is installed: without it the

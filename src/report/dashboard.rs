@@ -102,6 +102,10 @@ fn shifts(points: &[Point], case: &Case, metric: Metric) -> Vec<(usize, Located)
 use super::format::duration_or_dash as ms;
 
 fn change_words(l: &Located) -> String {
+    // A counted step is exact: no interval to show.
+    if l.shift.ratio_lo == l.shift.ratio_hi {
+        return format!("{:+.2}% (exact)", (l.shift.ratio - 1.0) * 100.0);
+    }
     format!(
         "{:+.1}% (95% CI {:+.1}% .. {:+.1}%)",
         (l.shift.ratio - 1.0) * 100.0,
@@ -211,11 +215,14 @@ fn case_page_html(input: &Input<'_>, case: &Case) -> Result<(String, Value)> {
         &shift_marks(&ratio_shifts, "after/before"),
         Some(1.0),
     );
+    let counts_shifts = shifts(input.points, case, Metric::CountsAfter);
+    let counts = counts_chart(input, case, &pts, &counts_shifts);
     let rows = run_rows(input, case, &pts);
     let shift_rows: Vec<Value> = [
         ("after median", &after_shifts),
         ("before median", &before_shifts),
         ("after/before", &ratio_shifts),
+        ("counted after cycles", &counts_shifts),
     ]
     .iter()
     .flat_map(|(what, found)| {
@@ -235,7 +242,8 @@ fn case_page_html(input: &Input<'_>, case: &Case) -> Result<(String, Value)> {
         })
     })
     .collect();
-    let shifts_found = after_shifts.len() + ratio_shifts.len() + before_shifts.len();
+    let shifts_found =
+        after_shifts.len() + ratio_shifts.len() + before_shifts.len() + counts_shifts.len();
     let summary = case_summary(input, case, &pts, &page, shifts_found);
     let html = html::render_page(
         "case.html",
@@ -246,6 +254,7 @@ fn case_page_html(input: &Input<'_>, case: &Case) -> Result<(String, Value)> {
             runs => pts.len(),
             medians => Value::from_safe_string(medians),
             ratio => Value::from_safe_string(ratio),
+            counts => Value::from_safe_string(counts),
             rows => rows,
             shift_rows => shift_rows,
             accepted => pts.iter().filter(|p| p.accepted).count(),
@@ -312,6 +321,53 @@ fn median_trend(
             })
             .collect(),
     }
+}
+
+/// Both sides' counted cycles over the runs that counted, with the after side's steps; empty
+/// where no run of the case counted.
+fn counts_chart(
+    input: &Input<'_>,
+    case: &Case,
+    pts: &[&Point],
+    steps: &[(usize, Located)],
+) -> String {
+    if !pts.iter().any(|p| Metric::CountsAfter.of(p).is_some()) {
+        return String::new();
+    }
+    let series = |class: &'static str, name: &str, metric: Metric| TrendSeries {
+        class,
+        name: name.to_string(),
+        points: pts
+            .iter()
+            .enumerate()
+            .map(|(k, p)| {
+                let v = metric.of(p)?;
+                Some(TrendPoint {
+                    value: v / 1e6,
+                    ci: None,
+                    tip: tip_of(p, name, format!("{v:.0} cycles")),
+                    href: run_href(input, case, k),
+                    accepted: false,
+                })
+            })
+            .collect(),
+    };
+    svg::trend(
+        &format!(
+            "{} on {}: counted cycles over {} runs",
+            case.spec,
+            case.device_key,
+            pts.len()
+        ),
+        "estimated cycles (millions)",
+        &[
+            series("before", "before cycles", Metric::CountsBefore),
+            series("after", "after cycles", Metric::CountsAfter),
+        ],
+        &x_labels(pts),
+        &shift_marks(steps, "counted after cycles"),
+        None,
+    )
 }
 
 /// The after/before ratio over the runs, with its CIs.
