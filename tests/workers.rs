@@ -1142,7 +1142,7 @@ fn the_python_cheats_fail_in_counts_mode_too() {
         (module, "cached", "the same result"),
         (module, "lazy", "a value not computed yet"),
         (module, "memo", "result kept across calls"),
-        (module, "at_setup", "IMPOSSIBLE counts"),
+        (module, "at_setup", "IMPOSSIBLE counts: it read"),
         (
             "[python3, fake_worker.py, ok]",
             "relu",
@@ -1157,7 +1157,12 @@ fn the_python_cheats_fail_in_counts_mode_too() {
             honest_before,
         );
         std::fs::write(&spec, yaml).unwrap();
-        let o = run_in(dir.path(), &[spec], &["--measure", "counts"]);
+        // A 256 KiB last level: the 1 MiB tensors exceed it, so the compulsory bytes are judged.
+        let o = run_in(
+            dir.path(),
+            &[spec],
+            &["--measure", "counts", "--cache-model", "LL=262144,16,64"],
+        );
         let out = text(&o);
         assert_eq!(o.status.code(), Some(1), "{command} {function}: {out}");
         assert!(

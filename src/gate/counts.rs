@@ -293,6 +293,7 @@ mod tests {
                 ll_misses: 0,
             }],
             repeat_instructions: None,
+            compulsory_bytes: None,
         }
     }
 

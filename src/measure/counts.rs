@@ -435,6 +435,31 @@ impl LedgerAgreement {
     }
 }
 
+/// The compulsory traffic of a side whose ledger is `ledger` and whose output is `output`:
+/// its inputs (tensors it reads and never writes) read once, its output written once; `None`
+/// where a tensor of them fits in the model's last level (it might be judged on a warm cache).
+pub fn compulsory_bytes(
+    ledger: &VariantLedger,
+    output: &str,
+    model: &CacheModel,
+) -> Option<(u64, u64)> {
+    let inputs: Vec<&crate::ledger::Movement> = ledger
+        .movements
+        .iter()
+        .filter(|m| m.reads > 0 && m.writes == 0)
+        .collect();
+    let out = ledger.movements.iter().find(|m| m.tensor == output)?;
+    if inputs.is_empty()
+        || inputs
+            .iter()
+            .chain([&out])
+            .any(|m| m.bytes <= model.ll.bytes)
+    {
+        return None;
+    }
+    Some((inputs.iter().map(|m| m.bytes).sum(), out.bytes))
+}
+
 /// What counted: the simulator's version, the cache model, the SIMD level and threads of the
 /// counted process. Counts compare only under the same engine.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -537,6 +562,11 @@ pub enum SideCounts {
         /// honest function does the same work again; one that kept its result does far less.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         repeat_instructions: Option<u64>,
+        /// What any computation of the output must move from a cold cache, where every tensor
+        /// it reads and writes exceeds the last level: each input read once, the output written
+        /// once (bytes read, bytes written). Simulated DRAM bytes below either are impossible.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        compulsory_bytes: Option<(u64, u64)>,
     },
     /// Counts are not available for this side (a worker or a `cuda:` side), with why.
     NotAvailable { reason: String },

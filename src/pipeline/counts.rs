@@ -155,6 +155,11 @@ impl Counter {
                     LedgerAgreement::of(ledger, &counts, model)
                 },
                 repeat_instructions,
+                compulsory_bytes: crate::measure::counts::compulsory_bytes(
+                    ledger,
+                    &s.workload.as_kind().output_name(),
+                    model,
+                ),
             })
         };
         let before = side_counts(Side::Before)?;

@@ -21,8 +21,24 @@ pub fn counts_check(c: &crate::measure::counts::SpecCounts) -> Check {
                 ledger_flops,
                 agreement,
                 repeat_instructions,
+                compulsory_bytes,
                 ..
             } => {
+                // From a cold cache every input line must be read and every output line written
+                // back at least once: fewer simulated bytes cannot have computed the output.
+                if let Some((read, write)) = compulsory_bytes {
+                    for (what, moved, least, of) in [
+                        ("read", counts.dram_read_bytes, *read, "its inputs hold"),
+                        ("wrote", counts.dram_write_bytes, *write, "its output holds"),
+                    ] {
+                        if moved < least {
+                            status = Status::Fail;
+                            words.push(format!(
+                                "{name}: IMPOSSIBLE counts: it {what} {moved} bytes of DRAM, fewer than the {least} {of}, each moved once from a cold cache: the work was done outside the counted call"
+                            ));
+                        }
+                    }
+                }
                 // A second call on the same inputs executes what the first did, give or take
                 // an allocation: one that runs a third of it answered from a kept result.
                 if let Some(again) = repeat_instructions {
@@ -154,6 +170,7 @@ mod tests {
             },
             functions: Vec::new(),
             repeat_instructions: None,
+            compulsory_bytes: None,
         };
         let spec = |after: SideCounts| SpecCounts {
             counted_workload: None,
@@ -187,6 +204,7 @@ mod tests {
             },
             functions: Vec::new(),
             repeat_instructions: again,
+            compulsory_bytes: None,
         };
         let spec = |after: SideCounts| SpecCounts {
             counted_workload: None,
@@ -215,6 +233,61 @@ mod tests {
             counts_check(&spec(side(3_000_000, None))).status,
             Status::Skip
         );
+    }
+
+    #[test]
+    fn fewer_dram_bytes_than_the_inputs_and_output_hold_are_impossible() {
+        let side = |read: u64, write: u64, compulsory: Option<(u64, u64)>| SideCounts::Counted {
+            counts: Counts {
+                instructions: 1_000_000,
+                dram_read_bytes: read,
+                dram_write_bytes: write,
+                ..Counts::default()
+            },
+            ledger_read_bytes: 0,
+            ledger_write_bytes: 0,
+            ledger_flops: 0,
+            agreement: LedgerAgreement::CacheResident {
+                smallest_tensor_bytes: 1,
+                ll_bytes: 1,
+            },
+            functions: Vec::new(),
+            repeat_instructions: None,
+            compulsory_bytes: compulsory,
+        };
+        let spec = |after: SideCounts| SpecCounts {
+            counted_workload: None,
+            name: "x".into(),
+            engine: CountsEngine::default(),
+            before_variant: "unfused".into(),
+            after_variant: "fused".into(),
+            before: side(100, 100, None),
+            after,
+        };
+        // Exactly the compulsory bytes are possible; one byte fewer is not, either way.
+        let c = counts_check(&spec(side(64 << 20, 32 << 20, Some((64 << 20, 32 << 20)))));
+        assert_ne!(c.status, Status::Fail, "{}", c.detail);
+        let c = counts_check(&spec(side(
+            (64 << 20) - 1,
+            32 << 20,
+            Some((64 << 20, 32 << 20)),
+        )));
+        assert_eq!(c.status, Status::Fail);
+        assert!(
+            c.detail
+                .contains("after: IMPOSSIBLE counts: it read 67108863 bytes"),
+            "{}",
+            c.detail
+        );
+        let c = counts_check(&spec(side(64 << 20, 0, Some((64 << 20, 32 << 20)))));
+        assert!(
+            c.detail
+                .contains("it wrote 0 bytes of DRAM, fewer than the 33554432 its output holds"),
+            "{}",
+            c.detail
+        );
+        // Not judged where a tensor fits in the last level.
+        assert_ne!(counts_check(&spec(side(0, 0, None))).status, Status::Fail);
     }
 
     #[test]
