@@ -231,9 +231,9 @@ pub enum Command {
         last: Option<usize>,
         #[arg(long, value_enum, default_value_t = commands::history::Format::Table)]
         format: commands::history::Format,
-        /// Where each case's level changed on each device (E-divisive means confirmed by a
-        /// t-test): each shift with its size and 95% CI, the runs on each side and the commits
-        /// between which it began.
+        /// Where each case's level changed on each device (binary segmentation of the mean,
+        /// confirmed by a t-test; counted series step exactly): each shift with its size and
+        /// 95% CI, the runs on each side and the commits between which it began.
         #[arg(long)]
         changes: bool,
         /// The value of each run `--changes` follows.
@@ -351,8 +351,9 @@ pub struct RunArgs {
     /// Where run directories are created.
     #[arg(long, default_value = "runs")]
     pub runs_dir: PathBuf,
-    /// The history store every run is recorded into: an SQLite file (`sqlite:PATH` or a path;
-    /// default `OPLEDGER_STORE`, else `<runs-dir>/history.sqlite`).
+    /// The history store every run is recorded into: an SQLite file (`sqlite:PATH` or a path)
+    /// or a PostgreSQL server (`postgres://USER:PASSWORD@HOST:PORT/DB`, the password never
+    /// shown); default `OPLEDGER_STORE`, else `<runs-dir>/history.sqlite`.
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
     /// Record nothing into the history store; a reference the gate takes from it

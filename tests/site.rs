@@ -180,3 +180,24 @@ fn bad_input_is_refused_by_name_and_a_folder_that_is_not_a_site_is_left_alone() 
         "x"
     );
 }
+
+/// The index leads with the main line: a case's latest verdict is its newest run on `main`,
+/// whatever a feature branch ran since, and the branch is named.
+#[test]
+fn the_index_shows_mains_latest_run_and_names_its_branch() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = [fixture("good/tiny-chain.yaml")];
+    for branch in ["main", "main", "feature"] {
+        let o = quick_run(dir.path(), &spec, &["--branch", branch]);
+        assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    }
+    let o = site(dir.path(), &["--out", "site"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let index = std::fs::read_to_string(dir.path().join("site/index.html")).unwrap();
+    let row = index
+        .lines()
+        .find(|l| l.contains("data-spec=\"tiny-chain\""))
+        .unwrap_or_else(|| panic!("{index}"));
+    assert!(row.contains("· main</td>"), "{row}");
+    assert!(!row.contains("feature"), "{row}");
+}

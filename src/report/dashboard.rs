@@ -439,7 +439,13 @@ fn case_summary(
     page: &str,
     shifts_found: usize,
 ) -> Value {
-    let latest = pts.last().copied();
+    // The main line leads: the newest run of `main` (or `master`) where the case has one, else
+    // the newest of any branch, whose branch is then named.
+    let latest_k = pts
+        .iter()
+        .rposition(|p| matches!(p.branch.as_deref(), Some("main" | "master")))
+        .or_else(|| pts.len().checked_sub(1));
+    let latest = latest_k.map(|k| pts[k]);
     let spark_values: Vec<f64> = pts
         .iter()
         .map(|p| p.after_median_secs.unwrap_or(f64::NAN))
@@ -460,7 +466,8 @@ fn case_summary(
         shifts => shifts_found,
         last_utc => latest.map(|p| p.started_utc.clone()),
         last_sha => latest.map(|p| short(&p.git_sha).to_string()),
-        last_href => input.run_pages[*case.at.last().unwrap_or(&0)].clone(),
+        last_branch => latest.and_then(|p| p.branch.clone()),
+        last_href => latest_k.and_then(|k| case.at.get(k)).and_then(|&i| input.run_pages[i].clone()),
     }
 }
 

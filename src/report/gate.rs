@@ -122,6 +122,23 @@ pub fn note(b: &BaselineOutcome) -> Option<String> {
     }
 }
 
+/// [`guard`] in a few words, for a terminal line: what moved and by how much (the report
+/// says what to do).
+pub fn guard_short(b: &BaselineOutcome) -> Option<String> {
+    let Some(GateFinding::CeilingDrift(d)) = &b.finding else {
+        return None;
+    };
+    let what = match d.bound {
+        Bound::Bandwidth => "triad bandwidth",
+        Bound::Compute => "compute peak",
+    };
+    Some(format!(
+        "machine state: the {what} ×{:.2} the baseline's, beyond the ±{:.0}% the gate absorbs; the report says what to do",
+        d.now_per_sec / d.baseline_per_sec,
+        d.allowed * 100.0
+    ))
+}
+
 /// Why the ceiling drift guard stopped the comparison, when it did.
 pub fn guard(b: &BaselineOutcome) -> Option<String> {
     let Some(GateFinding::CeilingDrift(d)) = &b.finding else {

@@ -268,8 +268,9 @@ fn gate_state_short(b: &BaselineOutcome, max_regression: f64) -> String {
         .map(|d| format!(", detects ≥ +{:.0}%", d * 100.0))
         .unwrap_or_default();
     let note_text = report::gate::note(b);
-    let note = note_text
-        .as_deref()
+    // The guard's full advice is the report's; one line per spec says what moved.
+    let note = report::gate::guard_short(b)
+        .or_else(|| note_text.clone())
         .map(|n| format!(" ({n})"))
         .unwrap_or_default();
     match (b.status, b.state) {

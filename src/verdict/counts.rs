@@ -18,52 +18,13 @@ pub fn counts_check(c: &crate::measure::counts::SpecCounts) -> Check {
                 counts,
                 ledger_read_bytes,
                 ledger_write_bytes,
-                ledger_flops,
                 agreement,
-                repeat_instructions,
-                compulsory_bytes,
                 ..
             } => {
-                // From a cold cache every input line must be read and every output line written
-                // back at least once: fewer simulated bytes cannot have computed the output.
-                if let Some((read, write)) = compulsory_bytes {
-                    for (what, moved, least, of) in [
-                        ("read", counts.dram_read_bytes, *read, "its inputs hold"),
-                        ("wrote", counts.dram_write_bytes, *write, "its output holds"),
-                    ] {
-                        if moved < least {
-                            status = Status::Fail;
-                            words.push(format!(
-                                "{name}: IMPOSSIBLE counts: it {what} {moved} bytes of DRAM, fewer than the {least} {of}, each moved once from a cold cache: the work was done outside the counted call"
-                            ));
-                        }
-                    }
-                }
-                // A second call on the same inputs executes what the first did, give or take
-                // an allocation: one that runs a third of it answered from a kept result.
-                if let Some(again) = repeat_instructions {
-                    let factor = crate::measure::KEPT_RESULT_FACTOR;
-                    if (*again as f64) * factor < counts.instructions as f64 {
-                        status = Status::Fail;
-                        words.push(format!(
-                            "{name}: result kept across calls: its counted call on inputs new to it executed {} instructions, a second call on the same inputs {} (×{:.1} fewer, at most ×{factor}): it computes when the inputs change and answers from what it kept otherwise",
-                            counts.instructions,
-                            again,
-                            counts.instructions as f64 / (*again).max(1) as f64
-                        ));
-                    }
-                }
-                // Exact, so no margin: fewer instructions than the ledger's FLOPs need cannot
-                // have computed the output in the counted call.
-                if !counts.can_have_done(*ledger_flops) {
+                let impossible = impossible_findings(name, side);
+                if !impossible.is_empty() {
                     status = Status::Fail;
-                    words.push(format!(
-                        "{name}: IMPOSSIBLE counts: {} instructions do at most {} FLOPs at AVX2 ({} a 256-bit FMA), the ledger needs {}: the work was done outside the counted call",
-                        counts.instructions,
-                        counts.instructions.saturating_mul(crate::measure::counts::MAX_FLOPS_PER_INSTRUCTION),
-                        crate::measure::counts::MAX_FLOPS_PER_INSTRUCTION,
-                        ledger_flops
-                    ));
+                    words.extend(impossible);
                 }
                 let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
                 let mut extra = String::new();
@@ -117,6 +78,63 @@ pub fn counts_check(c: &crate::measure::counts::SpecCounts) -> Check {
         status = Status::Warn;
     }
     Check::new(CheckName::LedgerCounts, status, words.join("; "))
+}
+
+/// What makes a counted side's counts impossible for the work it claims, each in words: fewer
+/// DRAM bytes than its inputs and output hold (where every tensor exceeds the last level), a
+/// second call on the same inputs doing a fraction of the first's work, fewer instructions than
+/// the ledger's FLOPs need. Exact, so no margin.
+fn impossible_findings(name: &str, side: &crate::measure::counts::SideCounts) -> Vec<String> {
+    let crate::measure::counts::SideCounts::Counted {
+        counts,
+        ledger_flops,
+        repeat_instructions,
+        compulsory_bytes,
+        ..
+    } = side
+    else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    // From a cold cache every input line must be read and every output line written
+    // back at least once: fewer simulated bytes cannot have computed the output.
+    if let Some((read, write)) = compulsory_bytes {
+        for (what, moved, least, of) in [
+            ("read", counts.dram_read_bytes, *read, "its inputs hold"),
+            ("wrote", counts.dram_write_bytes, *write, "its output holds"),
+        ] {
+            if moved < least {
+                out.push(format!(
+                        "{name}: IMPOSSIBLE counts: it {what} {moved} bytes of DRAM, fewer than the {least} {of}, each moved once from a cold cache: the work was done outside the counted call"
+                    ));
+            }
+        }
+    }
+    // A second call on the same inputs executes what the first did, give or take
+    // an allocation: one that runs a third of it answered from a kept result.
+    if let Some(again) = repeat_instructions {
+        let factor = crate::measure::KEPT_RESULT_FACTOR;
+        if (*again as f64) * factor < counts.instructions as f64 {
+            out.push(format!(
+                    "{name}: result kept across calls: its counted call on inputs new to it executed {} instructions, a second call on the same inputs {} (×{:.1} fewer, at most ×{factor}): it computes when the inputs change and answers from what it kept otherwise",
+                    counts.instructions,
+                    again,
+                    counts.instructions as f64 / (*again).max(1) as f64
+                ));
+        }
+    }
+    // Exact, so no margin: fewer instructions than the ledger's FLOPs need cannot
+    // have computed the output in the counted call.
+    if !counts.can_have_done(*ledger_flops) {
+        out.push(format!(
+                "{name}: IMPOSSIBLE counts: {} instructions do at most {} FLOPs at AVX2 ({} a 256-bit FMA), the ledger needs {}: the work was done outside the counted call",
+                counts.instructions,
+                counts.instructions.saturating_mul(crate::measure::counts::MAX_FLOPS_PER_INSTRUCTION),
+                crate::measure::counts::MAX_FLOPS_PER_INSTRUCTION,
+                ledger_flops
+            ));
+    }
+    out
 }
 
 /// `--measure both`: the counted saving against the timed one. A side that does less work
