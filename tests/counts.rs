@@ -695,3 +695,85 @@ fn calibrate_in_counts_mode_reports_the_spread_of_the_counts() {
     assert!(!out.contains("after time: spread"), "nothing timed: {out}");
     let _ = spec;
 }
+
+/// `git bisect run` on counts: a C worker in a scratch repository gains an extra pass over its
+/// input at one commit of six; against the counts baseline accepted at the first, every step is
+/// exact (no skip, no second measurement), and the bisection names that commit.
+#[test]
+fn git_bisect_on_counts_names_the_commit_that_added_work() {
+    if !valgrind() {
+        return;
+    }
+    let works = |c: &str| {
+        Command::new(c)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let Some(cc) = ["cc", "gcc", "clang"].into_iter().find(|c| works(c)) else {
+        assert!(
+            std::env::var_os("OPLEDGER_REQUIRE_PYTHON").is_none(),
+            "CI needs a C compiler for the worker kit"
+        );
+        eprintln!("SKIPPED: no C compiler");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    common::git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join(".gitignore"), "relu_worker\n").unwrap();
+    std::fs::write(
+        repo.join("relu.yaml"),
+        "name: c-relu\ntitle: a C worker's relu\nworkload: {kind: elementwise, ops: [relu], rows: 256, cols: 1024}\nvariants:\n  before: unfused\n  after: {implements: fused, command: [./relu_worker], function: relu}\nexpect: {bound: bandwidth}\nmeasure: {mode: counts}\n",
+    )
+    .unwrap();
+    let source = |extra: u32| {
+        format!(
+            "#include \"opledger_worker.h\"\n#define EXTRA {extra}\nstatic volatile float sink;\nstatic int relu(olw_call *c) {{\n    const olw_tensor *x = olw_input(c, \"x\");\n    size_t i;\n    int k;\n    float s = 0.0f;\n    if (!x) return olw_fail(c, \"needs x\");\n    for (i = 0; i < x->count; i++) c->output->data[i] = x->data[i] > 0.0f ? x->data[i] : 0.0f;\n    for (k = 0; k < EXTRA; k++)\n        for (i = 0; i < x->count; i++) s += x->data[i];\n    sink = s;\n    return 0;\n}}\nint main(void) {{\n    olw_function fns[] = {{{{\"relu\", relu, NULL}}}};\n    return olw_serve(\"relu.c\", fns, 1);\n}}\n"
+        )
+    };
+    let mut shas = Vec::new();
+    for k in 0..6 {
+        // The fourth commit adds a pass over the input that changes no result.
+        let text = source(u32::from(k >= 3)) + &format!("/* commit {k} */\n");
+        std::fs::write(repo.join("relu.c"), text).unwrap();
+        common::git(&repo, &["add", "-A"]);
+        common::git(&repo, &["commit", "-q", "-m", &format!("commit {k}")]);
+        shas.push(common::git(&repo, &["rev-parse", "HEAD"]));
+    }
+    let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("include");
+    let (baselines, runs) = (dir.path().join("baselines"), dir.path().join("runs"));
+    let step = format!(
+        "{cc} -O2 -std=c99 -I{} relu.c -o relu_worker && {} run relu.yaml --bisect --backend cpu --baselines {} --runs-dir {}",
+        include.display(),
+        env!("CARGO_BIN_EXE_opledger"),
+        baselines.display(),
+        runs.display()
+    );
+    // The counts baseline, accepted at the first commit.
+    common::git(&repo, &["checkout", "-q", &shas[0]]);
+    let o = Command::new("sh")
+        .current_dir(&repo)
+        .args(["-c", &step.replace("--bisect", "--accept")])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    common::git(&repo, &["checkout", "-q", "main"]);
+    common::git(&repo, &["bisect", "start", "main", &shas[0]]);
+    let o = Command::new("git")
+        .current_dir(&repo)
+        .args(["bisect", "run", "sh", "-c", &step])
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains(&format!("{} is the first bad commit", shas[3])),
+        "{out}"
+    );
+    assert!(
+        !out.contains("measuring this commit once more"),
+        "no step was undecided: {out}"
+    );
+}
