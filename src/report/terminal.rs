@@ -293,7 +293,14 @@ fn gate_state_short(b: &BaselineOutcome, max_regression: f64) -> String {
                 }
                 line
             }
-            _ => format!("inconclusive {ratio}{note}"),
+            _ => format!(
+                "inconclusive{}{note}",
+                if ratio.is_empty() {
+                    String::new()
+                } else {
+                    format!(" {ratio}")
+                }
+            ),
         },
         (_, Some(state)) => format!("{} {ratio}{detects}", state_word(Some(state))),
         (BaselineStatus::NotComparable, None) => "not comparable".into(),
