@@ -54,15 +54,7 @@ fn recorded_history(
         )?;
         let entries = points
             .iter()
-            .filter_map(|p| {
-                Some(crate::baseline::HistoryEntry {
-                    recorded_utc: p.started_utc.clone(),
-                    git_sha: p.git_sha.clone(),
-                    before_median_secs: p.before_median_secs?,
-                    after_median_secs: p.after_median_secs?,
-                    relative_median: p.ratio,
-                })
-            })
+            .filter_map(crate::gate::history::entry_of)
             .collect();
         out.insert(s.name.clone(), entries);
     }

@@ -109,8 +109,7 @@ fn counted_run(
     match counter.count_worker(&s, variant, cmd) {
         Ok(Ok((counts, _, _, repeat))) => {
             let again = repeat.unwrap_or(0);
-            let kept =
-                (again as f64) * crate::measure::KEPT_RESULT_FACTOR < counts.instructions as f64;
+            let kept = crate::measure::kept_result_counted(counts.instructions, again);
             finding(
                 !kept,
                 format!(

@@ -65,6 +65,17 @@ pub fn without_outliers(points: Vec<Point>) -> (Vec<Point>, usize) {
     (kept, left)
 }
 
+/// A stored run of a case as an accepted run's entry (`None` where a side was not measured).
+pub fn entry_of(p: &Point) -> Option<HistoryEntry> {
+    Some(HistoryEntry {
+        recorded_utc: p.started_utc.clone(),
+        git_sha: p.git_sha.clone(),
+        before_median_secs: p.before_median_secs?,
+        after_median_secs: p.after_median_secs?,
+        relative_median: p.ratio,
+    })
+}
+
 /// The reference made from `points` (oldest first), as a baseline whose accepted runs are the
 /// points: `None` with fewer than [`POOL_MIN_RUNS`] (no drift known: the gate has no history
 /// to judge against). It holds no samples, so the comparison is always against the pooled
@@ -79,18 +90,7 @@ pub fn reference(
     if points.len() < POOL_MIN_RUNS {
         return None;
     }
-    let history: Vec<HistoryEntry> = points
-        .iter()
-        .filter_map(|p| {
-            Some(HistoryEntry {
-                recorded_utc: p.started_utc.clone(),
-                git_sha: p.git_sha.clone(),
-                before_median_secs: p.before_median_secs?,
-                after_median_secs: p.after_median_secs?,
-                relative_median: p.ratio,
-            })
-        })
-        .collect();
+    let history: Vec<HistoryEntry> = points.iter().filter_map(entry_of).collect();
     let newest = points.last()?;
     let summary = |secs: f64| Summary {
         n: 1,

@@ -173,6 +173,14 @@ pub fn slow_first_run(secs: f64, median_secs: f64) -> bool {
     secs > KEPT_RESULT_FACTOR * median_secs && secs - median_secs > KEPT_RESULT_MIN_SECS
 }
 
+/// True when a second counted call on the same inputs executed fewer than a
+/// [`KEPT_RESULT_FACTOR`]th of the first's instructions (`first`, `again`): counts repeat, so an
+/// honest function executes what it did (give or take an allocation), and one that kept its
+/// result answers from it. The counts-mode twin of [`slow_first_run`].
+pub fn kept_result_counted(first: u64, again: u64) -> bool {
+    (again as f64) * KEPT_RESULT_FACTOR < first as f64
+}
+
 /// True when either side of `c` was slow against its samples ([`slow_first_run`]).
 pub fn slow_checked(s: &PairSamples, c: &CheckedPair) -> bool {
     let slow =

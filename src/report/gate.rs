@@ -122,16 +122,21 @@ pub fn note(b: &BaselineOutcome) -> Option<String> {
     }
 }
 
+/// The ceiling the drift guard watches for a bound, and its unit.
+fn ceiling_words(bound: Bound) -> (&'static str, &'static str) {
+    match bound {
+        Bound::Bandwidth => ("triad bandwidth", "GB/s"),
+        Bound::Compute => ("compute peak", "GFLOP/s"),
+    }
+}
+
 /// [`guard`] in a few words, for a terminal line: what moved and by how much (the report
 /// says what to do).
 pub fn guard_short(b: &BaselineOutcome) -> Option<String> {
     let Some(GateFinding::CeilingDrift(d)) = &b.finding else {
         return None;
     };
-    let what = match d.bound {
-        Bound::Bandwidth => "triad bandwidth",
-        Bound::Compute => "compute peak",
-    };
+    let (what, _) = ceiling_words(d.bound);
     Some(format!(
         "machine state: the {what} ×{:.2} the baseline's, beyond the ±{:.0}% the gate absorbs; the report says what to do",
         d.now_per_sec / d.baseline_per_sec,
@@ -144,10 +149,7 @@ pub fn guard(b: &BaselineOutcome) -> Option<String> {
     let Some(GateFinding::CeilingDrift(d)) = &b.finding else {
         return b.guard.clone();
     };
-    let (what, unit) = match d.bound {
-        Bound::Bandwidth => ("triad bandwidth", "GB/s"),
-        Bound::Compute => ("compute peak", "GFLOP/s"),
-    };
+    let (what, unit) = ceiling_words(d.bound);
     Some(format!(
         "the {what} moved from {:.1} {unit} at the baseline to {:.1} {unit} now (x{:.2}, more than the ±{:.0}% the gate absorbs): the machine is not in the state the baseline measured; next: measure again on a quiet machine, or record this machine's state as the baseline (`run --accept`), or gate on counts (`--measure counts`, the CPU backend's kernels), which no machine state moves",
         d.baseline_per_sec / 1e9,

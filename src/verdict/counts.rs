@@ -96,8 +96,8 @@ fn impossible_findings(name: &str, side: &crate::measure::counts::SideCounts) ->
         return Vec::new();
     };
     let mut out = Vec::new();
-    // From a cold cache every input line must be read and every output line written
-    // back at least once: fewer simulated bytes cannot have computed the output.
+    // From a cold cache every input line must be read and every output line written back at
+    // least once: fewer simulated bytes cannot have computed the output.
     if let Some((read, write)) = compulsory_bytes {
         for (what, moved, least, of) in [
             ("read", counts.dram_read_bytes, *read, "its inputs hold"),
@@ -105,34 +105,34 @@ fn impossible_findings(name: &str, side: &crate::measure::counts::SideCounts) ->
         ] {
             if moved < least {
                 out.push(format!(
-                        "{name}: IMPOSSIBLE counts: it {what} {moved} bytes of DRAM, fewer than the {least} {of}, each moved once from a cold cache: the work was done outside the counted call"
-                    ));
+                    "{name}: IMPOSSIBLE counts: it {what} {moved} bytes of DRAM, fewer than the {least} {of}, each moved once from a cold cache: the work was done outside the counted call"
+                ));
             }
         }
     }
-    // A second call on the same inputs executes what the first did, give or take
-    // an allocation: one that runs a third of it answered from a kept result.
     if let Some(again) = repeat_instructions {
-        let factor = crate::measure::KEPT_RESULT_FACTOR;
-        if (*again as f64) * factor < counts.instructions as f64 {
+        if crate::measure::kept_result_counted(counts.instructions, *again) {
             out.push(format!(
-                    "{name}: result kept across calls: its counted call on inputs new to it executed {} instructions, a second call on the same inputs {} (×{:.1} fewer, at most ×{factor}): it computes when the inputs change and answers from what it kept otherwise",
-                    counts.instructions,
-                    again,
-                    counts.instructions as f64 / (*again).max(1) as f64
-                ));
+                "{name}: result kept across calls: its counted call on inputs new to it executed {} instructions, a second call on the same inputs {} (×{:.1} fewer, at most ×{}): it computes when the inputs change and answers from what it kept otherwise",
+                counts.instructions,
+                again,
+                counts.instructions as f64 / (*again).max(1) as f64,
+                crate::measure::KEPT_RESULT_FACTOR
+            ));
         }
     }
-    // Exact, so no margin: fewer instructions than the ledger's FLOPs need cannot
-    // have computed the output in the counted call.
+    // Exact, so no margin: fewer instructions than the ledger's FLOPs need cannot have
+    // computed the output in the counted call.
     if !counts.can_have_done(*ledger_flops) {
         out.push(format!(
-                "{name}: IMPOSSIBLE counts: {} instructions do at most {} FLOPs at AVX2 ({} a 256-bit FMA), the ledger needs {}: the work was done outside the counted call",
-                counts.instructions,
-                counts.instructions.saturating_mul(crate::measure::counts::MAX_FLOPS_PER_INSTRUCTION),
-                crate::measure::counts::MAX_FLOPS_PER_INSTRUCTION,
-                ledger_flops
-            ));
+            "{name}: IMPOSSIBLE counts: {} instructions do at most {} FLOPs at AVX2 ({} a 256-bit FMA), the ledger needs {}: the work was done outside the counted call",
+            counts.instructions,
+            counts
+                .instructions
+                .saturating_mul(crate::measure::counts::MAX_FLOPS_PER_INSTRUCTION),
+            crate::measure::counts::MAX_FLOPS_PER_INSTRUCTION,
+            ledger_flops
+        ));
     }
     out
 }
