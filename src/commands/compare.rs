@@ -35,7 +35,7 @@ pub struct CompareOptions {
 }
 
 /// The newest runs the history store holds of each of A's cases on A's device, with A's exact
-/// spec (measured, not failed), as accepted-run entries: the drift between runs a team's history
+/// spec (measured, failed ones included), as accepted-run entries: the drift between runs a team's history
 /// already knows. None without a store.
 fn recorded_history(
     url: Option<&StoreUrl>,
@@ -46,7 +46,7 @@ fn recorded_history(
         return Ok(out);
     };
     for s in &ra.specs {
-        let points = store.judged(
+        let points = store.recent(
             &ra.device.key,
             &s.name,
             &s.spec_sha256,

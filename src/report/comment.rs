@@ -163,7 +163,7 @@ fn drift_sentence(cases: &[CaseComparison], store: &Path) -> String {
         .all(|c| matches!(c.drift, Drift::History(_)));
     if known.len() == compared.len() && !known.is_empty() && from_history {
         format!(
-            "Drift between runs: from the history store's runs of these cases ({} to {} runs with A, clean and not failed), as `run` would gate B against history.",
+            "Drift between runs: from the history store's runs of these cases ({} to {} runs with A), as `run` would gate B against history.",
             known.iter().min().unwrap_or(&0),
             known.iter().max().unwrap_or(&0)
         )

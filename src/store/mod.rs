@@ -538,10 +538,11 @@ impl Store {
         })
     }
 
-    /// The newest `last` runs of a case on this device with this exact spec, of any branch but a
-    /// bisection's, that did not fail and were measured, oldest first: the drift between runs
-    /// the store knows of the case (`compare`, where no baseline holds a history).
-    pub fn judged(
+    /// The newest `last` measured runs of a case on this device with this exact spec, of any
+    /// branch but a bisection's, failed ones included (a run that failed a claim measured its
+    /// medians all the same), oldest first: the drift between runs the store knows of the case
+    /// (`compare`, where no baseline holds a history).
+    pub fn recent(
         &mut self,
         device_key: &str,
         spec: &str,
@@ -552,7 +553,7 @@ impl Store {
             device: Some(device_key),
             spec: Some(spec),
             spec_sha256: Some(spec_sha256),
-            judged: true,
+            measured: true,
             newest: Some(last),
             ..Filter::default()
         })
