@@ -29,36 +29,6 @@ pub struct CompareOptions {
     pub fail_on_inconclusive: bool,
     /// Links in the comment start here (a CI artifact URL) instead of being relative to it.
     pub link_base: Option<String>,
-    /// The history store whose runs of A's cases give the drift where no baseline holds a
-    /// history (read only; a store that does not exist gives none).
-    pub store: Option<StoreUrl>,
-}
-
-/// The newest runs the history store holds of each of A's cases on A's device, with A's exact
-/// spec (measured, failed ones included), as accepted-run entries: the drift between runs a team's history
-/// already knows. None without a store.
-fn recorded_history(
-    url: Option<&StoreUrl>,
-    ra: &crate::results::RunResult,
-) -> Result<std::collections::BTreeMap<String, Vec<crate::baseline::HistoryEntry>>> {
-    let mut out = std::collections::BTreeMap::new();
-    let Some(mut store) = crate::gate::reference::open_existing(None, url)? else {
-        return Ok(out);
-    };
-    for s in &ra.specs {
-        let points = store.recent(
-            &ra.device.key,
-            &s.name,
-            &s.spec_sha256,
-            crate::gate::history::HISTORY_RUNS,
-        )?;
-        let entries = points
-            .iter()
-            .filter_map(crate::gate::history::entry_of)
-            .collect();
-        out.insert(s.name.clone(), entries);
-    }
-    Ok(out)
 }
 
 /// `opledger compare A B`: B against A, case by case, with the gate's decision. Exit 1 when a
@@ -81,8 +51,7 @@ pub fn compare_runs(
             b.display()
         )));
     }
-    let recorded = recorded_history(opts.store.as_ref(), &ra)?;
-    let cases = crate::gate::versus::versus(&ra, &rb, a, &opts.baselines, &recorded)?;
+    let cases = crate::gate::versus::versus(&ra, &rb, a, &opts.baselines)?;
     if let Some(base) = base {
         println!("{}", comment::base_line(base));
     }
