@@ -37,10 +37,18 @@ esac
 
 version() { sed -n 's/^version *= *"\([^"]*\)".*/\1/p' "$src/Cargo.toml" | head -1; }
 
-# Every file of the action's source but build outputs: what `cargo install` would build.
+# Every file of the action's source: what `cargo install` would build. GitHub unpacks an action
+# without its git folder; a clone (as in the tests) hashes its tracked files only, not the build
+# outputs and tool folders beside them.
 source_hash() {
-  (cd "$src" && find . -type f -not -path './target/*' -not -path './.git/*' -print0 \
-    | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+  (
+    cd "$src"
+    if [ "$(git rev-parse --show-toplevel 2>/dev/null)" = "$(pwd -P)" ]; then
+      git ls-files -z
+    else
+      find . -type f -not -path './target/*' -not -path './.git/*' -print0
+    fi | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16
+  )
 }
 
 tools_dir() {
