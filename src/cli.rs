@@ -751,6 +751,7 @@ fn dispatch_archived(command: Command, settings: crate::settings::Settings) -> R
                 baselines,
                 fail_on_inconclusive,
                 link_base,
+                store: Some(store.url(&settings)?),
             };
             compare_command(&runs, base.as_deref(), &store, &opts, &settings)
         }

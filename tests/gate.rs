@@ -644,13 +644,31 @@ fn run_and_compare_reach_one_verdict_on_the_same_evidence() {
             Some(if run_state == "fail" { 1 } else { 0 }),
             "{out}"
         );
-        // Without the store, compare says what it assumed.
+        // Without the baselines' history, the history store's runs of the case give the drift.
         let o = bin()
             .arg("compare")
             .arg(&run_a)
             .arg(&run_b)
             .arg("--baselines")
             .arg(dir.path().join("nowhere"))
+            .arg("--store")
+            .arg(dir.path().join("runs/history.sqlite"))
+            .output()
+            .unwrap();
+        assert!(
+            text(&o).contains("from the history store's runs of these cases"),
+            "{}",
+            text(&o)
+        );
+        // Without either, compare says what it assumed.
+        let o = bin()
+            .arg("compare")
+            .arg(&run_a)
+            .arg(&run_b)
+            .arg("--baselines")
+            .arg(dir.path().join("nowhere"))
+            .arg("--store")
+            .arg(dir.path().join("no-store.sqlite"))
             .output()
             .unwrap();
         assert!(
@@ -658,6 +676,7 @@ fn run_and_compare_reach_one_verdict_on_the_same_evidence() {
             "{}",
             text(&o)
         );
+        assert!(!dir.path().join("no-store.sqlite").exists());
     }
 }
 

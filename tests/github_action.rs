@@ -444,6 +444,11 @@ fn the_action_records_main_gates_a_pull_request_and_comments_from_another_reposi
         calls.contains("--paginate") && calls.contains("-X POST"),
         "{calls}"
     );
+    // The drift between runs comes from main's runs in the store (there are no baselines).
+    assert!(
+        comment.contains("from the history store's runs of these cases"),
+        "{comment}"
+    );
     assert!(
         work.join("runs/junit.xml").is_file(),
         "the pull request's JUnit file"

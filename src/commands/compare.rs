@@ -29,6 +29,47 @@ pub struct CompareOptions {
     pub fail_on_inconclusive: bool,
     /// Links in the comment start here (a CI artifact URL) instead of being relative to it.
     pub link_base: Option<String>,
+    /// The history store whose runs of A's cases give the drift where no baseline holds a
+    /// history (read only; a store that does not exist gives none).
+    pub store: Option<StoreUrl>,
+}
+
+/// The newest runs the history store holds of each of A's cases on A's device, with A's exact
+/// spec, on A's branch where the store recorded A (measured, failed ones included: a run that failed a
+/// claim measured its medians all the same), as accepted-run entries: the drift between runs a
+/// team's history already knows. A and B themselves are left out (by folder name and start:
+/// runs of one folder can start in the same second). None without a store.
+fn recorded_history(
+    url: Option<&StoreUrl>,
+    ra: &crate::results::RunResult,
+    rb: &crate::results::RunResult,
+) -> Result<std::collections::BTreeMap<String, Vec<crate::baseline::HistoryEntry>>> {
+    let mut out = std::collections::BTreeMap::new();
+    let Some(mut store) = crate::gate::reference::open_existing(None, url)? else {
+        return Ok(out);
+    };
+    let is = |p: &crate::store::Point, r: &crate::results::RunResult| {
+        p.run_id == r.run_id && p.started_utc == r.started_utc
+    };
+    for s in &ra.specs {
+        let points = store.recent(
+            &ra.device.key,
+            &s.name,
+            &s.spec_sha256,
+            crate::gate::history::HISTORY_RUNS,
+        )?;
+        // A's branch, where the store recorded A among these runs: runs of other branches
+        // changed the code, they are not drift.
+        let branch = points.iter().find(|p| is(p, ra)).map(|p| p.branch.clone());
+        let entries = points
+            .iter()
+            .filter(|p| !is(p, ra) && !is(p, rb))
+            .filter(|p| branch.as_ref().is_none_or(|b| &p.branch == b))
+            .filter_map(crate::gate::history::entry_of)
+            .collect();
+        out.insert(s.name.clone(), entries);
+    }
+    Ok(out)
 }
 
 /// `opledger compare A B`: B against A, case by case, with the gate's decision. Exit 1 when a
@@ -51,7 +92,8 @@ pub fn compare_runs(
             b.display()
         )));
     }
-    let cases = crate::gate::versus::versus(&ra, &rb, a, &opts.baselines)?;
+    let recorded = recorded_history(opts.store.as_ref(), &ra, &rb)?;
+    let cases = crate::gate::versus::versus(&ra, &rb, a, &opts.baselines, &recorded)?;
     if let Some(base) = base {
         println!("{}", comment::base_line(base));
     }

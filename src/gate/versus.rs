@@ -18,6 +18,9 @@ use std::path::Path;
 pub enum Drift {
     /// The store's history: this many accepted runs (A among them, or joined to them).
     Store(usize),
+    /// The history store's runs of this device and spec: this many (A joined to them), where
+    /// no baseline holds a history.
+    History(usize),
     /// None known: one run (A) as the reference.
     Unknown,
 }
@@ -79,6 +82,7 @@ fn reference(
     ra: &RunResult,
     device_key: &str,
     store: &Path,
+    recorded: &[crate::baseline::HistoryEntry],
 ) -> Result<Option<(BaselineFile, Drift)>> {
     let stored = if store.is_dir() {
         baseline::find(store, &ra.device, &sa.name)?
@@ -104,11 +108,19 @@ fn reference(
         Some(b) if a_in(b) => Some(b.clone()),
         old => super::accept::baseline_of_run(sa, ra, old.as_ref()),
     };
-    Ok(base.map(|b| {
+    Ok(base.map(|mut b| {
         let drift = if stored.is_some() && b.history.len() >= POOL_MIN_RUNS {
             Drift::Store(b.history.len())
         } else {
-            Drift::Unknown
+            // No accepted history: the history store's runs of this case give the drift, A
+            // joined to them (once, where it was recorded there too).
+            let others = recorded.to_vec();
+            if others.len() + b.history.len() >= POOL_MIN_RUNS {
+                b.history.splice(0..0, others);
+                Drift::History(b.history.len())
+            } else {
+                Drift::Unknown
+            }
         };
         (b, drift)
     }))
@@ -121,6 +133,7 @@ pub fn versus(
     rb: &RunResult,
     a: &Path,
     store: &Path,
+    recorded: &std::collections::BTreeMap<String, Vec<crate::baseline::HistoryEntry>>,
 ) -> Result<Vec<CaseComparison>> {
     let mut cases = Vec::new();
     for sb in &rb.specs {
@@ -147,7 +160,8 @@ pub fn versus(
         c.counts = counts_versus(sa, ra, sb, a);
         c.base_before_secs = sa.before.summary.map(|s| s.median_secs);
         c.base_after_secs = sa.after.summary.map(|s| s.median_secs);
-        let Some((base, drift)) = reference(sa, ra, &ra.device.key, store)? else {
+        let history = recorded.get(&sa.name).map_or(&[][..], Vec::as_slice);
+        let Some((base, drift)) = reference(sa, ra, &ra.device.key, store, history)? else {
             c.not_compared = Some(NotCompared::NotMeasuredInA);
             cases.push(c);
             continue;

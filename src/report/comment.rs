@@ -154,11 +154,20 @@ fn drift_sentence(cases: &[CaseComparison], store: &Path) -> String {
     let known: Vec<usize> = compared
         .iter()
         .filter_map(|c| match c.drift {
-            Drift::Store(n) => Some(n),
+            Drift::Store(n) | Drift::History(n) => Some(n),
             Drift::Unknown => None,
         })
         .collect();
-    if known.len() == compared.len() && !known.is_empty() {
+    let from_history = compared
+        .iter()
+        .all(|c| matches!(c.drift, Drift::History(_)));
+    if known.len() == compared.len() && !known.is_empty() && from_history {
+        format!(
+            "Drift between runs: from the history store's runs of these cases ({} to {} runs with A), as `run` would gate B against history.",
+            known.iter().min().unwrap_or(&0),
+            known.iter().max().unwrap_or(&0)
+        )
+    } else if known.len() == compared.len() && !known.is_empty() {
         format!(
             "Drift between runs: from the history in `{}` ({} to {} accepted runs with A), as `run` would gate B.",
             store.display(),
@@ -167,7 +176,7 @@ fn drift_sentence(cases: &[CaseComparison], store: &Path) -> String {
         )
     } else if known.is_empty() {
         format!(
-            "Drift between runs: none known for this device and these specs in `{}`: the decisions assume no drift between runs, so they are more confident than a gate with history (record it with `opledger calibrate --accept`, or pass `--baselines DIR`).",
+            "Drift between runs: none known for this device and these specs in `{}` or the history store: the decisions assume no drift between runs, so they are more confident than a gate with history (record runs of the base branch into the store, or `opledger calibrate --accept`).",
             store.display()
         )
     } else {

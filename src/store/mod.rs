@@ -538,6 +538,27 @@ impl Store {
         })
     }
 
+    /// The newest `last` measured runs of a case on this device with this exact spec, of any
+    /// branch but a bisection's, failed ones included (a run that failed a claim measured its
+    /// medians all the same), oldest first: the drift between runs the store knows of the case
+    /// (`compare`, where no baseline holds a history).
+    pub fn recent(
+        &mut self,
+        device_key: &str,
+        spec: &str,
+        spec_sha256: &str,
+        last: usize,
+    ) -> Result<Vec<Point>> {
+        self.select(&Filter {
+            device: Some(device_key),
+            spec: Some(spec),
+            spec_sha256: Some(spec_sha256),
+            measured: true,
+            newest: Some(last),
+            ..Filter::default()
+        })
+    }
+
     /// The newest run of a case on this device with this exact spec on `branch`, counted under
     /// the engine key `key`, that did not fail: the counts gate's reference from history.
     pub fn newest_counted(
