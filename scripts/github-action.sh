@@ -138,6 +138,7 @@ case "$step" in
       git rev-parse -q --verify "origin/$base" >/dev/null \
         || git fetch -q --no-tags origin "+refs/heads/$base:refs/remotes/origin/$base" || true
       args+=(--against "merge-base:origin/$base" --junit "$runs/junit.xml")
+      [ "${INPUT_RERECORD_BASE:-false}" != true ] || args+=(--rerecord-base)
     elif [ "${GITHUB_REF_TYPE:-branch}" = branch ] && [ "${GITHUB_REF_NAME:-}" = "$default_branch" ]; then
       args+=(--branch "$default_branch")
       record=true

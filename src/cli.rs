@@ -374,6 +374,11 @@ pub struct RunArgs {
     /// else `baselines`.
     #[arg(long, value_name = "REFERENCE")]
     pub against: Option<String>,
+    /// With `--against merge-base:BRANCH`: measure the merge-base commit again first (a git
+    /// worktree of it, run by this opledger, recorded into the store as BRANCH's run), so that
+    /// the head is judged against a base measured in this machine's state today.
+    #[arg(long, requires = "against")]
+    pub rerecord_base: bool,
     /// A minijinja template for the report instead of the built-in one.
     #[arg(long)]
     pub template: Option<PathBuf>,
@@ -835,10 +840,35 @@ fn dispatch_archived(command: Command, settings: crate::settings::Settings) -> R
 /// `opledger run`: the pipeline, or under `--ncu` the run profiled under Nsight Compute; the
 /// exit status as `--bisect` or `--fail-on-inconclusive` ask.
 fn run_command(a: RunArgs, settings: crate::settings::Settings) -> Result<ExitCode> {
-    let (ncu, bisect) = (a.ncu, a.bisect);
+    let (ncu, bisect, rerecord) = (a.ncu, a.bisect, a.rerecord_base);
     let opts = run_options(a, settings)?;
     if ncu {
         return commands::counters::run_with_ncu(&opts);
+    }
+    if rerecord {
+        let Some(crate::spec::Against::MergeBase { branch }) = &opts.against else {
+            return Err(Error::Flag(
+                "--rerecord-base measures the merge-base again: it goes with --against merge-base:BRANCH".into(),
+            ));
+        };
+        let r = commands::rerecord::base(&opts, branch)?;
+        let short = &r.commit[..r.commit.len().min(7)];
+        match &r.archive {
+            Some(dir) => eprintln!(
+                "opledger: --rerecord-base: the merge-base {short} measured again and recorded as {}'s run ({})",
+                r.branch,
+                dir.display()
+            ),
+            None => eprintln!(
+                "opledger: --rerecord-base: the merge-base {short} has none of these specs; nothing measured there"
+            ),
+        }
+        for p in &r.new_specs {
+            eprintln!(
+                "opledger: --rerecord-base: {} is new since the merge-base {short}",
+                p.display()
+            );
+        }
     }
     let (verdict, _) = pipeline::run(&opts)?;
     if !bisect {

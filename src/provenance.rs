@@ -6,6 +6,7 @@
 use crate::device::DeviceInfo;
 use crate::results::{EnvManifest, SpecFile};
 use crate::spec::Spec;
+use std::path::{Path, PathBuf};
 
 /// The short git sha of the working directory and whether it has uncommitted changes;
 /// ("nogit", false) outside a repository or without git.
@@ -107,6 +108,42 @@ pub fn merge_base(branch: &str) -> std::result::Result<String, String> {
                 Ok(sha)
             }
         })
+}
+
+/// The top folder of the git checkout the current folder is in.
+pub fn toplevel() -> std::result::Result<PathBuf, String> {
+    git(&["rev-parse", "--show-toplevel"]).map(PathBuf::from)
+}
+
+/// `git worktree add --detach dir commit`: a second checkout of `commit` at `dir`.
+pub fn worktree_add(dir: &Path, commit: &str) -> std::result::Result<(), String> {
+    let dir = dir.to_string_lossy();
+    git(&["worktree", "add", "--quiet", "--detach", &dir, commit]).map(|_| ())
+}
+
+/// `git worktree remove --force dir`, and the checkout's record pruned.
+pub fn worktree_remove(dir: &Path) -> std::result::Result<(), String> {
+    let dir = dir.to_string_lossy();
+    git(&["worktree", "remove", "--force", &dir]).map(|_| ())
+}
+
+/// The local name of a remote-tracking branch (`origin/main` → `main`); a local branch's
+/// name as it is.
+pub fn local_branch_name(branch: &str) -> String {
+    match branch.split_once('/') {
+        Some((_, local))
+            if git(&[
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                &format!("refs/remotes/{branch}"),
+            ])
+            .is_ok() =>
+        {
+            local.to_string()
+        }
+        _ => branch.to_string(),
+    }
 }
 
 /// The full SHAs of `commit` and its ancestors, nearest first (first parents before merged

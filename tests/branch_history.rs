@@ -42,12 +42,13 @@ fn run(repo: &Path, spec: &str, slowdown: f64, extra: &[&str]) -> std::process::
         .unwrap()
 }
 
-/// The archive a run wrote, as it says (`report: runs/…/report.md`): folders of one second
-/// sort by commit, not by time.
+/// The archive a run wrote, as it says (`report: runs/…/report.md`; the last such line: a
+/// re-recorded base reports first): folders of one second sort by commit, not by time.
 fn archive_of(repo: &Path, o: &std::process::Output) -> PathBuf {
     let out = String::from_utf8_lossy(&o.stdout);
     let line = out
         .lines()
+        .rev()
         .find_map(|l| l.strip_prefix("report: "))
         .unwrap_or_else(|| panic!("no report line: {}", text(o)));
     repo.join(line.trim()).parent().unwrap().to_path_buf()
@@ -440,4 +441,109 @@ fn bisect_steps_are_kept_apart_from_the_branches_series() {
     };
     assert_eq!(history(&[]), ["main"]);
     assert_eq!(history(&["--branch", "bisect"]), ["bisect"]);
+}
+
+/// `--rerecord-base`: the merge-base commit measured again in the same job (a worktree of it),
+/// recorded as the base branch's run, and the head judged against that newest base run; a spec
+/// new on the branch is named and not measured at the base; what cannot be re-recorded is bad
+/// input.
+#[test]
+fn the_merge_base_is_measured_again_before_the_head_is_judged() {
+    let _one = serial();
+    let (_dir, repo) = repo_with_spec();
+    for _ in 0..2 {
+        let o = run(&repo, "chain.yaml", 0.0, &[]);
+        assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    }
+    let base = git(&repo, &["rev-parse", "--short", "HEAD"]);
+    git(&repo, &["checkout", "-q", "-b", "feature"]);
+    std::fs::copy(repo.join("chain.yaml"), repo.join("new.yaml")).unwrap();
+    let spec = std::fs::read_to_string(repo.join("new.yaml")).unwrap();
+    std::fs::write(
+        repo.join("new.yaml"),
+        spec.replace("name: tiny-chain", "name: tiny-chain-new"),
+    )
+    .unwrap();
+    git(&repo, &["add", "new.yaml"]);
+    git(&repo, &["commit", "-q", "-m", "new spec"]);
+    let o = run(
+        &repo,
+        "chain.yaml",
+        0.0,
+        &["--against", "merge-base:main", "--rerecord-base"],
+    );
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    assert!(
+        text(&o).contains(&format!(
+            "--rerecord-base: the merge-base {base} measured again and recorded as main's run"
+        )),
+        "{}",
+        text(&o)
+    );
+    // The base's run is main's, at the merge-base, in the store beside the two before it.
+    let h = bin()
+        .current_dir(&repo)
+        .args([
+            "history",
+            "tiny-chain",
+            "--branch",
+            "main",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(h.status.code(), Some(0), "{}", text(&h));
+    let series: serde_json::Value = serde_json::from_slice(&h.stdout).unwrap();
+    let points = series.as_array().unwrap();
+    assert_eq!(points.len(), 3, "{series}");
+    assert!(
+        points.iter().all(|p| p["git_sha"] == base.as_str()),
+        "{series}"
+    );
+    // The head is judged against the runs at the merge-base, the newest (re-recorded) one with
+    // its samples.
+    let b = &results(&archive_of(&repo, &o))["specs"][0]["baseline"];
+    assert_eq!(b["reference"]["kind"], "merge_base", "{b}");
+    assert_eq!(b["reference"]["commit"], base.as_str(), "{b}");
+    assert_eq!(b["reference"]["runs"], 3, "{b}");
+    assert_eq!(b["reference"]["samples"], true, "{b}");
+    // The worktree is gone.
+    let worktrees = git(&repo, &["worktree", "list"]);
+    assert_eq!(worktrees.lines().count(), 1, "{worktrees}");
+    // A spec the merge-base does not have: named, nothing measured there.
+    let o = run(
+        &repo,
+        "new.yaml",
+        0.0,
+        &["--against", "merge-base:main", "--rerecord-base"],
+    );
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    assert!(
+        text(&o).contains("new.yaml is new since the merge-base")
+            && text(&o).contains("has none of these specs"),
+        "{}",
+        text(&o)
+    );
+    // Bad input: without a merge-base reference, with nothing to record into, without --against.
+    for (extra, says) in [
+        (
+            &["--against", "history", "--rerecord-base"][..],
+            "it goes with --against merge-base:BRANCH",
+        ),
+        (
+            &[
+                "--against",
+                "merge-base:main",
+                "--rerecord-base",
+                "--no-store",
+            ][..],
+            "--no-store records nothing",
+        ),
+        (&["--rerecord-base"][..], "--against"),
+    ] {
+        let o = run(&repo, "chain.yaml", 0.0, extra);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", text(&o));
+        assert!(text(&o).contains(says), "{extra:?}: {}", text(&o));
+    }
 }

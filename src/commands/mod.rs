@@ -11,6 +11,7 @@ pub mod history;
 pub mod ledger;
 pub mod merge;
 pub mod render;
+pub mod rerecord;
 pub mod roofline;
 pub mod schema;
 pub mod site;

@@ -150,8 +150,15 @@ pub fn guard(b: &BaselineOutcome) -> Option<String> {
         return b.guard.clone();
     };
     let (what, unit) = ceiling_words(d.bound);
+    // Against a merge-base, the base itself can be measured again in the same job.
+    let again = match &b.reference {
+        Some(GateReference::MergeBase { .. }) => {
+            "measure the merge-base again in this job (`--rerecord-base`) or on a quiet machine"
+        }
+        _ => "measure again on a quiet machine",
+    };
     Some(format!(
-        "the {what} moved from {:.1} {unit} at the baseline to {:.1} {unit} now (x{:.2}, more than the ±{:.0}% the gate absorbs): the machine is not in the state the baseline measured; next: measure again on a quiet machine, or record this machine's state as the baseline (`run --accept`), or gate on counts (`--measure counts`, the CPU backend's kernels), which no machine state moves",
+        "the {what} moved from {:.1} {unit} at the baseline to {:.1} {unit} now (x{:.2}, more than the ±{:.0}% the gate absorbs): the machine is not in the state the baseline measured; next: {again}, or record this machine's state as the baseline (`run --accept`), or gate on counts (`--measure counts`, the CPU backend's kernels), which no machine state moves",
         d.baseline_per_sec / 1e9,
         d.now_per_sec / 1e9,
         d.now_per_sec / d.baseline_per_sec,
