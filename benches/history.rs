@@ -118,18 +118,33 @@ fn store() {
             s
         })
         .collect();
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    let path = dir.path().join("history.sqlite");
+    let tmp = tempfile::tempdir().expect("a temporary folder");
+    // OPLEDGER_BENCH_KEEP=1 keeps the store and the site to look at; OPLEDGER_BENCH_REUSE=DIR
+    // reads such a kept store again instead of recording one.
+    let reuse = std::env::var_os("OPLEDGER_BENCH_REUSE").map(std::path::PathBuf::from);
+    let (root, _guard) = if let Some(kept) = reuse.clone() {
+        (kept, None)
+    } else if std::env::var_os("OPLEDGER_BENCH_KEEP").is_some() {
+        let kept = tmp.keep();
+        println!("store and site kept in {}", kept.display());
+        (kept, None)
+    } else {
+        (tmp.path().to_path_buf(), Some(tmp))
+    };
+    let dir = root.as_path();
+    let path = dir.join("history.sqlite");
     let url = StoreUrl::Sqlite(path.clone());
     let mut store = Store::open(&url).expect("a store");
-    let archive = dir.path().join("runs/archive");
+    let archive = dir.join("runs/archive");
     let (base_before, base_after) = (
         one.before.summary.expect("a measured fixture").median_secs,
         one.after.summary.expect("a measured fixture").median_secs,
     );
     let mut rng = Rng::new(1);
     let started = Instant::now();
-    for r in 0..runs {
+    // A reused store was recorded with the same OPLEDGER_BENCH_RUNS.
+    let recorded = if reuse.is_some() { 0 } else { runs };
+    for r in 0..recorded {
         // 3% noise, and a 10% slowdown of the after variant from 90% of the way on.
         let step = if r >= runs * 9 / 10 { 1.10 } else { 1.0 };
         for s in &mut run.specs {
@@ -193,7 +208,7 @@ fn store() {
     );
     // The dashboard over the whole store: every case's newest runs (no archives here, so no
     // run pages: the pages of trends and the index).
-    let out = dir.path().join("site");
+    let out = dir.join("site");
     let s = Instant::now();
     opledger::commands::site::site(&opledger::commands::site::Options {
         store: url.clone(),
@@ -205,18 +220,23 @@ fn store() {
         commit_url: None,
     })
     .expect("a site");
-    let site_bytes: u64 = std::fs::read_dir(out.join("cases"))
+    // The case pages themselves (`cases/DEVICE/SPEC.html`), not their pages of older runs.
+    let page_bytes: Vec<u64> = std::fs::read_dir(out.join("cases"))
         .into_iter()
         .flatten()
         .flatten()
         .flat_map(|d| std::fs::read_dir(d.path()).into_iter().flatten().flatten())
+        .filter(|f| f.path().extension().is_some_and(|e| e == "html"))
         .filter_map(|f| f.metadata().ok().map(|m| m.len()))
-        .sum();
+        .collect();
+    let site_bytes: u64 = page_bytes.iter().sum();
+    let largest = page_bytes.iter().copied().max().unwrap_or(0);
     println!(
-        "site over {cases} cases × the newest {} runs: {:.2} s, case pages {:.1} MiB in all",
+        "site over {cases} cases × the newest {} runs: {:.2} s, case pages {:.1} MiB in all, the largest {:.0} KiB",
         opledger::commands::site::DEFAULT_LAST.min(runs),
         s.elapsed().as_secs_f64(),
-        site_bytes as f64 / (1u64 << 20) as f64
+        site_bytes as f64 / (1u64 << 20) as f64,
+        largest as f64 / 1024.0
     );
     let points = store.series(&one_case).expect("a series");
     let s = Instant::now();

@@ -83,11 +83,16 @@ pub fn site(o: &Options) -> Result<ExitCode> {
     for (rel, text) in &pages {
         write(staging.path(), rel, text.as_bytes())?;
     }
+    // `cases/DEVICE/SPEC.html`; a case's pages of older runs lie a folder deeper.
+    let cases = pages
+        .iter()
+        .filter(|(rel, _)| rel.starts_with("cases/") && rel.matches('/').count() == 2)
+        .count();
     let marker = serde_json::json!({
         "generator": format!("opledger {}", env!("CARGO_PKG_VERSION")),
         "store": o.store.display(),
         "generated_utc": input.generated_utc,
-        "cases": pages.len() - 1,
+        "cases": cases,
         "points": points.len(),
         "run_pages": drawn,
     });
@@ -100,7 +105,7 @@ pub fn site(o: &Options) -> Result<ExitCode> {
     eprintln!(
         "opledger: wrote {} ({} case pages, {} run pages, {} points) in {:.2} s; open {}",
         out.display(),
-        pages.len() - 1,
+        cases,
         drawn,
         points.len(),
         started.elapsed().as_secs_f64(),

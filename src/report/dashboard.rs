@@ -175,7 +175,7 @@ fn tip_of(p: &Point, what: &str, value: String) -> Vec<String> {
 }
 
 /// The page of one case, and what the index says of it.
-fn case_page_html(input: &Input<'_>, case: &Case) -> Result<(String, Value)> {
+fn case_page_html(input: &Input<'_>, case: &Case) -> Result<(Vec<(String, String)>, Value)> {
     let pts: Vec<&Point> = case.at.iter().map(|&i| &input.points[i]).collect();
     let page = case_page(&case.device_key, &case.spec);
     let up = "../../";
@@ -217,7 +217,10 @@ fn case_page_html(input: &Input<'_>, case: &Case) -> Result<(String, Value)> {
     );
     let counts_shifts = shifts(input.points, case, Metric::CountsAfter);
     let counts = counts_chart(input, case, &pts, &counts_shifts);
-    let rows = run_rows(input, case, &pts);
+    let mut rows = run_rows(input, case, &pts, up);
+    rows.truncate(ROWS_ON_PAGE);
+    let older = older_pages(input, case, &page, &pts)?;
+    let runs_pages = runs_pages_nav(&page, older.len(), 1);
     let shift_rows: Vec<Value> = [
         ("after median", &after_shifts),
         ("before median", &before_shifts),
@@ -256,13 +259,98 @@ fn case_page_html(input: &Input<'_>, case: &Case) -> Result<(String, Value)> {
             ratio => Value::from_safe_string(ratio),
             counts => Value::from_safe_string(counts),
             rows => rows,
+            runs_pages => runs_pages,
+            marked => svg::MARKED_POINTS,
             shift_rows => shift_rows,
             accepted => pts.iter().filter(|p| p.accepted).count(),
             store => input.store.clone(),
             generated_utc => input.generated_utc.clone(),
         },
     )?;
-    Ok((html, summary))
+    let mut out = vec![(page, html)];
+    out.extend(older);
+    Ok((out, summary))
+}
+
+/// Runs a case page lists itself, newest first; older ones are on pages of their own
+/// ([`OLDER_ROWS_PER_PAGE`] each), so that a case with a thousand runs stays a small page.
+pub const ROWS_ON_PAGE: usize = 100;
+/// Runs on each page of a case's older runs.
+pub const OLDER_ROWS_PER_PAGE: usize = 300;
+
+/// The page of a case's older runs number `n` (2, 3, …): beside the case page, in a folder of
+/// its name.
+fn older_page(page: &str, n: usize) -> String {
+    format!("{}/runs-{n}.html", page.trim_end_matches(".html"))
+}
+
+/// Links between a case's pages of runs: (label, href from page `from`, current).
+fn runs_pages_nav(page: &str, older: usize, from: usize) -> Vec<Value> {
+    if older == 0 {
+        return Vec::new();
+    }
+    let name = |p: &str| p.rsplit('/').next().unwrap_or(p).to_string();
+    let stem = name(page.trim_end_matches(".html"));
+    (1..=older + 1)
+        .map(|n| {
+            let (first, last) = if n == 1 {
+                (1, ROWS_ON_PAGE)
+            } else {
+                let first = ROWS_ON_PAGE + (n - 2) * OLDER_ROWS_PER_PAGE + 1;
+                (first, first + OLDER_ROWS_PER_PAGE - 1)
+            };
+            let href = match (from, n) {
+                (1, 1) => name(page),
+                (1, n) => format!("{stem}/runs-{n}.html"),
+                (_, 1) => format!("../{}", name(page)),
+                (_, n) => format!("runs-{n}.html"),
+            };
+            minijinja::context! {
+                label => format!("newest {first}–{last}"),
+                href => href,
+                current => n == from,
+            }
+        })
+        .collect()
+}
+
+/// The pages of a case's older runs: its runs past the newest [`ROWS_ON_PAGE`], newest first.
+fn older_pages(
+    input: &Input<'_>,
+    case: &Case,
+    page: &str,
+    pts: &[&Point],
+) -> Result<Vec<(String, String)>> {
+    // The rows' run links lead up one more folder from these pages.
+    let rows: Vec<Value> = run_rows(input, case, pts, "../../../")
+        .into_iter()
+        .skip(ROWS_ON_PAGE)
+        .collect();
+    let older = rows.len().div_ceil(OLDER_ROWS_PER_PAGE);
+    let mut out = Vec::new();
+    for (i, chunk) in rows.chunks(OLDER_ROWS_PER_PAGE).enumerate() {
+        let n = i + 2;
+        let html = html::render_page(
+            "case.html",
+            minijinja::context! {
+                older => true,
+                spec => case.spec.clone(),
+                device_key => case.device_key.clone(),
+                home => "../../../index.html",
+                case_href => format!("../{}", page.rsplit('/').next().unwrap_or(page)),
+                runs => case.at.len(),
+                rows => chunk.to_vec(),
+                runs_pages => runs_pages_nav(page, older, n),
+                marked => svg::MARKED_POINTS,
+                shift_rows => Vec::<Value>::new(),
+                accepted => case.at.iter().filter(|&&i| input.points[i].accepted).count(),
+                store => input.store.clone(),
+                generated_utc => input.generated_utc.clone(),
+            },
+        )?;
+        out.push((older_page(page, n), html));
+    }
+    Ok(out)
 }
 
 /// A run's page from a case's page, for its `k`-th point (none where its archive was missing).
@@ -304,7 +392,7 @@ fn median_trend(
                     ci: ci.map(|(a, b)| (a * 1e3, b * 1e3)),
                     tip: tip_of(
                         p,
-                        &format!("{name} median"),
+                        name,
                         match ci {
                             Some((a, b)) => format!(
                                 "{} (95% CI {} .. {})",
@@ -401,9 +489,13 @@ fn ratio_trend(input: &Input<'_>, case: &Case, pts: &[&Point]) -> TrendSeries {
     }
 }
 
-/// The table of a case's runs, newest first.
-fn run_rows(input: &Input<'_>, case: &Case, pts: &[&Point]) -> Vec<Value> {
-    let href = |k: usize| run_href(input, case, k);
+/// The table of a case's runs, newest first; `up` leads from the page to the site's top.
+fn run_rows(input: &Input<'_>, case: &Case, pts: &[&Point], up: &str) -> Vec<Value> {
+    let href = |k: usize| {
+        input.run_pages[case.at[k]]
+            .as_ref()
+            .map(|r| format!("{up}{r}"))
+    };
     pts.iter()
         .enumerate()
         .rev()
@@ -475,9 +567,17 @@ fn case_summary(
 pub fn pages(input: &Input<'_>) -> Result<Vec<(String, String)>> {
     let mut out = Vec::new();
     let mut devices: BTreeMap<String, Vec<Value>> = BTreeMap::new();
-    for case in cases(input.points) {
-        let (page, summary) = case_page_html(input, &case)?;
-        out.push((case_page(&case.device_key, &case.spec), page));
+    let all = cases(input.points);
+    let case_count = all.len();
+    // Cases are drawn in parallel (their change points are most of the work), then kept in
+    // name order.
+    use rayon::prelude::*;
+    let drawn: Vec<(Vec<(String, String)>, Value)> = all
+        .par_iter()
+        .map(|case| case_page_html(input, case))
+        .collect::<Result<_>>()?;
+    for (case, (case_pages, summary)) in all.iter().zip(drawn) {
+        out.extend(case_pages);
         devices
             .entry(case.device_key.clone())
             .or_default()
@@ -496,7 +596,7 @@ pub fn pages(input: &Input<'_>) -> Result<Vec<(String, String)>> {
                 .map(|(key, cases)| minijinja::context! { key => key, cases => cases })
                 .collect::<Vec<_>>(),
             runs => runs.len(),
-            cases => out.len(),
+            cases => case_count,
             pages => input.run_pages.iter().flatten().collect::<std::collections::BTreeSet<_>>().len(),
             store => input.store.clone(),
             generated_utc => input.generated_utc.clone(),
@@ -535,6 +635,87 @@ mod tests {
         assert_eq!(
             case_page("cpu-x", "fuse-gelu"),
             "cases/cpu-x/fuse-gelu.html"
+        );
+    }
+
+    /// A case with more runs than its page lists: the newest on the page, the older on pages of
+    /// their own a folder deeper (linked both ways, every run once), dots for the newest only.
+    #[test]
+    fn a_long_case_keeps_a_small_page_and_pages_its_older_runs() {
+        let n = ROWS_ON_PAGE + OLDER_ROWS_PER_PAGE + 7;
+        let points: Vec<Point> = (0..n)
+            .map(|i| Point {
+                run_id: format!("run-{i:04}"),
+                started_utc: format!(
+                    "2026-01-{:02}T{:02}:{:02}:00Z",
+                    1 + i / 1440,
+                    i / 60 % 24,
+                    i % 60
+                ),
+                git_sha: format!("{i:07x}"),
+                branch: Some("main".into()),
+                device_key: "cpu-x".into(),
+                spec: "s".into(),
+                verdict: "pass".into(),
+                before_median_secs: Some(2e-3),
+                after_median_secs: Some(1e-3),
+                ratio: Some(0.5),
+                ratio_lo: Some(0.45),
+                ratio_hi: Some(0.55),
+                ..Point::default()
+            })
+            .collect();
+        let run_pages = vec![None; n];
+        let input = Input {
+            points: &points,
+            run_pages: &run_pages,
+            commit_url: None,
+            store: "history.sqlite".into(),
+            generated_utc: "2026-12-04T00:00:00Z".into(),
+        };
+        let pages: BTreeMap<String, String> = pages(&input).unwrap().into_iter().collect();
+        let names: Vec<&String> = pages.keys().collect();
+        assert_eq!(
+            names,
+            [
+                "cases/cpu-x/s.html",
+                "cases/cpu-x/s/runs-2.html",
+                "cases/cpu-x/s/runs-3.html",
+                "index.html"
+            ],
+            "{names:?}"
+        );
+        let rows = |page: &str| pages[page].matches("<tr class=\"run ").count();
+        assert_eq!(rows("cases/cpu-x/s.html"), ROWS_ON_PAGE);
+        assert_eq!(rows("cases/cpu-x/s/runs-2.html"), OLDER_ROWS_PER_PAGE);
+        assert_eq!(rows("cases/cpu-x/s/runs-3.html"), 7);
+        // Newest first: the case page ends where the next page begins.
+        let main = &pages["cases/cpu-x/s.html"];
+        assert!(main.contains(&format!("data-run=\"run-{:04}\"", n - 1)));
+        assert!(!main.contains(&format!("data-run=\"run-{:04}\"", n - 1 - ROWS_ON_PAGE)));
+        assert!(pages["cases/cpu-x/s/runs-2.html"]
+            .contains(&format!("data-run=\"run-{:04}\"", n - 1 - ROWS_ON_PAGE)));
+        assert!(pages["cases/cpu-x/s/runs-3.html"].contains("data-run=\"run-0000\""));
+        // Linked both ways, relative to each page.
+        assert!(main.contains("href=\"s/runs-2.html\"") && main.contains("href=\"s/runs-3.html\""));
+        let older = &pages["cases/cpu-x/s/runs-3.html"];
+        assert!(older.contains("href=\"../s.html\"") && older.contains("href=\"runs-2.html\""));
+        assert!(older.contains("href=\"../../../index.html\""));
+        assert!(
+            !older.contains("<svg"),
+            "the charts are on the case page only"
+        );
+        // Dots (with their tooltips) for the newest runs only, in each chart's every series.
+        assert_eq!(
+            main.matches("<circle class=\"pt ").count(),
+            svg::MARKED_POINTS * 3,
+            "before, after and after/before"
+        );
+        // The index counts cases, not pages.
+        assert!(
+            pages["index.html"].contains("data-runs=\""),
+            "{}",
+            pages["index.html"]
         );
     }
 

@@ -130,6 +130,17 @@ pub fn inline(text: &str) -> String {
     o
 }
 
+/// [`environment`], made once per process: a dashboard renders hundreds of pages, and parsing
+/// the templates again for each cost more than drawing it.
+fn shared_environment() -> Result<&'static Environment<'static>> {
+    static ENV: std::sync::OnceLock<Environment<'static>> = std::sync::OnceLock::new();
+    if let Some(env) = ENV.get() {
+        return Ok(env);
+    }
+    let env = environment()?;
+    Ok(ENV.get_or_init(|| env))
+}
+
 /// The environment every HTML page renders in: auto-escaping, the report's number filters, and
 /// `inline` (a sentence with its code spans and section links).
 pub fn environment() -> Result<Environment<'static>> {
@@ -190,7 +201,7 @@ fn template_error(name: &str, e: minijinja::Error) -> Error {
 
 /// Renders one of the built-in pages with `ctx`, the style sheet and script added.
 pub fn render_page(name: &str, ctx: Value) -> Result<String> {
-    let env = environment()?;
+    let env = shared_environment()?;
     let ctx = minijinja::context! {
         style => Value::from_safe_string(STYLE.to_string()),
         script => Value::from_safe_string(SCRIPT.to_string()),

@@ -671,9 +671,13 @@ pub struct TrendShift {
     pub tip: Vec<String>,
 }
 
+/// How many of a trend's newest runs get a dot with a tooltip and a link.
+pub const MARKED_POINTS: usize = 50;
+
 /// A trend over runs: each series' values with CI whiskers, the runs that became baselines
 /// ringed, detected change points as dashed lines, x ticks at a few runs (`x_labels`: run index,
-/// label), and a dotted line at `reference` (1 for a ratio).
+/// label), and a dotted line at `reference` (1 for a ratio). The newest [`MARKED_POINTS`] runs
+/// are dots with their CI, tooltip and link; older runs are the line alone.
 pub fn trend(
     label: &str,
     y_label: &str,
@@ -735,6 +739,9 @@ pub fn trend(
     } else {
         4.5
     };
+    // Only the newest runs get a dot, a CI bar and a tooltip: older ones are the line (a
+    // thousand dots of a pixel each say nothing a line does not, and weigh a megabyte).
+    let marked_from = n.saturating_sub(MARKED_POINTS);
     for s in series {
         let pts: Vec<(usize, &TrendPoint)> = s
             .points
@@ -746,6 +753,18 @@ pub fn trend(
         let _ = write!(o, r#"<g class="series-{}">"#, s.class);
         polyline(&mut o, &line, &format!("series {}", s.class));
         for ((i, p), xy) in pts.iter().zip(&line) {
+            if *i < marked_from {
+                if p.accepted {
+                    let _ = write!(
+                        o,
+                        r#"<circle class="accepted" cx="{:.1}" cy="{:.1}" r="{:.1}"/>"#,
+                        xy.0,
+                        xy.1,
+                        r + 3.5
+                    );
+                }
+                continue;
+            }
             if let Some((lo, hi)) = p.ci {
                 let (_, a) = f.px(*i as f64, lo);
                 let (_, b) = f.px(*i as f64, hi);

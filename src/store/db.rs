@@ -23,6 +23,17 @@ impl Val {
         }
     }
 
+    /// The text, moved out (the value left `Null`): rows are read once, without a copy.
+    pub fn take_text(&mut self) -> Option<String> {
+        match std::mem::replace(self, Val::Null) {
+            Val::Text(s) => Some(s),
+            other => {
+                *self = other;
+                None
+            }
+        }
+    }
+
     pub fn real(&self) -> Option<f64> {
         match self {
             Val::Real(x) => Some(*x),
@@ -216,6 +227,36 @@ impl Db {
     }
 
     /// The rows of a query, each a value a column.
+    /// The rows of a query, each made into a `T` as it is read: a long query never holds all
+    /// its rows as values at once (half a million rows of thirty values would be half a
+    /// gigabyte).
+    pub fn query_each<T>(
+        &mut self,
+        sql: &str,
+        params: &[Val],
+        mut each: impl FnMut(Vec<Val>) -> T,
+    ) -> DbResult<Vec<T>> {
+        match self {
+            Db::Sqlite(c) => {
+                let mut st = c.prepare_cached(sql).map_err(DbError::from)?;
+                let n = st.column_count();
+                let mut rows = st
+                    .query(rusqlite::params_from_iter(params.iter()))
+                    .map_err(DbError::from)?;
+                let mut out = Vec::new();
+                while let Some(r) = rows.next().map_err(DbError::from)? {
+                    let row = (0..n)
+                        .map(|i| r.get_ref(i).map(sqlite_val))
+                        .collect::<rusqlite::Result<Vec<Val>>>()
+                        .map_err(DbError::from)?;
+                    out.push(each(row));
+                }
+                Ok(out)
+            }
+            Db::Postgres(_) => Ok(self.query(sql, params)?.into_iter().map(each).collect()),
+        }
+    }
+
     pub fn query(&mut self, sql: &str, params: &[Val]) -> DbResult<Vec<Vec<Val>>> {
         match self {
             Db::Sqlite(c) => {

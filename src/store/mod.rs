@@ -678,29 +678,73 @@ impl Store {
             f.newest
                 .map_or(i64::MAX, |n| i64::try_from(n).unwrap_or(i64::MAX)),
         ));
-        let sql = format!(
-            "SELECT r.run_id, r.started_utc, r.git_sha, r.git_dirty, r.branch, r.device_key, c.spec, c.verdict,
+        let columns = "r.run_id, r.started_utc, r.git_sha, r.git_dirty, r.branch, r.device_key, c.spec, c.verdict,
                     c.before_median_secs, c.after_median_secs, c.ratio, c.ratio_lo, c.ratio_hi, r.archive,
                     c.before_ci_lo_secs, c.before_ci_hi_secs, c.after_ci_lo_secs, c.after_ci_hi_secs, c.baseline_status,
-                    c.counts_key, c.before_instructions, c.after_instructions, c.before_dram_bytes, c.after_dram_bytes, c.before_cycles, c.after_cycles, c.counts_engine
-             FROM cases c JOIN runs r ON r.run_key = c.run_key
-             {}
-             ORDER BY c.spec DESC, c.started_utc DESC, c.started_ns DESC, c.run_id DESC, c.run_key DESC
-             LIMIT ${}",
-            if conditions.is_empty() {
-                String::new()
-            } else {
-                format!("WHERE {}", conditions.join(" AND "))
-            },
-            params.len()
-        );
+                    c.counts_key, c.before_instructions, c.after_instructions, c.before_dram_bytes, c.after_dram_bytes, c.before_cycles, c.after_cycles, c.counts_engine,
+                    c.started_ns, c.run_key";
+        let filter = if conditions.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE {}", conditions.join(" AND "))
+        };
+        // Each row becomes its point as it is read, with the keys that order it.
+        let keyed = |mut row: Vec<Val>| {
+            let ns = row.get(27).and_then(Val::int).unwrap_or(0);
+            let key = row.get_mut(28).and_then(Val::take_text).unwrap_or_default();
+            (ns, key, point(row))
+        };
+        if f.newest.is_some() {
+            // A case's newest rows: from the end of its index.
+            let sql = format!(
+                "SELECT {columns} FROM cases c JOIN runs r ON r.run_key = c.run_key {filter}
+                 ORDER BY c.spec DESC, c.started_utc DESC, c.started_ns DESC, c.run_id DESC, c.run_key DESC
+                 LIMIT ${}",
+                params.len()
+            );
+            let mut points = self
+                .db
+                .query_each(&sql, &params, |row| keyed(row).2)
+                .map_err(self.fail(StoreAction::Reading))?;
+            points.reverse();
+            return Ok(points);
+        }
+        // Every row: read in the table's own order and sorted here, four times faster than
+        // visiting the table in the index's order.
+        params.pop();
+        let sql =
+            format!("SELECT {columns} FROM cases c JOIN runs r ON r.run_key = c.run_key {filter}");
         let rows = self
             .db
-            .query(&sql, &params)
+            .query_each(&sql, &params, keyed)
             .map_err(self.fail(StoreAction::Reading))?;
-        let mut points: Vec<Point> = rows.iter().map(|r| point(r)).collect();
-        points.reverse();
-        Ok(points)
+        // Sorted on small keys (the spec's rank, the start as a number), the strings compared
+        // only where those tie: half a million heap strings compared directly took 0.3 s.
+        let mut specs: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+        for (_, _, p) in &rows {
+            specs.entry(p.spec.as_str()).or_insert(0);
+        }
+        let mut names: Vec<&str> = specs.keys().copied().collect();
+        names.sort_unstable();
+        for (k, name) in names.iter().enumerate() {
+            specs.insert(name, k);
+        }
+        let mut order: Vec<(usize, u64, i64, usize)> = rows
+            .iter()
+            .enumerate()
+            .map(|(i, (ns, _, p))| (specs[p.spec.as_str()], utc_number(&p.started_utc), *ns, i))
+            .collect();
+        order.sort_unstable_by(|a, b| {
+            (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)).then_with(|| {
+                let (x, y) = (&rows[a.3], &rows[b.3]);
+                (&x.2.started_utc, &x.2.run_id, &x.1).cmp(&(&y.2.started_utc, &y.2.run_id, &y.1))
+            })
+        });
+        let mut rows: Vec<Option<Point>> = rows.into_iter().map(|(_, _, p)| Some(p)).collect();
+        Ok(order
+            .into_iter()
+            .filter_map(|(_, _, _, i)| rows[i].take())
+            .collect())
     }
 
     /// The names of the cases in the store, in order.
@@ -811,30 +855,49 @@ fn failed(url: &StoreUrl, action: StoreAction, e: impl Into<db::DbError>) -> Err
 }
 
 /// A point from a row of the select's columns.
-fn point(r: &[Val]) -> Point {
-    let text = |i: usize| r.get(i).and_then(Val::text).unwrap_or_default();
+/// `YYYY-MM-DDTHH:MM:SSZ` as the number YYYYMMDDHHMMSS, which orders as the text does; any
+/// other text as 0 (its order is then the text's, compared where the numbers tie).
+fn utc_number(utc: &str) -> u64 {
+    let digits: Vec<u8> = utc.bytes().filter(u8::is_ascii_digit).collect();
+    if utc.len() != 20 || digits.len() != 14 {
+        return 0;
+    }
+    digits
+        .iter()
+        .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'))
+}
+
+fn point(mut r: Vec<Val>) -> Point {
+    let mut text = |i: usize| r.get_mut(i).and_then(Val::take_text);
+    let (run_id, started_utc, git_sha) = (text(0), text(1), text(2));
+    let branch = text(4);
+    let (device_key, spec, verdict) = (text(5), text(6), text(7));
+    let archive = text(13);
+    let accepted = text(18).as_deref() == Some("accepted");
+    let counts_key = text(19);
+    let engine = text(26);
     let real = |i: usize| r.get(i).and_then(Val::real);
     Point {
-        run_id: text(0),
-        started_utc: text(1),
-        git_sha: text(2),
+        run_id: run_id.unwrap_or_default(),
+        started_utc: started_utc.unwrap_or_default(),
+        git_sha: git_sha.unwrap_or_default(),
         git_dirty: r.get(3).and_then(Val::int).unwrap_or(0) != 0,
-        branch: r.get(4).and_then(Val::text),
-        device_key: text(5),
-        spec: text(6),
-        verdict: text(7),
+        branch,
+        device_key: device_key.unwrap_or_default(),
+        spec: spec.unwrap_or_default(),
+        verdict: verdict.unwrap_or_default(),
         before_median_secs: real(8),
         after_median_secs: real(9),
         ratio: real(10),
         ratio_lo: real(11),
         ratio_hi: real(12),
-        archive: text(13),
+        archive: archive.unwrap_or_default(),
         before_ci_lo_secs: real(14),
         before_ci_hi_secs: real(15),
         after_ci_lo_secs: real(16),
         after_ci_hi_secs: real(17),
-        accepted: r.get(18).and_then(Val::text).as_deref() == Some("accepted"),
-        counts: r.get(19).and_then(Val::text).map(|key| {
+        accepted,
+        counts: counts_key.map(|key| {
             let count = |i: usize| {
                 r.get(i)
                     .and_then(Val::int)
@@ -842,10 +905,7 @@ fn point(r: &[Val]) -> Point {
             };
             PointCounts {
                 key,
-                engine: r
-                    .get(26)
-                    .and_then(Val::text)
-                    .and_then(|t| serde_json::from_str(&t).ok()),
+                engine: engine.and_then(|t| serde_json::from_str(&t).ok()),
                 before_instructions: count(20),
                 after_instructions: count(21),
                 before_dram_bytes: count(22),
