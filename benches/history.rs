@@ -133,7 +133,11 @@ fn store() {
     };
     let dir = root.as_path();
     let path = dir.join("history.sqlite");
-    let url = StoreUrl::Sqlite(path.clone());
+    // OPLEDGER_BENCH_STORE=postgres://… measures a PostgreSQL server instead (an empty database).
+    let url = match std::env::var("OPLEDGER_BENCH_STORE") {
+        Ok(u) if !u.is_empty() => StoreUrl::parse(&u).expect("a store URL"),
+        _ => StoreUrl::Sqlite(path.clone()),
+    };
     let mut store = Store::open(&url).expect("a store");
     let archive = dir.join("runs/archive");
     let (base_before, base_after) = (

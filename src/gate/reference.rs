@@ -59,8 +59,8 @@ pub fn references(
     specs: &[Spec],
     device: &DeviceInfo,
     baselines: &mut [SpecBaseline],
+    store: &mut Option<Store>,
 ) -> Result<Vec<Option<GateReference>>> {
-    let mut store: Option<Store> = None;
     let mut out = Vec::new();
     for (s, slot) in specs.iter().zip(baselines.iter_mut()) {
         let against = against_of(opts, s);
@@ -73,7 +73,7 @@ pub fn references(
             // No accepted baseline and none asked for: the branch's history, where the store
             // has one (a slowdown on main must not pass for want of a baseline).
             Against::Baselines => {
-                let Some(store) = open_store_if_there(&mut store, opts)? else {
+                let Some(store) = open_store_if_there(store, opts)? else {
                     out.push(None);
                     continue;
                 };
@@ -85,19 +85,15 @@ pub fn references(
                 (reference, base)
             }
             Against::History { branch } => history(
-                open_store(&mut store, opts, s, &named)?,
+                open_store(store, opts, s, &named)?,
                 opts,
                 s,
                 device,
                 branch.or_else(|| opts.branch.map(str::to_string)),
             )?,
-            Against::MergeBase { branch } => merge_base(
-                open_store(&mut store, opts, s, &named)?,
-                opts,
-                s,
-                device,
-                branch,
-            )?,
+            Against::MergeBase { branch } => {
+                merge_base(open_store(store, opts, s, &named)?, opts, s, device, branch)?
+            }
         };
         *slot = base;
         out.push(Some(reference));

@@ -140,7 +140,8 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
         append_summary(path, &run, &dir)?;
     }
     report::terminal::print_summary(&run, &dir);
-    for shift in shifts::new_shifts(opts, &p.specs, &p.device.key)? {
+    let found = shifts::new_shifts(opts, &p.specs, &p.device.key, p.store.borrow_mut().as_mut())?;
+    for shift in found {
         report::terminal::print_new_shift(&shift.spec, shift.metric, &shift.located, shift.limit);
     }
     Ok((run.verdict, dir))
@@ -230,12 +231,13 @@ pub(crate) fn write_archive(
     let manifest_sha256 = archive::save(&dir, &mut run, contents, "run", Vec::new())?;
     // Every archived run is remembered: its cases go into the history store.
     if let Some(url) = &opts.store {
-        crate::store::Store::open(url)?.record(
-            &run,
-            &dir,
-            &manifest_sha256,
-            opts.branch.as_deref(),
-        )?;
+        let mut open = p.store.borrow_mut();
+        let store = match open.as_mut() {
+            Some(store) => store,
+            // A new SQLite file, made by the run's first record.
+            None => open.insert(crate::store::Store::open(url)?),
+        };
+        store.record(&run, &dir, &manifest_sha256, opts.branch.as_deref())?;
     }
     Ok((run, dir))
 }

@@ -37,6 +37,10 @@ pub(crate) struct Prepared {
     pub counter: Option<super::counts::Counter>,
     /// Each spec's counts reference under the engine's key, when sides are counted.
     pub counts_baselines: Vec<CountsBase>,
+    /// The history store, opened once for the whole run: checked before anything is measured,
+    /// read for references, recorded into, read for new shifts. `None` until something needs
+    /// it where it could not be opened early (a new SQLite file is made by the first record).
+    pub store: std::cell::RefCell<Option<crate::store::Store>>,
     pub _lock: Option<baseline::StoreLock>,
 }
 
@@ -58,23 +62,11 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
     };
     let available = check_host_memory(opts, flush)?;
     let (backend, backend_note) = backend::select(opts.backend, flush, &opts.settings)?;
-    check_store(opts)?;
+    let mut store = check_store(opts)?;
     // Counting is refused before anything is measured where it cannot be done.
     let (counter, counts_note) = counter(opts, &specs, backend.as_ref())?;
     let device = backend.device();
-    // Accepting runs serialize on the store, from reading the baselines to writing them.
-    let lock = if opts.accept {
-        let lock = baseline::StoreLock::acquire(&opts.baselines_dir)?;
-        // Under the lock no other writer is active: a temp file left in this device's folder is
-        // what a killed accept left behind.
-        baseline::remove_stale_temp_files(&opts.baselines_dir.join(&device.key));
-        if let Some(c) = &counter {
-            baseline::remove_stale_temp_files(&opts.baselines_dir.join(c.engine.key()));
-        }
-        Some(lock)
-    } else {
-        None
-    };
+    let lock = accept_lock(opts, &device.key, counter.as_ref())?;
     let (mut baselines, notes) =
         refuse_and_find_baselines(opts, &specs, backend.as_ref(), available)?;
     let load_run = |dir: &Path| crate::archive::load(dir).ok().map(|l| l.run);
@@ -87,11 +79,17 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
         measure: &opts.measure,
         load_run: &load_run,
     };
-    let references =
-        crate::gate::reference::references(&reference_options, &specs, &device, &mut baselines)?;
+    let references = crate::gate::reference::references(
+        &reference_options,
+        &specs,
+        &device,
+        &mut baselines,
+        &mut store,
+    )?;
 
     // Counts baselines are read before anything is measured: a damaged one stops the run here.
-    let counts_baselines = counts_baselines(opts, &specs, counter.as_ref(), &device.key)?;
+    let counts_baselines =
+        counts_baselines(opts, &specs, counter.as_ref(), &device.key, &mut store)?;
     let progress = Progress::new(specs.len() * passes);
     progress.say(&format!("opledger: backend {backend_note}"));
     if let Some(why) = counts_note {
@@ -133,6 +131,7 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
         template,
         counts_baselines,
         counter,
+        store: std::cell::RefCell::new(store),
         _lock: lock,
     })
 }
@@ -312,10 +311,30 @@ fn check_outputs(opts: &RunOptions) -> Result<Option<Template>> {
         .transpose()
 }
 
+/// Accepting runs serialize on the baselines store, from reading the baselines to writing them.
+fn accept_lock(
+    opts: &RunOptions,
+    device_key: &str,
+    counter: Option<&super::counts::Counter>,
+) -> Result<Option<baseline::StoreLock>> {
+    if !opts.accept {
+        return Ok(None);
+    }
+    let lock = baseline::StoreLock::acquire(&opts.baselines_dir)?;
+    // Under the lock no other writer is active: a temp file left in this device's folder is
+    // what a killed accept left behind.
+    baseline::remove_stale_temp_files(&opts.baselines_dir.join(device_key));
+    if let Some(c) = counter {
+        baseline::remove_stale_temp_files(&opts.baselines_dir.join(c.engine.key()));
+    }
+    Ok(Some(lock))
+}
+
 /// Opens the history store before anything is measured, so that a wrong URL, a server that
-/// refuses or a file that is no store costs this message and not the whole run. A new SQLite
-/// store is only checked to be creatable: a run refused later leaves no file behind.
-fn check_store(opts: &RunOptions) -> Result<()> {
+/// refuses or a file that is no store costs this message and not the whole run; the run keeps
+/// it open. A new SQLite store is only checked to be creatable (`None`): a run refused later
+/// leaves no file behind.
+fn check_store(opts: &RunOptions) -> Result<Option<crate::store::Store>> {
     match &opts.store {
         Some(crate::store::StoreUrl::Sqlite(path)) if !path.exists() => {
             crate::files::check_writable_dir(
@@ -323,10 +342,11 @@ fn check_store(opts: &RunOptions) -> Result<()> {
                     .filter(|p| !p.as_os_str().is_empty())
                     .unwrap_or(Path::new(".")),
                 "history store (--store)",
-            )
+            )?;
+            Ok(None)
         }
-        Some(url) => crate::store::Store::open(url).map(drop),
-        None => Ok(()),
+        Some(url) => crate::store::Store::open(url).map(Some),
+        None => Ok(None),
     }
 }
 
@@ -401,11 +421,11 @@ fn counts_baselines(
     specs: &[Spec],
     counter: Option<&super::counts::Counter>,
     device_key: &str,
+    store: &mut Option<crate::store::Store>,
 ) -> Result<Vec<CountsBase>> {
     let Some(c) = counter else {
         return Ok(Vec::new());
     };
-    let mut store: Option<Option<crate::store::Store>> = None;
     let mut out = Vec::new();
     for s in specs {
         let path = baseline::counts::path_for(&opts.baselines_dir, &c.engine, &s.name);
@@ -413,14 +433,13 @@ fn counts_baselines(
         let mut history_run = None;
         let mut baseline = found;
         if baseline.is_none() && history_wanted(opts, s) {
-            let open = match &mut store {
-                Some(open) => open,
-                None => store.insert(crate::gate::reference::open_existing(
+            if store.is_none() {
+                *store = crate::gate::reference::open_existing(
                     opts.store.as_ref(),
                     opts.reference_store.as_ref(),
-                )?),
-            };
-            if let (Some(st), Some(branch)) = (open.as_mut(), opts.branch.as_deref()) {
+                )?;
+            }
+            if let (Some(st), Some(branch)) = (store.as_mut(), opts.branch.as_deref()) {
                 let key = c.engine.key();
                 if let Some(p) =
                     st.newest_counted(device_key, &s.name, &s.source_sha256, branch, &key)?

@@ -27,14 +27,14 @@ pub(crate) fn new_shifts(
     opts: &RunOptions,
     specs: &[Spec],
     device_key: &str,
+    store: Option<&mut Store>,
 ) -> Result<Vec<NewShift>> {
-    let (Some(url), Some(branch)) = (&opts.store, &opts.branch) else {
+    let (Some(store), Some(branch)) = (store, &opts.branch) else {
         return Ok(Vec::new());
     };
-    if opts.default_branch.as_deref() != Some(branch.as_str()) {
+    if opts.store.is_none() || opts.default_branch.as_deref() != Some(branch.as_str()) {
         return Ok(Vec::new());
     }
-    let mut store = Store::open(url)?;
     let mut out = Vec::new();
     for s in specs {
         let series = store.measured(device_key, &s.name, &s.source_sha256, branch, SHIFT_RUNS)?;
