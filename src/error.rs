@@ -103,6 +103,21 @@ pub enum Error {
         shown: String,
         problem: StoreUrlProblem,
     },
+    /// A reference the gate is asked to judge a spec against that the history store cannot
+    /// give (`--against`, a spec's `gate.against`).
+    #[error("{spec}: the gate judges against `{against}`, {problem}")]
+    Reference {
+        spec: String,
+        against: String,
+        problem: ReferenceProblem,
+    },
+    /// A store a reading command was pointed at that does not exist (an SQLite file it would
+    /// otherwise create, empty).
+    #[error("{command}: no store at {} (runs record into `<runs-dir>/history.sqlite`; --store or --runs-dir names another)", .path.display())]
+    NoStore { command: String, path: PathBuf },
+    /// `--shard` (or the scheduler's variables it reads) that names no shard.
+    #[error("--shard: {0}")]
+    Shard(String),
     /// Inputs that do not belong together (shards of different commits, two runs without a
     /// spec in common, a run and specs that are not its).
     #[error("{0}")]
@@ -150,6 +165,20 @@ pub enum Error {
 }
 
 /// Why a store's address cannot be used.
+/// Why the history store cannot give a reference.
+#[derive(Debug, thiserror::Error)]
+pub enum ReferenceProblem {
+    /// No store is named at all.
+    #[error("from the history store, and none is named: set --store or OPLEDGER_STORE")]
+    NoStore,
+    /// `--no-store` reads a store; this SQLite file is not there.
+    #[error("but the history store {} does not exist (--no-store reads a store, it never makes one)", .0.display())]
+    StoreMissing(PathBuf),
+    /// git could not name the merge-base.
+    #[error("but git cannot name the merge-base: {0}")]
+    MergeBase(String),
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreUrlProblem {
     /// An empty path or SQLite's in-memory database.
@@ -266,6 +295,38 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 mod tests {
     use super::*;
 
+    /// The subsystems' errors say what failed in their own words, with what it concerns.
+    #[test]
+    fn reference_and_store_errors_name_the_spec_and_the_path() {
+        let e = Error::Reference {
+            spec: "fuse-gelu".into(),
+            against: "history".into(),
+            problem: ReferenceProblem::StoreMissing(PathBuf::from("runs/history.sqlite")),
+        };
+        assert_eq!(
+            e.to_string(),
+            "fuse-gelu: the gate judges against `history`, but the history store runs/history.sqlite does not exist (--no-store reads a store, it never makes one)"
+        );
+        let e = Error::Reference {
+            spec: "s".into(),
+            against: "merge-base:main".into(),
+            problem: ReferenceProblem::MergeBase(
+                "git merge-base HEAD main: no common ancestor".into(),
+            ),
+        };
+        assert_eq!(
+            e.to_string(),
+            "s: the gate judges against `merge-base:main`, but git cannot name the merge-base: git merge-base HEAD main: no common ancestor"
+        );
+        let e = Error::NoStore {
+            command: "site".into(),
+            path: PathBuf::from("runs/history.sqlite"),
+        };
+        assert!(e
+            .to_string()
+            .starts_with("site: no store at runs/history.sqlite ("));
+    }
+
     #[test]
     fn each_kind_of_error_has_its_exit_code() {
         let io = || std::io::Error::other("x");
@@ -273,6 +334,15 @@ mod tests {
             (Error::io("reading", "in.yaml", io()), ExitCode::BadInput),
             (Error::Flag("--runs 1".into()), ExitCode::BadInput),
             (Error::Mismatch("two commits".into()), ExitCode::BadInput),
+            (Error::Shard("0/3".into()), ExitCode::BadInput),
+            (
+                Error::Reference {
+                    spec: "s".into(),
+                    against: "history".into(),
+                    problem: ReferenceProblem::NoStore,
+                },
+                ExitCode::BadInput,
+            ),
             (
                 Error::Env {
                     var: "OPLEDGER_SIMD",

@@ -33,7 +33,7 @@ pub struct Shard {
 const MAX_SHARDS: u64 = 100_000;
 
 fn bad(message: String) -> Error {
-    Error::Flag(format!("--shard: {message}"))
+    Error::Shard(message)
 }
 
 /// `M/N` with 1 <= M <= N.

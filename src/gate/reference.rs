@@ -10,7 +10,7 @@
 use super::history::HISTORY_RUNS;
 use crate::baseline::BaselineFile;
 use crate::device::DeviceInfo;
-use crate::error::{Error, Result};
+use crate::error::{Error, ReferenceProblem, Result};
 use crate::measure::MeasureConfig;
 use crate::results::RunResult;
 use crate::results::{GateReference, LevelChange};
@@ -159,20 +159,18 @@ fn open_store<'a>(
     if let Some(open) = store {
         return Ok(open);
     }
+    let problem = |problem| Error::Reference {
+        spec: s.name.clone(),
+        against: named.to_string(),
+        problem,
+    };
     let Some(url) = opts.reference_store else {
-        return Err(Error::Flag(format!(
-            "{}: the gate judges against `{named}` from the history store, and none is named: set --store or OPLEDGER_STORE",
-            s.name
-        )));
+        return Err(problem(ReferenceProblem::NoStore));
     };
     let opened = match (opts.store, url) {
         (Some(_), _) => Store::open(url)?,
         (None, crate::store::StoreUrl::Sqlite(path)) if !path.exists() => {
-            return Err(Error::Flag(format!(
-                "{}: the gate judges against `{named}`, but the history store {} does not exist (--no-store reads a store, it never makes one)",
-                s.name,
-                path.display()
-            )))
+            return Err(problem(ReferenceProblem::StoreMissing(path.clone())))
         }
         (None, _) => Store::open_reading(url)?,
     };
@@ -231,7 +229,11 @@ fn merge_base(
     device: &DeviceInfo,
     branch: String,
 ) -> Result<(GateReference, SpecBaseline)> {
-    let flag = |e: String| Error::Flag(format!("{}: --against merge-base:{branch}: {e}", s.name));
+    let flag = |e: String| Error::Reference {
+        spec: s.name.clone(),
+        against: format!("merge-base:{branch}"),
+        problem: ReferenceProblem::MergeBase(e),
+    };
     let mb = crate::provenance::merge_base(&branch).map_err(flag)?;
     let ancestors =
         crate::provenance::ancestors(&mb, crate::store::series::MAX_ANCESTORS).map_err(flag)?;

@@ -150,10 +150,10 @@ impl StoreUrl {
     pub fn require_existing(&self, command: &str) -> Result<()> {
         if let StoreUrl::Sqlite(path) = self {
             if !path.is_file() {
-                return Err(Error::Flag(format!(
-                    "{command}: no store at {} (runs record into `<runs-dir>/{DEFAULT_FILE}`; --store or --runs-dir names another)",
-                    path.display()
-                )));
+                return Err(Error::NoStore {
+                    command: command.to_string(),
+                    path: path.clone(),
+                });
             }
         }
         Ok(())
