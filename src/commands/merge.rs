@@ -318,8 +318,8 @@ fn merged_run(group: &[&Shard], dir: &Path) -> RunResult {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    run.checklist = report::checklist(&specs);
-    run.sweeps = report::sweeps(&specs);
+    run.checklist = crate::results::derive::checklist(&specs);
+    run.sweeps = crate::results::derive::sweeps(&specs);
     run.verdict = RunVerdict::of(&specs);
     run.specs = specs;
     run

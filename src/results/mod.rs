@@ -12,6 +12,8 @@ use crate::spec::{AppliedTolerance, ChecklistItem, Expect, Gate, SweepPoint, Var
 use crate::verdict::{Achieved, Check, Correctness, Status};
 use serde::{Deserialize, Serialize};
 
+pub mod derive;
+
 // The gate's findings are defined beside its statistics; `results.json` holds them.
 pub use crate::gate::outcome::{
     Accepted, BaselineOutcome, BaselineStatus, CeilingDrift, Comparison, CountsChange,
