@@ -518,9 +518,20 @@ fn without_a_counts_baseline_the_branchs_newest_counted_run_is_the_reference() {
     let g = &r["specs"][0]["counts_gate"];
     assert_eq!(g["state"], "pass", "{g}");
     assert!(g["history_run"].is_string(), "{g}");
-    let (code, out, _) = counted(&[("OPLEDGER_EXPERIMENT_SLOWDOWN", "0.02")], &[]);
+    let (code, out, r) = counted(&[("OPLEDGER_EXPERIMENT_SLOWDOWN", "0.02")], &[]);
     assert_eq!(code, Some(1), "{out}");
     assert!(out.contains("the branch's newest counted run"), "{out}");
+    // The reference run's archive is here: its per-function counts say where the work moved.
+    let g = &r["specs"][0]["counts_gate"];
+    assert_eq!(g["functions_side"], "after", "{g}");
+    let functions = g["functions"].as_array().unwrap();
+    assert!(
+        functions
+            .iter()
+            .any(|f| f["instructions_then"].as_u64() > Some(0)
+                && f["instructions_now"].as_u64() > f["instructions_then"].as_u64()),
+        "the reference's own per-function counts, not zeros: {g}"
+    );
     // The accepted baselines asked for by name: there are none, nothing is compared.
     let (code, out, r) = counted(
         &[("OPLEDGER_EXPERIMENT_SLOWDOWN", "0.02")],

@@ -100,7 +100,10 @@ pub fn judge_parts(
         ("after", o.after, &now.after, &base.after),
     ]
     .into_iter()
+    // A reference that kept no functions (a stored run whose archive is not here) says
+    // nothing of where the work moved: listing every function as new would mislead.
     .filter_map(|(n, c, side, then)| Some((n, c?.change(), side, then.as_ref()?)))
+    .filter(|(_, _, _, then)| !then.functions.is_empty())
     .max_by(|a, b| a.1.total_cmp(&b.1));
     if let Some((name, _, side, then)) = rose_most {
         o.functions = function_changes(side.functions(), &then.functions);
@@ -353,6 +356,18 @@ mod tests {
             CountsState::Improved
         );
         assert_eq!(check(&rose, false).status, Status::Fail);
+        // A reference that kept totals only (a stored run without its archive): the rise
+        // fails all the same, and no function is listed as if it were new.
+        let mut totals = base.clone();
+        for side in [&mut totals.before, &mut totals.after]
+            .into_iter()
+            .flatten()
+        {
+            side.functions.clear();
+        }
+        let rose = judge(&spec_counts(2000, 1011), &totals);
+        assert_eq!(rose.state, CountsState::Fail);
+        assert!(rose.functions.is_empty() && rose.functions_side.is_none());
         // Another compiler counted the baseline: the same rise cannot be blamed on the code.
         let mut other = base.clone();
         other.engine.compiler = "rustc 2".into();

@@ -444,11 +444,15 @@ fn counts_baselines(
                 if let Some(p) =
                     st.newest_counted(device_key, &s.name, &s.source_sha256, branch, &key)?
                 {
-                    baseline = crate::gate::counts::baseline_of_point(
-                        &p,
-                        (s.variants.before.name(), s.variants.after.name()),
-                        &s.counted()?.workload,
-                    );
+                    // The run's archive, where it is here, holds each side's counts per function
+                    // (the store keeps totals): the outcome can say where the work moved.
+                    baseline = archived_counts(&st.archive_dir(&p), s, &p, &key).or_else(|| {
+                        crate::gate::counts::baseline_of_point(
+                            &p,
+                            (s.variants.before.name(), s.variants.after.name()),
+                            &s.counted().ok()?.workload,
+                        )
+                    });
                     history_run = baseline.as_ref().map(|_| p.run_id.clone());
                 }
             }
@@ -460,6 +464,30 @@ fn counts_baselines(
         });
     }
     Ok(out)
+}
+
+/// The counts a stored run archived for `s` (same spec, same engine key), as a baseline with
+/// each side's functions: `None` where the archive is not here, does not verify, or holds no
+/// such counts.
+fn archived_counts(
+    archive: &Path,
+    s: &Spec,
+    p: &crate::store::Point,
+    key: &str,
+) -> Option<crate::baseline::counts::CountsBaseline> {
+    let run = crate::archive::load(archive).ok()?.run;
+    let case = run
+        .specs
+        .iter()
+        .find(|c| c.name == s.name && c.spec_sha256 == s.source_sha256)?;
+    let now = case.counts.as_ref().filter(|c| c.engine.key() == key)?;
+    crate::gate::counts::baseline_of(
+        now,
+        &s.counted().ok()?.workload,
+        &s.name,
+        &p.started_utc,
+        &p.git_sha,
+    )
 }
 
 /// Whether `s`'s counts may be judged against the branch's history: not accepting, no
