@@ -253,7 +253,19 @@ impl Db {
                 }
                 Ok(out)
             }
-            Db::Postgres(_) => Ok(self.query(sql, params)?.into_iter().map(each).collect()),
+            Db::Postgres(c) => {
+                // The rows as the server sends them, each made into a `T` before the next.
+                let refs: Vec<&(dyn PgToSql + Sync)> =
+                    params.iter().map(|p| p as &(dyn PgToSql + Sync)).collect();
+                let mut rows = c.query_raw(sql, refs.iter().copied()).map_err(pg_error)?;
+                let mut out = Vec::new();
+                while let Some(row) = postgres::fallible_iterator::FallibleIterator::next(&mut rows)
+                    .map_err(pg_error)?
+                {
+                    out.push(each(pg_row(&row)?));
+                }
+                Ok(out)
+            }
         }
     }
 
