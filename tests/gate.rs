@@ -644,33 +644,28 @@ fn run_and_compare_reach_one_verdict_on_the_same_evidence() {
             Some(if run_state == "fail" { 1 } else { 0 }),
             "{out}"
         );
-        // Without the baselines' history, the history store's runs of the case give the drift.
-        let o = bin()
-            .arg("compare")
-            .arg(&run_a)
-            .arg(&run_b)
-            .arg("--baselines")
-            .arg(dir.path().join("nowhere"))
-            .arg("--store")
-            .arg(dir.path().join("runs/history.sqlite"))
-            .output()
-            .unwrap();
+        // Compare without the baselines' history, reading the drift from `store`.
+        let compare_with = |store: &str| {
+            bin()
+                .arg("compare")
+                .arg(&run_a)
+                .arg(&run_b)
+                .arg("--baselines")
+                .arg(dir.path().join("nowhere"))
+                .arg("--store")
+                .arg(dir.path().join(store))
+                .output()
+                .unwrap()
+        };
+        // The history store's runs of the case give the drift.
+        let o = compare_with("runs/history.sqlite");
         assert!(
             text(&o).contains("from the history store's runs of these cases"),
             "{}",
             text(&o)
         );
         // Without either, compare says what it assumed.
-        let o = bin()
-            .arg("compare")
-            .arg(&run_a)
-            .arg(&run_b)
-            .arg("--baselines")
-            .arg(dir.path().join("nowhere"))
-            .arg("--store")
-            .arg(dir.path().join("no-store.sqlite"))
-            .output()
-            .unwrap();
+        let o = compare_with("no-store.sqlite");
         assert!(
             text(&o).contains("assume no drift between runs"),
             "{}",

@@ -9,9 +9,10 @@
 //! commit, and recorded into the store as the base branch's run.
 
 use crate::error::{Error, Result};
+use crate::files::absolute;
 use crate::pipeline::RunOptions;
 use crate::store::StoreUrl;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// A worktree removed when dropped, whatever happened in it.
 struct Worktree {
@@ -39,11 +40,6 @@ pub struct Rerecorded {
     pub archive: Option<PathBuf>,
     /// Spec paths of the head that the base commit does not have.
     pub new_specs: Vec<PathBuf>,
-}
-
-/// The current folder's absolute form of `p`.
-fn absolute(p: &Path) -> PathBuf {
-    crate::files::absolute(p)
 }
 
 /// Measures the merge-base of `HEAD` and `branch` again and records it as the base branch's

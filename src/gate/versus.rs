@@ -112,11 +112,10 @@ fn reference(
         let drift = if stored.is_some() && b.history.len() >= POOL_MIN_RUNS {
             Drift::Store(b.history.len())
         } else {
-            // No accepted history: the history store's runs of this case give the drift, A
-            // joined to them (once, where it was recorded there too).
-            let others = recorded.to_vec();
-            if others.len() + b.history.len() >= POOL_MIN_RUNS {
-                b.history.splice(0..0, others);
+            // No accepted history: the history store's runs of this case (A and B left out
+            // where they were read) give the drift, A joined to them.
+            if recorded.len() + b.history.len() >= POOL_MIN_RUNS {
+                b.history.splice(0..0, recorded.iter().cloned());
                 Drift::History(b.history.len())
             } else {
                 Drift::Unknown

@@ -217,8 +217,7 @@ fn case_page_html(input: &Input<'_>, case: &Case) -> Result<(Vec<(String, String
     );
     let counts_shifts = shifts(input.points, case, Metric::CountsAfter);
     let counts = counts_chart(input, case, &pts, &counts_shifts);
-    let mut rows = run_rows(input, case, &pts, up);
-    rows.truncate(ROWS_ON_PAGE);
+    let rows = run_rows(input, case, &pts, up, 0..ROWS_ON_PAGE);
     let older = older_pages(input, case, &page, &pts)?;
     let runs_pages = runs_pages_nav(&page, older.len(), 1);
     let shift_rows: Vec<Value> = [
@@ -322,10 +321,7 @@ fn older_pages(
     pts: &[&Point],
 ) -> Result<Vec<(String, String)>> {
     // The rows' run links lead up one more folder from these pages.
-    let rows: Vec<Value> = run_rows(input, case, pts, "../../../")
-        .into_iter()
-        .skip(ROWS_ON_PAGE)
-        .collect();
+    let rows = run_rows(input, case, pts, "../../../", ROWS_ON_PAGE..usize::MAX);
     let older = rows.len().div_ceil(OLDER_ROWS_PER_PAGE);
     let mut out = Vec::new();
     for (i, chunk) in rows.chunks(OLDER_ROWS_PER_PAGE).enumerate() {
@@ -489,8 +485,15 @@ fn ratio_trend(input: &Input<'_>, case: &Case, pts: &[&Point]) -> TrendSeries {
     }
 }
 
-/// The table of a case's runs, newest first; `up` leads from the page to the site's top.
-fn run_rows(input: &Input<'_>, case: &Case, pts: &[&Point], up: &str) -> Vec<Value> {
+/// The rows `newest` of a case's runs table (0 the newest), newest first; `up` leads from the
+/// page to the site's top.
+fn run_rows(
+    input: &Input<'_>,
+    case: &Case,
+    pts: &[&Point],
+    up: &str,
+    newest: std::ops::Range<usize>,
+) -> Vec<Value> {
     let href = |k: usize| {
         input.run_pages[case.at[k]]
             .as_ref()
@@ -499,6 +502,8 @@ fn run_rows(input: &Input<'_>, case: &Case, pts: &[&Point], up: &str) -> Vec<Val
     pts.iter()
         .enumerate()
         .rev()
+        .skip(newest.start)
+        .take(newest.len())
         .map(|(k, p)| {
             minijinja::context! {
                 index => k + 1,

@@ -752,16 +752,19 @@ pub fn trend(
         let line: Vec<(f64, f64)> = pts.iter().map(|(i, p)| f.px(*i as f64, p.value)).collect();
         let _ = write!(o, r#"<g class="series-{}">"#, s.class);
         polyline(&mut o, &line, &format!("series {}", s.class));
+        let ring = |o: &mut String, xy: &(f64, f64)| {
+            let _ = write!(
+                o,
+                r#"<circle class="accepted" cx="{:.1}" cy="{:.1}" r="{:.1}"/>"#,
+                xy.0,
+                xy.1,
+                r + 3.5
+            );
+        };
         for ((i, p), xy) in pts.iter().zip(&line) {
             if *i < marked_from {
                 if p.accepted {
-                    let _ = write!(
-                        o,
-                        r#"<circle class="accepted" cx="{:.1}" cy="{:.1}" r="{:.1}"/>"#,
-                        xy.0,
-                        xy.1,
-                        r + 3.5
-                    );
+                    ring(&mut o, xy);
                 }
                 continue;
             }
@@ -775,13 +778,7 @@ pub fn trend(
                 );
             }
             if p.accepted {
-                let _ = write!(
-                    o,
-                    r#"<circle class="accepted" cx="{:.1}" cy="{:.1}" r="{:.1}"/>"#,
-                    xy.0,
-                    xy.1,
-                    r + 3.5
-                );
+                ring(&mut o, xy);
             }
             match &p.href {
                 Some(h) => {
