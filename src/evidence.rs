@@ -308,19 +308,38 @@ fn timing(
     sides: &TimedSides<'_>,
     launch_bound: bool,
 ) -> Check {
+    // The compulsory bytes are judged only where the flush evicts the whole last level: a
+    // smaller one may leave a side's inputs in it.
+    let output = s.workload.as_kind().output_name();
+    let evicts_all = backend.flush_bytes() >= backend.device().llc_bytes;
+    let compulsory = |i: usize, c: &Ceilings| {
+        let (read, write) = sides.ledgers[i].compulsory_bytes(&output)?;
+        evicts_all.then(|| (read + write) as f64 / sides.median_secs[i] / c.bandwidth())
+    };
     let judge = |c: &Ceilings, [ab, aa]: [&Achieved; 2]| {
         verdict::timing_check(
             [
-                (s.variants.before.name(), ab),
-                (s.variants.after.name(), aa),
+                verdict::TimedSide {
+                    name: s.variants.before.name(),
+                    achieved: ab,
+                    compulsory_fraction: compulsory(0, c),
+                },
+                verdict::TimedSide {
+                    name: s.variants.after.name(),
+                    achieved: aa,
+                    compulsory_fraction: compulsory(1, c),
+                },
             ],
             cfg.cold,
             launch_bound,
-            verdict::bandwidth_limit_factor(
-                backend.kind(),
-                backend.datasheet().map(|d| d.bw_gbps * 1e9),
-                c.bandwidth(),
-            ),
+            verdict::TimingLimits {
+                bandwidth_factor: verdict::bandwidth_limit_factor(
+                    backend.kind(),
+                    backend.datasheet().map(|d| d.bw_gbps * 1e9),
+                    c.bandwidth(),
+                ),
+                compulsory_factor: backend.kind().impossible_compulsory_factor(),
+            },
         )
     };
     let first = judge(ceilings, sides.achieved);

@@ -1138,6 +1138,81 @@ fn every_cheating_kernel_of_the_corpus_fails_and_says_how() {
     }
 }
 
+/// The compulsory bytes — each input read once, the output written once — are held to a
+/// tighter bound than the ledger's, and only where the flush empties the last-level cache (a
+/// smaller flush may leave them there): a clock that under-reports fails on them first.
+#[test]
+fn inputs_and_output_are_judged_against_memory_where_the_flush_empties_the_cache() {
+    if !python3() {
+        eprintln!("SKIPPED: no python3");
+        return;
+    }
+    let timing = |dir: &Path| {
+        let r = results(dir);
+        let llc = r["device"]["llc_bytes"].as_u64().unwrap();
+        let check = r["specs"][0]["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "timing")
+            .cloned()
+            .unwrap();
+        (llc, check)
+    };
+    // The flush of the tests (8 MiB) is below this machine's last level or not: first see.
+    let dir = tempfile::tempdir().unwrap();
+    let spec = cheat_spec(dir.path(), "[python3, fake_worker.py, ok]", "relu");
+    let o = run_in(dir.path(), &[spec], &["--no-store"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (llc_bytes, check) = timing(dir.path());
+    assert_eq!(check["status"], "pass", "{check}");
+    let judged = check["detail"]
+        .as_str()
+        .unwrap()
+        .contains("inputs and output alone below 200%");
+    assert_eq!(judged, llc_bytes <= 8 << 20, "{check}");
+    // A flush as large as the last level: judged, and an honest side passes.
+    let flush_mib = llc_bytes.div_ceil(1 << 20).max(1).to_string();
+    let run_flushed = |dir: &Path, spec: PathBuf| {
+        bin()
+            .current_dir(dir)
+            .arg("run")
+            .arg(spec)
+            .args(["--backend", "cpu", "--no-store", "--time-cap-secs", "2"])
+            .args(["--probe-mib", "8", "--flush-mib", &flush_mib])
+            .args(["--min-pairs", "3", "--max-pairs", "5", "--runs-dir", "runs"])
+            .output()
+            .unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let spec = cheat_spec(dir.path(), "[python3, fake_worker.py, ok]", "relu");
+    let o = run_flushed(dir.path(), spec);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (_, check) = timing(dir.path());
+    assert_eq!(check["status"], "pass", "{check}");
+    assert!(
+        check["detail"]
+            .as_str()
+            .unwrap()
+            .contains("inputs and output alone below 200%"),
+        "{check}"
+    );
+    // A clock that under-reports: its inputs and output moved faster than memory allows.
+    let dir = tempfile::tempdir().unwrap();
+    let spec = cheat_spec(dir.path(), "[python3, fake_worker.py, fast-timer]", "relu");
+    let o = run_flushed(dir.path(), spec);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let (_, check) = timing(dir.path());
+    assert_eq!(check["status"], "fail", "{check}");
+    assert!(
+        check["detail"]
+            .as_str()
+            .unwrap()
+            .contains("fused read its inputs and wrote its output at"),
+        "{check}"
+    );
+}
+
 /// The corpus in counts mode: each side runs under Valgrind, its kit marking the counted
 /// call, which is the first on inputs new to it; a second counted call on the same inputs shows
 /// a result kept across calls, and instructions too few for the ledger's FLOPs show work done

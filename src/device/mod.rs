@@ -71,6 +71,18 @@ impl DeviceKind {
         }
     }
 
+    /// How far above the probe's bandwidth a side's compulsory bytes (each input read once, the
+    /// output written once) may seem to move on a cold cache: no cache holds them after the
+    /// flush, so only the probe's own spread and the kernels' better access pattern separate
+    /// an honest run from the probe (docs/measurement.md: measured). `None` where the ledger's
+    /// bound is already as tight (a GPU's datasheet).
+    pub fn impossible_compulsory_factor(self) -> Option<f64> {
+        match self {
+            DeviceKind::Cpu => Some(2.0),
+            DeviceKind::Cuda => None,
+        }
+    }
+
     /// Whether a datasheet's memory bandwidth bounds a cold-cache run: a GPU's flushed L2
     /// leaves nothing to beat the memory's peak with; a CPU has no datasheet entry.
     pub fn datasheet_bounds_bandwidth(self) -> bool {

@@ -59,6 +59,19 @@ impl VariantLedger {
             .map(Movement::traffic_bytes)
             .fold(0u64, u64::saturating_add)
     }
+    /// The traffic no cache can spare a cold run: its inputs (tensors it reads and never writes)
+    /// read once and its output written once, as (read bytes, write bytes); `None` where the
+    /// ledger has no input or does not hold `output`.
+    pub fn compulsory_bytes(&self, output: &str) -> Option<(u64, u64)> {
+        let out = self.movements.iter().find(|m| m.tensor == output)?;
+        let read = self
+            .movements
+            .iter()
+            .filter(|m| m.reads > 0 && m.writes == 0)
+            .map(|m| m.bytes)
+            .fold(0u64, u64::saturating_add);
+        (read > 0).then_some((read, out.bytes))
+    }
     /// Arithmetic intensity, FLOP per byte moved.
     pub fn intensity(&self) -> f64 {
         self.flops as f64 / self.bytes_moved().max(1) as f64

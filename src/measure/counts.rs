@@ -443,21 +443,15 @@ pub fn compulsory_bytes(
     output: &str,
     model: &CacheModel,
 ) -> Option<(u64, u64)> {
-    let inputs: Vec<&crate::ledger::Movement> = ledger
+    let fits = ledger
         .movements
         .iter()
-        .filter(|m| m.reads > 0 && m.writes == 0)
-        .collect();
-    let out = ledger.movements.iter().find(|m| m.tensor == output)?;
-    if inputs.is_empty()
-        || inputs
-            .iter()
-            .chain([&out])
-            .any(|m| m.bytes <= model.ll.bytes)
-    {
+        .filter(|m| (m.reads > 0 && m.writes == 0) || m.tensor == output)
+        .any(|m| m.bytes <= model.ll.bytes);
+    if fits {
         return None;
     }
-    Some((inputs.iter().map(|m| m.bytes).sum(), out.bytes))
+    ledger.compulsory_bytes(output)
 }
 
 /// What counted: the simulator's version, the cache model, the SIMD level and threads of the

@@ -175,27 +175,60 @@ mod tests {
             measured_bound: Bound::Bandwidth,
         };
         let (fast, real) = (at(5.0, 0.1), at(0.9, 0.1));
-        let f = DeviceKind::Cpu.impossible_bandwidth_factor();
-        let c = timing_check([("unfused", &real), ("fused", &fast)], true, false, f);
+        let limits = TimingLimits {
+            bandwidth_factor: DeviceKind::Cpu.impossible_bandwidth_factor(),
+            compulsory_factor: DeviceKind::Cpu.impossible_compulsory_factor(),
+        };
+        fn side<'a>(name: &'a str, achieved: &'a Achieved, f: Option<f64>) -> TimedSide<'a> {
+            TimedSide {
+                name,
+                achieved,
+                compulsory_fraction: f,
+            }
+        }
+        let check = |a: &Achieved, b: &Achieved, cold, resident| {
+            timing_check(
+                [side("a", a, None), side("b", b, None)],
+                cold,
+                resident,
+                limits,
+            )
+        };
+        let c = timing_check(
+            [side("unfused", &real, None), side("fused", &fast, None)],
+            true,
+            false,
+            limits,
+        );
         assert_eq!(c.status, Status::Fail);
         assert!(c.detail.contains("IMPOSSIBLE: fused moved"), "{}", c.detail);
-        assert_eq!(
-            timing_check([("a", &real), ("b", &real)], true, false, f).status,
-            Status::Pass
-        );
-        assert_eq!(
-            timing_check([("a", &real), ("b", &fast)], false, false, f).status,
-            Status::Skip
-        );
-        assert_eq!(
-            timing_check([("a", &real), ("b", &fast)], true, true, f).status,
-            Status::Skip
-        );
+        assert_eq!(check(&real, &real, true, false).status, Status::Pass);
+        assert_eq!(check(&real, &fast, false, false).status, Status::Skip);
+        assert_eq!(check(&real, &fast, true, true).status, Status::Skip);
         let flops = at(0.5, 2.5);
-        assert_eq!(
-            timing_check([("a", &real), ("b", &flops)], true, false, f).status,
-            Status::Fail
+        assert_eq!(check(&real, &flops, true, false).status, Status::Fail);
+        // The compulsory bytes: inside the ledger's bound, above their own, FAIL; at it, PASS.
+        let limit = limits.compulsory_factor.unwrap_or(0.0);
+        let inputs = |f: f64| {
+            timing_check(
+                [side("a", &real, Some(0.5)), side("b", &real, Some(f))],
+                true,
+                false,
+                limits,
+            )
+        };
+        let over = inputs(limit * 1.01);
+        assert_eq!(over.status, Status::Fail);
+        assert!(
+            over.detail
+                .contains("b read its inputs and wrote its output at"),
+            "{}",
+            over.detail
         );
+        assert_eq!(inputs(limit).status, Status::Pass);
+        assert!(inputs(limit)
+            .detail
+            .contains("inputs and output alone below"));
         // A GPU with a datasheet: its peak (with the margin) over the probe's measure.
         let g = bandwidth_limit_factor(DeviceKind::Cuda, Some(3.0e12), 2.0e12);
         assert!((g - 1.65).abs() < 1e-9, "{g}");
