@@ -298,7 +298,8 @@ fn measure_runs(
             require_baseline: false,
             progress,
         };
-        for (i, (s, (path, _))) in specs.iter().zip(baselines).enumerate() {
+        for (i, (s, base)) in specs.iter().zip(baselines).enumerate() {
+            let path = &base.path;
             progress.start_spec(
                 run * specs.len() + i,
                 &format!("{} (run {}/{runs})", s.name, run + 1),
@@ -401,7 +402,8 @@ fn accept_runs(
     // One timestamp and one git identity for every baseline this calibration records.
     let (recorded_utc, _) = crate::provenance::utc_now();
     let (git_sha, _) = crate::provenance::git_info();
-    for ((rs, (path, old)), c) in results.iter().zip(baselines).zip(calibrations) {
+    for ((rs, base), c) in results.iter().zip(baselines).zip(calibrations) {
+        let (path, old) = (&base.path, &base.accepted);
         if rs.iter().any(|r| r.status != Status::Pass) {
             println!("not accepted: {} (a run failed its checks)", path.display());
             continue;

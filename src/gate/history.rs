@@ -4,11 +4,10 @@
 //! smallest detectable slowdown narrows as the history grows instead of resting on a handful
 //! of accepted runs.
 
-use crate::baseline::{BaselineFile, HistoryEntry, BASELINE_SCHEMA_VERSION};
-use crate::device::{Ceilings, DeviceInfo};
+use super::reference::Reference;
+use crate::baseline::HistoryEntry;
+use crate::device::DeviceInfo;
 use crate::gate::stats::POOL_MIN_RUNS;
-use crate::measure::stats::Summary;
-use crate::measure::MeasureConfig;
 use crate::spec::Spec;
 use crate::store::Point;
 
@@ -76,54 +75,22 @@ pub fn entry_of(p: &Point) -> Option<HistoryEntry> {
     })
 }
 
-/// The reference made from `points` (oldest first), as a baseline whose accepted runs are the
-/// points: `None` with fewer than [`POOL_MIN_RUNS`] (no drift known: the gate has no history
-/// to judge against). It holds no samples, so the comparison is always against the pooled
-/// medians, and no ceilings (the store keeps the bandwidth and FMA figures only), so the
-/// ceiling drift guard does not apply.
-pub fn reference(
-    points: &[Point],
-    s: &Spec,
-    device: &DeviceInfo,
-    measure: &MeasureConfig,
-) -> Option<BaselineFile> {
+/// The reference made from `points` (oldest first): its runs are the points. `None` with fewer
+/// than [`POOL_MIN_RUNS`] (no drift known: the gate has no history to judge against). It holds
+/// no samples, so the comparison is always against the pooled medians, and no roofs (the store
+/// keeps the bandwidth and FMA figures only), so the ceiling drift guard does not apply.
+pub fn reference(points: &[Point], s: &Spec, device: &DeviceInfo) -> Option<Reference> {
     if points.len() < POOL_MIN_RUNS {
         return None;
     }
-    let history: Vec<HistoryEntry> = points.iter().filter_map(entry_of).collect();
-    let newest = points.last()?;
-    let summary = |secs: f64| Summary {
-        n: 1,
-        median_secs: secs,
-        ci_lo_secs: secs,
-        ci_hi_secs: secs,
-        min_secs: secs,
-        max_secs: secs,
-        rel_mad: 0.0,
-    };
-    Some(BaselineFile {
-        schema_version: BASELINE_SCHEMA_VERSION,
-        spec: s.name.clone(),
-        recorded_utc: newest.started_utc.clone(),
-        git_sha: newest.git_sha.clone(),
-        opledger_version: env!("CARGO_PKG_VERSION").into(),
+    Some(Reference {
         device: device.clone(),
-        ceilings: Ceilings {
-            copy_bytes_per_sec: 0.0,
-            triad_bytes_per_sec: 0.0,
-            fma_flops_per_sec: 0.0,
-            tensor_flops_per_sec: None,
-            threads: 0,
-            array_bytes: 0,
-        },
         workload: s.workload.clone(),
-        measure: *measure,
-        before: summary(newest.before_median_secs?),
-        after: summary(newest.after_median_secs?),
-        time_saving: None,
+        ceilings: None,
         before_samples_secs: Vec::new(),
         after_samples_secs: Vec::new(),
-        history,
+        before_median_secs: points.last()?.before_median_secs?,
+        runs: points.iter().filter_map(entry_of).collect(),
     })
 }
 

@@ -3,10 +3,10 @@
 //! runs, the ceiling drift guard, and the two passes judged one by one and together. Numbers
 //! in, a [`GateFinding`] out; the outputs write its sentences.
 
+use super::reference::Reference;
 use super::stats::{
     gate_state, geometric_mean, noise_factor, spread_of, RegressionState, POOL_MIN_RUNS,
 };
-use crate::baseline::BaselineFile;
 use crate::device::{Ceilings, DeviceInfo};
 use crate::measure::stats::{ratio_ci, Estimate};
 use crate::measure::PairSamples;
@@ -17,11 +17,11 @@ use crate::results::{
 use crate::spec::GateCompare;
 use std::path::Path;
 
-/// What a judgement needs besides the result: the baseline, and the device and roofs of the
+/// What a judgement needs besides the result: the reference, and the device and roofs of the
 /// run being judged.
 #[derive(Clone, Copy)]
 pub struct Against<'a> {
-    pub baseline: &'a BaselineFile,
+    pub reference: &'a Reference,
     pub path: &'a Path,
     pub device: &'a DeviceInfo,
     pub ceilings: &'a Ceilings,
@@ -31,7 +31,7 @@ pub struct Against<'a> {
 
 /// Judges a result on all its samples at once; returns the outcome and environment warnings.
 pub fn judge_once(a: &Against<'_>, result: &SpecResult) -> (BaselineOutcome, Vec<String>) {
-    let base = a.baseline;
+    let base = a.reference;
     let mode = result.gate.compare;
     let max_regression = result.gate.max_regression.0;
     let mut outcome = BaselineOutcome::missing(
@@ -152,24 +152,24 @@ fn judged(a: &Against<'_>, result: &SpecResult, samples: &PairSamples) -> Judged
 /// mean where there are enough, else the baseline's samples or median): how far the side the
 /// change did not touch moved. `None` without a reference figure.
 fn before_ratio(a: &Against<'_>, samples: &PairSamples) -> Option<f64> {
-    let base = a.baseline;
+    let base = a.reference;
     if samples.before_secs.is_empty() {
         return None;
     }
     let now = crate::measure::stats::median(&samples.before_secs);
-    let pooled: Vec<f64> = base.history.iter().map(|h| h.before_median_secs).collect();
+    let pooled: Vec<f64> = base.runs.iter().map(|h| h.before_median_secs).collect();
     let reference = if pooled.len() >= POOL_MIN_RUNS {
         geometric_mean(&pooled)
     } else if !base.before_samples_secs.is_empty() {
         crate::measure::stats::median(&base.before_samples_secs)
     } else {
-        base.before.median_secs
+        base.before_median_secs
     };
     (reference > 0.0 && now.is_finite()).then(|| now / reference)
 }
 
 /// Differences of the machine against the baseline's that make timings less comparable.
-fn environment_warnings(base: &BaselineFile, device: &DeviceInfo) -> Vec<String> {
+fn environment_warnings(base: &Reference, device: &DeviceInfo) -> Vec<String> {
     let mut warnings = Vec::new();
     for (what, a, b) in [
         ("CPU governor", &base.device.governor, &device.governor),
@@ -258,7 +258,7 @@ fn comparison(
     relative: bool,
     max_regression: f64,
 ) -> Comparison {
-    let base = a.baseline;
+    let base = a.reference;
     let (new, old) = compared_values(
         relative,
         (&samples.before_secs, &samples.after_secs),
@@ -308,17 +308,18 @@ pub const CEILING_DRIFT_MIN: f64 = 0.25;
 /// cache (`--probe-mib` below it, as small test runs use) measure the cache, whose figures
 /// swing with any load: no roof to guard, so no guard.
 fn ceiling_drift(
-    base: &BaselineFile,
+    base: &Reference,
     result: &SpecResult,
     now: &Ceilings,
     llc_bytes: u64,
     max_regression: f64,
 ) -> Option<CeilingDrift> {
-    if now.array_bytes < llc_bytes || base.ceilings.array_bytes < llc_bytes {
+    let then = base.ceilings.as_ref()?;
+    if now.array_bytes < llc_bytes || then.array_bytes < llc_bytes {
         return None;
     }
     let dtype = result.workload.dtype();
-    let (now, then) = (now.for_dtype(dtype), base.ceilings.for_dtype(dtype));
+    let (now, then) = (now.for_dtype(dtype), then.for_dtype(dtype));
     let bound = result.expect.bound;
     let (a, b) = match bound {
         crate::spec::Bound::Bandwidth => (now.bandwidth(), then.bandwidth()),
@@ -356,8 +357,8 @@ pub fn compared_values(
 /// One value per accepted run, as the gate compares them: the `after` median, or (relative) the
 /// median of the pairs' after/before ratios (after/before of the medians for runs recorded
 /// before that was kept).
-pub fn history_values(base: &BaselineFile, relative: bool) -> Vec<f64> {
-    base.history
+pub fn history_values(base: &Reference, relative: bool) -> Vec<f64> {
+    base.runs
         .iter()
         .map(|h| {
             if relative {
@@ -373,7 +374,7 @@ pub fn history_values(base: &BaselineFile, relative: bool) -> Vec<f64> {
 
 /// The FAIL threshold of a baseline before a run is measured: the spec's, but never below what
 /// the spread between accepted runs implies ([`Spread::fail_threshold`]).
-pub fn threshold(base: &BaselineFile, max_regression: f64, relative: bool) -> f64 {
+pub fn threshold(base: &Reference, max_regression: f64, relative: bool) -> f64 {
     implied_threshold(&history_values(base, relative), max_regression)
 }
 
@@ -449,10 +450,11 @@ mod tests {
             None,
         )
         .unwrap();
+        let base = Reference::from(&base);
         let judge = |c: &Ceilings, d: &DeviceInfo| {
             judge_once(
                 &Against {
-                    baseline: &base,
+                    reference: &base,
                     path: Path::new("b.json"),
                     device: d,
                     ceilings: c,

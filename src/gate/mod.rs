@@ -15,7 +15,6 @@ pub mod reference;
 pub mod stats;
 pub mod versus;
 
-use crate::baseline::BaselineFile;
 use crate::device::{Ceilings, DeviceInfo};
 use crate::measure::MeasureConfig;
 use crate::results::{BaselineOutcome, GateFinding, SpecResult};
@@ -27,11 +26,11 @@ use std::path::Path;
 pub use judge::{compared_values, implied_threshold, CEILING_DRIFT_MIN};
 pub use stats::spread_of;
 
-/// The gate of one spec: its baseline (if any) and the run it judges.
+/// The gate of one spec: its reference (if any) and the run it judges.
 #[derive(Clone, Copy)]
 pub struct Gate<'a> {
-    pub baseline: Option<&'a BaselineFile>,
-    /// Where the baseline is (or would be written).
+    pub reference: Option<&'a reference::Reference>,
+    /// Where the reference is (or where an accepted baseline would be written).
     pub path: &'a Path,
     pub device: &'a DeviceInfo,
     /// The roofs of the spec's dtype, as this run measured them.
@@ -56,7 +55,7 @@ pub struct Decision {
 impl Gate<'_> {
     /// Judges a result whose samples are final: one pass, or two as `first_pass_pairs` says.
     pub fn judge(&self, r: &SpecResult) -> Decision {
-        let Some(baseline) = self.baseline else {
+        let Some(reference) = self.reference else {
             let mut outcome =
                 BaselineOutcome::missing(self.path.display().to_string(), r.gate.max_regression.0);
             outcome.finding = Some(GateFinding::NoBaseline {
@@ -73,7 +72,7 @@ impl Gate<'_> {
             };
         };
         let against = judge::Against {
-            baseline,
+            reference,
             path: self.path,
             device: self.device,
             ceilings: self.ceilings,
@@ -105,7 +104,7 @@ impl Gate<'_> {
     ) -> SpecResult {
         let d = self.judge(&first);
         let wanted = self
-            .baseline
+            .reference
             .and_then(|_| second_pass_wanted(&d.outcome, &first));
         let (mut r, d) = match wanted.and_then(again) {
             Some(mut second) => {

@@ -8,10 +8,9 @@
 //! chosen here, in one place, with the store opened once for all the specs that need it.
 
 use super::history::HISTORY_RUNS;
-use crate::baseline::BaselineFile;
-use crate::device::DeviceInfo;
+use crate::baseline::{BaselineFile, HistoryEntry};
+use crate::device::{Ceilings, DeviceInfo};
 use crate::error::{Error, ReferenceProblem, Result};
-use crate::measure::MeasureConfig;
 use crate::results::RunResult;
 use crate::results::{GateReference, LevelChange};
 use crate::spec::{Against, Spec};
@@ -19,8 +18,60 @@ use crate::store::series::{current_level_start, Metric};
 use crate::store::{Point, Store};
 use std::path::PathBuf;
 
-/// A spec's baseline: where `--accept` writes it, and what it holds (if anything).
-pub type SpecBaseline = (PathBuf, Option<BaselineFile>);
+/// What the gate judges a result against, whichever way it was chosen: an accepted baseline,
+/// a branch's newest runs in the store, or the runs at a merge-base (with the base run's own
+/// samples where its archive is here). The judgement reads only this.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reference {
+    /// The machine it was measured on (another one's times are not compared).
+    pub device: DeviceInfo,
+    pub workload: crate::spec::Workload,
+    /// The roofs it was measured under; `None` for runs read from the store, which keeps no
+    /// roofs, so that the drift guard has nothing to compare.
+    pub ceilings: Option<Ceilings>,
+    /// The samples of the one run it compares with pair by pair (empty: the pooled runs only).
+    pub before_samples_secs: Vec<f64>,
+    pub after_samples_secs: Vec<f64>,
+    /// The before median of its newest run, where neither pooled runs nor samples say more.
+    pub before_median_secs: f64,
+    /// One entry per run it pools, oldest first: the accepted runs, or the store's.
+    pub runs: Vec<HistoryEntry>,
+}
+
+impl From<&BaselineFile> for Reference {
+    fn from(b: &BaselineFile) -> Self {
+        Reference {
+            device: b.device.clone(),
+            workload: b.workload.clone(),
+            ceilings: Some(b.ceilings),
+            before_samples_secs: b.before_samples_secs.clone(),
+            after_samples_secs: b.after_samples_secs.clone(),
+            before_median_secs: b.before.median_secs,
+            runs: b.history.clone(),
+        }
+    }
+}
+
+/// A spec's reference as a run holds it: where it is (the baseline file, where `--accept` writes,
+/// or the store, or the base run's archive), the accepted baseline there (what `--accept`
+/// extends), and what the gate judges against.
+#[derive(Debug, Clone, Default)]
+pub struct SpecBaseline {
+    pub path: PathBuf,
+    pub accepted: Option<BaselineFile>,
+    pub reference: Option<Reference>,
+}
+
+impl SpecBaseline {
+    /// The accepted baseline at `path` (if any), judged against as it is.
+    pub fn accepted(path: PathBuf, accepted: Option<BaselineFile>) -> Self {
+        SpecBaseline {
+            path,
+            reference: accepted.as_ref().map(Reference::from),
+            accepted,
+        }
+    }
+}
 
 /// What choosing a reference needs of a run's options.
 pub struct ReferenceOptions<'a> {
@@ -34,7 +85,6 @@ pub struct ReferenceOptions<'a> {
     pub store: Option<&'a crate::store::StoreUrl>,
     /// The store a reference is read from (under `--no-store`, read and never written).
     pub reference_store: Option<&'a crate::store::StoreUrl>,
-    pub measure: &'a MeasureConfig,
     /// Reads an archived run: the base run's own samples, for `merge-base`. The archive sits
     /// above the gate, so the caller lends its reader.
     pub load_run: &'a dyn Fn(&std::path::Path) -> Option<RunResult>,
@@ -78,7 +128,7 @@ pub fn references(
                     continue;
                 };
                 let (mut reference, base) =
-                    history(store, opts, s, device, opts.branch.map(str::to_string))?;
+                    history(store, s, device, opts.branch.map(str::to_string))?;
                 if let GateReference::History { by_default, .. } = &mut reference {
                     *by_default = true;
                 }
@@ -86,7 +136,6 @@ pub fn references(
             }
             Against::History { branch } => history(
                 open_store(store, opts, s, &named)?,
-                opts,
                 s,
                 device,
                 branch.or_else(|| opts.branch.map(str::to_string)),
@@ -95,7 +144,7 @@ pub fn references(
                 merge_base(open_store(store, opts, s, &named)?, opts, s, device, branch)?
             }
         };
-        *slot = base;
+        (slot.path, slot.reference) = base;
         out.push(Some(reference));
     }
     Ok(out)
@@ -108,7 +157,7 @@ fn by_default(opts: &ReferenceOptions<'_>, s: &Spec, slot: &SpecBaseline) -> boo
     !opts.accept
         && opts.against.is_none()
         && s.gate.against.is_none()
-        && slot.1.is_none()
+        && slot.accepted.is_none()
         && opts
             .branch
             .is_some_and(|b| b != crate::store::BISECT_BRANCH)
@@ -192,11 +241,10 @@ fn current_level(series: Vec<Point>) -> (Vec<Point>, Option<LevelChange>) {
 /// `history[:BRANCH]`: the newest runs of the branch on this device with this exact spec.
 fn history(
     store: &mut Store,
-    opts: &ReferenceOptions<'_>,
     s: &Spec,
     device: &DeviceInfo,
     branch: Option<String>,
-) -> Result<(GateReference, SpecBaseline)> {
+) -> Result<(GateReference, (PathBuf, Option<Reference>))> {
     let points = store.reference(
         &device.key,
         &s.name,
@@ -206,7 +254,7 @@ fn history(
     )?;
     let (points, change) = current_level(points);
     let (points, outliers) = super::history::without_outliers(points);
-    let base = super::history::reference(&points, s, device, opts.measure);
+    let base = super::history::reference(&points, s, device);
     Ok((
         GateReference::History {
             runs: points.len(),
@@ -228,7 +276,7 @@ fn merge_base(
     s: &Spec,
     device: &DeviceInfo,
     branch: String,
-) -> Result<(GateReference, SpecBaseline)> {
+) -> Result<(GateReference, (PathBuf, Option<Reference>))> {
     let flag = |e: String| Error::Reference {
         spec: s.name.clone(),
         against: format!("merge-base:{branch}"),
@@ -263,7 +311,7 @@ fn merge_base(
     let archive = store.archive_dir(first);
     let with_samples = base_with_samples(&archive, s, device, opts, &points);
     let samples = with_samples.is_some();
-    let base = with_samples.or_else(|| super::history::reference(&points, s, device, opts.measure));
+    let base = with_samples.or_else(|| super::history::reference(&points, s, device));
     let reference = GateReference::MergeBase {
         branch,
         merge_base: mb,
@@ -289,13 +337,23 @@ fn base_with_samples(
     device: &DeviceInfo,
     opts: &ReferenceOptions<'_>,
     points: &[Point],
-) -> Option<crate::baseline::BaselineFile> {
+) -> Option<Reference> {
     let run = &(opts.load_run)(archive)?;
     let sa = run
         .specs
         .iter()
         .find(|c| c.name == s.name && c.spec_sha256 == s.source_sha256)?;
     let older = &points[..points.len().saturating_sub(1)];
-    let old = super::history::reference(older, s, device, opts.measure);
-    super::accept::baseline_of_run(sa, run, old.as_ref())
+    let mut base = Reference::from(&super::accept::baseline_of_run(sa, run, None)?);
+    // The older runs pool with it as accepted runs would, unless it measured an improvement
+    // over them (they describe code that no longer runs).
+    let improved = sa.baseline.state == Some(super::stats::RegressionState::Improved);
+    if let Some(old) = super::history::reference(older, s, device).filter(|_| !improved) {
+        base.runs.splice(0..0, old.runs);
+        let max = crate::baseline::MAX_HISTORY;
+        if base.runs.len() > max {
+            base.runs.drain(..base.runs.len() - max);
+        }
+    }
+    Some(base)
 }

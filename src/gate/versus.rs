@@ -7,6 +7,7 @@
 //! the baseline store's history of this device and spec with A joined to it (or as it is, when
 //! A is one of its accepted runs). With no history in the store, the decision rests on A alone.
 
+use super::reference::Reference;
 use super::stats::{RegressionState, POOL_MIN_RUNS};
 use crate::baseline::{self, BaselineFile};
 use crate::error::Result;
@@ -75,15 +76,15 @@ impl CaseComparison {
     }
 }
 
-/// The baseline B's case is judged against: A joined to the store's history for this device
-/// and spec (as `opledger accept A` would make it), or A alone.
+/// The reference B's case is judged against: A joined to the baselines store's history for this
+/// device and spec (as `opledger accept A` would make it), or A alone.
 fn reference(
     sa: &SpecResult,
     ra: &RunResult,
     device_key: &str,
     store: &Path,
     recorded: &[crate::baseline::HistoryEntry],
-) -> Result<Option<(BaselineFile, Drift)>> {
+) -> Result<Option<(Reference, Drift)>> {
     let stored = if store.is_dir() {
         baseline::find(store, &ra.device, &sa.name)?
             .baseline
@@ -108,15 +109,16 @@ fn reference(
         Some(b) if a_in(b) => Some(b.clone()),
         old => super::accept::baseline_of_run(sa, ra, old.as_ref()),
     };
-    Ok(base.map(|mut b| {
-        let drift = if stored.is_some() && b.history.len() >= POOL_MIN_RUNS {
-            Drift::Store(b.history.len())
+    Ok(base.map(|b| {
+        let mut b = Reference::from(&b);
+        let drift = if stored.is_some() && b.runs.len() >= POOL_MIN_RUNS {
+            Drift::Store(b.runs.len())
         } else {
             // No accepted history: the history store's runs of this case (A and B left out
             // where they were read) give the drift, A joined to them.
-            if recorded.len() + b.history.len() >= POOL_MIN_RUNS {
-                b.history.splice(0..0, recorded.iter().cloned());
-                Drift::History(b.history.len())
+            if recorded.len() + b.runs.len() >= POOL_MIN_RUNS {
+                b.runs.splice(0..0, recorded.iter().cloned());
+                Drift::History(b.runs.len())
             } else {
                 Drift::Unknown
             }
@@ -166,7 +168,7 @@ pub fn versus(
             continue;
         };
         let gate = super::Gate {
-            baseline: Some(&base),
+            reference: Some(&base),
             path: a,
             device: &rb.device,
             ceilings: &rb.ceilings,

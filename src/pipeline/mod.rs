@@ -83,11 +83,12 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
         progress: &p.progress,
     };
     let mut results = Vec::new();
-    for (i, (s, (bpath, base))) in p.specs.iter().zip(&p.baselines).enumerate() {
+    for (i, (s, base)) in p.specs.iter().zip(&p.baselines).enumerate() {
+        let bpath = &base.path;
         p.progress.start_spec(i, &s.name, &s.workload.describe());
         let mode = opts.mode_of(s);
         let mut r = if mode.times() {
-            run_spec(&ctx, s, base.as_ref(), bpath)
+            run_spec(&ctx, s, base.reference.as_ref(), bpath)
         } else {
             let ceilings = ctx.ceilings.for_dtype(s.workload.dtype());
             evidence::planned(s, ctx.backend, &ceilings, bpath)
@@ -110,7 +111,14 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
         }
         if opts.accept {
             if mode.times() {
-                accept(&ctx, &mut r, bpath, base.as_ref(), &started_utc, &git_sha)?;
+                accept(
+                    &ctx,
+                    &mut r,
+                    bpath,
+                    base.accepted.as_ref(),
+                    &started_utc,
+                    &git_sha,
+                )?;
             }
             if let (Some(cb), true) = (counts_base, mode.counts()) {
                 accept_counts(&ctx, &counted, &mut r, &cb.path, &started_utc, &git_sha)?;
@@ -270,7 +278,7 @@ pub(crate) struct RunContext<'a> {
 pub(crate) fn run_spec(
     ctx: &RunContext<'_>,
     s: &Spec,
-    base: Option<&BaselineFile>,
+    base: Option<&crate::gate::reference::Reference>,
     base_path: &Path,
 ) -> SpecResult {
     let cfg = evidence::effective_config(ctx.measure, &s.measure);
@@ -286,7 +294,7 @@ pub(crate) fn run_spec(
         return first;
     }
     let gate = Gate {
-        baseline: base,
+        reference: base,
         path: base_path,
         device: ctx.device,
         ceilings: &ceilings,

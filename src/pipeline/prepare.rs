@@ -76,7 +76,6 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
         branch: opts.branch.as_deref(),
         store: opts.store.as_ref(),
         reference_store: opts.reference_store.as_ref(),
-        measure: &opts.measure,
         load_run: &load_run,
     };
     let references = crate::gate::reference::references(
@@ -286,7 +285,7 @@ fn refuse_and_find_baselines(
             }
             Err(e) => return Err(e),
         };
-        baselines.push((path, loaded));
+        baselines.push(SpecBaseline::accepted(path, loaded));
     }
     Ok((baselines, notes))
 }
