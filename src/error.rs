@@ -153,7 +153,7 @@ pub enum Error {
     /// A template that does not parse or render.
     #[error("template {name}: {message}")]
     Template { name: String, message: String },
-    /// A chart that could not be drawn (values plotters refuses).
+    /// A chart that could not be made (a sweep group that is not a spec's name).
     #[error("chart {name}: {message}")]
     Chart { name: String, message: String },
     /// The requested backend cannot run here.

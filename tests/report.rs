@@ -113,11 +113,13 @@ fn report_on_a_damaged_archive_is_a_clear_error() {
     );
 }
 
-/// Counts `<circle>` elements filled with `fill` (plotters writes colours as #RRGGBB).
-fn circles(svg: &str, fill: &str) -> usize {
+/// The data points of a side in a chart (its circles of class `pt SIDE`; a legend's swatch is
+/// `sw SIDE`).
+fn points(svg: &str, side: &str) -> usize {
     let doc = roxmltree::Document::parse(svg).expect("the SVG parses as XML");
+    let class = format!("pt {side}");
     doc.descendants()
-        .filter(|n| n.has_tag_name("circle") && n.attribute("fill") == Some(fill))
+        .filter(|n| n.has_tag_name("circle") && n.attribute("class") == Some(class.as_str()))
         .count()
 }
 
@@ -138,9 +140,13 @@ fn report_out_redraws_svg_charts_with_one_point_per_case() {
         serde_json::from_slice(&std::fs::read(fixture("run-fixed/results.json")).unwrap()).unwrap();
     let cases = results["specs"].as_array().unwrap().len();
     let svg = std::fs::read_to_string(dir.path().join("r/roofline.svg")).unwrap();
-    // One before point and one after point per case, plus one of each in the legend.
-    assert_eq!(circles(&svg, "#DC6E14"), cases + 1, "after points");
-    assert_eq!(circles(&svg, "#5A6E8C"), cases + 1, "before points");
+    // One before point and one after point per case, styled from within the file.
+    assert_eq!(points(&svg, "after"), cases, "after points");
+    assert_eq!(points(&svg, "before"), cases, "before points");
+    assert!(
+        svg.contains("<style>svg{--before:"),
+        "the colours travel with the file"
+    );
     // Each case labelled: by its name, or a sweep point by its parameter value.
     for s in results["specs"].as_array().unwrap() {
         let label = s["sweep"]["label"].as_str().or(s["name"].as_str()).unwrap();
@@ -151,8 +157,8 @@ fn report_out_redraws_svg_charts_with_one_point_per_case() {
     let rows = sweep["rows"].as_array().unwrap().len();
     let name = format!("r/sweep-{}.svg", sweep["group"].as_str().unwrap());
     let svg = std::fs::read_to_string(dir.path().join(name)).unwrap();
-    assert_eq!(circles(&svg, "#DC6E14"), 2 * rows);
-    assert_eq!(circles(&svg, "#5A6E8C"), 2 * rows);
+    assert_eq!(points(&svg, "after"), 2 * rows);
+    assert_eq!(points(&svg, "before"), 2 * rows);
     let md = std::fs::read_to_string(&out).unwrap();
     assert!(
         md.contains("](roofline.svg)") && md.contains("](sweep-tiny-sweep.svg)"),

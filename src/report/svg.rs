@@ -2,8 +2,9 @@
 //! asking any other host for anything. Every data point is an element of its own with a
 //! `<title>` (its accessible name and the browser's tooltip) and `tabindex="0"` or a link (so a
 //! keyboard reaches it, and the page's script shows the title beside it).
-//! plotters draws the stand-alone `.svg` files; these charts need attributes per point that it
-//! does not write, so they are written here, from the same numbers.
+//! The same charts are the run folder's stand-alone `.svg` files ([`standalone`]): one way to
+//! draw a chart. (A plotting crate would draw the static files, but writes no element per point
+//! with its own title and focus, which the pages need.)
 
 use crate::results::{RunResult, SpecResult, SweepSeries};
 use std::fmt::Write;
@@ -407,6 +408,55 @@ pub fn roofline(run: &RunResult) -> String {
     o
 }
 
+/// The size of one of a sweep's panels, its legend included.
+const SWEEP_PANEL: (f64, f64) = (440.0, 354.0);
+
+/// A sweep's two panels side by side under its title: the run folder's `sweep-GROUP.svg`.
+pub fn sweep_file(series: &SweepSeries) -> String {
+    let title = format!("Sweep {} over {}", series.group, series.param);
+    let top = 28.0;
+    let mut o = String::new();
+    open(
+        &mut o,
+        2.0 * SWEEP_PANEL.0,
+        SWEEP_PANEL.1 + top,
+        "sweep",
+        &title,
+    );
+    let _ = write!(
+        o,
+        r#"<text class="axis" x="{:.1}" y="18" text-anchor="middle">{}</text>"#,
+        SWEEP_PANEL.0,
+        esc(&title)
+    );
+    for (i, panel) in sweep(series).iter().enumerate() {
+        let _ = write!(
+            o,
+            r#"<g transform="translate({:.0} {top:.0})">{panel}</g>"#,
+            i as f64 * SWEEP_PANEL.0
+        );
+    }
+    o.push_str("</svg>");
+    o
+}
+
+/// A chart made a file of its own: the pages' chart styles (the style sheet's `svg` rules and
+/// its colours) embedded after the opening tag, so that it looks as it does on a page.
+pub fn standalone(chart: &str) -> String {
+    let css = super::html::STYLE;
+    let colours = css
+        .lines()
+        .find(|l| l.starts_with(":root{"))
+        .map(|l| l.replacen(":root", "svg", 1))
+        .unwrap_or_default();
+    let rules: Vec<&str> = css.lines().filter(|l| l.starts_with("svg")).collect();
+    let (open, rest) = chart.split_at(chart.find('>').map_or(0, |i| i + 1));
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n{open}<style>{colours}\n{}</style>{rest}\n",
+        rules.join("\n")
+    )
+}
+
 /// A sweep's two charts: bytes moved and median time of both variants against the swept
 /// parameter, log-log, so that O(N²) and O(N) traffic show as slopes 2 and 1.
 pub fn sweep(series: &SweepSeries) -> [String; 2] {
@@ -433,7 +483,7 @@ pub fn sweep(series: &SweepSeries) -> [String; 2] {
             2.0,
             title,
         );
-        let f = Frame::new(440.0, 330.0, x, y);
+        let f = Frame::new(SWEEP_PANEL.0, SWEEP_PANEL.1 - 24.0, x, y);
         let mut o = String::new();
         open(
             &mut o,
