@@ -115,6 +115,43 @@ pub enum Error {
     /// otherwise create, empty).
     #[error("{command}: no store at {} (runs record into `<runs-dir>/history.sqlite`; --store or --runs-dir names another)", .path.display())]
     NoStore { command: String, path: PathBuf },
+    /// No spec to run: none given, or a folder that holds none.
+    #[error("{}", match .folder { Some(f) => format!("{}: no spec files (*.yaml, *.yml) in this directory", f.display()), None => "no spec files given".to_string() })]
+    NoSpecs { folder: Option<PathBuf> },
+    /// The bandwidth probe and the cold-cache flush need more memory than there is.
+    #[error("the bandwidth probe (3 arrays of {} MiB) and the cold-cache flush buffer ({} MiB) need {:.2} GiB of memory but only {:.2} GiB is available (the least of free memory, `ulimit -v` and the cgroup's limit): lower --probe-mib and --flush-mib", .probe_bytes >> 20, .flush_bytes >> 20, gib(*.need_bytes), gib(*.available_bytes))]
+    ProbeMemory {
+        probe_bytes: u64,
+        flush_bytes: u64,
+        need_bytes: u64,
+        available_bytes: u64,
+    },
+    /// Counting asked for where it cannot be done, or a counting option without counting.
+    #[error("{0}")]
+    Counts(CountsRefusal),
+    /// The counted child process (`count-side`) could not count its side.
+    #[error("count-side: {0}")]
+    CountSide(CountSideProblem),
+    /// `worker-test` given a spec it cannot test.
+    #[error("worker-test: {}: {problem}", .spec.display())]
+    WorkerTest {
+        spec: PathBuf,
+        problem: WorkerTestProblem,
+    },
+    /// A folder given as a run's archive that holds none.
+    #[error("{command}: {}: no results.json there, nor in a folder of it: not a run's archive", .path.display())]
+    NotAnArchive {
+        command: &'static str,
+        path: PathBuf,
+    },
+    /// A case, branch or device the history store does not hold.
+    #[error("history: {what} `{name}` is not in the store{} (it holds: {})", .closest.as_ref().map(|k| format!("; did you mean `{k}`?")).unwrap_or_default(), if .known.is_empty() { "none".to_string() } else { .known.join(", ") })]
+    NotInStore {
+        what: &'static str,
+        name: String,
+        closest: Option<String>,
+        known: Vec<String>,
+    },
     /// `--shard` (or the scheduler's variables it reads) that names no shard.
     #[error("--shard: {0}")]
     Shard(String),
@@ -177,6 +214,45 @@ pub enum ReferenceProblem {
     /// git could not name the merge-base.
     #[error("but git cannot name the merge-base: {0}")]
     MergeBase(String),
+}
+
+/// Why a run cannot count what it was asked to.
+#[derive(Debug, thiserror::Error)]
+pub enum CountsRefusal {
+    /// `--cache-model` where nothing is counted.
+    #[error("--cache-model is the model of the counts, and no spec is counted: add --measure counts or both")]
+    CacheModelWithoutCounts,
+    /// Counts asked of a backend whose kernels Valgrind cannot run.
+    #[error("counts (--measure counts|both, or a spec's measure.mode) are of the CPU backend's kernels under Valgrind: add --backend cpu")]
+    NotCountable,
+}
+
+/// Why the counted child process could not count its side.
+#[derive(Debug, thiserror::Error)]
+pub enum CountSideProblem {
+    /// Started by hand rather than by a counting run.
+    #[error("it counts under Valgrind and is started by `opledger counts`: run that")]
+    NotUnderCounts,
+    /// Its thread pool could not be made.
+    #[error("the thread pool: {0}")]
+    ThreadPool(String),
+    /// The spec file holds no spec of that name.
+    #[error("no spec {name} in {}", .file.display())]
+    NoSpec { name: String, file: PathBuf },
+    /// Its outputs are written in the host's byte order, which must be little-endian.
+    #[error("a little-endian host is expected")]
+    BigEndian,
+}
+
+/// Why `worker-test` cannot test a spec.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerTestProblem {
+    /// The file holds no spec.
+    #[error("no spec")]
+    NoSpec,
+    /// No side of the spec is a worker.
+    #[error("no side of spec `{0}` is a worker (`command:`): nothing to test")]
+    NoWorker(String),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -294,6 +370,77 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Errors made of parts read as the sentences the commands printed when they were strings,
+    /// and are bad input.
+    #[test]
+    fn structured_errors_read_as_sentences_and_are_bad_input() {
+        let cases: Vec<(Error, &str)> = vec![
+            (Error::NoSpecs { folder: None }, "no spec files given"),
+            (
+                Error::NoSpecs {
+                    folder: Some(PathBuf::from("specs")),
+                },
+                "specs: no spec files (*.yaml, *.yml) in this directory",
+            ),
+            (
+                Error::ProbeMemory {
+                    probe_bytes: 64 << 20,
+                    flush_bytes: 128 << 20,
+                    need_bytes: 320 << 20,
+                    available_bytes: 256 << 20,
+                },
+                "the bandwidth probe (3 arrays of 64 MiB) and the cold-cache flush buffer (128 MiB) need 0.31 GiB of memory but only 0.25 GiB is available",
+            ),
+            (
+                Error::Counts(CountsRefusal::NotCountable),
+                "counts (--measure counts|both, or a spec's measure.mode) are of the CPU backend's kernels under Valgrind: add --backend cpu",
+            ),
+            (
+                Error::CountSide(CountSideProblem::NoSpec {
+                    name: "s".into(),
+                    file: PathBuf::from("a.yaml"),
+                }),
+                "count-side: no spec s in a.yaml",
+            ),
+            (
+                Error::WorkerTest {
+                    spec: PathBuf::from("w.yaml"),
+                    problem: WorkerTestProblem::NoWorker("s".into()),
+                },
+                "worker-test: w.yaml: no side of spec `s` is a worker (`command:`): nothing to test",
+            ),
+            (
+                Error::NotAnArchive {
+                    command: "ingest",
+                    path: PathBuf::from("runs/x"),
+                },
+                "ingest: runs/x: no results.json there, nor in a folder of it: not a run's archive",
+            ),
+            (
+                Error::NotInStore {
+                    what: "--branch",
+                    name: "mian".into(),
+                    closest: Some("main".into()),
+                    known: vec!["dev".into(), "main".into()],
+                },
+                "history: --branch `mian` is not in the store; did you mean `main`? (it holds: dev, main)",
+            ),
+            (
+                Error::NotInStore {
+                    what: "spec",
+                    name: "x".into(),
+                    closest: None,
+                    known: vec![],
+                },
+                "history: spec `x` is not in the store (it holds: none)",
+            ),
+        ];
+        for (e, starts) in cases {
+            assert!(e.to_string().starts_with(starts), "{e}");
+            assert_eq!(e.exit_code(), ExitCode::BadInput, "{e}");
+        }
+    }
 
     /// The subsystems' errors say what failed in their own words, with what it concerns.
     #[test]

@@ -67,10 +67,10 @@ fn archives_in(d: &Path) -> Result<Vec<PathBuf>> {
         .collect();
     found.sort();
     if found.is_empty() {
-        return Err(Error::Flag(format!(
-            "ingest: {}: no results.json there, nor in a folder of it: not a run's archive",
-            d.display()
-        )));
+        return Err(Error::NotAnArchive {
+            command: "ingest",
+            path: d.to_path_buf(),
+        });
     }
     Ok(found)
 }
@@ -125,16 +125,13 @@ fn unknown_names(store: &mut Store, q: &Query) -> Result<()> {
             .map(|k| (strsim::jaro_winkler(name, k), k))
             .filter(|(score, _)| *score > 0.8)
             .max_by(|a, b| a.0.total_cmp(&b.0))
-            .map(|(_, k)| format!("; did you mean `{k}`?"))
-            .unwrap_or_default();
-        return Err(Error::Flag(format!(
-            "history: {what} `{name}` is not in the store{closest} (it holds: {})",
-            if known.is_empty() {
-                "none".to_string()
-            } else {
-                known.join(", ")
-            }
-        )));
+            .map(|(_, k)| k.clone());
+        return Err(Error::NotInStore {
+            what,
+            name: name.to_string(),
+            closest,
+            known: known.clone(),
+        });
     }
     Ok(())
 }

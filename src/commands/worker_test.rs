@@ -3,17 +3,17 @@
 //! protocol against its rule (`backend::conformance`), listed with what it found; exit 0 when
 //! every step kept the protocol, 1 when one broke it, 2 when the spec has no worker.
 
-use crate::error::{Error, ExitCode, Result};
+use crate::error::{Error, ExitCode, Result, WorkerTestProblem};
 use crate::spec::{Implementation, WorkerCommand};
 use std::path::Path;
 
 pub fn worker_test(spec: &Path, command: &[String], timeout_secs: Option<f64>) -> Result<ExitCode> {
     let specs = crate::spec::load_all(&[spec.to_path_buf()])?;
     let Some(s) = specs.first() else {
-        return Err(Error::Flag(format!(
-            "worker-test: {}: no spec",
-            spec.display()
-        )));
+        return Err(Error::WorkerTest {
+            spec: spec.to_path_buf(),
+            problem: WorkerTestProblem::NoSpec,
+        });
     };
     // Each distinct command with the functions (and the variants they implement) it serves.
     let mut workers: Vec<(WorkerCommand, Vec<(String, String)>)> = Vec::new();
@@ -40,11 +40,10 @@ pub fn worker_test(spec: &Path, command: &[String], timeout_secs: Option<f64>) -
         }
     }
     if workers.is_empty() {
-        return Err(Error::Flag(format!(
-            "worker-test: {}: no side of spec `{}` is a worker (`command:`): nothing to test",
-            spec.display(),
-            s.name
-        )));
+        return Err(Error::WorkerTest {
+            spec: spec.to_path_buf(),
+            problem: WorkerTestProblem::NoWorker(s.name.clone()),
+        });
     }
     // With Valgrind installed, each function is counted as `run --measure counts` counts it:
     // the kit's markers are part of what a worker must get right.

@@ -10,7 +10,7 @@
 use crate::backend::pair::Side;
 use crate::backend::{self, BackendChoice};
 use crate::device::DeviceKind;
-use crate::error::{Error, ExitCode, Result};
+use crate::error::{CountSideProblem, Error, ExitCode, Result};
 use crate::ledger::Tiling;
 use crate::measure::callgrind;
 use crate::measure::counts::{
@@ -506,9 +506,7 @@ pub fn count_side(
     ll_bytes: u64,
 ) -> Result<ExitCode> {
     if !callgrind::running_on_valgrind() {
-        return Err(Error::Flag(
-            "count-side counts under Valgrind and is started by `opledger counts`: run that".into(),
-        ));
+        return Err(Error::CountSide(CountSideProblem::NotUnderCounts));
     }
     // One thread, and it is this one: with a pool thread of its own, this thread would wait for
     // the kernel in a loop whose length the scheduler decides, and that loop would be counted.
@@ -516,14 +514,16 @@ pub fn count_side(
         .num_threads(1)
         .use_current_thread()
         .build_global()
-        .map_err(|e| Error::Flag(format!("count-side: the thread pool: {e}")))?;
+        .map_err(|e| Error::CountSide(CountSideProblem::ThreadPool(e.to_string())))?;
     // The kernel sources of `cuda:` sides stay beside the original spec: they were checked
     // there, and are not run here.
     let specs = crate::spec::load_expanded(file)?;
-    let s = specs
-        .into_iter()
-        .find(|s| s.name == name)
-        .ok_or_else(|| Error::Flag(format!("count-side: no spec {name} in {}", file.display())))?;
+    let s = specs.into_iter().find(|s| s.name == name).ok_or_else(|| {
+        Error::CountSide(CountSideProblem::NoSpec {
+            name: name.to_string(),
+            file: file.to_path_buf(),
+        })
+    })?;
     let s = s.counted()?.into_owned();
     let settings = crate::settings::Settings::from_env()?;
     let (backend, _) = backend::select(BackendChoice::Kind(DeviceKind::Cpu), Some(0), &settings)?;
@@ -567,9 +567,7 @@ pub fn count_side(
         )
     };
     if cfg!(target_endian = "big") {
-        return Err(Error::Flag(
-            "count-side: a little-endian host is expected".into(),
-        ));
+        return Err(Error::CountSide(CountSideProblem::BigEndian));
     }
     crate::files::write_atomic(Path::new(OUTPUT_FILE), bytes)?;
     Ok(ExitCode::Pass)

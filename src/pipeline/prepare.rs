@@ -7,7 +7,7 @@ use super::RunOptions;
 use crate::backend::{self, Backend, BackendChoice};
 use crate::baseline;
 use crate::device::{Ceilings, DeviceInfo};
-use crate::error::{Error, Result};
+use crate::error::{CountsRefusal, Error, Result};
 use crate::gate::reference::SpecBaseline;
 use crate::report;
 use crate::report::output::Template;
@@ -197,13 +197,12 @@ fn check_host_memory(opts: &RunOptions, flush: Option<u64>) -> Result<Option<u64
     };
     let available = backend::available_memory_bytes();
     if let Some(avail) = available.filter(|&a| host_fixed > a / 10 * 9) {
-        return Err(Error::Flag(format!(
-            "the bandwidth probe (3 arrays of {} MiB) and the cold-cache flush buffer ({} MiB) need {:.2} GiB of memory but only {:.2} GiB is available (the least of free memory, `ulimit -v` and the cgroup's limit): lower --probe-mib and --flush-mib",
-            opts.probe_bytes.unwrap_or(default_host) >> 20,
-            flush.unwrap_or(default_host) >> 20,
-            host_fixed as f64 / (1u64 << 30) as f64,
-            avail as f64 / (1u64 << 30) as f64
-        )));
+        return Err(Error::ProbeMemory {
+            probe_bytes: opts.probe_bytes.unwrap_or(default_host),
+            flush_bytes: flush.unwrap_or(default_host),
+            need_bytes: host_fixed,
+            available_bytes: avail,
+        });
     }
     Ok(available)
 }
@@ -382,17 +381,12 @@ fn counter(
     }
     if !counting {
         if opts.cache_model.is_some() {
-            return Err(Error::Flag(
-                "--cache-model is the model of the counts, and no spec is counted: add --measure counts or both".into(),
-            ));
+            return Err(Error::Counts(CountsRefusal::CacheModelWithoutCounts));
         }
         return Ok((None, None));
     }
     if !backend.kind().countable() {
-        return Err(Error::Flag(
-            "counts (--measure counts|both, or a spec's measure.mode) are of the CPU backend's kernels under Valgrind: add --backend cpu"
-                .into(),
-        ));
+        return Err(Error::Counts(CountsRefusal::NotCountable));
     }
     let counter = super::counts::Counter::new(
         opts.cache_model.unwrap_or_default(),

@@ -44,7 +44,7 @@ pub fn load_all_collect(paths: &[PathBuf]) -> (Vec<Spec>, Vec<Error>) {
         }
     }
     if files.is_empty() && errors.is_empty() {
-        errors.push(Error::Flag("no spec files given".into()));
+        errors.push(Error::NoSpecs { folder: None });
     }
     let mut specs: Vec<Spec> = Vec::new();
     let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
@@ -160,10 +160,9 @@ fn spec_files_in(p: &Path) -> Result<Vec<PathBuf>> {
     }
     found.sort();
     if found.is_empty() {
-        return Err(Error::Flag(format!(
-            "{}: no spec files (*.yaml, *.yml) in this directory",
-            p.display()
-        )));
+        return Err(Error::NoSpecs {
+            folder: Some(p.to_path_buf()),
+        });
     }
     Ok(found)
 }
