@@ -72,7 +72,7 @@ pub fn report(run_dir: &Path, template: Option<&Path>, out: Option<&Path>) -> Re
     }
     let md = report::render_with(&run, template.as_ref())?;
     // The charts go beside the report, where its links point; say so.
-    let charts = report::chart::all(&run)?;
+    let charts = report::svg::files(&run)?;
     for (name, svg) in &charts {
         crate::files::write_atomic(&dir.join(name), svg.as_bytes())?;
     }

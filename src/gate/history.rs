@@ -4,7 +4,7 @@
 //! smallest detectable slowdown narrows as the history grows instead of resting on a handful
 //! of accepted runs.
 
-use super::reference::Reference;
+use super::judge::Reference;
 use crate::baseline::HistoryEntry;
 use crate::device::DeviceInfo;
 use crate::gate::stats::POOL_MIN_RUNS;

@@ -3,10 +3,10 @@
 //! runs, the ceiling drift guard, and the two passes judged one by one and together. Numbers
 //! in, a [`GateFinding`] out; the outputs write its sentences.
 
-use super::reference::Reference;
 use super::stats::{
     gate_state, geometric_mean, noise_factor, spread_of, RegressionState, POOL_MIN_RUNS,
 };
+use crate::baseline::{BaselineFile, HistoryEntry};
 use crate::device::{Ceilings, DeviceInfo};
 use crate::measure::stats::{ratio_ci, Estimate};
 use crate::measure::PairSamples;
@@ -16,6 +16,40 @@ use crate::results::{
 };
 use crate::spec::GateCompare;
 use std::path::Path;
+
+/// What the gate judges a result against, whichever way it was chosen: an accepted baseline,
+/// a branch's newest runs in the store, or the runs at a merge-base (with the base run's own
+/// samples where its archive is here). The judgement reads only this.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reference {
+    /// The machine it was measured on (another one's times are not compared).
+    pub device: DeviceInfo,
+    pub workload: crate::spec::Workload,
+    /// The roofs it was measured under; `None` for runs read from the store, which keeps no
+    /// roofs, so that the drift guard has nothing to compare.
+    pub ceilings: Option<Ceilings>,
+    /// The samples of the one run it compares with pair by pair (empty: the pooled runs only).
+    pub before_samples_secs: Vec<f64>,
+    pub after_samples_secs: Vec<f64>,
+    /// The before median of its newest run, where neither pooled runs nor samples say more.
+    pub before_median_secs: f64,
+    /// One entry per run it pools, oldest first: the accepted runs, or the store's.
+    pub runs: Vec<HistoryEntry>,
+}
+
+impl From<&BaselineFile> for Reference {
+    fn from(b: &BaselineFile) -> Self {
+        Reference {
+            device: b.device.clone(),
+            workload: b.workload.clone(),
+            ceilings: Some(b.ceilings),
+            before_samples_secs: b.before_samples_secs.clone(),
+            after_samples_secs: b.after_samples_secs.clone(),
+            before_median_secs: b.before.median_secs,
+            runs: b.history.clone(),
+        }
+    }
+}
 
 /// What a judgement needs besides the result: the reference, and the device and roofs of the
 /// run being judged.

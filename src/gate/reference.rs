@@ -8,8 +8,9 @@
 //! chosen here, in one place, with the store opened once for all the specs that need it.
 
 use super::history::HISTORY_RUNS;
-use crate::baseline::{BaselineFile, HistoryEntry};
-use crate::device::{Ceilings, DeviceInfo};
+pub use super::judge::Reference;
+use crate::baseline::BaselineFile;
+use crate::device::DeviceInfo;
 use crate::error::{Error, ReferenceProblem, Result};
 use crate::results::RunResult;
 use crate::results::{GateReference, LevelChange};
@@ -17,40 +18,6 @@ use crate::spec::{Against, Spec};
 use crate::store::series::{current_level_start, Metric};
 use crate::store::{Point, Store};
 use std::path::PathBuf;
-
-/// What the gate judges a result against, whichever way it was chosen: an accepted baseline,
-/// a branch's newest runs in the store, or the runs at a merge-base (with the base run's own
-/// samples where its archive is here). The judgement reads only this.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Reference {
-    /// The machine it was measured on (another one's times are not compared).
-    pub device: DeviceInfo,
-    pub workload: crate::spec::Workload,
-    /// The roofs it was measured under; `None` for runs read from the store, which keeps no
-    /// roofs, so that the drift guard has nothing to compare.
-    pub ceilings: Option<Ceilings>,
-    /// The samples of the one run it compares with pair by pair (empty: the pooled runs only).
-    pub before_samples_secs: Vec<f64>,
-    pub after_samples_secs: Vec<f64>,
-    /// The before median of its newest run, where neither pooled runs nor samples say more.
-    pub before_median_secs: f64,
-    /// One entry per run it pools, oldest first: the accepted runs, or the store's.
-    pub runs: Vec<HistoryEntry>,
-}
-
-impl From<&BaselineFile> for Reference {
-    fn from(b: &BaselineFile) -> Self {
-        Reference {
-            device: b.device.clone(),
-            workload: b.workload.clone(),
-            ceilings: Some(b.ceilings),
-            before_samples_secs: b.before_samples_secs.clone(),
-            after_samples_secs: b.after_samples_secs.clone(),
-            before_median_secs: b.before.median_secs,
-            runs: b.history.clone(),
-        }
-    }
-}
 
 /// A spec's reference as a run holds it: where it is (the baseline file, where `--accept` writes,
 /// or the store, or the base run's archive), the accepted baseline there (what `--accept`

@@ -1,9 +1,6 @@
-//! The charts of a run's folder: `roofline.svg` (every case on the measured, and where known the
-//! tensor-core and datasheet, roofs) and `sweep-GROUP.svg` (bytes and time against the swept
-//! parameter). They are the HTML report's charts (`svg.rs`, one way to draw a chart) made
-//! stand-alone: the page's chart styles embedded, so a Markdown viewer or a browser shows them
-//! without the page. Pure functions of a `RunResult`, so `opledger report` redraws them from an
-//! archive.
+//! What the charts place, drawn by `svg.rs` (one way to draw a chart) on the pages and in the
+//! run folder's files: the cases a roofline can show and where, and the file name of a sweep's
+//! chart. Pure functions of a `RunResult`, so `opledger report` redraws them from an archive.
 
 use crate::error::{Error, Result};
 use crate::results::{RunResult, SweepSeries};
@@ -58,49 +55,4 @@ pub fn sweep_file_name(series: &SweepSeries) -> Result<String> {
         message: format!("sweep group {e}"),
     })?;
     Ok(format!("sweep-{}.svg", series.group))
-}
-
-/// The roofline of a run, as a stand-alone SVG file.
-pub fn roofline_svg(run: &RunResult) -> Result<String> {
-    Ok(super::svg::standalone(&super::svg::roofline(run)))
-}
-
-/// A sweep's chart as a stand-alone SVG file: bytes moved (left) and median time (right) of
-/// both variants against the swept parameter, log-log, so O(N²) and O(N) traffic show as slopes
-/// 2 and 1.
-pub fn sweep_svg(series: &SweepSeries) -> Result<String> {
-    Ok(super::svg::standalone(&super::svg::sweep_file(series)))
-}
-
-/// Every chart of a run: (file name, SVG text).
-pub fn all(run: &RunResult) -> Result<Vec<(String, String)>> {
-    let mut out = vec![("roofline.svg".to_string(), roofline_svg(run)?)];
-    for g in &run.sweeps {
-        out.push((sweep_file_name(g)?, sweep_svg(g)?));
-    }
-    Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn fixed_run() -> RunResult {
-        serde_json::from_str(include_str!("../../tests/fixtures/run-fixed/results.json"))
-            .expect("the fixed archive parses")
-    }
-
-    #[test]
-    fn tensor_roof_is_drawn_only_when_measured() {
-        let mut run = fixed_run();
-        run.ceilings.tensor_flops_per_sec = None;
-        let svg = roofline_svg(&run).unwrap();
-        assert!(
-            !svg.contains("tensor cores"),
-            "no tensor roof without a measurement"
-        );
-        run.ceilings.tensor_flops_per_sec = Some(run.ceilings.fma_flops_per_sec * 8.0);
-        let svg = roofline_svg(&run).unwrap();
-        assert!(svg.contains("measured roof (tensor cores, bf16)"));
-    }
 }

@@ -33,32 +33,13 @@ const TEMPLATES: [(&str, &str); 5] = [
         include_str!("../../templates/html/merged.html.j2"),
     ),
 ];
-/// The style sheet every page inlines.
-pub const STYLE: &str = include_str!("../../templates/html/style.css");
 /// The script every page inlines: tooltips for focused or hovered chart points, sortable tables.
 pub const SCRIPT: &str = include_str!("../../templates/html/page.js");
 
 /// The file name of the HTML report inside an archive.
 pub const REPORT_HTML: &str = "report.html";
 
-/// Escapes text for HTML (element text and attribute values alike); the invisible characters that
-/// reorder text are shown as their code points, as in the Markdown report.
-pub fn escape(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            c if super::is_bidi_control(c) => o.push_str(&format!("[U+{:04X}]", c as u32)),
-            c if c.is_control() && c != '\n' => o.push(' '),
-            c => o.push(c),
-        }
-    }
-    o
-}
+pub use super::escape::html as escape;
 
 /// A status as a small badge: a sign and its word (the page needs no emoji font).
 pub fn badge(status: &str) -> String {
@@ -203,7 +184,7 @@ fn template_error(name: &str, e: minijinja::Error) -> Error {
 pub fn render_page(name: &str, ctx: Value) -> Result<String> {
     let env = shared_environment()?;
     let ctx = minijinja::context! {
-        style => Value::from_safe_string(STYLE.to_string()),
+        style => Value::from_safe_string(super::style::STYLE.to_string()),
         script => Value::from_safe_string(SCRIPT.to_string()),
         generator_version => env!("CARGO_PKG_VERSION"),
         ..ctx

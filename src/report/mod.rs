@@ -5,11 +5,13 @@ pub mod comment;
 pub mod conformance;
 pub mod counts;
 pub mod dashboard;
+pub mod escape;
 pub mod format;
 pub mod gate;
 pub mod history;
 pub mod html;
 pub mod output;
+pub mod style;
 pub mod svg;
 pub mod terminal;
 pub mod text;
@@ -17,6 +19,7 @@ pub mod text;
 use crate::error::{Error, Result};
 use crate::results::{BaselineStatus, RunResult, SpecResult};
 use crate::verdict::Status;
+pub use escape::{is_bidi_control, markdown as md_escape};
 use format::{bytes, duration, rate};
 use minijinja::{Environment, Value};
 use std::path::Path;
@@ -71,40 +74,6 @@ fn add_filters(env: &mut Environment<'static>) {
 /// Instructions a template may execute: the built-in report of a hundred specs needs well under
 /// a tenth of it.
 pub const TEMPLATE_FUEL: u64 = 50_000_000;
-
-/// Escapes text for Markdown: control characters (newlines, ESC) become spaces so a value can
-/// start no heading or block, `<` and `&` become entities so no HTML tag or entity passes, `|`
-/// is escaped so no table cell breaks, a leading `#` is escaped, and `](` is broken so no link
-/// to anywhere but an anchor of the report itself (`](#spec-…)`, which the checklist's evidence
-/// uses) forms. The rest (backticks, brackets) renders as written.
-pub fn md_escape(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    let mut prev = '\0';
-    let mut chars = s.chars().peekable();
-    let mut first = true;
-    while let Some(c) = chars.next() {
-        match c {
-            c if c.is_control() => o.push(' '),
-            c if is_bidi_control(c) => o.push_str(&format!("[U+{:04X}]", c as u32)),
-            '<' => o.push_str("&lt;"),
-            '&' => o.push_str("&amp;"),
-            '|' => o.push_str("\\|"),
-            '#' if first => o.push_str("\\#"),
-            '(' if prev == ']' && chars.peek() != Some(&'#') => o.push_str("\\("),
-            c => o.push(c),
-        }
-        prev = c;
-        first = false;
-    }
-    o
-}
-
-/// The invisible characters that reorder the text around them (embeddings, overrides,
-/// isolates, marks): in a title they can make a heading or a table read backwards, so they are
-/// shown as their code points instead.
-pub fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
-}
 
 /// Renders the short summary of a run; `report_path` is where its report.md lies, as the reader
 /// of the summary (a CI job page, a shell in the working directory) can open it.

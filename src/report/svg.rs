@@ -10,7 +10,7 @@ use crate::results::{RunResult, SpecResult, SweepSeries};
 use std::fmt::Write;
 
 /// Escapes text for XML: the pages' one escaping (SVG is inline HTML here).
-pub use super::html::escape as esc;
+pub use super::escape::html as esc;
 
 /// One axis: its range, linear or logarithmic, and its label.
 #[derive(Debug, Clone)]
@@ -440,10 +440,24 @@ pub fn sweep_file(series: &SweepSeries) -> String {
     o
 }
 
+/// Every chart of a run as the files of its folder, (file name, SVG text): `roofline.svg` and
+/// one `sweep-GROUP.svg` a sweep, each a page's chart made [`standalone`], so that a Markdown
+/// viewer or a browser shows it without the page.
+pub fn files(run: &RunResult) -> crate::error::Result<Vec<(String, String)>> {
+    let mut out = vec![("roofline.svg".to_string(), standalone(&roofline(run)))];
+    for g in &run.sweeps {
+        out.push((
+            super::chart::sweep_file_name(g)?,
+            standalone(&sweep_file(g)),
+        ));
+    }
+    Ok(out)
+}
+
 /// A chart made a file of its own: the pages' chart styles (the style sheet's `svg` rules and
 /// its colours) embedded after the opening tag, so that it looks as it does on a page.
 pub fn standalone(chart: &str) -> String {
-    let css = super::html::STYLE;
+    let css = super::style::STYLE;
     let colours = css
         .lines()
         .find(|l| l.starts_with(":root{"))
@@ -903,6 +917,21 @@ pub fn sparkline(values: &[f64], label: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tensor_roof_is_drawn_only_when_measured() {
+        let mut run: RunResult =
+            serde_json::from_str(include_str!("../../tests/fixtures/run-fixed/results.json"))
+                .expect("the fixed archive parses");
+        run.ceilings.tensor_flops_per_sec = None;
+        let svg = roofline(&run);
+        assert!(
+            !svg.contains("tensor cores"),
+            "no tensor roof without a measurement"
+        );
+        run.ceilings.tensor_flops_per_sec = Some(run.ceilings.fma_flops_per_sec * 8.0);
+        assert!(roofline(&run).contains("measured roof (tensor cores, bf16)"));
+    }
 
     #[test]
     fn axes_map_their_ends_and_tick_inside() {

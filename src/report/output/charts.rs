@@ -11,7 +11,7 @@ impl Output for Charts {
         "charts"
     }
     fn render(&self, r: &Rendering<'_>) -> Result<Vec<(String, Vec<u8>)>> {
-        Ok(crate::report::chart::all(r.run)?
+        Ok(crate::report::svg::files(r.run)?
             .into_iter()
             .map(|(name, svg)| (name, svg.into_bytes()))
             .collect())

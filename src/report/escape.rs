@@ -1,0 +1,56 @@
+//! The escaping of text the outputs print that a user controls (spec names, titles, branch
+//! names, worker output): for Markdown, for HTML and SVG, and the invisible characters that
+//! would reorder either.
+
+/// Escapes text for Markdown: control characters (newlines, ESC) become spaces so a value can
+/// start no heading or block, `<` and `&` become entities so no HTML tag or entity passes, `|`
+/// is escaped so no table cell breaks, a leading `#` is escaped, and `](` is broken so no link
+/// to anywhere but an anchor of the report itself (`](#spec-…)`, which the checklist's evidence
+/// uses) forms. The rest (backticks, brackets) renders as written.
+pub fn markdown(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    let mut prev = '\0';
+    let mut chars = s.chars().peekable();
+    let mut first = true;
+    while let Some(c) = chars.next() {
+        match c {
+            c if c.is_control() => o.push(' '),
+            c if is_bidi_control(c) => o.push_str(&format!("[U+{:04X}]", c as u32)),
+            '<' => o.push_str("&lt;"),
+            '&' => o.push_str("&amp;"),
+            '|' => o.push_str("\\|"),
+            '#' if first => o.push_str("\\#"),
+            '(' if prev == ']' && chars.peek() != Some(&'#') => o.push_str("\\("),
+            c => o.push(c),
+        }
+        prev = c;
+        first = false;
+    }
+    o
+}
+
+/// Escapes text for HTML (element text and attribute values alike); the invisible characters that
+/// reorder text are shown as their code points, as in the Markdown report.
+pub fn html(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c if is_bidi_control(c) => o.push_str(&format!("[U+{:04X}]", c as u32)),
+            c if c.is_control() && c != '\n' => o.push(' '),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// The invisible characters that reorder the text around them (embeddings, overrides,
+/// isolates, marks): in a title they can make a heading or a table read backwards, so they are
+/// shown as their code points instead.
+pub fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
+}
