@@ -49,7 +49,7 @@ fn recorded_history(
         return Ok(out);
     };
     let is = |p: &crate::store::Point, r: &crate::results::RunResult| {
-        p.run_id == r.run_id && p.started_utc == r.started_utc
+        *p.run_id == *r.run_id && *p.started_utc == *r.started_utc
     };
     for s in &ra.specs {
         let points = store.recent(
@@ -154,9 +154,9 @@ pub fn compare_to_base(
     let base = BaseCommit {
         branch: branch.to_string(),
         merge_base: merge_base.clone(),
-        commit: p.git_sha.clone(),
+        commit: p.git_sha.to_string(),
         commits_back,
-        run_id: p.run_id.clone(),
+        run_id: p.run_id.to_string(),
     };
     compare_runs(&a, b, opts, Some(&base))
 }

@@ -192,7 +192,7 @@ fn run_pages(store: &Store, points: &[Point], root: &Path) -> Result<(Vec<Option
         specs_of
             .entry(store.archive_dir(p))
             .or_default()
-            .push((p.spec.clone(), p.device_key.clone()));
+            .push((p.spec.to_string(), p.device_key.to_string()));
     }
     let mut drawn = 0;
     let mut out = Vec::with_capacity(points.len());

@@ -193,9 +193,9 @@ pub fn baseline_of_point(
         };
     Some(CountsBaseline {
         schema_version: crate::baseline::counts::COUNTS_BASELINE_SCHEMA_VERSION,
-        spec: p.spec.clone(),
-        recorded_utc: p.started_utc.clone(),
-        git_sha: p.git_sha.clone(),
+        spec: p.spec.to_string(),
+        recorded_utc: p.started_utc.to_string(),
+        git_sha: p.git_sha.to_string(),
         opledger_version: String::new(),
         engine,
         workload: workload.clone(),

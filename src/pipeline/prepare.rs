@@ -453,7 +453,7 @@ fn counts_baselines(
         out.push(CountsBase {
             path,
             baseline,
-            history_run,
+            history_run: history_run.map(|t| t.to_string()),
         });
     }
     Ok(out)

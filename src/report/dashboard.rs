@@ -65,7 +65,7 @@ struct Case {
 fn cases(points: &[Point]) -> Vec<Case> {
     let mut by: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
     for (i, p) in points.iter().enumerate() {
-        by.entry((p.device_key.clone(), p.spec.clone()))
+        by.entry((p.device_key.to_string(), p.spec.to_string()))
             .or_default()
             .push(i);
     }
@@ -91,8 +91,8 @@ fn shifts(points: &[Point], case: &Case, metric: Metric) -> Vec<(usize, Located)
         .into_iter()
         .filter_map(|l| {
             let k = case.at.iter().position(|&i| {
-                points[i].run_id == l.first_after.run_id
-                    && points[i].started_utc == l.first_after.started_utc
+                *points[i].run_id == *l.first_after.run_id
+                    && *points[i].started_utc == *l.first_after.started_utc
             })?;
             Some((k, l))
         })
@@ -591,7 +591,7 @@ pub fn pages(input: &Input<'_>) -> Result<Vec<(String, String)>> {
     let runs: std::collections::BTreeSet<(&str, &str)> = input
         .points
         .iter()
-        .map(|p| (p.run_id.as_str(), p.started_utc.as_str()))
+        .map(|p| (&*p.run_id, &*p.started_utc))
         .collect();
     let index = html::render_page(
         "index.html",
@@ -650,14 +650,15 @@ mod tests {
         let n = ROWS_ON_PAGE + OLDER_ROWS_PER_PAGE + 7;
         let points: Vec<Point> = (0..n)
             .map(|i| Point {
-                run_id: format!("run-{i:04}"),
+                run_id: format!("run-{i:04}").into(),
                 started_utc: format!(
                     "2026-01-{:02}T{:02}:{:02}:00Z",
                     1 + i / 1440,
                     i / 60 % 24,
                     i % 60
-                ),
-                git_sha: format!("{i:07x}"),
+                )
+                .into(),
+                git_sha: format!("{i:07x}").into(),
                 branch: Some("main".into()),
                 device_key: "cpu-x".into(),
                 spec: "s".into(),

@@ -23,25 +23,6 @@ impl Val {
         }
     }
 
-    /// The text, moved out (the value left `Null`): rows are read once, without a copy.
-    pub fn take_text(&mut self) -> Option<String> {
-        match std::mem::replace(self, Val::Null) {
-            Val::Text(s) => Some(s),
-            other => {
-                *self = other;
-                None
-            }
-        }
-    }
-
-    pub fn real(&self) -> Option<f64> {
-        match self {
-            Val::Real(x) => Some(*x),
-            Val::Int(i) => Some(*i as f64),
-            _ => None,
-        }
-    }
-
     pub fn int(&self) -> Option<i64> {
         match self {
             Val::Int(i) => Some(*i),
@@ -171,6 +152,76 @@ impl From<rusqlite::Error> for DbError {
 /// A database's result.
 pub type DbResult<T> = std::result::Result<T, DbError>;
 
+/// A value of a row as the database hands it over, its text borrowed from the row: a long query
+/// makes each row into what it needs without copying every text first.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ValRef<'a> {
+    Null,
+    Int(i64),
+    Real(f64),
+    Text(&'a str),
+}
+
+impl<'a> ValRef<'a> {
+    pub fn text(self) -> Option<&'a str> {
+        match self {
+            ValRef::Text(s) => Some(s),
+            _ => None,
+        }
+    }
+    pub fn real(self) -> Option<f64> {
+        match self {
+            ValRef::Real(x) => Some(x),
+            ValRef::Int(i) => Some(i as f64),
+            _ => None,
+        }
+    }
+    pub fn int(self) -> Option<i64> {
+        match self {
+            ValRef::Int(i) => Some(i),
+            _ => None,
+        }
+    }
+}
+
+fn sqlite_ref(v: rusqlite::types::ValueRef<'_>) -> ValRef<'_> {
+    use rusqlite::types::ValueRef;
+    match v {
+        ValueRef::Null => ValRef::Null,
+        ValueRef::Integer(i) => ValRef::Int(i),
+        ValueRef::Real(x) => ValRef::Real(x),
+        // The store writes UTF-8 only; a text that is not (a file edited by hand) reads as none.
+        ValueRef::Text(t) | ValueRef::Blob(t) => {
+            std::str::from_utf8(t).map_or(ValRef::Null, ValRef::Text)
+        }
+    }
+}
+
+/// A PostgreSQL row's values, texts borrowed from it.
+fn pg_row_ref(row: &postgres::Row) -> DbResult<Vec<ValRef<'_>>> {
+    let get = |i: usize| -> DbResult<ValRef<'_>> {
+        let ty = row.columns()[i].type_();
+        let v = if *ty == Type::INT8 {
+            row.try_get::<_, Option<i64>>(i)
+                .map(|v| v.map_or(ValRef::Null, ValRef::Int))
+        } else if *ty == Type::INT4 {
+            row.try_get::<_, Option<i32>>(i)
+                .map(|v| v.map_or(ValRef::Null, |x| ValRef::Int(i64::from(x))))
+        } else if *ty == Type::FLOAT8 {
+            row.try_get::<_, Option<f64>>(i)
+                .map(|v| v.map_or(ValRef::Null, ValRef::Real))
+        } else if *ty == Type::FLOAT4 {
+            row.try_get::<_, Option<f32>>(i)
+                .map(|v| v.map_or(ValRef::Null, |x| ValRef::Real(f64::from(x))))
+        } else {
+            row.try_get::<_, Option<&str>>(i)
+                .map(|v| v.map_or(ValRef::Null, ValRef::Text))
+        };
+        v.map_err(|e| DbError::from(e.to_string()))
+    };
+    (0..row.len()).map(get).collect()
+}
+
 fn sqlite_val(v: rusqlite::types::ValueRef<'_>) -> Val {
     use rusqlite::types::ValueRef;
     match v {
@@ -226,15 +277,15 @@ impl Db {
         }
     }
 
-    /// The rows of a query, each a value a column.
-    /// The rows of a query, each made into a `T` as it is read: a long query never holds all
-    /// its rows as values at once (half a million rows of thirty values would be half a
-    /// gigabyte).
+    /// The rows of a query, each made into a `T` as it is read, from its values as the database
+    /// hands them over (texts borrowed): a long query never holds all its rows as values at
+    /// once (half a million rows of thirty values would be half a gigabyte), nor copies a text
+    /// the `T` does not keep.
     pub fn query_each<T>(
         &mut self,
         sql: &str,
         params: &[Val],
-        mut each: impl FnMut(Vec<Val>) -> T,
+        mut each: impl FnMut(&[ValRef<'_>]) -> T,
     ) -> DbResult<Vec<T>> {
         match self {
             Db::Sqlite(c) => {
@@ -245,10 +296,19 @@ impl Db {
                     .map_err(DbError::from)?;
                 let mut out = Vec::new();
                 while let Some(r) = rows.next().map_err(DbError::from)? {
-                    let row = (0..n)
-                        .map(|i| r.get_ref(i).map(sqlite_val))
-                        .collect::<rusqlite::Result<Vec<Val>>>()
-                        .map_err(DbError::from)?;
+                    // A row's values on the stack: half a million rows are not half a million
+                    // vectors.
+                    let mut on_stack = [ValRef::Null; 32];
+                    let mut on_heap = Vec::new();
+                    let row: &mut [ValRef<'_>] = if n <= on_stack.len() {
+                        &mut on_stack[..n]
+                    } else {
+                        on_heap.resize(n, ValRef::Null);
+                        &mut on_heap
+                    };
+                    for (i, v) in row.iter_mut().enumerate() {
+                        *v = sqlite_ref(r.get_ref(i).map_err(DbError::from)?);
+                    }
                     out.push(each(row));
                 }
                 Ok(out)
@@ -262,7 +322,7 @@ impl Db {
                 while let Some(row) = postgres::fallible_iterator::FallibleIterator::next(&mut rows)
                     .map_err(pg_error)?
                 {
-                    out.push(each(pg_row(&row)?));
+                    out.push(each(&pg_row_ref(&row)?));
                 }
                 Ok(out)
             }

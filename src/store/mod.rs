@@ -15,7 +15,7 @@ pub mod series;
 
 use crate::error::{Error, Result, StoreAction, StoreUrlProblem};
 use crate::results::{RunResult, SpecResult};
-use db::{Db, Val};
+use db::{Db, Val, ValRef};
 use std::path::{Path, PathBuf};
 
 /// The migrations, in order: migration k brings the schema from version k to k + 1.
@@ -196,18 +196,23 @@ pub enum Recorded {
     Replaced,
 }
 
+/// A text of a point that many points share (a run's commit, branch, device and archive are the
+/// same for each of its cases; a case's name for each of its runs): read once, shared, so that
+/// half a million points are not millions of copies.
+pub type Text = std::sync::Arc<str>;
+
 /// One run of one case, as `history` shows it.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct Point {
-    pub run_id: String,
-    pub started_utc: String,
-    pub git_sha: String,
+    pub run_id: Text,
+    pub started_utc: Text,
+    pub git_sha: Text,
     /// The run measured uncommitted changes on top of `git_sha`.
     pub git_dirty: bool,
-    pub branch: Option<String>,
-    pub device_key: String,
-    pub spec: String,
-    pub verdict: String,
+    pub branch: Option<Text>,
+    pub device_key: Text,
+    pub spec: Text,
+    pub verdict: Text,
     pub before_median_secs: Option<f64>,
     pub after_median_secs: Option<f64>,
     /// after/before with its 95% CI.
@@ -223,10 +228,10 @@ pub struct Point {
     pub accepted: bool,
     /// The archive's folder: relative to the store's folder for an SQLite store (the two travel
     /// together), as the run wrote it for a server.
-    pub archive: String,
+    pub archive: Text,
     /// Both sides' counts under the cache simulator, where the run counted them.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub counts: Option<PointCounts>,
+    pub counts: Option<Box<PointCounts>>,
 }
 
 /// A case's counts as the store keeps them: the engine key they compare under, and each
@@ -490,8 +495,8 @@ impl Store {
     /// The folder of a point's archive on this machine (it may be gone: a CI runner's).
     pub fn archive_dir(&self, p: &Point) -> PathBuf {
         match &self.url {
-            StoreUrl::Sqlite(path) => path.parent().unwrap_or(Path::new(".")).join(&p.archive),
-            StoreUrl::Postgres(_) => PathBuf::from(&p.archive),
+            StoreUrl::Sqlite(path) => path.parent().unwrap_or(Path::new(".")).join(&*p.archive),
+            StoreUrl::Postgres(_) => PathBuf::from(&*p.archive),
         }
     }
 
@@ -650,10 +655,15 @@ impl Store {
             format!("WHERE {}", conditions.join(" AND "))
         };
         // Each row becomes its point as it is read, with the keys that order it.
-        let keyed = |mut row: Vec<Val>| {
-            let ns = row.get(27).and_then(Val::int).unwrap_or(0);
-            let key = row.get_mut(28).and_then(Val::take_text).unwrap_or_default();
-            (ns, key, point(row))
+        let mut texts = Texts::default();
+        let mut keyed = |row: &[ValRef<'_>]| {
+            let ns = row.get(27).and_then(|v| v.int()).unwrap_or(0);
+            let key = row
+                .get(28)
+                .and_then(|v| v.text())
+                .map(|k| texts.of(28, k))
+                .unwrap_or_default();
+            (ns, key, point(row, &mut texts))
         };
         if f.newest.is_some() {
             // A case's newest rows: from the end of its index.
@@ -837,10 +847,10 @@ fn where_clause(f: &Filter<'_>) -> (Vec<String>, Vec<Val>) {
 /// Points with their order keys (`started_ns`, `run_key`), in the store's order: by case, then
 /// start, then run. Sorted on small keys (the case's rank, the start as a number), the strings
 /// compared only where those tie: half a million heap strings compared directly took 0.3 s.
-fn in_case_order(rows: Vec<(i64, String, Point)>) -> Vec<Point> {
+fn in_case_order(rows: Vec<(i64, Text, Point)>) -> Vec<Point> {
     let mut specs: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for (_, _, p) in &rows {
-        specs.entry(p.spec.as_str()).or_insert(0);
+        specs.entry(&*p.spec).or_insert(0);
     }
     let mut names: Vec<&str> = specs.keys().copied().collect();
     names.sort_unstable();
@@ -850,7 +860,7 @@ fn in_case_order(rows: Vec<(i64, String, Point)>) -> Vec<Point> {
     let mut order: Vec<(usize, u64, i64, usize)> = rows
         .iter()
         .enumerate()
-        .map(|(i, (ns, _, p))| (specs[p.spec.as_str()], utc_number(&p.started_utc), *ns, i))
+        .map(|(i, (ns, _, p))| (specs[&*p.spec], utc_number(&p.started_utc), *ns, i))
         .collect();
     order.sort_unstable_by(|a, b| {
         (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)).then_with(|| {
@@ -877,21 +887,54 @@ fn utc_number(utc: &str) -> u64 {
         .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'))
 }
 
-fn point(mut r: Vec<Val>) -> Point {
-    let mut text = |i: usize| r.get_mut(i).and_then(Val::take_text);
+/// The texts of points read in one query, each distinct text held once and shared by every
+/// point that has it. A column's text is first compared with that column's in the row before:
+/// rows come a run's cases together, or a case's runs together, so most texts repeat it.
+#[derive(Default)]
+struct Texts {
+    all: std::collections::HashSet<Text>,
+    last: Vec<Option<Text>>,
+}
+
+impl Texts {
+    /// The shared text of column `column`.
+    fn of(&mut self, column: usize, s: &str) -> Text {
+        if self.last.len() <= column {
+            self.last.resize(column + 1, None);
+        }
+        if let Some(t) = self.last[column].as_ref().filter(|t| ***t == *s) {
+            return t.clone();
+        }
+        let t = match self.all.get(s) {
+            Some(t) => t.clone(),
+            None => {
+                let t: Text = s.into();
+                self.all.insert(t.clone());
+                t
+            }
+        };
+        self.last[column] = Some(t.clone());
+        t
+    }
+}
+
+/// A point from a row of the select's columns, its texts shared through `texts`.
+fn point(r: &[ValRef<'_>], texts: &mut Texts) -> Point {
+    let at = |i: usize| r.get(i).copied().unwrap_or(ValRef::Null);
+    let mut text = |i: usize| at(i).text().map(|s| texts.of(i, s));
     let (run_id, started_utc, git_sha) = (text(0), text(1), text(2));
     let branch = text(4);
     let (device_key, spec, verdict) = (text(5), text(6), text(7));
     let archive = text(13);
-    let accepted = text(18).as_deref() == Some("accepted");
-    let counts_key = text(19);
-    let engine = text(26);
-    let real = |i: usize| r.get(i).and_then(Val::real);
+    let accepted = at(18).text() == Some("accepted");
+    let counts_key = at(19).text().map(str::to_string);
+    let engine = at(26).text();
+    let real = |i: usize| at(i).real();
     Point {
         run_id: run_id.unwrap_or_default(),
         started_utc: started_utc.unwrap_or_default(),
         git_sha: git_sha.unwrap_or_default(),
-        git_dirty: r.get(3).and_then(Val::int).unwrap_or(0) != 0,
+        git_dirty: at(3).int().unwrap_or(0) != 0,
         branch,
         device_key: device_key.unwrap_or_default(),
         spec: spec.unwrap_or_default(),
@@ -908,21 +951,17 @@ fn point(mut r: Vec<Val>) -> Point {
         after_ci_hi_secs: real(17),
         accepted,
         counts: counts_key.map(|key| {
-            let count = |i: usize| {
-                r.get(i)
-                    .and_then(Val::int)
-                    .and_then(|v| u64::try_from(v).ok())
-            };
-            PointCounts {
+            let count = |i: usize| at(i).int().and_then(|v| u64::try_from(v).ok());
+            Box::new(PointCounts {
                 key,
-                engine: engine.and_then(|t| serde_json::from_str(&t).ok()),
+                engine: engine.and_then(|t| serde_json::from_str(t).ok()),
                 before_instructions: count(20),
                 after_instructions: count(21),
                 before_dram_bytes: count(22),
                 after_dram_bytes: count(23),
                 before_cycles: count(24),
                 after_cycles: count(25),
-            }
+            })
         }),
     }
 }

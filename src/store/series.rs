@@ -29,7 +29,7 @@ pub enum Metric {
 impl Metric {
     pub fn of(self, p: &Point) -> Option<f64> {
         let cycles = |side: fn(&super::PointCounts) -> Option<u64>| {
-            p.counts.as_ref().and_then(side).map(|c| c as f64)
+            p.counts.as_deref().and_then(side).map(|c| c as f64)
         };
         match self {
             Metric::After => p.after_median_secs,
@@ -73,9 +73,9 @@ pub struct RunRef {
 impl RunRef {
     fn of(p: &Point) -> RunRef {
         RunRef {
-            run_id: p.run_id.clone(),
-            git_sha: p.git_sha.clone(),
-            started_utc: p.started_utc.clone(),
+            run_id: p.run_id.to_string(),
+            git_sha: p.git_sha.to_string(),
+            started_utc: p.started_utc.to_string(),
         }
     }
 }
@@ -116,7 +116,7 @@ pub fn changes(points: &[Point], metric: Metric) -> Vec<CaseChanges> {
     let mut keys: Vec<(&str, &str, String)> = points
         .iter()
         .filter(|p| metric.of(p).is_some())
-        .map(|p| (p.spec.as_str(), p.device_key.as_str(), counts_key(p)))
+        .map(|p| (&*p.spec, &*p.device_key, counts_key(p)))
         .collect();
     keys.sort();
     keys.dedup();
@@ -125,8 +125,8 @@ pub fn changes(points: &[Point], metric: Metric) -> Vec<CaseChanges> {
             let series: Vec<&Point> = points
                 .iter()
                 .filter(|p| {
-                    p.spec == spec
-                        && p.device_key == device
+                    *p.spec == *spec
+                        && *p.device_key == *device
                         && metric.of(p).is_some()
                         && counts_key(p) == key
                 })
@@ -224,7 +224,7 @@ pub fn at_ancestors<'a>(points: &'a [Point], ancestors: &[String]) -> Vec<(usize
         .filter_map(|(i, p)| {
             ancestors
                 .iter()
-                .position(|a| a.starts_with(&p.git_sha))
+                .position(|a| a.starts_with(&*p.git_sha))
                 .map(|k| (k, i, p))
         })
         .collect();
@@ -240,9 +240,9 @@ mod tests {
 
     fn point(i: usize, after: f64) -> Point {
         Point {
-            run_id: format!("r{i}"),
-            started_utc: format!("2026-01-01T00:00:{i:02}Z"),
-            git_sha: format!("c{i}"),
+            run_id: format!("r{i}").into(),
+            started_utc: format!("2026-01-01T00:00:{i:02}Z").into(),
+            git_sha: format!("c{i}").into(),
             git_dirty: false,
             branch: Some("main".into()),
             device_key: "cpu-x".into(),
@@ -296,12 +296,12 @@ mod tests {
     #[test]
     fn a_counted_series_steps_exactly_where_its_counts_moved() {
         let counted = |i: usize, after: u64| Point {
-            counts: Some(crate::store::PointCounts {
+            counts: Some(Box::new(crate::store::PointCounts {
                 key: "counts-x".into(),
                 after_cycles: Some(after),
                 before_cycles: Some(1_000_000),
                 ..Default::default()
-            }),
+            })),
             ..point(i, 1.0)
         };
         // Flat, +2% at run 3, +0.05% (a build's drift, not a change) at run 5, back at run 7.
@@ -347,10 +347,7 @@ mod tests {
             at("nogit", "5"),
         ];
         let m = at_ancestors(&points, &ancestors);
-        let got: Vec<(usize, &str)> = m
-            .iter()
-            .map(|(k, p)| (*k, p.started_utc.as_str()))
-            .collect();
+        let got: Vec<(usize, &str)> = m.iter().map(|(k, p)| (*k, &*p.started_utc)).collect();
         assert_eq!(got, vec![(1, "3"), (1, "2"), (2, "1")]);
     }
 }
