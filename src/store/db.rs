@@ -101,7 +101,33 @@ impl PgToSql for Val {
 /// A connection to either database.
 pub enum Db {
     Sqlite(rusqlite::Connection),
-    Postgres(Box<postgres::Client>),
+    Postgres(Box<Pg>),
+}
+
+/// A PostgreSQL connection and the statements it has prepared: a query asked again (each case's
+/// newest runs, one query a case) is planned once, not once a case.
+pub struct Pg {
+    client: postgres::Client,
+    statements: std::collections::HashMap<String, postgres::Statement>,
+}
+
+impl Pg {
+    pub fn new(client: postgres::Client) -> Self {
+        Pg {
+            client,
+            statements: std::collections::HashMap::new(),
+        }
+    }
+
+    /// `sql` prepared, once per connection.
+    fn prepared(&mut self, sql: &str) -> Result<postgres::Statement, postgres::Error> {
+        if let Some(st) = self.statements.get(sql) {
+            return Ok(st.clone());
+        }
+        let st = self.client.prepare(sql)?;
+        self.statements.insert(sql.to_string(), st.clone());
+        Ok(st)
+    }
 }
 
 /// What the databases report: their words (the caller adds the store and the action), and
@@ -258,7 +284,7 @@ impl Db {
     pub fn batch(&mut self, sql: &str) -> DbResult<()> {
         match self {
             Db::Sqlite(c) => c.execute_batch(sql).map_err(DbError::from),
-            Db::Postgres(c) => c.batch_execute(sql).map_err(pg_error),
+            Db::Postgres(c) => c.client.batch_execute(sql).map_err(pg_error),
         }
     }
 
@@ -272,7 +298,7 @@ impl Db {
             Db::Postgres(c) => {
                 let refs: Vec<&(dyn PgToSql + Sync)> =
                     params.iter().map(|p| p as &(dyn PgToSql + Sync)).collect();
-                c.execute(sql, &refs).map_err(pg_error)
+                c.client.execute(sql, &refs).map_err(pg_error)
             }
         }
     }
@@ -317,7 +343,11 @@ impl Db {
                 // The rows as the server sends them, each made into a `T` before the next.
                 let refs: Vec<&(dyn PgToSql + Sync)> =
                     params.iter().map(|p| p as &(dyn PgToSql + Sync)).collect();
-                let mut rows = c.query_raw(sql, refs.iter().copied()).map_err(pg_error)?;
+                let st = c.prepared(sql).map_err(pg_error)?;
+                let mut rows = c
+                    .client
+                    .query_raw(&st, refs.iter().copied())
+                    .map_err(pg_error)?;
                 let mut out = Vec::new();
                 while let Some(row) = postgres::fallible_iterator::FallibleIterator::next(&mut rows)
                     .map_err(pg_error)?
@@ -345,7 +375,8 @@ impl Db {
             Db::Postgres(c) => {
                 let refs: Vec<&(dyn PgToSql + Sync)> =
                     params.iter().map(|p| p as &(dyn PgToSql + Sync)).collect();
-                c.query(sql, &refs)
+                c.client
+                    .query(sql, &refs)
                     .map_err(pg_error)?
                     .iter()
                     .map(pg_row)
