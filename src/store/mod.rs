@@ -635,59 +635,64 @@ impl Store {
         Ok(out)
     }
 
-    /// The rows a filter selects: cases in name order, each oldest first. Only the filters
-    /// given are in the SQL, so that the indexes serve them.
+    /// The rows a filter selects: cases in name order, each oldest first.
     fn select(&mut self, f: &Filter<'_>) -> Result<Vec<Point>> {
-        let (conditions, mut params) = where_clause(f);
-        // Any count past i64 (a `--last` of 1e19) means every row; `as` would wrap negative.
-        params.push(Val::Int(
-            f.newest
-                .map_or(i64::MAX, |n| i64::try_from(n).unwrap_or(i64::MAX)),
-        ));
-        let columns = "r.run_id, r.started_utc, r.git_sha, r.git_dirty, r.branch, r.device_key, c.spec, c.verdict,
-                    c.before_median_secs, c.after_median_secs, c.ratio, c.ratio_lo, c.ratio_hi, r.archive,
-                    c.before_ci_lo_secs, c.before_ci_hi_secs, c.after_ci_lo_secs, c.after_ci_hi_secs, c.baseline_status,
-                    c.counts_key, c.before_instructions, c.after_instructions, c.before_dram_bytes, c.after_dram_bytes, c.before_cycles, c.after_cycles, c.counts_engine,
-                    c.started_ns, c.run_key";
-        let filter = if conditions.is_empty() {
-            String::new()
-        } else {
-            format!("WHERE {}", conditions.join(" AND "))
-        };
-        // Each row becomes its point as it is read, with the keys that order it.
+        let conditions = conditions(f);
         let mut texts = Texts::default();
-        let mut keyed = |row: &[ValRef<'_>]| {
-            let ns = row.get(27).and_then(|v| v.int()).unwrap_or(0);
-            let key = row
-                .get(28)
-                .and_then(|v| v.text())
-                .map(|k| texts.of(28, k))
-                .unwrap_or_default();
-            (ns, key, point(row, &mut texts))
-        };
-        if f.newest.is_some() {
-            // A case's newest rows: from the end of its index.
+        if let Some(newest) = f.newest {
+            // A case's newest rows: from the end of its index, each case row with its run.
+            let (filter, mut params) = where_of(conditions.iter());
+            // Any count past i64 (a `--last` of 1e19) means every row; `as` would wrap negative.
+            params.push(Val::Int(i64::try_from(newest).unwrap_or(i64::MAX)));
             let sql = format!(
-                "SELECT {columns} FROM cases c JOIN runs r ON r.run_key = c.run_key {filter}
+                "SELECT {RUN_COLUMNS}, {CASE_COLUMNS} FROM cases c JOIN runs r ON r.run_key = c.run_key {filter}
                  ORDER BY c.spec DESC, c.started_utc DESC, c.started_ns DESC, c.run_id DESC, c.run_key DESC
                  LIMIT ${}",
                 params.len()
             );
             let mut points = self
                 .db
-                .query_each(&sql, &params, |row| keyed(row).2)
+                .query_each(&sql, &params, |row| {
+                    let (run, case) = row.split_at(RUN_COLUMN_COUNT.min(row.len()));
+                    point(&run_fields(run, &mut texts), case, &mut texts)
+                })
                 .map_err(self.fail(StoreAction::Reading))?;
             points.reverse();
             return Ok(points);
         }
-        // Every row: read in the table's own order and sorted here, four times faster than
-        // visiting the table in the index's order.
-        params.pop();
-        let sql =
-            format!("SELECT {columns} FROM cases c JOIN runs r ON r.run_key = c.run_key {filter}");
-        let rows = self
-            .db
-            .query_each(&sql, &params, keyed)
+        // Every row: the runs the filter keeps, read once (thousands), then the case rows in the
+        // table's own order, each joined to its run here and the points sorted here. SQLite's
+        // join of half a million case rows with their runs, and its walk in the index's order,
+        // cost more than all of this.
+        let (filter, params) = where_of(conditions.iter().filter(|c| c.table == Table::Runs));
+        let sql = format!("SELECT r.run_key, {RUN_COLUMNS} FROM runs r {filter}");
+        let mut runs: std::collections::HashMap<String, RunFields> =
+            std::collections::HashMap::new();
+        self.db
+            .query_each(&sql, &params, |row| {
+                if let Some((key, fields)) = row.split_first() {
+                    if let Some(key) = key.text() {
+                        runs.insert(key.to_string(), run_fields(fields, &mut texts));
+                    }
+                }
+            })
+            .map_err(self.fail(StoreAction::Reading))?;
+        let (filter, params) = where_of(conditions.iter().filter(|c| c.table == Table::Cases));
+        let sql = format!("SELECT {CASE_COLUMNS} FROM cases c {filter}");
+        let mut rows = Vec::new();
+        self.db
+            .query_each(&sql, &params, |row| {
+                let ns = row.get(CASE_STARTED_NS).and_then(|v| v.int()).unwrap_or(0);
+                let Some(key) = row.get(CASE_RUN_KEY).and_then(|v| v.text()) else {
+                    return;
+                };
+                // A case of a run the filter left out.
+                let Some(run) = runs.get(key) else {
+                    return;
+                };
+                let p = point(run, row, &mut texts);
+                rows.push((ns, texts.of(CASE_RUN_KEY + 100, key), Some(p)));
+            })
             .map_err(self.fail(StoreAction::Reading))?;
         Ok(in_case_order(rows))
     }
@@ -807,91 +812,151 @@ fn failed(url: &StoreUrl, action: StoreAction, e: impl Into<db::DbError>) -> Err
 }
 
 /// A point from a row of the select's columns.
-/// The `WHERE` conditions of a query and their parameters (`$1`, `$2`, … in order).
-fn where_clause(f: &Filter<'_>) -> (Vec<String>, Vec<Val>) {
-    let mut conditions: Vec<String> = Vec::new();
-    let mut params: Vec<Val> = Vec::new();
-    let mut equal = |column: &str, v: Option<&str>| {
-        if let Some(v) = v {
-            params.push(Val::from(v));
-            conditions.push(format!("{column} = ${}", params.len()));
-        }
+/// The table a condition of a filter reads.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Table {
+    Runs,
+    Cases,
+}
+
+/// One condition of a filter: the table it reads and its SQL, `$?` where its parameter goes.
+struct Condition {
+    table: Table,
+    sql: String,
+    param: Option<Val>,
+}
+
+/// The conditions of a filter. Only the filters given are there, so that the indexes serve them.
+fn conditions(f: &Filter<'_>) -> Vec<Condition> {
+    let mut out = Vec::new();
+    let mut add = |table: Table, sql: &str, param: Option<Val>| {
+        out.push(Condition {
+            table,
+            sql: sql.to_string(),
+            param,
+        })
     };
-    equal("c.spec", f.spec);
-    equal("r.device_key", f.device);
-    equal("c.spec_sha256", f.spec_sha256);
-    equal("r.branch", f.branch);
+    for (table, column, v) in [
+        (Table::Cases, "c.spec", f.spec),
+        (Table::Runs, "r.device_key", f.device),
+        (Table::Cases, "c.spec_sha256", f.spec_sha256),
+        (Table::Runs, "r.branch", f.branch),
+    ] {
+        if let Some(v) = v {
+            add(table, &format!("{column} = $?"), Some(Val::from(v)));
+        }
+    }
     // The steps of a bisection measured other commits than the branch's: kept apart unless
     // asked for by name.
     if f.branch.is_none() {
-        conditions.push(format!(
-            "(r.branch IS NULL OR r.branch <> '{BISECT_BRANCH}')"
-        ));
+        add(
+            Table::Runs,
+            &format!("(r.branch IS NULL OR r.branch <> '{BISECT_BRANCH}')"),
+            None,
+        );
     }
     if f.judged {
-        conditions.push("c.verdict <> 'fail' AND c.before_median_secs IS NOT NULL AND c.after_median_secs IS NOT NULL".into());
+        add(Table::Cases, "c.verdict <> 'fail' AND c.before_median_secs IS NOT NULL AND c.after_median_secs IS NOT NULL", None);
     } else if f.level {
         // One `"fail"` in the stored checks, and it is the gate's: `LENGTH − LENGTH(REPLACE)`
         // counts the word's characters (SQLite and PostgreSQL alike).
-        conditions.push("(c.verdict <> 'fail' OR (c.gate_state = 'REGRESSION' AND LENGTH(c.checks) - LENGTH(REPLACE(c.checks, '\"fail\"', '')) = 6)) AND c.before_median_secs IS NOT NULL AND c.after_median_secs IS NOT NULL".into());
+        add(Table::Cases, "(c.verdict <> 'fail' OR (c.gate_state = 'REGRESSION' AND LENGTH(c.checks) - LENGTH(REPLACE(c.checks, '\"fail\"', '')) = 6)) AND c.before_median_secs IS NOT NULL AND c.after_median_secs IS NOT NULL", None);
     } else if f.measured {
-        conditions
-            .push("c.before_median_secs IS NOT NULL AND c.after_median_secs IS NOT NULL".into());
+        add(
+            Table::Cases,
+            "c.before_median_secs IS NOT NULL AND c.after_median_secs IS NOT NULL",
+            None,
+        );
     }
     if f.clean {
-        conditions.push("r.git_dirty = 0".into());
+        add(Table::Runs, "r.git_dirty = 0", None);
     }
     if let Some(key) = f.counted {
-        params.push(Val::from(key));
-        conditions.push(format!(
-            "c.counts_key = ${} AND c.verdict <> 'fail'",
-            params.len()
-        ));
+        add(
+            Table::Cases,
+            "c.counts_key = $? AND c.verdict <> 'fail'",
+            Some(Val::from(key)),
+        );
     }
-    (conditions, params)
+    out
+}
+
+/// Conditions as a `WHERE` clause (empty for none), their parameters numbered from `$1`.
+fn where_of<'a>(conditions: impl Iterator<Item = &'a Condition>) -> (String, Vec<Val>) {
+    let mut params = Vec::new();
+    let mut parts = Vec::new();
+    for c in conditions {
+        parts.push(match &c.param {
+            Some(v) => {
+                params.push(v.clone());
+                c.sql.replace("$?", &format!("${}", params.len()))
+            }
+            None => c.sql.clone(),
+        });
+    }
+    if parts.is_empty() {
+        return (String::new(), params);
+    }
+    (format!("WHERE {}", parts.join(" AND ")), params)
 }
 
 /// Points with their order keys (`started_ns`, `run_key`), in the store's order: by case, then
 /// start, then run. Sorted on small keys (the case's rank, the start as a number), the strings
 /// compared only where those tie: half a million heap strings compared directly took 0.3 s.
-fn in_case_order(rows: Vec<(i64, Text, Point)>) -> Vec<Point> {
-    let mut specs: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
-    for (_, _, p) in &rows {
-        specs.entry(&*p.spec).or_insert(0);
-    }
-    let mut names: Vec<&str> = specs.keys().copied().collect();
-    names.sort_unstable();
-    for (k, name) in names.iter().enumerate() {
-        specs.insert(name, k);
-    }
-    let mut order: Vec<(usize, u64, i64, usize)> = rows
-        .iter()
-        .enumerate()
-        .map(|(i, (ns, _, p))| (specs[&*p.spec], utc_number(&p.started_utc), *ns, i))
-        .collect();
-    order.sort_unstable_by(|a, b| {
-        (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)).then_with(|| {
-            let (x, y) = (&rows[a.3], &rows[b.3]);
-            (&x.2.started_utc, &x.2.run_id, &x.1).cmp(&(&y.2.started_utc, &y.2.run_id, &y.1))
-        })
-    });
-    let mut rows: Vec<Option<Point>> = rows.into_iter().map(|(_, _, p)| Some(p)).collect();
+fn in_case_order(mut rows: Vec<(i64, Text, Option<Point>)>) -> Vec<Point> {
+    let order = {
+        let point = |i: usize| rows[i].2.as_ref();
+        let mut specs: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+        for p in rows.iter().filter_map(|r| r.2.as_ref()) {
+            specs.entry(&*p.spec).or_insert(0);
+        }
+        let mut names: Vec<&str> = specs.keys().copied().collect();
+        names.sort_unstable();
+        for (k, name) in names.iter().enumerate() {
+            specs.insert(name, k);
+        }
+        let mut order: Vec<(usize, u64, i64, usize)> = rows
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (ns, _, p))| {
+                let p = p.as_ref()?;
+                Some((specs[&*p.spec], utc_number(&p.started_utc), *ns, i))
+            })
+            .collect();
+        order.sort_unstable_by(|a, b| {
+            (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)).then_with(|| {
+                let (x, y) = (point(a.3), point(b.3));
+                fn key(p: Option<&Point>) -> Option<(&str, &str)> {
+                    p.map(|p| (&*p.started_utc, &*p.run_id))
+                }
+                (key(x), &rows[a.3].1).cmp(&(key(y), &rows[b.3].1))
+            })
+        });
+        order
+    };
+    // Each point moved once, from its row to its place.
     order
         .into_iter()
-        .filter_map(|(_, _, _, i)| rows[i].take())
+        .filter_map(|(_, _, _, i)| rows[i].2.take())
         .collect()
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` as the number YYYYMMDDHHMMSS, which orders as the text does; any
 /// other text as 0 (its order is then the text's, compared where the numbers tie).
 fn utc_number(utc: &str) -> u64 {
-    let digits: Vec<u8> = utc.bytes().filter(u8::is_ascii_digit).collect();
-    if utc.len() != 20 || digits.len() != 14 {
+    if utc.len() != 20 {
         return 0;
     }
-    digits
-        .iter()
-        .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'))
+    let (mut n, mut digits) = (0u64, 0);
+    for d in utc.bytes().filter(u8::is_ascii_digit) {
+        n = n * 10 + u64::from(d - b'0');
+        digits += 1;
+    }
+    if digits == 14 {
+        n
+    } else {
+        0
+    }
 }
 
 /// The texts of points read in one query, each distinct text held once and shared by every
@@ -925,49 +990,83 @@ impl Texts {
     }
 }
 
-/// A point from a row of the select's columns, its texts shared through `texts`.
-fn point(r: &[ValRef<'_>], texts: &mut Texts) -> Point {
+/// The columns of a run that each of its cases' points holds, in this order.
+const RUN_COLUMNS: &str =
+    "r.run_id, r.started_utc, r.git_sha, r.git_dirty, r.branch, r.device_key, r.archive";
+const RUN_COLUMN_COUNT: usize = 7;
+
+/// The columns of a case row a point is made of, in this order.
+const CASE_COLUMNS: &str = "c.spec, c.verdict, c.before_median_secs, c.after_median_secs, c.ratio, c.ratio_lo, c.ratio_hi,
+    c.before_ci_lo_secs, c.before_ci_hi_secs, c.after_ci_lo_secs, c.after_ci_hi_secs, c.baseline_status,
+    c.counts_key, c.before_instructions, c.after_instructions, c.before_dram_bytes, c.after_dram_bytes, c.before_cycles, c.after_cycles, c.counts_engine,
+    c.started_ns, c.run_key";
+const CASE_STARTED_NS: usize = 20;
+const CASE_RUN_KEY: usize = 21;
+
+/// What a run gives each of its cases' points.
+struct RunFields {
+    run_id: Text,
+    started_utc: Text,
+    git_sha: Text,
+    git_dirty: bool,
+    branch: Option<Text>,
+    device_key: Text,
+    archive: Text,
+}
+
+/// A run's fields from the values of [`RUN_COLUMNS`], its texts shared through `texts`.
+fn run_fields(r: &[ValRef<'_>], texts: &mut Texts) -> RunFields {
     let at = |i: usize| r.get(i).copied().unwrap_or(ValRef::Null);
     let mut text = |i: usize| at(i).text().map(|s| texts.of(i, s));
-    let (run_id, started_utc, git_sha) = (text(0), text(1), text(2));
-    let branch = text(4);
-    let (device_key, spec, verdict) = (text(5), text(6), text(7));
-    let archive = text(13);
-    let accepted = at(18).text() == Some("accepted");
-    let counts_key = at(19).text().map(str::to_string);
-    let engine = at(26).text();
-    let real = |i: usize| at(i).real();
-    Point {
-        run_id: run_id.unwrap_or_default(),
-        started_utc: started_utc.unwrap_or_default(),
-        git_sha: git_sha.unwrap_or_default(),
+    RunFields {
+        run_id: text(0).unwrap_or_default(),
+        started_utc: text(1).unwrap_or_default(),
+        git_sha: text(2).unwrap_or_default(),
         git_dirty: at(3).int().unwrap_or(0) != 0,
-        branch,
-        device_key: device_key.unwrap_or_default(),
+        branch: text(4),
+        device_key: text(5).unwrap_or_default(),
+        archive: text(6).unwrap_or_default(),
+    }
+}
+
+/// A point of `run` from the values of [`CASE_COLUMNS`], its texts shared through `texts`.
+fn point(run: &RunFields, c: &[ValRef<'_>], texts: &mut Texts) -> Point {
+    let at = |i: usize| c.get(i).copied().unwrap_or(ValRef::Null);
+    // Case columns are cached apart from the run's (their positions overlap).
+    let mut text = |i: usize| at(i).text().map(|s| texts.of(100 + i, s));
+    let (spec, verdict) = (text(0), text(1));
+    let real = |i: usize| at(i).real();
+    let count = |i: usize| at(i).int().and_then(|v| u64::try_from(v).ok());
+    Point {
+        run_id: run.run_id.clone(),
+        started_utc: run.started_utc.clone(),
+        git_sha: run.git_sha.clone(),
+        git_dirty: run.git_dirty,
+        branch: run.branch.clone(),
+        device_key: run.device_key.clone(),
         spec: spec.unwrap_or_default(),
         verdict: verdict.unwrap_or_default(),
-        before_median_secs: real(8),
-        after_median_secs: real(9),
-        ratio: real(10),
-        ratio_lo: real(11),
-        ratio_hi: real(12),
-        archive: archive.unwrap_or_default(),
-        before_ci_lo_secs: real(14),
-        before_ci_hi_secs: real(15),
-        after_ci_lo_secs: real(16),
-        after_ci_hi_secs: real(17),
-        accepted,
-        counts: counts_key.map(|key| {
-            let count = |i: usize| at(i).int().and_then(|v| u64::try_from(v).ok());
+        before_median_secs: real(2),
+        after_median_secs: real(3),
+        ratio: real(4),
+        ratio_lo: real(5),
+        ratio_hi: real(6),
+        archive: run.archive.clone(),
+        before_ci_lo_secs: real(7),
+        before_ci_hi_secs: real(8),
+        after_ci_lo_secs: real(9),
+        after_ci_hi_secs: real(10),
+        accepted: at(11).text() == Some("accepted"),
+        counts: at(12).text().map(|key| {
             Box::new(PointCounts {
-                key,
-                engine: engine.and_then(|t| serde_json::from_str(t).ok()),
-                before_instructions: count(20),
-                after_instructions: count(21),
-                before_dram_bytes: count(22),
-                after_dram_bytes: count(23),
-                before_cycles: count(24),
-                after_cycles: count(25),
+                key: key.to_string(),
+                engine: at(19).text().and_then(|t| serde_json::from_str(t).ok()),
+                before_instructions: count(13),
+                after_instructions: count(14),
+                before_dram_bytes: count(15),
+                after_dram_bytes: count(16),
+                before_cycles: count(17),
+                after_cycles: count(18),
             })
         }),
     }
