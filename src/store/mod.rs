@@ -1171,6 +1171,49 @@ fn insert_case(db: &mut Db, run_key: &str, run: &RunResult, s: &SpecResult) -> d
 mod tests {
     use super::*;
 
+    /// Rows in the order a table gives them — cases interleaved, a run recorded late with an
+    /// older start, two runs of one second told apart by their nanoseconds, then their keys,
+    /// one case's name under two addresses — come out by case, then start.
+    #[test]
+    fn points_are_put_in_case_then_start_order() {
+        let shared: Text = "b-case".into();
+        let row = |spec: Text, utc: &str, ns: i64, key: &str| {
+            let p = Point {
+                spec,
+                started_utc: utc.into(),
+                run_id: key.into(),
+                ..Point::default()
+            };
+            (ns, Text::from(key), Some(p))
+        };
+        let rows = vec![
+            row(shared.clone(), "2026-01-02T00:00:00Z", 0, "r2"),
+            row("a-case".into(), "2026-01-02T00:00:00Z", 0, "r2"),
+            row(shared.clone(), "2026-01-03T00:00:00Z", 5, "r4"),
+            row(shared.clone(), "2026-01-03T00:00:00Z", 1, "r3"),
+            row("a-case".into(), "2026-01-01T00:00:00Z", 0, "r1"),
+            row("b-case".into(), "2026-01-01T00:00:00Z", 0, "r1"),
+            row(shared.clone(), "2026-01-03T00:00:00Z", 5, "r5"),
+        ];
+        let got: Vec<(String, String)> = in_case_order(rows)
+            .iter()
+            .map(|p| (p.spec.to_string(), p.run_id.to_string()))
+            .collect();
+        let want: Vec<(String, String)> = [
+            ("a-case", "r1"),
+            ("a-case", "r2"),
+            ("b-case", "r1"),
+            ("b-case", "r2"),
+            ("b-case", "r3"),
+            ("b-case", "r4"),
+            ("b-case", "r5"),
+        ]
+        .iter()
+        .map(|(s, r)| (s.to_string(), r.to_string()))
+        .collect();
+        assert_eq!(got, want);
+    }
+
     #[test]
     fn a_store_is_migrated_once_and_a_newer_one_is_refused() {
         let dir = tempfile::tempdir().unwrap();
