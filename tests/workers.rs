@@ -1171,7 +1171,7 @@ fn inputs_and_output_are_judged_against_memory_where_the_flush_empties_the_cache
         .unwrap()
         .contains("inputs and output alone below 200%");
     assert_eq!(judged, llc_bytes <= 8 << 20, "{check}");
-    // A flush as large as the last level: judged, and an honest side passes.
+    // A flush as large as the last level.
     let flush_mib = llc_bytes.div_ceil(1 << 20).max(1).to_string();
     let run_flushed = |dir: &Path, spec: PathBuf| {
         bin()
@@ -1184,32 +1184,24 @@ fn inputs_and_output_are_judged_against_memory_where_the_flush_empties_the_cache
             .output()
             .unwrap()
     };
-    let dir = tempfile::tempdir().unwrap();
-    let spec = cheat_spec(dir.path(), "[python3, fake_worker.py, ok]", "relu");
-    let o = run_flushed(dir.path(), spec);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let (_, check) = timing(dir.path());
-    assert_eq!(check["status"], "pass", "{check}");
-    assert!(
-        check["detail"]
-            .as_str()
-            .unwrap()
-            .contains("inputs and output alone below 200%"),
-        "{check}"
-    );
+    // The fake worker's relu in `mode`, its exit code, and its timing check's status and words.
+    let judged = |mode: &str, exit: i32, status: &str, says: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let command = format!("[python3, fake_worker.py, {mode}]");
+        let o = run_flushed(dir.path(), cheat_spec(dir.path(), &command, "relu"));
+        assert_eq!(o.status.code(), Some(exit), "{mode}: {}", text(&o));
+        let (_, check) = timing(dir.path());
+        assert_eq!(check["status"], status, "{check}");
+        assert!(check["detail"].as_str().unwrap().contains(says), "{check}");
+    };
+    // Judged, and an honest side passes.
+    judged("ok", 0, "pass", "inputs and output alone below 200%");
     // A clock that under-reports: its inputs and output moved faster than memory allows.
-    let dir = tempfile::tempdir().unwrap();
-    let spec = cheat_spec(dir.path(), "[python3, fake_worker.py, fast-timer]", "relu");
-    let o = run_flushed(dir.path(), spec);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    let (_, check) = timing(dir.path());
-    assert_eq!(check["status"], "fail", "{check}");
-    assert!(
-        check["detail"]
-            .as_str()
-            .unwrap()
-            .contains("fused read its inputs and wrote its output at"),
-        "{check}"
+    judged(
+        "fast-timer",
+        1,
+        "fail",
+        "fused read its inputs and wrote its output at",
     );
 }
 
