@@ -150,6 +150,14 @@ pub enum Command {
         seed: u64,
         ll_bytes: u64,
     },
+    /// One spec's sides counted under Nsight Compute (started by a counting run on the CUDA
+    /// backend, not by hand).
+    #[command(hide = true)]
+    ProfileCounts {
+        file: PathBuf,
+        name: String,
+        seed: u64,
+    },
     /// The marked pass `run --ncu` profiles (run under `ncu`, not by hand).
     #[command(hide = true)]
     ProfilePass {
@@ -683,6 +691,9 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         } => {
             commands::counters::profile_pass(&run_dir, &paths, seed)?;
             Ok(ExitCode::Pass)
+        }
+        Command::ProfileCounts { file, name, seed } => {
+            pipeline::gpu_counts::profile_counts(&file, &name, seed)
         }
         Command::Calibrate { run, runs } => calibrate_command(run, runs, settings),
         Command::Counts {

@@ -222,9 +222,12 @@ pub enum CountsRefusal {
     /// `--cache-model` where nothing is counted.
     #[error("--cache-model is the model of the counts, and no spec is counted: add --measure counts or both")]
     CacheModelWithoutCounts,
-    /// Counts asked of a backend whose kernels Valgrind cannot run.
-    #[error("counts (--measure counts|both, or a spec's measure.mode) are of the CPU backend's kernels under Valgrind: add --backend cpu")]
-    NotCountable,
+    /// `--cache-model` where a GPU's own caches are counted.
+    #[error("--cache-model is the model Valgrind simulates; the CUDA backend's counts are read from the GPU, whose caches are its own: leave it out, or count on --backend cpu")]
+    CacheModelOnGpu,
+    /// Counts asked of the CUDA backend where Nsight Compute is not installed.
+    #[error("counts (--measure counts|both, or a spec's measure.mode) of the CUDA backend's kernels are read by Nsight Compute, and `ncu` is not on PATH: install it (it comes with the CUDA toolkit), or count the CPU backend's kernels under Valgrind (--backend cpu)")]
+    NoProfiler,
 }
 
 /// Why the counted child process could not count its side.
@@ -287,7 +290,9 @@ impl Error {
 
     pub fn exit_code(&self) -> ExitCode {
         match self {
-            Error::BackendUnavailable(_) => ExitCode::BackendUnavailable,
+            Error::BackendUnavailable(_) | Error::Counts(CountsRefusal::NoProfiler) => {
+                ExitCode::BackendUnavailable
+            }
             Error::Backend(_) => ExitCode::GateFailed,
             Error::Serialize { .. } | Error::Write { .. } => ExitCode::OutputFailed,
             Error::Store {
@@ -393,8 +398,8 @@ mod tests {
                 "the bandwidth probe (3 arrays of 64 MiB) and the cold-cache flush buffer (128 MiB) need 0.31 GiB of memory but only 0.25 GiB is available",
             ),
             (
-                Error::Counts(CountsRefusal::NotCountable),
-                "counts (--measure counts|both, or a spec's measure.mode) are of the CPU backend's kernels under Valgrind: add --backend cpu",
+                Error::Counts(CountsRefusal::CacheModelOnGpu),
+                "--cache-model is the model Valgrind simulates; the CUDA backend's counts are read from the GPU",
             ),
             (
                 Error::CountSide(CountSideProblem::NoSpec {
@@ -440,6 +445,10 @@ mod tests {
             assert!(e.to_string().starts_with(starts), "{e}");
             assert_eq!(e.exit_code(), ExitCode::BadInput, "{e}");
         }
+        // A missing profiler is a backend that cannot count here, not bad input.
+        let e = Error::Counts(CountsRefusal::NoProfiler);
+        assert!(e.to_string().contains("`ncu` is not on PATH"), "{e}");
+        assert_eq!(e.exit_code(), ExitCode::BackendUnavailable);
     }
 
     /// The subsystems' errors say what failed in their own words, with what it concerns.

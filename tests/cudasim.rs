@@ -469,19 +469,21 @@ fn a_cuda_kernel_that_keeps_its_result_across_launches_fails() {
     );
 }
 
-/// `run --ncu` end to end on the simulator, with a stand-in `ncu` that runs the marked pass it
-/// is given (the marker kernel compiles and launches between the variants) and writes the
-/// documented-format export of the tiny chain as its log: the counters land in the run.
-#[test]
-fn run_ncu_profiles_the_marked_pass_and_attaches_the_counters() {
-    let Some(sim) = simulator() else { return };
-    let tmp = tempfile::tempdir().unwrap();
-    let bin_dir = tmp.path().join("bin");
+/// A folder holding a stand-in `ncu`: it answers `--version`, runs the command it is given
+/// after its options (the marked pass, whose kernels the simulator really runs) and writes the
+/// export named by `NCU_FIXTURE` as its log, as Nsight Compute writes the counters it read.
+fn stand_in_ncu(dir: &Path) -> PathBuf {
+    let bin_dir = dir.join("bin");
     std::fs::create_dir_all(&bin_dir).unwrap();
     let ncu = bin_dir.join("ncu");
     std::fs::write(
         &ncu,
         r#"#!/bin/bash
+if [ "$1" = "--version" ]; then
+  echo "NVIDIA (R) Nsight Compute Command Line Profiler"
+  echo "Version 2025.3.1.0 (stand-in)"
+  exit 0
+fi
 log=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -498,6 +500,17 @@ cp "$NCU_FIXTURE" "$log"
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&ncu, std::fs::Permissions::from_mode(0o755)).unwrap();
+    bin_dir
+}
+
+/// `run --ncu` end to end on the simulator, with a stand-in `ncu` that runs the marked pass it
+/// is given (the marker kernel compiles and launches between the variants) and writes the
+/// documented-format export of the tiny chain as its log: the counters land in the run.
+#[test]
+fn run_ncu_profiles_the_marked_pass_and_attaches_the_counters() {
+    let Some(sim) = simulator() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let bin_dir = stand_in_ncu(tmp.path());
     let mut c = Command::new(env!("CARGO_BIN_EXE_opledger"));
     with_simulator(&mut c, sim);
     let path = format!(
@@ -532,4 +545,101 @@ cp "$NCU_FIXTURE" "$log"
     let r = results(tmp.path());
     assert_eq!(r["specs"][0]["counters"]["before"]["launches"], 7);
     assert_eq!(r["specs"][0]["counters"]["source"], "ncu.csv");
+}
+
+/// Counts mode on the CUDA backend end to end on the simulator: without `ncu` a clear refusal
+/// (exit 3, never a time passed off as counts); with the stand-in, the counts are the export's,
+/// the counted calls' outputs (computed by the simulated kernels) are checked, a counts
+/// baseline is accepted under the GPU's key, the same counts pass it, and an after side that
+/// moves 2.7% more DRAM bytes fails the 1% gate, naming the kernel.
+#[test]
+fn counts_on_the_cuda_backend_are_read_by_nsight_compute() {
+    let Some(sim) = simulator() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let bin_dir = stand_in_ncu(tmp.path());
+    let fixture = root().join("tests/fixtures/ncu/counts.csv");
+    let more = tmp.path().join("more.csv");
+    let export = std::fs::read_to_string(&fixture).unwrap();
+    // The after side's one launch (the warm-up's, before the markers, is left as it is): a
+    // kernel that does more work and reads more.
+    let after_line = r#""11","4711","opledger","gpu-node","ew_fused","1","7","(256, 1, 1)","(270, 1, 1)","0","9.0","840,100","251,020","11,380","6,912","1,092,000","120,960""#;
+    assert!(export.contains(after_line));
+    let worse = after_line
+        .replace("840,100", "870,000")
+        .replace("120,960", "125,000");
+    std::fs::write(&more, export.replace(after_line, &worse)).unwrap();
+    let run = |path_dir: &Path, export: &Path, extra: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_opledger"));
+        with_simulator(&mut c, sim);
+        let path = format!("{}:/usr/bin:/bin", path_dir.display(),);
+        c.current_dir(tmp.path())
+            .env("PATH", path)
+            .env("NCU_FIXTURE", export)
+            .arg("run")
+            .arg(root().join("tests/fixtures/good/tiny-chain.yaml"))
+            .args(["--backend", "cuda", "--measure", "counts", "--no-store"])
+            .arg("--baselines")
+            .arg(tmp.path().join("baselines"))
+            .arg("--runs-dir")
+            .arg(tmp.path().join("runs"))
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let o = run(&empty, &fixture, &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{out}");
+    assert!(
+        out.contains("read by Nsight Compute, and `ncu` is not on PATH"),
+        "{out}"
+    );
+    assert!(!tmp.path().join("runs").exists(), "nothing measured: {out}");
+
+    let o = run(&bin_dir, &fixture, &["--accept"]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains("counting both sides under Nsight Compute"),
+        "{out}"
+    );
+    let r = results(tmp.path());
+    let s = &r["specs"][0];
+    let counts = &s["counts"];
+    assert_eq!(
+        counts["engine"]["gpu"]["profiler"],
+        "Version 2025.3.1.0 (stand-in)"
+    );
+    // The export's launches between the markers, those before the first left out.
+    assert_eq!(counts["before"]["counts"]["instructions"], 368_550);
+    assert_eq!(counts["before"]["counts"]["dram_read_bytes"], 2_490_800);
+    assert_eq!(counts["after"]["counts"]["instructions"], 120_960);
+    assert_eq!(counts["after"]["counts"]["dram_read_bytes"], 840_100);
+    assert_eq!(counts["before"]["functions"][0]["function"], "ew_unary");
+    // The counted calls' outputs are the simulated kernels' own, checked.
+    assert_eq!(check(s, "correctness")["status"], "pass");
+    let key = counts["engine"]["gpu"]["device_key"].as_str().unwrap();
+    let baseline = tmp
+        .path()
+        .join(format!("baselines/counts-{key}/tiny-chain.json"));
+    assert!(baseline.is_file(), "{out}");
+    std::fs::remove_dir_all(tmp.path().join("runs")).unwrap();
+
+    let o = run(&bin_dir, &fixture, &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    let r = results(tmp.path());
+    assert_eq!(r["specs"][0]["counts_gate"]["metric"], "dram_bytes");
+    assert_eq!(check(&r["specs"][0], "counts_regression")["status"], "pass");
+    std::fs::remove_dir_all(tmp.path().join("runs")).unwrap();
+
+    let o = run(&bin_dir, &more, &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let r = results(tmp.path());
+    let gate = &r["specs"][0]["counts_gate"];
+    assert_eq!(gate["state"], "fail", "{gate}");
+    assert!(out.contains("REGRESSION"), "{out}");
+    assert_eq!(gate["functions"][0]["function"], "ew_fused", "{gate}");
 }

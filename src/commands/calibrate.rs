@@ -204,7 +204,7 @@ fn counts_calibration(
     runs: usize,
 ) -> Result<CountsCalibration> {
     let counted = s.counted()?;
-    let metric = s.gate.metric;
+    let metric = crate::gate::counts::metric_of(&s.gate, &counter.engine);
     let mut values = Vec::new();
     for _ in 0..runs {
         let c = counter.count_spec(&counted)?;
@@ -235,10 +235,8 @@ fn print_counts_calibrations(
 ) {
     let e = &counter.engine;
     println!(
-        "\n# opledger calibrate: {runs} counts of each side under {} on the cache model {} ({})\n",
-        e.valgrind,
-        e.cache_model.describe(),
-        e.simd
+        "\n# opledger calibrate: {runs} counts of each side by {}\n",
+        crate::report::counts::engine_words(e)
     );
     println!("| spec | metric | before | after | spread between runs | smallest change detected | spec's limit | |");
     println!("|---|---|--:|--:|--:|--:|--:|---|");

@@ -101,15 +101,6 @@ impl DeviceKind {
         }
     }
 
-    /// Whether its kernels can be counted under Valgrind's cache simulator (counts mode): code
-    /// that runs on the host CPU only.
-    pub fn countable(self) -> bool {
-        match self {
-            DeviceKind::Cpu => true,
-            DeviceKind::Cuda => false,
-        }
-    }
-
     /// Whether the ledger's tiling models a device cache whose size a flag may set
     /// (`ledger --l2-mib`): a GPU's L2.
     pub fn models_l2(self) -> bool {

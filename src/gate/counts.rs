@@ -25,12 +25,20 @@ pub fn judge(
 ) -> CountsGateOutcome {
     judge_parts(
         &s.workload,
-        s.gate.metric,
+        metric_of(&s.gate, &now.engine),
         s.gate.counts_max_regression.0,
         now,
         base,
         path,
     )
+}
+
+/// The metric `gate` compares counts of `engine` on: the one it names, else the engine's.
+pub fn metric_of(
+    gate: &crate::spec::Gate,
+    engine: &crate::measure::counts::CountsEngine,
+) -> crate::spec::CountsMetric {
+    gate.metric.unwrap_or_else(|| engine.default_metric())
 }
 
 /// [`judge`] with the gate's settings given apart (a stored result's, for `compare`).
@@ -311,6 +319,7 @@ mod tests {
             compiler: "rustc 1".into(),
             libc: "glibc 2.36".into(),
             binary_sha256: "ab".into(),
+            gpu: None,
         }
     }
 

@@ -198,7 +198,7 @@ fn counts_versus(
     let base = super::counts::baseline_of(ca, &sa.workload, &sa.name, &ra.started_utc, &ra.git_sha);
     Some(super::counts::judge_parts(
         &sb.workload,
-        sb.gate.metric,
+        super::counts::metric_of(&sb.gate, &cb.engine),
         sb.gate.counts_max_regression.0,
         cb,
         base.as_ref(),

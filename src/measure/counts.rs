@@ -389,6 +389,33 @@ impl LedgerAgreement {
         }
     }
 
+    /// [`LedgerAgreement::of`] judged on the reads alone, for counts whose DRAM writes read
+    /// low (a GPU's: dirty lines still in its L2 when a launch ends are written back outside
+    /// it). Both ratios are kept.
+    pub fn of_reads(ledger: &VariantLedger, c: &Counts, model: &CacheModel) -> LedgerAgreement {
+        match LedgerAgreement::of(ledger, c, model) {
+            LedgerAgreement::Streaming {
+                read_ratio,
+                write_ratio,
+                ..
+            } => LedgerAgreement::Streaming {
+                read_ratio,
+                write_ratio,
+                agrees: (read_ratio - 1.0).abs() <= STREAMING_TOLERANCE,
+            },
+            LedgerAgreement::Reuse {
+                read_ratio,
+                write_ratio,
+                ..
+            } => LedgerAgreement::Reuse {
+                read_ratio,
+                write_ratio,
+                agrees: read_ratio >= REUSE_FLOOR,
+            },
+            other => other,
+        }
+    }
+
     /// Compares `c` with `ledger` on `model`.
     pub fn of(ledger: &VariantLedger, c: &Counts, model: &CacheModel) -> LedgerAgreement {
         let read: u64 = ledger.movements.iter().map(|m| m.bytes * m.reads).sum();
@@ -477,6 +504,26 @@ pub struct CountsEngine {
     /// SHA-256 of the counted binary: counts of one binary repeat exactly.
     #[serde(default)]
     pub binary_sha256: String,
+    /// Set where a GPU's kernels were counted by Nsight Compute rather than simulated (then
+    /// `valgrind`, `simd` and `libc` are empty, `compiler` is NVRTC's version and the cache
+    /// model's last level is the GPU's L2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<GpuCounting>,
+}
+
+/// What counted a GPU's kernels: the profiler and the GPU. Counts of one GPU model repeat run
+/// after run for the same kernels and inputs (instructions exactly, DRAM bytes within what the
+/// hardware's own counting varies by); another GPU model executes and moves otherwise.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct GpuCounting {
+    /// `ncu --version`'s last line (`Version 2025.3.1.0 (build …)`).
+    pub profiler: String,
+    /// The GPU's device key (`cuda-nvidia-h200-sm90-132sms`): the counts baselines' key.
+    pub device_key: String,
+    /// The GPU's name.
+    pub device: String,
+    /// The driver's version.
+    pub driver: String,
 }
 
 impl CountsEngine {
@@ -484,6 +531,10 @@ impl CountsEngine {
     /// the instruction set, the SIMD level and the cache model; not the runner's CPU model,
     /// cores or load. `counts-x86-64-avx2-32k8w64-32k8w64-8m16w64`.
     pub fn key(&self) -> String {
+        if let Some(g) = &self.gpu {
+            // A GPU's counts depend on its model (instruction set, L2), named by its key.
+            return format!("counts-{}", g.device_key).to_ascii_lowercase();
+        }
         let m = &self.cache_model;
         format!(
             "counts-{}-{}-{}-{}-{}",
@@ -500,16 +551,35 @@ impl CountsEngine {
     /// with the same code: the simulator's version, the compiler, the C library. Each as
     /// (what, then, now).
     pub fn differences(&self, then: &CountsEngine) -> Vec<(&'static str, String, String)> {
+        let gpu = |e: &CountsEngine, f: fn(&GpuCounting) -> &String| {
+            e.gpu.as_ref().map(f).cloned().unwrap_or_default()
+        };
         [
-            ("Valgrind", &then.valgrind, &self.valgrind),
-            ("compiler", &then.compiler, &self.compiler),
-            ("C library", &then.libc, &self.libc),
-            ("seed", &then.seed.to_string(), &self.seed.to_string()),
+            ("Valgrind", then.valgrind.clone(), self.valgrind.clone()),
+            ("compiler", then.compiler.clone(), self.compiler.clone()),
+            ("C library", then.libc.clone(), self.libc.clone()),
+            ("seed", then.seed.to_string(), self.seed.to_string()),
+            (
+                "Nsight Compute",
+                gpu(then, |g| &g.profiler),
+                gpu(self, |g| &g.profiler),
+            ),
+            ("driver", gpu(then, |g| &g.driver), gpu(self, |g| &g.driver)),
         ]
         .into_iter()
         .filter(|(_, a, b)| a != b)
-        .map(|(w, a, b)| (w, a.to_string(), b.to_string()))
         .collect()
+    }
+
+    /// The metric a counts gate compares where the spec names none: the estimated cycles of a
+    /// simulation (they weigh instructions and memory alike); a GPU's DRAM bytes (its cycles
+    /// are measured, and move with clocks and contention as a time does).
+    pub fn default_metric(&self) -> crate::spec::CountsMetric {
+        if self.gpu.is_some() {
+            crate::spec::CountsMetric::DramBytes
+        } else {
+            crate::spec::CountsMetric::Cycles
+        }
     }
 }
 
@@ -695,6 +765,42 @@ mod tests {
             LedgerAgreement::of(&l, &counts(3 * big, big), &m).agrees(),
             Some(false)
         );
+    }
+
+    #[test]
+    fn a_gpus_engine_is_keyed_by_its_device_and_gates_dram_bytes_by_default() {
+        let cpu = CountsEngine {
+            valgrind: "valgrind-3.19.0".into(),
+            cache_model: CacheModel::default(),
+            simd: "avx2".into(),
+            arch: "x86_64".into(),
+            ..CountsEngine::default()
+        };
+        assert_eq!(cpu.key(), "counts-x86-64-avx2-32k8w64-32k8w64-8m16w64");
+        assert_eq!(cpu.default_metric(), crate::spec::CountsMetric::Cycles);
+        let gpu = |profiler: &str| CountsEngine {
+            arch: "cuda".into(),
+            gpu: Some(GpuCounting {
+                profiler: profiler.into(),
+                device_key: "cuda-nvidia-h200-sm90-132sms".into(),
+                device: "NVIDIA H200".into(),
+                driver: "CUDA 13.0".into(),
+            }),
+            ..CountsEngine::default()
+        };
+        let (then, now) = (gpu("Version 2025.3"), gpu("Version 2025.4"));
+        assert_eq!(now.key(), "counts-cuda-nvidia-h200-sm90-132sms");
+        assert_eq!(now.default_metric(), crate::spec::CountsMetric::DramBytes);
+        // Another profiler is flagged, as another Valgrind is.
+        assert_eq!(
+            now.differences(&then),
+            vec![(
+                "Nsight Compute",
+                "Version 2025.3".to_string(),
+                "Version 2025.4".to_string()
+            )]
+        );
+        assert!(now.differences(&now).is_empty());
     }
 
     #[test]

@@ -5,6 +5,7 @@
 pub mod callgrind;
 pub mod changes;
 pub mod counts;
+pub mod ncu;
 pub mod stats;
 
 use crate::backend::pair::{Pair, Side};

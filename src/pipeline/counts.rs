@@ -43,9 +43,11 @@ pub const COUNTS_SIMD: &str = "avx2";
 /// process's arguments and paths have the same lengths on every machine).
 pub struct Counter {
     pub engine: CountsEngine,
-    slowdown: f64,
-    work: tempfile::TempDir,
-    exe: PathBuf,
+    pub(super) slowdown: f64,
+    pub(super) work: tempfile::TempDir,
+    pub(super) exe: PathBuf,
+    /// Nsight Compute, where a GPU's kernels are counted (`gpu_counts`) rather than simulated.
+    pub(super) ncu: Option<PathBuf>,
 }
 
 impl Counter {
@@ -61,6 +63,27 @@ impl Counter {
             ));
         }
         let valgrind = callgrind::version().map_err(Error::BackendUnavailable)?;
+        Counter::ready(settings, None, |binary_sha256| CountsEngine {
+            valgrind,
+            cache_model: model,
+            simd: COUNTS_SIMD.into(),
+            threads: 1,
+            seed,
+            arch: std::env::consts::ARCH.into(),
+            compiler: env!("OPLEDGER_RUSTC").into(),
+            libc: libc_version(),
+            binary_sha256,
+            gpu: None,
+        })
+    }
+
+    /// The work folder under `/tmp` and the link to this binary in it, and the engine `engine`
+    /// makes of the binary's SHA-256.
+    pub(super) fn ready(
+        settings: &crate::settings::Settings,
+        ncu: Option<PathBuf>,
+        engine: impl FnOnce(String) -> CountsEngine,
+    ) -> Result<Counter> {
         let exe = std::env::current_exe().map_err(|e| Error::io("finding", "opledger", e))?;
         let work = tempfile::Builder::new()
             .prefix("opledger-counts-")
@@ -68,23 +91,15 @@ impl Counter {
             .map_err(|e| Error::write("creating", "/tmp", e))?;
         let link = work.path().join("opledger");
         std::os::unix::fs::symlink(&exe, &link).map_err(|e| Error::write("linking", &link, e))?;
+        let sha = crate::spec::sha256_hex(
+            &std::fs::read(&exe).map_err(|e| Error::io("reading", &exe, e))?,
+        );
         Ok(Counter {
-            engine: CountsEngine {
-                valgrind,
-                cache_model: model,
-                simd: COUNTS_SIMD.into(),
-                threads: 1,
-                seed,
-                arch: std::env::consts::ARCH.into(),
-                compiler: env!("OPLEDGER_RUSTC").into(),
-                libc: libc_version(),
-                binary_sha256: crate::spec::sha256_hex(
-                    &std::fs::read(&exe).map_err(|e| Error::io("reading", &exe, e))?,
-                ),
-            },
+            engine: engine(sha),
             slowdown: settings.experiment_slowdown,
             work,
             exe: link,
+            ncu,
         })
     }
 
@@ -96,6 +111,9 @@ impl Counter {
     /// [`Counter::count_spec`], with the output each counted call left (on the inputs of the
     /// checked seed), to be checked like any other run's.
     pub fn count_spec_with_outputs(&self, s: &Spec) -> Result<Counted> {
+        if let Some(ncu) = &self.ncu {
+            return self.profile_spec(ncu, s);
+        }
         // The CPU kernels' tiles, with the model's last level as the cache that serves re-reads
         // (the ledger's reuse cache, as a GPU's L2 is): measured first without it, flash
         // attention read 0.46-0.61x of a ledger that had every K/V re-read reach memory.

@@ -3,6 +3,7 @@
 //! spec and the run goes on with the others.
 
 pub mod counts;
+pub mod gpu_counts;
 mod prepare;
 mod shifts;
 
@@ -98,8 +99,13 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
         let counted = s.counted()?;
         if let (Some(counter), Some(cb), true) = (&p.counter, counts_base, mode.counts()) {
             p.progress.say(&format!(
-                "opledger: {}: counting both sides under Valgrind",
-                s.name
+                "opledger: {}: counting both sides under {}",
+                s.name,
+                if counter.engine.gpu.is_some() {
+                    "Nsight Compute"
+                } else {
+                    "Valgrind"
+                }
             ));
             let reference = counts::CountsReference {
                 baseline: cb.baseline.as_ref(),

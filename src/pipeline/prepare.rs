@@ -6,7 +6,7 @@
 use super::RunOptions;
 use crate::backend::{self, Backend, BackendChoice};
 use crate::baseline;
-use crate::device::{Ceilings, DeviceInfo};
+use crate::device::{Ceilings, DeviceInfo, DeviceKind};
 use crate::error::{CountsRefusal, Error, Result};
 use crate::gate::reference::SpecBaseline;
 use crate::report;
@@ -367,13 +367,19 @@ fn counter(
     let counting = specs.iter().any(|s| opts.mode_of(s).counts());
     // Only `auto` asks: counts where they can be made, time alone elsewhere.
     let required = specs.iter().any(|s| opts.mode_of(s).counts_required());
+    // The CPU's kernels are simulated under Valgrind; a GPU's are read by Nsight Compute.
+    let ncu = match backend.kind() {
+        DeviceKind::Cpu => None,
+        DeviceKind::Cuda => Some(crate::measure::ncu::which("ncu")),
+    };
     if counting && !required {
-        let why = if !backend.kind().countable() {
-            Some("the backend's kernels are not the CPU's".to_string())
-        } else if cfg!(not(target_arch = "x86_64")) {
-            Some("counts are made on x86-64".to_string())
-        } else {
-            crate::measure::callgrind::version().err()
+        let why = match &ncu {
+            Some(None) => Some("Nsight Compute (`ncu`) is not on PATH".to_string()),
+            Some(Some(_)) => None,
+            None if cfg!(not(target_arch = "x86_64")) => {
+                Some("counts are made on x86-64".to_string())
+            }
+            None => crate::measure::callgrind::version().err(),
         };
         if let Some(why) = why {
             return Ok((None, Some(why)));
@@ -385,14 +391,20 @@ fn counter(
         }
         return Ok((None, None));
     }
-    if !backend.kind().countable() {
-        return Err(Error::Counts(CountsRefusal::NotCountable));
-    }
-    let counter = super::counts::Counter::new(
-        opts.cache_model.unwrap_or_default(),
-        opts.measure.seed,
-        &opts.settings,
-    )?;
+    let counter = match ncu {
+        Some(None) => return Err(Error::Counts(CountsRefusal::NoProfiler)),
+        Some(Some(ncu)) => {
+            if opts.cache_model.is_some() {
+                return Err(Error::Counts(CountsRefusal::CacheModelOnGpu));
+            }
+            super::counts::Counter::for_gpu(ncu, &backend.device(), opts.measure.seed)?
+        }
+        None => super::counts::Counter::new(
+            opts.cache_model.unwrap_or_default(),
+            opts.measure.seed,
+            &opts.settings,
+        )?,
+    };
     Ok((Some(counter), None))
 }
 

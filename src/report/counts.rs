@@ -53,19 +53,40 @@ fn agreement(a: &LedgerAgreement) -> String {
     }
 }
 
-/// The counts as a Markdown table, one row per side, under a line naming the engine.
-pub fn table(specs: &[SpecCounts]) -> String {
-    let mut out = String::new();
-    if let Some(e) = specs.first().map(|s| &s.engine) {
-        out.push_str(&format!(
-            "Counts by {} on the cache model {} ({}, {} thread, seed {})\n\n",
+/// What counted, in words: the simulator and its cache model, or the profiler and the GPU.
+pub fn engine_words(e: &crate::measure::counts::CountsEngine) -> String {
+    match &e.gpu {
+        Some(g) => format!(
+            "Nsight Compute ({}) on {} (driver {}, kernels by {}), the caches flushed before each launch, seed {}; DRAM writes read low (lines left dirty in the L2 are written back after a launch), so each side is judged against its ledger on its reads",
+            g.profiler, g.device, g.driver, e.compiler, e.seed
+        ),
+        None => format!(
+            "{} on the cache model {} ({}, {} thread, seed {})",
             e.valgrind,
             e.cache_model.describe(),
             e.simd,
             e.threads,
             e.seed
-        ));
+        ),
     }
+}
+
+/// The counts as a Markdown table, one row per side, under a line naming the engine.
+pub fn table(specs: &[SpecCounts]) -> String {
+    let mut out = String::new();
+    let engine = specs.first().map(|s| &s.engine);
+    if let Some(e) = engine {
+        out.push_str(&format!("Counts by {}\n\n", engine_words(e)));
+    }
+    // A GPU's counters have no misses of a modelled cache.
+    let on_gpu = engine.is_some_and(|e| e.gpu.is_some());
+    let misses = |n: u64| {
+        if on_gpu {
+            "—".to_string()
+        } else {
+            n.to_string()
+        }
+    };
     out.push_str("| spec | side | instructions | est. cycles | D1 misses r/w | LL misses r/w | DRAM read MiB (ledger) | DRAM write MiB (ledger) | against the ledger |\n|---|---|--:|--:|--:|--:|--:|--:|---|\n");
     for s in specs {
         for (side, variant, c) in [
@@ -87,10 +108,10 @@ pub fn table(specs: &[SpecCounts]) -> String {
                     "| {name} | {side} ({variant}) | {} | {} | {}/{} | {}/{} | {} ({}) | {} ({}) | {} |\n",
                     counts.instructions,
                     counts.estimated_cycles,
-                    counts.d1_read_misses,
-                    counts.d1_write_misses,
-                    counts.ll_read_misses,
-                    counts.ll_write_misses,
+                    misses(counts.d1_read_misses),
+                    misses(counts.d1_write_misses),
+                    misses(counts.ll_read_misses),
+                    misses(counts.ll_write_misses),
                     mib(counts.dram_read_bytes),
                     mib(*ledger_read_bytes),
                     mib(counts.dram_write_bytes),

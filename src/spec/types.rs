@@ -536,10 +536,11 @@ pub struct Gate {
     #[schemars(with = "Option<String>")]
     pub against: Option<Against>,
     /// What the counts gate compares when the sides are counted (`measure.mode: counts|both`):
-    /// simulated `instructions`, `dram_bytes` (read and written) or `cycles` (the estimate that
-    /// weighs both; the default).
-    #[serde(default)]
-    pub metric: CountsMetric,
+    /// `instructions`, `dram_bytes` (read and written) or `cycles`. Unset, the simulator's
+    /// estimated `cycles` (which weigh both) on the CPU, and `dram_bytes` on a GPU (whose
+    /// cycles are measured and move with its clocks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<CountsMetric>,
     /// Largest tolerated increase of either side's counted metric against its counts baseline
     /// (0.01 = 1%). Counts repeat exactly, so no noise model widens it.
     #[serde(default = "default_counts_max_regression")]
@@ -551,17 +552,15 @@ fn default_counts_max_regression() -> Finite {
 }
 
 /// The counted quantity a counts gate compares.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CountsMetric {
     /// Instructions executed.
     Instructions,
     /// Simulated DRAM bytes, read and written.
     DramBytes,
-    /// The estimated cycles: L1 hits, last-level hits and memory accesses weighed 1, 5, 35.
-    #[default]
+    /// The estimated cycles: L1 hits, last-level hits and memory accesses weighed 1, 5, 35 (on
+    /// a GPU: the cycles Nsight Compute measured).
     Cycles,
 }
 
@@ -687,7 +686,7 @@ impl Default for Gate {
             max_regression: default_max_regression(),
             compare: GateCompare::Both,
             against: None,
-            metric: CountsMetric::default(),
+            metric: None,
             counts_max_regression: default_counts_max_regression(),
         }
     }

@@ -64,6 +64,19 @@ pub fn available() -> bool {
     unsafe { cudarc::nvrtc::sys::is_culib_present() }
 }
 
+/// NVRTC's version (`NVRTC 13.0`), or `None` where the library is absent: the compiler of the
+/// CUDA backend's kernels, which a GPU's counts are made with.
+pub fn version() -> Option<String> {
+    if !available() {
+        return None;
+    }
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: the library is present (checked above); nvrtcVersion writes two ints through
+    // the pointers, which point at live locals.
+    let r = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+    (r == cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS).then(|| format!("NVRTC {major}.{minor}"))
+}
+
 /// The full text NVRTC compiles for a source.
 pub fn full_source(src: &KernelSource) -> String {
     format!("{COMMON}\n// ---- {}.cu ----\n{}", src.name, src.source)

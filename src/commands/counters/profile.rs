@@ -1,30 +1,9 @@
 //! Launching the profiler: the `ncu` command line, the marked profiling pass it runs, and
 //! `run --ncu`, which measures, profiles and imports in one go.
 
-use super::{import, METRICS};
+use super::{import, ncu_args, which};
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
-
-/// The `ncu` command line that profiles a run's marked pass: every metric opledger reads, the
-/// caches flushed before each launch (`--cache-control all`), the clocks left alone
-/// (`--clock-control none`: never change the clocks of a shared GPU), base units.
-pub fn ncu_args(csv: &Path) -> Vec<String> {
-    vec![
-        "--csv".into(),
-        "--page".into(),
-        "raw".into(),
-        "--metrics".into(),
-        METRICS.join(","),
-        "--cache-control".into(),
-        "all".into(),
-        "--clock-control".into(),
-        "none".into(),
-        "--print-units".into(),
-        "base".into(),
-        "--log-file".into(),
-        csv.display().to_string(),
-    ]
-}
 
 /// The marked pass that `ncu` profiles: for each spec of the run, in the run's order, a marker
 /// then one execution of `before`, a marker then one of `after`, on the CUDA backend, with the
@@ -112,15 +91,6 @@ pub fn run_with_ncu(opts: &crate::pipeline::RunOptions) -> Result<crate::error::
         ExitCode::GateFailed
     } else {
         code
-    })
-}
-
-/// `name` on PATH.
-pub(super) fn which(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(name))
-            .find(|p| p.is_file())
     })
 }
 

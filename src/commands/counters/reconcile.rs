@@ -1,9 +1,8 @@
 //! Reconciliation: one variant's counters judged against its ledger (the read side only),
 //! and the counters attached to a run's results.
 
-use super::parse::Layout;
-use super::segment::Tally;
 use super::METRICS;
+use crate::measure::ncu::{Layout, Tally};
 use crate::results::{RunResult, SpecCounters, VariantCounters};
 use std::path::Path;
 

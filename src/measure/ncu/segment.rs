@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Distinct kernel names kept per variant; launches of further names are counted together.
-pub(super) const MAX_KERNEL_NAMES: usize = 64;
+pub(crate) const MAX_KERNEL_NAMES: usize = 64;
 /// The name the launches of kernels past [`MAX_KERNEL_NAMES`] are counted under.
-pub(super) const OTHER_KERNELS: &str = "(other kernels)";
+pub(crate) const OTHER_KERNELS: &str = "(other kernels)";
 /// What one variant's launches add up to: built launch by launch as the export streams.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Tally {
@@ -18,6 +18,9 @@ pub struct Tally {
     /// Kernel names in order of first launch, with counts (at most [`MAX_KERNEL_NAMES`], then
     /// [`OTHER_KERNELS`]).
     pub kernels: Vec<(String, u64)>,
+    /// Per name of [`Tally::kernels`]: its launches' warp instructions and DRAM bytes (read and
+    /// written), a missing value counted as 0: where a variant's work went.
+    pub kernel_work: Vec<[f64; 2]>,
     /// Per metric: the sum, or `None` once a launch lacked it (missing, never zero).
     sums: BTreeMap<String, Option<f64>>,
 }
@@ -32,15 +35,25 @@ impl Tally {
         } else {
             l.kernel.as_str()
         };
-        match self.kernels.iter_mut().find(|(k, _)| k == name) {
-            Some((_, n)) => *n += 1,
-            None if !full => self.kernels.push((name.to_string(), 1)),
+        let at = match self.kernels.iter().position(|(k, _)| k == name) {
+            Some(i) => i,
+            None if !full => {
+                self.kernels.push((name.to_string(), 0));
+                self.kernel_work.push([0.0; 2]);
+                self.kernels.len() - 1
+            }
             None => {
                 // The last name makes room for the others' count.
-                let (_, n) = self.kernels.pop().unwrap_or_default();
-                self.kernels.push((OTHER_KERNELS.into(), n + 1));
+                let last = self.kernels.len() - 1;
+                self.kernels[last].0 = OTHER_KERNELS.into();
+                last
             }
-        }
+        };
+        self.kernels[at].1 += 1;
+        let get = |m: &str| l.metrics.get(m).copied().flatten().unwrap_or(0.0);
+        let work = &mut self.kernel_work[at];
+        work[0] += get(super::INSTRUCTIONS);
+        work[1] += get(super::DRAM_READ) + get(super::DRAM_WRITE);
         for m in METRICS {
             let v = l.metrics.get(m).copied().flatten();
             let entry =

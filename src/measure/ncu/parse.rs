@@ -9,7 +9,7 @@ use std::io::{BufRead, Read};
 use std::path::Path;
 
 /// Longest line of an export (a launch row is a few hundred bytes; more is not ncu's).
-pub(super) const MAX_LINE_BYTES: usize = 1 << 20;
+pub(crate) const MAX_LINE_BYTES: usize = 1 << 20;
 /// The layout of an export.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Layout {
@@ -43,7 +43,7 @@ pub struct Export {
     pub launches: Vec<Launch>,
 }
 
-pub(super) fn err(path: &Path, line: Option<u64>, message: impl Into<String>) -> Error {
+pub(crate) fn err(path: &Path, line: Option<u64>, message: impl Into<String>) -> Error {
     Error::Counters {
         path: path.to_path_buf(),
         line,
@@ -55,7 +55,7 @@ pub(super) fn err(path: &Path, line: Option<u64>, message: impl Into<String>) ->
 /// dropped so that a line of what is left maps back to the file's; a line over
 /// [`MAX_LINE_BYTES`] or with an odd number of quotes (a quote that never closes would swallow
 /// the rest of the file into one field) is an error there.
-pub(super) struct ProfilerLines<R> {
+pub(crate) struct ProfilerLines<R> {
     inner: R,
     line: Vec<u8>,
     at: usize,
@@ -67,7 +67,7 @@ pub(super) struct ProfilerLines<R> {
 }
 
 /// The file line of kept line `kept` (1-based).
-pub(super) fn file_line(drops: &[(u64, u64)], kept: u64) -> u64 {
+pub(crate) fn file_line(drops: &[(u64, u64)], kept: u64) -> u64 {
     let dropped = drops
         .iter()
         .take_while(|(k, _)| *k < kept)
@@ -314,7 +314,7 @@ pub fn parse_stream<R: BufRead>(
     Ok(Layout::Raw)
 }
 
-pub(super) fn missing_dram_read(path: &Path, header_line: u64) -> Error {
+pub(crate) fn missing_dram_read(path: &Path, header_line: u64) -> Error {
     err(
         path,
         Some(header_line),
@@ -327,7 +327,7 @@ pub(super) fn missing_dram_read(path: &Path, header_line: u64) -> Error {
 }
 
 /// The x of a grid written `(x, y, z)` (or a bare number).
-pub(super) fn grid_x(s: &str) -> Option<u64> {
+pub(crate) fn grid_x(s: &str) -> Option<u64> {
     let inner = s.trim().trim_start_matches('(').trim_end_matches(')');
     inner
         .split(',')
@@ -339,7 +339,7 @@ pub(super) fn grid_x(s: &str) -> Option<u64> {
 }
 
 /// A value in base units: `n/a` (or empty) is missing, thousands separators are dropped.
-pub(super) fn value(raw: &str, unit: &str) -> std::result::Result<Option<f64>, String> {
+pub(crate) fn value(raw: &str, unit: &str) -> std::result::Result<Option<f64>, String> {
     let raw = raw.trim();
     if raw.is_empty() || raw.eq_ignore_ascii_case("n/a") {
         return Ok(None);
@@ -360,7 +360,7 @@ pub(super) fn value(raw: &str, unit: &str) -> std::result::Result<Option<f64>, S
 }
 
 /// The factor from `unit` to its base unit (bytes, seconds; 1 for counts and cycles).
-pub(super) fn unit_scale(unit: &str) -> std::result::Result<f64, String> {
+pub(crate) fn unit_scale(unit: &str) -> std::result::Result<f64, String> {
     Ok(match unit.trim() {
         "" | "byte" | "second" | "cycle" | "%" | "inst" | "warp" | "sector" | "request" => 1.0,
         "Kbyte" => 1e3,
