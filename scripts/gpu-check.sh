@@ -14,7 +14,7 @@
 # compiles every kernel for the device with NVRTC, runs the tiny test specs (correctness of every kind against the
 # f64 reference), then the default suite, then the bf16 tensor-core attention specs in specs/gpu/,
 # on --backend cuda; with Nsight Compute present, the tiny specs and flash attention at N = 32768
-# under `run --ncu` (their exports kept). Everything lands in $OUT (log, steps, results, reports,
+# under `run --ncu` (their exports kept), and a fusion chain counted twice in counts mode. Everything lands in $OUT (log, steps, results, reports,
 # the roofline, the ncu exports); a short table is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -79,6 +79,15 @@ if command -v ncu >/dev/null 2>&1; then
     --baselines "$WORK/b" --runs-dir "$WORK/ncu-flash"
   d=$(ls -d "$WORK"/ncu-flash/* 2>/dev/null | head -1)
   [ -n "$d" ] && cp "$d/ncu.csv" "$OUT/ncu-flash-32k.csv" 2>/dev/null && cp "$d/results.json" "$OUT/ncu-flash-results.json"
+  # Counts mode on the GPU: the fusion chain counted twice (accepted, then gated), so that how
+  # far the hardware's counts repeat between runs comes back in the two results.
+  for k in 1 2; do
+    accept=""; [ "$k" = 1 ] && accept="--accept"
+    step counts-chain-$k 120 "$BIN" run specs/fuse-scale-add-relu-mul.yaml --backend cuda \
+      --measure counts $accept --no-store --baselines "$WORK/b" --runs-dir "$WORK/counts-$k"
+    d=$(ls -d "$WORK"/counts-$k/* 2>/dev/null | head -1)
+    [ -n "$d" ] && cp "$d/results.json" "$OUT/counts-chain-$k-results.json"
+  done
 else
   echo "ncu: skipped (Nsight Compute not on PATH)" >> "$OUT/steps.txt"
 fi
