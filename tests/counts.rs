@@ -691,10 +691,7 @@ fn calibrate_in_counts_mode_reports_the_spread_of_the_counts() {
         .unwrap();
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
-    assert!(
-        out.contains("3 counts of each side under valgrind-"),
-        "{out}"
-    );
+    assert!(out.contains("3 counts of each side by valgrind-"), "{out}");
     let row = out
         .lines()
         .find(|l| l.starts_with("| counted-chain |"))

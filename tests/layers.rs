@@ -207,6 +207,10 @@ const ONE_BACKEND_FEATURES: &[(&str, &str)] = &[
         "counts mode runs the CPU backend's kernels under Valgrind",
     ),
     (
+        "src/pipeline/gpu_counts.rs",
+        "a GPU's counts are read by Nsight Compute from the CUDA backend's kernels",
+    ),
+    (
         "src/commands/counters/profile.rs",
         "Nsight Compute profiles the CUDA backend's kernels",
     ),

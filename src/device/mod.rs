@@ -24,6 +24,15 @@ pub enum DeviceKind {
     Cuda,
 }
 
+/// What counts a device's kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CountedBy {
+    /// Valgrind's cache simulator on a fixed cache model (the CPU's kernels, x86-64).
+    Valgrind,
+    /// Nsight Compute reading the GPU's own counters (`ncu`).
+    NsightCompute,
+}
+
 impl DeviceKind {
     pub const ALL: [DeviceKind; 2] = [DeviceKind::Cpu, DeviceKind::Cuda];
 
@@ -49,6 +58,14 @@ impl DeviceKind {
         match self {
             DeviceKind::Cpu => crate::ledger::Tiling::CPU,
             DeviceKind::Cuda => crate::ledger::Tiling::CUDA,
+        }
+    }
+
+    /// What counts this device's kernels in counts mode (`--measure counts|both`).
+    pub fn counted_by(self) -> CountedBy {
+        match self {
+            DeviceKind::Cpu => CountedBy::Valgrind,
+            DeviceKind::Cuda => CountedBy::NsightCompute,
         }
     }
 

@@ -6,7 +6,7 @@
 use super::RunOptions;
 use crate::backend::{self, Backend, BackendChoice};
 use crate::baseline;
-use crate::device::{Ceilings, DeviceInfo, DeviceKind};
+use crate::device::{Ceilings, CountedBy, DeviceInfo};
 use crate::error::{CountsRefusal, Error, Result};
 use crate::gate::reference::SpecBaseline;
 use crate::report;
@@ -368,9 +368,9 @@ fn counter(
     // Only `auto` asks: counts where they can be made, time alone elsewhere.
     let required = specs.iter().any(|s| opts.mode_of(s).counts_required());
     // The CPU's kernels are simulated under Valgrind; a GPU's are read by Nsight Compute.
-    let ncu = match backend.kind() {
-        DeviceKind::Cpu => None,
-        DeviceKind::Cuda => Some(crate::measure::ncu::which("ncu")),
+    let ncu = match backend.kind().counted_by() {
+        CountedBy::Valgrind => None,
+        CountedBy::NsightCompute => Some(crate::measure::ncu::which("ncu")),
     };
     if counting && !required {
         let why = match &ncu {
