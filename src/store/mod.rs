@@ -312,6 +312,9 @@ struct Filter<'a> {
 pub struct Store {
     db: Db,
     url: StoreUrl,
+    /// Case tables of this many rows or more are read in two halves at once (SQLite opened
+    /// for writing; see [`Store::case_rows`]).
+    split_rows: i64,
 }
 
 impl Store {
@@ -330,6 +333,7 @@ impl Store {
         let mut store = Store {
             db,
             url: url.clone(),
+            split_rows: SPLIT_ROWS,
         };
         store.migrate()?;
         Ok(store)
@@ -352,6 +356,8 @@ impl Store {
         let mut store = Store {
             db,
             url: url.clone(),
+            // Opened as immutable: a second connection could not take the locks a read needs.
+            split_rows: i64::MAX,
         };
         match store.schema_version() {
             Ok(v) if v == MIGRATIONS.len() => Ok(store),
@@ -677,11 +683,42 @@ impl Store {
                 }
             })
             .map_err(self.fail(StoreAction::Reading))?;
+        let rows = self
+            .case_rows(&conditions, &runs, self.split_rows)
+            .map_err(self.fail(StoreAction::Reading))?;
+        Ok(in_case_order(rows))
+    }
+
+    /// Every case row the case conditions keep whose run is in `runs`, as a point with its order
+    /// keys, in the table's order. An SQLite table of `split_rows` rows or more is read in two
+    /// halves at once (by row id), the second on a connection of its own: stepping through half
+    /// a million rows and making their points is most of the time of every point, and a second
+    /// core halves it. Rows a writer adds meanwhile belong to runs not in `runs`, and are left
+    /// out as any such row is.
+    fn case_rows(
+        &mut self,
+        conditions: &[Condition],
+        runs: &std::collections::HashMap<String, RunFields>,
+        split_rows: i64,
+    ) -> db::DbResult<Vec<CaseRow>> {
         let (filter, params) = where_of(conditions.iter().filter(|c| c.table == Table::Cases));
-        let sql = format!("SELECT {CASE_COLUMNS} FROM cases c {filter}");
-        let mut rows = Vec::new();
-        self.db
-            .query_each(&sql, &params, |row| {
+        let read = |db: &mut Db, range: Option<(i64, i64)>| -> db::DbResult<Vec<CaseRow>> {
+            let mut params = params.clone();
+            let mut filter = filter.clone();
+            if let Some((from, to)) = range {
+                params.extend([Val::Int(from), Val::Int(to)]);
+                let n = params.len();
+                let within = format!("c.rowid >= ${} AND c.rowid < ${n}", n - 1);
+                filter = if filter.is_empty() {
+                    format!("WHERE {within}")
+                } else {
+                    format!("{filter} AND {within}")
+                };
+            }
+            let sql = format!("SELECT {CASE_COLUMNS} FROM cases c {filter}");
+            let mut texts = Texts::default();
+            let mut rows = Vec::new();
+            db.query_each(&sql, &params, |row| {
                 let ns = row.get(CASE_STARTED_NS).and_then(|v| v.int()).unwrap_or(0);
                 let Some(key) = row.get(CASE_RUN_KEY).and_then(|v| v.text()) else {
                     return;
@@ -692,12 +729,61 @@ impl Store {
                 };
                 let p = point(run, row, &mut texts);
                 rows.push((ns, texts.of(CASE_RUN_KEY + 100, key), Some(p)));
-            })
-            .map_err(self.fail(StoreAction::Reading))?;
-        Ok(in_case_order(rows))
+            })?;
+            Ok(rows)
+        };
+        let Some((mut second, from, middle, to)) = self.second_reader(split_rows)? else {
+            return read(&mut self.db, None);
+        };
+        let (first, last) = std::thread::scope(|scope| {
+            let last = scope.spawn(|| read(&mut second, Some((middle, to))));
+            let first = read(&mut self.db, Some((from, middle)));
+            (first, last.join())
+        });
+        let mut rows = first?;
+        match last {
+            Ok(last) => rows.extend(last?),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+        Ok(rows)
     }
 
-    /// The names of the cases in the store, in order.
+    /// A second connection to an SQLite store whose case table spans `split_rows` row ids or
+    /// more, with the row ids it is split at (first, middle, past the last); `None` on
+    /// PostgreSQL, for a smaller table, or where a second connection cannot be opened (then one
+    /// reads it all).
+    fn second_reader(&mut self, split_rows: i64) -> db::DbResult<Option<(Db, i64, i64, i64)>> {
+        let (Db::Sqlite(_), StoreUrl::Sqlite(path)) = (&self.db, &self.url) else {
+            return Ok(None);
+        };
+        let path = path.clone();
+        let span = self
+            .db
+            .query("SELECT MIN(rowid), MAX(rowid) FROM cases", &[])?;
+        let at = |i: usize| span.first().and_then(|r| r.get(i)).and_then(Val::int);
+        let (Some(first), Some(last)) = (at(0), at(1)) else {
+            return Ok(None);
+        };
+        if last.saturating_sub(first) < split_rows {
+            return Ok(None);
+        }
+        use rusqlite::OpenFlags;
+        let Ok(conn) = rusqlite::Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        ) else {
+            return Ok(None);
+        };
+        let _ = conn.busy_timeout(std::time::Duration::from_secs(30));
+        let middle = first + (last - first) / 2;
+        Ok(Some((
+            Db::Sqlite(conn),
+            first,
+            middle,
+            last.saturating_add(1),
+        )))
+    }
+
     /// The names the store knows for what a `history` query can name: specs, branches,
     /// devices (each sorted), so that a name it does not know is answered with the known ones.
     pub fn known_names(&mut self) -> Result<[Vec<String>; 3]> {
@@ -900,6 +986,12 @@ fn where_of<'a>(conditions: impl Iterator<Item = &'a Condition>) -> (String, Vec
     (format!("WHERE {}", parts.join(" AND ")), params)
 }
 
+/// Case rows fewer than this are read on one connection (see [`Store::case_rows`]).
+const SPLIT_ROWS: i64 = 100_000;
+
+/// A case row read: its start's nanoseconds, its run's key, its point.
+type CaseRow = (i64, Text, Option<Point>);
+
 /// A row's place in its case's order: its start as a number, its start's nanoseconds, and where
 /// the row is.
 type Place = (u64, i64, usize);
@@ -909,7 +1001,7 @@ type Place = (u64, i64, usize);
 /// case's runs mostly come oldest first already) and sorted only where they are not in order yet,
 /// on small keys (the start as a number), the strings compared only where those tie: half a
 /// million heap strings compared directly took 0.3 s.
-fn in_case_order(mut rows: Vec<(i64, Text, Option<Point>)>) -> Vec<Point> {
+fn in_case_order(mut rows: Vec<CaseRow>) -> Vec<Point> {
     let cases = {
         // Each case's rows, found by the address of its shared name rather than by its text.
         let mut bucket_of: std::collections::HashMap<*const u8, usize> =
@@ -1212,6 +1304,60 @@ mod tests {
         .map(|(s, r)| (s.to_string(), r.to_string()))
         .collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_large_case_table_read_in_two_halves_gives_the_same_points() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = StoreUrl::Sqlite(dir.path().join("h.sqlite"));
+        let fixture = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/run-fixed/results.json"
+        );
+        let mut run: RunResult = serde_json::from_slice(&std::fs::read(fixture).unwrap()).unwrap();
+        let mut store = Store::open(&url).unwrap();
+        // Runs out of start order, on two branches.
+        for (r, hour) in [(0, 5), (1, 3), (2, 9), (3, 1), (4, 7), (5, 2), (6, 8)] {
+            run.run_uid = format!("{r:032x}");
+            run.run_id = format!("run-{r}");
+            run.started_utc = format!("2026-01-01T{hour:02}:00:00Z");
+            run.started_unix_ns = Some(r);
+            let branch = if r == 4 { "dev" } else { "main" };
+            store
+                .record(
+                    &run,
+                    &dir.path().join("a"),
+                    &format!("{r:064x}"),
+                    Some(branch),
+                )
+                .unwrap();
+        }
+        let names = |points: Vec<Point>| -> Vec<(String, String)> {
+            points
+                .iter()
+                .map(|p| (p.spec.to_string(), p.run_id.to_string()))
+                .collect()
+        };
+        for q in [
+            Query::default(),
+            Query {
+                branch: Some("main".into()),
+                ..Query::default()
+            },
+        ] {
+            store.split_rows = i64::MAX;
+            let whole = names(store.series(&q).unwrap());
+            store.split_rows = 1;
+            assert!(store.second_reader(1).unwrap().is_some());
+            let halves = names(store.series(&q).unwrap());
+            assert_eq!(whole, halves);
+            assert_eq!(
+                whole.len(),
+                run.specs.len() * if q.branch.is_some() { 6 } else { 7 }
+            );
+            // Each case oldest first: run-3 (01:00) leads.
+            assert_eq!(whole[0].1, "run-3");
+        }
     }
 
     #[test]
