@@ -1126,16 +1126,20 @@ fn every_cheating_kernel_of_the_corpus_fails_and_says_how() {
             "{command} {function}: {}",
             text(&o)
         );
-        let r = results(dir.path());
-        let timing = r["specs"][0]["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == "timing")
-            .cloned()
-            .unwrap();
+        let timing = timing_check(&results(dir.path()));
         assert_eq!(timing["status"], "pass", "{timing}");
     }
+}
+
+/// The first spec's `timing` check in a run's results.
+fn timing_check(r: &serde_json::Value) -> serde_json::Value {
+    r["specs"][0]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "timing")
+        .cloned()
+        .unwrap()
 }
 
 /// The compulsory bytes — each input read once, the output written once — are held to a
@@ -1149,15 +1153,7 @@ fn inputs_and_output_are_judged_against_memory_where_the_flush_empties_the_cache
     }
     let timing = |dir: &Path| {
         let r = results(dir);
-        let llc = r["device"]["llc_bytes"].as_u64().unwrap();
-        let check = r["specs"][0]["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == "timing")
-            .cloned()
-            .unwrap();
-        (llc, check)
+        (r["device"]["llc_bytes"].as_u64().unwrap(), timing_check(&r))
     };
     // The flush of the tests (8 MiB) is below this machine's last level or not: first see.
     let dir = tempfile::tempdir().unwrap();

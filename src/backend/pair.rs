@@ -103,6 +103,29 @@ pub fn prepare(
     )?))
 }
 
+/// Both sides of spec `s` on `backend`: [`prepare`] on the kind's inputs of `seed`, workers
+/// started in the spec's folder.
+pub fn prepare_spec(
+    backend: &dyn Backend,
+    s: &crate::spec::Spec,
+    seed: u64,
+    flush_bytes: u64,
+) -> Result<Box<dyn Pair>> {
+    let inputs = Arc::new(s.workload.as_kind().inputs(seed));
+    let ctx = PairContext {
+        spec_dir: s.dir(),
+        flush_bytes,
+    };
+    prepare(
+        backend,
+        &s.workload,
+        s.variants,
+        &s.implementations,
+        inputs,
+        &ctx,
+    )
+}
+
 /// Both sides on the backend's kernels.
 struct Builtin {
     case: Box<dyn Case>,

@@ -182,8 +182,19 @@ impl Counter {
         };
         let before = side_counts(Side::Before)?;
         let after = side_counts(Side::After)?;
+        Ok(self.counted(s, before, after, outputs))
+    }
+
+    /// `s`'s counts of this engine from its sides, with their counted calls' outputs.
+    pub(super) fn counted(
+        &self,
+        s: &Spec,
+        before: SideCounts,
+        after: SideCounts,
+        outputs: [Option<Vec<f32>>; 2],
+    ) -> Counted {
         let [before_output, after_output] = outputs;
-        Ok(Counted {
+        Counted {
             counts: SpecCounts {
                 counted_workload: (!s.measure.counts_sizes.is_empty())
                     .then(|| s.workload.describe()),
@@ -196,8 +207,9 @@ impl Counter {
             },
             before_output,
             after_output,
-        })
+        }
     }
+
     /// Runs `opledger count-side` for one side under Callgrind and reads its two intervals:
     /// the kernel call, and the flush after it (whose dirty evictions are the call's last
     /// writes).
@@ -260,27 +272,46 @@ impl Counter {
         }
         let (call, call_text) = read_events(&work.join("callgrind.out.1"))?;
         let (flush, _) = read_events(&work.join("callgrind.out.2"))?;
-        let output_bytes = s.workload.as_kind().output_len() * 4;
-        let bytes = crate::files::read_regular(&output_file, output_bytes, "a counted output")?;
-        if bytes.len() as u64 != output_bytes {
-            return Err(Error::Corrupt {
-                path: output_file,
-                message: format!(
-                    "the counted call's output holds {} bytes where {output_bytes} were expected",
-                    bytes.len()
-                ),
-            });
-        }
-        let output = bytes
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
+        let output = read_output(&output_file, s)?;
         Ok((
             Counts::of(&call, &flush, model),
             functions(&call_text, TOP_FUNCTIONS),
             output,
         ))
     }
+}
+
+/// Spec `name` of `file` as its sides are counted (`measure.counts_sizes` applied), in the
+/// process that counts them.
+pub(super) fn counted_spec(file: &Path, name: &str) -> Result<Spec> {
+    let specs = crate::spec::load_expanded(file)?;
+    let s = specs.into_iter().find(|s| s.name == name).ok_or_else(|| {
+        Error::CountSide(CountSideProblem::NoSpec {
+            name: name.to_string(),
+            file: file.to_path_buf(),
+        })
+    })?;
+    Ok(s.counted()?.into_owned())
+}
+
+/// The output a counted call of `s` left in `path`: the kind's output length of little-endian
+/// f32s, or an error naming the file.
+pub(super) fn read_output(path: &Path, s: &Spec) -> Result<Vec<f32>> {
+    let want = s.workload.as_kind().output_len() * 4;
+    let bytes = crate::files::read_regular(path, want, "a counted output")?;
+    if bytes.len() as u64 != want {
+        return Err(Error::Corrupt {
+            path: path.to_path_buf(),
+            message: format!(
+                "the counted call's output holds {} bytes where {want} were expected",
+                bytes.len()
+            ),
+        });
+    }
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect())
 }
 
 /// A counted side: its counts, its functions, its output and (a worker's) the instructions of
@@ -535,14 +566,7 @@ pub fn count_side(
         .map_err(|e| Error::CountSide(CountSideProblem::ThreadPool(e.to_string())))?;
     // The kernel sources of `cuda:` sides stay beside the original spec: they were checked
     // there, and are not run here.
-    let specs = crate::spec::load_expanded(file)?;
-    let s = specs.into_iter().find(|s| s.name == name).ok_or_else(|| {
-        Error::CountSide(CountSideProblem::NoSpec {
-            name: name.to_string(),
-            file: file.to_path_buf(),
-        })
-    })?;
-    let s = s.counted()?.into_owned();
+    let s = counted_spec(file, name)?;
     let settings = crate::settings::Settings::from_env()?;
     let (backend, _) = backend::select(BackendChoice::Kind(DeviceKind::Cpu), Some(0), &settings)?;
     let inputs = Arc::new(s.workload.as_kind().inputs(seed));

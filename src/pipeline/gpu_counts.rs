@@ -16,14 +16,14 @@
 //! they are not counted.
 
 use super::counts::{Counted, Counter};
-use crate::backend::pair::{self, PairContext, Side};
+use crate::backend::pair::{self, Side};
 use crate::backend::{self, BackendChoice};
 use crate::device::{DeviceInfo, DeviceKind};
 use crate::error::{CountSideProblem, Error, ExitCode, Result};
 use crate::ledger::VariantLedger;
 use crate::measure::counts::{
     compulsory_bytes, CacheLevel, CacheModel, Counts, CountsEngine, FunctionCounts, GpuCounting,
-    LedgerAgreement, SideCounts, SpecCounts,
+    LedgerAgreement, SideCounts,
 };
 use crate::measure::ncu::{self, Tally};
 use crate::spec::{Implementation, Spec};
@@ -123,21 +123,7 @@ impl Counter {
         let [before, after]: [SideCounts; 2] = sides
             .try_into()
             .map_err(|_| Error::Mismatch("two sides".into()))?;
-        let [before_output, after_output] = outputs;
-        Ok(Counted {
-            counts: SpecCounts {
-                counted_workload: (!s.measure.counts_sizes.is_empty())
-                    .then(|| s.workload.describe()),
-                name: s.name.clone(),
-                engine: self.engine.clone(),
-                before_variant: s.variants.before.name().to_string(),
-                after_variant: s.variants.after.name().to_string(),
-                before,
-                after,
-            },
-            before_output,
-            after_output,
-        })
+        Ok(self.counted(s, before, after, outputs))
     }
 
     /// Runs `opledger profile-counts` for `s` under `ncu` and splits its export at the markers.
@@ -186,22 +172,7 @@ impl Counter {
 
     /// The output side `k`'s counted call left.
     fn read_output(&self, s: &Spec, k: usize) -> Result<Vec<f32>> {
-        let path = self.work.path().join(OUTPUT_FILES[k]);
-        let want = s.workload.as_kind().output_len() * 4;
-        let bytes = crate::files::read_regular(&path, want, "a counted output")?;
-        if bytes.len() as u64 != want {
-            return Err(Error::Corrupt {
-                path,
-                message: format!(
-                    "the counted call's output holds {} bytes where {want} were expected",
-                    bytes.len()
-                ),
-            });
-        }
-        Ok(bytes
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect())
+        super::counts::read_output(&self.work.path().join(OUTPUT_FILES[k]), s)
     }
 }
 
@@ -298,29 +269,10 @@ fn profiler_version(ncu_path: &Path) -> Result<String> {
 /// seed's inputs set and the outputs filled with NaN, then each side's one counted call after
 /// its marker; the outputs left in the current folder (`before.f32`, `after.f32`).
 pub fn profile_counts(file: &Path, name: &str, seed: u64) -> Result<ExitCode> {
-    let specs = crate::spec::load_expanded(file)?;
-    let s = specs.into_iter().find(|s| s.name == name).ok_or_else(|| {
-        Error::CountSide(CountSideProblem::NoSpec {
-            name: name.to_string(),
-            file: file.to_path_buf(),
-        })
-    })?;
-    let s = s.counted()?.into_owned();
+    let s = super::counts::counted_spec(file, name)?;
     let settings = crate::settings::Settings::from_env()?;
     let (backend, _) = backend::select(BackendChoice::Kind(DeviceKind::Cuda), None, &settings)?;
-    let inputs = Arc::new(s.workload.as_kind().inputs(seed));
-    let ctx = PairContext {
-        spec_dir: s.dir(),
-        flush_bytes: backend.flush_bytes(),
-    };
-    let mut pair = pair::prepare(
-        backend.as_ref(),
-        &s.workload,
-        s.variants,
-        &s.implementations,
-        inputs,
-        &ctx,
-    )?;
+    let mut pair = pair::prepare_spec(backend.as_ref(), &s, seed, backend.flush_bytes())?;
     let sides = [Side::Before, Side::After];
     // Unmarked, so not counted: lazy set-up and first touches.
     for side in sides {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 /// then one execution of `before`, a marker then one of `after`, on the CUDA backend, with the
 /// run's seed (`opledger profile-pass`, started by `run --ncu` under `ncu`).
 pub fn profile_pass(run_dir: &Path, paths: &[PathBuf], seed: u64) -> Result<()> {
-    use crate::backend::pair::{prepare, PairContext, Side};
+    use crate::backend::pair::{prepare_spec, Side};
     // ncu is writing its export into the run folder while this pass runs.
     let run = crate::archive::load_allowing(run_dir, Some(&export_path(run_dir)))?.run;
     let specs = crate::spec::load_all(paths)?;
@@ -26,18 +26,11 @@ pub fn profile_pass(run_dir: &Path, paths: &[PathBuf], seed: u64) -> Result<()> 
                 r.name
             ))
         })?;
-        let inputs = std::sync::Arc::new(s.workload.as_kind().inputs(seed));
-        let ctx = PairContext {
-            spec_dir: s.dir(),
-            flush_bytes: backend.flush_bytes().max(64 << 20),
-        };
-        let mut pair = prepare(
+        let mut pair = prepare_spec(
             backend.as_ref(),
-            &s.workload,
-            s.variants,
-            &s.implementations,
-            inputs,
-            &ctx,
+            s,
+            seed,
+            backend.flush_bytes().max(64 << 20),
         )?;
         let seq = 2 * case as u32;
         backend.mark(seq)?;
