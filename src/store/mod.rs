@@ -683,10 +683,10 @@ impl Store {
                 }
             })
             .map_err(self.fail(StoreAction::Reading))?;
-        let rows = self
+        let (points, keys) = self
             .case_rows(&conditions, &runs, self.split_rows)
             .map_err(self.fail(StoreAction::Reading))?;
-        Ok(in_case_order(rows))
+        Ok(in_case_order(points, &keys))
     }
 
     /// Every case row the case conditions keep whose run is in `runs`, as a point with its order
@@ -700,88 +700,127 @@ impl Store {
         conditions: &[Condition],
         runs: &std::collections::HashMap<String, RunFields>,
         split_rows: i64,
-    ) -> db::DbResult<Vec<CaseRow>> {
-        let (filter, params) = where_of(conditions.iter().filter(|c| c.table == Table::Cases));
-        let read = |db: &mut Db, range: Option<(i64, i64)>| -> db::DbResult<Vec<CaseRow>> {
-            let mut params = params.clone();
-            let mut filter = filter.clone();
-            if let Some((from, to)) = range {
-                params.extend([Val::Int(from), Val::Int(to)]);
-                let n = params.len();
-                let within = format!("c.rowid >= ${} AND c.rowid < ${n}", n - 1);
-                filter = if filter.is_empty() {
-                    format!("WHERE {within}")
-                } else {
-                    format!("{filter} AND {within}")
-                };
-            }
-            let sql = format!("SELECT {CASE_COLUMNS} FROM cases c {filter}");
-            let mut texts = Texts::default();
-            let mut rows = Vec::new();
-            db.query_each(&sql, &params, |row| {
-                let ns = row.get(CASE_STARTED_NS).and_then(|v| v.int()).unwrap_or(0);
-                let Some(key) = row.get(CASE_RUN_KEY).and_then(|v| v.text()) else {
-                    return;
-                };
-                // A case of a run the filter left out.
-                let Some(run) = runs.get(key) else {
-                    return;
-                };
-                let p = point(run, row, &mut texts);
-                rows.push((ns, texts.of(CASE_RUN_KEY + 100, key), Some(p)));
-            })?;
-            Ok(rows)
+    ) -> db::DbResult<CaseRows> {
+        let case_conditions: Vec<&Condition> = conditions
+            .iter()
+            .filter(|c| c.table == Table::Cases)
+            .collect();
+        let (filter, params) = where_of(case_conditions.iter().copied());
+        // Each half's rows go into vectors made large enough at once: grown by doubling, half a
+        // million points of 300 bytes were copied again and again into fresh memory.
+        let span = self.rowid_span()?;
+        let rows_in = |range: Option<(i64, i64)>| {
+            let (from, to) = range.or(span.map(|(first, last)| (first, last + 1)))?;
+            usize::try_from(to.saturating_sub(from)).ok()
         };
-        let Some((mut second, from, middle, to)) = self.second_reader(split_rows)? else {
-            return read(&mut self.db, None);
+        let read =
+            |db: &mut Db, range: Option<(i64, i64)>, room: usize| -> db::DbResult<CaseRows> {
+                let mut params = params.clone();
+                let mut filter = filter.clone();
+                if let Some((from, to)) = range {
+                    params.extend([Val::Int(from), Val::Int(to)]);
+                    let n = params.len();
+                    let within = format!("c.rowid >= ${} AND c.rowid < ${n}", n - 1);
+                    filter = if filter.is_empty() {
+                        format!("WHERE {within}")
+                    } else {
+                        format!("{filter} AND {within}")
+                    };
+                }
+                let sql = format!("SELECT {CASE_COLUMNS} FROM cases c {filter}");
+                let mut texts = Texts::default();
+                let room = room.min(MAX_ROOM);
+                let (mut points, mut keys) = (Vec::with_capacity(room), Vec::with_capacity(room));
+                db.query_each(&sql, &params, |row| {
+                    let ns = row.get(CASE_STARTED_NS).and_then(|v| v.int()).unwrap_or(0);
+                    let Some(key) = row.get(CASE_RUN_KEY).and_then(|v| v.text()) else {
+                        return;
+                    };
+                    // A case of a run the filter left out.
+                    let Some(run) = runs.get(key) else {
+                        return;
+                    };
+                    points.push(point(run, row, &mut texts));
+                    keys.push((ns, texts.of(CASE_RUN_KEY + 100, key)));
+                })?;
+                Ok((points, keys))
+            };
+        // A condition on the case rows (one case, a spec's digest) is served by an index and
+        // reads few rows: split by row id, the table would be walked instead.
+        let second = if case_conditions.is_empty() {
+            self.second_reader(span, split_rows)
+        } else {
+            None
         };
+        let Some((mut second, from, middle, to)) = second else {
+            let room = if case_conditions.is_empty() {
+                rows_in(None).unwrap_or(0)
+            } else {
+                0
+            };
+            return read(&mut self.db, None, room);
+        };
+        let second_half = Some((middle, to));
+        // Room for both halves in the first: the second is appended without growing it.
+        let (first_room, second_room) = (
+            rows_in(None).unwrap_or(0),
+            rows_in(second_half).unwrap_or(0),
+        );
         let (first, last) = std::thread::scope(|scope| {
-            let last = scope.spawn(|| read(&mut second, Some((middle, to))));
-            let first = read(&mut self.db, Some((from, middle)));
+            let last = scope.spawn(|| read(&mut second, second_half, second_room));
+            let first = read(&mut self.db, Some((from, middle)), first_room);
             (first, last.join())
         });
-        let mut rows = first?;
+        let (mut points, mut keys) = first?;
         match last {
-            Ok(last) => rows.extend(last?),
+            Ok(last) => {
+                let (more, more_keys) = last?;
+                points.extend(more);
+                keys.extend(more_keys);
+            }
             Err(panic) => std::panic::resume_unwind(panic),
         }
-        Ok(rows)
+        Ok((points, keys))
     }
 
-    /// A second connection to an SQLite store whose case table spans `split_rows` row ids or
-    /// more, with the row ids it is split at (first, middle, past the last); `None` on
-    /// PostgreSQL, for a smaller table, or where a second connection cannot be opened (then one
-    /// reads it all).
-    fn second_reader(&mut self, split_rows: i64) -> db::DbResult<Option<(Db, i64, i64, i64)>> {
-        let (Db::Sqlite(_), StoreUrl::Sqlite(path)) = (&self.db, &self.url) else {
+    /// The first and last row ids of an SQLite store's case table (read from the ends of its
+    /// tree); `None` on PostgreSQL or for an empty table.
+    fn rowid_span(&mut self) -> db::DbResult<Option<(i64, i64)>> {
+        if !matches!(self.db, Db::Sqlite(_)) {
             return Ok(None);
-        };
-        let path = path.clone();
+        }
         let span = self
             .db
             .query("SELECT MIN(rowid), MAX(rowid) FROM cases", &[])?;
         let at = |i: usize| span.first().and_then(|r| r.get(i)).and_then(Val::int);
-        let (Some(first), Some(last)) = (at(0), at(1)) else {
-            return Ok(None);
+        Ok(at(0).zip(at(1)))
+    }
+
+    /// A second connection to the SQLite store whose case table spans row ids `span`, where
+    /// that is `split_rows` or more, with the row ids it is split at (first, middle, past the
+    /// last); `None` on PostgreSQL, for a smaller table, or where a second connection cannot be
+    /// opened (then one reads it all).
+    fn second_reader(
+        &self,
+        span: Option<(i64, i64)>,
+        split_rows: i64,
+    ) -> Option<(Db, i64, i64, i64)> {
+        let StoreUrl::Sqlite(path) = &self.url else {
+            return None;
         };
+        let (first, last) = span?;
         if last.saturating_sub(first) < split_rows {
-            return Ok(None);
+            return None;
         }
         use rusqlite::OpenFlags;
-        let Ok(conn) = rusqlite::Connection::open_with_flags(
-            &path,
+        let conn = rusqlite::Connection::open_with_flags(
+            path,
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        ) else {
-            return Ok(None);
-        };
+        )
+        .ok()?;
         let _ = conn.busy_timeout(std::time::Duration::from_secs(30));
         let middle = first + (last - first) / 2;
-        Ok(Some((
-            Db::Sqlite(conn),
-            first,
-            middle,
-            last.saturating_add(1),
-        )))
+        Some((Db::Sqlite(conn), first, middle, last.saturating_add(1)))
     }
 
     /// The names the store knows for what a `history` query can name: specs, branches,
@@ -989,31 +1028,39 @@ fn where_of<'a>(conditions: impl Iterator<Item = &'a Condition>) -> (String, Vec
 /// Case rows fewer than this are read on one connection (see [`Store::case_rows`]).
 const SPLIT_ROWS: i64 = 100_000;
 
-/// A case row read: its start's nanoseconds, its run's key, its point.
-type CaseRow = (i64, Text, Option<Point>);
+/// The most rows a read makes room for at once (more grow the vector as they come): row ids
+/// with gaps (rows deleted) or a filter that keeps few rows would otherwise reserve memory that
+/// is never used.
+const MAX_ROOM: usize = 1 << 21;
+
+/// Case rows read: their points, and beside each its start's nanoseconds and its run's key
+/// (what orders points that start in the same second).
+type CaseRows = (Vec<Point>, Vec<(i64, Text)>);
 
 /// A row's place in its case's order: its start as a number, its start's nanoseconds, and where
 /// the row is.
 type Place = (u64, i64, usize);
 
-/// Points with their order keys (`started_ns`, `run_key`), in the store's order: by case, then
-/// start, then run. Each case's rows are gathered in the order read (the table's, in which a
-/// case's runs mostly come oldest first already) and sorted only where they are not in order yet,
-/// on small keys (the start as a number), the strings compared only where those tie: half a
-/// million heap strings compared directly took 0.3 s.
-fn in_case_order(mut rows: Vec<CaseRow>) -> Vec<Point> {
-    let cases = {
+/// Points in the store's order: by case, then start, then run; `keys` holds each point's start
+/// in nanoseconds and run key. Each case's rows are gathered in the order read (the table's, in
+/// which a case's runs mostly come oldest first already) and sorted only where they are not in
+/// order yet, on small keys (the start as a number), the strings compared only where those tie:
+/// half a million heap strings compared directly took 0.3 s. The points are then put in that
+/// order where they are, cycle by cycle: moved into a new vector, half a million points of 300
+/// bytes cost as much again in fresh memory.
+fn in_case_order(mut points: Vec<Point>, keys: &[(i64, Text)]) -> Vec<Point> {
+    let order: Vec<usize> = {
         // Each case's rows, found by the address of its shared name rather than by its text.
         let mut bucket_of: std::collections::HashMap<*const u8, usize> =
             std::collections::HashMap::new();
         let mut buckets: Vec<(&str, Vec<Place>)> = Vec::new();
-        for (i, (ns, _, p)) in rows.iter().enumerate() {
-            let Some(p) = p else { continue };
+        for (i, p) in points.iter().enumerate() {
+            let ns = keys.get(i).map_or(0, |k| k.0);
             let k = *bucket_of.entry(p.spec.as_ptr()).or_insert_with(|| {
                 buckets.push((&*p.spec, Vec::new()));
                 buckets.len() - 1
             });
-            buckets[k].1.push((utc_number(&p.started_utc), *ns, i));
+            buckets[k].1.push((utc_number(&p.started_utc), ns, i));
         }
         // By name; one name under two addresses (texts not shared) is one case.
         buckets.sort_by(|a, b| a.0.cmp(b.0));
@@ -1027,28 +1074,41 @@ fn in_case_order(mut rows: Vec<CaseRow>) -> Vec<Point> {
         let tie = |a: &Place, b: &Place| {
             (a.0, a.1).cmp(&(b.0, b.1)).then_with(|| {
                 let key = |i: usize| {
-                    rows[i]
-                        .2
-                        .as_ref()
-                        .map(|p| (&*p.started_utc, &*p.run_id, &*rows[i].1))
+                    let p = &points[i];
+                    (&*p.started_utc, &*p.run_id, keys.get(i).map(|k| &*k.1))
                 };
                 key(a.2).cmp(&key(b.2))
             })
         };
-        let mut cases: Vec<Vec<Place>> = by_name.into_iter().map(|(_, rows)| rows).collect();
-        for case in &mut cases {
+        let mut order = Vec::with_capacity(points.len());
+        for (_, mut case) in by_name {
             if !case.is_sorted_by(|a, b| tie(a, b).is_le()) {
                 case.sort_unstable_by(tie);
             }
+            order.extend(case.into_iter().map(|(_, _, i)| i));
         }
-        cases
+        order
     };
-    // Each point moved once, from its row to its place.
-    cases
-        .into_iter()
-        .flatten()
-        .filter_map(|(_, _, i)| rows[i].2.take())
-        .collect()
+    permute(&mut points, &order);
+    points
+}
+
+/// Puts `v[order[k]]` at `k` for every `k`, in place (`order` a permutation of `v`'s indices),
+/// following each cycle of the permutation with swaps.
+fn permute<T>(v: &mut [T], order: &[usize]) {
+    let mut done = vec![false; v.len()];
+    for start in 0..v.len().min(order.len()) {
+        if done[start] {
+            continue;
+        }
+        let mut k = start;
+        while order[k] != start {
+            v.swap(k, order[k]);
+            done[k] = true;
+            k = order[k];
+        }
+        done[k] = true;
+    }
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` as the number YYYYMMDDHHMMSS, which orders as the text does; any
@@ -1276,7 +1336,7 @@ mod tests {
                 run_id: key.into(),
                 ..Point::default()
             };
-            (ns, Text::from(key), Some(p))
+            (p, (ns, Text::from(key)))
         };
         let rows = vec![
             row(shared.clone(), "2026-01-02T00:00:00Z", 0, "r2"),
@@ -1287,7 +1347,8 @@ mod tests {
             row("b-case".into(), "2026-01-01T00:00:00Z", 0, "r1"),
             row(shared.clone(), "2026-01-03T00:00:00Z", 5, "r5"),
         ];
-        let got: Vec<(String, String)> = in_case_order(rows)
+        let (points, keys): (Vec<Point>, Vec<(i64, Text)>) = rows.into_iter().unzip();
+        let got: Vec<(String, String)> = in_case_order(points, &keys)
             .iter()
             .map(|p| (p.spec.to_string(), p.run_id.to_string()))
             .collect();
@@ -1304,6 +1365,18 @@ mod tests {
         .map(|(s, r)| (s.to_string(), r.to_string()))
         .collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_permutation_is_applied_in_place() {
+        let mut v = vec!['a', 'b', 'c', 'd', 'e', 'f'];
+        // out[k] = v[order[k]]: two cycles and a fixed point.
+        permute(&mut v, &[2, 0, 1, 3, 5, 4]);
+        assert_eq!(v, vec!['c', 'a', 'b', 'd', 'f', 'e']);
+        let mut w: Vec<usize> = (0..100).collect();
+        let order: Vec<usize> = (0..100).map(|i| (i * 37) % 100).collect();
+        permute(&mut w, &order);
+        assert_eq!(w, order);
     }
 
     #[test]
@@ -1348,7 +1421,8 @@ mod tests {
             store.split_rows = i64::MAX;
             let whole = names(store.series(&q).unwrap());
             store.split_rows = 1;
-            assert!(store.second_reader(1).unwrap().is_some());
+            let span = store.rowid_span().unwrap();
+            assert!(store.second_reader(span, 1).is_some());
             let halves = names(store.series(&q).unwrap());
             assert_eq!(whole, halves);
             assert_eq!(
