@@ -104,25 +104,21 @@ impl Counter {
         let model = &self.engine.cache_model;
         let output_name = s.workload.as_kind().output_name();
         let mut outputs: [Option<Vec<f32>>; 2] = [None, None];
-        let mut sides = Vec::new();
-        for (side, ledger) in [(Side::Before, &ledger.before), (Side::After, &ledger.after)] {
+        let mut side_of = |side: Side, ledger| -> Result<SideCounts> {
             let k = side as usize;
-            sides.push(match &skipped[k] {
-                Some(reason) => SideCounts::NotAvailable {
+            if let Some(reason) = &skipped[k] {
+                return Ok(SideCounts::NotAvailable {
                     reason: reason.clone(),
-                },
-                None => {
-                    let counted = side_counts(&tallies[k], ledger, &output_name, model);
-                    if counted.counts().is_some() {
-                        outputs[k] = Some(self.read_output(s, k)?);
-                    }
-                    counted
-                }
-            });
-        }
-        let [before, after]: [SideCounts; 2] = sides
-            .try_into()
-            .map_err(|_| Error::Mismatch("two sides".into()))?;
+                });
+            }
+            let counted = side_counts(&tallies[k], ledger, &output_name, model);
+            if counted.counts().is_some() {
+                outputs[k] = Some(self.read_output(s, k)?);
+            }
+            Ok(counted)
+        };
+        let before = side_of(Side::Before, &ledger.before)?;
+        let after = side_of(Side::After, &ledger.after)?;
         Ok(self.counted(s, before, after, outputs))
     }
 
@@ -147,9 +143,6 @@ impl Counter {
             .arg(&s.name)
             .arg(self.engine.seed.to_string())
             .current_dir(work);
-        if self.slowdown > 0.0 {
-            cmd.env(crate::settings::SLOWDOWN_VAR, self.slowdown.to_string());
-        }
         let done = cmd
             .output()
             .map_err(|e| Error::BackendUnavailable(format!("`ncu` cannot be run: {e}")))?;
