@@ -660,7 +660,9 @@ impl Store {
                 .db
                 .query_each(&sql, &params, |row| {
                     let (run, case) = row.split_at(RUN_COLUMN_COUNT.min(row.len()));
-                    point(&run_fields(run, &mut texts), case, &mut texts)
+                    let spec = case.first().and_then(|v| v.text()).unwrap_or_default();
+                    let spec = texts.of(100, spec);
+                    point(&run_fields(run, &mut texts), case, spec, &mut texts)
                 })
                 .map_err(self.fail(StoreAction::Reading))?;
             points.reverse();
@@ -678,43 +680,51 @@ impl Store {
             .query_each(&sql, &params, |row| {
                 if let Some((key, fields)) = row.split_first() {
                     if let Some(key) = key.text() {
-                        runs.insert(key.to_string(), run_fields(fields, &mut texts));
+                        let mut run = run_fields(fields, &mut texts);
+                        run.key = key.into();
+                        runs.insert(key.to_string(), run);
                     }
                 }
             })
             .map_err(self.fail(StoreAction::Reading))?;
-        let (points, keys) = self
-            .case_rows(&conditions, &runs, self.split_rows)
+        // Each case's vectors are made large enough at once where the whole table is read.
+        let cases = if conditions.iter().any(|c| c.table == Table::Cases) {
+            0
+        } else {
+            self.spec_names()?.len()
+        };
+        let parts = self
+            .case_rows(&conditions, &runs, cases, self.split_rows)
             .map_err(self.fail(StoreAction::Reading))?;
-        Ok(in_case_order(points, &keys))
+        Ok(in_case_order(parts))
     }
 
     /// Every case row the case conditions keep whose run is in `runs`, as a point with its order
-    /// keys, in the table's order. An SQLite table of `split_rows` rows or more is read in two
-    /// halves at once (by row id), the second on a connection of its own: stepping through half
-    /// a million rows and making their points is most of the time of every point, and a second
-    /// core halves it. Rows a writer adds meanwhile belong to runs not in `runs`, and are left
-    /// out as any such row is.
+    /// keys, gathered by case in the order read (the table's). An SQLite table of `split_rows`
+    /// rows or more is read in two halves at once (by row id), the second on a connection of
+    /// its own: stepping through half a million rows and making their points is most of the
+    /// time of every point, and a second core halves it. Rows a writer adds meanwhile belong to
+    /// runs not in `runs`, and are left out as any such row is. `cases` is how many cases the
+    /// table holds where all of it is read (each case's vectors are sized from it), else 0.
     fn case_rows(
         &mut self,
         conditions: &[Condition],
         runs: &std::collections::HashMap<String, RunFields>,
+        cases: usize,
         split_rows: i64,
-    ) -> db::DbResult<CaseRows> {
+    ) -> db::DbResult<Vec<CaseRows>> {
         let case_conditions: Vec<&Condition> = conditions
             .iter()
             .filter(|c| c.table == Table::Cases)
             .collect();
         let (filter, params) = where_of(case_conditions.iter().copied());
-        // Each half's rows go into vectors made large enough at once: grown by doubling, half a
-        // million points of 300 bytes were copied again and again into fresh memory.
         let span = self.rowid_span()?;
         let rows_in = |range: Option<(i64, i64)>| {
             let (from, to) = range.or(span.map(|(first, last)| (first, last + 1)))?;
             usize::try_from(to.saturating_sub(from)).ok()
         };
         let read =
-            |db: &mut Db, range: Option<(i64, i64)>, room: usize| -> db::DbResult<CaseRows> {
+            |db: &mut Db, range: Option<(i64, i64)>, rows: usize| -> db::DbResult<CaseRows> {
                 let mut params = params.clone();
                 let mut filter = filter.clone();
                 if let Some((from, to)) = range {
@@ -729,21 +739,34 @@ impl Store {
                 }
                 let sql = format!("SELECT {CASE_COLUMNS} FROM cases c {filter}");
                 let mut texts = Texts::default();
-                let room = room.min(MAX_ROOM);
-                let (mut points, mut keys) = (Vec::with_capacity(room), Vec::with_capacity(room));
+                let mut read = CaseRows::with_room(rows.min(MAX_ROOM) / cases.max(1));
+                // A run's cases come together: its fields are looked up once for all of them.
+                let mut last: Option<(&str, &RunFields)> = None;
                 db.query_each(&sql, &params, |row| {
-                    let ns = row.get(CASE_STARTED_NS).and_then(|v| v.int()).unwrap_or(0);
                     let Some(key) = row.get(CASE_RUN_KEY).and_then(|v| v.text()) else {
                         return;
                     };
-                    // A case of a run the filter left out.
-                    let Some(run) = runs.get(key) else {
-                        return;
+                    let run = match last {
+                        Some((k, run)) if k == key => run,
+                        _ => match runs.get_key_value(key) {
+                            Some((k, run)) => {
+                                last = Some((k, run));
+                                run
+                            }
+                            // A case of a run the filter left out.
+                            None => return,
+                        },
                     };
-                    points.push(point(run, row, &mut texts));
-                    keys.push((ns, texts.of(CASE_RUN_KEY + 100, key)));
+                    let spec = row.first().and_then(|v| v.text()).unwrap_or_default();
+                    let ns = row.get(CASE_STARTED_NS).and_then(|v| v.int()).unwrap_or(0);
+                    read.push(spec, |spec| point(run, row, spec, &mut texts), ns, &run.key);
                 })?;
-                Ok((points, keys))
+                // Each reader puts its own cases in order (both cores at work); the cases of two
+                // readers are then mostly in order one after the other.
+                for case in &mut read.cases {
+                    in_start_order(&mut case.points, &mut case.places);
+                }
+                Ok(read)
             };
         // A condition on the case rows (one case, a spec's digest) is served by an index and
         // reads few rows: split by row id, the table would be walked instead.
@@ -753,34 +776,27 @@ impl Store {
             None
         };
         let Some((mut second, from, middle, to)) = second else {
-            let room = if case_conditions.is_empty() {
+            let rows = if case_conditions.is_empty() {
                 rows_in(None).unwrap_or(0)
             } else {
                 0
             };
-            return read(&mut self.db, None, room);
+            return Ok(vec![read(&mut self.db, None, rows)?]);
         };
-        let second_half = Some((middle, to));
-        // Room for both halves in the first: the second is appended without growing it.
-        let (first_room, second_room) = (
-            rows_in(None).unwrap_or(0),
+        let (first_half, second_half) = (Some((from, middle)), Some((middle, to)));
+        let (first_rows, second_rows) = (
+            rows_in(first_half).unwrap_or(0),
             rows_in(second_half).unwrap_or(0),
         );
         let (first, last) = std::thread::scope(|scope| {
-            let last = scope.spawn(|| read(&mut second, second_half, second_room));
-            let first = read(&mut self.db, Some((from, middle)), first_room);
+            let last = scope.spawn(|| read(&mut second, second_half, second_rows));
+            let first = read(&mut self.db, first_half, first_rows);
             (first, last.join())
         });
-        let (mut points, mut keys) = first?;
         match last {
-            Ok(last) => {
-                let (more, more_keys) = last?;
-                points.extend(more);
-                keys.extend(more_keys);
-            }
+            Ok(last) => Ok(vec![first?, last?]),
             Err(panic) => std::panic::resume_unwind(panic),
         }
-        Ok((points, keys))
     }
 
     /// The first and last row ids of an SQLite store's case table (read from the ends of its
@@ -1028,69 +1044,117 @@ fn where_of<'a>(conditions: impl Iterator<Item = &'a Condition>) -> (String, Vec
 /// Case rows fewer than this are read on one connection (see [`Store::case_rows`]).
 const SPLIT_ROWS: i64 = 100_000;
 
-/// The most rows a read makes room for at once (more grow the vector as they come): row ids
+/// The most rows a read makes room for at once (more grow the vectors as they come): row ids
 /// with gaps (rows deleted) or a filter that keeps few rows would otherwise reserve memory that
 /// is never used.
 const MAX_ROOM: usize = 1 << 21;
 
-/// Case rows read: their points, and beside each its start's nanoseconds and its run's key
-/// (what orders points that start in the same second).
-type CaseRows = (Vec<Point>, Vec<(i64, Text)>);
+/// A point's place in its case's order beside the point: its start as a number (see
+/// [`utc_number`]), its start's nanoseconds, and its run's key (what orders points that start
+/// in the same second).
+type Place = (u64, i64, Text);
 
-/// A row's place in its case's order: its start as a number, its start's nanoseconds, and where
-/// the row is.
-type Place = (u64, i64, usize);
+/// One case's points as one reader read them, with their places.
+struct CaseRead {
+    name: Text,
+    points: Vec<Point>,
+    places: Vec<Place>,
+}
 
-/// Points in the store's order: by case, then start, then run; `keys` holds each point's start
-/// in nanoseconds and run key. Each case's rows are gathered in the order read (the table's, in
-/// which a case's runs mostly come oldest first already) and sorted only where they are not in
-/// order yet, on small keys (the start as a number), the strings compared only where those tie:
-/// half a million heap strings compared directly took 0.3 s. The points are then put in that
-/// order where they are, cycle by cycle: moved into a new vector, half a million points of 300
-/// bytes cost as much again in fresh memory.
-fn in_case_order(mut points: Vec<Point>, keys: &[(i64, Text)]) -> Vec<Point> {
-    let order: Vec<usize> = {
-        // Each case's rows, found by the address of its shared name rather than by its text.
-        let mut bucket_of: std::collections::HashMap<*const u8, usize> =
-            std::collections::HashMap::new();
-        let mut buckets: Vec<(&str, Vec<Place>)> = Vec::new();
-        for (i, p) in points.iter().enumerate() {
-            let ns = keys.get(i).map_or(0, |k| k.0);
-            let k = *bucket_of.entry(p.spec.as_ptr()).or_insert_with(|| {
-                buckets.push((&*p.spec, Vec::new()));
-                buckets.len() - 1
-            });
-            buckets[k].1.push((utc_number(&p.started_utc), ns, i));
+/// Case rows one reader read, gathered by case as they come: put in the store's order, each
+/// case is then moved once, whole, instead of half a million points being put in order one by
+/// one (a permutation of 300-byte points, most of them in cache misses, took 0.1 s).
+struct CaseRows {
+    cases: Vec<CaseRead>,
+    /// A case's place in `cases`, by name.
+    index: std::collections::HashMap<Text, usize>,
+    /// The room a case's vectors are made with when its first row comes.
+    room: usize,
+}
+
+impl CaseRows {
+    fn with_room(room: usize) -> CaseRows {
+        CaseRows {
+            cases: Vec::new(),
+            index: std::collections::HashMap::new(),
+            room,
         }
-        // By name; one name under two addresses (texts not shared) is one case.
-        buckets.sort_by(|a, b| a.0.cmp(b.0));
-        let mut by_name: Vec<(&str, Vec<Place>)> = Vec::new();
-        for (name, rows) in buckets {
-            match by_name.last_mut() {
-                Some((last, into)) if *last == name => into.extend(rows),
-                _ => by_name.push((name, rows)),
+    }
+
+    /// Adds the point `make` makes (given the case's shared name) to case `spec`'s.
+    fn push(&mut self, spec: &str, make: impl FnOnce(Text) -> Point, ns: i64, run_key: &Text) {
+        let k = match self.index.get(spec) {
+            Some(k) => *k,
+            None => {
+                let name: Text = spec.into();
+                self.cases.push(CaseRead {
+                    name: name.clone(),
+                    points: Vec::with_capacity(self.room),
+                    places: Vec::with_capacity(self.room),
+                });
+                self.index.insert(name, self.cases.len() - 1);
+                self.cases.len() - 1
             }
-        }
-        let tie = |a: &Place, b: &Place| {
-            (a.0, a.1).cmp(&(b.0, b.1)).then_with(|| {
-                let key = |i: usize| {
-                    let p = &points[i];
-                    (&*p.started_utc, &*p.run_id, keys.get(i).map(|k| &*k.1))
-                };
-                key(a.2).cmp(&key(b.2))
-            })
         };
-        let mut order = Vec::with_capacity(points.len());
-        for (_, mut case) in by_name {
-            if !case.is_sorted_by(|a, b| tie(a, b).is_le()) {
-                case.sort_unstable_by(tie);
+        let case = &mut self.cases[k];
+        let point = make(case.name.clone());
+        case.places
+            .push((utc_number(&point.started_utc), ns, run_key.clone()));
+        case.points.push(point);
+    }
+}
+
+/// Points in the store's order: by case, then start, then run. Each case's rows come in the
+/// order read (the table's, in which a case's runs mostly come oldest first already; the first
+/// reader's before the second's) and are sorted only where they are not in order yet, on small
+/// keys (the start as a number), the strings compared only where those tie: half a million heap
+/// strings compared directly took 0.3 s.
+fn in_case_order(parts: Vec<CaseRows>) -> Vec<Point> {
+    let total = parts
+        .iter()
+        .flat_map(|p| &p.cases)
+        .map(|c| c.points.len())
+        .sum();
+    let mut cases: Vec<CaseRead> = parts.into_iter().flat_map(|p| p.cases).collect();
+    // By name, stably: one case's reads stay in the readers' order.
+    cases.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut out: Vec<Point> = Vec::with_capacity(total);
+    let mut at = 0;
+    while at < cases.len() {
+        let start = out.len();
+        let mut places: Vec<Place> = Vec::new();
+        let name = cases[at].name.clone();
+        while let Some(case) = cases.get_mut(at).filter(|c| c.name == name) {
+            out.append(&mut case.points);
+            if places.is_empty() {
+                places = std::mem::take(&mut case.places);
+            } else {
+                places.append(&mut case.places);
             }
-            order.extend(case.into_iter().map(|(_, _, i)| i));
+            at += 1;
         }
-        order
+        in_start_order(&mut out[start..], &mut places);
+    }
+    out
+}
+
+/// One case's points (with their places) in start order, sorted only where out of it.
+fn in_start_order(points: &mut [Point], places: &mut [Place]) {
+    let tie = |a: usize, b: usize| {
+        let (pa, pb) = (&places[a], &places[b]);
+        (pa.0, pa.1).cmp(&(pb.0, pb.1)).then_with(|| {
+            let key = |i: usize| (&*points[i].started_utc, &*points[i].run_id, &*places[i].2);
+            key(a).cmp(&key(b))
+        })
     };
-    permute(&mut points, &order);
-    points
+    let n = points.len().min(places.len());
+    if (1..n).all(|i| tie(i - 1, i).is_le()) {
+        return;
+    }
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_unstable_by(|a, b| tie(*a, *b));
+    permute(points, &order);
+    permute(places, &order);
 }
 
 /// Puts `v[order[k]]` at `k` for every `k`, in place (`order` a permutation of `v`'s indices),
@@ -1175,6 +1239,8 @@ const CASE_RUN_KEY: usize = 21;
 
 /// What a run gives each of its cases' points.
 struct RunFields {
+    /// The run's key in the store (what orders its cases' points where all else ties).
+    key: Text,
     run_id: Text,
     started_utc: Text,
     git_sha: Text,
@@ -1189,6 +1255,7 @@ fn run_fields(r: &[ValRef<'_>], texts: &mut Texts) -> RunFields {
     let at = |i: usize| r.get(i).copied().unwrap_or(ValRef::Null);
     let mut text = |i: usize| at(i).text().map(|s| texts.of(i, s));
     RunFields {
+        key: Text::default(),
         run_id: text(0).unwrap_or_default(),
         started_utc: text(1).unwrap_or_default(),
         git_sha: text(2).unwrap_or_default(),
@@ -1200,11 +1267,10 @@ fn run_fields(r: &[ValRef<'_>], texts: &mut Texts) -> RunFields {
 }
 
 /// A point of `run` from the values of [`CASE_COLUMNS`], its texts shared through `texts`.
-fn point(run: &RunFields, c: &[ValRef<'_>], texts: &mut Texts) -> Point {
+fn point(run: &RunFields, c: &[ValRef<'_>], spec: Text, texts: &mut Texts) -> Point {
     let at = |i: usize| c.get(i).copied().unwrap_or(ValRef::Null);
     // Case columns are cached apart from the run's (their positions overlap).
-    let mut text = |i: usize| at(i).text().map(|s| texts.of(100 + i, s));
-    let (spec, verdict) = (text(0), text(1));
+    let verdict = at(1).text().map(|s| texts.of(101, s));
     let real = |i: usize| at(i).real();
     let count = |i: usize| at(i).int().and_then(|v| u64::try_from(v).ok());
     Point {
@@ -1214,7 +1280,7 @@ fn point(run: &RunFields, c: &[ValRef<'_>], texts: &mut Texts) -> Point {
         git_dirty: run.git_dirty,
         branch: run.branch.clone(),
         device_key: run.device_key.clone(),
-        spec: spec.unwrap_or_default(),
+        spec,
         verdict: verdict.unwrap_or_default(),
         before_median_secs: real(2),
         after_median_secs: real(3),
@@ -1325,30 +1391,35 @@ mod tests {
 
     /// Rows in the order a table gives them — cases interleaved, a run recorded late with an
     /// older start, two runs of one second told apart by their nanoseconds, then their keys,
-    /// one case's name under two addresses — come out by case, then start.
+    /// one case read by two readers — come out by case, then start.
     #[test]
     fn points_are_put_in_case_then_start_order() {
-        let shared: Text = "b-case".into();
-        let row = |spec: Text, utc: &str, ns: i64, key: &str| {
-            let p = Point {
-                spec,
-                started_utc: utc.into(),
-                run_id: key.into(),
-                ..Point::default()
-            };
-            (p, (ns, Text::from(key)))
+        let read = |rows: &[(&str, &str, i64, &str)]| {
+            let mut read = CaseRows::with_room(2);
+            for (spec, utc, ns, key) in rows {
+                let make = |spec: Text| Point {
+                    spec,
+                    started_utc: (*utc).into(),
+                    run_id: (*key).into(),
+                    ..Point::default()
+                };
+                read.push(spec, make, *ns, &Text::from(*key));
+            }
+            read
         };
-        let rows = vec![
-            row(shared.clone(), "2026-01-02T00:00:00Z", 0, "r2"),
-            row("a-case".into(), "2026-01-02T00:00:00Z", 0, "r2"),
-            row(shared.clone(), "2026-01-03T00:00:00Z", 5, "r4"),
-            row(shared.clone(), "2026-01-03T00:00:00Z", 1, "r3"),
-            row("a-case".into(), "2026-01-01T00:00:00Z", 0, "r1"),
-            row("b-case".into(), "2026-01-01T00:00:00Z", 0, "r1"),
-            row(shared.clone(), "2026-01-03T00:00:00Z", 5, "r5"),
-        ];
-        let (points, keys): (Vec<Point>, Vec<(i64, Text)>) = rows.into_iter().unzip();
-        let got: Vec<(String, String)> = in_case_order(points, &keys)
+        let first = read(&[
+            ("b-case", "2026-01-02T00:00:00Z", 0, "r2"),
+            ("a-case", "2026-01-02T00:00:00Z", 0, "r2"),
+            ("b-case", "2026-01-03T00:00:00Z", 5, "r4"),
+            ("b-case", "2026-01-03T00:00:00Z", 1, "r3"),
+            ("a-case", "2026-01-01T00:00:00Z", 0, "r1"),
+        ]);
+        let second = read(&[
+            ("b-case", "2026-01-01T00:00:00Z", 0, "r1"),
+            ("b-case", "2026-01-03T00:00:00Z", 5, "r5"),
+            ("c-case", "2026-01-01T00:00:00Z", 0, "r1"),
+        ]);
+        let got: Vec<(String, String)> = in_case_order(vec![second, first])
             .iter()
             .map(|p| (p.spec.to_string(), p.run_id.to_string()))
             .collect();
@@ -1360,6 +1431,7 @@ mod tests {
             ("b-case", "r3"),
             ("b-case", "r4"),
             ("b-case", "r5"),
+            ("c-case", "r1"),
         ]
         .iter()
         .map(|(s, r)| (s.to_string(), r.to_string()))
