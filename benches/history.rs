@@ -4,8 +4,10 @@
 //!   synthetic series with known steps (1%, 3%, 10%) at known places in noise of 1–5%, with
 //!   outliers, for two significance levels;
 //! - `cargo bench --bench history -- store`: the SQLite store's size per run and the time of the
-//!   `history` query over 10 000 runs × 50 cases (`OPLEDGER_BENCH_RUNS` to change the runs),
-//!   and `--changes` over one case's series (3% noise, one 10% step).
+//!   `history` query over 10 000 runs × 50 cases (`OPLEDGER_BENCH_RUNS` to change the runs;
+//!   `OPLEDGER_BENCH_COUNTED=1` counts every case as well), and `--changes` over one case's
+//!   series (3% noise, one 10% step);
+//! - `cargo bench --bench history -- every`: only the query of every point, eight times.
 
 use opledger::measure::changes::{detect, Config, Split};
 use opledger::rng::Rng;
@@ -21,7 +23,10 @@ fn main() {
         changes();
     }
     if filter.is_empty() || "store".contains(&filter) {
-        store();
+        store(false);
+    }
+    if filter == "every" {
+        store(true);
     }
 }
 
@@ -98,7 +103,9 @@ fn changes() {
     }
 }
 
-fn store() {
+/// `every`: only the query of every point, eight times (each time printed), on the store
+/// recorded or reused.
+fn store(every_only: bool) {
     let runs: usize = std::env::var("OPLEDGER_BENCH_RUNS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -145,6 +152,9 @@ fn store() {
         one.after.summary.expect("a measured fixture").median_secs,
     );
     let mut rng = Rng::new(1);
+    // OPLEDGER_BENCH_COUNTED=1: every case counted as well (what the main job records where
+    // Valgrind is installed).
+    let counted = std::env::var_os("OPLEDGER_BENCH_COUNTED").is_some();
     let started = Instant::now();
     // A reused store was recorded with the same OPLEDGER_BENCH_RUNS.
     let recorded = if reuse.is_some() { 0 } else { runs };
@@ -156,15 +166,14 @@ fn store() {
                 b.median_secs = base_before * (1.0 + 0.03 * rng.normal());
                 a.median_secs = base_after * step * (1.0 + 0.03 * rng.normal());
             }
+            if counted {
+                s.counts = Some(spec_counts(&s.name, step));
+            }
         }
         run.run_uid = format!("{r:032x}");
         run.run_id = format!("run-{r}");
-        run.started_utc = format!(
-            "2026-{:02}-{:02}T{:02}:00:00Z",
-            1 + r / 2400 % 12,
-            1 + r / 24 % 28,
-            r % 24
-        );
+        // One run an hour, in start order, as a store fills.
+        run.started_utc = hours_after_2025(r);
         run.started_unix_ns = Some(r as i64);
         run.git_sha = format!("{:07x}", r * 7919 % 0xfffffff);
         store
@@ -195,6 +204,17 @@ fn store() {
         t.sort_by(f64::total_cmp);
         t[2]
     };
+    if every_only {
+        for _ in 0..8 {
+            let s = Instant::now();
+            let n = store.series(&Query::default()).expect("a series").len();
+            println!(
+                "every point ({n}): {:.0} ms",
+                s.elapsed().as_secs_f64() * 1e3
+            );
+        }
+        return;
+    }
     let one_case = Query {
         specs: vec!["case-07".into()],
         ..Query::default()
@@ -252,4 +272,67 @@ fn store() {
         s.elapsed().as_secs_f64() * 1e3,
         found.iter().map(|c| c.shifts.len()).sum::<usize>()
     );
+}
+
+/// `2025-01-01T00:00:00Z` plus `hours`, as a run's start is written.
+fn hours_after_2025(hours: usize) -> String {
+    // Days since 1970-01-01 to a civil date (the proleptic Gregorian calendar).
+    let days = 20_089 + (hours / 24) as i64;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year}-{month:02}-{day:02}T{:02}:00:00Z", hours % 24)
+}
+
+/// Both sides of a case counted (the after side's work scaled by `step`), under one engine.
+fn spec_counts(name: &str, step: f64) -> opledger::measure::counts::SpecCounts {
+    use opledger::measure::counts::{
+        CacheModel, Counts, CountsEngine, LedgerAgreement, SideCounts, SpecCounts,
+    };
+    let side = |work: f64| SideCounts::Counted {
+        counts: Counts {
+            instructions: (4.0e7 * work) as u64,
+            dram_read_bytes: (3.2e7 * work) as u64,
+            dram_write_bytes: (1.6e7 * work) as u64,
+            estimated_cycles: (6.0e7 * work) as u64,
+            ..Counts::default()
+        },
+        ledger_read_bytes: 32_000_000,
+        ledger_write_bytes: 16_000_000,
+        ledger_flops: 0,
+        agreement: LedgerAgreement::Streaming {
+            read_ratio: 1.0,
+            write_ratio: 1.0,
+            agrees: true,
+        },
+        functions: Vec::new(),
+        repeat_instructions: None,
+        compulsory_bytes: None,
+    };
+    SpecCounts {
+        name: name.to_string(),
+        engine: CountsEngine {
+            valgrind: "valgrind-3.19.0".into(),
+            cache_model: CacheModel::default(),
+            simd: "avx2".into(),
+            threads: 1,
+            seed: 1,
+            arch: "x86_64".into(),
+            compiler: "rustc 1.95.0 (59807616e 2026-04-14)".into(),
+            libc: "glibc 2.36".into(),
+            binary_sha256: "5f".repeat(32),
+            gpu: None,
+        },
+        before_variant: "unfused".into(),
+        after_variant: "fused".into(),
+        before: side(1.0),
+        after: side(0.6 * step),
+        counted_workload: None,
+    }
 }

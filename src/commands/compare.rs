@@ -49,7 +49,7 @@ fn recorded_history(
         return Ok(out);
     };
     let is = |p: &crate::store::Point, r: &crate::results::RunResult| {
-        *p.run_id == *r.run_id && *p.started_utc == *r.started_utc
+        *p.run.run_id == *r.run_id && *p.run.started_utc == *r.started_utc
     };
     for s in &ra.specs {
         let points = store.recent(
@@ -60,11 +60,14 @@ fn recorded_history(
         )?;
         // A's branch, where the store recorded A among these runs: runs of other branches
         // changed the code, they are not drift.
-        let branch = points.iter().find(|p| is(p, ra)).map(|p| p.branch.clone());
+        let branch = points
+            .iter()
+            .find(|p| is(p, ra))
+            .map(|p| p.run.branch.clone());
         let entries = points
             .iter()
             .filter(|p| !is(p, ra) && !is(p, rb))
-            .filter(|p| branch.as_ref().is_none_or(|b| &p.branch == b))
+            .filter(|p| branch.as_ref().is_none_or(|b| &p.run.branch == b))
             .filter_map(crate::gate::history::entry_of)
             .collect();
         out.insert(s.name.clone(), entries);
@@ -154,9 +157,9 @@ pub fn compare_to_base(
     let base = BaseCommit {
         branch: branch.to_string(),
         merge_base: merge_base.clone(),
-        commit: p.git_sha.to_string(),
+        commit: p.run.git_sha.to_string(),
         commits_back,
-        run_id: p.run_id.to_string(),
+        run_id: p.run.run_id.to_string(),
     };
     compare_runs(&a, b, opts, Some(&base))
 }

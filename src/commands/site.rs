@@ -192,7 +192,7 @@ fn run_pages(store: &Store, points: &[Point], root: &Path) -> Result<(Vec<Option
         specs_of
             .entry(store.archive_dir(p))
             .or_default()
-            .push((p.spec.to_string(), p.device_key.to_string()));
+            .push((p.spec.to_string(), p.run.device_key.to_string()));
     }
     let mut drawn = 0;
     let mut out = Vec::with_capacity(points.len());
@@ -203,10 +203,10 @@ fn run_pages(store: &Store, points: &[Point], root: &Path) -> Result<(Vec<Option
             continue;
         }
         let page = if dir.join("results.json").is_file() {
-            let mut name = html::slug(&p.run_id);
+            let mut name = html::slug(&p.run.run_id);
             let mut k = 2;
             while taken.contains(&name) {
-                name = format!("{}-{k}", html::slug(&p.run_id));
+                name = format!("{}-{k}", html::slug(&p.run.run_id));
                 k += 1;
             }
             match draw_run(&dir, root, &name, specs_of.get(&dir).map_or(&[][..], |v| v)) {
@@ -216,7 +216,7 @@ fn run_pages(store: &Store, points: &[Point], root: &Path) -> Result<(Vec<Option
                     Some(format!("runs/{name}/{}", html::REPORT_HTML))
                 }
                 Err(e) => {
-                    eprintln!("opledger: warning: run {} has no page: {e}", p.run_id);
+                    eprintln!("opledger: warning: run {} has no page: {e}", p.run.run_id);
                     None
                 }
             }

@@ -184,7 +184,7 @@ pub fn baseline_of_point(
     workload: &Workload,
 ) -> Option<CountsBaseline> {
     let c = p.counts.as_ref()?;
-    let engine = c.engine.clone()?;
+    let engine = c.engine.as_deref()?.clone();
     let side =
         |variant: &str, instructions: Option<u64>, dram: Option<u64>, cycles: Option<u64>| {
             Some(CountsSide {
@@ -202,8 +202,8 @@ pub fn baseline_of_point(
     Some(CountsBaseline {
         schema_version: crate::baseline::counts::COUNTS_BASELINE_SCHEMA_VERSION,
         spec: p.spec.to_string(),
-        recorded_utc: p.started_utc.to_string(),
-        git_sha: p.git_sha.to_string(),
+        recorded_utc: p.run.started_utc.to_string(),
+        git_sha: p.run.git_sha.to_string(),
         opledger_version: String::new(),
         engine,
         workload: workload.clone(),

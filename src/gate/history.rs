@@ -67,8 +67,8 @@ pub fn without_outliers(points: Vec<Point>) -> (Vec<Point>, usize) {
 /// A stored run of a case as an accepted run's entry (`None` where a side was not measured).
 pub fn entry_of(p: &Point) -> Option<HistoryEntry> {
     Some(HistoryEntry {
-        recorded_utc: p.started_utc.to_string(),
-        git_sha: p.git_sha.to_string(),
+        recorded_utc: p.run.started_utc.to_string(),
+        git_sha: p.run.git_sha.to_string(),
         before_median_secs: p.before_median_secs?,
         after_median_secs: p.after_median_secs?,
         relative_median: p.ratio,

@@ -199,7 +199,7 @@ fn current_level(series: Vec<Point>) -> (Vec<Point>, Option<LevelChange>) {
         return (series, None);
     }
     let change = LevelChange {
-        since_commit: series[start].git_sha.to_string(),
+        since_commit: series[start].run.git_sha.to_string(),
         left_out: start,
     };
     (series[start..].to_vec(), Some(change))
@@ -282,7 +282,7 @@ fn merge_base(
     let reference = GateReference::MergeBase {
         branch,
         merge_base: mb,
-        commit: Some(first.git_sha.to_string()),
+        commit: Some(first.run.git_sha.to_string()),
         commits_back: back,
         runs: points.len(),
         change,

@@ -458,7 +458,7 @@ fn counts_baselines(
                             &s.counted().ok()?.workload,
                         )
                     });
-                    history_run = baseline.as_ref().map(|_| p.run_id.clone());
+                    history_run = baseline.as_ref().map(|_| p.run.run_id.clone());
                 }
             }
         }
@@ -490,8 +490,8 @@ fn archived_counts(
         now,
         &s.counted().ok()?.workload,
         &s.name,
-        &p.started_utc,
-        &p.git_sha,
+        &p.run.started_utc,
+        &p.run.git_sha,
     )
 }
 

@@ -65,7 +65,7 @@ struct Case {
 fn cases(points: &[Point]) -> Vec<Case> {
     let mut by: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
     for (i, p) in points.iter().enumerate() {
-        by.entry((p.device_key.to_string(), p.spec.to_string()))
+        by.entry((p.run.device_key.to_string(), p.spec.to_string()))
             .or_default()
             .push(i);
     }
@@ -91,8 +91,8 @@ fn shifts(points: &[Point], case: &Case, metric: Metric) -> Vec<(usize, Located)
         .into_iter()
         .filter_map(|l| {
             let k = case.at.iter().position(|&i| {
-                *points[i].run_id == *l.first_after.run_id
-                    && *points[i].started_utc == *l.first_after.started_utc
+                *points[i].run.run_id == *l.first_after.run_id
+                    && *points[i].run.started_utc == *l.first_after.started_utc
             })?;
             Some((k, l))
         })
@@ -139,13 +139,13 @@ fn shift_marks(found: &[(usize, Located)], what: &str) -> Vec<TrendShift> {
 /// commit's short SHA.
 fn x_labels(points: &[&Point]) -> Vec<(usize, String)> {
     let starts: Vec<usize> = (0..points.len())
-        .filter(|&i| i == 0 || points[i].git_sha != points[i - 1].git_sha)
+        .filter(|&i| i == 0 || points[i].run.git_sha != points[i - 1].run.git_sha)
         .collect();
     let step = starts.len().div_ceil(8).max(1);
     starts
         .into_iter()
         .step_by(step)
-        .map(|i| (i, short(&points[i].git_sha).to_string()))
+        .map(|i| (i, short(&points[i].run.git_sha).to_string()))
         .collect()
 }
 
@@ -154,14 +154,15 @@ fn tip_of(p: &Point, what: &str, value: String) -> Vec<String> {
         format!("{what}: {value}"),
         format!(
             "run {} · {} · commit {}{}",
-            p.run_id,
-            p.started_utc,
-            short(&p.git_sha),
-            if p.git_dirty { " (dirty)" } else { "" }
+            p.run.run_id,
+            p.run.started_utc,
+            short(&p.run.git_sha),
+            if p.run.git_dirty { " (dirty)" } else { "" }
         ),
         format!(
             "{}verdict {}{}",
-            p.branch
+            p.run
+                .branch
                 .as_ref()
                 .map_or(String::new(), |b| format!("branch {b} · ")),
             p.verdict,
@@ -507,12 +508,12 @@ fn run_rows(
         .map(|(k, p)| {
             minijinja::context! {
                 index => k + 1,
-                run_id => p.run_id.clone(),
-                started_utc => p.started_utc.clone(),
-                sha => short(&p.git_sha).to_string(),
-                commit_href => commit_href(input.commit_url, &p.git_sha),
-                dirty => p.git_dirty,
-                branch => p.branch.clone(),
+                run_id => p.run.run_id.clone(),
+                started_utc => p.run.started_utc.clone(),
+                sha => short(&p.run.git_sha).to_string(),
+                commit_href => commit_href(input.commit_url, &p.run.git_sha),
+                dirty => p.run.git_dirty,
+                branch => p.run.branch.clone(),
                 verdict => p.verdict.clone(),
                 before => ms(p.before_median_secs),
                 before_secs => p.before_median_secs,
@@ -540,7 +541,7 @@ fn case_summary(
     // the newest of any branch, whose branch is then named.
     let latest_k = pts
         .iter()
-        .rposition(|p| matches!(p.branch.as_deref(), Some("main" | "master")))
+        .rposition(|p| matches!(p.run.branch.as_deref(), Some("main" | "master")))
         .or_else(|| pts.len().checked_sub(1));
     let latest = latest_k.map(|k| pts[k]);
     let spark_values: Vec<f64> = pts
@@ -561,9 +562,9 @@ fn case_summary(
         ratio => latest.and_then(|p| p.ratio).map(|r| format!("×{r:.3}")),
         ratio_value => latest.and_then(|p| p.ratio),
         shifts => shifts_found,
-        last_utc => latest.map(|p| p.started_utc.clone()),
-        last_sha => latest.map(|p| short(&p.git_sha).to_string()),
-        last_branch => latest.and_then(|p| p.branch.clone()),
+        last_utc => latest.map(|p| p.run.started_utc.clone()),
+        last_sha => latest.map(|p| short(&p.run.git_sha).to_string()),
+        last_branch => latest.and_then(|p| p.run.branch.clone()),
         last_href => latest_k.and_then(|k| case.at.get(k)).and_then(|&i| input.run_pages[i].clone()),
     }
 }
@@ -591,7 +592,7 @@ pub fn pages(input: &Input<'_>) -> Result<Vec<(String, String)>> {
     let runs: std::collections::BTreeSet<(&str, &str)> = input
         .points
         .iter()
-        .map(|p| (&*p.run_id, &*p.started_utc))
+        .map(|p| (&*p.run.run_id, &*p.run.started_utc))
         .collect();
     let index = html::render_page(
         "index.html",
@@ -650,17 +651,20 @@ mod tests {
         let n = ROWS_ON_PAGE + OLDER_ROWS_PER_PAGE + 7;
         let points: Vec<Point> = (0..n)
             .map(|i| Point {
-                run_id: format!("run-{i:04}").into(),
-                started_utc: format!(
-                    "2026-01-{:02}T{:02}:{:02}:00Z",
-                    1 + i / 1440,
-                    i / 60 % 24,
-                    i % 60
-                )
-                .into(),
-                git_sha: format!("{i:07x}").into(),
-                branch: Some("main".into()),
-                device_key: "cpu-x".into(),
+                run: std::sync::Arc::new(crate::store::PointRun {
+                    run_id: format!("run-{i:04}").into(),
+                    started_utc: format!(
+                        "2026-01-{:02}T{:02}:{:02}:00Z",
+                        1 + i / 1440,
+                        i / 60 % 24,
+                        i % 60
+                    )
+                    .into(),
+                    git_sha: format!("{i:07x}").into(),
+                    branch: Some("main".into()),
+                    device_key: "cpu-x".into(),
+                    ..crate::store::PointRun::default()
+                }),
                 spec: "s".into(),
                 verdict: "pass".into(),
                 before_median_secs: Some(2e-3),

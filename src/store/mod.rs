@@ -201,9 +201,11 @@ pub enum Recorded {
 /// half a million points are not millions of copies.
 pub type Text = std::sync::Arc<str>;
 
-/// One run of one case, as `history` shows it.
+/// What every case's point of one run shares (its identity, commit, branch, device and
+/// archive), held once per run: half a million points of one store are then 100 bytes smaller
+/// each, and made with one shared count raised instead of six.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-pub struct Point {
+pub struct PointRun {
     pub run_id: Text,
     pub started_utc: Text,
     pub git_sha: Text,
@@ -211,6 +213,17 @@ pub struct Point {
     pub git_dirty: bool,
     pub branch: Option<Text>,
     pub device_key: Text,
+    /// The archive's folder: relative to the store's folder for an SQLite store (the two travel
+    /// together), as the run wrote it for a server.
+    pub archive: Text,
+}
+
+/// One run of one case, as `history` shows it.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct Point {
+    /// The run's fields (written as the point's own).
+    #[serde(flatten)]
+    pub run: std::sync::Arc<PointRun>,
     pub spec: Text,
     pub verdict: Text,
     pub before_median_secs: Option<f64>,
@@ -226,9 +239,6 @@ pub struct Point {
     pub after_ci_hi_secs: Option<f64>,
     /// This run was recorded as (part of) the case's baseline (`run --accept`).
     pub accepted: bool,
-    /// The archive's folder: relative to the store's folder for an SQLite store (the two travel
-    /// together), as the run wrote it for a server.
-    pub archive: Text,
     /// Both sides' counts under the cache simulator, where the run counted them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub counts: Option<Box<PointCounts>>,
@@ -239,11 +249,11 @@ pub struct Point {
 /// has none).
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct PointCounts {
-    pub key: String,
+    pub key: Text,
     /// What counted (Valgrind, compiler, C library, binary digest…): a comparison across
     /// engines of one key is flagged, not trusted.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub engine: Option<crate::measure::counts::CountsEngine>,
+    pub engine: Option<std::sync::Arc<crate::measure::counts::CountsEngine>>,
     pub before_instructions: Option<u64>,
     pub after_instructions: Option<u64>,
     pub before_dram_bytes: Option<u64>,
@@ -259,8 +269,8 @@ impl PointCounts {
         let side = |x: &crate::measure::counts::SideCounts| x.counts().copied();
         let (b, a) = (side(&c.before), side(&c.after));
         Some(PointCounts {
-            key: c.engine.key(),
-            engine: Some(c.engine.clone()),
+            key: c.engine.key().into(),
+            engine: Some(std::sync::Arc::new(c.engine.clone())),
             before_instructions: b.map(|x| x.instructions),
             after_instructions: a.map(|x| x.instructions),
             before_dram_bytes: b.map(|x| x.dram_read_bytes + x.dram_write_bytes),
@@ -501,8 +511,11 @@ impl Store {
     /// The folder of a point's archive on this machine (it may be gone: a CI runner's).
     pub fn archive_dir(&self, p: &Point) -> PathBuf {
         match &self.url {
-            StoreUrl::Sqlite(path) => path.parent().unwrap_or(Path::new(".")).join(&*p.archive),
-            StoreUrl::Postgres(_) => PathBuf::from(&*p.archive),
+            StoreUrl::Sqlite(path) => path
+                .parent()
+                .unwrap_or(Path::new("."))
+                .join(&*p.run.archive),
+            StoreUrl::Postgres(_) => PathBuf::from(&*p.run.archive),
         }
     }
 
@@ -1099,7 +1112,7 @@ impl CaseRows {
         let case = &mut self.cases[k];
         let point = make(case.name.clone());
         case.places
-            .push((utc_number(&point.started_utc), ns, run_key.clone()));
+            .push((utc_number(&point.run.started_utc), ns, run_key.clone()));
         case.points.push(point);
     }
 }
@@ -1143,7 +1156,13 @@ fn in_start_order(points: &mut [Point], places: &mut [Place]) {
     let tie = |a: usize, b: usize| {
         let (pa, pb) = (&places[a], &places[b]);
         (pa.0, pa.1).cmp(&(pb.0, pb.1)).then_with(|| {
-            let key = |i: usize| (&*points[i].started_utc, &*points[i].run_id, &*places[i].2);
+            let key = |i: usize| {
+                (
+                    &*points[i].run.started_utc,
+                    &*points[i].run.run_id,
+                    &*places[i].2,
+                )
+            };
             key(a).cmp(&key(b))
         })
     };
@@ -1200,9 +1219,33 @@ fn utc_number(utc: &str) -> u64 {
 struct Texts {
     all: std::collections::HashSet<Text>,
     last: Vec<Option<Text>>,
+    /// Counts engines read, by their text: every counted row of a machine names the same one,
+    /// parsed once (parsed per row, it was most of the time of a counted store's every point).
+    engines: std::collections::HashMap<Text, Option<Engine>>,
+    last_engine: Option<(Text, Option<Engine>)>,
 }
 
+/// A counts engine that many points share.
+type Engine = std::sync::Arc<crate::measure::counts::CountsEngine>;
+
 impl Texts {
+    /// The counts engine an engine column's text names (`None` where it does not parse).
+    fn engine(&mut self, s: &str) -> Option<Engine> {
+        if let Some((_, engine)) = self.last_engine.as_ref().filter(|(t, _)| **t == *s) {
+            return engine.clone();
+        }
+        let engine = match self.engines.get(s) {
+            Some(e) => e.clone(),
+            None => {
+                let e = serde_json::from_str(s).ok().map(std::sync::Arc::new);
+                self.engines.insert(s.into(), e.clone());
+                e
+            }
+        };
+        self.last_engine = Some((s.into(), engine.clone()));
+        engine
+    }
+
     /// The shared text of column `column`.
     fn of(&mut self, column: usize, s: &str) -> Text {
         if self.last.len() <= column {
@@ -1237,17 +1280,11 @@ const CASE_COLUMNS: &str = "c.spec, c.verdict, c.before_median_secs, c.after_med
 const CASE_STARTED_NS: usize = 20;
 const CASE_RUN_KEY: usize = 21;
 
-/// What a run gives each of its cases' points.
+/// What a run gives each of its cases' points, and its key in the store (what orders its
+/// cases' points where all else ties).
 struct RunFields {
-    /// The run's key in the store (what orders its cases' points where all else ties).
     key: Text,
-    run_id: Text,
-    started_utc: Text,
-    git_sha: Text,
-    git_dirty: bool,
-    branch: Option<Text>,
-    device_key: Text,
-    archive: Text,
+    run: std::sync::Arc<PointRun>,
 }
 
 /// A run's fields from the values of [`RUN_COLUMNS`], its texts shared through `texts`.
@@ -1256,13 +1293,15 @@ fn run_fields(r: &[ValRef<'_>], texts: &mut Texts) -> RunFields {
     let mut text = |i: usize| at(i).text().map(|s| texts.of(i, s));
     RunFields {
         key: Text::default(),
-        run_id: text(0).unwrap_or_default(),
-        started_utc: text(1).unwrap_or_default(),
-        git_sha: text(2).unwrap_or_default(),
-        git_dirty: at(3).int().unwrap_or(0) != 0,
-        branch: text(4),
-        device_key: text(5).unwrap_or_default(),
-        archive: text(6).unwrap_or_default(),
+        run: std::sync::Arc::new(PointRun {
+            run_id: text(0).unwrap_or_default(),
+            started_utc: text(1).unwrap_or_default(),
+            git_sha: text(2).unwrap_or_default(),
+            git_dirty: at(3).int().unwrap_or(0) != 0,
+            branch: text(4),
+            device_key: text(5).unwrap_or_default(),
+            archive: text(6).unwrap_or_default(),
+        }),
     }
 }
 
@@ -1274,12 +1313,7 @@ fn point(run: &RunFields, c: &[ValRef<'_>], spec: Text, texts: &mut Texts) -> Po
     let real = |i: usize| at(i).real();
     let count = |i: usize| at(i).int().and_then(|v| u64::try_from(v).ok());
     Point {
-        run_id: run.run_id.clone(),
-        started_utc: run.started_utc.clone(),
-        git_sha: run.git_sha.clone(),
-        git_dirty: run.git_dirty,
-        branch: run.branch.clone(),
-        device_key: run.device_key.clone(),
+        run: run.run.clone(),
         spec,
         verdict: verdict.unwrap_or_default(),
         before_median_secs: real(2),
@@ -1287,7 +1321,6 @@ fn point(run: &RunFields, c: &[ValRef<'_>], spec: Text, texts: &mut Texts) -> Po
         ratio: real(4),
         ratio_lo: real(5),
         ratio_hi: real(6),
-        archive: run.archive.clone(),
         before_ci_lo_secs: real(7),
         before_ci_hi_secs: real(8),
         after_ci_lo_secs: real(9),
@@ -1295,8 +1328,8 @@ fn point(run: &RunFields, c: &[ValRef<'_>], spec: Text, texts: &mut Texts) -> Po
         accepted: at(11).text() == Some("accepted"),
         counts: at(12).text().map(|key| {
             Box::new(PointCounts {
-                key: key.to_string(),
-                engine: at(19).text().and_then(|t| serde_json::from_str(t).ok()),
+                key: texts.of(112, key),
+                engine: at(19).text().and_then(|t| texts.engine(t)),
                 before_instructions: count(13),
                 after_instructions: count(14),
                 before_dram_bytes: count(15),
@@ -1365,7 +1398,7 @@ fn insert_case(db: &mut Db, run_key: &str, run: &RunResult, s: &SpecResult) -> d
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_string)),
             ),
-            Val::from(counts.as_ref().map(|c| c.key.clone())),
+            Val::from(counts.as_ref().map(|c| c.key.to_string())),
             count(counts.as_ref().and_then(|c| c.before_instructions)),
             count(counts.as_ref().and_then(|c| c.after_instructions)),
             count(counts.as_ref().and_then(|c| c.before_dram_bytes)),
@@ -1399,8 +1432,11 @@ mod tests {
             for (spec, utc, ns, key) in rows {
                 let make = |spec: Text| Point {
                     spec,
-                    started_utc: (*utc).into(),
-                    run_id: (*key).into(),
+                    run: std::sync::Arc::new(PointRun {
+                        started_utc: (*utc).into(),
+                        run_id: (*key).into(),
+                        ..PointRun::default()
+                    }),
                     ..Point::default()
                 };
                 read.push(spec, make, *ns, &Text::from(*key));
@@ -1421,7 +1457,7 @@ mod tests {
         ]);
         let got: Vec<(String, String)> = in_case_order(vec![second, first])
             .iter()
-            .map(|p| (p.spec.to_string(), p.run_id.to_string()))
+            .map(|p| (p.spec.to_string(), p.run.run_id.to_string()))
             .collect();
         let want: Vec<(String, String)> = [
             ("a-case", "r1"),
@@ -1480,7 +1516,7 @@ mod tests {
         let names = |points: Vec<Point>| -> Vec<(String, String)> {
             points
                 .iter()
-                .map(|p| (p.spec.to_string(), p.run_id.to_string()))
+                .map(|p| (p.spec.to_string(), p.run.run_id.to_string()))
                 .collect()
         };
         for q in [

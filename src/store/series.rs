@@ -2,7 +2,7 @@
 //! and where its level changed (`measure::changes`), each shift placed between two runs and
 //! their commits. Pure: the points come from the store, the words from `report::history`.
 
-use super::Point;
+use super::{Point, Text};
 use crate::measure::changes::{self, Shift};
 
 /// Ancestors of a merge-base searched for a run, at most.
@@ -73,9 +73,9 @@ pub struct RunRef {
 impl RunRef {
     fn of(p: &Point) -> RunRef {
         RunRef {
-            run_id: p.run_id.to_string(),
-            git_sha: p.git_sha.to_string(),
-            started_utc: p.started_utc.to_string(),
+            run_id: p.run.run_id.to_string(),
+            git_sha: p.run.git_sha.to_string(),
+            started_utc: p.run.started_utc.to_string(),
         }
     }
 }
@@ -110,13 +110,13 @@ pub fn changes(points: &[Point], metric: Metric) -> Vec<CaseChanges> {
         if metric.counted() {
             p.counts.as_ref().map(|c| c.key.clone()).unwrap_or_default()
         } else {
-            String::new()
+            Text::default()
         }
     };
-    let mut keys: Vec<(&str, &str, String)> = points
+    let mut keys: Vec<(&str, &str, Text)> = points
         .iter()
         .filter(|p| metric.of(p).is_some())
-        .map(|p| (&*p.spec, &*p.device_key, counts_key(p)))
+        .map(|p| (&*p.spec, &*p.run.device_key, counts_key(p)))
         .collect();
     keys.sort();
     keys.dedup();
@@ -126,7 +126,7 @@ pub fn changes(points: &[Point], metric: Metric) -> Vec<CaseChanges> {
                 .iter()
                 .filter(|p| {
                     *p.spec == *spec
-                        && *p.device_key == *device
+                        && *p.run.device_key == *device
                         && metric.of(p).is_some()
                         && counts_key(p) == key
                 })
@@ -220,11 +220,13 @@ pub fn at_ancestors<'a>(points: &'a [Point], ancestors: &[String]) -> Vec<(usize
     let mut matched: Vec<(usize, usize, &Point)> = points
         .iter()
         .enumerate()
-        .filter(|(_, p)| p.git_sha.len() >= 4 && p.git_sha.chars().all(|c| c.is_ascii_hexdigit()))
+        .filter(|(_, p)| {
+            p.run.git_sha.len() >= 4 && p.run.git_sha.chars().all(|c| c.is_ascii_hexdigit())
+        })
         .filter_map(|(i, p)| {
             ancestors
                 .iter()
-                .position(|a| a.starts_with(&*p.git_sha))
+                .position(|a| a.starts_with(&*p.run.git_sha))
                 .map(|k| (k, i, p))
         })
         .collect();
@@ -240,12 +242,15 @@ mod tests {
 
     fn point(i: usize, after: f64) -> Point {
         Point {
-            run_id: format!("r{i}").into(),
-            started_utc: format!("2026-01-01T00:00:{i:02}Z").into(),
-            git_sha: format!("c{i}").into(),
-            git_dirty: false,
-            branch: Some("main".into()),
-            device_key: "cpu-x".into(),
+            run: std::sync::Arc::new(crate::store::PointRun {
+                run_id: format!("r{i}").into(),
+                started_utc: format!("2026-01-01T00:00:{i:02}Z").into(),
+                git_sha: format!("c{i}").into(),
+                git_dirty: false,
+                branch: Some("main".into()),
+                device_key: "cpu-x".into(),
+                ..crate::store::PointRun::default()
+            }),
             spec: "s".into(),
             verdict: "pass".into(),
             before_median_secs: Some(2.0),
@@ -286,10 +291,14 @@ mod tests {
     }
 
     fn at(sha: &str, t: &str) -> Point {
+        let p = point(0, 1.0);
         Point {
-            git_sha: sha.into(),
-            started_utc: t.into(),
-            ..point(0, 1.0)
+            run: std::sync::Arc::new(crate::store::PointRun {
+                git_sha: sha.into(),
+                started_utc: t.into(),
+                ..(*p.run).clone()
+            }),
+            ..p
         }
     }
 
@@ -347,7 +356,7 @@ mod tests {
             at("nogit", "5"),
         ];
         let m = at_ancestors(&points, &ancestors);
-        let got: Vec<(usize, &str)> = m.iter().map(|(k, p)| (*k, &*p.started_utc)).collect();
+        let got: Vec<(usize, &str)> = m.iter().map(|(k, p)| (*k, &*p.run.started_utc)).collect();
         assert_eq!(got, vec![(1, "3"), (1, "2"), (2, "1")]);
     }
 }
