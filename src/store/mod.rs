@@ -84,6 +84,13 @@ UPDATE cases SET started_utc = (SELECT r.started_utc FROM runs r WHERE r.run_key
     started_ns = (SELECT COALESCE(r.started_ns, 0) FROM runs r WHERE r.run_key = cases.run_key),
     run_id = (SELECT r.run_id FROM runs r WHERE r.run_key = cases.run_key);
 CREATE INDEX cases_by_spec_in_order ON cases (spec, started_utc, started_ns, run_id, run_key);",
+    // Each counts engine once, named by the SHA-256 of its JSON: a counted case names its engine
+    // by that digest (every case of a machine's runs has the same engine, and its JSON in each
+    // row was half the row). Rows recorded before keep the JSON itself, and are read as such.
+    "CREATE TABLE counts_engines (
+    engine_sha256 TEXT PRIMARY KEY,
+    engine        TEXT NOT NULL
+);",
 ];
 
 /// The default store's file name, inside the runs folder.
@@ -486,8 +493,19 @@ impl Store {
                         Val::from(run.started_unix_ns),
                     ],
                 )?;
+                let mut engines: Vec<(String, String)> = Vec::new();
                 for s in &run.specs {
-                    insert_case(db, &key, run, s)?;
+                    let engine = s.counts.as_ref().map(|c| engine_json(&c.engine));
+                    if let Some(e) = &engine {
+                        if !engines.contains(e) {
+                            db.execute(
+                                "INSERT INTO counts_engines (engine_sha256, engine) VALUES ($1, $2) ON CONFLICT (engine_sha256) DO NOTHING",
+                                &[Val::from(&e.0), Val::from(&e.1)],
+                            )?;
+                            engines.push(e.clone());
+                        }
+                    }
+                    insert_case(db, &key, run, s, engine.as_ref().map(|e| e.0.as_str()))?;
                 }
                 Ok(outcome)
             })
@@ -657,7 +675,8 @@ impl Store {
     /// The rows a filter selects: cases in name order, each oldest first.
     fn select(&mut self, f: &Filter<'_>) -> Result<Vec<Point>> {
         let conditions = conditions(f);
-        let mut texts = Texts::default();
+        let engines = self.engines().map_err(self.fail(StoreAction::Reading))?;
+        let mut texts = Texts::naming(&engines);
         if let Some(newest) = f.newest {
             // A case's newest rows: from the end of its index, each case row with its run.
             let (filter, mut params) = where_of(conditions.iter());
@@ -707,7 +726,7 @@ impl Store {
             self.spec_names()?.len()
         };
         let parts = self
-            .case_rows(&conditions, &runs, cases, self.split_rows)
+            .case_rows(&conditions, &runs, &engines, cases, self.split_rows)
             .map_err(self.fail(StoreAction::Reading))?;
         Ok(in_case_order(parts))
     }
@@ -717,12 +736,14 @@ impl Store {
     /// rows or more is read in two halves at once (by row id), the second on a connection of
     /// its own: stepping through half a million rows and making their points is most of the
     /// time of every point, and a second core halves it. Rows a writer adds meanwhile belong to
-    /// runs not in `runs`, and are left out as any such row is. `cases` is how many cases the
+    /// runs not in `runs`, and are left out as any such row is (`engines`: the store's counts
+    /// engines by their digests). `cases` is how many cases the
     /// table holds where all of it is read (each case's vectors are sized from it), else 0.
     fn case_rows(
         &mut self,
         conditions: &[Condition],
         runs: &std::collections::HashMap<String, RunFields>,
+        engines: &std::sync::Arc<std::collections::HashMap<String, Engine>>,
         cases: usize,
         split_rows: i64,
     ) -> db::DbResult<Vec<CaseRows>> {
@@ -751,7 +772,7 @@ impl Store {
                     };
                 }
                 let sql = format!("SELECT {CASE_COLUMNS} FROM cases c {filter}");
-                let mut texts = Texts::default();
+                let mut texts = Texts::naming(engines);
                 let mut read = CaseRows::with_room(rows.min(MAX_ROOM) / cases.max(1));
                 // A run's cases come together: its fields are looked up once for all of them.
                 let mut last: Option<(&str, &RunFields)> = None;
@@ -810,6 +831,26 @@ impl Store {
             Ok(last) => Ok(vec![first?, last?]),
             Err(panic) => std::panic::resume_unwind(panic),
         }
+    }
+
+    /// The store's counts engines, by their digests (a few: one per machine and build).
+    fn engines(
+        &mut self,
+    ) -> db::DbResult<std::sync::Arc<std::collections::HashMap<String, Engine>>> {
+        let mut engines = std::collections::HashMap::new();
+        self.db.query_each(
+            "SELECT engine_sha256, engine FROM counts_engines",
+            &[],
+            |row| {
+                let text = |i: usize| row.get(i).and_then(|v| v.text());
+                if let (Some(digest), Some(json)) = (text(0), text(1)) {
+                    if let Ok(engine) = serde_json::from_str(json) {
+                        engines.insert(digest.to_string(), std::sync::Arc::new(engine));
+                    }
+                }
+            },
+        )?;
+        Ok(std::sync::Arc::new(engines))
     }
 
     /// The first and last row ids of an SQLite store's case table (read from the ends of its
@@ -1223,14 +1264,28 @@ struct Texts {
     /// parsed once (parsed per row, it was most of the time of a counted store's every point).
     engines: std::collections::HashMap<Text, Option<Engine>>,
     last_engine: Option<(Text, Option<Engine>)>,
+    /// The store's engines by their digest (what a case row names its engine by).
+    named: std::sync::Arc<std::collections::HashMap<String, Engine>>,
 }
 
 /// A counts engine that many points share.
 type Engine = std::sync::Arc<crate::measure::counts::CountsEngine>;
 
 impl Texts {
-    /// The counts engine an engine column's text names (`None` where it does not parse).
+    /// Texts of a query of a store whose engines are `named` by their digests.
+    fn naming(named: &std::sync::Arc<std::collections::HashMap<String, Engine>>) -> Texts {
+        Texts {
+            named: named.clone(),
+            ..Texts::default()
+        }
+    }
+
+    /// The counts engine an engine column names: by its digest, or (rows recorded before
+    /// engines were kept apart) by its JSON; `None` where it names none.
     fn engine(&mut self, s: &str) -> Option<Engine> {
+        if !s.starts_with('{') {
+            return self.named.get(s).cloned();
+        }
         if let Some((_, engine)) = self.last_engine.as_ref().filter(|(t, _)| **t == *s) {
             return engine.clone();
         }
@@ -1351,7 +1406,21 @@ fn run_key(run: &RunResult) -> String {
     }
 }
 
-fn insert_case(db: &mut Db, run_key: &str, run: &RunResult, s: &SpecResult) -> db::DbResult<u64> {
+/// A counts engine's JSON and its SHA-256 (what a counted case row names it by).
+fn engine_json(engine: &crate::measure::counts::CountsEngine) -> (String, String) {
+    use sha2::Digest;
+    let json = serde_json::to_string(engine).unwrap_or_default();
+    (hex::encode(sha2::Sha256::digest(json.as_bytes())), json)
+}
+
+/// Inserts a case row; `engine` is its counts engine's digest, where it was counted.
+fn insert_case(
+    db: &mut Db,
+    run_key: &str,
+    run: &RunResult,
+    s: &SpecResult,
+    engine: Option<&str>,
+) -> db::DbResult<u64> {
     let (b, a) = (s.before.summary, s.after.summary);
     // after/before from the paired saving: ratio = 1 − saving (its CI reversed).
     let ratio = s
@@ -1405,12 +1474,7 @@ fn insert_case(db: &mut Db, run_key: &str, run: &RunResult, s: &SpecResult) -> d
             count(counts.as_ref().and_then(|c| c.after_dram_bytes)),
             count(counts.as_ref().and_then(|c| c.before_cycles)),
             count(counts.as_ref().and_then(|c| c.after_cycles)),
-            Val::from(
-                counts
-                    .as_ref()
-                    .and_then(|c| c.engine.as_ref())
-                    .and_then(|e| serde_json::to_string(e).ok()),
-            ),
+            Val::from(engine),
             Val::from(&run.started_utc),
             Val::Int(run.started_unix_ns.unwrap_or(0)),
             Val::from(&run.run_id),
@@ -1540,6 +1604,108 @@ mod tests {
             // Each case oldest first: run-3 (01:00) leads.
             assert_eq!(whole[0].1, "run-3");
         }
+    }
+
+    /// A counted case names its engine by digest, the engine kept once for every run; a row
+    /// recorded before (the engine's JSON in the row) reads the same.
+    #[test]
+    fn counts_engines_are_kept_once_and_rows_naming_them_either_way_read_alike() {
+        use crate::measure::counts::{
+            CacheModel, Counts, CountsEngine, LedgerAgreement, SideCounts, SpecCounts,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let url = StoreUrl::Sqlite(dir.path().join("h.sqlite"));
+        let fixture = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/run-fixed/results.json"
+        );
+        let mut run: RunResult = serde_json::from_slice(&std::fs::read(fixture).unwrap()).unwrap();
+        let engine = CountsEngine {
+            valgrind: "valgrind-3.19.0".into(),
+            cache_model: CacheModel::default(),
+            simd: "avx2".into(),
+            threads: 1,
+            seed: 7,
+            compiler: "rustc 1".into(),
+            ..CountsEngine::default()
+        };
+        let side = |instructions: u64| SideCounts::Counted {
+            counts: Counts {
+                instructions,
+                dram_read_bytes: 4096,
+                estimated_cycles: 3 * instructions,
+                ..Counts::default()
+            },
+            ledger_read_bytes: 4096,
+            ledger_write_bytes: 0,
+            ledger_flops: 0,
+            agreement: LedgerAgreement::Streaming {
+                read_ratio: 1.0,
+                write_ratio: 1.0,
+                agrees: true,
+            },
+            functions: Vec::new(),
+            repeat_instructions: None,
+            compulsory_bytes: None,
+        };
+        for s in &mut run.specs {
+            s.counts = Some(SpecCounts {
+                name: s.name.clone(),
+                engine: engine.clone(),
+                before_variant: "a".into(),
+                after_variant: "b".into(),
+                before: side(1000),
+                after: side(600),
+                counted_workload: None,
+            });
+        }
+        let mut store = Store::open(&url).unwrap();
+        for r in 0..2 {
+            run.run_uid = format!("{r:032x}");
+            run.run_id = format!("run-{r}");
+            store
+                .record(
+                    &run,
+                    &dir.path().join("a"),
+                    &format!("{r:064x}"),
+                    Some("main"),
+                )
+                .unwrap();
+        }
+        let count =
+            |store: &mut Store, sql: &str| store.db.query(sql, &[]).unwrap()[0][0].int().unwrap();
+        assert_eq!(count(&mut store, "SELECT COUNT(*) FROM counts_engines"), 1);
+        assert_eq!(
+            count(
+                &mut store,
+                "SELECT COUNT(*) FROM cases WHERE length(counts_engine) = 64"
+            ),
+            2 * run.specs.len() as i64
+        );
+        let engines = |store: &mut Store| -> Vec<Option<CountsEngine>> {
+            store
+                .series(&Query::default())
+                .unwrap()
+                .iter()
+                .map(|p| p.counts.as_ref().and_then(|c| c.engine.as_deref().cloned()))
+                .collect()
+        };
+        let by_digest = engines(&mut store);
+        assert_eq!(by_digest.len(), 2 * run.specs.len());
+        assert!(by_digest.iter().all(|e| e.as_ref() == Some(&engine)));
+        // One run's rows as a store recorded them before: the engine's JSON in the row.
+        store
+            .db
+            .execute(
+                "UPDATE cases SET counts_engine = $1 WHERE run_id = 'run-0'",
+                &[Val::from(serde_json::to_string(&engine).unwrap())],
+            )
+            .unwrap();
+        assert_eq!(engines(&mut store), by_digest);
+        // A digest the store does not hold names no engine.
+        store.db.execute("DELETE FROM counts_engines", &[]).unwrap();
+        let left = engines(&mut store);
+        assert_eq!(left.iter().filter(|e| e.is_some()).count(), run.specs.len());
     }
 
     #[test]
