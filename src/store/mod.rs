@@ -223,6 +223,19 @@ pub struct PointRun {
     /// The archive's folder: relative to the store's folder for an SQLite store (the two travel
     /// together), as the run wrote it for a server.
     pub archive: Text,
+    /// Where the run stands in the store's order (not written out).
+    #[serde(skip)]
+    pub(crate) order: RunOrder,
+}
+
+/// Where a run stands in the store's order, after its start's text: the start as a number (see
+/// [`utc_number`]), its start's nanoseconds, and its key in the store (what orders runs that
+/// start in the same second).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct RunOrder {
+    started: u64,
+    started_ns: i64,
+    key: Text,
 }
 
 /// One run of one case, as `history` shows it.
@@ -705,18 +718,12 @@ impl Store {
         // join of half a million case rows with their runs, and its walk in the index's order,
         // cost more than all of this.
         let (filter, params) = where_of(conditions.iter().filter(|c| c.table == Table::Runs));
-        let sql = format!("SELECT r.run_key, {RUN_COLUMNS} FROM runs r {filter}");
-        let mut runs: std::collections::HashMap<String, RunFields> =
-            std::collections::HashMap::new();
+        let sql = format!("SELECT {RUN_COLUMNS} FROM runs r {filter}");
+        let mut runs: std::collections::HashMap<String, Run> = std::collections::HashMap::new();
         self.db
             .query_each(&sql, &params, |row| {
-                if let Some((key, fields)) = row.split_first() {
-                    if let Some(key) = key.text() {
-                        let mut run = run_fields(fields, &mut texts);
-                        run.key = key.into();
-                        runs.insert(key.to_string(), run);
-                    }
-                }
+                let run = run_fields(row, &mut texts);
+                runs.insert(run.order.key.to_string(), run);
             })
             .map_err(self.fail(StoreAction::Reading))?;
         // Each case's vectors are made large enough at once where the whole table is read.
@@ -742,7 +749,7 @@ impl Store {
     fn case_rows(
         &mut self,
         conditions: &[Condition],
-        runs: &std::collections::HashMap<String, RunFields>,
+        runs: &std::collections::HashMap<String, Run>,
         engines: &std::sync::Arc<std::collections::HashMap<String, Engine>>,
         cases: usize,
         split_rows: i64,
@@ -775,7 +782,7 @@ impl Store {
                 let mut texts = Texts::naming(engines);
                 let mut read = CaseRows::with_room(rows.min(MAX_ROOM) / cases.max(1));
                 // A run's cases come together: its fields are looked up once for all of them.
-                let mut last: Option<(&str, &RunFields)> = None;
+                let mut last: Option<(&str, &Run)> = None;
                 db.query_each(&sql, &params, |row| {
                     let Some(key) = row.get(CASE_RUN_KEY).and_then(|v| v.text()) else {
                         return;
@@ -792,13 +799,12 @@ impl Store {
                         },
                     };
                     let spec = row.first().and_then(|v| v.text()).unwrap_or_default();
-                    let ns = row.get(CASE_STARTED_NS).and_then(|v| v.int()).unwrap_or(0);
-                    read.push(spec, |spec| point(run, row, spec, &mut texts), ns, &run.key);
+                    read.push(spec, |spec| point(run, row, spec, &mut texts));
                 })?;
                 // Each reader puts its own cases in order (both cores at work); the cases of two
                 // readers are then mostly in order one after the other.
                 for case in &mut read.cases {
-                    in_start_order(&mut case.points, &mut case.places);
+                    in_start_order(&mut case.points);
                 }
                 Ok(read)
             };
@@ -1103,16 +1109,10 @@ const SPLIT_ROWS: i64 = 100_000;
 /// is never used.
 const MAX_ROOM: usize = 1 << 21;
 
-/// A point's place in its case's order beside the point: its start as a number (see
-/// [`utc_number`]), its start's nanoseconds, and its run's key (what orders points that start
-/// in the same second).
-type Place = (u64, i64, Text);
-
-/// One case's points as one reader read them, with their places.
+/// One case's points as one reader read them.
 struct CaseRead {
     name: Text,
     points: Vec<Point>,
-    places: Vec<Place>,
 }
 
 /// Case rows one reader read, gathered by case as they come: put in the store's order, each
@@ -1122,7 +1122,7 @@ struct CaseRows {
     cases: Vec<CaseRead>,
     /// A case's place in `cases`, by name.
     index: std::collections::HashMap<Text, usize>,
-    /// The room a case's vectors are made with when its first row comes.
+    /// The room a case's vector is made with when its first row comes.
     room: usize,
 }
 
@@ -1136,7 +1136,7 @@ impl CaseRows {
     }
 
     /// Adds the point `make` makes (given the case's shared name) to case `spec`'s.
-    fn push(&mut self, spec: &str, make: impl FnOnce(Text) -> Point, ns: i64, run_key: &Text) {
+    fn push(&mut self, spec: &str, make: impl FnOnce(Text) -> Point) {
         let k = match self.index.get(spec) {
             Some(k) => *k,
             None => {
@@ -1144,7 +1144,6 @@ impl CaseRows {
                 self.cases.push(CaseRead {
                     name: name.clone(),
                     points: Vec::with_capacity(self.room),
-                    places: Vec::with_capacity(self.room),
                 });
                 self.index.insert(name, self.cases.len() - 1);
                 self.cases.len() - 1
@@ -1152,17 +1151,13 @@ impl CaseRows {
         };
         let case = &mut self.cases[k];
         let point = make(case.name.clone());
-        case.places
-            .push((utc_number(&point.run.started_utc), ns, run_key.clone()));
         case.points.push(point);
     }
 }
 
 /// Points in the store's order: by case, then start, then run. Each case's rows come in the
 /// order read (the table's, in which a case's runs mostly come oldest first already; the first
-/// reader's before the second's) and are sorted only where they are not in order yet, on small
-/// keys (the start as a number), the strings compared only where those tie: half a million heap
-/// strings compared directly took 0.3 s.
+/// reader's before the second's) and are sorted only where they are not in order yet.
 fn in_case_order(parts: Vec<CaseRows>) -> Vec<Point> {
     let total = parts
         .iter()
@@ -1176,45 +1171,38 @@ fn in_case_order(parts: Vec<CaseRows>) -> Vec<Point> {
     let mut at = 0;
     while at < cases.len() {
         let start = out.len();
-        let mut places: Vec<Place> = Vec::new();
         let name = cases[at].name.clone();
         while let Some(case) = cases.get_mut(at).filter(|c| c.name == name) {
             out.append(&mut case.points);
-            if places.is_empty() {
-                places = std::mem::take(&mut case.places);
-            } else {
-                places.append(&mut case.places);
-            }
             at += 1;
         }
-        in_start_order(&mut out[start..], &mut places);
+        in_start_order(&mut out[start..]);
     }
     out
 }
 
-/// One case's points (with their places) in start order, sorted only where out of it.
-fn in_start_order(points: &mut [Point], places: &mut [Place]) {
-    let tie = |a: usize, b: usize| {
-        let (pa, pb) = (&places[a], &places[b]);
-        (pa.0, pa.1).cmp(&(pb.0, pb.1)).then_with(|| {
-            let key = |i: usize| {
-                (
-                    &*points[i].run.started_utc,
-                    &*points[i].run.run_id,
-                    &*places[i].2,
-                )
-            };
-            key(a).cmp(&key(b))
-        })
+/// One case's points in start order, sorted only where out of it: on small keys (the start as a
+/// number, its nanoseconds), the texts compared only where those tie (half a million heap texts
+/// compared directly took 0.3 s).
+fn in_start_order(points: &mut [Point]) {
+    let tie = |a: &Point, b: &Point| {
+        let (ra, rb) = (&a.run, &b.run);
+        (ra.order.started, ra.order.started_ns)
+            .cmp(&(rb.order.started, rb.order.started_ns))
+            .then_with(|| {
+                (&*ra.started_utc, &*ra.run_id, &*ra.order.key).cmp(&(
+                    &*rb.started_utc,
+                    &*rb.run_id,
+                    &*rb.order.key,
+                ))
+            })
     };
-    let n = points.len().min(places.len());
-    if (1..n).all(|i| tie(i - 1, i).is_le()) {
+    if points.is_sorted_by(|a, b| tie(a, b).is_le()) {
         return;
     }
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_unstable_by(|a, b| tie(*a, *b));
+    let mut order: Vec<usize> = (0..points.len()).collect();
+    order.sort_unstable_by(|a, b| tie(&points[*a], &points[*b]));
     permute(points, &order);
-    permute(places, &order);
 }
 
 /// Puts `v[order[k]]` at `k` for every `k`, in place (`order` a permutation of `v`'s indices),
@@ -1323,52 +1311,49 @@ impl Texts {
 }
 
 /// The columns of a run that each of its cases' points holds, in this order.
-const RUN_COLUMNS: &str =
-    "r.run_id, r.started_utc, r.git_sha, r.git_dirty, r.branch, r.device_key, r.archive";
-const RUN_COLUMN_COUNT: usize = 7;
+const RUN_COLUMNS: &str = "r.run_id, r.started_utc, r.git_sha, r.git_dirty, r.branch, r.device_key, r.archive, r.started_ns, r.run_key";
+const RUN_COLUMN_COUNT: usize = 9;
 
 /// The columns of a case row a point is made of, in this order.
 const CASE_COLUMNS: &str = "c.spec, c.verdict, c.before_median_secs, c.after_median_secs, c.ratio, c.ratio_lo, c.ratio_hi,
     c.before_ci_lo_secs, c.before_ci_hi_secs, c.after_ci_lo_secs, c.after_ci_hi_secs, c.baseline_status,
     c.counts_key, c.before_instructions, c.after_instructions, c.before_dram_bytes, c.after_dram_bytes, c.before_cycles, c.after_cycles, c.counts_engine,
-    c.started_ns, c.run_key";
-const CASE_STARTED_NS: usize = 20;
-const CASE_RUN_KEY: usize = 21;
+    c.run_key";
+const CASE_RUN_KEY: usize = 20;
 
-/// What a run gives each of its cases' points, and its key in the store (what orders its
-/// cases' points where all else ties).
-struct RunFields {
-    key: Text,
-    run: std::sync::Arc<PointRun>,
-}
+/// What a run gives each of its cases' points, shared.
+type Run = std::sync::Arc<PointRun>;
 
 /// A run's fields from the values of [`RUN_COLUMNS`], its texts shared through `texts`.
-fn run_fields(r: &[ValRef<'_>], texts: &mut Texts) -> RunFields {
+fn run_fields(r: &[ValRef<'_>], texts: &mut Texts) -> Run {
     let at = |i: usize| r.get(i).copied().unwrap_or(ValRef::Null);
     let mut text = |i: usize| at(i).text().map(|s| texts.of(i, s));
-    RunFields {
-        key: Text::default(),
-        run: std::sync::Arc::new(PointRun {
-            run_id: text(0).unwrap_or_default(),
-            started_utc: text(1).unwrap_or_default(),
-            git_sha: text(2).unwrap_or_default(),
-            git_dirty: at(3).int().unwrap_or(0) != 0,
-            branch: text(4),
-            device_key: text(5).unwrap_or_default(),
-            archive: text(6).unwrap_or_default(),
-        }),
-    }
+    let started_utc = text(1).unwrap_or_default();
+    std::sync::Arc::new(PointRun {
+        run_id: text(0).unwrap_or_default(),
+        git_sha: text(2).unwrap_or_default(),
+        git_dirty: at(3).int().unwrap_or(0) != 0,
+        branch: text(4),
+        device_key: text(5).unwrap_or_default(),
+        archive: text(6).unwrap_or_default(),
+        order: RunOrder {
+            started: utc_number(&started_utc),
+            started_ns: at(7).int().unwrap_or(0),
+            key: at(8).text().map(Text::from).unwrap_or_default(),
+        },
+        started_utc,
+    })
 }
 
 /// A point of `run` from the values of [`CASE_COLUMNS`], its texts shared through `texts`.
-fn point(run: &RunFields, c: &[ValRef<'_>], spec: Text, texts: &mut Texts) -> Point {
+fn point(run: &Run, c: &[ValRef<'_>], spec: Text, texts: &mut Texts) -> Point {
     let at = |i: usize| c.get(i).copied().unwrap_or(ValRef::Null);
     // Case columns are cached apart from the run's (their positions overlap).
     let verdict = at(1).text().map(|s| texts.of(101, s));
     let real = |i: usize| at(i).real();
     let count = |i: usize| at(i).int().and_then(|v| u64::try_from(v).ok());
     Point {
-        run: run.run.clone(),
+        run: run.clone(),
         spec,
         verdict: verdict.unwrap_or_default(),
         before_median_secs: real(2),
@@ -1499,11 +1484,16 @@ mod tests {
                     run: std::sync::Arc::new(PointRun {
                         started_utc: (*utc).into(),
                         run_id: (*key).into(),
+                        order: RunOrder {
+                            started: utc_number(utc),
+                            started_ns: *ns,
+                            key: (*key).into(),
+                        },
                         ..PointRun::default()
                     }),
                     ..Point::default()
                 };
-                read.push(spec, make, *ns, &Text::from(*key));
+                read.push(spec, make);
             }
             read
         };
