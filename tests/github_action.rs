@@ -696,16 +696,35 @@ fn stand_in(dir: &Path, outputs: &[(&str, &str)]) {
     std::fs::write(dir.join("action.yml"), yml).unwrap();
 }
 
+/// GitHub's cache as a folder (`STAND_IN_CACHE`): `restore` copies the entry of the key, else
+/// the newest whose key starts with a restore key, into the path; `save` copies the path into a
+/// new entry (an entry is never overwritten, as on GitHub).
+fn cache_stand_ins(dir: &Path) {
+    const INPUTS: &str = "inputs:\n  path: {required: true}\n  key: {required: true}\n  restore-keys: {required: false, default: \"\"}\n";
+    const ENV: &str = "      env: {P: \"${{ inputs.path }}\", K: \"${{ inputs.key }}\", R: \"${{ inputs.restore-keys }}\"}\n";
+    let restore = format!(
+        "name: cache restore stand-in\n{INPUTS}outputs:\n  cache-hit: {{description: hit, value: \"${{{{ steps.r.outputs.cache-hit }}}}\"}}\nruns:\n  using: composite\n  steps:\n    - id: r\n      shell: bash\n{ENV}      run: |\n        hit=false from=\"\"\n        if [ -d \"$STAND_IN_CACHE/$K\" ]; then from=\"$STAND_IN_CACHE/$K\" hit=true\n        elif [ -n \"$R\" ]; then from=\"$(ls -1dt \"$STAND_IN_CACHE/$R\"* 2>/dev/null | head -1 || true)\"; fi\n        if [ -n \"$from\" ]; then mkdir -p \"$P\" && cp -a \"$from/.\" \"$P/\"; fi\n        echo \"cache-hit=$hit\" >> \"$GITHUB_OUTPUT\"\n"
+    );
+    let save = format!(
+        "name: cache save stand-in\n{INPUTS}runs:\n  using: composite\n  steps:\n    - shell: bash\n{ENV}      run: |\n        [ ! -e \"$STAND_IN_CACHE/$K\" ] || exit 0\n        mkdir -p \"$STAND_IN_CACHE/$K\" && cp -a \"$P/.\" \"$STAND_IN_CACHE/$K/\"\n"
+    );
+    for (name, yml) in [("restore", restore), ("save", save)] {
+        std::fs::create_dir_all(dir.join(name)).unwrap();
+        std::fs::write(dir.join(name).join("action.yml"), yml).unwrap();
+    }
+}
+
 /// The example workflow's gate job, run by a real local runner (`act`, on this machine rather
-/// than in a container) from a team's repository on a push to main: `uses: opledger/opledger@v0`
-/// resolved to this repository's files as a release unpacks them (no git folder, no build
-/// outputs), GitHub's own actions replaced by stand-ins that do nothing. The runner interprets
-/// the action's inputs, expressions, step outputs and `GITHUB_PATH` itself: opledger comes from
-/// the tools cache its `key` step names, runs the spec, and records main's run in the store.
+/// than in a container) from a team's repository: `uses: opledger/opledger@v0` resolved to this
+/// repository's files as a release unpacks them (no git folder, no build outputs), GitHub's own
+/// actions replaced by stand-ins (the cache a folder). The runner interprets the action's inputs,
+/// expressions, step outputs and `GITHUB_PATH` itself. A push to main: opledger from the tools
+/// cache its `key` step names, the run recorded in the store the cache keeps; then a pull
+/// request: gated against that run at its merge-base, not recorded, commented on.
 #[test]
 fn the_example_workflow_runs_under_act_from_a_team_repository() {
     let Some(act) = act() else { return };
-    let (dir, _upstream, work) = scratch_repos();
+    let (dir, upstream, work) = scratch_repos();
     // The action's files: what `git ls-files` lists (committed or not), copied.
     let action = dir.path().join("opledger-action");
     let o = Command::new("git")
@@ -729,8 +748,7 @@ fn the_example_workflow_runs_under_act_from_a_team_repository() {
     }
     let stand_ins = dir.path().join("stand-ins");
     stand_in(&stand_ins.join("checkout"), &[]);
-    stand_in(&stand_ins.join("cache/restore"), &[("cache-hit", "false")]);
-    stand_in(&stand_ins.join("cache/save"), &[]);
+    cache_stand_ins(&stand_ins.join("cache"));
     stand_in(&stand_ins.join("upload-artifact"), &[("artifact-url", "")]);
     // The binary under test where the action's `key` step (run on the action's files) says the
     // tools cache holds it.
@@ -765,60 +783,87 @@ fn the_example_workflow_runs_under_act_from_a_team_repository() {
 
     let home = dir.path().join("home");
     std::fs::create_dir_all(&home).unwrap();
-    let store = dir.path().join("team-store/history.sqlite");
-    // The push as GitHub sends it: to main, the repository's default branch.
-    let event = dir.path().join("push.json");
-    std::fs::write(
-        &event,
-        r#"{"ref": "refs/heads/main", "repository": {"default_branch": "main"}}"#,
+    let cache = dir.path().join("cache");
+    // GitHub's comments API: the stand-in `gh` on the runner's PATH.
+    let gh_dir = dir.path().join("gh");
+    let fake_bin = dir.path().join("fake-bin");
+    std::fs::create_dir_all(&fake_bin).unwrap();
+    std::fs::write(fake_bin.join("gh"), FAKE_GH).unwrap();
+    std::fs::set_permissions(
+        fake_bin.join("gh"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )
     .unwrap();
     let local = |name: &str, dir: PathBuf| format!("{name}={}", dir.display());
-    let o = Command::new(&act)
-        .current_dir(&work)
-        .args(["push", "-j", "gate", "-P", "ubuntu-latest=-self-hosted"])
-        .arg("--eventpath")
-        .arg(&event)
-        .args([
-            "--local-repository",
-            &local("opledger/opledger@v0", action.clone()),
-        ])
-        .args([
-            "--local-repository",
-            &local("actions/checkout@v6", stand_ins.join("checkout")),
-        ])
-        .args([
-            "--local-repository",
-            &local("actions/cache@v5", stand_ins.join("cache")),
-        ])
-        .args([
-            "--local-repository",
-            &local(
-                "actions/upload-artifact@v7",
-                stand_ins.join("upload-artifact"),
-            ),
-        ])
-        .args([
-            "--env",
-            &format!("OPLEDGER_ACTION_TOOLS={}", tools.display()),
-        ])
-        // The team's store, as the example names it: a secret (an SQLite file here; a
-        // PostgreSQL URL for a team).
-        .args([
-            "--secret",
-            &format!("OPLEDGER_STORE_URL={}", store.display()),
-        ])
-        .env("HOME", &home)
-        .output()
-        .unwrap();
+    // One event, as GitHub sends it, run by act: its output.
+    let act_on = |event_name: &str, event: &str| {
+        let path = dir.path().join(format!("{event_name}.json"));
+        std::fs::write(&path, event).unwrap();
+        Command::new(&act)
+            .current_dir(&work)
+            .args([event_name, "-j", "gate", "-P", "ubuntu-latest=-self-hosted"])
+            .arg("--eventpath")
+            .arg(&path)
+            .args([
+                "--local-repository",
+                &local("opledger/opledger@v0", action.clone()),
+            ])
+            .args([
+                "--local-repository",
+                &local("actions/checkout@v6", stand_ins.join("checkout")),
+            ])
+            .args([
+                "--local-repository",
+                &local("actions/cache@v5", stand_ins.join("cache")),
+            ])
+            .args([
+                "--local-repository",
+                &local(
+                    "actions/upload-artifact@v7",
+                    stand_ins.join("upload-artifact"),
+                ),
+            ])
+            .args([
+                "--env",
+                &format!("OPLEDGER_ACTION_TOOLS={}", tools.display()),
+            ])
+            .args(["--env", &format!("FAKE_GH_DIR={}", gh_dir.display())])
+            .args(["--env", &format!("STAND_IN_CACHE={}", cache.display())])
+            .args(["--secret", "GITHUB_TOKEN=t0ken"])
+            .env("HOME", &home)
+            .env(
+                "PATH",
+                format!("{}:{}", fake_bin.display(), std::env::var("PATH").unwrap()),
+            )
+            .output()
+            .unwrap()
+    };
+    // A push to main, the repository's default branch.
+    let o = act_on(
+        "push",
+        r#"{"ref": "refs/heads/main", "repository": {"default_branch": "main"}}"#,
+    );
     let said = text(&o);
     assert_eq!(o.status.code(), Some(0), "{said}");
     assert!(said.contains("Job succeeded"), "{said}");
     // Installed from the tools cache, not built (no cargo runs in this job).
     assert!(said.contains("from the cache ("), "{said}");
-    // A push to the default branch is recorded as its run, in the team's store.
+    // A push to the default branch is recorded as its run, in the store of the runs folder
+    // that the cache keeps.
     assert!(said.contains("::set-output:: record=true"), "{said}");
-    assert!(store.is_file(), "no store written:\n{said}");
+    let store = std::fs::read_dir(&cache)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("opledger-history-")
+        })
+        .map(|p| p.join("history.sqlite"))
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| panic!("no store saved in the cache:\n{said}"));
     let o = Command::new(env!("CARGO_BIN_EXE_opledger"))
         .args(["history", "--store"])
         .arg(&store)
@@ -827,4 +872,34 @@ fn the_example_workflow_runs_under_act_from_a_team_repository() {
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(text(&o).contains("tiny-chain"), "{}", text(&o));
+
+    // A pull request from a branch off main (main pushed first, as GitHub holds it): gated
+    // against main's run at the merge-base, not recorded, commented on through `gh`.
+    git(
+        &upstream,
+        &["config", "receive.denyCurrentBranch", "updateInstead"],
+    );
+    git(&work, &["push", "-q", "origin", "main"]);
+    git(&work, &["checkout", "-q", "-b", "feature"]);
+    std::fs::write(work.join("notes.txt"), "a change\n").unwrap();
+    git(&work, &["add", "notes.txt"]);
+    git(&work, &["commit", "-q", "-m", "a change"]);
+    let o = act_on(
+        "pull_request",
+        r#"{"number": 7, "pull_request": {"number": 7, "head": {"ref": "feature"}, "base": {"ref": "main"}}, "repository": {"default_branch": "main"}}"#,
+    );
+    let said = text(&o);
+    assert!(said.contains("::set-output:: record=false"), "{said}");
+    assert!(said.contains("merge-base"), "{said}");
+    let calls = std::fs::read_to_string(gh_dir.join("calls")).unwrap_or_default();
+    assert!(calls.contains("-X POST"), "{calls}\n{said}");
+    let comment = std::fs::read_to_string(gh_dir.join("comment")).unwrap_or_default();
+    assert!(
+        comment.contains("<!-- opledger-compare -->"),
+        "{comment}\n{said}"
+    );
+    assert!(
+        comment.contains("the merge-base of this branch and origin/main"),
+        "{comment}\n{said}"
+    );
 }

@@ -1541,15 +1541,21 @@ mod tests {
         assert_eq!(w, order);
     }
 
-    #[test]
-    fn a_large_case_table_read_in_two_halves_gives_the_same_points() {
+    /// A folder for an SQLite store, its URL, and the fixed archive's run to record in it.
+    fn fixture_store() -> (tempfile::TempDir, StoreUrl, RunResult) {
         let dir = tempfile::tempdir().unwrap();
         let url = StoreUrl::Sqlite(dir.path().join("h.sqlite"));
         let fixture = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/fixtures/run-fixed/results.json"
         );
-        let mut run: RunResult = serde_json::from_slice(&std::fs::read(fixture).unwrap()).unwrap();
+        let run = serde_json::from_slice(&std::fs::read(fixture).unwrap()).unwrap();
+        (dir, url, run)
+    }
+
+    #[test]
+    fn a_large_case_table_read_in_two_halves_gives_the_same_points() {
+        let (dir, url, mut run) = fixture_store();
         let mut store = Store::open(&url).unwrap();
         // Runs out of start order, on two branches.
         for (r, hour) in [(0, 5), (1, 3), (2, 9), (3, 1), (4, 7), (5, 2), (6, 8)] {
@@ -1603,13 +1609,7 @@ mod tests {
         use crate::measure::counts::{
             CacheModel, Counts, CountsEngine, LedgerAgreement, SideCounts, SpecCounts,
         };
-        let dir = tempfile::tempdir().unwrap();
-        let url = StoreUrl::Sqlite(dir.path().join("h.sqlite"));
-        let fixture = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/run-fixed/results.json"
-        );
-        let mut run: RunResult = serde_json::from_slice(&std::fs::read(fixture).unwrap()).unwrap();
+        let (dir, url, mut run) = fixture_store();
         let engine = CountsEngine {
             valgrind: "valgrind-3.19.0".into(),
             cache_model: CacheModel::default(),
