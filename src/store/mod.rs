@@ -1117,7 +1117,7 @@ struct CaseRead {
 
 /// Case rows one reader read, gathered by case as they come: put in the store's order, each
 /// case is then moved once, whole, instead of half a million points being put in order one by
-/// one (a permutation of 300-byte points, most of them in cache misses, took 0.1 s).
+/// one (a permutation of large points, most of its moves cache misses: docs/history.md).
 struct CaseRows {
     cases: Vec<CaseRead>,
     /// A case's place in `cases`, by name.
@@ -1183,7 +1183,7 @@ fn in_case_order(parts: Vec<CaseRows>) -> Vec<Point> {
 
 /// One case's points in start order, sorted only where out of it: on small keys (the start as a
 /// number, its nanoseconds), the texts compared only where those tie (half a million heap texts
-/// compared directly took 0.3 s).
+/// compared directly cost far more: docs/history.md).
 fn in_start_order(points: &mut [Point]) {
     let tie = |a: &Point, b: &Point| {
         let (ra, rb) = (&a.run, &b.run);
