@@ -317,23 +317,35 @@ fn scratch_repos() -> (tempfile::TempDir, PathBuf, PathBuf) {
 
 /// The binary under test where the action's `key` step says the cache restores opledger.
 fn restore_binary(runner: &Runner) -> PathBuf {
-    let key = {
-        let o = Command::new("bash")
-            .arg(root().join("scripts/github-action.sh"))
-            .arg("key")
-            .envs(&runner.env)
-            .env("GITHUB_OUTPUT", runner.tmp.join("key-output"))
-            .output()
-            .unwrap();
-        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-        std::fs::read_to_string(runner.tmp.join("key-output")).unwrap()
-    };
+    place_binary(root(), &runner.env, &runner.tmp)
+}
+
+/// The binary under test where the `key` step of the action in `action` (run with `env`, its
+/// output written in `scratch`) says the tools cache restores opledger; that `bin` folder.
+fn place_binary<K, V>(
+    action: &Path,
+    env: impl IntoIterator<Item = (K, V)>,
+    scratch: &Path,
+) -> PathBuf
+where
+    K: AsRef<std::ffi::OsStr>,
+    V: AsRef<std::ffi::OsStr>,
+{
+    let output = scratch.join("key-output");
+    let o = Command::new("bash")
+        .arg(action.join("scripts/github-action.sh"))
+        .arg("key")
+        .envs(env)
+        .env("GITHUB_OUTPUT", &output)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let key = std::fs::read_to_string(&output).unwrap();
     let dir = key
         .lines()
         .find_map(|l| l.strip_prefix("dir="))
-        .expect("dir=")
-        .to_string();
-    let bin = Path::new(&dir).join("bin");
+        .expect("dir=");
+    let bin = Path::new(dir).join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_opledger"), bin.join("opledger")).unwrap();
     bin
@@ -681,14 +693,14 @@ fn act() -> Option<PathBuf> {
 /// (checkout, the cache, artifacts), which a local runner without the network cannot fetch.
 fn stand_in(dir: &Path, outputs: &[(&str, &str)]) {
     std::fs::create_dir_all(dir).unwrap();
-    let mut yml = String::from("name: stand-in\noutputs:\n");
+    let mut yml = String::from("name: stand-in\n");
+    if !outputs.is_empty() {
+        yml.push_str("outputs:\n");
+    }
     for (k, v) in outputs {
         yml.push_str(&format!(
             "  {k}:\n    description: {k}\n    value: \"{v}\"\n"
         ));
-    }
-    if outputs.is_empty() {
-        yml = String::from("name: stand-in\n");
     }
     yml.push_str(
         "runs:\n  using: composite\n  steps:\n    - run: echo stand-in\n      shell: bash\n",
@@ -700,13 +712,35 @@ fn stand_in(dir: &Path, outputs: &[(&str, &str)]) {
 /// the newest whose key starts with a restore key, into the path; `save` copies the path into a
 /// new entry (an entry is never overwritten, as on GitHub).
 fn cache_stand_ins(dir: &Path) {
-    const INPUTS: &str = "inputs:\n  path: {required: true}\n  key: {required: true}\n  restore-keys: {required: false, default: \"\"}\n";
-    const ENV: &str = "      env: {P: \"${{ inputs.path }}\", K: \"${{ inputs.key }}\", R: \"${{ inputs.restore-keys }}\"}\n";
+    const INPUTS: &str = r#"inputs:
+  path: {required: true}
+  key: {required: true}
+  restore-keys: {required: false, default: ""}
+"#;
+    const STEP: &str = r#"runs:
+  using: composite
+  steps:
+    - id: r
+      shell: bash
+      env: {P: "${{ inputs.path }}", K: "${{ inputs.key }}", R: "${{ inputs.restore-keys }}"}
+      run: |
+"#;
     let restore = format!(
-        "name: cache restore stand-in\n{INPUTS}outputs:\n  cache-hit: {{description: hit, value: \"${{{{ steps.r.outputs.cache-hit }}}}\"}}\nruns:\n  using: composite\n  steps:\n    - id: r\n      shell: bash\n{ENV}      run: |\n        hit=false from=\"\"\n        if [ -d \"$STAND_IN_CACHE/$K\" ]; then from=\"$STAND_IN_CACHE/$K\" hit=true\n        elif [ -n \"$R\" ]; then from=\"$(ls -1dt \"$STAND_IN_CACHE/$R\"* 2>/dev/null | head -1 || true)\"; fi\n        if [ -n \"$from\" ]; then mkdir -p \"$P\" && cp -a \"$from/.\" \"$P/\"; fi\n        echo \"cache-hit=$hit\" >> \"$GITHUB_OUTPUT\"\n"
+        r#"name: cache restore stand-in
+{INPUTS}outputs:
+  cache-hit: {{description: hit, value: "${{{{ steps.r.outputs.cache-hit }}}}"}}
+{STEP}        hit=false from=""
+        if [ -d "$STAND_IN_CACHE/$K" ]; then from="$STAND_IN_CACHE/$K" hit=true
+        elif [ -n "$R" ]; then from="$(ls -1dt "$STAND_IN_CACHE/$R"* 2>/dev/null | head -1 || true)"; fi
+        if [ -n "$from" ]; then mkdir -p "$P" && cp -a "$from/." "$P/"; fi
+        echo "cache-hit=$hit" >> "$GITHUB_OUTPUT"
+"#
     );
     let save = format!(
-        "name: cache save stand-in\n{INPUTS}runs:\n  using: composite\n  steps:\n    - shell: bash\n{ENV}      run: |\n        [ ! -e \"$STAND_IN_CACHE/$K\" ] || exit 0\n        mkdir -p \"$STAND_IN_CACHE/$K\" && cp -a \"$P/.\" \"$STAND_IN_CACHE/$K/\"\n"
+        r#"name: cache save stand-in
+{INPUTS}{STEP}        [ ! -e "$STAND_IN_CACHE/$K" ] || exit 0
+        mkdir -p "$STAND_IN_CACHE/$K" && cp -a "$P/." "$STAND_IN_CACHE/$K/"
+"#
     );
     for (name, yml) in [("restore", restore), ("save", save)] {
         std::fs::create_dir_all(dir.join(name)).unwrap();
@@ -753,20 +787,14 @@ fn the_example_workflow_runs_under_act_from_a_team_repository() {
     // The binary under test where the action's `key` step (run on the action's files) says the
     // tools cache holds it.
     let tools = dir.path().join("tools");
-    let key_output = dir.path().join("key-output");
-    let o = Command::new("bash")
-        .arg(action.join("scripts/github-action.sh"))
-        .arg("key")
-        .env("GITHUB_ACTION_PATH", &action)
-        .env("OPLEDGER_ACTION_TOOLS", &tools)
-        .env("GITHUB_OUTPUT", &key_output)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let key = std::fs::read_to_string(&key_output).unwrap();
-    let bin = Path::new(key.lines().find_map(|l| l.strip_prefix("dir=")).unwrap()).join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::fs::copy(env!("CARGO_BIN_EXE_opledger"), bin.join("opledger")).unwrap();
+    place_binary(
+        &action,
+        [
+            ("GITHUB_ACTION_PATH", &action),
+            ("OPLEDGER_ACTION_TOOLS", &tools),
+        ],
+        dir.path(),
+    );
 
     // The example as a team adapts it: small runs, timed only.
     let example = std::fs::read_to_string(root().join("examples/github/history.yml")).unwrap();

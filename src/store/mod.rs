@@ -345,7 +345,13 @@ pub struct Store {
     /// Case tables of this many rows or more are read in two halves at once (SQLite opened
     /// for writing; see [`Store::case_rows`]).
     split_rows: i64,
+    /// The store's counts engines by their digests, once read (a query reads them once, not
+    /// once per case of `--last`); forgotten when this store records a run.
+    engines: Option<Engines>,
 }
+
+/// Counts engines by what names them in a case row (their digests).
+type Engines = std::sync::Arc<std::collections::HashMap<String, Engine>>;
 
 impl Store {
     /// Opens (creating it when missing) the store at `url`, its schema brought up to date.
@@ -364,6 +370,7 @@ impl Store {
             db,
             url: url.clone(),
             split_rows: SPLIT_ROWS,
+            engines: None,
         };
         store.migrate()?;
         Ok(store)
@@ -388,6 +395,7 @@ impl Store {
             url: url.clone(),
             // Opened as immutable: a second connection could not take the locks a read needs.
             split_rows: i64::MAX,
+            engines: None,
         };
         match store.schema_version() {
             Ok(v) if v == MIGRATIONS.len() => Ok(store),
@@ -466,6 +474,7 @@ impl Store {
         let archive_at = self.archive_path(archive);
         let key = run_key(run);
         let url = self.url.clone();
+        self.engines = None;
         self.db
             .transaction(|db| {
                 // The same run recorded by two writers at once (two `ingest`s of one artifact).
@@ -738,19 +747,19 @@ impl Store {
         Ok(in_case_order(parts))
     }
 
-    /// Every case row the case conditions keep whose run is in `runs`, as a point with its order
-    /// keys, gathered by case in the order read (the table's). An SQLite table of `split_rows`
-    /// rows or more is read in two halves at once (by row id), the second on a connection of
-    /// its own: stepping through half a million rows and making their points is most of the
-    /// time of every point, and a second core halves it. Rows a writer adds meanwhile belong to
-    /// runs not in `runs`, and are left out as any such row is (`engines`: the store's counts
-    /// engines by their digests). `cases` is how many cases the
-    /// table holds where all of it is read (each case's vectors are sized from it), else 0.
+    /// Every case row the case conditions keep whose run is in `runs`, as a point, gathered by
+    /// case in the order read (the table's), each reader's cases in start order. An SQLite
+    /// table of `split_rows` rows or more is read in two halves at once (by row id), the second
+    /// on a connection of its own: stepping through half a million rows and making their points
+    /// is most of the time of every point, and a second core halves it. Rows a writer adds
+    /// meanwhile belong to runs not in `runs`, and are left out as any such row is. `engines`
+    /// names the store's counts engines; `cases` is how many cases the table holds where all of
+    /// it is read (each case's vector is sized from it), else 0.
     fn case_rows(
         &mut self,
         conditions: &[Condition],
         runs: &std::collections::HashMap<String, Run>,
-        engines: &std::sync::Arc<std::collections::HashMap<String, Engine>>,
+        engines: &Engines,
         cases: usize,
         split_rows: i64,
     ) -> db::DbResult<Vec<CaseRows>> {
@@ -840,9 +849,10 @@ impl Store {
     }
 
     /// The store's counts engines, by their digests (a few: one per machine and build).
-    fn engines(
-        &mut self,
-    ) -> db::DbResult<std::sync::Arc<std::collections::HashMap<String, Engine>>> {
+    fn engines(&mut self) -> db::DbResult<Engines> {
+        if let Some(engines) = &self.engines {
+            return Ok(engines.clone());
+        }
         let mut engines = std::collections::HashMap::new();
         self.db.query_each(
             "SELECT engine_sha256, engine FROM counts_engines",
@@ -856,7 +866,9 @@ impl Store {
                 }
             },
         )?;
-        Ok(std::sync::Arc::new(engines))
+        let engines = std::sync::Arc::new(engines);
+        self.engines = Some(engines.clone());
+        Ok(engines)
     }
 
     /// The first and last row ids of an SQLite store's case table (read from the ends of its
@@ -1248,12 +1260,11 @@ fn utc_number(utc: &str) -> u64 {
 struct Texts {
     all: std::collections::HashSet<Text>,
     last: Vec<Option<Text>>,
-    /// Counts engines read, by their text: every counted row of a machine names the same one,
-    /// parsed once (parsed per row, it was most of the time of a counted store's every point).
+    /// Counts engines by what names them in a row: the store's by their digests, and those of
+    /// rows recorded before engines were kept apart by their JSON, each parsed once (parsed
+    /// per row, it was most of the time of a counted store's every point).
     engines: std::collections::HashMap<Text, Option<Engine>>,
     last_engine: Option<(Text, Option<Engine>)>,
-    /// The store's engines by their digest (what a case row names its engine by).
-    named: std::sync::Arc<std::collections::HashMap<String, Engine>>,
 }
 
 /// A counts engine that many points share.
@@ -1261,9 +1272,12 @@ type Engine = std::sync::Arc<crate::measure::counts::CountsEngine>;
 
 impl Texts {
     /// Texts of a query of a store whose engines are `named` by their digests.
-    fn naming(named: &std::sync::Arc<std::collections::HashMap<String, Engine>>) -> Texts {
+    fn naming(named: &Engines) -> Texts {
         Texts {
-            named: named.clone(),
+            engines: named
+                .iter()
+                .map(|(digest, e)| (Text::from(digest.as_str()), Some(e.clone())))
+                .collect(),
             ..Texts::default()
         }
     }
@@ -1271,16 +1285,16 @@ impl Texts {
     /// The counts engine an engine column names: by its digest, or (rows recorded before
     /// engines were kept apart) by its JSON; `None` where it names none.
     fn engine(&mut self, s: &str) -> Option<Engine> {
-        if !s.starts_with('{') {
-            return self.named.get(s).cloned();
-        }
         if let Some((_, engine)) = self.last_engine.as_ref().filter(|(t, _)| **t == *s) {
             return engine.clone();
         }
         let engine = match self.engines.get(s) {
             Some(e) => e.clone(),
             None => {
-                let e = serde_json::from_str(s).ok().map(std::sync::Arc::new);
+                let e = s
+                    .starts_with('{')
+                    .then(|| serde_json::from_str(s).ok().map(std::sync::Arc::new))
+                    .flatten();
                 self.engines.insert(s.into(), e.clone());
                 e
             }
@@ -1692,8 +1706,10 @@ mod tests {
             )
             .unwrap();
         assert_eq!(engines(&mut store), by_digest);
-        // A digest the store does not hold names no engine.
+        // A digest the store does not hold names no engine (opened again: a store keeps the
+        // engines it read).
         store.db.execute("DELETE FROM counts_engines", &[]).unwrap();
+        let mut store = Store::open(&url).unwrap();
         let left = engines(&mut store);
         assert_eq!(left.iter().filter(|e| e.is_some()).count(), run.specs.len());
     }
