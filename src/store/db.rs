@@ -223,29 +223,116 @@ fn sqlite_ref(v: rusqlite::types::ValueRef<'_>) -> ValRef<'_> {
     }
 }
 
-/// A PostgreSQL row's values, texts borrowed from it.
-fn pg_row_ref(row: &postgres::Row) -> DbResult<Vec<ValRef<'_>>> {
-    let get = |i: usize| -> DbResult<ValRef<'_>> {
-        let ty = row.columns()[i].type_();
-        let v = if *ty == Type::INT8 {
-            row.try_get::<_, Option<i64>>(i)
-                .map(|v| v.map_or(ValRef::Null, ValRef::Int))
-        } else if *ty == Type::INT4 {
-            row.try_get::<_, Option<i32>>(i)
-                .map(|v| v.map_or(ValRef::Null, |x| ValRef::Int(i64::from(x))))
-        } else if *ty == Type::FLOAT8 {
-            row.try_get::<_, Option<f64>>(i)
-                .map(|v| v.map_or(ValRef::Null, ValRef::Real))
-        } else if *ty == Type::FLOAT4 {
-            row.try_get::<_, Option<f32>>(i)
-                .map(|v| v.map_or(ValRef::Null, |x| ValRef::Real(f64::from(x))))
-        } else {
-            row.try_get::<_, Option<&str>>(i)
-                .map(|v| v.map_or(ValRef::Null, ValRef::Text))
+/// How a PostgreSQL column's values are read: decided once a query from its statement's column
+/// types, not once a value.
+#[derive(Debug, Clone, Copy)]
+enum PgKind {
+    Int8,
+    Int4,
+    Float8,
+    Float4,
+    Text,
+}
+
+fn pg_kinds(columns: &[postgres::Column]) -> Vec<PgKind> {
+    columns
+        .iter()
+        .map(|c| match *c.type_() {
+            Type::INT8 => PgKind::Int8,
+            Type::INT4 => PgKind::Int4,
+            Type::FLOAT8 => PgKind::Float8,
+            Type::FLOAT4 => PgKind::Float4,
+            _ => PgKind::Text,
+        })
+        .collect()
+}
+
+/// A PostgreSQL row's values into `out` (one a column, `kinds` its columns'), texts borrowed
+/// from the row.
+fn pg_row_into<'r>(
+    row: &'r postgres::Row,
+    kinds: &[PgKind],
+    out: &mut [ValRef<'r>],
+) -> DbResult<()> {
+    for (i, (v, kind)) in out.iter_mut().zip(kinds).enumerate() {
+        let value = match kind {
+            PgKind::Int8 => row
+                .try_get::<_, Option<i64>>(i)
+                .map(|v| v.map_or(ValRef::Null, ValRef::Int)),
+            PgKind::Int4 => row
+                .try_get::<_, Option<i32>>(i)
+                .map(|v| v.map_or(ValRef::Null, |x| ValRef::Int(i64::from(x)))),
+            PgKind::Float8 => row
+                .try_get::<_, Option<f64>>(i)
+                .map(|v| v.map_or(ValRef::Null, ValRef::Real)),
+            PgKind::Float4 => row
+                .try_get::<_, Option<f32>>(i)
+                .map(|v| v.map_or(ValRef::Null, |x| ValRef::Real(f64::from(x)))),
+            PgKind::Text => row
+                .try_get::<_, Option<&str>>(i)
+                .map(|v| v.map_or(ValRef::Null, ValRef::Text)),
         };
-        v.map_err(|e| DbError::from(e.to_string()))
+        *v = value.map_err(|e| DbError::from(e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// The rows of a query of many rows, on a PostgreSQL connection of its own made from `config`,
+/// each handed to `each` as it comes: the whole read is one wait on the connection (the
+/// synchronous client waits once a row, which cost more than making the points of the rows).
+pub fn pg_scan(
+    config: &tokio_postgres::Config,
+    sql: &str,
+    params: &[Val],
+    mut each: impl FnMut(&[ValRef<'_>]),
+) -> DbResult<()> {
+    use futures_util::TryStreamExt;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| DbError::from(format!("cannot start a reader: {e}")))?;
+    runtime.block_on(async {
+        let (client, connection) = config
+            .connect(tokio_postgres::NoTls)
+            .await
+            .map_err(pg_error)?;
+        let connection = tokio::spawn(connection);
+        let st = client.prepare(sql).await.map_err(pg_error)?;
+        let kinds = pg_kinds(st.columns());
+        let refs = params.iter().map(|p| p as &(dyn PgToSql + Sync));
+        let rows = client.query_raw(&st, refs).await.map_err(pg_error)?;
+        let mut rows = std::pin::pin!(rows);
+        while let Some(row) = rows.try_next().await.map_err(pg_error)? {
+            with_row(
+                kinds.len(),
+                |values| pg_row_into(&row, &kinds, values),
+                &mut each,
+            )?;
+        }
+        // The connection ends with its client.
+        drop(client);
+        let _ = connection.await;
+        Ok(())
+    })
+}
+
+/// Calls `each` with a row's values laid out by `fill` (at most 32 on the stack, more on the
+/// heap): half a million rows are not half a million vectors.
+fn with_row<'r, T>(
+    n: usize,
+    fill: impl FnOnce(&mut [ValRef<'r>]) -> DbResult<()>,
+    each: impl FnOnce(&[ValRef<'r>]) -> T,
+) -> DbResult<T> {
+    let mut on_stack = [ValRef::Null; 32];
+    let mut on_heap = Vec::new();
+    let row: &mut [ValRef<'r>] = if n <= on_stack.len() {
+        &mut on_stack[..n]
+    } else {
+        on_heap.resize(n, ValRef::Null);
+        &mut on_heap
     };
-    (0..row.len()).map(get).collect()
+    fill(row)?;
+    Ok(each(row))
 }
 
 fn sqlite_val(v: rusqlite::types::ValueRef<'_>) -> Val {
@@ -322,20 +409,16 @@ impl Db {
                     .map_err(DbError::from)?;
                 let mut out = Vec::new();
                 while let Some(r) = rows.next().map_err(DbError::from)? {
-                    // A row's values on the stack: half a million rows are not half a million
-                    // vectors.
-                    let mut on_stack = [ValRef::Null; 32];
-                    let mut on_heap = Vec::new();
-                    let row: &mut [ValRef<'_>] = if n <= on_stack.len() {
-                        &mut on_stack[..n]
-                    } else {
-                        on_heap.resize(n, ValRef::Null);
-                        &mut on_heap
-                    };
-                    for (i, v) in row.iter_mut().enumerate() {
-                        *v = sqlite_ref(r.get_ref(i).map_err(DbError::from)?);
-                    }
-                    out.push(each(row));
+                    out.push(with_row(
+                        n,
+                        |row| {
+                            for (i, v) in row.iter_mut().enumerate() {
+                                *v = sqlite_ref(r.get_ref(i).map_err(DbError::from)?);
+                            }
+                            Ok(())
+                        },
+                        &mut each,
+                    )?);
                 }
                 Ok(out)
             }
@@ -344,6 +427,7 @@ impl Db {
                 let refs: Vec<&(dyn PgToSql + Sync)> =
                     params.iter().map(|p| p as &(dyn PgToSql + Sync)).collect();
                 let st = c.prepared(sql).map_err(pg_error)?;
+                let kinds = pg_kinds(st.columns());
                 let mut rows = c
                     .client
                     .query_raw(&st, refs.iter().copied())
@@ -352,7 +436,11 @@ impl Db {
                 while let Some(row) = postgres::fallible_iterator::FallibleIterator::next(&mut rows)
                     .map_err(pg_error)?
                 {
-                    out.push(each(&pg_row_ref(&row)?));
+                    out.push(with_row(
+                        kinds.len(),
+                        |values| pg_row_into(&row, &kinds, values),
+                        &mut each,
+                    )?);
                 }
                 Ok(out)
             }

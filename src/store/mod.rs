@@ -110,6 +110,8 @@ pub enum StoreUrl {
 #[derive(Debug, Clone)]
 pub struct PgUrl {
     config: postgres::Config,
+    /// The same settings for the asynchronous client (the store's long reads).
+    scan: tokio_postgres::Config,
     shown: String,
 }
 
@@ -137,11 +139,19 @@ impl StoreUrl {
         if let Some((scheme, _)) = text.split_once("://") {
             if scheme == "postgres" || scheme == "postgresql" {
                 let shown = crate::secret::redact_url(text);
-                let config = text.parse::<postgres::Config>().map_err(|e| {
+                let not_postgres = |e: postgres::Error| {
                     let why = crate::secret::scrub(&error_chain(&e), text);
                     refused(shown.clone(), StoreUrlProblem::NotPostgres(why))
-                })?;
-                return Ok(StoreUrl::Postgres(Box::new(PgUrl { config, shown })));
+                };
+                let config = text.parse::<postgres::Config>().map_err(not_postgres)?;
+                let scan = text
+                    .parse::<tokio_postgres::Config>()
+                    .map_err(not_postgres)?;
+                return Ok(StoreUrl::Postgres(Box::new(PgUrl {
+                    config,
+                    scan,
+                    shown,
+                })));
             }
             let scheme = crate::secret::redact_text(scheme);
             return Err(refused(
@@ -748,11 +758,12 @@ impl Store {
     }
 
     /// Every case row the case conditions keep whose run is in `runs`, as a point, gathered by
-    /// case in the order read (the table's), each reader's cases in start order. An SQLite
-    /// table of `split_rows` rows or more is read in two halves at once (by row id), the second
-    /// on a connection of its own: stepping through half a million rows and making their points
-    /// is most of the time of every point, and a second core halves it. Rows a writer adds
-    /// meanwhile belong to runs not in `runs`, and are left out as any such row is. `engines`
+    /// case in the order read (the table's), each reader's cases in start order. A table of
+    /// `split_rows` rows or more is read in two parts at once (SQLite's row ids on a second
+    /// connection; PostgreSQL's pages, each on a connection of the read's own): stepping
+    /// through half a million rows and making their points is most of the time of every point,
+    /// and a second core halves it. Rows a writer adds meanwhile belong to runs not in `runs`,
+    /// and are left out as any such row is. `engines`
     /// names the store's counts engines; `cases` is how many cases the table holds where all of
     /// it is read (each case's vector is sized from it), else 0.
     fn case_rows(
@@ -768,78 +779,89 @@ impl Store {
             .filter(|c| c.table == Table::Cases)
             .collect();
         let (filter, params) = where_of(case_conditions.iter().copied());
-        let span = self.rowid_span()?;
-        let rows_in = |range: Option<(i64, i64)>| {
-            let (from, to) = range.or(span.map(|(first, last)| (first, last + 1)))?;
-            usize::try_from(to.saturating_sub(from)).ok()
-        };
-        let read =
-            |db: &mut Db, range: Option<(i64, i64)>, rows: usize| -> db::DbResult<CaseRows> {
-                let mut params = params.clone();
-                let mut filter = filter.clone();
-                if let Some((from, to)) = range {
-                    params.extend([Val::Int(from), Val::Int(to)]);
-                    let n = params.len();
-                    let within = format!("c.rowid >= ${} AND c.rowid < ${n}", n - 1);
-                    filter = if filter.is_empty() {
-                        format!("WHERE {within}")
-                    } else {
-                        format!("{filter} AND {within}")
-                    };
-                }
-                let sql = format!("SELECT {CASE_COLUMNS} FROM cases c {filter}");
-                let mut texts = Texts::naming(engines);
-                let mut read = CaseRows::with_room(rows.min(MAX_ROOM) / cases.max(1));
-                // A run's cases come together: its fields are looked up once for all of them.
-                let mut last: Option<(&str, &Run)> = None;
-                db.query_each(&sql, &params, |row| {
-                    let Some(key) = row.get(CASE_RUN_KEY).and_then(|v| v.text()) else {
-                        return;
-                    };
-                    let run = match last {
-                        Some((k, run)) if k == key => run,
-                        _ => match runs.get_key_value(key) {
-                            Some((k, run)) => {
-                                last = Some((k, run));
-                                run
-                            }
-                            // A case of a run the filter left out.
-                            None => return,
-                        },
-                    };
-                    let spec = row.first().and_then(|v| v.text()).unwrap_or_default();
-                    read.push(spec, |spec| point(run, row, spec, &mut texts));
-                })?;
-                // Each reader puts its own cases in order (both cores at work); the cases of two
-                // readers are then mostly in order one after the other.
-                for case in &mut read.cases {
-                    in_start_order(&mut case.points);
-                }
-                Ok(read)
+        let read = |source: Source<'_>, part: Option<Part>, rows: usize| {
+            let mut params = params.clone();
+            let mut filter = filter.clone();
+            if let Some(part) = part {
+                let within = part.condition(&mut params);
+                filter = if filter.is_empty() {
+                    format!("WHERE {within}")
+                } else {
+                    format!("{filter} AND {within}")
+                };
+            }
+            let sql = format!("SELECT {CASE_COLUMNS} FROM cases c {filter}");
+            let mut texts = Texts::naming(engines);
+            let mut read = CaseRows::with_room(rows.min(MAX_ROOM) / cases.max(1));
+            // A run's cases come together: its fields are looked up once for all of them.
+            let mut last: Option<(&str, &Run)> = None;
+            let on_row = |row: &[ValRef<'_>]| {
+                let Some(key) = row.get(CASE_RUN_KEY).and_then(|v| v.text()) else {
+                    return;
+                };
+                let run = match last {
+                    Some((k, run)) if k == key => run,
+                    _ => match runs.get_key_value(key) {
+                        Some((k, run)) => {
+                            last = Some((k, run));
+                            run
+                        }
+                        // A case of a run the filter left out.
+                        None => return,
+                    },
+                };
+                let spec = row.first().and_then(|v| v.text()).unwrap_or_default();
+                read.push(spec, |spec| point(run, row, spec, &mut texts));
             };
+            match source {
+                Source::Db(db) => db.query_each(&sql, &params, on_row).map(drop)?,
+                Source::Pg(config) => db::pg_scan(config, &sql, &params, on_row)?,
+            }
+            // Each reader puts its own cases in order (both cores at work); the cases of two
+            // readers are then mostly in order one after the other.
+            for case in &mut read.cases {
+                in_start_order(&mut case.points);
+            }
+            Ok::<_, db::DbError>(read)
+        };
         // A condition on the case rows (one case, a spec's digest) is served by an index and
-        // reads few rows: split by row id, the table would be walked instead.
-        let second = if case_conditions.is_empty() {
-            self.second_reader(span, split_rows)
-        } else {
-            None
+        // reads few rows: split by place in the table, the table would be walked instead.
+        if !case_conditions.is_empty() {
+            return Ok(vec![read(Source::Db(&mut self.db), None, 0)?]);
+        }
+        // A run has a row a case at most: what sizes the vectors where the table cannot say.
+        let most_rows = runs.len().saturating_mul(cases);
+        let Some(split) = self.split(most_rows, split_rows)? else {
+            return Ok(vec![read(Source::Db(&mut self.db), None, most_rows)?]);
         };
-        let Some((mut second, from, middle, to)) = second else {
-            let rows = if case_conditions.is_empty() {
-                rows_in(None).unwrap_or(0)
-            } else {
-                0
-            };
-            return Ok(vec![read(&mut self.db, None, rows)?]);
+        let Split {
+            second,
+            parts: [first_part, second_part],
+            rows: [first_rows, second_rows],
+        } = split;
+        // SQLite: this connection and a second one; PostgreSQL: two of the reads' own.
+        let scan = match &self.url {
+            StoreUrl::Postgres(u) => Some(u.scan.clone()),
+            StoreUrl::Sqlite(_) => None,
         };
-        let (first_half, second_half) = (Some((from, middle)), Some((middle, to)));
-        let (first_rows, second_rows) = (
-            rows_in(first_half).unwrap_or(0),
-            rows_in(second_half).unwrap_or(0),
-        );
+        let (first_source, second_source) = match (&scan, second) {
+            (Some(config), _) => (Source::Pg(config), SecondSource::Pg(config)),
+            (None, Some(db)) => (Source::Db(&mut self.db), SecondSource::Db(db)),
+            (None, None) => return Ok(vec![read(Source::Db(&mut self.db), None, most_rows)?]),
+        };
         let (first, last) = std::thread::scope(|scope| {
-            let last = scope.spawn(|| read(&mut second, second_half, second_rows));
-            let first = read(&mut self.db, first_half, first_rows);
+            let last = scope.spawn(|| {
+                let mut owned;
+                let source = match second_source {
+                    SecondSource::Pg(config) => Source::Pg(config),
+                    SecondSource::Db(db) => {
+                        owned = db;
+                        Source::Db(&mut owned)
+                    }
+                };
+                read(source, Some(second_part), second_rows)
+            });
+            let first = read(first_source, Some(first_part), first_rows);
             (first, last.join())
         });
         match last {
@@ -871,44 +893,87 @@ impl Store {
         Ok(engines)
     }
 
-    /// The first and last row ids of an SQLite store's case table (read from the ends of its
-    /// tree); `None` on PostgreSQL or for an empty table.
-    fn rowid_span(&mut self) -> db::DbResult<Option<(i64, i64)>> {
-        if !matches!(self.db, Db::Sqlite(_)) {
-            return Ok(None);
+    /// Where the whole case table is read by two readers at once: a second connection and the
+    /// two parts of the table (SQLite's row ids, PostgreSQL's pages), each with the rows it
+    /// holds about. `None` where the table has fewer than `split_rows` rows (`most_rows` at
+    /// most, which PostgreSQL is judged by), or where a second connection cannot be opened: then
+    /// one reads it all.
+    fn split(&mut self, most_rows: usize, split_rows: i64) -> db::DbResult<Option<Split>> {
+        let enough = |rows: i64| rows >= split_rows;
+        match &self.url {
+            StoreUrl::Sqlite(path) => {
+                // The ends of the table's tree: its first and last row ids.
+                let span = self
+                    .db
+                    .query("SELECT MIN(rowid), MAX(rowid) FROM cases", &[])?;
+                let at = |i: usize| span.first().and_then(|r| r.get(i)).and_then(Val::int);
+                let Some((first, last)) = at(0).zip(at(1)) else {
+                    return Ok(None);
+                };
+                if !enough(last.saturating_sub(first)) {
+                    return Ok(None);
+                }
+                use rusqlite::OpenFlags;
+                let Ok(conn) = rusqlite::Connection::open_with_flags(
+                    path,
+                    OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                ) else {
+                    return Ok(None);
+                };
+                let _ = conn.busy_timeout(std::time::Duration::from_secs(30));
+                let middle = first + (last - first) / 2;
+                let end = last.saturating_add(1);
+                let rows = |from: i64, to: i64| usize::try_from(to - from).unwrap_or(0);
+                Ok(Some(Split {
+                    second: Some(Db::Sqlite(conn)),
+                    parts: [
+                        Part::Rowids {
+                            from: first,
+                            to: middle,
+                        },
+                        Part::Rowids {
+                            from: middle,
+                            to: end,
+                        },
+                    ],
+                    rows: [rows(first, middle), rows(middle, end)],
+                }))
+            }
+            StoreUrl::Postgres(_) => {
+                if !enough(i64::try_from(most_rows).unwrap_or(i64::MAX)) {
+                    return Ok(None);
+                }
+                let size = self.db.query(
+                    "SELECT CAST(pg_relation_size('cases') / CAST(current_setting('block_size') AS BIGINT) AS BIGINT)",
+                    &[],
+                )?;
+                let pages = size
+                    .first()
+                    .and_then(|r| r.first())
+                    .and_then(Val::int)
+                    .unwrap_or(0);
+                if pages < 2 {
+                    return Ok(None);
+                }
+                let middle = pages / 2;
+                Ok(Some(Split {
+                    second: None,
+                    parts: [
+                        Part::Pages {
+                            from: 0,
+                            to: middle,
+                        },
+                        // Past the last page: a page a writer adds meanwhile holds rows of runs
+                        // that are not read.
+                        Part::Pages {
+                            from: middle,
+                            to: i64::from(u32::MAX),
+                        },
+                    ],
+                    rows: [most_rows / 2, most_rows - most_rows / 2],
+                }))
+            }
         }
-        let span = self
-            .db
-            .query("SELECT MIN(rowid), MAX(rowid) FROM cases", &[])?;
-        let at = |i: usize| span.first().and_then(|r| r.get(i)).and_then(Val::int);
-        Ok(at(0).zip(at(1)))
-    }
-
-    /// A second connection to the SQLite store whose case table spans row ids `span`, where
-    /// that is `split_rows` or more, with the row ids it is split at (first, middle, past the
-    /// last); `None` on PostgreSQL, for a smaller table, or where a second connection cannot be
-    /// opened (then one reads it all).
-    fn second_reader(
-        &self,
-        span: Option<(i64, i64)>,
-        split_rows: i64,
-    ) -> Option<(Db, i64, i64, i64)> {
-        let StoreUrl::Sqlite(path) = &self.url else {
-            return None;
-        };
-        let (first, last) = span?;
-        if last.saturating_sub(first) < split_rows {
-            return None;
-        }
-        use rusqlite::OpenFlags;
-        let conn = rusqlite::Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .ok()?;
-        let _ = conn.busy_timeout(std::time::Duration::from_secs(30));
-        let middle = first + (last - first) / 2;
-        Some((Db::Sqlite(conn), first, middle, last.saturating_add(1)))
     }
 
     /// The names the store knows for what a `history` query can name: specs, branches,
@@ -1115,6 +1180,62 @@ fn where_of<'a>(conditions: impl Iterator<Item = &'a Condition>) -> (String, Vec
 
 /// Case rows fewer than this are read on one connection (see [`Store::case_rows`]).
 const SPLIT_ROWS: i64 = 100_000;
+
+/// The case table read by two readers at once (see [`Store::split`]).
+struct Split {
+    /// The second reader's connection on SQLite (PostgreSQL's readers make their own).
+    second: Option<Db>,
+    parts: [Part; 2],
+    /// The rows each part holds, about.
+    rows: [usize; 2],
+}
+
+/// Where a reader reads the case table from.
+enum Source<'a> {
+    /// A connection of the store's.
+    Db(&'a mut Db),
+    /// A PostgreSQL connection of the read's own, made with these settings.
+    Pg(&'a tokio_postgres::Config),
+}
+
+/// What the second reader of a split read reads from, moved to its thread.
+enum SecondSource<'a> {
+    Db(Db),
+    Pg(&'a tokio_postgres::Config),
+}
+
+/// A part of the case table, by place: rows a reader can walk to directly.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Part {
+    /// SQLite's row ids `from..to`.
+    Rowids { from: i64, to: i64 },
+    /// PostgreSQL's pages `from..to` (a TID range scan).
+    Pages { from: i64, to: i64 },
+}
+
+impl Part {
+    /// The condition on a case row `c` that keeps this part, its values added to `params`.
+    fn condition(self, params: &mut Vec<Val>) -> String {
+        let (column, from, to) = match self {
+            Part::Rowids { from, to } => ("c.rowid", Val::Int(from), Val::Int(to)),
+            // A page's first row is at (page, 1): (page, 0) lies before every row of it.
+            Part::Pages { from, to } => (
+                "c.ctid",
+                Val::Text(format!("({from},0)")),
+                Val::Text(format!("({to},0)")),
+            ),
+        };
+        let cast = |n: usize| match self {
+            Part::Rowids { .. } => format!("${n}"),
+            // The value is sent as text: cast straight to `tid`, the server would take the
+            // parameter for a `tid` in its binary form.
+            Part::Pages { .. } => format!("CAST(CAST(${n} AS TEXT) AS tid)"),
+        };
+        params.extend([from, to]);
+        let n = params.len();
+        format!("{column} >= {} AND {column} < {}", cast(n - 1), cast(n))
+    }
+}
 
 /// The most rows a read makes room for at once (more grow the vectors as they come): row ids
 /// with gaps (rows deleted) or a filter that keeps few rows would otherwise reserve memory that
@@ -1481,6 +1602,11 @@ fn insert_case(
     )
 }
 
+/// A database of its own on the test server, for the tests that read PostgreSQL.
+#[cfg(test)]
+#[path = "../../tests/common/postgres.rs"]
+mod test_postgres;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1568,23 +1694,36 @@ mod tests {
     }
 
     #[test]
-    fn a_large_case_table_read_in_two_halves_gives_the_same_points() {
-        let (dir, url, mut run) = fixture_store();
-        let mut store = Store::open(&url).unwrap();
-        // Runs out of start order, on two branches.
-        for (r, hour) in [(0, 5), (1, 3), (2, 9), (3, 1), (4, 7), (5, 2), (6, 8)] {
+    fn a_large_case_table_read_in_two_parts_gives_the_same_points() {
+        let (dir, url, run) = fixture_store();
+        two_readers_read_what_one_reads(&url, dir.path(), run);
+    }
+
+    #[test]
+    fn a_large_case_table_read_in_two_parts_gives_the_same_points_on_postgres() {
+        let Some(db) = super::test_postgres::postgres_store("two_parts") else {
+            return;
+        };
+        let (dir, _, run) = fixture_store();
+        let url = StoreUrl::parse(&db.url).unwrap();
+        two_readers_read_what_one_reads(&url, dir.path(), run);
+    }
+
+    /// Runs out of start order on two branches, read whole by one reader and in two parts by
+    /// two (SQLite's row ids, PostgreSQL's pages): the same points in the same order.
+    fn two_readers_read_what_one_reads(url: &StoreUrl, dir: &Path, mut run: RunResult) {
+        let mut store = Store::open(url).unwrap();
+        // Enough runs that PostgreSQL's table spans pages to split.
+        let hours = [5, 3, 9, 1, 7, 2, 8];
+        let runs = 6 * hours.len();
+        for r in 0..runs {
             run.run_uid = format!("{r:032x}");
             run.run_id = format!("run-{r}");
-            run.started_utc = format!("2026-01-01T{hour:02}:00:00Z");
-            run.started_unix_ns = Some(r);
-            let branch = if r == 4 { "dev" } else { "main" };
+            run.started_utc = format!("2026-01-{:02}T{:02}:00:00Z", 1 + r / 7, hours[r % 7]);
+            run.started_unix_ns = Some(r as i64);
+            let branch = if r % 7 == 4 { "dev" } else { "main" };
             store
-                .record(
-                    &run,
-                    &dir.path().join("a"),
-                    &format!("{r:064x}"),
-                    Some(branch),
-                )
+                .record(&run, &dir.join("a"), &format!("{r:064x}"), Some(branch))
                 .unwrap();
         }
         let names = |points: Vec<Point>| -> Vec<(String, String)> {
@@ -1603,15 +1742,16 @@ mod tests {
             store.split_rows = i64::MAX;
             let whole = names(store.series(&q).unwrap());
             store.split_rows = 1;
-            let span = store.rowid_span().unwrap();
-            assert!(store.second_reader(span, 1).is_some());
-            let halves = names(store.series(&q).unwrap());
-            assert_eq!(whole, halves);
+            let split = store.split(runs * run.specs.len(), 1).unwrap();
+            assert!(split.is_some_and(|s| s.parts[0] != s.parts[1]));
+            let parts = names(store.series(&q).unwrap());
+            assert_eq!(whole, parts);
+            let main_runs = runs - runs / 7;
             assert_eq!(
                 whole.len(),
-                run.specs.len() * if q.branch.is_some() { 6 } else { 7 }
+                run.specs.len() * if q.branch.is_some() { main_runs } else { runs }
             );
-            // Each case oldest first: run-3 (01:00) leads.
+            // Each case oldest first: run-3 (1 January, 01:00) leads.
             assert_eq!(whole[0].1, "run-3");
         }
     }
