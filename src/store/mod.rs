@@ -835,38 +835,8 @@ impl Store {
                 };
             }
             let sql = format!("SELECT {CASE_COLUMNS} FROM cases c {filter}");
-            let mut texts = Texts::naming(engines);
-            let mut read = CaseRows::with_room(rows.min(MAX_ROOM) / cases.max(1));
-            // A run's cases come together: its fields are looked up once for all of them.
-            let mut last: Option<(&str, &Run)> = None;
-            let on_row = |row: &[ValRef<'_>]| {
-                let Some(key) = row.get(CASE_RUN_KEY).and_then(|v| v.text()) else {
-                    return;
-                };
-                let run = match last {
-                    Some((k, run)) if k == key => run,
-                    _ => match runs.get_key_value(key) {
-                        Some((k, run)) => {
-                            last = Some((k, run));
-                            run
-                        }
-                        // A case of a run the filter left out.
-                        None => return,
-                    },
-                };
-                let spec = row.first().and_then(|v| v.text()).unwrap_or_default();
-                read.push(spec, |spec| point(run, row, spec, &mut texts));
-            };
-            match source {
-                Source::Db(db) => db.query_each(&sql, &params, on_row).map(drop)?,
-                Source::Pg(config) => db::pg_scan(config, &sql, &params, on_row)?,
-            }
-            // Each reader puts its own cases in order (both cores at work); the cases of two
-            // readers are then mostly in order one after the other.
-            for case in &mut read.cases {
-                in_start_order(&mut case.points);
-            }
-            Ok::<_, db::DbError>(read)
+            let room = rows.min(MAX_ROOM) / cases.max(1);
+            read_cases(source, &sql, &params, runs, engines, room)
         };
         // A condition on the case rows (one case, a spec's digest) is served by an index and
         // reads few rows: split by place in the table, the table would be walked instead.
@@ -1097,6 +1067,50 @@ fn open_sqlite(path: &Path) -> db::DbResult<Db> {
 
 /// Opens an existing SQLite store that cannot be written, read-only and as immutable (SQLite
 /// then needs no lock or journal beside it, which a read-only folder could not hold).
+/// The case rows `sql` selects (its columns [`CASE_COLUMNS`]) whose run is in `runs`, as points
+/// gathered by case, each case in start order; `room` points made room for at once a case.
+fn read_cases(
+    source: Source<'_>,
+    sql: &str,
+    params: &[Val],
+    runs: &std::collections::HashMap<String, Run>,
+    engines: &Engines,
+    room: usize,
+) -> db::DbResult<CaseRows> {
+    let mut texts = Texts::naming(engines);
+    let mut read = CaseRows::with_room(room);
+    // A run's cases come together: its fields are looked up once for all of them.
+    let mut last: Option<(&str, &Run)> = None;
+    let on_row = |row: &[ValRef<'_>]| {
+        let Some(key) = row.get(CASE_RUN_KEY).and_then(|v| v.text()) else {
+            return;
+        };
+        let run = match last {
+            Some((k, run)) if k == key => run,
+            _ => match runs.get_key_value(key) {
+                Some((k, run)) => {
+                    last = Some((k, run));
+                    run
+                }
+                // A case of a run the filter left out.
+                None => return,
+            },
+        };
+        let spec = row.first().and_then(|v| v.text()).unwrap_or_default();
+        read.push(spec, |spec| point(run, row, spec, &mut texts));
+    };
+    match source {
+        Source::Db(db) => db.query_each(sql, params, on_row).map(drop)?,
+        Source::Pg(config) => db::pg_scan(config, sql, params, on_row)?,
+    }
+    // Each reader puts its own cases in order (both cores at work); the cases of two readers
+    // are then mostly in order one after the other.
+    for case in &mut read.cases {
+        in_start_order(&mut case.points);
+    }
+    Ok(read)
+}
+
 /// A second connection to an SQLite store another one has open, to read only.
 fn second_sqlite(path: &Path) -> Option<Db> {
     use rusqlite::OpenFlags;
