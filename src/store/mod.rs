@@ -1978,4 +1978,20 @@ mod tests {
         );
         assert!(StoreUrl::parse("mysql://db/opledger").is_err());
     }
+
+    /// Both sets of connection settings a PostgreSQL URL is kept as print without its password.
+    #[test]
+    fn a_postgres_url_prints_without_its_password() {
+        for text in [
+            "postgres://u:hunter2@db:5432/opledger",
+            "postgresql://db/opledger?user=u&password=hunter2",
+        ] {
+            let url = StoreUrl::parse(text).unwrap();
+            let shown = format!("{url:?}");
+            assert!(
+                shown.contains("db") && !shown.contains("hunter2"),
+                "{shown}"
+            );
+        }
+    }
 }
