@@ -210,6 +210,17 @@ impl<'a> ValRef<'a> {
     }
 }
 
+impl From<ValRef<'_>> for Val {
+    fn from(v: ValRef<'_>) -> Val {
+        match v {
+            ValRef::Null => Val::Null,
+            ValRef::Int(i) => Val::Int(i),
+            ValRef::Real(x) => Val::Real(x),
+            ValRef::Text(t) => Val::Text(t.to_string()),
+        }
+    }
+}
+
 fn sqlite_ref(v: rusqlite::types::ValueRef<'_>) -> ValRef<'_> {
     use rusqlite::types::ValueRef;
     match v {
@@ -346,24 +357,12 @@ fn sqlite_val(v: rusqlite::types::ValueRef<'_>) -> Val {
 }
 
 fn pg_row(row: &postgres::Row) -> DbResult<Vec<Val>> {
-    let get = |i: usize| -> DbResult<Val> {
-        let ty = row.columns()[i].type_();
-        let v = if *ty == Type::INT8 {
-            row.try_get::<_, Option<i64>>(i).map(Val::from)
-        } else if *ty == Type::INT4 {
-            row.try_get::<_, Option<i32>>(i)
-                .map(|v| Val::from(v.map(i64::from)))
-        } else if *ty == Type::FLOAT8 {
-            row.try_get::<_, Option<f64>>(i).map(Val::from)
-        } else if *ty == Type::FLOAT4 {
-            row.try_get::<_, Option<f32>>(i)
-                .map(|v| Val::from(v.map(f64::from)))
-        } else {
-            row.try_get::<_, Option<String>>(i).map(Val::from)
-        };
-        v.map_err(|e| DbError::from(e.to_string()))
-    };
-    (0..row.len()).map(get).collect()
+    let kinds = pg_kinds(row.columns());
+    with_row(
+        kinds.len(),
+        |values| pg_row_into(row, &kinds, values),
+        |values| values.iter().map(|&v| Val::from(v)).collect(),
+    )
 }
 
 impl Db {

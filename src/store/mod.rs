@@ -849,32 +849,18 @@ impl Store {
             return Ok(vec![read(Source::Db(&mut self.db), None, most_rows)?]);
         };
         let Split {
-            second,
+            mut second,
             parts: [first_part, second_part],
             rows: [first_rows, second_rows],
         } = split;
-        // SQLite: this connection and a second one; PostgreSQL: two of the reads' own.
-        let scan = match &self.url {
-            StoreUrl::Postgres(u) => Some(u.scan.clone()),
-            StoreUrl::Sqlite(_) => None,
+        // SQLite: this connection and a second one; PostgreSQL: two of the read's own.
+        let pg = match &second {
+            Second::Postgres(config) => Some(config.clone()),
+            Second::Sqlite(_) => None,
         };
-        let (first_source, second_source) = match (&scan, second) {
-            (Some(config), _) => (Source::Pg(config), SecondSource::Pg(config)),
-            (None, Some(db)) => (Source::Db(&mut self.db), SecondSource::Db(db)),
-            (None, None) => return Ok(vec![read(Source::Db(&mut self.db), None, most_rows)?]),
-        };
+        let first_source = pg.as_ref().map_or(Source::Db(&mut self.db), Source::Pg);
         let (first, last) = std::thread::scope(|scope| {
-            let last = scope.spawn(|| {
-                let mut owned;
-                let source = match second_source {
-                    SecondSource::Pg(config) => Source::Pg(config),
-                    SecondSource::Db(db) => {
-                        owned = db;
-                        Source::Db(&mut owned)
-                    }
-                };
-                read(source, Some(second_part), second_rows)
-            });
+            let last = scope.spawn(|| read(second.source(), Some(second_part), second_rows));
             let first = read(first_source, Some(first_part), first_rows);
             (first, last.join())
         });
@@ -934,7 +920,7 @@ impl Store {
                 let end = last.saturating_add(1);
                 let rows = |from: i64, to: i64| usize::try_from(to - from).unwrap_or(0);
                 Ok(Some(Split {
-                    second: Some(second),
+                    second: Second::Sqlite(second),
                     parts: [
                         Part::Rowids {
                             from: first,
@@ -948,7 +934,7 @@ impl Store {
                     rows: [rows(first, middle), rows(middle, end)],
                 }))
             }
-            StoreUrl::Postgres(_) => {
+            StoreUrl::Postgres(u) => {
                 if !enough(i64::try_from(most_rows).unwrap_or(i64::MAX)) {
                     return Ok(None);
                 }
@@ -966,7 +952,7 @@ impl Store {
                 }
                 let middle = pages / 2;
                 Ok(Some(Split {
-                    second: None,
+                    second: Second::Postgres(u.scan.clone()),
                     parts: [
                         Part::Pages {
                             from: 0,
@@ -1248,8 +1234,8 @@ const SPLIT_ROWS: i64 = 100_000;
 
 /// The case table read by two readers at once (see [`Store::split`]).
 struct Split {
-    /// The second reader's connection on SQLite (PostgreSQL's readers make their own).
-    second: Option<Db>,
+    /// What the second reader reads from.
+    second: Second,
     parts: [Part; 2],
     /// The rows each part holds, about.
     rows: [usize; 2],
@@ -1263,10 +1249,21 @@ enum Source<'a> {
     Pg(&'a tokio_postgres::Config),
 }
 
-/// What the second reader of a split read reads from, moved to its thread.
-enum SecondSource<'a> {
-    Db(Db),
-    Pg(&'a tokio_postgres::Config),
+/// What the second reader of a split read reads from, moved to its thread: on SQLite a
+/// connection of its own (the first reads on the store's), on PostgreSQL the settings each of
+/// the two readers makes its connection with.
+enum Second {
+    Sqlite(Db),
+    Postgres(tokio_postgres::Config),
+}
+
+impl Second {
+    fn source(&mut self) -> Source<'_> {
+        match self {
+            Second::Sqlite(db) => Source::Db(db),
+            Second::Postgres(config) => Source::Pg(config),
+        }
+    }
 }
 
 /// A part of the case table, by place: rows a reader can walk to directly.
