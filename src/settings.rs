@@ -11,6 +11,8 @@ use crate::error::{Error, Result};
 pub const SIMD_VAR: &str = "OPLEDGER_SIMD";
 /// The variable of the gate experiment's deliberate slowdown.
 pub const SLOWDOWN_VAR: &str = "OPLEDGER_EXPERIMENT_SLOWDOWN";
+/// The largest experiment slowdown: outputs computed again after the first.
+pub const MAX_SLOWDOWN: f64 = 8.0;
 /// The variable naming the history store (as `--store` does).
 pub const STORE_VAR: &str = "OPLEDGER_STORE";
 
@@ -32,8 +34,9 @@ pub struct Settings {
     /// The history store's URL (`OPLEDGER_STORE`), when set and not empty.
     pub store: Option<String>,
     pub simd: SimdCap,
-    /// The fraction of its output the fused elementwise variant computes twice (0: none): a
-    /// real slowdown of the code under test, for checking that the gate catches one.
+    /// How much of its output the fused elementwise variant computes again, in outputs (0:
+    /// none; 0.25: its first quarter once more; 3: the whole output three more times): a real
+    /// slowdown of the code under test, for checking that the gate catches one.
     pub experiment_slowdown: f64,
 }
 
@@ -84,11 +87,11 @@ fn slowdown(v: Option<String>) -> Result<f64> {
         return Ok(0.0);
     };
     match v.trim().parse::<f64>() {
-        Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
+        Ok(f) if (0.0..=MAX_SLOWDOWN).contains(&f) => Ok(f),
         _ => Err(Error::Env {
             var: SLOWDOWN_VAR,
             value: v,
-            expected: "a fraction between 0 and 1",
+            expected: "a number of outputs computed again, between 0 and 8",
         }),
     }
 }
@@ -115,7 +118,8 @@ mod tests {
             std::env::remove_var(name);
         }
         assert_eq!(slowdown(Some("0.25".into())).unwrap(), 0.25);
-        for bad in ["1.5", "-0.1", "x", "NaN"] {
+        assert_eq!(slowdown(Some("3".into())).unwrap(), 3.0);
+        for bad in ["8.5", "-0.1", "x", "NaN", "inf"] {
             let e = slowdown(Some(bad.into())).unwrap_err();
             assert_eq!(e.exit_code(), crate::error::ExitCode::BadInput, "{bad}");
         }

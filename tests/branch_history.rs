@@ -18,6 +18,10 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The slow commit's deliberate slowdown: the fused variant computes its output four times (a
+/// step of about ×3 that a loaded runner's noise cannot hide in a few runs).
+const SLOW: f64 = 3.0;
+
 fn commit(repo: &Path, file: &str) -> String {
     std::fs::write(repo.join(file), file).unwrap();
     git(repo, &["add", file]);
@@ -81,11 +85,11 @@ fn a_branch_is_judged_against_its_merge_base_and_a_slowdown_is_placed_between_co
         let o = run(&repo, "chain.yaml", 0.0, &[]);
         assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
     }
-    // A slowdown lands on main: the fused variant computes its output twice.
+    // A slowdown lands on main: the fused variant computes its output four times.
     let slow = commit(&repo, "slow");
     let mut reported = Vec::new();
     for _ in 0..6 {
-        let o = run(&repo, "chain.yaml", 1.0, &[]);
+        let o = run(&repo, "chain.yaml", SLOW, &[]);
         assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
         reported.extend(
             text(&o)
@@ -103,7 +107,7 @@ fn a_branch_is_judged_against_its_merge_base_and_a_slowdown_is_placed_between_co
                 && l.contains(&format!("and commit {slow} (run"))),
         "run on the default branch reports the new shift: {reported:?}"
     );
-    // The series' change point: at the slow commit, about doubled, in the after median or in
+    // The series' change point: at the slow commit, about tripled, in the after median or in
     // after/before (which cancels the machine's drift, where raw times follow a loaded machine;
     // either can blur on a busy one). A change is placed within the noise: at the first run of
     // the slow commit, or one run either side of it when a runner's bad second lands there.
@@ -217,7 +221,7 @@ fn a_branch_is_judged_against_its_merge_base_and_a_slowdown_is_placed_between_co
     commit(&repo, "docs");
     git(&repo, &["checkout", "-q", "-b", "feature2"]);
     commit(&repo, "more");
-    let o = run(&repo, "chain.yaml", 1.0, &["--against", "merge-base:main"]);
+    let o = run(&repo, "chain.yaml", SLOW, &["--against", "merge-base:main"]);
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
     let r = &results(&archive_of(&repo, &o))["specs"][0]["baseline"]["reference"];
     assert_eq!(r["commit"], slow.as_str(), "{r}");
@@ -408,17 +412,17 @@ fn without_a_baseline_main_is_judged_against_its_own_history() {
         "{}",
         text(&o)
     );
-    // The fused variant now computes its output twice: a regression on main, no longer a
+    // The fused variant now computes its output four times: a regression on main, no longer a
     // PASS for want of a baseline (FAIL, or INCONCLUSIVE where this runner's drift between
     // the history's runs is as large as the step).
     commit(&repo, "slow");
-    let o = run(&repo, "chain.yaml", 1.0, &[]);
+    let o = run(&repo, "chain.yaml", SLOW, &[]);
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
     let r = results(&archive_of(&repo, &o));
     let state = &r["specs"][0]["baseline"]["state"];
     assert!(state == "fail" || state == "inconclusive", "{}", text(&o));
     // Asking for the accepted baselines by name keeps the old behaviour: nothing to compare.
-    let o = run(&repo, "chain.yaml", 1.0, &["--against", "baselines"]);
+    let o = run(&repo, "chain.yaml", SLOW, &["--against", "baselines"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(text(&o).contains("gate: no baseline"), "{}", text(&o));
 }

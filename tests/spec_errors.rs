@@ -259,14 +259,14 @@ fn cuda_backend_request_exits_3_without_gpu_support() {
 fn experiment_slowdown_is_refused_when_malformed_and_announced_when_used() {
     let dir = tempfile::tempdir().unwrap();
     let spec = fixture("good/tiny-chain.yaml");
-    for bad in ["1.5", "-0.1", "ten"] {
+    for bad in ["8.5", "-0.1", "ten"] {
         let o = run_cmd(dir.path(), std::slice::from_ref(&spec), &[])
             .env("OPLEDGER_EXPERIMENT_SLOWDOWN", bad)
             .output()
             .unwrap();
         assert_eq!(o.status.code(), Some(2), "{bad}: {}", text(&o));
         assert!(
-            text(&o).contains("expected a fraction between 0 and 1"),
+            text(&o).contains("expected a number of outputs computed again, between 0 and 8"),
             "{}",
             text(&o)
         );

@@ -298,15 +298,20 @@ pub fn tmp_buffers(w: &Elementwise) -> usize {
 }
 
 /// The warning every elementwise case carries while the experiment slowdown `f` is set
-/// (`OPLEDGER_EXPERIMENT_SLOWDOWN`: the fused variant computes the first f of its output a
-/// second time — real extra work with the same result — so that `scripts/gate-experiment.sh`
-/// can check that the gate catches a genuine slowdown of the code under test).
+/// (`OPLEDGER_EXPERIMENT_SLOWDOWN`: the fused variant computes f of its output again — the
+/// first f of it for f up to 1, the whole output ⌊f⌋ more times and then the first fraction
+/// for more; real extra work with the same result — so that `scripts/gate-experiment.sh` can
+/// check that the gate catches a genuine slowdown of the code under test).
 pub fn experiment_warning(workload: &Workload, f: f64) -> Vec<String> {
+    let what = if f <= 1.0 {
+        format!("compute {:.0}% of its output twice", f * 100.0)
+    } else {
+        format!("compute its output {:.2} times over", 1.0 + f)
+    };
     match workload {
         Workload::Elementwise(_) if f > 0.0 => vec![format!(
-            "gate experiment: {}={f} made the fused variant compute {:.0}% of its output twice (a deliberate slowdown)",
+            "gate experiment: {}={f} made the fused variant {what} (a deliberate slowdown)",
             crate::settings::SLOWDOWN_VAR,
-            f * 100.0
         )],
         _ => Vec::new(),
     }
@@ -387,7 +392,9 @@ pub struct ElementwiseKernels {
     inputs: Arc<Tensors>,
     tmp: Vec<LineVec>,
     stream: bool,
-    /// Elements the fused variant computes twice (the experiment slowdown); normally 0.
+    /// The experiment slowdown: whole outputs the fused variant computes again, then the
+    /// elements of its output's prefix it computes once more; normally none.
+    redo_whole: usize,
     redo_elements: usize,
     path: Path,
 }
@@ -399,16 +406,21 @@ impl ElementwiseKernels {
             inputs,
             tmp: (0..tmp_buffers(&w)).map(|_| LineVec::zeroed(n)).collect(),
             stream,
+            redo_whole: 0,
             redo_elements: 0,
             path: Path::for_this_cpu(),
             w,
         }
     }
 
-    /// Makes the fused variant compute the first `fraction` of its output twice.
-    pub fn with_slowdown(mut self, fraction: f64) -> Self {
+    /// Makes the fused variant compute `outputs` of its output again: the whole output
+    /// ⌊outputs⌋ times (at most [`MAX_SLOWDOWN`](crate::settings::MAX_SLOWDOWN)), then the
+    /// first fraction of it.
+    pub fn with_slowdown(mut self, outputs: f64) -> Self {
         let n = self.w.elements() as usize;
-        self.redo_elements = ((n as f64 * fraction.clamp(0.0, 1.0)).round() as usize).min(n);
+        let outputs = outputs.clamp(0.0, crate::settings::MAX_SLOWDOWN);
+        self.redo_whole = outputs.floor() as usize;
+        self.redo_elements = ((n as f64 * outputs.fract()).round() as usize).min(n);
         self
     }
 }
@@ -420,9 +432,12 @@ impl Kernels for ElementwiseKernels {
             run_unfused(self.path, &self.w, &inputs, &mut self.tmp, out, self.stream);
         } else {
             run_fused(self.path, &self.w, &inputs, out, self.stream);
+            // The same elements recomputed from the inputs (a prefix's chunks are indexed from
+            // 0 too): the same bits, written again.
+            for _ in 0..self.redo_whole {
+                run_fused(self.path, &self.w, &inputs, out, self.stream);
+            }
             if self.redo_elements > 0 {
-                // The prefix of the output is the same elements (chunks are indexed from 0),
-                // recomputed from the inputs: the same bits, written again.
                 let m = self.redo_elements.min(out.len());
                 run_fused(self.path, &self.w, &inputs, &mut out[..m], self.stream);
             }
@@ -487,7 +502,7 @@ mod tests {
     }
 
     #[test]
-    fn experiment_slowdown_redoes_a_prefix_with_the_same_result() {
+    fn experiment_slowdown_redoes_whole_outputs_and_a_prefix_with_the_same_result() {
         let w = Elementwise {
             ops: vec![ElemOp::BiasAdd, ElemOp::Gelu],
             rows: 9,
@@ -497,15 +512,25 @@ mod tests {
         };
         let inputs = Arc::new(w.inputs(3));
         let mut plain = ElementwiseKernels::new(w.clone(), inputs.clone(), false);
-        let mut slow = ElementwiseKernels::new(w, inputs, false).with_slowdown(0.25);
-        assert_eq!(
-            slow.redo_elements,
-            (9.0f64 * 1001.0 * 0.25).round() as usize
-        );
-        let (mut a, mut b) = (vec![0f32; 9009], vec![0f32; 9009]);
+        let mut a = vec![0f32; 9009];
         plain.run(Variant::Fused, &mut a);
-        slow.run(Variant::Fused, &mut b);
-        assert_eq!(a, b);
+        for (outputs, whole, prefix) in [
+            (0.25, 0, (9.0f64 * 1001.0 * 0.25).round() as usize),
+            (1.0, 1, 0),
+            (2.5, 2, (9.0f64 * 1001.0 * 0.5).round() as usize),
+            (100.0, 8, 0),
+        ] {
+            let mut slow =
+                ElementwiseKernels::new(w.clone(), inputs.clone(), false).with_slowdown(outputs);
+            assert_eq!((slow.redo_whole, slow.redo_elements), (whole, prefix));
+            let mut b = vec![0f32; 9009];
+            slow.run(Variant::Fused, &mut b);
+            assert_eq!(a, b, "{outputs}");
+        }
+        let warning = |f| experiment_warning(&Workload::Elementwise(w.clone()), f);
+        assert!(warning(0.5)[0].contains("compute 50% of its output twice"));
+        assert!(warning(3.0)[0].contains("compute its output 4.00 times over"));
+        assert!(warning(0.0).is_empty());
     }
 
     #[test]
