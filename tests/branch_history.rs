@@ -560,3 +560,46 @@ fn the_merge_base_is_measured_again_before_the_head_is_judged() {
         assert!(text(&o).contains(says), "{extra:?}: {}", text(&o));
     }
 }
+
+/// `compare` takes the drift between runs from the history store as `run`'s history reference
+/// is made: the runs up to A, from the newest change of level on. A slowdown that landed after
+/// A is not the drift B is judged with, nor are the runs before a change that A came after.
+#[test]
+fn compare_takes_its_drift_from_the_runs_at_the_bases_level() {
+    let _one = serial();
+    let (_dir, repo) = repo_with_spec();
+    commit(&repo, "fast");
+    let mut fast = Vec::new();
+    for _ in 0..5 {
+        let o = run(&repo, "chain.yaml", 0.0, &[]);
+        assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+        fast.push(archive_of(&repo, &o));
+    }
+    commit(&repo, "slow");
+    let mut slow = Vec::new();
+    for _ in 0..4 {
+        let o = run(&repo, "chain.yaml", SLOW, &[]);
+        assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+        slow.push(archive_of(&repo, &o));
+    }
+    let compare = |a: &Path, b: &Path| {
+        let o = bin()
+            .current_dir(&repo)
+            .arg("compare")
+            .arg(a)
+            .arg(b)
+            .args(["--baselines", "nowhere", "--store", "runs/history.sqlite"])
+            .output()
+            .unwrap();
+        assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+        text(&o)
+    };
+    // A is the fourth fast run and B the fifth: the three fast runs before A, and A. The four
+    // slow runs since are another code's.
+    let out = compare(&fast[3], &fast[4]);
+    assert!(out.contains("(4 to 4 runs with A)"), "{out}");
+    // A is the newest slow run: the slow runs before it, and A; not the fast runs before the
+    // change of level, nor B.
+    let out = compare(&slow[3], &fast[4]);
+    assert!(out.contains("(4 to 4 runs with A)"), "{out}");
+}

@@ -13,9 +13,10 @@
 //! the comment names that commit.
 
 use crate::error::{Error, ExitCode, Result};
+use crate::gate::history::HISTORY_RUNS;
 use crate::report::comment::{self, BaseCommit};
 use crate::results::RunStatus;
-use crate::store::{Store, StoreUrl};
+use crate::store::{Point, Store, StoreUrl};
 use std::path::{Path, PathBuf};
 
 /// What `compare` is told besides the two runs.
@@ -34,10 +35,16 @@ pub struct CompareOptions {
     pub store: Option<StoreUrl>,
 }
 
-/// The newest runs the history store holds of each of A's cases on A's device, with A's exact
-/// spec, on A's branch where the store recorded A (measured, failed ones included: a run that failed a
+/// Runs of a case read for its drift, at most: enough to reach back past the runs that follow A
+/// (the head's own, a later change of level) to the newest [`HISTORY_RUNS`] up to A.
+const RECORDED_READ_RUNS: usize = 200;
+
+/// The runs the history store holds of each of A's cases on A's device, with A's exact spec, on
+/// A's branch where the store recorded A (measured, failed ones included: a run that failed a
 /// claim measured its medians all the same), as accepted-run entries: the drift between runs a
-/// team's history already knows. A and B themselves are left out (by folder name and start:
+/// team's history already knows, made as `run`'s history reference is made — the newest
+/// [`HISTORY_RUNS`] up to A (runs after it may be another code's), from the newest change of
+/// level on, outlier runs left out. A and B themselves are left out (by folder name and start:
 /// runs of one folder can start in the same second). None without a store.
 fn recorded_history(
     url: Option<&StoreUrl>,
@@ -48,26 +55,33 @@ fn recorded_history(
     let Some(mut store) = crate::gate::reference::open_existing(None, url)? else {
         return Ok(out);
     };
-    let is = |p: &crate::store::Point, r: &crate::results::RunResult| {
+    let is = |p: &Point, r: &crate::results::RunResult| {
         *p.run.run_id == *r.run_id && *p.run.started_utc == *r.started_utc
     };
     for s in &ra.specs {
-        let points = store.recent(
-            &ra.device.key,
-            &s.name,
-            &s.spec_sha256,
-            crate::gate::history::HISTORY_RUNS,
-        )?;
+        let points = store.recent(&ra.device.key, &s.name, &s.spec_sha256, RECORDED_READ_RUNS)?;
         // A's branch, where the store recorded A among these runs: runs of other branches
         // changed the code, they are not drift.
         let branch = points
             .iter()
             .find(|p| is(p, ra))
             .map(|p| p.run.branch.clone());
-        let entries = points
-            .iter()
-            .filter(|p| !is(p, ra) && !is(p, rb))
+        let mut series: Vec<Point> = points
+            .into_iter()
             .filter(|p| branch.as_ref().is_none_or(|b| &p.run.branch == b))
+            .collect();
+        if let Some(at) = series.iter().position(|p| is(p, ra)) {
+            series.truncate(at + 1);
+        }
+        let series = series.split_off(series.len().saturating_sub(HISTORY_RUNS));
+        let (series, _) = crate::gate::reference::current_level(series);
+        let series = series
+            .into_iter()
+            .filter(|p| !is(p, ra) && !is(p, rb))
+            .collect();
+        let (series, _) = crate::gate::history::without_outliers(series);
+        let entries = series
+            .iter()
             .filter_map(crate::gate::history::entry_of)
             .collect();
         out.insert(s.name.clone(), entries);

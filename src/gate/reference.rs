@@ -193,7 +193,9 @@ fn open_store<'a>(
     Ok(store.insert(opened))
 }
 
-fn current_level(series: Vec<Point>) -> (Vec<Point>, Option<LevelChange>) {
+/// The runs of `series` (oldest first) from its newest change of level on (of the after median
+/// or after/before), and where that change is: runs before it are another code's, not drift.
+pub(crate) fn current_level(series: Vec<Point>) -> (Vec<Point>, Option<LevelChange>) {
     let start = current_level_start(&series, &[Metric::After, Metric::Ratio]);
     if start == 0 {
         return (series, None);
