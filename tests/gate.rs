@@ -147,9 +147,18 @@ fn a_baseline_too_noisy_to_decide_makes_the_run_inconclusive_not_failed() {
         out.contains("INCONCLUSIVE: 1 spec: 0 pass, 0 fail, 1 inconclusive"),
         "{out}"
     );
+    // What would decide it: one accepted run knows no drift between runs.
+    assert!(
+        out.contains("the drift between runs is not known: measure more pairs (`--min-pairs`)"),
+        "{out}"
+    );
     let report = std::fs::read_to_string(run.join("report.md")).unwrap();
     assert!(
         report.starts_with("# opledger report: INCONCLUSIVE"),
+        "{report}"
+    );
+    assert!(
+        report.contains("record more runs to judge against"),
         "{report}"
     );
     // A CI job that must decide: the same evidence, INCONCLUSIVE exits 1; so do merge and
@@ -672,6 +681,48 @@ fn run_and_compare_reach_one_verdict_on_the_same_evidence() {
             text(&o)
         );
         assert!(!dir.path().join("no-store.sqlite").exists());
+    }
+}
+
+/// An undecided comparison says what would decide it, in the terminal's table and in the
+/// pull-request comment: with no drift between runs known, more pairs, more runs to judge
+/// against, or counts.
+#[test]
+fn an_inconclusive_comparison_names_what_would_decide_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // A limit of +0.1%: no run's CI against itself lies within it, none lies beyond it.
+    let spec = dir.path().join("tight.yaml");
+    std::fs::write(
+        &spec,
+        std::fs::read_to_string(fixture("good/tiny-chain.yaml")).unwrap()
+            + "gate: {max_regression: 0.001}\n",
+    )
+    .unwrap();
+    let o = run_in(dir.path(), &[spec], &["--no-store"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let run = only_run_dir(dir.path());
+    let comment = dir.path().join("comment.md");
+    let o = bin()
+        .current_dir(dir.path())
+        .arg("compare")
+        .arg(&run)
+        .arg(&run)
+        .arg("--markdown")
+        .arg(&comment)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let comment = std::fs::read_to_string(&comment).unwrap();
+    for out in [text(&o), comment] {
+        assert!(out.contains("| INCONCLUSIVE |"), "{out}");
+        assert!(
+            out.contains("What would decide it:")
+                && out.contains("- tiny-chain: the CI (×")
+                && out.contains("reaches across the +0.1% limit")
+                && out.contains("--min-pairs")
+                && out.contains("--measure counts"),
+            "{out}"
+        );
     }
 }
 

@@ -79,7 +79,12 @@ impl Gate<'_> {
             resamples: self.resamples,
             seed: self.seed,
         };
-        let (outcome, warnings) = judge::judge(&against, r);
+        let (mut outcome, warnings) = judge::judge(&against, r);
+        if outcome.state == Some(RegressionState::Inconclusive) && !outcome.guarded() {
+            outcome.undecided = outcome.ratio.map(|ratio| {
+                stats::undecided(&ratio, r.gate.max_regression.0, outcome.spread.as_ref())
+            });
+        }
         Decision {
             check: Check::new(
                 CheckName::Regression,

@@ -2,7 +2,7 @@
 //! comparison, the passes, the reference itself and an acceptance. `results.json` holds these
 //! (re-exported by `results`); the outputs write their sentences.
 
-use super::stats::{PassConflict, RegressionState, Spread};
+use super::stats::{PassConflict, RegressionState, Spread, Undecided};
 use crate::measure::stats::Estimate;
 use serde::{Deserialize, Serialize};
 
@@ -44,6 +44,10 @@ pub struct BaselineOutcome {
     /// What the thresholds rest on: accepted runs, the spread between them, this run's noise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spread: Option<Spread>,
+    /// Why an INCONCLUSIVE decision on a ratio could not decide (what would). Absent in
+    /// archives written before it was recorded (their outputs say what those did).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undecided: Option<Undecided>,
     /// The sentence an older archive stored; read, never written (outputs derive the words
     /// from `finding`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -70,6 +74,7 @@ impl BaselineOutcome {
             reference: None,
             basis: None,
             spread: None,
+            undecided: None,
             message: String::new(),
             note: None,
             guard: None,

@@ -178,6 +178,34 @@ pub fn gate_state(ratio: &Estimate, max_regression: f64, spread: &Spread) -> Reg
     }
 }
 
+/// Why an INCONCLUSIVE decision on a ratio could not decide, which says what would (the
+/// outputs name the step).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Undecided {
+    /// The whole CI lies beyond the limit, but the drift between runs is as large: a
+    /// regression is likely, not proven.
+    LikelyRegression,
+    /// The drift between runs alone takes the whole limit: unchanged code cannot PASS here.
+    CannotPass,
+    /// The CI reaches past what a PASS allows with the known drift: more pairs narrow it, more
+    /// reference runs raise the bar.
+    PastPassLimit,
+    /// The CI reaches across the limit and no drift between runs is known.
+    DriftUnknown,
+}
+
+/// Why an INCONCLUSIVE ratio could not decide, knowing the drift between runs (`None`: no
+/// reference runs to know it from).
+pub fn undecided(ratio: &Estimate, max_regression: f64, spread: Option<&Spread>) -> Undecided {
+    match spread.filter(|sp| sp.runs >= POOL_MIN_RUNS) {
+        None => Undecided::DriftUnknown,
+        Some(_) if ratio.lo > 1.0 + max_regression => Undecided::LikelyRegression,
+        Some(sp) if !sp.can_pass(max_regression) => Undecided::CannotPass,
+        Some(_) => Undecided::PastPassLimit,
+    }
+}
+
 /// [`gate_state`] with the drift unknown (two samples compared directly).
 pub fn regression_state(ratio: &Estimate, max_regression: f64) -> RegressionState {
     gate_state(ratio, max_regression, &Spread::unknown())

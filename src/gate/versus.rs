@@ -34,6 +34,8 @@ pub struct CaseComparison {
     pub base_after_secs: Option<f64>,
     pub head_after_secs: Option<f64>,
     pub outcome: Option<crate::results::BaselineOutcome>,
+    /// B's spec's limit (`gate.max_regression`) the outcome was decided at.
+    pub limit: f64,
     pub drift: Drift,
     /// B's own verdict for the case (a check that failed in B fails the case).
     pub head_verdict: RunStatus,
@@ -144,6 +146,7 @@ pub fn versus(
             base_after_secs: None,
             head_after_secs: sb.after.summary.map(|s| s.median_secs),
             outcome: None,
+            limit: sb.gate.max_regression.0,
             drift: Drift::Unknown,
             head_verdict: if sb.status == crate::verdict::Status::Fail {
                 RunStatus::Fail

@@ -68,6 +68,22 @@ fn time_decision(c: &CaseComparison) -> String {
     }
 }
 
+/// What would decide each INCONCLUSIVE time decision that has no reason of its own (a
+/// conflict between passes, a slowdown both variants share): "- name: why", one a case.
+fn next_steps(cases: &[&CaseComparison]) -> String {
+    cases
+        .iter()
+        .filter_map(|c| {
+            let o = c.outcome.as_ref()?;
+            if o.state != Some(RegressionState::Inconclusive) || super::gate::note(o).is_some() {
+                return None;
+            }
+            let why = super::inconclusive_why(o, c.limit)?;
+            Some(format!("- {}: {why}\n", super::md_escape(&c.name)))
+        })
+        .collect()
+}
+
 fn ratio(c: &CaseComparison) -> String {
     c.outcome
         .as_ref()
@@ -78,9 +94,9 @@ fn ratio(c: &CaseComparison) -> String {
 }
 
 fn limit(c: &CaseComparison) -> String {
-    c.outcome
-        .as_ref()
-        .map_or("—".into(), |o| format!("+{:.0}%", o.threshold * 100.0))
+    c.outcome.as_ref().map_or("—".into(), |o| {
+        format!("+{}%", super::format::limit_percent(o.threshold))
+    })
 }
 
 /// The terminal's table: every case of B.
@@ -140,6 +156,12 @@ pub fn table(ra: &RunResult, rb: &RunResult, cases: &[CaseComparison], store: &P
         ));
     }
     t.push('\n');
+    let steps = next_steps(&cases.iter().collect::<Vec<_>>());
+    if !steps.is_empty() {
+        t.push_str("What would decide it:\n\n");
+        t.push_str(&steps);
+        t.push('\n');
+    }
     t.push_str(&drift_sentence(cases, store));
     t.push('\n');
     t
@@ -275,7 +297,7 @@ pub fn comment(
         t.push_str("Every case is within its limit.\n\n");
     } else {
         t.push_str("| spec | after: base → head | ratio (95% CI) | limit | decision |\n|---|--:|--:|--:|---|\n");
-        for c in changed {
+        for c in &changed {
             t.push_str(&format!(
                 "| {} | {} → {} | {} | {} | {} |\n",
                 md_escape(&c.name),
@@ -287,6 +309,12 @@ pub fn comment(
             ));
         }
         t.push('\n');
+        let steps = next_steps(&changed);
+        if !steps.is_empty() {
+            t.push_str("What would decide it:\n\n");
+            t.push_str(&steps);
+            t.push('\n');
+        }
     }
     t.push_str(&drift_sentence(cases, store));
     t.push_str("\n\n");

@@ -98,6 +98,16 @@ pub fn trim_float(v: f64) -> String {
     s.to_string()
 }
 
+/// A limit as a percentage, whole where it is 1% or more (`10`), to a tenth below (`0.1`).
+pub fn limit_percent(fraction: f64) -> String {
+    let pct = fraction * 100.0;
+    if pct.abs() >= 1.0 {
+        format!("{pct:.0}")
+    } else {
+        trim_float((pct * 10.0).round() / 10.0)
+    }
+}
+
 #[cfg(test)]
 mod counts_format_tests {
     #[test]
@@ -108,5 +118,8 @@ mod counts_format_tests {
         assert_eq!(super::thousands(240_682_383), "240,682,383");
         assert_eq!(super::trim_float(1.0), "1");
         assert_eq!(super::trim_float(2.5), "2.5");
+        assert_eq!(super::limit_percent(0.10), "10");
+        assert_eq!(super::limit_percent(0.001), "0.1");
+        assert_eq!(super::limit_percent(0.0), "0");
     }
 }

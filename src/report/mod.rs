@@ -17,7 +17,7 @@ pub mod terminal;
 pub mod text;
 
 use crate::error::{Error, Result};
-use crate::results::{BaselineStatus, RunResult, SpecResult};
+use crate::results::{BaselineOutcome, BaselineStatus, RunResult, SpecResult};
 use crate::verdict::Status;
 pub use escape::{is_bidi_control, markdown as md_escape};
 use format::{bytes, duration, rate};
@@ -145,42 +145,73 @@ fn render_source(run: &RunResult, name: &str, source: String) -> Result<String> 
     tmpl.render(context(run)).map_err(terr)
 }
 
-/// What an INCONCLUSIVE gate does know, in words: a slowdown whose whole CI is beyond the limit
-/// is likely a regression that the runner's drift keeps from being proven; a run that cannot
-/// PASS at all is on a runner whose drift takes the whole limit.
-pub fn inconclusive_why(
+/// What an INCONCLUSIVE gate does know, in words, and the next step that would decide it: the
+/// gate's own account ([`Undecided`](crate::gate::stats::Undecided)), or for an archive written
+/// before the gate recorded one, what its outputs said then (a CI beyond the limit, a runner
+/// that cannot PASS; nothing otherwise), so that its report renders as written.
+pub fn inconclusive_why(b: &BaselineOutcome, max_regression: f64) -> Option<String> {
+    use crate::gate::stats::Undecided;
+    let r = b.ratio?;
+    let spread = b.spread.as_ref();
+    let undecided = match b.undecided {
+        Some(u) => u,
+        None => {
+            let sp = spread?;
+            if r.lo > 1.0 + max_regression {
+                Undecided::LikelyRegression
+            } else if !sp.can_pass(max_regression) {
+                Undecided::CannotPass
+            } else {
+                return None;
+            }
+        }
+    };
+    Some(undecided_words(undecided, &r, max_regression, spread))
+}
+
+/// An [`Undecided`](crate::gate::stats::Undecided) in words, with the numbers it rests on.
+pub fn undecided_words(
+    undecided: crate::gate::stats::Undecided,
     r: &crate::measure::stats::Estimate,
     max_regression: f64,
     spread: Option<&crate::gate::stats::Spread>,
-) -> Option<String> {
-    let sp = spread?;
-    let drift = sp.drift();
-    let smallest = sp.detectable(0.0);
-    let better = match smallest {
+) -> String {
+    use crate::gate::stats::{Spread, Undecided};
+    const COUNTS: &str =
+        "on counts (`--measure counts`, the CPU backend's kernels), which do not drift";
+    let unknown = Spread::unknown();
+    let sp = spread.unwrap_or(&unknown);
+    let limit = format::limit_percent(max_regression);
+    let drift = sp.drift() * 100.0;
+    let better = match sp.detectable(0.0) {
         Some(d) => format!(
-            "gate on a quieter runner, with more history, at a limit of +{:.0}% or more (the smallest this runner can gate, as `opledger calibrate` measures it), or on counts (`--measure counts`, the CPU backend's kernels), which do not drift",
+            "gate on a quieter runner, with more history, at a limit of +{:.0}% or more (the smallest this runner can gate, as `opledger calibrate` measures it), or {COUNTS}",
             d * 100.0
         ),
-        None => "gate on a quieter runner, with more history, or on counts (`--measure counts`, the CPU backend's kernels), which do not drift".into(),
+        None => format!("gate on a quieter runner, with more history, or {COUNTS}"),
     };
-    if r.lo > 1.0 + max_regression {
-        return Some(format!(
-            "slower by {:.0}–{:.0}% (CI), beyond the +{:.0}% limit; this runner's run-to-run drift (±{:.1}%) is as large, so a regression is likely but not proven at ≤ 1% false alarms: {better}",
+    match undecided {
+        Undecided::LikelyRegression => format!(
+            "slower by {:.0}–{:.0}% (CI), beyond the +{limit}% limit; this runner's run-to-run drift (±{drift:.1}%) is as large, so a regression is likely but not proven at ≤ 1% false alarms: {better}",
             (r.lo - 1.0) * 100.0,
             (r.hi - 1.0) * 100.0,
-            max_regression * 100.0,
-            drift * 100.0
-        ));
-    }
-    if !sp.can_pass(max_regression) {
-        return Some(format!(
-            "cannot PASS at +{:.0}% on this runner: its run-to-run drift (±{:.1}%) eats the whole limit (PASS needs the CI below ×{:.3}); {better}",
-            max_regression * 100.0,
-            drift * 100.0,
+        ),
+        Undecided::CannotPass => format!(
+            "cannot PASS at +{limit}% on this runner: its run-to-run drift (±{drift:.1}%) eats the whole limit (PASS needs the CI below ×{:.3}); {better}",
             sp.pass_limit(max_regression)
-        ));
+        ),
+        Undecided::PastPassLimit => format!(
+            "the CI reaches ×{:.3}, past the ×{:.3} a PASS needs with this runner's drift (±{drift:.1}% between {} reference runs): more pairs (`--min-pairs`) narrow the CI, more reference runs (history, or `opledger calibrate --accept`) raise what a PASS may reach, or gate {COUNTS}",
+            r.hi,
+            sp.pass_limit(max_regression),
+            sp.runs
+        ),
+        Undecided::DriftUnknown => format!(
+            "the CI (×{:.3} .. ×{:.3}) reaches across the +{limit}% limit and the drift between runs is not known: measure more pairs (`--min-pairs`), record more runs to judge against (history, or `opledger calibrate --accept`), or gate {COUNTS}",
+            r.lo,
+            r.hi
+        ),
     }
-    None
 }
 
 /// The gate's outcome of a spec as a small table: (what, value) rows.
@@ -241,13 +272,12 @@ pub fn baseline_rows(s: &SpecResult) -> Vec<(String, String)> {
         if let Some(n) = &note {
             d.push_str(&format!(" ({n})"));
         }
-        if state == RegressionState::Inconclusive {
-            if let (Some(r), None) = (b.ratio, &note) {
-                if let Some(why) = inconclusive_why(&r, limit, b.spread.as_ref()) {
-                    d.push_str(": ");
-                    d.push_str(&why);
-                }
-            }
+        let why = (state == RegressionState::Inconclusive && note.is_none())
+            .then(|| inconclusive_why(b, limit))
+            .flatten();
+        if let Some(why) = why {
+            d.push_str(": ");
+            d.push_str(&why);
         }
         rows.push(("decision".into(), d));
     } else if b.status == BaselineStatus::NotComparable && !message.is_empty() {
@@ -406,9 +436,17 @@ mod tests {
     }
 
     #[test]
-    fn an_inconclusive_gate_says_what_it_knows() {
-        use crate::gate::stats::Spread;
+    fn an_inconclusive_gate_says_what_it_knows_and_what_would_decide_it() {
+        use crate::gate::stats::{undecided, Spread, Undecided};
         use crate::measure::stats::Estimate;
+        let outcome = |ratio: Estimate, spread: Option<Spread>, recorded: bool| {
+            let mut o = BaselineOutcome::missing(String::new(), 0.10);
+            o.state = Some(crate::gate::stats::RegressionState::Inconclusive);
+            o.ratio = Some(ratio);
+            o.spread = spread;
+            o.undecided = recorded.then(|| undecided(&ratio, 0.10, spread.as_ref()));
+            o
+        };
         // Five runs drifting 6%: the FAIL threshold sits far above +10%.
         let sp = Spread {
             runs: 5,
@@ -420,7 +458,11 @@ mod tests {
             lo: 1.160,
             hi: 1.405,
         };
-        let why = inconclusive_why(&slow, 0.10, Some(&sp)).unwrap();
+        assert_eq!(
+            undecided(&slow, 0.10, Some(&sp)),
+            Undecided::LikelyRegression
+        );
+        let why = inconclusive_why(&outcome(slow, Some(sp), true), 0.10).unwrap();
         assert!(
             why.contains("slower by 16–40% (CI), beyond the +10% limit")
                 && why.contains("a regression is likely but not proven"),
@@ -432,13 +474,59 @@ mod tests {
             lo: 0.90,
             hi: 1.0,
         };
-        let why = inconclusive_why(&same, 0.10, Some(&sp)).unwrap();
+        assert_eq!(undecided(&same, 0.10, Some(&sp)), Undecided::CannotPass);
+        let why = inconclusive_why(&outcome(same, Some(sp), true), 0.10).unwrap();
         assert!(
             why.contains("cannot PASS at +10% on this runner")
                 && why.contains("the smallest this runner can gate"),
             "{why}"
         );
-        // Without history there is nothing more to say.
-        assert_eq!(inconclusive_why(&slow, 0.10, None), None);
+        // A CI that reaches past what a PASS allows: more pairs, more reference runs, counts.
+        let near = Estimate {
+            point: 1.014,
+            lo: 0.999,
+            hi: 1.029,
+        };
+        let calm = Spread {
+            runs: 4,
+            log_sd: 0.034,
+            noise_factor: 1.0,
+        };
+        assert_eq!(
+            undecided(&near, 0.10, Some(&calm)),
+            Undecided::PastPassLimit
+        );
+        let why = inconclusive_why(&outcome(near, Some(calm), true), 0.10).unwrap();
+        assert!(
+            why.contains("the CI reaches ×1.029, past the ×")
+                && why.contains("between 4 reference runs")
+                && why.contains("--min-pairs")
+                && why.contains("--measure counts"),
+            "{why}"
+        );
+        // Without a known drift: more pairs, more runs to judge against, counts.
+        for sp in [None, Some(Spread::unknown())] {
+            assert_eq!(undecided(&near, 0.10, sp.as_ref()), Undecided::DriftUnknown);
+            let why = inconclusive_why(&outcome(near, sp, true), 0.10).unwrap();
+            assert!(
+                why.contains("reaches across the +10% limit")
+                    && why.contains("drift between runs is not known")
+                    && why.contains("--min-pairs"),
+                "{why}"
+            );
+        }
+        // An archive written before the gate recorded its account says what its outputs said
+        // then: the first two, and nothing for the others.
+        assert!(inconclusive_why(&outcome(slow, Some(sp), false), 0.10)
+            .unwrap()
+            .contains("likely but not proven"));
+        assert!(inconclusive_why(&outcome(same, Some(sp), false), 0.10)
+            .unwrap()
+            .contains("cannot PASS"));
+        assert_eq!(
+            inconclusive_why(&outcome(near, Some(calm), false), 0.10),
+            None
+        );
+        assert_eq!(inconclusive_why(&outcome(near, None, false), 0.10), None);
     }
 }

@@ -287,7 +287,7 @@ fn gate_state_short(b: &BaselineOutcome, max_regression: f64) -> String {
                     r.hi,
                     max_regression * 100.0
                 );
-                if let Some(why) = report::inconclusive_why(&r, max_regression, b.spread.as_ref()) {
+                if let Some(why) = report::inconclusive_why(b, max_regression) {
                     line.push_str(" — ");
                     line.push_str(&why);
                 }
