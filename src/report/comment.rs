@@ -69,10 +69,11 @@ fn time_decision(c: &CaseComparison) -> String {
 }
 
 /// What would decide each INCONCLUSIVE time decision that has no reason of its own (a
-/// conflict between passes, a slowdown both variants share): "- name: why", one a case.
-fn next_steps(cases: &[&CaseComparison]) -> String {
-    cases
-        .iter()
+/// conflict between passes, a slowdown both variants share): a list, "- name: why" one a case,
+/// under its heading; empty when there is none.
+fn next_steps<'a>(cases: impl IntoIterator<Item = &'a CaseComparison>) -> String {
+    let steps: String = cases
+        .into_iter()
         .filter_map(|c| {
             let o = c.outcome.as_ref()?;
             if o.state != Some(RegressionState::Inconclusive) || super::gate::note(o).is_some() {
@@ -81,7 +82,12 @@ fn next_steps(cases: &[&CaseComparison]) -> String {
             let why = super::inconclusive_why(o, c.limit)?;
             Some(format!("- {}: {why}\n", super::md_escape(&c.name)))
         })
-        .collect()
+        .collect();
+    if steps.is_empty() {
+        steps
+    } else {
+        format!("What would decide it:\n\n{steps}\n")
+    }
 }
 
 fn ratio(c: &CaseComparison) -> String {
@@ -156,12 +162,7 @@ pub fn table(ra: &RunResult, rb: &RunResult, cases: &[CaseComparison], store: &P
         ));
     }
     t.push('\n');
-    let steps = next_steps(&cases.iter().collect::<Vec<_>>());
-    if !steps.is_empty() {
-        t.push_str("What would decide it:\n\n");
-        t.push_str(&steps);
-        t.push('\n');
-    }
+    t.push_str(&next_steps(cases));
     t.push_str(&drift_sentence(cases, store));
     t.push('\n');
     t
@@ -297,7 +298,7 @@ pub fn comment(
         t.push_str("Every case is within its limit.\n\n");
     } else {
         t.push_str("| spec | after: base → head | ratio (95% CI) | limit | decision |\n|---|--:|--:|--:|---|\n");
-        for c in &changed {
+        for &c in &changed {
             t.push_str(&format!(
                 "| {} | {} → {} | {} | {} | {} |\n",
                 md_escape(&c.name),
@@ -309,12 +310,7 @@ pub fn comment(
             ));
         }
         t.push('\n');
-        let steps = next_steps(&changed);
-        if !steps.is_empty() {
-            t.push_str("What would decide it:\n\n");
-            t.push_str(&steps);
-            t.push('\n');
-        }
+        t.push_str(&next_steps(changed));
     }
     t.push_str(&drift_sentence(cases, store));
     t.push_str("\n\n");

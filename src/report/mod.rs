@@ -155,16 +155,12 @@ pub fn inconclusive_why(b: &BaselineOutcome, max_regression: f64) -> Option<Stri
     let spread = b.spread.as_ref();
     let undecided = match b.undecided {
         Some(u) => u,
-        None => {
-            let sp = spread?;
-            if r.lo > 1.0 + max_regression {
-                Undecided::LikelyRegression
-            } else if !sp.can_pass(max_regression) {
-                Undecided::CannotPass
-            } else {
-                return None;
-            }
-        }
+        // The gate's own decision, where older outputs had words for it (an INCONCLUSIVE whose
+        // whole CI is beyond the limit has a known drift: unknown, it would be a FAIL).
+        None => match crate::gate::stats::undecided(&r, max_regression, spread) {
+            u @ (Undecided::LikelyRegression | Undecided::CannotPass) => u,
+            Undecided::PastPassLimit | Undecided::DriftUnknown => return None,
+        },
     };
     Some(undecided_words(undecided, &r, max_regression, spread))
 }
