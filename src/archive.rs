@@ -506,15 +506,7 @@ fn variants(s: &SpecResult) -> crate::spec::Variants {
     }
 }
 
-/// How much a status weighs in a verdict: FAIL decides, INCONCLUSIVE holds it open, the others
-/// let it pass.
-fn severity(s: Status) -> u8 {
-    match s {
-        Status::Fail => 2,
-        Status::Inconclusive => 1,
-        Status::Pass | Status::Skip | Status::Warn => 0,
-    }
-}
+use crate::gate::rule::severity;
 
 /// The checks every measured spec holds: one missing means the archive was cut.
 const MEASURED_CHECKS: [CheckName; 5] = [
@@ -566,7 +558,18 @@ pub fn audit(run: &RunResult, path: &Path) -> Result<()> {
                 "holds no measurement and no failed check".into(),
             ));
         }
-        let status = crate::gate::spec_status(&s.checks);
+        // A gate set aside must be one the rule sets aside: an edit cannot hide an INCONCLUSIVE.
+        let derived = crate::gate::rule::set_aside_of(&s.checks);
+        if let Some(m) = s.set_aside.iter().find(|m| !derived.contains(m)) {
+            return Err(damaged(
+                format!("specs[{i}].set_aside ({})", s.name),
+                format!(
+                    "sets the {} gate aside, but no other measurement's gate decided",
+                    m.word()
+                ),
+            ));
+        }
+        let status = crate::gate::rule::spec_status(&s.checks);
         if s.status != status {
             return Err(damaged(
                 format!("specs[{i}].status ({})", s.name),

@@ -63,6 +63,7 @@ pub fn planned(
         counters: None,
         counts: None,
         counts_gate: None,
+        set_aside: Vec::new(),
     }
 }
 

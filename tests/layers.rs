@@ -19,6 +19,7 @@ const LAYERS: &[&[&str]] = &[
     &["measure"],
     &["verdict", "gate::stats"],
     &["gate::outcome"],
+    &["gate::rule"],
     &["results"],
     &["baseline", "evidence", "provenance", "store"],
     &["gate"],

@@ -153,7 +153,14 @@ pub fn compare_to_base(
     let mut store = Store::open_reading(url)?;
     let mut points = Vec::new();
     for s in &rb.specs {
-        points.extend(store.committed(&rb.device.key, &s.name, &s.spec_sha256)?);
+        // A base run that was only counted is a base for B's counts.
+        let key = s.counts.as_ref().map(|c| c.engine.key());
+        points.extend(store.committed_measured(
+            &rb.device.key,
+            &s.name,
+            &s.spec_sha256,
+            key.as_deref(),
+        )?);
     }
     let found = crate::store::series::at_ancestors(&points, &ancestors)
         .into_iter()

@@ -68,6 +68,7 @@ pub fn judge_parts(
         functions: Vec::new(),
         functions_side: None,
         history_run: None,
+        reference: None,
     };
     let Some(base) = base else {
         return o;

@@ -12,6 +12,7 @@ pub mod history;
 pub mod judge;
 pub mod outcome;
 pub mod reference;
+pub mod rule;
 pub mod stats;
 pub mod versus;
 
@@ -127,7 +128,7 @@ impl Gate<'_> {
         }
         r.baseline = d.outcome;
         r.checks.push(d.check);
-        r.status = spec_status(&r.checks);
+        combine(&mut r);
         r
     }
 }
@@ -201,11 +202,13 @@ pub fn status(state: Option<RegressionState>, require_baseline: bool) -> Status 
     }
 }
 
-/// A spec's status from its checks: a failed check fails it.
-pub fn spec_status(checks: &[Check]) -> Status {
-    if checks.iter().any(|c| c.status == Status::Fail) {
-        Status::Fail
-    } else {
-        Status::Pass
-    }
+pub use rule::spec_status;
+
+/// Where a spec's gates leave it, once every measurement it asked for was judged: its status
+/// from its checks, and the measurements whose gate could not decide while another's did (set
+/// aside by [`rule::set_aside`], the one rule for how measurements combine). Every path that
+/// judges a spec ends here.
+pub fn combine(r: &mut SpecResult) {
+    r.status = spec_status(&r.checks);
+    r.set_aside = rule::set_aside_of(&r.checks);
 }

@@ -329,6 +329,10 @@ pub struct CountsGateOutcome {
     /// baseline): that run's id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history_run: Option<String>,
+    /// Which reference the counts were judged against when it is not the counts baseline (the
+    /// one the time gate of the same spec reads: the branch's history, the merge-base's runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<GateReference>,
 }
 
 fn is_zero(n: &usize) -> bool {

@@ -9,9 +9,11 @@
 
 use super::history::HISTORY_RUNS;
 pub use super::judge::Reference;
+use crate::baseline::counts::CountsBaseline;
 use crate::baseline::BaselineFile;
 use crate::device::DeviceInfo;
 use crate::error::{Error, ReferenceProblem, Result};
+use crate::measure::counts::CountsEngine;
 use crate::results::RunResult;
 use crate::results::{GateReference, LevelChange};
 use crate::spec::{Against, Spec};
@@ -69,62 +71,275 @@ pub fn against_of(opts: &ReferenceOptions<'_>, s: &Spec) -> Against {
         .unwrap_or_default()
 }
 
-/// Each spec's reference from the store in place of its accepted baseline, where it asks for
-/// one; `None` for the specs judged against their baselines.
+/// What a run's counts are judged against besides the store: the engine that counts them (its
+/// key names the baselines' folder and the store's counted runs) and the baselines' folder.
+pub struct CountsOptions<'a> {
+    pub engine: &'a CountsEngine,
+    pub baselines_dir: &'a std::path::Path,
+}
+
+/// A spec's counts reference: where its counts baseline is (and `--accept` writes it), what
+/// the gate judges against (the counts baseline, or a counted run from the store), the store's
+/// run it came from, and which reference it is when it is not the counts baseline.
+#[derive(Debug, Clone, Default)]
+pub struct CountsBase {
+    pub path: PathBuf,
+    pub baseline: Option<CountsBaseline>,
+    pub history_run: Option<String>,
+    pub reference: Option<GateReference>,
+}
+
+/// Each spec's references, chosen once by one rule for every measurement it is judged on (see
+/// [`against_of`]): its time reference (`None`: its accepted baseline, already in `baselines`;
+/// else the store's runs, written into `baselines`) and, where sides are counted (`counts`),
+/// its counts reference, found the same way — the counts baseline where the time gate reads
+/// the accepted baseline, the branch's newest counted run where it reads the branch's history,
+/// the merge-base's counted run where it reads the merge-base's runs.
 pub fn references(
     opts: &ReferenceOptions<'_>,
     specs: &[Spec],
     device: &DeviceInfo,
     baselines: &mut [SpecBaseline],
     store: &mut Option<Store>,
-) -> Result<Vec<Option<GateReference>>> {
+    counts: Option<&CountsOptions<'_>>,
+) -> Result<(Vec<Option<GateReference>>, Vec<CountsBase>)> {
     let mut out = Vec::new();
+    let mut counted = Vec::new();
+    let mut bases = MergeBases::default();
     for (s, slot) in specs.iter().zip(baselines.iter_mut()) {
         let against = against_of(opts, s);
         let named = String::from(against.clone());
-        let (reference, base) = match against {
-            Against::Baselines if !by_default(opts, s, slot) => {
+        let source = match against {
+            Against::Baselines if !by_default(opts, s) => Source::Accepted,
+            Against::Baselines => Source::History {
+                branch: opts.branch.map(str::to_string),
+                by_default: true,
+            },
+            Against::History { branch } => Source::History {
+                branch: branch.or_else(|| opts.branch.map(str::to_string)),
+                by_default: false,
+            },
+            Against::MergeBase { branch } => Source::MergeBase { branch },
+        };
+        if let Some(c) = counts {
+            counted.push(counts_reference(
+                opts, s, device, store, c, &source, &named, &mut bases,
+            )?);
+        }
+        let (reference, base) = match source {
+            Source::Accepted => {
+                out.push(None);
+                continue;
+            }
+            // By default a measurement's accepted baseline, where it has one, comes first.
+            Source::History {
+                by_default: true, ..
+            } if slot.accepted.is_some() => {
                 out.push(None);
                 continue;
             }
             // No accepted baseline and none asked for: the branch's history, where the store
             // has one (a slowdown on main must not pass for want of a baseline).
-            Against::Baselines => {
+            Source::History {
+                branch,
+                by_default: true,
+            } => {
                 let Some(store) = open_store_if_there(store, opts)? else {
                     out.push(None);
                     continue;
                 };
-                let (mut reference, base) =
-                    history(store, s, device, opts.branch.map(str::to_string))?;
+                let (mut reference, base) = history(store, s, device, branch)?;
                 if let GateReference::History { by_default, .. } = &mut reference {
                     *by_default = true;
                 }
                 (reference, base)
             }
-            Against::History { branch } => history(
-                open_store(store, opts, s, &named)?,
-                s,
-                device,
-                branch.or_else(|| opts.branch.map(str::to_string)),
-            )?,
-            Against::MergeBase { branch } => {
-                merge_base(open_store(store, opts, s, &named)?, opts, s, device, branch)?
+            Source::History { branch, .. } => {
+                history(open_store(store, opts, s, &named)?, s, device, branch)?
+            }
+            Source::MergeBase { branch } => {
+                let found = bases
+                    .of(&branch)
+                    .map_err(|e| merge_base_problem(s, &branch, e))?;
+                merge_base(
+                    open_store(store, opts, s, &named)?,
+                    opts,
+                    s,
+                    device,
+                    &branch,
+                    found,
+                )?
             }
         };
         (slot.path, slot.reference) = base;
         out.push(Some(reference));
     }
-    Ok(out)
+    Ok((out, counted))
 }
 
-/// True when `s` is judged against its branch's history for want of anything else: no accepted
-/// baseline, no `--against` or `gate.against`, not accepting, and the branch known and not a
-/// bisection's (a detached HEAD or a bisect step has no series of its own).
-fn by_default(opts: &ReferenceOptions<'_>, s: &Spec, slot: &SpecBaseline) -> bool {
+/// Where a spec's references come from, for every measurement alike.
+enum Source {
+    /// The accepted baselines (of time, of counts).
+    Accepted,
+    /// The branch's newest runs (any branch's when `None`); `by_default` where nothing else was
+    /// asked for and a measurement has no accepted baseline.
+    History {
+        branch: Option<String>,
+        by_default: bool,
+    },
+    /// The runs at the merge-base of `HEAD` and the branch.
+    MergeBase { branch: String },
+}
+
+/// The merge-base of `HEAD` with each branch asked for, and its ancestors, found once a run.
+#[derive(Default)]
+struct MergeBases(
+    std::collections::BTreeMap<String, std::result::Result<(String, Vec<String>), String>>,
+);
+
+impl MergeBases {
+    fn of(&mut self, branch: &str) -> std::result::Result<(String, Vec<String>), String> {
+        self.0
+            .entry(branch.to_string())
+            .or_insert_with(|| {
+                let mb = crate::provenance::merge_base(branch)?;
+                let ancestors =
+                    crate::provenance::ancestors(&mb, crate::store::series::MAX_ANCESTORS)?;
+                Ok((mb, ancestors))
+            })
+            .clone()
+    }
+}
+
+fn merge_base_problem(s: &Spec, branch: &str, e: String) -> Error {
+    Error::Reference {
+        spec: s.name.clone(),
+        against: format!("merge-base:{branch}"),
+        problem: ReferenceProblem::MergeBase(e),
+    }
+}
+
+/// A spec's counts reference from `source`: the counts baseline file; the branch's newest
+/// counted run (by default only where there is no counts baseline); the newest counted run at
+/// the merge-base or its nearest ancestor with one. The store's run carries each side's
+/// per-function counts where its archive is here (the store keeps totals).
+#[allow(clippy::too_many_arguments)]
+fn counts_reference(
+    opts: &ReferenceOptions<'_>,
+    s: &Spec,
+    device: &DeviceInfo,
+    store: &mut Option<Store>,
+    c: &CountsOptions<'_>,
+    source: &Source,
+    named: &str,
+    bases: &mut MergeBases,
+) -> Result<CountsBase> {
+    let path = crate::baseline::counts::path_for(c.baselines_dir, c.engine, &s.name);
+    let file = crate::baseline::counts::load(&path)?;
+    let key = c.engine.key();
+    let mut base = CountsBase {
+        path,
+        ..CountsBase::default()
+    };
+    let (point, reference) = match source {
+        Source::Accepted => {
+            base.baseline = file;
+            return Ok(base);
+        }
+        Source::History {
+            by_default: true, ..
+        } if file.is_some() => {
+            base.baseline = file;
+            return Ok(base);
+        }
+        Source::History { branch, by_default } => {
+            let st = if *by_default {
+                match open_store_if_there(store, opts)? {
+                    Some(st) => st,
+                    None => return Ok(base),
+                }
+            } else {
+                open_store(store, opts, s, named)?
+            };
+            let p = st.newest_counted(
+                &device.key,
+                &s.name,
+                &s.source_sha256,
+                branch.as_deref(),
+                &key,
+            )?;
+            let reference = GateReference::History {
+                runs: usize::from(p.is_some()),
+                branch: branch.clone(),
+                change: None,
+                by_default: *by_default,
+                outliers: 0,
+            };
+            (p, reference)
+        }
+        Source::MergeBase { branch } => {
+            let (mb, ancestors) = bases
+                .of(branch)
+                .map_err(|e| merge_base_problem(s, branch, e))?;
+            let st = open_store(store, opts, s, named)?;
+            let points = st.committed_counted(&device.key, &s.name, &s.source_sha256, &key)?;
+            let matched = crate::store::series::at_ancestors(&points, &ancestors);
+            let first = matched.first().map(|&(back, p)| (back, p.clone()));
+            let reference = GateReference::MergeBase {
+                branch: branch.clone(),
+                merge_base: mb,
+                commit: first.as_ref().map(|(_, p)| p.run.git_sha.to_string()),
+                commits_back: first.as_ref().map_or(0, |(back, _)| *back),
+                runs: usize::from(first.is_some()),
+                change: None,
+                samples: false,
+            };
+            (first.map(|(_, p)| p), reference)
+        }
+    };
+    base.reference = Some(reference);
+    let Some(p) = point else {
+        return Ok(base);
+    };
+    let st = store.as_ref().map(|st| st.archive_dir(&p));
+    let Ok(counted) = s.counted() else {
+        return Ok(base);
+    };
+    let sides = (s.variants.before.name(), s.variants.after.name());
+    base.baseline = st
+        .and_then(|dir| archived_counts(&dir, s, &counted.workload, &p, &key, opts))
+        .or_else(|| crate::gate::counts::baseline_of_point(&p, sides, &counted.workload));
+    base.history_run = base.baseline.as_ref().map(|_| p.run.run_id.to_string());
+    Ok(base)
+}
+
+/// The counts a stored run archived for `s` (same spec, same engine key), as a baseline with
+/// each side's functions: `None` where the archive is not here, does not verify, or holds no
+/// such counts.
+fn archived_counts(
+    archive: &std::path::Path,
+    s: &Spec,
+    workload: &crate::spec::Workload,
+    p: &Point,
+    key: &str,
+    opts: &ReferenceOptions<'_>,
+) -> Option<CountsBaseline> {
+    let run = (opts.load_run)(archive)?;
+    let case = run
+        .specs
+        .iter()
+        .find(|c| c.name == s.name && c.spec_sha256 == s.source_sha256)?;
+    let now = case.counts.as_ref().filter(|c| c.engine.key() == key)?;
+    crate::gate::counts::baseline_of(now, workload, &s.name, &p.run.started_utc, &p.run.git_sha)
+}
+
+/// True when `s` is judged against its branch's history where a measurement has no accepted
+/// baseline: no `--against` or `gate.against`, not accepting, and the branch known and not a
+/// bisection's (a detached HEAD or a bisect step has no series of its own), with a store to read.
+fn by_default(opts: &ReferenceOptions<'_>, s: &Spec) -> bool {
     !opts.accept
         && opts.against.is_none()
         && s.gate.against.is_none()
-        && slot.accepted.is_none()
         && opts
             .branch
             .is_some_and(|b| b != crate::store::BISECT_BRANCH)
@@ -244,16 +459,10 @@ fn merge_base(
     opts: &ReferenceOptions<'_>,
     s: &Spec,
     device: &DeviceInfo,
-    branch: String,
+    branch: &str,
+    (mb, ancestors): (String, Vec<String>),
 ) -> Result<(GateReference, (PathBuf, Option<Reference>))> {
-    let flag = |e: String| Error::Reference {
-        spec: s.name.clone(),
-        against: format!("merge-base:{branch}"),
-        problem: ReferenceProblem::MergeBase(e),
-    };
-    let mb = crate::provenance::merge_base(&branch).map_err(flag)?;
-    let ancestors =
-        crate::provenance::ancestors(&mb, crate::store::series::MAX_ANCESTORS).map_err(flag)?;
+    let branch = branch.to_string();
     let committed = store.committed(&device.key, &s.name, &s.source_sha256)?;
     let matched = crate::store::series::at_ancestors(&committed, &ancestors);
     let Some(&(back, first)) = matched.first() else {

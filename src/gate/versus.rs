@@ -8,7 +8,7 @@
 //! A is one of its accepted runs). With no history in the store, the decision rests on A alone.
 
 use super::reference::Reference;
-use super::stats::{RegressionState, POOL_MIN_RUNS};
+use super::stats::POOL_MIN_RUNS;
 use crate::baseline::{self, BaselineFile};
 use crate::error::Result;
 use crate::results::{RunResult, RunStatus, SpecResult};
@@ -55,26 +55,48 @@ pub enum NotCompared {
 }
 
 impl CaseComparison {
-    /// The case's decision: FAIL (a regression, or a check failed in B), INCONCLUSIVE, PASS.
+    /// Each gate's call on this case: B's time against A's, B's counts against A's.
+    fn calls(&self) -> [(super::rule::Measurement, super::rule::GateCall); 2] {
+        use super::rule::{GateCall, Measurement};
+        [
+            (
+                Measurement::Time,
+                GateCall::of_time(self.outcome.as_ref().and_then(|o| o.state)),
+            ),
+            (
+                Measurement::Counts,
+                self.counts.as_ref().map_or(GateCall::NotJudged, |o| {
+                    GateCall::of_status(super::counts::check(o, false).status)
+                }),
+            ),
+        ]
+    }
+
+    /// The measurements of this case whose gate could not decide while the other's did.
+    pub fn set_aside(&self) -> Vec<super::rule::Measurement> {
+        super::rule::set_aside(&self.calls())
+    }
+
+    /// The case's decision: FAIL (a regression, or a check failed in B), INCONCLUSIVE, PASS —
+    /// time's and counts' gates combined by the one rule `run` follows (`rule::set_aside`).
     pub fn verdict(&self) -> RunStatus {
-        let gate = match self.outcome.as_ref().and_then(|o| o.state) {
-            Some(RegressionState::Fail) => RunStatus::Fail,
-            Some(RegressionState::Inconclusive) => RunStatus::Inconclusive,
-            _ => RunStatus::Pass,
+        use super::rule::GateCall;
+        let aside = self.set_aside();
+        let gates = self.calls().into_iter().map(|(m, c)| match c {
+            GateCall::Fail => 2,
+            GateCall::Undecided if !aside.contains(&m) => 1,
+            _ => 0,
+        });
+        let head = match self.head_verdict {
+            RunStatus::Fail => 2,
+            RunStatus::Inconclusive => 1,
+            RunStatus::Pass => 0,
         };
-        let counts = match self.counts.as_ref().map(|o| o.state) {
-            Some(crate::results::CountsState::Fail) => RunStatus::Fail,
-            Some(crate::results::CountsState::Inconclusive) => RunStatus::Inconclusive,
+        match gates.chain([head]).max().unwrap_or(0) {
+            2 => RunStatus::Fail,
+            1 => RunStatus::Inconclusive,
             _ => RunStatus::Pass,
-        };
-        [gate, counts, self.head_verdict]
-            .into_iter()
-            .max_by_key(|v| match v {
-                RunStatus::Pass => 0,
-                RunStatus::Inconclusive => 1,
-                RunStatus::Fail => 2,
-            })
-            .unwrap_or(RunStatus::Pass)
+        }
     }
 }
 

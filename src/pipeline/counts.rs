@@ -446,6 +446,8 @@ pub struct CountsReference<'a> {
     pub path: &'a Path,
     /// The history store's run the baseline was made from, when there was no counts baseline.
     pub history_run: Option<&'a str>,
+    /// Which reference it is, when it is not the counts baseline.
+    pub reference: Option<&'a crate::results::GateReference>,
     pub require_baseline: bool,
 }
 
@@ -492,6 +494,7 @@ pub fn attach(
             let mut outcome =
                 crate::gate::counts::judge(s, &c.counts, reference.baseline, reference.path);
             outcome.history_run = reference.history_run.map(str::to_string);
+            outcome.reference = reference.reference.cloned();
             if timed {
                 r.checks.extend(crate::verdict::counts_vs_time_check(
                     outcome.saving,
@@ -513,7 +516,7 @@ pub fn attach(
             e.to_string(),
         )),
     }
-    r.status = crate::gate::spec_status(&r.checks);
+    crate::gate::combine(r);
 }
 
 /// Counts every side of every spec under `o.paths`; prints the table (or JSON). Exit 3 when

@@ -111,6 +111,7 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
                 baseline: cb.baseline.as_ref(),
                 path: &cb.path,
                 history_run: cb.history_run.as_deref(),
+                reference: cb.reference.as_ref(),
                 require_baseline: opts.require_baseline,
             };
             counts::attach(counter, &counted, &mut r, &reference, mode.times());

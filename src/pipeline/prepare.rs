@@ -36,7 +36,7 @@ pub(crate) struct Prepared {
     /// The counts engine, when sides are counted (`--measure counts|both`, a spec's mode).
     pub counter: Option<super::counts::Counter>,
     /// Each spec's counts reference under the engine's key, when sides are counted.
-    pub counts_baselines: Vec<CountsBase>,
+    pub counts_baselines: Vec<crate::gate::reference::CountsBase>,
     /// The history store, opened once for the whole run: checked before anything is measured,
     /// read for references, recorded into, read for new shifts. `None` until something needs
     /// it where it could not be opened early (a new SQLite file is made by the first record).
@@ -78,17 +78,22 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
         reference_store: opts.reference_store.as_ref(),
         load_run: &load_run,
     };
-    let references = crate::gate::reference::references(
+    // Every measurement's reference is chosen here, by one rule, before anything is measured
+    // (a damaged counts baseline stops the run here).
+    let counts_options = counter
+        .as_ref()
+        .map(|c| crate::gate::reference::CountsOptions {
+            engine: &c.engine,
+            baselines_dir: &opts.baselines_dir,
+        });
+    let (references, counts_baselines) = crate::gate::reference::references(
         &reference_options,
         &specs,
         &device,
         &mut baselines,
         &mut store,
+        counts_options.as_ref(),
     )?;
-
-    // Counts baselines are read before anything is measured: a damaged one stops the run here.
-    let counts_baselines =
-        counts_baselines(opts, &specs, counter.as_ref(), &device.key, &mut store)?;
     let progress = Progress::new(specs.len() * passes);
     progress.say(&format!("opledger: backend {backend_note}"));
     if let Some(why) = counts_note {
@@ -406,106 +411,4 @@ fn counter(
         )?,
     };
     Ok((Some(counter), None))
-}
-
-/// A spec's counts reference: where its counts baseline is (and `--accept` writes it), the
-/// baseline file when there is one, else the branch's newest counted run in the history store
-/// (with that run's id).
-pub(crate) struct CountsBase {
-    pub path: std::path::PathBuf,
-    pub baseline: Option<baseline::counts::CountsBaseline>,
-    pub history_run: Option<String>,
-}
-
-/// Each spec's counts reference under the engine's key; none without counting. Without a
-/// counts baseline, the branch's newest counted run in the store is the reference, as the time
-/// gate's history is by default (not when accepting, when the accepted baselines are asked for
-/// by name, or for a bisection's steps).
-fn counts_baselines(
-    opts: &RunOptions,
-    specs: &[Spec],
-    counter: Option<&super::counts::Counter>,
-    device_key: &str,
-    store: &mut Option<crate::store::Store>,
-) -> Result<Vec<CountsBase>> {
-    let Some(c) = counter else {
-        return Ok(Vec::new());
-    };
-    let mut out = Vec::new();
-    for s in specs {
-        let path = baseline::counts::path_for(&opts.baselines_dir, &c.engine, &s.name);
-        let found = baseline::counts::load(&path)?;
-        let mut history_run = None;
-        let mut baseline = found;
-        if baseline.is_none() && history_wanted(opts, s) {
-            if store.is_none() {
-                *store = crate::gate::reference::open_existing(
-                    opts.store.as_ref(),
-                    opts.reference_store.as_ref(),
-                )?;
-            }
-            if let (Some(st), Some(branch)) = (store.as_mut(), opts.branch.as_deref()) {
-                let key = c.engine.key();
-                if let Some(p) =
-                    st.newest_counted(device_key, &s.name, &s.source_sha256, branch, &key)?
-                {
-                    // The run's archive, where it is here, holds each side's counts per function
-                    // (the store keeps totals): the outcome can say where the work moved.
-                    baseline = archived_counts(&st.archive_dir(&p), s, &p, &key).or_else(|| {
-                        crate::gate::counts::baseline_of_point(
-                            &p,
-                            (s.variants.before.name(), s.variants.after.name()),
-                            &s.counted().ok()?.workload,
-                        )
-                    });
-                    history_run = baseline.as_ref().map(|_| p.run.run_id.clone());
-                }
-            }
-        }
-        out.push(CountsBase {
-            path,
-            baseline,
-            history_run: history_run.map(|t| t.to_string()),
-        });
-    }
-    Ok(out)
-}
-
-/// The counts a stored run archived for `s` (same spec, same engine key), as a baseline with
-/// each side's functions: `None` where the archive is not here, does not verify, or holds no
-/// such counts.
-fn archived_counts(
-    archive: &Path,
-    s: &Spec,
-    p: &crate::store::Point,
-    key: &str,
-) -> Option<crate::baseline::counts::CountsBaseline> {
-    let run = crate::archive::load(archive).ok()?.run;
-    let case = run
-        .specs
-        .iter()
-        .find(|c| c.name == s.name && c.spec_sha256 == s.source_sha256)?;
-    let now = case.counts.as_ref().filter(|c| c.engine.key() == key)?;
-    crate::gate::counts::baseline_of(
-        now,
-        &s.counted().ok()?.workload,
-        &s.name,
-        &p.run.started_utc,
-        &p.run.git_sha,
-    )
-}
-
-/// Whether `s`'s counts may be judged against the branch's history: not accepting, no
-/// accepted baselines asked for by name, a known branch that is not a bisection's.
-fn history_wanted(opts: &RunOptions, s: &Spec) -> bool {
-    let asked = opts.against.as_ref().or(s.gate.against.as_ref());
-    !opts.accept
-        && !matches!(
-            asked,
-            Some(spec::Against::Baselines | spec::Against::MergeBase { .. })
-        )
-        && opts
-            .branch
-            .as_deref()
-            .is_some_and(|b| b != crate::store::BISECT_BRANCH)
 }

@@ -20,11 +20,31 @@ use super::format::ms_with_unit as ms;
 
 /// The decision in words, for a table cell.
 fn decision(c: &CaseComparison) -> String {
+    use crate::gate::rule::Measurement;
     let time = time_decision(c);
+    let aside = c.set_aside();
     match &c.counts {
+        Some(o) if aside.contains(&Measurement::Time) => format!(
+            "time not judged ({time}); counts: {}",
+            super::gate::counts_short(o)
+        ),
+        Some(o) if aside.contains(&Measurement::Counts) => format!(
+            "{time}; counts not judged ({})",
+            super::gate::counts_short(o)
+        ),
         Some(o) => format!("{time}; counts: {}", super::gate::counts_short(o)),
         None => time,
     }
+}
+
+/// Whether a case regressed on either measurement.
+fn regressed(c: &CaseComparison) -> bool {
+    c.outcome
+        .as_ref()
+        .is_some_and(|o| o.state == Some(RegressionState::Fail))
+        || c.counts
+            .as_ref()
+            .is_some_and(|o| o.state == crate::results::CountsState::Fail)
 }
 
 /// The time gate's decision in words.
@@ -250,14 +270,7 @@ pub fn comment(
     base: Option<&BaseCommit>,
 ) -> String {
     use super::md_escape;
-    let regressions = cases
-        .iter()
-        .filter(|c| {
-            c.outcome
-                .as_ref()
-                .is_some_and(|o| o.state == Some(RegressionState::Fail))
-        })
-        .count();
+    let regressions = cases.iter().filter(|c| regressed(c)).count();
     let verdict = crate::gate::versus::verdict(cases);
     let mut t = format!("{COMMENT_MARKER}\n");
     let what = match (verdict, regressions) {
@@ -310,6 +323,23 @@ pub fn comment(
             ));
         }
         t.push('\n');
+        // A counts regression says where the work moved, function by function.
+        let moved: Vec<String> = changed
+            .iter()
+            .filter(|c| regressed(c))
+            .filter_map(|c| {
+                let o = c.counts.as_ref().filter(|o| !o.functions.is_empty())?;
+                Some(format!(
+                    "- {} counts: {}\n",
+                    md_escape(&c.name),
+                    md_escape(&super::gate::counts_judgement(o))
+                ))
+            })
+            .collect();
+        if !moved.is_empty() {
+            t.push_str(&moved.concat());
+            t.push('\n');
+        }
         t.push_str(&next_steps(changed));
     }
     t.push_str(&drift_sentence(cases, store));

@@ -299,10 +299,27 @@ pub fn counts_judgement(o: &crate::results::CountsGateOutcome) -> String {
         .as_deref()
         .map(|g| format!(" of {}", &g[..g.len().min(10)]))
         .unwrap_or_default();
-    let against = match &o.history_run {
+    let against = match (&o.history_run, &o.reference) {
+        (
+            Some(run),
+            Some(crate::results::GateReference::MergeBase {
+                branch,
+                commits_back,
+                ..
+            }),
+        ) => format!(
+            "the counted run {run}{commit} at the merge-base with {branch}{}",
+            if *commits_back > 0 {
+                format!(" ({commits_back} commit(s) before it)")
+            } else {
+                String::new()
+            }
+        ),
         // No counts baseline: the branch's newest counted run in the history store.
-        Some(run) => format!("the branch's newest counted run {run}{commit} (no counts baseline)"),
-        None => format!("the counts baseline{commit}"),
+        (Some(run), _) => {
+            format!("the branch's newest counted run {run}{commit} (no counts baseline)")
+        }
+        (None, _) => format!("the counts baseline{commit}"),
     };
     let differences: Vec<String> = o
         .differences
@@ -338,10 +355,16 @@ pub fn counts_judgement(o: &crate::results::CountsGateOutcome) -> String {
             )
         };
     match o.state {
-        CountsState::NoBaseline => format!(
-            "no counts baseline for this engine yet ({}), and no counted run of this branch in the history store; record one with `run --measure counts --accept`, or count again: this run becomes the branch's reference",
-            o.path
-        ),
+        CountsState::NoBaseline => match &o.reference {
+            Some(crate::results::GateReference::MergeBase { branch, merge_base, .. }) => format!(
+                "no counted run of this engine at the merge-base with {branch} ({}) or its ancestors in the history store: a run of {branch} that counts this spec makes the base",
+                short_sha(merge_base)
+            ),
+            _ => format!(
+                "no counts baseline for this engine yet ({}), and no counted run of this branch in the history store; record one with `run --measure counts --accept`, or count again: this run becomes the branch's reference",
+                o.path
+            ),
+        },
         CountsState::NotComparable => format!(
             "the counts baseline {} counted another workload or other variants: not compared",
             o.path

@@ -183,17 +183,49 @@ fn spec_line(s: &SpecResult, width: usize) -> String {
             (None, None) => "not measured".into(),
         },
     };
+    let counts = |o: &crate::results::CountsGateOutcome| {
+        format!(
+            "{}{}",
+            crate::report::gate::counts_short(o),
+            counts_against(o)
+        )
+    };
+    let time = gate_short(&s.baseline, s.gate.max_regression.0);
     let gate = match (&s.time_saving, &s.counts_gate) {
         // Counts alone: the counts gate is the gate.
-        (None, Some(o)) => crate::report::gate::counts_short(o),
-        (Some(_), Some(o)) => format!(
-            "{}, counts: {}",
-            gate_short(&s.baseline, s.gate.max_regression.0),
-            crate::report::gate::counts_short(o)
-        ),
-        _ => gate_short(&s.baseline, s.gate.max_regression.0),
+        (None, Some(o)) => counts(o),
+        // The time gate could not decide where counts did: set aside, said so.
+        (Some(_), Some(o)) if s.set_aside.contains(&crate::gate::rule::Measurement::Time) => {
+            format!("time not judged ({time}), counts: {}", counts(o))
+        }
+        (Some(_), Some(o))
+            if s.set_aside
+                .contains(&crate::gate::rule::Measurement::Counts) =>
+        {
+            format!("{time}, counts not judged ({})", counts(o))
+        }
+        (Some(_), Some(o)) => format!("{time}, counts: {}", counts(o)),
+        _ => time,
     };
     format!("{status:<12} {:<width$}  {times}  gate: {gate}", s.name)
+}
+
+/// Which counted run the counts gate judged against, when it is not the counts baseline.
+fn counts_against(o: &crate::results::CountsGateOutcome) -> String {
+    use crate::results::{CountsState, GateReference};
+    if matches!(o.state, CountsState::NoBaseline | CountsState::Accepted) {
+        return String::new();
+    }
+    match &o.reference {
+        Some(GateReference::MergeBase {
+            commit: Some(c), ..
+        }) => format!(" · vs the counted run at {}", &c[..c.len().min(10)]),
+        Some(GateReference::History { branch, .. }) => format!(
+            " · vs the newest counted run of {}",
+            branch.as_deref().unwrap_or("every branch")
+        ),
+        _ => String::new(),
+    }
 }
 
 /// `counts: unfused 22.4 M cycles → fused 10.6 M cycles  saving 52.8%`.

@@ -337,6 +337,11 @@ pub struct SpecResult {
     /// The counts gate: the counted sides against their counts baseline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counts_gate: Option<CountsGateOutcome>,
+    /// The measurements whose gate could not decide while another measurement's gate decided:
+    /// set aside (reported as not judged) by the one rule of how measurements combine
+    /// (`gate::rule::set_aside`). Empty in archives written before the rule.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub set_aside: Vec<crate::gate::rule::Measurement>,
 }
 
 /// A spec's variants as the GPU's counters saw them, beside the ledger (`opledger counters`).
@@ -382,16 +387,19 @@ impl SpecResult {
     }
 
     /// The spec's verdict, the one every command shows: FAIL when a check failed, INCONCLUSIVE
-    /// when nothing failed but a claim or the gate could not decide, PASS otherwise.
+    /// when nothing failed but a claim or a gate could not decide (a gate set aside because
+    /// another measurement decided does not hold it open: `gate::rule`), PASS otherwise.
     pub fn verdict(&self) -> RunStatus {
-        if self.status == Status::Fail {
-            RunStatus::Fail
-        } else if self.baseline.state == Some(RegressionState::Inconclusive)
-            || self.checks.iter().any(|c| c.status == Status::Inconclusive)
-        {
-            RunStatus::Inconclusive
-        } else {
-            RunStatus::Pass
+        // The time gate's state holds the spec open as its check does (unless set aside).
+        let time_open = self.baseline.state == Some(RegressionState::Inconclusive)
+            && !self
+                .set_aside
+                .contains(&crate::gate::rule::Measurement::Time);
+        match crate::gate::rule::verdict_weight(self.status, &self.checks, &self.set_aside) {
+            2 => RunStatus::Fail,
+            1 => RunStatus::Inconclusive,
+            _ if time_open => RunStatus::Inconclusive,
+            _ => RunStatus::Pass,
         }
     }
 }

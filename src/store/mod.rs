@@ -91,6 +91,17 @@ CREATE INDEX cases_by_spec_in_order ON cases (spec, started_utc, started_ns, run
     engine_sha256 TEXT PRIMARY KEY,
     engine        TEXT NOT NULL
 );",
+    // Where each case stands as a reference, as the gate decided it (`gate::rule::standing`):
+    // 0 nothing failed, 1 only a regression gate failed, 2 another check failed. Rows recorded
+    // before are given theirs from the checks they stored (a failed check is `"fail"` there).
+    r#"ALTER TABLE cases ADD COLUMN standing BIGINT;
+UPDATE cases SET standing = CASE
+    WHEN verdict <> 'fail' THEN 0
+    WHEN (LENGTH(checks) - LENGTH(REPLACE(checks, '"fail"', ''))) / 6
+        = (LENGTH(checks) - LENGTH(REPLACE(checks, '"regression","fail"', ''))) / 19
+        + (LENGTH(checks) - LENGTH(REPLACE(checks, '"counts_regression","fail"', ''))) / 26
+        THEN 1
+    ELSE 2 END;"#,
 ];
 
 /// The default store's file name, inside the runs folder.
@@ -345,8 +356,20 @@ struct Filter<'a> {
     clean: bool,
     /// The newest N rows.
     newest: Option<usize>,
-    /// Only cases counted under this engine key that did not fail.
-    counted: Option<&'a str>,
+    /// Only cases counted under this engine key, standing as the second says.
+    counted: Option<(&'a str, CountedAs)>,
+    /// Only cases whose time or counts under this engine key are the code's level (`level`, or
+    /// `counted` as a level): where a comparison's base run is looked for.
+    level_or_counted: Option<&'a str>,
+}
+
+/// Which counted runs a query reads.
+#[derive(Debug, Clone, Copy)]
+enum CountedAs {
+    /// Those that failed nothing: what a branch's history rests on.
+    History,
+    /// Those whose counts are the code's level: a merge-base that regressed is still the base.
+    Level,
 }
 
 pub struct Store {
@@ -633,14 +656,15 @@ impl Store {
         })
     }
 
-    /// The newest run of a case on this device with this exact spec on `branch`, counted under
-    /// the engine key `key`, that did not fail: the counts gate's reference from history.
+    /// The newest run of a case on this device with this exact spec on `branch` (any branch's
+    /// but a bisection's when `None`), counted under the engine key `key`, that did not fail:
+    /// the counts gate's reference from history.
     pub fn newest_counted(
         &mut self,
         device_key: &str,
         spec: &str,
         spec_sha256: &str,
-        branch: &str,
+        branch: Option<&str>,
         key: &str,
     ) -> Result<Option<Point>> {
         Ok(self
@@ -648,8 +672,8 @@ impl Store {
                 device: Some(device_key),
                 spec: Some(spec),
                 spec_sha256: Some(spec_sha256),
-                branch: Some(branch),
-                counted: Some(key),
+                branch,
+                counted: Some((key, CountedAs::History)),
                 newest: Some(1),
                 ..Filter::default()
             })?
@@ -671,6 +695,50 @@ impl Store {
             spec_sha256: Some(spec_sha256),
             level: true,
             clean: true,
+            ..Filter::default()
+        })
+    }
+
+    /// Every run of committed code of a case on this device with this exact spec counted under
+    /// the engine key `key` whose counts are the code's level (nothing failed but a regression
+    /// gate), on any branch, oldest first: where the merge-base's counted run is looked for.
+    pub fn committed_counted(
+        &mut self,
+        device_key: &str,
+        spec: &str,
+        spec_sha256: &str,
+        key: &str,
+    ) -> Result<Vec<Point>> {
+        self.select(&Filter {
+            device: Some(device_key),
+            spec: Some(spec),
+            spec_sha256: Some(spec_sha256),
+            clean: true,
+            counted: Some((key, CountedAs::Level)),
+            ..Filter::default()
+        })
+    }
+
+    /// Every run of committed code of a case on this device with this exact spec whose time,
+    /// or counts under the engine key `key`, are the code's level, on any branch, oldest
+    /// first: where `compare --base` looks for the base run (a run that was only counted is
+    /// one).
+    pub fn committed_measured(
+        &mut self,
+        device_key: &str,
+        spec: &str,
+        spec_sha256: &str,
+        key: Option<&str>,
+    ) -> Result<Vec<Point>> {
+        let Some(key) = key else {
+            return self.committed(device_key, spec, spec_sha256);
+        };
+        self.select(&Filter {
+            device: Some(device_key),
+            spec: Some(spec),
+            spec_sha256: Some(spec_sha256),
+            clean: true,
+            level_or_counted: Some(key),
             ..Filter::default()
         })
     }
@@ -1184,26 +1252,44 @@ fn conditions(f: &Filter<'_>) -> Vec<Condition> {
             None,
         );
     }
+    // Which runs may stand as a reference is the gate's to say (`gate::rule::standing`,
+    // recorded with each case): here it is only read.
+    let kept = crate::gate::rule::Standing::Kept.code();
+    let regressed = crate::gate::rule::Standing::Regressed.code();
+    let timed = "c.before_median_secs IS NOT NULL AND c.after_median_secs IS NOT NULL";
     if f.judged {
-        add(Table::Cases, "c.verdict <> 'fail' AND c.before_median_secs IS NOT NULL AND c.after_median_secs IS NOT NULL", None);
-    } else if f.level {
-        // One `"fail"` in the stored checks, and it is the gate's: `LENGTH − LENGTH(REPLACE)`
-        // counts the word's characters (SQLite and PostgreSQL alike).
-        add(Table::Cases, "(c.verdict <> 'fail' OR (c.gate_state = 'REGRESSION' AND LENGTH(c.checks) - LENGTH(REPLACE(c.checks, '\"fail\"', '')) = 6)) AND c.before_median_secs IS NOT NULL AND c.after_median_secs IS NOT NULL", None);
-    } else if f.measured {
         add(
             Table::Cases,
-            "c.before_median_secs IS NOT NULL AND c.after_median_secs IS NOT NULL",
+            &format!("c.standing = {kept} AND {timed}"),
             None,
+        );
+    } else if f.level {
+        add(
+            Table::Cases,
+            &format!("c.standing <= {regressed} AND {timed}"),
+            None,
+        );
+    } else if f.measured {
+        add(Table::Cases, timed, None);
+    }
+    if let Some(key) = f.level_or_counted {
+        add(
+            Table::Cases,
+            &format!("c.standing <= {regressed} AND (({timed}) OR c.counts_key = $?)"),
+            Some(Val::from(key)),
         );
     }
     if f.clean {
         add(Table::Runs, "r.git_dirty = 0", None);
     }
-    if let Some(key) = f.counted {
+    if let Some((key, standing)) = f.counted {
+        let most = match standing {
+            CountedAs::History => kept,
+            CountedAs::Level => regressed,
+        };
         add(
             Table::Cases,
-            "c.counts_key = $? AND c.verdict <> 'fail'",
+            &format!("c.counts_key = $? AND c.standing <= {most}"),
             Some(Val::from(key)),
         );
     }
@@ -1623,7 +1709,7 @@ fn insert_case(
     )
     .unwrap_or_default();
     db.execute(
-        "INSERT INTO cases (run_key, spec, spec_sha256, sweep_label, verdict, before_median_secs, before_ci_lo_secs, before_ci_hi_secs, before_n, after_median_secs, after_ci_lo_secs, after_ci_hi_secs, after_n, ratio, ratio_lo, ratio_hi, gate_state, gate_ratio, checks, baseline_status, counts_key, before_instructions, after_instructions, before_dram_bytes, after_dram_bytes, before_cycles, after_cycles, counts_engine, started_utc, started_ns, run_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31)",
+        "INSERT INTO cases (run_key, spec, spec_sha256, sweep_label, verdict, before_median_secs, before_ci_lo_secs, before_ci_hi_secs, before_n, after_median_secs, after_ci_lo_secs, after_ci_hi_secs, after_n, ratio, ratio_lo, ratio_hi, gate_state, gate_ratio, checks, baseline_status, counts_key, before_instructions, after_instructions, before_dram_bytes, after_dram_bytes, before_cycles, after_cycles, counts_engine, started_utc, started_ns, run_id, standing) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32)",
         &[
             Val::from(run_key),
             Val::from(&s.name),
@@ -1660,6 +1746,7 @@ fn insert_case(
             Val::from(&run.started_utc),
             Val::Int(run.started_unix_ns.unwrap_or(0)),
             Val::from(&run.run_id),
+            Val::Int(crate::gate::rule::standing(&s.checks).code()),
         ],
     )
 }
