@@ -528,6 +528,101 @@ fn the_action_records_main_gates_a_pull_request_and_comments_from_another_reposi
     );
 }
 
+/// The decision a pull-request comment states in its title.
+fn comment_decision(comment: &str) -> &'static str {
+    let title = comment.lines().nth(1).unwrap_or_default();
+    if title.contains("REGRESSION") || title.contains(": FAIL") {
+        "fail"
+    } else if title.contains("INCONCLUSIVE") {
+        "inconclusive"
+    } else if title.contains("PASS") {
+        "pass"
+    } else {
+        panic!("no decision in the comment's title: {comment}")
+    }
+}
+
+/// One gate for every measurement: a pull request's counts are judged against the merge-base's
+/// counted run as its time is against the merge-base's runs. For time, counts and both, with
+/// unchanged code and with planted slower code, the run's exit (the job's), `compare`'s
+/// decision in the comment and the run's own verdict agree; a counts regression fails the job
+/// and the comment names it with the functions where the work moved.
+#[test]
+fn the_action_gates_counts_time_and_both_against_the_merge_base_alike() {
+    if !common::valgrind() {
+        return;
+    }
+    let (dir, _upstream, work) = scratch_repos();
+    let tmp = dir.path().join("runner");
+    let mut runner = Runner::new(&tmp, &work);
+    restore_binary(&runner);
+    runner.push("main");
+    // Main's runs, timed and counted: three, what the time gate's history needs.
+    let both = format!("{FAST_ARGS} --measure both");
+    for _ in 0..3 {
+        let job = runner.action(&[("args", &both)]);
+        assert!(matches!(job.code, Some(0 | 1)), "{}", job.said);
+        assert_eq!(job.out("run", "record"), "true");
+    }
+    git(&work, &["checkout", "-q", "-b", "feature"]);
+    std::fs::write(work.join("change"), "change").unwrap();
+    git(&work, &["add", "change"]);
+    git(&work, &["commit", "-q", "-m", "change"]);
+    runner.pull_request("feature", 9);
+    for mode in ["counts", "both", "time"] {
+        for slower in [false, true] {
+            let what = format!("--measure {mode}, slower code: {slower}");
+            // Counts see any extra work exactly; time needs a step no runner's noise can hide.
+            let slowdown = match (slower, mode) {
+                (false, _) => None,
+                (true, "time") => Some("3"),
+                (true, _) => Some("0.4"),
+            };
+            match slowdown {
+                Some(f) => runner
+                    .env
+                    .insert("OPLEDGER_EXPERIMENT_SLOWDOWN".into(), f.into()),
+                None => runner.env.remove("OPLEDGER_EXPERIMENT_SLOWDOWN"),
+            };
+            let args = format!("{FAST_ARGS} --measure {mode}");
+            let job = runner.action(&[("args", &args)]);
+            assert!(matches!(job.code, Some(0 | 1)), "{what}: {}", job.said);
+            assert_eq!(job.out("run", "record"), "false", "{what}");
+            let comment = runner.posted_comment();
+            let compared = comment_decision(&comment);
+            let run_failed = job.said.contains("\nFAIL: ");
+            // The job's exit, the run's verdict and the comment's decision: one decision.
+            assert_eq!(
+                job.code == Some(1),
+                compared == "fail",
+                "{what}: the job exited {:?}, the comment says {compared}\n{comment}\n{}",
+                job.code,
+                job.said
+            );
+            assert_eq!(run_failed, job.code == Some(1), "{what}: {}", job.said);
+            if mode != "time" {
+                // The counts gate judged against the merge-base's counted run, never "no
+                // counts baseline".
+                assert!(
+                    job.said.contains("vs the counted run at"),
+                    "{what}: {}",
+                    job.said
+                );
+                assert!(!job.said.contains("no counts baseline"), "{what}");
+                assert_eq!(job.code == Some(1), slower, "{what}: {}", job.said);
+            }
+            if slower && mode != "time" {
+                assert!(comment.contains("REGRESSION"), "{what}: {comment}");
+                assert!(
+                    comment.contains("where the after side's instructions moved"),
+                    "{what}: {comment}"
+                );
+            }
+        }
+    }
+    runner.env.remove("OPLEDGER_EXPERIMENT_SLOWDOWN");
+}
+
 /// Every `${{ inputs.X }}` and `steps.ID.outputs.Y` action.yml uses is declared; every input
 /// the script reads is passed to it; the example workflows set only inputs the action has.
 #[test]

@@ -276,3 +276,44 @@ fn every_per_backend_decision_is_a_method_of_the_device_kind() {
         );
     }
 }
+
+/// Files the repository may track over 1 MiB: fixtures that must be that large, each named
+/// with why. Downloads and build outputs never belong in the repository.
+const LARGE_FILES: &[&str] = &[];
+
+/// No tracked file is over 1 MiB unless listed in [`LARGE_FILES`] (a wheel of another package,
+/// a binary or a data set committed by mistake makes every clone pay for it).
+#[test]
+fn no_tracked_file_is_over_one_mib_unless_listed() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let Ok(o) = std::process::Command::new("git")
+        .current_dir(root)
+        .args(["ls-files", "-z"])
+        .output()
+    else {
+        panic!("git cannot be run: the tracked files cannot be listed");
+    };
+    if !o.status.success() {
+        // A source tree without its repository (a crate's package) tracks nothing.
+        assert!(
+            !root.join(".git").exists(),
+            "git ls-files failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        return;
+    }
+    let large: Vec<String> = o
+        .stdout
+        .split(|b| *b == 0)
+        .filter(|f| !f.is_empty())
+        .map(|f| String::from_utf8_lossy(f).into_owned())
+        .filter(|f| {
+            std::fs::metadata(root.join(f)).is_ok_and(|m| m.len() > 1 << 20)
+                && !LARGE_FILES.contains(&f.as_str())
+        })
+        .collect();
+    assert!(
+        large.is_empty(),
+        "tracked files over 1 MiB (remove them, or list a needed fixture in LARGE_FILES): {large:?}"
+    );
+}

@@ -2020,6 +2020,49 @@ mod tests {
         assert_eq!(left.iter().filter(|e| e.is_some()).count(), run.specs.len());
     }
 
+    /// Rows recorded before the gate's standing was stored are given theirs from the checks
+    /// they kept: nothing failed, only a regression gate (time, counts, both), another check.
+    #[test]
+    fn rows_recorded_before_are_given_their_standing_from_their_checks() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("h.sqlite");
+        let conn = rusqlite::Connection::open(&file).unwrap();
+        conn.execute_batch("CREATE TABLE schema_version (version BIGINT PRIMARY KEY)")
+            .unwrap();
+        let before = MIGRATIONS.len() - 1;
+        for (k, sql) in MIGRATIONS[..before].iter().enumerate() {
+            conn.execute_batch(sql).unwrap();
+            conn.execute("INSERT INTO schema_version (version) VALUES (?1)", [k + 1])
+                .unwrap();
+        }
+        conn.execute_batch("INSERT INTO runs (run_key, run_id, manifest_sha256, started_utc, git_sha, git_dirty, device_key, backend, opledger_version, triad_bytes_per_sec, fma_flops_per_sec, verdict, archive) VALUES ('k', 'r', 'm', 't', 'abc', 0, 'd', 'cpu', '0', 1, 1, 'FAIL', 'a')").unwrap();
+        let rows = [
+            ("kept", "pass", r#"[["correctness","pass"],["regression","pass"]]"#, 0),
+            ("time", "fail", r#"[["correctness","pass"],["regression","fail"]]"#, 1),
+            ("counts", "fail", r#"[["regression","skip"],["counts_regression","fail"]]"#, 1),
+            ("both", "fail", r#"[["regression","fail"],["counts_regression","fail"]]"#, 1),
+            ("wrong", "fail", r#"[["correctness","fail"],["regression","fail"]]"#, 2),
+        ];
+        for (spec, verdict, checks, _) in rows {
+            conn.execute(
+                "INSERT INTO cases (run_key, spec, spec_sha256, verdict, checks) VALUES ('k', ?1, 's', ?2, ?3)",
+                [spec, verdict, checks],
+            )
+            .unwrap();
+        }
+        drop(conn);
+        Store::open(&StoreUrl::Sqlite(file.clone())).unwrap();
+        let conn = rusqlite::Connection::open(&file).unwrap();
+        for (spec, _, _, want) in rows {
+            let got: i64 = conn
+                .query_row("SELECT standing FROM cases WHERE spec = ?1", [spec], |r| {
+                    r.get(0)
+                })
+                .unwrap();
+            assert_eq!(got, want, "{spec}");
+        }
+    }
+
     #[test]
     fn a_store_is_migrated_once_and_a_newer_one_is_refused() {
         let dir = tempfile::tempdir().unwrap();
