@@ -440,7 +440,7 @@ pub fn check_names(run: &RunResult, path: &Path) -> Result<()> {
 
 /// The status a stored check must have, re-derived from the numbers beside it; `None` for a
 /// check that cannot be re-derived (a backend error's `run` check is what it says).
-fn derived_status(s: &SpecResult, c: &Check) -> Option<Status> {
+fn derived_status(s: &SpecResult, c: &Check, spec: Option<&crate::spec::Spec>) -> Option<Status> {
     // Archives written before claims and the gate had an INCONCLUSIVE state of their own said
     // WARN for the gate's; a claim's INCONCLUSIVE was a FAIL then.
     if c.name == CheckName::Regression
@@ -469,7 +469,19 @@ fn derived_status(s: &SpecResult, c: &Check) -> Option<Status> {
             verdict::launch_overhead_check(s.launch_overhead_secs.as_ref()?, n_ops, &variants(s))
         }
         CheckName::Correctness => s.correctness.as_ref()?.check(&s.tolerance.tolerance()),
-        CheckName::LedgerCounts => verdict::counts_check(s.counts.as_ref()?),
+        // From the counts against the ledger of the spec the archive holds (an agreement
+        // edited beside them does not pass), and from the agreement stored (the worse of the
+        // two: an edit to a worse agreement the report shows is one too).
+        CheckName::LedgerCounts => {
+            let counts = s.counts.as_ref()?;
+            let stored = verdict::counts_check(counts);
+            let derived = verdict::counts_check(&against_ledger(counts, spec));
+            if severity(derived.status) > severity(stored.status) {
+                derived
+            } else {
+                stored
+            }
+        }
         CheckName::CountsVsTime => verdict::counts_vs_time_check(
             s.counts_gate.as_ref()?.saving,
             s.time_saving.as_ref(),
@@ -488,15 +500,119 @@ fn derived_status(s: &SpecResult, c: &Check) -> Option<Status> {
                 c.status == Status::Fail,
             ))
         }
+        // At the spec's own limit, never the one stored beside the numbers.
         CheckName::CountsRegression => {
-            return Some(
-                crate::gate::counts::check(s.counts_gate.as_ref()?, c.status == Status::Fail)
-                    .status,
-            )
+            let mut o = s.counts_gate.clone()?;
+            if let Some(spec) = spec {
+                o.limit = spec.gate.counts_max_regression.0;
+            }
+            return Some(crate::gate::counts::check(&o, c.status == Status::Fail).status);
         }
         CheckName::Run | CheckName::Timing | CheckName::CountedOutput => return None,
     };
     Some(d.status)
+}
+
+/// `counts` with each counted side's ledger and agreement derived again from its counts and the
+/// ledger of `spec` (the archive's copy of the spec, its counted sizes), as the run derived them;
+/// as stored where the archive holds no copy of the spec.
+fn against_ledger(
+    counts: &crate::measure::counts::SpecCounts,
+    spec: Option<&crate::spec::Spec>,
+) -> crate::measure::counts::SpecCounts {
+    use crate::measure::counts::SideCounts;
+    let mut out = counts.clone();
+    let Some(counted) = spec.and_then(|s| s.counted().ok()) else {
+        return out;
+    };
+    let tiling = crate::measure::counts::ledger_tiling(&counts.engine);
+    let ledger = counted
+        .workload
+        .ledger(counted.variants.before, counted.variants.after, &tiling);
+    let sides = [
+        (
+            &mut out.before,
+            &ledger.before,
+            counted.implementations.before.is_some(),
+        ),
+        (
+            &mut out.after,
+            &ledger.after,
+            counted.implementations.after.is_some(),
+        ),
+    ];
+    for (side, ledger, implemented) in sides {
+        if let SideCounts::Counted {
+            counts: c,
+            ledger_read_bytes,
+            ledger_write_bytes,
+            agreement,
+            ..
+        } = side
+        {
+            *ledger_read_bytes = ledger.movements.iter().map(|m| m.bytes * m.reads).sum();
+            *ledger_write_bytes = ledger.movements.iter().map(|m| m.bytes * m.writes).sum();
+            *agreement = crate::measure::counts::agreement(&counts.engine, implemented, ledger, c);
+        }
+    }
+    out
+}
+
+/// The spec a result was run from, parsed from the archive's own copy of its file (`specs/`),
+/// its sweep point's where it is one: where the audit takes the gate's limits and the ledger
+/// from, never from the results' copy of them. `None` where the archive holds no copy of it
+/// (archives written before they kept their spec files) or the copy is another text.
+fn archived_spec(dir: &Path, s: &SpecResult) -> Option<crate::spec::Spec> {
+    let name = Path::new(&s.file).file_name()?;
+    let path = dir.join("specs").join(name);
+    let bytes = crate::files::read_regular(&path, crate::files::MAX_SPEC_BYTES, "spec").ok()?;
+    let spec = crate::spec::parse(&path, &bytes).ok()?;
+    if spec.source_sha256 != s.spec_sha256 {
+        return None;
+    }
+    crate::spec::expand(spec)
+        .ok()?
+        .into_iter()
+        .find(|p| p.name == s.name)
+}
+
+/// Where a stored counts gate's figures disagree with what they rest on: its limit with the
+/// spec's, each side's "now" with the counts the archive holds.
+fn counts_gate_edit(s: &SpecResult, spec: Option<&crate::spec::Spec>) -> Option<(String, String)> {
+    let o = s.counts_gate.as_ref()?;
+    if let Some(spec) = spec {
+        let limit = spec.gate.counts_max_regression.0;
+        if o.limit != limit {
+            return Some((
+                "counts_gate.limit".into(),
+                format!(
+                    "says {} but the archived spec's gate.counts_max_regression is {limit}",
+                    o.limit
+                ),
+            ));
+        }
+    }
+    let counts = s.counts.as_ref()?;
+    for (name, change, side) in [
+        ("before", o.before, &counts.before),
+        ("after", o.after, &counts.after),
+    ] {
+        let (Some(change), Some(c)) = (change, side.counts()) else {
+            continue;
+        };
+        if change.now != c.metric(o.metric) {
+            return Some((
+                format!("counts_gate.{name}.now"),
+                format!(
+                    "says {} but the side's counts give {} {}",
+                    change.now,
+                    c.metric(o.metric),
+                    o.metric.as_str()
+                ),
+            ));
+        }
+    }
+    None
 }
 
 fn variants(s: &SpecResult) -> crate::spec::Variants {
@@ -524,9 +640,25 @@ pub fn audit(run: &RunResult, path: &Path) -> Result<()> {
         path: path.to_path_buf(),
         message: format!("damaged: {field} {detail}; the archive was edited after the run"),
     };
+    let dir = path.parent().unwrap_or(Path::new("."));
     for (i, s) in run.specs.iter().enumerate() {
+        let spec = archived_spec(dir, s);
+        if let Some(spec) = spec.as_ref().filter(|spec| spec.gate != s.gate) {
+            return Err(damaged(
+                format!("specs[{i}].gate ({})", s.name),
+                format!(
+                    "differs from the gate settings of the spec file it holds ({}: max_regression {}, counts_max_regression {})",
+                    spec.file.display(),
+                    spec.gate.max_regression.0,
+                    spec.gate.counts_max_regression.0
+                ),
+            ));
+        }
+        if let Some((field, detail)) = counts_gate_edit(s, spec.as_ref()) {
+            return Err(damaged(format!("specs[{i}].{field} ({})", s.name), detail));
+        }
         for (j, c) in s.checks.iter().enumerate() {
-            if let Some(d) = derived_status(s, c) {
+            if let Some(d) = derived_status(s, c, spec.as_ref()) {
                 // Stored better than derived is an edit; stored worse is an archive decided
                 // under an older, stricter rule (a claim's CI across its bound used to FAIL),
                 // and a warning more or less never changes a verdict.

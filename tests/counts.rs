@@ -29,7 +29,7 @@ fn chain_spec(dir: &Path, rows: u64, cols: u64) -> std::path::PathBuf {
 /// asserts that reading it refuses the archive, naming `check`: the check is re-derived from
 /// the numbers the archive holds.
 fn edit_is_caught(run: &Path, edited: &serde_json::Value, check: &str) {
-    std::fs::remove_file(run.join("manifest.json")).unwrap();
+    let _ = std::fs::remove_file(run.join("manifest.json"));
     std::fs::write(
         run.join("results.json"),
         serde_json::to_vec(edited).unwrap(),
@@ -273,6 +273,12 @@ fn a_run_measuring_both_archives_the_counts_and_checks_the_ledger_against_them()
     let mut edited = r.clone();
     edited["specs"][0]["counts"]["after"]["agreement"]["agrees"] = serde_json::json!(false);
     edit_is_caught(&run, &edited, "ledger_counts");
+    // DRAM reads doubled against the ledger, the stored agreement left saying they agree: the
+    // agreement is derived again from the counts and the archived spec's ledger.
+    let mut edited = r.clone();
+    let reads = &mut edited["specs"][0]["counts"]["after"]["counts"]["dram_read_bytes"];
+    *reads = serde_json::json!(reads.as_u64().unwrap() * 2);
+    edit_is_caught(&run, &edited, "ledger_counts");
 }
 
 /// `run` of `spec` in counts mode on the small model (no store), with `extra` arguments.
@@ -390,6 +396,20 @@ fn a_counts_gate_fails_a_two_percent_slowdown_and_never_an_unchanged_run_under_l
     }
     edited["specs"][0]["counts_gate"]["state"] = serde_json::json!("pass");
     edit_is_caught(&run, &edited, "counts_regression");
+    // The limit raised beside the numbers (every word after it made to agree, as a forger
+    // would): the limit is the archived spec's, never the one stored beside the numbers.
+    edited["specs"][0]["counts_gate"]["limit"] = serde_json::json!(0.5);
+    edited["specs"][0]["counts_gate"]["state"] = serde_json::json!("accepted");
+    edited["specs"][0]["status"] = serde_json::json!("pass");
+    edit_is_caught(&run, &edited, "counts_gate.limit");
+    // And the gate's settings edited to the raised limit as well: they are the spec file's.
+    edited["specs"][0]["gate"]["counts_max_regression"] = serde_json::json!(0.5);
+    edit_is_caught(&run, &edited, "specs[0].gate");
+    // The counts the gate compared edited down to the baseline's: they are the side's counts.
+    let mut edited = r.clone();
+    let baseline = edited["specs"][0]["counts_gate"]["after"]["baseline"].clone();
+    edited["specs"][0]["counts_gate"]["after"]["now"] = baseline;
+    edit_is_caught(&run, &edited, "counts_gate.after.now");
 
     // A baseline counted by another compiler: the same 2% may be the compiler's, so it is
     // INCONCLUSIVE, naming the difference, and the checklist's baseline item is not ticked.

@@ -409,7 +409,7 @@ fn user_strings_cannot_inject_markdown_into_the_report() {
 #[test]
 fn results_of_another_schema_version_are_refused() {
     let sb = Sandbox::new();
-    for v in [0, 2, 99999] {
+    for v in [0, 3, 99999] {
         let dir = sb.tampered_run(&format!("run{v}"), |r| {
             r["schema_version"] = serde_json::json!(v)
         });
@@ -419,7 +419,7 @@ fn results_of_another_schema_version_are_refused() {
             &sb,
             cmd,
             &[&format!(
-                "results schema version {v} is not the supported 1"
+                "results schema version {v} is not one this opledger reads (1 to 2"
             )],
         );
     }

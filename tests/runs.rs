@@ -20,7 +20,7 @@ fn run_passes_writes_archive_and_round_trips_baselines() {
     let run = only_run_dir(dir.path());
     let results: serde_json::Value =
         serde_json::from_slice(&std::fs::read(run.join("results.json")).unwrap()).unwrap();
-    assert_eq!(results["schema_version"], 1);
+    assert_eq!(results["schema_version"], 2);
     assert_eq!(results["verdict"]["status"], "PASS");
     let s = &results["specs"][0];
     assert_eq!(s["name"], "tiny-chain");

@@ -227,12 +227,18 @@ pub fn baseline_of_point(
 /// where another engine counted the baseline, SKIP without a comparable baseline (FAIL under
 /// `--require-baseline`). Its sentence is the outputs'.
 pub fn check(o: &CountsGateOutcome, require_baseline: bool) -> Check {
-    // A compared outcome's state is taken from its numbers again (an archive re-derives it).
+    // A compared outcome's state is taken from its numbers again (an archive re-derives it);
+    // an accepted one too, where it was compared first: a rise above the limit is never
+    // accepted (only a passing spec's counts are).
     let state = match o.state {
         CountsState::Pass
         | CountsState::Fail
         | CountsState::Improved
         | CountsState::Inconclusive => state_of(o),
+        CountsState::Accepted => match state_of(o) {
+            s @ (CountsState::Fail | CountsState::Inconclusive) => s,
+            _ => CountsState::Accepted,
+        },
         other => other,
     };
     let status = match state {

@@ -462,6 +462,39 @@ impl LedgerAgreement {
     }
 }
 
+/// The tile sizes a counted side's ledger is taken with under `engine`: a GPU's kernels', or
+/// the CPU's with the model's last level as the cache that serves re-reads (the ledger's reuse
+/// cache, as a GPU's L2 is).
+pub fn ledger_tiling(engine: &CountsEngine) -> crate::ledger::Tiling {
+    if engine.gpu.is_some() {
+        crate::device::DeviceKind::Cuda.tiling()
+    } else {
+        crate::ledger::Tiling {
+            reuse_cache_bytes: engine.cache_model.ll.bytes,
+            ..crate::ledger::Tiling::CPU
+        }
+    }
+}
+
+/// How a counted side stands against its ledger, the one derivation (a run's, and an
+/// archive's audit from the counts it holds): a GPU's counts on their reads, a user's
+/// implementation with the ledger as a lower bound, a built-in kernel as [`LedgerAgreement::of`].
+pub fn agreement(
+    engine: &CountsEngine,
+    implemented: bool,
+    ledger: &VariantLedger,
+    c: &Counts,
+) -> LedgerAgreement {
+    let model = &engine.cache_model;
+    if engine.gpu.is_some() {
+        LedgerAgreement::of_reads(ledger, c, model)
+    } else if implemented {
+        LedgerAgreement::of_implementation(ledger, c, model)
+    } else {
+        LedgerAgreement::of(ledger, c, model)
+    }
+}
+
 /// The compulsory traffic of a side whose ledger is `ledger` and whose output is `output`:
 /// its inputs (tensors it reads and never writes) read once, its output written once; `None`
 /// where a tensor of them fits in the model's last level (it might be judged on a warm cache).

@@ -11,7 +11,6 @@ use crate::backend::pair::Side;
 use crate::backend::{self, BackendChoice};
 use crate::device::DeviceKind;
 use crate::error::{CountSideProblem, Error, ExitCode, Result};
-use crate::ledger::Tiling;
 use crate::measure::callgrind;
 use crate::measure::counts::{
     functions, CacheModel, Counts, CountsEngine, Events, FunctionCounts, LedgerAgreement,
@@ -115,12 +114,9 @@ impl Counter {
             return self.profile_spec(ncu, s);
         }
         // The CPU kernels' tiles, with the model's last level as the cache that serves re-reads
-        // (the ledger's reuse cache, as a GPU's L2 is): measured first without it, flash
-        // attention read 0.46-0.61x of a ledger that had every K/V re-read reach memory.
-        let tiling = Tiling {
-            reuse_cache_bytes: self.engine.cache_model.ll.bytes,
-            ..Tiling::CPU
-        };
+        // (measured first without it, flash attention read 0.46-0.61x of a ledger that had
+        // every K/V re-read reach memory).
+        let tiling = crate::measure::counts::ledger_tiling(&self.engine);
         let ledger = s
             .workload
             .ledger(s.variants.before, s.variants.after, &tiling);
@@ -167,11 +163,12 @@ impl Counter {
                 ledger_read_bytes: ledger.movements.iter().map(|m| m.bytes * m.reads).sum(),
                 ledger_write_bytes: ledger.movements.iter().map(|m| m.bytes * m.writes).sum(),
                 ledger_flops: ledger.flops,
-                agreement: if implementation.is_some() {
-                    LedgerAgreement::of_implementation(ledger, &counts, model)
-                } else {
-                    LedgerAgreement::of(ledger, &counts, model)
-                },
+                agreement: crate::measure::counts::agreement(
+                    &self.engine,
+                    implementation.is_some(),
+                    ledger,
+                    &counts,
+                ),
                 repeat_instructions,
                 compulsory_bytes: crate::measure::counts::compulsory_bytes(
                     ledger,

@@ -80,7 +80,7 @@ impl Counter {
         let ledger = s.workload.ledger(
             s.variants.before,
             s.variants.after,
-            &DeviceKind::Cuda.tiling(),
+            &crate::measure::counts::ledger_tiling(&self.engine),
         );
         let not_counted = |side: Side| -> Option<String> {
             let implementation = match side {

@@ -21,7 +21,13 @@ pub use crate::gate::outcome::{
     GateReference, Judged, LevelChange, Passes,
 };
 
-pub const SCHEMA_VERSION: u32 = 1;
+/// The version `run` writes. 2: a spec's gates combine by one rule (`set_aside`), a counts
+/// gate records the reference it was judged against (`counts_gate.reference`), and an archive's
+/// checks are derived again from its own spec file. Version 1 reads through [`upgrade_from_1`].
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// The oldest version read (and upgraded when read).
+pub const OLDEST_SCHEMA_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunResult {
@@ -459,19 +465,29 @@ pub fn load(dir: &std::path::Path) -> crate::error::Result<RunResult> {
         path: path.clone(),
         message: format!("not a valid opledger results file: {e}"),
     })?;
-    if run.schema_version != SCHEMA_VERSION {
+    if !(OLDEST_SCHEMA_VERSION..=SCHEMA_VERSION).contains(&run.schema_version) {
         return Err(Error::Corrupt {
             path: path.clone(),
             message: format!(
-                "results schema version {} is not the supported {} (written by another opledger version?)",
+                "results schema version {} is not one this opledger reads ({OLDEST_SCHEMA_VERSION} to {SCHEMA_VERSION}; written by another opledger version?)",
                 run.schema_version,
-                SCHEMA_VERSION
             ),
         });
     }
     // An archive written before secrets were masked at the source may hold a store URL's
     // password in its command line or environment: what is read from it never does.
     run.redact_secrets();
+    if run.schema_version == 1 {
+        upgrade_from_1(&mut run);
+    }
+    Ok(run)
+}
+
+/// The one step from version 1: what its results left to their spec is filled in (the applied
+/// tolerance, where it was not recorded), and nothing is set aside (version 1 held a spec open
+/// while any gate could not decide; its verdicts read as they were written). The version read
+/// stays in `schema_version`, so that its archive is audited and rendered as written.
+fn upgrade_from_1(run: &mut RunResult) {
     for s in &mut run.specs {
         // Results written before the applied tolerance was recorded: the spec named it.
         if s.tolerance.source.is_empty() {
@@ -483,8 +499,8 @@ pub fn load(dir: &std::path::Path) -> crate::error::Result<RunResult> {
                 };
             }
         }
+        s.set_aside.clear();
     }
-    Ok(run)
 }
 
 /// The schema of `results.json` (what `opledger run` writes and `report`/`compare` read).

@@ -2037,11 +2037,36 @@ mod tests {
         }
         conn.execute_batch("INSERT INTO runs (run_key, run_id, manifest_sha256, started_utc, git_sha, git_dirty, device_key, backend, opledger_version, triad_bytes_per_sec, fma_flops_per_sec, verdict, archive) VALUES ('k', 'r', 'm', 't', 'abc', 0, 'd', 'cpu', '0', 1, 1, 'FAIL', 'a')").unwrap();
         let rows = [
-            ("kept", "pass", r#"[["correctness","pass"],["regression","pass"]]"#, 0),
-            ("time", "fail", r#"[["correctness","pass"],["regression","fail"]]"#, 1),
-            ("counts", "fail", r#"[["regression","skip"],["counts_regression","fail"]]"#, 1),
-            ("both", "fail", r#"[["regression","fail"],["counts_regression","fail"]]"#, 1),
-            ("wrong", "fail", r#"[["correctness","fail"],["regression","fail"]]"#, 2),
+            (
+                "kept",
+                "pass",
+                r#"[["correctness","pass"],["regression","pass"]]"#,
+                0,
+            ),
+            (
+                "time",
+                "fail",
+                r#"[["correctness","pass"],["regression","fail"]]"#,
+                1,
+            ),
+            (
+                "counts",
+                "fail",
+                r#"[["regression","skip"],["counts_regression","fail"]]"#,
+                1,
+            ),
+            (
+                "both",
+                "fail",
+                r#"[["regression","fail"],["counts_regression","fail"]]"#,
+                1,
+            ),
+            (
+                "wrong",
+                "fail",
+                r#"[["correctness","fail"],["regression","fail"]]"#,
+                2,
+            ),
         ];
         for (spec, verdict, checks, _) in rows {
             conn.execute(
