@@ -13,10 +13,9 @@
 //! the comment names that commit.
 
 use crate::error::{Error, ExitCode, Result};
-use crate::gate::history::HISTORY_RUNS;
 use crate::report::comment::{self, BaseCommit};
 use crate::results::RunStatus;
-use crate::store::{Point, Store, StoreUrl};
+use crate::store::{Store, StoreUrl};
 use std::path::{Path, PathBuf};
 
 /// What `compare` is told besides the two runs.
@@ -33,60 +32,6 @@ pub struct CompareOptions {
     /// The history store whose runs of A's cases give the drift where no baseline holds a
     /// history (read only; a store that does not exist gives none).
     pub store: Option<StoreUrl>,
-}
-
-/// Runs of a case read for its drift, at most: enough to reach back past the runs that follow A
-/// (the head's own, a later change of level) to the newest [`HISTORY_RUNS`] up to A.
-const RECORDED_READ_RUNS: usize = 200;
-
-/// The runs the history store holds of each of A's cases on A's device, with A's exact spec, on
-/// A's branch where the store recorded A (measured, failed ones included: a run that failed a
-/// claim measured its medians all the same), as accepted-run entries: the drift between runs a
-/// team's history already knows, made as `run`'s history reference is made — the newest
-/// [`HISTORY_RUNS`] up to A (runs after it may be another code's), from the newest change of
-/// level on, outlier runs left out. A and B themselves are left out (by folder name and start:
-/// runs of one folder can start in the same second). None without a store.
-fn recorded_history(
-    url: Option<&StoreUrl>,
-    ra: &crate::results::RunResult,
-    rb: &crate::results::RunResult,
-) -> Result<std::collections::BTreeMap<String, Vec<crate::baseline::HistoryEntry>>> {
-    let mut out = std::collections::BTreeMap::new();
-    let Some(mut store) = crate::gate::reference::open_existing(None, url)? else {
-        return Ok(out);
-    };
-    let is = |p: &Point, r: &crate::results::RunResult| {
-        *p.run.run_id == *r.run_id && *p.run.started_utc == *r.started_utc
-    };
-    for s in &ra.specs {
-        let points = store.recent(&ra.device.key, &s.name, &s.spec_sha256, RECORDED_READ_RUNS)?;
-        // A's branch, where the store recorded A among these runs: runs of other branches
-        // changed the code, they are not drift.
-        let branch = points
-            .iter()
-            .find(|p| is(p, ra))
-            .map(|p| p.run.branch.clone());
-        let mut series: Vec<Point> = points
-            .into_iter()
-            .filter(|p| branch.as_ref().is_none_or(|b| &p.run.branch == b))
-            .collect();
-        if let Some(at) = series.iter().position(|p| is(p, ra)) {
-            series.truncate(at + 1);
-        }
-        let series = series.split_off(series.len().saturating_sub(HISTORY_RUNS));
-        let (series, _) = crate::gate::reference::current_level(series);
-        let series = series
-            .into_iter()
-            .filter(|p| !is(p, ra) && !is(p, rb))
-            .collect();
-        let (series, _) = crate::gate::history::without_outliers(series);
-        let entries = series
-            .iter()
-            .filter_map(crate::gate::history::entry_of)
-            .collect();
-        out.insert(s.name.clone(), entries);
-    }
-    Ok(out)
 }
 
 /// `opledger compare A B`: B against A, case by case, with the gate's decision. Exit 1 when a
@@ -109,7 +54,10 @@ pub fn compare_runs(
             b.display()
         )));
     }
-    let recorded = recorded_history(opts.store.as_ref(), &ra, &rb)?;
+    let recorded = match crate::gate::reference::open_existing(None, opts.store.as_ref())? {
+        Some(mut store) => crate::gate::reference::drift_of_runs_up_to(&mut store, &ra, &rb)?,
+        None => Default::default(),
+    };
     let cases = crate::gate::versus::versus(&ra, &rb, a, &opts.baselines, &recorded)?;
     if let Some(base) = base {
         println!("{}", comment::base_line(base));
@@ -151,21 +99,7 @@ pub fn compare_to_base(
     let ancestors = crate::provenance::ancestors(&merge_base, crate::store::series::MAX_ANCESTORS)
         .map_err(flag)?;
     let mut store = Store::open_reading(url)?;
-    let mut points = Vec::new();
-    for s in &rb.specs {
-        // A base run that was only counted is a base for B's counts.
-        let key = s.counts.as_ref().map(|c| c.engine.key());
-        points.extend(store.committed_measured(
-            &rb.device.key,
-            &s.name,
-            &s.spec_sha256,
-            key.as_deref(),
-        )?);
-    }
-    let found = crate::store::series::at_ancestors(&points, &ancestors)
-        .into_iter()
-        .map(|(back, p)| (back, p, store.archive_dir(p)))
-        .find(|(_, _, dir)| dir.join("results.json").is_file());
+    let found = crate::gate::reference::base_run(&mut store, &rb, &ancestors)?;
     let Some((commits_back, p, a)) = found else {
         return Err(Error::Mismatch(format!(
             "--base {reference}: no archived run of {}'s cases on device {} at the merge-base {} or its ancestors in {}",

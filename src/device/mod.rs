@@ -61,6 +61,29 @@ impl DeviceKind {
         }
     }
 
+    /// The kind whose kernels a counts engine counted: a GPU's (under Nsight Compute) where the
+    /// engine names one, else the CPU's (under Valgrind).
+    pub fn counted_on(gpu: bool) -> DeviceKind {
+        if gpu {
+            DeviceKind::Cuda
+        } else {
+            DeviceKind::Cpu
+        }
+    }
+
+    /// The tile sizes a counted side's ledger is taken with on this kind, where the counts
+    /// model's last level holds `ll_bytes`: the CPU's kernels with that level as the cache that
+    /// serves re-reads (the ledger's reuse cache, as a GPU's L2 is); a GPU's kernels as they are.
+    pub fn counts_tiling(self, ll_bytes: u64) -> crate::ledger::Tiling {
+        match self {
+            DeviceKind::Cpu => crate::ledger::Tiling {
+                reuse_cache_bytes: ll_bytes,
+                ..crate::ledger::Tiling::CPU
+            },
+            DeviceKind::Cuda => crate::ledger::Tiling::CUDA,
+        }
+    }
+
     /// What counts this device's kernels in counts mode (`--measure counts|both`).
     pub fn counted_by(self) -> CountedBy {
         match self {

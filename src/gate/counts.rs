@@ -251,6 +251,82 @@ pub fn check(o: &CountsGateOutcome, require_baseline: bool) -> Check {
     Check::new(CheckName::CountsRegression, status, "")
 }
 
+/// The counts baseline a spec's counts are judged against, and where `--accept` writes it.
+pub struct CountsReference<'a> {
+    pub baseline: Option<&'a crate::baseline::counts::CountsBaseline>,
+    pub path: &'a Path,
+    /// The history store's run the baseline was made from, when there was no counts baseline.
+    pub history_run: Option<&'a str>,
+    /// Which reference it is, when it is not the counts baseline.
+    pub reference: Option<&'a crate::results::GateReference>,
+    pub require_baseline: bool,
+}
+
+/// The counts gate's decision on what counting `s`'s sides gave (`counted`, on the inputs of
+/// `seed`'s checked seed), added to its result: the counts, the check of their DRAM bytes
+/// against the ledger, the counts gate's finding and check, and the counted calls' outputs
+/// checked against the reference — as the spec's `correctness` where time was not measured
+/// (`timed` false), as `counted_output` beside the timed runs' otherwise. A side that could not
+/// be counted fails the `ledger_counts` check with the reason. The spec's status and the
+/// measurements set aside are derived again (`super::combine`).
+pub fn decide(
+    counted: crate::error::Result<crate::measure::counts::Counted>,
+    seed: u64,
+    s: &Spec,
+    r: &mut crate::results::SpecResult,
+    reference: &CountsReference<'_>,
+    timed: bool,
+) {
+    match counted {
+        Ok(c) => {
+            r.checks.push(crate::verdict::counts_check(&c.counts));
+            let tol = r.tolerance.tolerance();
+            match (&c.before_output, &c.after_output) {
+                (Some(b), Some(a)) => {
+                    let inputs = s
+                        .workload
+                        .as_kind()
+                        .inputs(crate::evidence::checked_seed(seed));
+                    let correctness = crate::evidence::correctness(s, &inputs, (b, a), &tol, seed);
+                    let mut check = correctness.check(&tol);
+                    if timed {
+                        check.name = CheckName::CountedOutput;
+                    } else {
+                        r.correctness = Some(correctness);
+                    }
+                    r.checks.push(check);
+                }
+                _ if timed => {}
+                _ => r.checks.push(Check::new(
+                    CheckName::Correctness,
+                    Status::Skip,
+                    "not checked: a side was not counted, and time was not measured",
+                )),
+            }
+            let mut outcome = judge(s, &c.counts, reference.baseline, reference.path);
+            outcome.history_run = reference.history_run.map(str::to_string);
+            outcome.reference = reference.reference.cloned();
+            if timed {
+                r.checks.extend(crate::verdict::counts_vs_time_check(
+                    outcome.saving,
+                    r.time_saving.as_ref(),
+                    outcome.metric.as_str(),
+                    outcome.limit,
+                ));
+            }
+            r.checks.push(check(&outcome, reference.require_baseline));
+            r.counts_gate = Some(outcome);
+            r.counts = Some(c.counts);
+        }
+        Err(e) => r.checks.push(Check::new(
+            CheckName::LedgerCounts,
+            Status::Fail,
+            e.to_string(),
+        )),
+    }
+    super::combine(r);
+}
+
 /// The counts baseline a passing result becomes.
 pub fn baseline_of(
     now: &SpecCounts,

@@ -123,7 +123,7 @@ pub fn references(
         };
         if let Some(c) = counts {
             counted.push(counts_reference(
-                opts, s, device, store, c, &source, &named, &mut bases,
+                opts, s, store, c, &source, &named, &mut bases,
             )?);
         }
         let (reference, base) = match source {
@@ -221,13 +221,15 @@ fn merge_base_problem(s: &Spec, branch: &str, e: String) -> Error {
 
 /// A spec's counts reference from `source`: the counts baseline file; the branch's newest
 /// counted run (by default only where there is no counts baseline); the newest counted run at
-/// the merge-base or its nearest ancestor with one. The store's run carries each side's
-/// per-function counts where its archive is here (the store keeps totals).
-#[allow(clippy::too_many_arguments)]
+/// the merge-base or its nearest ancestor with one. Counted runs are read from every device:
+/// counts of one engine key are the same on every machine (the key names the instruction set,
+/// SIMD level and cache model; another Valgrind, compiler or C library makes a rise
+/// INCONCLUSIVE, not a FAIL), so a runner of another CPU model finds main's counts. The
+/// store's run carries each side's per-function counts where its archive is here (the store
+/// keeps totals).
 fn counts_reference(
     opts: &ReferenceOptions<'_>,
     s: &Spec,
-    device: &DeviceInfo,
     store: &mut Option<Store>,
     c: &CountsOptions<'_>,
     source: &Source,
@@ -261,13 +263,7 @@ fn counts_reference(
             } else {
                 open_store(store, opts, s, named)?
             };
-            let p = st.newest_counted(
-                &device.key,
-                &s.name,
-                &s.source_sha256,
-                branch.as_deref(),
-                &key,
-            )?;
+            let p = st.newest_counted(None, &s.name, &s.source_sha256, branch.as_deref(), &key)?;
             let reference = GateReference::History {
                 runs: usize::from(p.is_some()),
                 branch: branch.clone(),
@@ -282,7 +278,7 @@ fn counts_reference(
                 .of(branch)
                 .map_err(|e| merge_base_problem(s, branch, e))?;
             let st = open_store(store, opts, s, named)?;
-            let points = st.committed_counted(&device.key, &s.name, &s.source_sha256, &key)?;
+            let points = st.committed_counted(None, &s.name, &s.source_sha256, &key)?;
             let matched = crate::store::series::at_ancestors(&points, &ancestors);
             let first = matched.first().map(|&(back, p)| (back, p.clone()));
             let reference = GateReference::MergeBase {
@@ -406,6 +402,80 @@ fn open_store<'a>(
         (None, _) => Store::open_reading(url)?,
     };
     Ok(store.insert(opened))
+}
+
+/// Runs of a case read for its drift, at most: enough to reach back past the runs that follow A
+/// (the head's own, a later change of level) to the newest [`HISTORY_RUNS`] up to A.
+const RECORDED_READ_RUNS: usize = 200;
+
+/// The runs the history store holds of each of A's cases on A's device, with A's exact spec, on
+/// A's branch where the store recorded A (`compare`) (measured, failed ones included: a run that failed a
+/// claim measured its medians all the same), as accepted-run entries: the drift between runs a
+/// team's history already knows, made as `run`'s history reference is made — the newest
+/// [`HISTORY_RUNS`] up to A (runs after it may be another code's), from the newest change of
+/// level on, outlier runs left out. A and B themselves are left out (by folder name and start:
+/// runs of one folder can start in the same second). None without a store.
+pub fn drift_of_runs_up_to(
+    store: &mut Store,
+    ra: &RunResult,
+    rb: &RunResult,
+) -> Result<std::collections::BTreeMap<String, Vec<crate::baseline::HistoryEntry>>> {
+    let mut out = std::collections::BTreeMap::new();
+    let is = |p: &Point, r: &RunResult| {
+        *p.run.run_id == *r.run_id && *p.run.started_utc == *r.started_utc
+    };
+    for s in &ra.specs {
+        let points = store.recent(&ra.device.key, &s.name, &s.spec_sha256, RECORDED_READ_RUNS)?;
+        // A's branch, where the store recorded A among these runs: runs of other branches
+        // changed the code, they are not drift.
+        let branch = points
+            .iter()
+            .find(|p| is(p, ra))
+            .map(|p| p.run.branch.clone());
+        let mut series: Vec<Point> = points
+            .into_iter()
+            .filter(|p| branch.as_ref().is_none_or(|b| &p.run.branch == b))
+            .collect();
+        if let Some(at) = series.iter().position(|p| is(p, ra)) {
+            series.truncate(at + 1);
+        }
+        let series = series.split_off(series.len().saturating_sub(HISTORY_RUNS));
+        let (series, _) = current_level(series);
+        let series = series
+            .into_iter()
+            .filter(|p| !is(p, ra) && !is(p, rb))
+            .collect();
+        let (series, _) = super::history::without_outliers(series);
+        let entries = series.iter().filter_map(super::history::entry_of).collect();
+        out.insert(s.name.clone(), entries);
+    }
+    Ok(out)
+}
+
+/// `compare --base merge-base:BRANCH B`'s base run: the newest archived run on B's device, of
+/// one of B's cases with its exact spec, that measured the code's level (its time, or its
+/// counts under B's engine key: a run that was only counted is a base for B's counts), at the
+/// nearest of `ancestors` (the merge-base first) that has one whose archive is here; with how
+/// many commits before the merge-base it is, and its folder.
+pub fn base_run(
+    store: &mut Store,
+    rb: &RunResult,
+    ancestors: &[String],
+) -> Result<Option<(usize, Point, PathBuf)>> {
+    let mut points = Vec::new();
+    for s in &rb.specs {
+        let key = s.counts.as_ref().map(|c| c.engine.key());
+        points.extend(store.committed_measured(
+            &rb.device.key,
+            &s.name,
+            &s.spec_sha256,
+            key.as_deref(),
+        )?);
+    }
+    Ok(crate::store::series::at_ancestors(&points, ancestors)
+        .into_iter()
+        .map(|(back, p)| (back, p.clone(), store.archive_dir(p)))
+        .find(|(_, _, dir)| dir.join("results.json").is_file()))
 }
 
 /// The runs of `series` (oldest first) from its newest change of level on (of the after median

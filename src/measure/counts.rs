@@ -462,18 +462,19 @@ impl LedgerAgreement {
     }
 }
 
+/// A spec's counts and the outputs of its counted calls (`None` for a side not counted).
+pub struct Counted {
+    pub counts: SpecCounts,
+    pub before_output: Option<Vec<f32>>,
+    pub after_output: Option<Vec<f32>>,
+}
+
 /// The tile sizes a counted side's ledger is taken with under `engine`: a GPU's kernels', or
 /// the CPU's with the model's last level as the cache that serves re-reads (the ledger's reuse
 /// cache, as a GPU's L2 is).
 pub fn ledger_tiling(engine: &CountsEngine) -> crate::ledger::Tiling {
-    if engine.gpu.is_some() {
-        crate::device::DeviceKind::Cuda.tiling()
-    } else {
-        crate::ledger::Tiling {
-            reuse_cache_bytes: engine.cache_model.ll.bytes,
-            ..crate::ledger::Tiling::CPU
-        }
-    }
+    crate::device::DeviceKind::counted_on(engine.gpu.is_some())
+        .counts_tiling(engine.cache_model.ll.bytes)
 }
 
 /// How a counted side stands against its ledger, the one derivation (a run's, and an

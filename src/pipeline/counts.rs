@@ -412,12 +412,7 @@ fn read_events(p: &Path) -> Result<(Events, String)> {
     Ok((events, text))
 }
 
-/// A spec's counts and the outputs of its counted calls (`None` for a side not counted).
-pub struct Counted {
-    pub counts: SpecCounts,
-    pub before_output: Option<Vec<f32>>,
-    pub after_output: Option<Vec<f32>>,
-}
+pub use crate::measure::counts::Counted;
 
 /// The file a counted process leaves its call's output in, in the work folder.
 const OUTPUT_FILE: &str = "output.f32";
@@ -435,85 +430,6 @@ fn libc_version() -> String {
     {
         "unknown".into()
     }
-}
-
-/// The counts baseline a spec's counts are judged against, and where `--accept` writes it.
-pub struct CountsReference<'a> {
-    pub baseline: Option<&'a crate::baseline::counts::CountsBaseline>,
-    pub path: &'a Path,
-    /// The history store's run the baseline was made from, when there was no counts baseline.
-    pub history_run: Option<&'a str>,
-    /// Which reference it is, when it is not the counts baseline.
-    pub reference: Option<&'a crate::results::GateReference>,
-    pub require_baseline: bool,
-}
-
-/// Counts `s`'s sides and adds to its result: the counts, the check of their DRAM bytes
-/// against the ledger, the counts gate's finding and check, and the counted calls' outputs
-/// checked against the reference — as the spec's `correctness` where time was not measured
-/// (`timed` false), as `counted_output` beside the timed runs' otherwise. A side the simulator
-/// could not run fails the `ledger_counts` check with the reason. Sets the spec's status again.
-pub fn attach(
-    counter: &Counter,
-    s: &Spec,
-    r: &mut crate::results::SpecResult,
-    reference: &CountsReference<'_>,
-    timed: bool,
-) {
-    use crate::verdict::{Check, CheckName, Status};
-    match counter.count_spec_with_outputs(s) {
-        Ok(c) => {
-            r.checks.push(crate::verdict::counts_check(&c.counts));
-            let tol = r.tolerance.tolerance();
-            match (&c.before_output, &c.after_output) {
-                (Some(b), Some(a)) => {
-                    let seed = counter.engine.seed;
-                    let inputs = s
-                        .workload
-                        .as_kind()
-                        .inputs(crate::evidence::checked_seed(seed));
-                    let correctness = crate::evidence::correctness(s, &inputs, (b, a), &tol, seed);
-                    let mut check = correctness.check(&tol);
-                    if timed {
-                        check.name = CheckName::CountedOutput;
-                    } else {
-                        r.correctness = Some(correctness);
-                    }
-                    r.checks.push(check);
-                }
-                _ if timed => {}
-                _ => r.checks.push(Check::new(
-                    CheckName::Correctness,
-                    Status::Skip,
-                    "not checked: a side was not counted, and time was not measured",
-                )),
-            }
-            let mut outcome =
-                crate::gate::counts::judge(s, &c.counts, reference.baseline, reference.path);
-            outcome.history_run = reference.history_run.map(str::to_string);
-            outcome.reference = reference.reference.cloned();
-            if timed {
-                r.checks.extend(crate::verdict::counts_vs_time_check(
-                    outcome.saving,
-                    r.time_saving.as_ref(),
-                    outcome.metric.as_str(),
-                    outcome.limit,
-                ));
-            }
-            r.checks.push(crate::gate::counts::check(
-                &outcome,
-                reference.require_baseline,
-            ));
-            r.counts_gate = Some(outcome);
-            r.counts = Some(c.counts);
-        }
-        Err(e) => r.checks.push(Check::new(
-            CheckName::LedgerCounts,
-            Status::Fail,
-            e.to_string(),
-        )),
-    }
-    crate::gate::combine(r);
 }
 
 /// Counts every side of every spec under `o.paths`; prints the table (or JSON). Exit 3 when

@@ -107,14 +107,22 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
                     "Valgrind"
                 }
             ));
-            let reference = counts::CountsReference {
+            let reference = gate::counts::CountsReference {
                 baseline: cb.baseline.as_ref(),
                 path: &cb.path,
                 history_run: cb.history_run.as_deref(),
                 reference: cb.reference.as_ref(),
                 require_baseline: opts.require_baseline,
             };
-            counts::attach(counter, &counted, &mut r, &reference, mode.times());
+            let measured = counter.count_spec_with_outputs(&counted);
+            gate::counts::decide(
+                measured,
+                counter.engine.seed,
+                &counted,
+                &mut r,
+                &reference,
+                mode.times(),
+            );
         }
         if opts.accept {
             if mode.times() {

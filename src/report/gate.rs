@@ -246,10 +246,22 @@ fn reference_words(r: &GateReference) -> String {
 /// A check's sentence as the outputs write it: the `regression` check's from the gate's
 /// finding, every other check's as the verdict wrote it.
 pub fn check_detail(s: &SpecResult, c: &Check) -> String {
-    match (c.name, &s.counts_gate) {
+    let detail = match (c.name, &s.counts_gate) {
         (CheckName::Regression, _) if s.baseline.finding.is_some() => judgement(&s.baseline),
         (CheckName::CountsRegression, Some(o)) => counts_judgement(o),
         _ => c.detail.clone(),
+    };
+    // A gate set aside because another measurement's gate decided (`gate::rule`).
+    match s.set_aside.iter().find(|m| m.check() == c.name) {
+        Some(m) => format!(
+            "not judged: the {} gate could not decide, and the {} gate decided the spec ({detail})",
+            m.word(),
+            match m {
+                crate::gate::rule::Measurement::Time => "counts",
+                crate::gate::rule::Measurement::Counts => "time",
+            }
+        ),
+        None => detail,
     }
 }
 

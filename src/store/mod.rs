@@ -259,6 +259,13 @@ pub(crate) struct RunOrder {
     key: Text,
 }
 
+impl RunOrder {
+    /// What orders runs: start, then nanoseconds, then key.
+    fn key(&self) -> (u64, i64, &str) {
+        (self.started, self.started_ns, &self.key)
+    }
+}
+
 /// One run of one case, as `history` shows it.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct Point {
@@ -358,9 +365,6 @@ struct Filter<'a> {
     newest: Option<usize>,
     /// Only cases counted under this engine key, standing as the second says.
     counted: Option<(&'a str, CountedAs)>,
-    /// Only cases whose time or counts under this engine key are the code's level (`level`, or
-    /// `counted` as a level): where a comparison's base run is looked for.
-    level_or_counted: Option<&'a str>,
 }
 
 /// Which counted runs a query reads.
@@ -656,12 +660,13 @@ impl Store {
         })
     }
 
-    /// The newest run of a case on this device with this exact spec on `branch` (any branch's
-    /// but a bisection's when `None`), counted under the engine key `key`, that did not fail:
-    /// the counts gate's reference from history.
+    /// The newest run of a case with this exact spec on `branch` (any branch's but a
+    /// bisection's when `None`), counted under the engine key `key` on this device (on any
+    /// device when `None`: counts of one engine key are the same on every machine), that did
+    /// not fail: the counts gate's reference from history.
     pub fn newest_counted(
         &mut self,
-        device_key: &str,
+        device_key: Option<&str>,
         spec: &str,
         spec_sha256: &str,
         branch: Option<&str>,
@@ -669,7 +674,7 @@ impl Store {
     ) -> Result<Option<Point>> {
         Ok(self
             .select(&Filter {
-                device: Some(device_key),
+                device: device_key,
                 spec: Some(spec),
                 spec_sha256: Some(spec_sha256),
                 branch,
@@ -699,18 +704,19 @@ impl Store {
         })
     }
 
-    /// Every run of committed code of a case on this device with this exact spec counted under
-    /// the engine key `key` whose counts are the code's level (nothing failed but a regression
-    /// gate), on any branch, oldest first: where the merge-base's counted run is looked for.
+    /// Every run of committed code of a case with this exact spec counted under the engine key
+    /// `key` (on this device; on any when `None`) whose counts are the code's level (nothing
+    /// failed but a regression gate), on any branch, oldest first: where the merge-base's
+    /// counted run is looked for.
     pub fn committed_counted(
         &mut self,
-        device_key: &str,
+        device_key: Option<&str>,
         spec: &str,
         spec_sha256: &str,
         key: &str,
     ) -> Result<Vec<Point>> {
         self.select(&Filter {
-            device: Some(device_key),
+            device: device_key,
             spec: Some(spec),
             spec_sha256: Some(spec_sha256),
             clean: true,
@@ -719,10 +725,10 @@ impl Store {
         })
     }
 
-    /// Every run of committed code of a case on this device with this exact spec whose time,
-    /// or counts under the engine key `key`, are the code's level, on any branch, oldest
-    /// first: where `compare --base` looks for the base run (a run that was only counted is
-    /// one).
+    /// Every run of committed code of a case with this exact spec whose time on this device,
+    /// or whose counts under the engine key `key` on any device (counts of one engine key are
+    /// the same on every machine), are the code's level, on any branch, oldest first: where
+    /// `compare --base` looks for the base run (a run that was only counted is one).
     pub fn committed_measured(
         &mut self,
         device_key: &str,
@@ -730,17 +736,13 @@ impl Store {
         spec_sha256: &str,
         key: Option<&str>,
     ) -> Result<Vec<Point>> {
-        let Some(key) = key else {
-            return self.committed(device_key, spec, spec_sha256);
-        };
-        self.select(&Filter {
-            device: Some(device_key),
-            spec: Some(spec),
-            spec_sha256: Some(spec_sha256),
-            clean: true,
-            level_or_counted: Some(key),
-            ..Filter::default()
-        })
+        let mut points = self.committed(device_key, spec, spec_sha256)?;
+        if let Some(key) = key {
+            points.extend(self.committed_counted(None, spec, spec_sha256, key)?);
+            points.sort_by(|a, b| a.run.order.key().cmp(&b.run.order.key()));
+            points.dedup_by(|a, b| a.run.order == b.run.order);
+        }
+        Ok(points)
     }
 
     /// Every case's series, oldest first within each case (cases in name order). With `last`,
@@ -1271,13 +1273,6 @@ fn conditions(f: &Filter<'_>) -> Vec<Condition> {
         );
     } else if f.measured {
         add(Table::Cases, timed, None);
-    }
-    if let Some(key) = f.level_or_counted {
-        add(
-            Table::Cases,
-            &format!("c.standing <= {regressed} AND (({timed}) OR c.counts_key = $?)"),
-            Some(Val::from(key)),
-        );
     }
     if f.clean {
         add(Table::Runs, "r.git_dirty = 0", None);
