@@ -1,10 +1,14 @@
-//! The regression gate: one entry point ([`Gate`]) that `run`, `calibrate`, `compare` and
-//! `merge` call, so that they reach one verdict on the same evidence. It holds the judgement of
-//! a result against its baseline ([`judge`]: raw or relative comparison, pooled history, the
-//! ceiling drift guard, two passes judged apart and together), the second-pass policy, the
-//! mapping of a gate state to the `regression` check's status, and what accepting a result
-//! into the baseline makes of its history ([`accept`]). The store of baselines is `baseline/`;
-//! the gate's words are written by the outputs.
+//! The regression gate, the one module every measurement enters: time through [`Gate`] (its
+//! judgement against the reference, a second pass where it asks for one), counts through
+//! [`decide_counts`], each against the reference chosen for the spec once, by one rule, in
+//! [`reference`]; then [`combine`] derives the spec's status and the measurements set aside by
+//! the one rule of how measurements combine ([`rule`]). `run` and `calibrate` (through the
+//! pipeline) and `compare` (through [`versus`]) reach their verdicts here. It holds the
+//! judgement of a result against its baseline ([`judge`]: raw or relative comparison, pooled
+//! history, the ceiling drift guard, two passes judged apart and together), the second-pass
+//! policy, the mapping of a gate state to the `regression` check's status, and what accepting a
+//! result into the baseline makes of its history ([`accept`]). The store of baselines is
+//! `baseline/`; the gate's words are written by the outputs.
 
 pub mod accept;
 pub mod counts;
@@ -131,6 +135,72 @@ impl Gate<'_> {
         combine(&mut r);
         r
     }
+}
+
+/// The counts gate's decision on what counting `s`'s sides gave (`counted`, on the inputs of
+/// `seed`'s checked seed), added to its result: the counts, the check of their DRAM bytes
+/// against the ledger, the counts gate's finding and check, and the counted calls' outputs
+/// checked against the reference — as the spec's `correctness` where time was not measured
+/// (`timed` false), as `counted_output` beside the timed runs' otherwise. A side that could not
+/// be counted fails the `ledger_counts` check with the reason. The spec's status and the
+/// measurements set aside are derived again ([`combine`]).
+pub fn decide_counts(
+    counted: crate::error::Result<crate::measure::counts::Counted>,
+    seed: u64,
+    s: &crate::spec::Spec,
+    r: &mut crate::results::SpecResult,
+    reference: &counts::CountsReference<'_>,
+    timed: bool,
+) {
+    match counted {
+        Ok(c) => {
+            r.checks.push(crate::verdict::counts_check(&c.counts));
+            let tol = r.tolerance.tolerance();
+            match (&c.before_output, &c.after_output) {
+                (Some(b), Some(a)) => {
+                    let inputs = s
+                        .workload
+                        .as_kind()
+                        .inputs(crate::evidence::checked_seed(seed));
+                    let correctness = crate::evidence::correctness(s, &inputs, (b, a), &tol, seed);
+                    let mut check = correctness.check(&tol);
+                    if timed {
+                        check.name = CheckName::CountedOutput;
+                    } else {
+                        r.correctness = Some(correctness);
+                    }
+                    r.checks.push(check);
+                }
+                _ if timed => {}
+                _ => r.checks.push(Check::new(
+                    CheckName::Correctness,
+                    Status::Skip,
+                    "not checked: a side was not counted, and time was not measured",
+                )),
+            }
+            let mut outcome = counts::judge(s, &c.counts, reference.baseline, reference.path);
+            outcome.history_run = reference.history_run.map(str::to_string);
+            outcome.reference = reference.reference.cloned();
+            if timed {
+                r.checks.extend(crate::verdict::counts_vs_time_check(
+                    outcome.saving,
+                    r.time_saving.as_ref(),
+                    outcome.metric.as_str(),
+                    outcome.limit,
+                ));
+            }
+            r.checks
+                .push(counts::check(&outcome, reference.require_baseline));
+            r.counts_gate = Some(outcome);
+            r.counts = Some(c.counts);
+        }
+        Err(e) => r.checks.push(Check::new(
+            CheckName::LedgerCounts,
+            Status::Fail,
+            e.to_string(),
+        )),
+    }
+    combine(r);
 }
 
 /// The state of a first pass that calls for a second one, if it does.

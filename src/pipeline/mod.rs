@@ -115,7 +115,7 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
                 require_baseline: opts.require_baseline,
             };
             let measured = counter.count_spec_with_outputs(&counted);
-            gate::counts::decide(
+            gate::decide_counts(
                 measured,
                 counter.engine.seed,
                 &counted,

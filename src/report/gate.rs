@@ -311,28 +311,7 @@ pub fn counts_judgement(o: &crate::results::CountsGateOutcome) -> String {
         .as_deref()
         .map(|g| format!(" of {}", &g[..g.len().min(10)]))
         .unwrap_or_default();
-    let against = match (&o.history_run, &o.reference) {
-        (
-            Some(run),
-            Some(crate::results::GateReference::MergeBase {
-                branch,
-                commits_back,
-                ..
-            }),
-        ) => format!(
-            "the counted run {run}{commit} at the merge-base with {branch}{}",
-            if *commits_back > 0 {
-                format!(" ({commits_back} commit(s) before it)")
-            } else {
-                String::new()
-            }
-        ),
-        // No counts baseline: the branch's newest counted run in the history store.
-        (Some(run), _) => {
-            format!("the branch's newest counted run {run}{commit} (no counts baseline)")
-        }
-        (None, _) => format!("the counts baseline{commit}"),
-    };
+    let against = counts_against(o, &commit);
     let differences: Vec<String> = o
         .differences
         .iter()
@@ -389,6 +368,33 @@ pub fn counts_judgement(o: &crate::results::CountsGateOutcome) -> String {
             "{sides}: above the {limit} limit against {against}, but it was counted under another engine ({}): the code may not be what moved; accept the counts again under this engine{moved}",
             differences.join("; ")
         ),
+    }
+}
+
+/// Which counts the gate judged against, in words: the counts baseline, the branch's newest
+/// counted run, or the counted run at the merge-base (`commit`: ` of abc1234`, or empty).
+fn counts_against(o: &crate::results::CountsGateOutcome, commit: &str) -> String {
+    match (&o.history_run, &o.reference) {
+        (
+            Some(run),
+            Some(crate::results::GateReference::MergeBase {
+                branch,
+                commits_back,
+                ..
+            }),
+        ) => format!(
+            "the counted run {run}{commit} at the merge-base with {branch}{}",
+            if *commits_back > 0 {
+                format!(" ({commits_back} commit(s) before it)")
+            } else {
+                String::new()
+            }
+        ),
+        // No counts baseline: the branch's newest counted run in the history store.
+        (Some(run), _) => {
+            format!("the branch's newest counted run {run}{commit} (no counts baseline)")
+        }
+        (None, _) => format!("the counts baseline{commit}"),
     }
 }
 
