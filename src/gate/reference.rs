@@ -9,17 +9,18 @@
 
 use super::history::HISTORY_RUNS;
 pub use super::judge::Reference;
+use super::stats::POOL_MIN_RUNS;
 use crate::baseline::counts::CountsBaseline;
-use crate::baseline::BaselineFile;
+use crate::baseline::{self, BaselineFile};
 use crate::device::DeviceInfo;
 use crate::error::{Error, ReferenceProblem, Result};
 use crate::measure::counts::CountsEngine;
-use crate::results::RunResult;
 use crate::results::{GateReference, LevelChange};
+use crate::results::{RunResult, SpecResult};
 use crate::spec::{Against, Spec};
 use crate::store::series::{current_level_start, Metric};
 use crate::store::{Point, Store};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A spec's reference as a run holds it: where it is (the baseline file, where `--accept` writes,
 /// or the store, or the base run's archive), the accepted baseline there (what `--accept`
@@ -450,6 +451,69 @@ pub fn drift_of_runs_up_to(
         out.insert(s.name.clone(), entries);
     }
     Ok(out)
+}
+
+/// Where the drift the decision allows for came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drift {
+    /// The store's history: this many accepted runs (A among them, or joined to them).
+    Store(usize),
+    /// The history store's runs of this device and spec: this many (A joined to them), where
+    /// no baseline holds a history.
+    History(usize),
+    /// None known: one run (A) as the reference.
+    Unknown,
+}
+
+/// `compare`'s reference for B's case, and where its drift comes from: A joined to the baselines store's history for this
+/// device and spec (as `opledger accept A` would make it), or A alone.
+pub fn compare_reference(
+    sa: &SpecResult,
+    ra: &RunResult,
+    device_key: &str,
+    store: &Path,
+    recorded: &[crate::baseline::HistoryEntry],
+) -> Result<Option<(Reference, Drift)>> {
+    let stored = if store.is_dir() {
+        baseline::find(store, &ra.device, &sa.name)?
+            .baseline
+            .filter(|b| b.workload == sa.workload && b.device.key == device_key)
+    } else {
+        None
+    };
+    // A is one of the accepted runs when an entry of the history is its: the same time, commit
+    // and medians (runs a second apart share the time, so the medians tell them apart).
+    let a_in = |b: &BaselineFile| {
+        let (Some(before), Some(after)) = (sa.before.summary, sa.after.summary) else {
+            return false;
+        };
+        b.history.iter().any(|h| {
+            h.recorded_utc == ra.started_utc
+                && h.git_sha == ra.git_sha
+                && h.before_median_secs == before.median_secs
+                && h.after_median_secs == after.median_secs
+        })
+    };
+    let base = match &stored {
+        Some(b) if a_in(b) => Some(b.clone()),
+        old => super::accept::baseline_of_run(sa, ra, old.as_ref()),
+    };
+    Ok(base.map(|b| {
+        let mut b = Reference::from(&b);
+        let drift = if stored.is_some() && b.runs.len() >= POOL_MIN_RUNS {
+            Drift::Store(b.runs.len())
+        } else {
+            // No accepted history: the history store's runs of this case (A and B left out
+            // where they were read) give the drift, A joined to them.
+            if recorded.len() + b.runs.len() >= POOL_MIN_RUNS {
+                b.runs.splice(0..0, recorded.iter().cloned());
+                Drift::History(b.runs.len())
+            } else {
+                Drift::Unknown
+            }
+        };
+        (b, drift)
+    }))
 }
 
 /// `compare --base merge-base:BRANCH B`'s base run: the newest archived run on B's device, of

@@ -133,6 +133,23 @@ pub fn verdict_weight(status: Status, checks: &[Check], set_aside: &[Measurement
     u8::from(open)
 }
 
+/// The weight of a verdict from each measurement's gate call (a gate set aside by
+/// [`set_aside`] does not hold it open) and the weight of everything else (the other checks):
+/// the heavier. `compare`'s cases are decided by it, as a run's specs are by [`verdict_weight`].
+pub fn calls_weight(calls: &[(Measurement, GateCall)], others: u8) -> u8 {
+    let aside = set_aside(calls);
+    calls
+        .iter()
+        .map(|(m, c)| match c {
+            GateCall::Fail => 2,
+            GateCall::Undecided if !aside.contains(m) => 1,
+            _ => 0,
+        })
+        .chain([others])
+        .max()
+        .unwrap_or(0)
+}
+
 /// Where a recorded case stands as a reference for later runs (stored as a code): its
 /// measurements describe the code's level only when nothing but a regression gate failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,24 +7,11 @@
 //! the baseline store's history of this device and spec with A joined to it (or as it is, when
 //! A is one of its accepted runs). With no history in the store, the decision rests on A alone.
 
-use super::reference::Reference;
-use super::stats::POOL_MIN_RUNS;
-use crate::baseline::{self, BaselineFile};
 use crate::error::Result;
 use crate::results::{RunResult, RunStatus, SpecResult};
 use std::path::Path;
 
-/// Where the drift the decision allows for came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Drift {
-    /// The store's history: this many accepted runs (A among them, or joined to them).
-    Store(usize),
-    /// The history store's runs of this device and spec: this many (A joined to them), where
-    /// no baseline holds a history.
-    History(usize),
-    /// None known: one run (A) as the reference.
-    Unknown,
-}
+pub use super::reference::Drift;
 
 /// One case of B against A.
 #[derive(Debug, Clone)]
@@ -37,7 +24,8 @@ pub struct CaseComparison {
     /// B's spec's limit (`gate.max_regression`) the outcome was decided at.
     pub limit: f64,
     pub drift: Drift,
-    /// B's own verdict for the case (a check that failed in B fails the case).
+    /// B's own verdict for the case (a check that failed in B, other than its regression
+    /// gates, fails the case).
     pub head_verdict: RunStatus,
     /// Why it was not compared, when it was not.
     pub not_compared: Option<NotCompared>,
@@ -80,75 +68,17 @@ impl CaseComparison {
     /// The case's decision: FAIL (a regression, or a check failed in B), INCONCLUSIVE, PASS —
     /// time's and counts' gates combined by the one rule `run` follows (`rule::set_aside`).
     pub fn verdict(&self) -> RunStatus {
-        use super::rule::GateCall;
-        let aside = self.set_aside();
-        let gates = self.calls().into_iter().map(|(m, c)| match c {
-            GateCall::Fail => 2,
-            GateCall::Undecided if !aside.contains(&m) => 1,
-            _ => 0,
-        });
         let head = match self.head_verdict {
             RunStatus::Fail => 2,
             RunStatus::Inconclusive => 1,
             RunStatus::Pass => 0,
         };
-        match gates.chain([head]).max().unwrap_or(0) {
+        match super::rule::calls_weight(&self.calls(), head) {
             2 => RunStatus::Fail,
             1 => RunStatus::Inconclusive,
             _ => RunStatus::Pass,
         }
     }
-}
-
-/// The reference B's case is judged against: A joined to the baselines store's history for this
-/// device and spec (as `opledger accept A` would make it), or A alone.
-fn reference(
-    sa: &SpecResult,
-    ra: &RunResult,
-    device_key: &str,
-    store: &Path,
-    recorded: &[crate::baseline::HistoryEntry],
-) -> Result<Option<(Reference, Drift)>> {
-    let stored = if store.is_dir() {
-        baseline::find(store, &ra.device, &sa.name)?
-            .baseline
-            .filter(|b| b.workload == sa.workload && b.device.key == device_key)
-    } else {
-        None
-    };
-    // A is one of the accepted runs when an entry of the history is its: the same time, commit
-    // and medians (runs a second apart share the time, so the medians tell them apart).
-    let a_in = |b: &BaselineFile| {
-        let (Some(before), Some(after)) = (sa.before.summary, sa.after.summary) else {
-            return false;
-        };
-        b.history.iter().any(|h| {
-            h.recorded_utc == ra.started_utc
-                && h.git_sha == ra.git_sha
-                && h.before_median_secs == before.median_secs
-                && h.after_median_secs == after.median_secs
-        })
-    };
-    let base = match &stored {
-        Some(b) if a_in(b) => Some(b.clone()),
-        old => super::accept::baseline_of_run(sa, ra, old.as_ref()),
-    };
-    Ok(base.map(|b| {
-        let mut b = Reference::from(&b);
-        let drift = if stored.is_some() && b.runs.len() >= POOL_MIN_RUNS {
-            Drift::Store(b.runs.len())
-        } else {
-            // No accepted history: the history store's runs of this case (A and B left out
-            // where they were read) give the drift, A joined to them.
-            if recorded.len() + b.runs.len() >= POOL_MIN_RUNS {
-                b.runs.splice(0..0, recorded.iter().cloned());
-                Drift::History(b.runs.len())
-            } else {
-                Drift::Unknown
-            }
-        };
-        (b, drift)
-    }))
 }
 
 /// Every case of B against A (`a` is A's folder, `store` the baselines store whose history gives
@@ -170,7 +100,9 @@ pub fn versus(
             outcome: None,
             limit: sb.gate.max_regression.0,
             drift: Drift::Unknown,
-            head_verdict: if sb.status == crate::verdict::Status::Fail {
+            // B's own checks, but for its regression gates (judged against B's reference;
+            // here the gates judge B against A).
+            head_verdict: if super::rule::standing(&sb.checks) == super::rule::Standing::Failed {
                 RunStatus::Fail
             } else {
                 RunStatus::Pass
@@ -187,7 +119,9 @@ pub fn versus(
         c.base_before_secs = sa.before.summary.map(|s| s.median_secs);
         c.base_after_secs = sa.after.summary.map(|s| s.median_secs);
         let history = recorded.get(&sa.name).map_or(&[][..], Vec::as_slice);
-        let Some((base, drift)) = reference(sa, ra, &ra.device.key, store, history)? else {
+        let Some((base, drift)) =
+            super::reference::compare_reference(sa, ra, &ra.device.key, store, history)?
+        else {
             c.not_compared = Some(NotCompared::NotMeasuredInA);
             cases.push(c);
             continue;

@@ -89,14 +89,18 @@ fn time_decision(c: &CaseComparison) -> String {
 }
 
 /// What would decide each INCONCLUSIVE time decision that has no reason of its own (a
-/// conflict between passes, a slowdown both variants share): a list, "- name: why" one a case,
-/// under its heading; empty when there is none.
+/// conflict between passes, a slowdown both variants share) and that counts did not decide: a
+/// list, "- name: why" one a case, under its heading; empty when there is none.
 fn next_steps<'a>(cases: impl IntoIterator<Item = &'a CaseComparison>) -> String {
     let steps: String = cases
         .into_iter()
         .filter_map(|c| {
             let o = c.outcome.as_ref()?;
-            if o.state != Some(RegressionState::Inconclusive) || super::gate::note(o).is_some() {
+            if o.state != Some(RegressionState::Inconclusive)
+                || super::gate::note(o).is_some()
+                || c.set_aside()
+                    .contains(&crate::gate::rule::Measurement::Time)
+            {
                 return None;
             }
             let why = super::inconclusive_why(o, c.limit)?;

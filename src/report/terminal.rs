@@ -195,8 +195,19 @@ fn spec_line(s: &SpecResult, width: usize) -> String {
         // Counts alone: the counts gate is the gate.
         (None, Some(o)) => counts(o),
         // The time gate could not decide where counts did: set aside, said so.
+        // The time gate could not decide where counts did: set aside, said so in a few words
+        // (its advice is for a spec that nothing decided).
         (Some(_), Some(o)) if s.set_aside.contains(&crate::gate::rule::Measurement::Time) => {
-            format!("time not judged ({time}), counts: {}", counts(o))
+            let ratio = s
+                .baseline
+                .ratio
+                .map(|r| format!(" ×{:.3} [{:.3}, {:.3}]", r.point, r.lo, r.hi))
+                .unwrap_or_default();
+            format!(
+                "time not judged (inconclusive{ratio} vs +{:.1}%: the counts gate decided), counts: {}",
+                s.gate.max_regression.0 * 100.0,
+                counts(o)
+            )
         }
         (Some(_), Some(o))
             if s.set_aside
