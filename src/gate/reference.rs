@@ -504,9 +504,8 @@ pub fn compare_reference(
             Drift::Store(b.runs.len())
         } else {
             // No accepted history: the history store's runs of this case (A and B left out
-            // where they were read) give the drift, A joined to them.
-            if recorded.len() + b.runs.len() >= POOL_MIN_RUNS {
-                b.runs.splice(0..0, recorded.iter().cloned());
+            // where they were read) give the drift, A joined to them as `run` joins them.
+            if join_older(&mut b, recorded.to_vec(), improved(sa)) {
                 Drift::History(b.runs.len())
             } else {
                 Drift::Unknown
@@ -621,7 +620,7 @@ fn merge_base(
     // The base run is the newest at the base commit: `first`, the last of `points` (a level
     // change leaves the newest runs in).
     let archive = store.archive_dir(first);
-    let with_samples = base_with_samples(&archive, s, device, opts, &points);
+    let with_samples = base_with_samples(&archive, s, opts, &points);
     let samples = with_samples.is_some();
     let base = with_samples.or_else(|| super::history::reference(&points, s, device));
     let reference = GateReference::MergeBase {
@@ -646,7 +645,6 @@ fn merge_base(
 fn base_with_samples(
     archive: &std::path::Path,
     s: &Spec,
-    device: &DeviceInfo,
     opts: &ReferenceOptions<'_>,
     points: &[Point],
 ) -> Option<Reference> {
@@ -655,17 +653,38 @@ fn base_with_samples(
         .specs
         .iter()
         .find(|c| c.name == s.name && c.spec_sha256 == s.source_sha256)?;
-    let older = &points[..points.len().saturating_sub(1)];
+    let older = points[..points.len().saturating_sub(1)].to_vec();
     let mut base = Reference::from(&super::accept::baseline_of_run(sa, run, None)?);
-    // The older runs pool with it as accepted runs would, unless it measured an improvement
-    // over them (they describe code that no longer runs).
-    let improved = sa.baseline.state == Some(super::stats::RegressionState::Improved);
-    if let Some(old) = super::history::reference(older, s, device).filter(|_| !improved) {
-        base.runs.splice(0..0, old.runs);
-        let max = crate::baseline::MAX_HISTORY;
-        if base.runs.len() > max {
-            base.runs.drain(..base.runs.len() - max);
-        }
-    }
+    // Outlier runs left out as `compare` leaves them out of the same series.
+    let (older, _) = super::history::without_outliers(older);
+    let older = older.iter().filter_map(super::history::entry_of).collect();
+    join_older(&mut base, older, improved(sa));
     Some(base)
+}
+
+/// Whether a base run measured an improvement over the runs before it (they then describe code
+/// that no longer runs).
+fn improved(sa: &SpecResult) -> bool {
+    sa.baseline.state == Some(super::stats::RegressionState::Improved)
+}
+
+/// The one rule by which a base run's reference joins the runs before it, for `run --against
+/// merge-base` and for `compare` alike: the older runs pool with it as accepted runs would
+/// (the newest [`crate::baseline::MAX_HISTORY`] kept), where together they are enough to know
+/// the drift between runs ([`POOL_MIN_RUNS`]), unless the base measured an improvement over
+/// them. Returns whether they were joined.
+fn join_older(
+    base: &mut Reference,
+    older: Vec<crate::baseline::HistoryEntry>,
+    base_improved: bool,
+) -> bool {
+    if base_improved || older.len() + base.runs.len() < POOL_MIN_RUNS {
+        return false;
+    }
+    base.runs.splice(0..0, older);
+    let max = crate::baseline::MAX_HISTORY;
+    if base.runs.len() > max {
+        base.runs.drain(..base.runs.len() - max);
+    }
+    true
 }
