@@ -693,7 +693,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::Pass)
         }
         Command::ProfileCounts { file, name, seed } => {
-            pipeline::gpu_counts::profile_counts(&file, &name, seed)
+            crate::measure::counts::nsight::profile_counts(&file, &name, seed)
         }
         Command::Calibrate { run, runs } => calibrate_command(run, runs, settings),
         Command::Counts {
@@ -708,7 +708,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             side,
             seed,
             ll_bytes,
-        } => pipeline::counts::count_side(
+        } => crate::measure::counts::valgrind::count_side(
             &file,
             &name,
             if side == "before" {
@@ -909,7 +909,7 @@ fn counts_command(
             .map_err(|e| Error::Flag(format!("--cache-model {e}")))?,
         None => crate::measure::counts::CacheModel::default(),
     };
-    pipeline::counts::counts(&pipeline::counts::CountOptions {
+    crate::commands::counts::counts(&crate::commands::counts::CountOptions {
         paths,
         settings,
         model,

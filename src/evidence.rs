@@ -154,15 +154,7 @@ fn measure_into(
     Ok(())
 }
 
-/// The seed of the checked pair's inputs: another than the timed runs' before it.
-pub fn checked_seed(seed: u64) -> u64 {
-    seed ^ 0x9e37_79b9_7f4a_7c15
-}
-
-/// The seed of the confirming checked pair's inputs: new to both sides again.
-pub fn confirm_seed(seed: u64) -> u64 {
-    seed ^ 0x3c6e_f372_fe94_f82b
-}
+pub use crate::measure::{checked_seed, confirm_seed};
 
 /// Both variants' outputs against each other (where the kind says they agree) and against the
 /// f64 reference at sampled elements (where the kind has one; without it, kind `custom`, the

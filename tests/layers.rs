@@ -204,11 +204,11 @@ fn the_contributing_guide_lists_the_same_layers() {
 const ONE_BACKEND_FEATURES: &[(&str, &str)] = &[
     ("src/cli.rs", "the default of `ledger --tiling`"),
     (
-        "src/pipeline/counts.rs",
+        "src/measure/counts/valgrind.rs",
         "counts mode runs the CPU backend's kernels under Valgrind",
     ),
     (
-        "src/pipeline/gpu_counts.rs",
+        "src/measure/counts/nsight.rs",
         "a GPU's counts are read by Nsight Compute from the CUDA backend's kernels",
     ),
     (

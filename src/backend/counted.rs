@@ -1,5 +1,5 @@
 //! A worker's side run for counting: the worker started under a wrapper (Valgrind's Callgrind,
-//! which `pipeline::counts` assembles), readied and run once on the warm-up inputs, set up again
+//! which `measure::counts::valgrind` assembles), readied and run once on the warm-up inputs, set up again
 //! on the checked inputs without its readying call, then asked for counted runs on them: the
 //! first call on those inputs, whose counts and output are the side's, and a repeat on the same
 //! inputs, whose counts show a result kept across calls. What is counted is decided by the

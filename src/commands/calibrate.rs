@@ -199,7 +199,7 @@ pub struct CountsCalibration {
 
 /// Counts `s`'s sides `runs` times, as a counted run counts them.
 fn counts_calibration(
-    counter: &crate::pipeline::counts::Counter,
+    counter: &crate::measure::counts::valgrind::Counter,
     s: &crate::spec::Spec,
     runs: usize,
 ) -> Result<CountsCalibration> {
@@ -229,7 +229,7 @@ fn counts_calibration(
 
 /// The table of the counts' spread between runs, and what it lets the counts gate detect.
 fn print_counts_calibrations(
-    counter: &crate::pipeline::counts::Counter,
+    counter: &crate::measure::counts::valgrind::Counter,
     found: &[CountsCalibration],
     runs: usize,
 ) {

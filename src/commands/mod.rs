@@ -7,6 +7,7 @@ pub mod calibrate;
 pub mod check;
 pub mod compare;
 pub mod counters;
+pub mod counts;
 pub mod history;
 pub mod ledger;
 pub mod merge;

@@ -48,7 +48,7 @@ pub fn worker_test(spec: &Path, command: &[String], timeout_secs: Option<f64>) -
     // With Valgrind installed, each function is counted as `run --measure counts` counts it:
     // the kit's markers are part of what a worker must get right.
     let counter = match crate::measure::callgrind::version() {
-        Ok(_) => Some(crate::pipeline::counts::Counter::new(
+        Ok(_) => Some(crate::measure::counts::valgrind::Counter::new(
             Default::default(),
             crate::measure::MeasureConfig::default().seed,
             &crate::settings::Settings::from_env()?,
@@ -86,7 +86,7 @@ pub fn worker_test(spec: &Path, command: &[String], timeout_secs: Option<f64>) -
 /// A counted run of one function (the step `worker-test` adds where Valgrind is installed): its
 /// call marked (the counts written), and a second call on the same inputs doing the work again.
 fn counted_run(
-    counter: &crate::pipeline::counts::Counter,
+    counter: &crate::measure::counts::valgrind::Counter,
     s: &crate::spec::Spec,
     cmd: &WorkerCommand,
     variant: &str,
@@ -123,8 +123,8 @@ fn counted_run(
         // Counted runs are for counts mode only: a worker without them keeps the protocol,
         // and is told what counts mode will say of it.
         Ok(Err(
-            crate::pipeline::counts::NotCounted::OnGpu(why)
-            | crate::pipeline::counts::NotCounted::Unmarked(why),
+            crate::measure::counts::valgrind::NotCounted::OnGpu(why)
+            | crate::measure::counts::valgrind::NotCounted::Unmarked(why),
         )) => finding(true, format!("not counted: {why}")),
         Err(e) => finding(false, e.to_string()),
     }

@@ -238,6 +238,17 @@ fn timed_pair(case: &mut dyn Pair, cfg: &MeasureConfig, rng: &mut Rng) -> Result
     })
 }
 
+/// The seed of the checked pair's inputs: another than the timed runs' before it (a counted
+/// call computes on them too).
+pub fn checked_seed(seed: u64) -> u64 {
+    seed ^ 0x9e37_79b9_7f4a_7c15
+}
+
+/// The seed of the confirming checked pair's inputs: new to both sides again.
+pub fn confirm_seed(seed: u64) -> u64 {
+    seed ^ 0x3c6e_f372_fe94_f82b
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,8 +2,6 @@
 //! Bad input stops the run before anything is measured; a backend error in one spec fails that
 //! spec and the run goes on with the others.
 
-pub mod counts;
-pub mod gpu_counts;
 mod prepare;
 mod shifts;
 

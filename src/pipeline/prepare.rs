@@ -34,7 +34,7 @@ pub(crate) struct Prepared {
     /// The user's report template, compiled before anything was measured.
     pub template: Option<Template>,
     /// The counts engine, when sides are counted (`--measure counts|both`, a spec's mode).
-    pub counter: Option<super::counts::Counter>,
+    pub counter: Option<crate::measure::counts::valgrind::Counter>,
     /// Each spec's counts reference under the engine's key, when sides are counted.
     pub counts_baselines: Vec<crate::gate::reference::CountsBase>,
     /// The history store, opened once for the whole run: checked before anything is measured,
@@ -318,7 +318,7 @@ fn check_outputs(opts: &RunOptions) -> Result<Option<Template>> {
 fn accept_lock(
     opts: &RunOptions,
     device_key: &str,
-    counter: Option<&super::counts::Counter>,
+    counter: Option<&crate::measure::counts::valgrind::Counter>,
 ) -> Result<Option<baseline::StoreLock>> {
     if !opts.accept {
         return Ok(None);
@@ -368,7 +368,10 @@ fn counter(
     opts: &RunOptions,
     specs: &[Spec],
     backend: &dyn Backend,
-) -> Result<(Option<super::counts::Counter>, Option<String>)> {
+) -> Result<(
+    Option<crate::measure::counts::valgrind::Counter>,
+    Option<String>,
+)> {
     let counting = specs.iter().any(|s| opts.mode_of(s).counts());
     // Only `auto` asks: counts where they can be made, time alone elsewhere.
     let required = specs.iter().any(|s| opts.mode_of(s).counts_required());
@@ -402,9 +405,13 @@ fn counter(
             if opts.cache_model.is_some() {
                 return Err(Error::Counts(CountsRefusal::CacheModelOnGpu));
             }
-            super::counts::Counter::for_gpu(ncu, &backend.device(), opts.measure.seed)?
+            crate::measure::counts::valgrind::Counter::for_gpu(
+                ncu,
+                &backend.device(),
+                opts.measure.seed,
+            )?
         }
-        None => super::counts::Counter::new(
+        None => crate::measure::counts::valgrind::Counter::new(
             opts.cache_model.unwrap_or_default(),
             opts.measure.seed,
             &opts.settings,

@@ -17,7 +17,7 @@
 //!
 //! One file a step: [`parse`] reads the export, [`segment`] matches launches to variants; what
 //! the launches add up to is judged by `commands::counters` (an export imported into a run) and
-//! by the counts of `pipeline::counts` (a GPU's counts mode).
+//! by the counts of `measure::counts::nsight` (a GPU's counts mode).
 
 mod parse;
 mod segment;

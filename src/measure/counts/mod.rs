@@ -5,7 +5,13 @@
 //!
 //! This module is the arithmetic: the cache model, the events of a Callgrind output file, the
 //! counts derived from them (DRAM bytes, estimated cycles) and the comparison of a side's DRAM
-//! bytes with its ledger. Running the simulator is `callgrind`'s.
+//! bytes with its ledger. Counting a spec's sides is the measurement its two engines make:
+//! [`valgrind`] (the CPU's kernels under the simulator, run by `callgrind`) and [`nsight`] (a
+//! GPU's kernels under Nsight Compute). "Counters" (`opledger counters`) are another thing: an
+//! Nsight Compute export read against the ledger after the fact.
+
+pub mod nsight;
+pub mod valgrind;
 
 use crate::ledger::VariantLedger;
 use serde::{Deserialize, Serialize};

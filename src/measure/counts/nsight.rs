@@ -15,16 +15,17 @@
 //! bound no FLOPs. A worker's kernels run in its own process, which the pass does not mark:
 //! they are not counted.
 
-use super::counts::{Counted, Counter};
+use super::valgrind::Counter;
+use super::Counted;
+use super::{
+    compulsory_bytes, CacheLevel, CacheModel, Counts, CountsEngine, FunctionCounts, GpuCounting,
+    LedgerAgreement, SideCounts,
+};
 use crate::backend::pair::{self, Side};
 use crate::backend::{self, BackendChoice};
 use crate::device::{DeviceInfo, DeviceKind};
 use crate::error::{CountSideProblem, Error, ExitCode, Result};
 use crate::ledger::VariantLedger;
-use crate::measure::counts::{
-    compulsory_bytes, CacheLevel, CacheModel, Counts, CountsEngine, FunctionCounts, GpuCounting,
-    LedgerAgreement, SideCounts,
-};
 use crate::measure::ncu::{self, Tally};
 use crate::spec::{Implementation, Spec};
 use std::path::{Path, PathBuf};
@@ -80,7 +81,7 @@ impl Counter {
         let ledger = s.workload.ledger(
             s.variants.before,
             s.variants.after,
-            &crate::measure::counts::ledger_tiling(&self.engine),
+            &super::ledger_tiling(&self.engine),
         );
         let not_counted = |side: Side| -> Option<String> {
             let implementation = match side {
@@ -165,7 +166,7 @@ impl Counter {
 
     /// The output side `k`'s counted call left.
     fn read_output(&self, s: &Spec, k: usize) -> Result<Vec<f32>> {
-        super::counts::read_output(&self.work.path().join(OUTPUT_FILES[k]), s)
+        super::valgrind::read_output(&self.work.path().join(OUTPUT_FILES[k]), s)
     }
 }
 
@@ -262,7 +263,7 @@ fn profiler_version(ncu_path: &Path) -> Result<String> {
 /// seed's inputs set and the outputs filled with NaN, then each side's one counted call after
 /// its marker; the outputs left in the current folder (`before.f32`, `after.f32`).
 pub fn profile_counts(file: &Path, name: &str, seed: u64) -> Result<ExitCode> {
-    let s = super::counts::counted_spec(file, name)?;
+    let s = super::valgrind::counted_spec(file, name)?;
     let settings = crate::settings::Settings::from_env()?;
     let (backend, _) = backend::select(BackendChoice::Kind(DeviceKind::Cuda), None, &settings)?;
     let mut pair = pair::prepare_spec(backend.as_ref(), &s, seed, backend.flush_bytes())?;
@@ -276,7 +277,7 @@ pub fn profile_counts(file: &Path, name: &str, seed: u64) -> Result<ExitCode> {
     let checked = s
         .workload
         .as_kind()
-        .inputs(crate::evidence::checked_seed(seed));
+        .inputs(crate::measure::checked_seed(seed));
     pair.refresh_inputs(Arc::new(checked))?;
     for side in sides {
         pair.poison_output(side)?;

@@ -1,35 +1,26 @@
-//! `opledger counts SPEC…`: each side of each spec counted once under Valgrind's cache simulator
-//! on a fixed cache model (`measure::counts`), and its simulated DRAM bytes set against its IO
-//! ledger. Each side runs in a process of its own (`opledger count-side`, started under
-//! Callgrind by this command and by nothing else): single-threaded, at the AVX2 level (the
+//! Counting a spec's sides on the CPU: each side counted once under Valgrind's cache simulator
+//! on a fixed cache model (the arithmetic is `measure::counts`'s), and its simulated DRAM bytes
+//! set against its IO ledger — the measurement that `run --measure counts|both`, `calibrate`,
+//! `worker-test` and `opledger counts` start (the gate decides on it, `gate::decide_counts`).
+//! Each side runs in a process of its own (`opledger count-side`, started under Callgrind by
+//! this module and by nothing else): single-threaded, at the AVX2 level (the
 //! simulator has no AVX-512), with the kind's seeded inputs, its environment cleared and its
 //! paths of fixed length, so that the same binary and spec count the same on every x86-64
 //! machine. Only the kernel call is counted: process start, input generation and the set-up
 //! call before it are outside the counted interval.
 
+use super::{
+    functions, CacheModel, Counted, Counts, CountsEngine, Events, FunctionCounts, SideCounts,
+    SpecCounts,
+};
 use crate::backend::pair::Side;
 use crate::backend::{self, BackendChoice};
 use crate::device::DeviceKind;
 use crate::error::{CountSideProblem, Error, ExitCode, Result};
 use crate::measure::callgrind;
-use crate::measure::counts::{
-    functions, CacheModel, Counts, CountsEngine, Events, FunctionCounts, LedgerAgreement,
-    SideCounts, SpecCounts,
-};
 use crate::spec::{Implementation, Spec};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// What `opledger counts` measures and how.
-pub struct CountOptions {
-    pub paths: Vec<PathBuf>,
-    /// The environment's settings: the experiment's deliberate slowdown is the code under
-    /// test, and is handed to the counted process.
-    pub settings: crate::settings::Settings,
-    pub model: CacheModel,
-    pub seed: u64,
-    pub json: bool,
-}
 
 /// How many of a side's functions its counts keep (those that executed most).
 const TOP_FUNCTIONS: usize = 10;
@@ -45,7 +36,7 @@ pub struct Counter {
     pub(super) slowdown: f64,
     pub(super) work: tempfile::TempDir,
     pub(super) exe: PathBuf,
-    /// Nsight Compute, where a GPU's kernels are counted (`gpu_counts`) rather than simulated.
+    /// Nsight Compute, where a GPU's kernels are counted (`nsight`) rather than simulated.
     pub(super) ncu: Option<PathBuf>,
 }
 
@@ -116,7 +107,7 @@ impl Counter {
         // The CPU kernels' tiles, with the model's last level as the cache that serves re-reads
         // (measured first without it, flash attention read 0.46-0.61x of a ledger that had
         // every K/V re-read reach memory).
-        let tiling = crate::measure::counts::ledger_tiling(&self.engine);
+        let tiling = super::ledger_tiling(&self.engine);
         let ledger = s
             .workload
             .ledger(s.variants.before, s.variants.after, &tiling);
@@ -163,14 +154,14 @@ impl Counter {
                 ledger_read_bytes: ledger.movements.iter().map(|m| m.bytes * m.reads).sum(),
                 ledger_write_bytes: ledger.movements.iter().map(|m| m.bytes * m.writes).sum(),
                 ledger_flops: ledger.flops,
-                agreement: crate::measure::counts::agreement(
+                agreement: super::agreement(
                     &self.engine,
                     implementation.is_some(),
                     ledger,
                     &counts,
                 ),
                 repeat_instructions,
-                compulsory_bytes: crate::measure::counts::compulsory_bytes(
+                compulsory_bytes: super::compulsory_bytes(
                     ledger,
                     &s.workload.as_kind().output_name(),
                     model,
@@ -354,7 +345,7 @@ impl Counter {
         let wrapper = crate::backend::worker::Wrapper { command, env };
         let kind = s.workload.as_kind();
         let warm = kind.inputs(self.engine.seed);
-        let checked = kind.inputs(crate::evidence::checked_seed(self.engine.seed));
+        let checked = kind.inputs(crate::measure::checked_seed(self.engine.seed));
         let request = crate::backend::counted::CountRequest {
             wrapper: &wrapper,
             spec_dir: s.dir(),
@@ -412,8 +403,6 @@ fn read_events(p: &Path) -> Result<(Events, String)> {
     Ok((events, text))
 }
 
-pub use crate::measure::counts::Counted;
-
 /// The file a counted process leaves its call's output in, in the work folder.
 const OUTPUT_FILE: &str = "output.f32";
 
@@ -430,33 +419,6 @@ fn libc_version() -> String {
     {
         "unknown".into()
     }
-}
-
-/// Counts every side of every spec under `o.paths`; prints the table (or JSON). Exit 3 when
-/// Valgrind is not installed, 1 when a side's DRAM bytes disagree with its ledger.
-pub fn counts(o: &CountOptions) -> Result<ExitCode> {
-    let counter = Counter::new(o.model, o.seed, &o.settings)?;
-    let specs = crate::spec::load_all(&o.paths)?;
-    let counted: Vec<SpecCounts> = specs
-        .iter()
-        .map(|s| s.counted().and_then(|c| counter.count_spec(&c)))
-        .collect::<Result<_>>()?;
-    if o.json {
-        let bytes = crate::report::output::json("the counts", &counted)?;
-        print!("{}", String::from_utf8_lossy(&bytes));
-    } else {
-        print!("{}", crate::report::counts::table(&counted));
-    }
-    let disagrees = counted.iter().any(|s| {
-        [&s.before, &s.after]
-            .iter()
-            .any(|c| c.agreement().and_then(LedgerAgreement::agrees) == Some(false))
-    });
-    Ok(if disagrees {
-        ExitCode::GateFailed
-    } else {
-        ExitCode::Pass
-    })
 }
 
 /// In the process Callgrind runs: one side of one spec, set up, called once uncounted (lazy
@@ -500,7 +462,7 @@ pub fn count_side(
     let checked = Arc::new(
         s.workload
             .as_kind()
-            .inputs(crate::evidence::checked_seed(seed)),
+            .inputs(crate::measure::checked_seed(seed)),
     );
     case.set_inputs(checked)?;
     case.poison_output(variant)?;

@@ -1,0 +1,45 @@
+//! `opledger counts SPEC…`: each side of each spec counted once by the measurement layer
+//! (`measure::counts::valgrind`) and set against its ledger; the table (or JSON) printed.
+
+use crate::error::{ExitCode, Result};
+use crate::measure::counts::valgrind::Counter;
+use crate::measure::counts::{CacheModel, LedgerAgreement, SpecCounts};
+use std::path::PathBuf;
+
+/// What `opledger counts` measures and how.
+pub struct CountOptions {
+    pub paths: Vec<PathBuf>,
+    /// The environment's settings: the experiment's deliberate slowdown is the code under
+    /// test, and is handed to the counted process.
+    pub settings: crate::settings::Settings,
+    pub model: CacheModel,
+    pub seed: u64,
+    pub json: bool,
+}
+
+/// Counts every side of every spec under `o.paths`; prints the table (or JSON). Exit 3 when
+/// Valgrind is not installed, 1 when a side's DRAM bytes disagree with its ledger.
+pub fn counts(o: &CountOptions) -> Result<ExitCode> {
+    let counter = Counter::new(o.model, o.seed, &o.settings)?;
+    let specs = crate::spec::load_all(&o.paths)?;
+    let counted: Vec<SpecCounts> = specs
+        .iter()
+        .map(|s| s.counted().and_then(|c| counter.count_spec(&c)))
+        .collect::<Result<_>>()?;
+    if o.json {
+        let bytes = crate::report::output::json("the counts", &counted)?;
+        print!("{}", String::from_utf8_lossy(&bytes));
+    } else {
+        print!("{}", crate::report::counts::table(&counted));
+    }
+    let disagrees = counted.iter().any(|s| {
+        [&s.before, &s.after]
+            .iter()
+            .any(|c| c.agreement().and_then(LedgerAgreement::agrees) == Some(false))
+    });
+    Ok(if disagrees {
+        ExitCode::GateFailed
+    } else {
+        ExitCode::Pass
+    })
+}
