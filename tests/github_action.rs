@@ -891,11 +891,11 @@ fn the_example_workflow_runs_under_act_from_a_team_repository() {
         dir.path(),
     );
 
-    // The example as a team adapts it: small runs, timed only.
+    // The example as a team adapts it: small runs, timed and counted.
     let example = std::fs::read_to_string(root().join("examples/github/history.yml")).unwrap();
     let adapted = example.replacen(
         "          specs: specs/\n",
-        &format!("          specs: specs/\n          args: {FAST_ARGS} --measure time\n"),
+        &format!("          specs: specs/\n          args: {FAST_ARGS} --measure both\n"),
         1,
     );
     assert_ne!(adapted, example, "the example's `specs:` input moved");
@@ -919,7 +919,8 @@ fn the_example_workflow_runs_under_act_from_a_team_repository() {
     .unwrap();
     let local = |name: &str, dir: PathBuf| format!("{name}={}", dir.display());
     // One event, as GitHub sends it, run by act: its output.
-    let act_on = |event_name: &str, event: &str| {
+    // `env`: more of the job's environment (`NAME=VALUE`).
+    let act_on = |event_name: &str, event: &str, env: &[&str]| {
         let path = dir.path().join(format!("{event_name}.json"));
         std::fs::write(&path, event).unwrap();
         Command::new(&act)
@@ -953,6 +954,7 @@ fn the_example_workflow_runs_under_act_from_a_team_repository() {
             .args(["--env", &format!("FAKE_GH_DIR={}", gh_dir.display())])
             .args(["--env", &format!("STAND_IN_CACHE={}", cache.display())])
             .args(["--secret", "GITHUB_TOKEN=t0ken"])
+            .args(env.iter().flat_map(|e| ["--env", e]))
             .env("HOME", &home)
             .env(
                 "PATH",
@@ -965,6 +967,7 @@ fn the_example_workflow_runs_under_act_from_a_team_repository() {
     let o = act_on(
         "push",
         r#"{"ref": "refs/heads/main", "repository": {"default_branch": "main"}}"#,
+        &[],
     );
     let said = text(&o);
     assert_eq!(o.status.code(), Some(0), "{said}");
@@ -1007,10 +1010,8 @@ fn the_example_workflow_runs_under_act_from_a_team_repository() {
     std::fs::write(work.join("notes.txt"), "a change\n").unwrap();
     git(&work, &["add", "notes.txt"]);
     git(&work, &["commit", "-q", "-m", "a change"]);
-    let o = act_on(
-        "pull_request",
-        r#"{"number": 7, "pull_request": {"number": 7, "head": {"ref": "feature"}, "base": {"ref": "main"}}, "repository": {"default_branch": "main"}}"#,
-    );
+    let pull_request = r#"{"number": 7, "pull_request": {"number": 7, "head": {"ref": "feature"}, "base": {"ref": "main"}}, "repository": {"default_branch": "main"}}"#;
+    let o = act_on("pull_request", pull_request, &[]);
     let said = text(&o);
     assert!(said.contains("::set-output:: record=false"), "{said}");
     assert!(said.contains("merge-base"), "{said}");
@@ -1025,4 +1026,19 @@ fn the_example_workflow_runs_under_act_from_a_team_repository() {
         comment.contains("the merge-base of this branch and origin/main"),
         "{comment}\n{said}"
     );
+    assert!(!said.contains("no counts baseline"), "{said}");
+
+    // The pull request's code does more work (planted): its counts, judged against main's
+    // counted run at the merge-base, fail the job, and the comment says REGRESSION.
+    let o = act_on(
+        "pull_request",
+        pull_request,
+        &["OPLEDGER_EXPERIMENT_SLOWDOWN=0.4"],
+    );
+    let said = text(&o);
+    assert_ne!(o.status.code(), Some(0), "{said}");
+    assert!(said.contains("Job failed"), "{said}");
+    assert!(said.contains("REGRESSION"), "{said}");
+    let comment = std::fs::read_to_string(gh_dir.join("comment")).unwrap_or_default();
+    assert!(comment.contains("counts: REGRESSION"), "{comment}\n{said}");
 }
