@@ -68,11 +68,11 @@ impl CaseComparison {
     /// The case's decision: FAIL (a regression, or a check failed in B), INCONCLUSIVE, PASS —
     /// time's and counts' gates combined by the one rule `run` follows (`rule::set_aside`).
     pub fn verdict(&self) -> RunStatus {
-        let head = match self.head_verdict {
-            RunStatus::Fail => 2,
-            RunStatus::Inconclusive => 1,
-            RunStatus::Pass => 0,
-        };
+        let head = super::rule::severity(match self.head_verdict {
+            RunStatus::Fail => crate::verdict::Status::Fail,
+            RunStatus::Inconclusive => crate::verdict::Status::Inconclusive,
+            RunStatus::Pass => crate::verdict::Status::Pass,
+        });
         match super::rule::calls_weight(&self.calls(), head) {
             2 => RunStatus::Fail,
             1 => RunStatus::Inconclusive,

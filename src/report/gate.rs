@@ -133,12 +133,18 @@ fn ceiling_words(bound: Bound) -> (&'static str, &'static str) {
 /// [`guard`] in a few words, for a terminal line: what moved and by how much (the report
 /// says what to do).
 pub fn guard_short(b: &BaselineOutcome) -> Option<String> {
+    guard_moved(b).map(|m| format!("{m}; the report says what to do"))
+}
+
+/// What moved, where the ceiling drift guard stopped the comparison: `machine state: the triad
+/// bandwidth ×1.54 the baseline's, beyond the ±25% the gate absorbs`.
+pub fn guard_moved(b: &BaselineOutcome) -> Option<String> {
     let Some(GateFinding::CeilingDrift(d)) = &b.finding else {
         return None;
     };
     let (what, _) = ceiling_words(d.bound);
     Some(format!(
-        "machine state: the {what} ×{:.2} the baseline's, beyond the ±{:.0}% the gate absorbs; the report says what to do",
+        "machine state: the {what} ×{:.2} the baseline's, beyond the ±{:.0}% the gate absorbs",
         d.now_per_sec / d.baseline_per_sec,
         d.allowed * 100.0
     ))

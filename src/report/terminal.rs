@@ -198,14 +198,20 @@ fn spec_line(s: &SpecResult, width: usize) -> String {
         // The time gate could not decide where counts did: set aside, said so in a few words
         // (its advice is for a spec that nothing decided).
         (Some(_), Some(o)) if s.set_aside.contains(&crate::gate::rule::Measurement::Time) => {
-            let ratio = s
-                .baseline
-                .ratio
-                .map(|r| format!(" ×{:.3} [{:.3}, {:.3}]", r.point, r.lo, r.hi))
-                .unwrap_or_default();
+            // What kept it from deciding, where the drift guard says so (machine state).
+            let why = report::gate::guard_moved(&s.baseline).unwrap_or_else(|| {
+                let ratio = s
+                    .baseline
+                    .ratio
+                    .map(|r| format!(" ×{:.3} [{:.3}, {:.3}]", r.point, r.lo, r.hi))
+                    .unwrap_or_default();
+                format!(
+                    "inconclusive{ratio} vs +{:.1}%",
+                    s.gate.max_regression.0 * 100.0
+                )
+            });
             format!(
-                "time not judged (inconclusive{ratio} vs +{:.1}%: the counts gate decided), counts: {}",
-                s.gate.max_regression.0 * 100.0,
+                "time not judged ({why}: the counts gate decided), counts: {}",
                 counts(o)
             )
         }
