@@ -416,8 +416,9 @@ pub struct RunArgs {
     /// the last-level cache; --warm for no flush).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_BUFFER_MIB))]
     pub flush_mib: Option<u64>,
-    /// Append a short Markdown summary to this file (default: $GITHUB_STEP_SUMMARY when set).
-    #[arg(long, env = "GITHUB_STEP_SUMMARY")]
+    /// Append a short Markdown summary to this file (default: $GITHUB_STEP_SUMMARY when set;
+    /// an empty value writes none, as a matrix job's shards do).
+    #[arg(long, env = "GITHUB_STEP_SUMMARY", value_parser = any_path)]
     pub summary_to: Option<PathBuf>,
     /// Write JUnit XML (one test case per check) to this file, for CI dashboards.
     #[arg(long)]
@@ -960,4 +961,10 @@ fn calibrate_command(
         )));
     }
     commands::calibrate::calibrate(&run_options(run, settings)?, runs)
+}
+
+/// A path as given, the empty one included (`--summary-to ""` asks for no summary; clap's own
+/// path parser refuses an empty value).
+fn any_path(s: &str) -> std::result::Result<PathBuf, std::convert::Infallible> {
+    Ok(PathBuf::from(s))
 }

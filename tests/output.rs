@@ -84,6 +84,24 @@ fn the_job_summary_points_at_the_report_where_it_lies() {
     );
 }
 
+/// `--summary-to ""` (the example workflow's matrix shards) writes no summary, not even to the
+/// job's `GITHUB_STEP_SUMMARY`, and is not refused.
+#[test]
+fn an_empty_summary_path_writes_no_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("step-summary.md");
+    let o = common::run_cmd(
+        dir.path(),
+        &[fixture("good/tiny-chain.yaml")],
+        &["--summary-to", "", "--measure", "time", "--no-store"],
+    )
+    .env("GITHUB_STEP_SUMMARY", &summary)
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(!summary.exists(), "a summary was written: {}", text(&o));
+}
+
 #[test]
 fn check_reports_every_bad_file_and_the_claims_the_ledger_refutes() {
     let dir = tempfile::tempdir().unwrap();
