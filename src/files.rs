@@ -251,6 +251,44 @@ pub fn remove_temp_files(dir: &Path) {
     }
 }
 
+/// Appends `bytes` to `path` (created when missing), as CI job summaries expect. A FIFO with no
+/// reader is an error at once, never a wait: the open does not block (`O_NONBLOCK`), and the
+/// writes that follow do (the flag is cleared once a reader is there).
+pub fn append(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| {
+            let e = if e.raw_os_error() == Some(libc::ENXIO) {
+                std::io::Error::other("a FIFO that no process reads")
+            } else {
+                e
+            };
+            Error::write("opening", path, e)
+        })?;
+    let fd = f.as_raw_fd();
+    // SAFETY: `fd` is the open descriptor `f` owns for the whole call; F_GETFL and F_SETFL only
+    // read and set its status flags.
+    let cleared = unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        flags >= 0 && libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) >= 0
+    };
+    if !cleared {
+        return Err(Error::write(
+            "opening",
+            path,
+            std::io::Error::last_os_error(),
+        ));
+    }
+    f.write_all(bytes)
+        .map_err(|e| Error::write("appending to", path, e))
+}
+
 /// Writes `bytes` to `path` atomically: a temp file in the same directory, fsync, rename over
 /// the target, fsync of the directory. The target is either the old or the new file, never torn.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {

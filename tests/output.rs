@@ -102,6 +102,56 @@ fn an_empty_summary_path_writes_no_summary() {
     assert!(!summary.exists(), "a summary was written: {}", text(&o));
 }
 
+/// A FIFO that nothing reads as the summary path ends the run with an error naming it, after
+/// the archive is written, instead of waiting forever for a reader.
+#[test]
+fn a_summary_fifo_without_a_reader_is_an_error_not_a_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("summary.fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let mut child = common::run_cmd(
+        dir.path(),
+        &[fixture("good/tiny-chain.yaml")],
+        &[
+            "--summary-to",
+            fifo.to_str().unwrap(),
+            "--measure",
+            "time",
+            "--no-store",
+        ],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    // A run that waits on the FIFO is stopped, and the test fails; the bound is generous (a run
+    // of this size ends in seconds), and nothing is asserted about how long it took.
+    let mut waited = 0;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        waited += 1;
+        if waited > 1200 {
+            child.kill().unwrap();
+            panic!("the run waits for a reader of the summary FIFO");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let o = child.wait_with_output().unwrap();
+    assert_ne!(status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("a FIFO that no process reads"),
+        "{}",
+        text(&o)
+    );
+    assert!(only_run_dir(dir.path()).join("report.md").is_file());
+}
+
 #[test]
 fn check_reports_every_bad_file_and_the_claims_the_ledger_refutes() {
     let dir = tempfile::tempdir().unwrap();

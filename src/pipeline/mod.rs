@@ -10,7 +10,7 @@ pub(crate) use prepare::{prepare, Prepared};
 use crate::backend::{Backend, BackendChoice};
 use crate::baseline::{self, BaselineFile};
 use crate::device::{Ceilings, DeviceInfo};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::gate::stats::RegressionState;
 use crate::gate::{self, Gate};
 use crate::measure::MeasureConfig;
@@ -265,15 +265,8 @@ pub(crate) fn write_archive(
 
 /// Appends the short summary to `path` (created if missing), as CI job summaries expect.
 fn append_summary(path: &Path, run: &RunResult, dir: &Path) -> Result<()> {
-    use std::io::Write;
     let text = report::render_summary(run, &dir.join(crate::report::output::REPORT))?;
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(|e| Error::write("opening summary file", path, e))?;
-    f.write_all(text.as_bytes())
-        .map_err(|e| Error::write("appending to", path, e))
+    crate::files::append(path, text.as_bytes())
 }
 
 /// What every spec of a run is measured and judged with.
