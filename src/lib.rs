@@ -31,6 +31,8 @@ pub mod secret;
 pub mod settings;
 pub mod shard;
 pub mod spec;
+pub mod stop;
 pub mod store;
+pub mod untrusted;
 pub mod values;
 pub mod verdict;

@@ -30,6 +30,8 @@ fn main() {
         Err(e) => e.exit(),
     };
     let bisect = cli.bisect();
+    // A stopped run ends its children and removes its folders (`stop`).
+    opledger::stop::on_signals();
     let code = match dispatch(cli) {
         Ok(code) => code,
         Err(e) => {

@@ -57,6 +57,20 @@ const HARMLESS_PARAMS: &[&str] = &[
     "replication",
 ];
 
+/// The names of this process's environment variables whose values hold a secret by the
+/// module's rule (a URL with a password): a child that needs none of them is started without
+/// them, so that what it prints (a worker echoing its environment into its output) cannot carry
+/// what every other output masks.
+pub fn secret_vars() -> Vec<std::ffi::OsString> {
+    std::env::vars_os()
+        .filter(|(_, v)| {
+            let v = v.to_string_lossy();
+            redact_text(&v) != v
+        })
+        .map(|(k, _)| k)
+        .collect()
+}
+
 /// `text` with every URL in it redacted (see the module's rule); text without `://` comes back
 /// as it is. A URL ends at whitespace or a quote.
 pub fn redact_text(text: &str) -> String {

@@ -13,6 +13,12 @@ pub const SIMD_VAR: &str = "OPLEDGER_SIMD";
 pub const SLOWDOWN_VAR: &str = "OPLEDGER_EXPERIMENT_SLOWDOWN";
 /// The largest experiment slowdown: outputs computed again after the first.
 pub const MAX_SLOWDOWN: f64 = 8.0;
+/// The variable that bounds the wait on one counted process (seconds).
+pub const COUNTS_TIMEOUT_VAR: &str = "OPLEDGER_COUNTS_TIMEOUT_SECS";
+/// How long one counted process may run when the variable is not set: an hour (the largest
+/// counted sides of the shipped specs take seconds; a real kernel at a size made for timing,
+/// a few minutes under the simulator).
+pub const COUNTS_TIMEOUT_SECS: f64 = 3600.0;
 /// The variable naming the history store (as `--store` does).
 pub const STORE_VAR: &str = "OPLEDGER_STORE";
 
@@ -38,6 +44,9 @@ pub struct Settings {
     /// none; 0.25: its first quarter once more; 3: the whole output three more times): a real
     /// slowdown of the code under test, for checking that the gate catches one.
     pub experiment_slowdown: f64,
+    /// How long one counted process may run (`OPLEDGER_COUNTS_TIMEOUT_SECS`; `None`:
+    /// [`COUNTS_TIMEOUT_SECS`]).
+    pub counts_timeout_secs: Option<f64>,
 }
 
 impl Settings {
@@ -47,7 +56,27 @@ impl Settings {
             store: var(STORE_VAR)?,
             simd: simd_cap(var(SIMD_VAR)?)?,
             experiment_slowdown: slowdown(var(SLOWDOWN_VAR)?)?,
+            counts_timeout_secs: counts_timeout(var(COUNTS_TIMEOUT_VAR)?)?,
         })
+    }
+
+    /// How long one counted process may run.
+    pub fn counts_limit(&self) -> std::time::Duration {
+        std::time::Duration::from_secs_f64(self.counts_timeout_secs.unwrap_or(COUNTS_TIMEOUT_SECS))
+    }
+}
+
+fn counts_timeout(v: Option<String>) -> Result<Option<f64>> {
+    let Some(v) = v else {
+        return Ok(None);
+    };
+    match v.trim().parse::<f64>() {
+        Ok(f) if f > 0.0 && f <= 7.0 * 86_400.0 => Ok(Some(f)),
+        _ => Err(Error::Env {
+            var: COUNTS_TIMEOUT_VAR,
+            value: v,
+            expected: "seconds in (0, 604800]",
+        }),
     }
 }
 

@@ -196,6 +196,21 @@ fn a_bad_cache_model_and_a_missing_valgrind_are_refused() {
         .output()
         .unwrap();
     says(&o, 2, "--cache-model");
+    // Models Valgrind itself refuses are bad input too, not a counted side that fails.
+    for (model, why) in [
+        ("LL=2147483648,16,64", "a last level of at most 1 GiB"),
+        ("D1=64,1,64", "a cache of one line"),
+        (
+            "LL=0,4611686018427387904,16",
+            "Valgrind takes each number up to",
+        ),
+    ] {
+        let o = counts_cmd(dir.path(), &spec)
+            .args(["--cache-model", model])
+            .output()
+            .unwrap();
+        says(&o, 2, why);
+    }
     // No valgrind on PATH: the backend is unavailable (exit 3), and says how to get it.
     let empty = dir.path().join("empty-bin");
     std::fs::create_dir(&empty).unwrap();
@@ -804,4 +819,133 @@ fn git_bisect_on_counts_names_the_commit_that_added_work() {
         !out.contains("measuring this commit once more"),
         "no step was undecided: {out}"
     );
+}
+
+/// The process of `parent` whose working folder is a counted run's private folder, with that
+/// folder; waits for it up to a minute.
+fn counted_child(parent: u32) -> (i32, std::path::PathBuf) {
+    for _ in 0..6000 {
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            // `pid (comm) state ppid …`: the fields after the last `)`.
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
+            if ppid != Some(parent) {
+                continue;
+            }
+            if let Ok(cwd) = std::fs::read_link(entry.path().join("cwd")) {
+                if cwd.to_string_lossy().starts_with("/tmp/opledger-counts-") {
+                    return (pid, cwd);
+                }
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("no counted process of {parent} appeared");
+}
+
+/// Whether `pid` is gone (or a zombie nobody has reaped yet), waiting up to ten seconds.
+fn ends(pid: i32) -> bool {
+    for _ in 0..1000 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .unwrap_or("");
+        if stat.is_empty() || state == "Z" {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    false
+}
+
+/// A counted run is owned and bounded: its folder is private, a SIGTERM to opledger ends the
+/// counted process under Valgrind and removes the folder (exit 143, as a shell reports a
+/// process SIGTERM ended), and a counted process past `OPLEDGER_COUNTS_TIMEOUT_SECS` is ended
+/// and named.
+#[test]
+fn a_stopped_or_overdue_counted_run_ends_valgrind_and_removes_its_private_folder() {
+    use std::os::unix::fs::PermissionsExt;
+    if !valgrind() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spec = chain_spec(dir.path(), 2048, 4096);
+    let mut opledger = counts_cmd(dir.path(), &spec)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (counted, folder) = counted_child(opledger.id());
+    let mode = std::fs::metadata(&folder).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700, "{}", folder.display());
+    // SAFETY: a signal to the child this test started.
+    unsafe {
+        libc::kill(opledger.id() as i32, libc::SIGTERM);
+    }
+    let status = opledger.wait().unwrap();
+    assert_eq!(status.code(), Some(143), "{status}");
+    assert!(
+        ends(counted),
+        "the counted process {counted} outlived opledger"
+    );
+    assert!(!folder.exists(), "{} was left behind", folder.display());
+
+    let o = counts_cmd(dir.path(), &spec)
+        .env("OPLEDGER_COUNTS_TIMEOUT_SECS", "0.05")
+        .output()
+        .unwrap();
+    says(
+        &o,
+        1,
+        "did not finish within 0.05 s and was ended (raise OPLEDGER_COUNTS_TIMEOUT_SECS",
+    );
+    let o = counts_cmd(dir.path(), &spec)
+        .env("OPLEDGER_COUNTS_TIMEOUT_SECS", "soon")
+        .output()
+        .unwrap();
+    says(&o, 2, "OPLEDGER_COUNTS_TIMEOUT_SECS");
+}
+
+/// A counted size is refused before anything runs where its process cannot fit in memory, as
+/// the same size timed is: exit 2, located at `measure.counts_sizes`.
+#[test]
+fn a_counted_size_too_large_for_memory_is_refused_at_counts_sizes() {
+    if !valgrind() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("big.yaml");
+    std::fs::write(
+        &spec,
+        "name: counted-big\ntitle: counted at a size too large\nworkload: {kind: elementwise, ops: [scale, add, relu], rows: 64, cols: 1024}\nvariants: {before: unfused, after: fused}\nexpect: {bound: bandwidth}\nmeasure: {counts_sizes: {rows: 16384, cols: 32768}}\n",
+    )
+    .unwrap();
+    for args in [
+        "counts big.yaml",
+        "run big.yaml --measure counts --backend cpu --probe-mib 8 --flush-mib 8",
+    ] {
+        let o = Command::new("sh")
+            .current_dir(dir.path())
+            .env_remove("GITHUB_STEP_SUMMARY")
+            .arg("-c")
+            .arg(format!(
+                "ulimit -v 4000000 && exec {} {args}",
+                env!("CARGO_BIN_EXE_opledger")
+            ))
+            .output()
+            .unwrap();
+        says(
+            &o,
+            2,
+            "big.yaml:6:11: counted under Valgrind: counted-big: the case needs",
+        );
+    }
+    assert!(!dir.path().join("runs").exists());
 }

@@ -9,7 +9,15 @@ use std::path::Path;
 
 /// Bottom to top. Modules of one layer do not name each other.
 const LAYERS: &[&[&str]] = &[
-    &["error", "values", "rng", "expr", "secret"],
+    &[
+        "error",
+        "values",
+        "rng",
+        "expr",
+        "secret",
+        "stop",
+        "untrusted",
+    ],
     &["settings"],
     &["files", "ledger"],
     &["kinds"],

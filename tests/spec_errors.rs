@@ -74,6 +74,11 @@ fn every_bad_spec_fixture_exits_2_with_file_location_and_reason() {
         ),
         ("counts-sizes-zero.yaml", "13:24", "invalid size 0"),
         (
+            "command-an-option.yaml",
+            "8:5",
+            "the program \"--LL=65536,16,64\" starts with `-`: give the program first",
+        ),
+        (
             "bf16-not-attention.yaml",
             "8:3",
             "workload.dtype bf16 is supported for kind attention only",

@@ -6,7 +6,7 @@
 //! and OPLEDGER_REQUIRE_PYTHON=1 makes that a failure).
 
 mod common;
-use common::{bin, fixture, only_run_dir, run_in, text, valgrind};
+use common::{bin, fixture, only_run_dir, run_cmd, run_in, text, valgrind};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -1253,7 +1253,17 @@ fn the_python_cheats_fail_in_counts_mode_too() {
         honest_before,
     );
     std::fs::write(&spec, yaml).unwrap();
-    let o = run_in(dir.path(), &[spec], &["--measure", "counts"]);
+    // Valgrind's own option sources would count only a function that never runs (0
+    // instructions): what counts is the engine's command line alone.
+    std::fs::write(
+        dir.path().join(".valgrindrc"),
+        "--toggle-collect=no_such_function\n",
+    )
+    .unwrap();
+    let o = run_cmd(dir.path(), &[spec], &["--measure", "counts"])
+        .env("VALGRIND_OPTS", "--toggle-collect=no_such_function")
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let r = results(dir.path());
     let s = &r["specs"][0];
@@ -1525,4 +1535,45 @@ fn a_c_worker_that_keeps_its_result_across_calls_fails() {
         s["samples"]["confirmed"]["after_secs"].as_f64().is_some(),
         "{s}"
     );
+}
+
+/// A worker's text is data: escape sequences and GitHub workflow commands in its error and its
+/// output are shown, not obeyed (in the terminal, the CI log and the results), and a worker's
+/// environment holds none of the secrets opledger masks elsewhere (the store's URL, any
+/// variable with a password in a URL).
+#[test]
+fn a_workers_text_is_shown_not_obeyed_and_it_gets_no_secret() {
+    if !python3() {
+        eprintln!("SKIPPED: no python3");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spec = relu_spec(dir.path(), "hostile-text", "");
+    let o = run_cmd(dir.path(), &[spec], &[])
+        .env("OPLEDGER_STORE", dir.path().join("history.sqlite"))
+        .env("DATABASE_URL", "postgres://ci:hunter2@127.0.0.1:1/db")
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("env: (none)"), "{out}");
+    assert!(!out.contains('\u{1b}') && !out.contains('\u{7}'), "{out:?}");
+    assert!(out.contains("[U+001B][31mred"), "{out}");
+    for line in out.lines() {
+        assert!(!line.trim_start().starts_with("::"), "{line}");
+    }
+    assert!(
+        out.contains("| ::error::a workflow command from the worker"),
+        "{out}"
+    );
+    let run = only_run_dir(dir.path());
+    for file in ["results.json", "report.md"] {
+        let t = std::fs::read_to_string(run.join(file)).unwrap();
+        assert!(t.contains("env: (none)"), "{file}: {t}");
+        assert!(
+            !t.contains('\u{1b}') && !t.contains("\\u001b"),
+            "{file}: {t}"
+        );
+        assert!(!t.contains("hunter2"), "{file}");
+    }
 }

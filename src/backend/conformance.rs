@@ -110,7 +110,7 @@ pub fn check(
 /// the limits of a request.
 struct Checked {
     worker: Worker,
-    dir: tempfile::TempDir,
+    dir: crate::stop::PrivateDir,
     inputs: std::collections::BTreeMap<String, TensorFile>,
     other_inputs: std::collections::BTreeMap<String, TensorFile>,
     workload_json: serde_json::Value,
@@ -128,10 +128,7 @@ impl Checked {
         workload: &Workload,
         out: &mut Vec<Finding>,
     ) -> Option<Checked> {
-        let dir = match tempfile::Builder::new()
-            .prefix("opledger-worker-test-")
-            .tempdir()
-        {
+        let dir = match crate::stop::private_dir("opledger-worker-test-", None) {
             Ok(d) => d,
             Err(e) => {
                 note(

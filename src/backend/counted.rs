@@ -48,9 +48,7 @@ pub struct CountRequest<'a> {
 
 /// Runs `cmd`'s function as `r` says; its counts are in the files the wrapper wrote.
 pub fn count_worker(cmd: &WorkerCommand, r: &CountRequest<'_>) -> Result<WorkerCounts> {
-    let dir = tempfile::Builder::new()
-        .prefix("opledger-counted-")
-        .tempdir()
+    let dir = crate::stop::private_dir("opledger-counted-", None)
         .map_err(|e| BackendError::Kernel(format!("cannot create a folder for a worker: {e}")))?;
     let python = dir.path().join("python");
     let warm_files = write_worker_files(dir.path(), &python, r.warm)?;

@@ -197,7 +197,7 @@ enum Runner {
 /// built in, on the backend's kernels.
 struct UserSides {
     /// Inputs as `.npy`, outputs, and the workers' logs; removed with the pair.
-    dir: tempfile::TempDir,
+    dir: crate::stop::PrivateDir,
     builtin: Option<Box<dyn Case>>,
     workers: Vec<(WorkerCommand, Worker)>,
     sides: [Runner; 2],
@@ -267,12 +267,9 @@ impl UserSides {
         inputs: &Tensors,
         ctx: &PairContext<'_>,
     ) -> Result<Self> {
-        let dir = tempfile::Builder::new()
-            .prefix("opledger-workers-")
-            .tempdir()
-            .map_err(|e| {
-                BackendError::Kernel(format!("cannot create a folder for workers: {e}"))
-            })?;
+        let dir = crate::stop::private_dir("opledger-workers-", None).map_err(|e| {
+            BackendError::Kernel(format!("cannot create a folder for workers: {e}"))
+        })?;
         // The worker module and the inputs as `.npy`, written only for workers (a CUDA kernel of
         // the user's gets the device buffers of the tensors themselves).
         let python = dir.path().join("python");

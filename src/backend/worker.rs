@@ -239,6 +239,8 @@ pub struct Worker {
     pub functions: Vec<String>,
     /// The device it said it runs on (`cpu`, `cuda`, …).
     pub device: String,
+    /// Its process group, ended if opledger is stopped.
+    _group: crate::stop::Group,
 }
 
 /// A program a worker is started under (Valgrind, in counts mode), with variables of its own.
@@ -248,6 +250,8 @@ pub struct Wrapper {
     pub command: Vec<String>,
     /// Variables set for the worker besides opledger's own.
     pub env: Vec<(String, String)>,
+    /// Variables the worker must not inherit (those that would change what the wrapper does).
+    pub env_remove: Vec<String>,
 }
 
 impl Worker {
@@ -293,6 +297,15 @@ impl Worker {
         let fd = std::os::fd::AsRawFd::as_raw_fd(&theirs);
         let argv: Vec<&String> = wrapper.command.iter().chain(&cmd.command).collect();
         let mut c = Command::new(argv[0]);
+        // A worker gets no secret: the store's URL and any variable holding a password are
+        // what every output masks, and a worker's output reaches the results and the report.
+        c.env_remove(crate::settings::STORE_VAR);
+        for name in crate::secret::secret_vars() {
+            c.env_remove(name);
+        }
+        for name in &wrapper.env_remove {
+            c.env_remove(name);
+        }
         c.args(&argv[1..])
             .envs(wrapper.env.iter().map(|(k, v)| (k, v)))
             .current_dir(dir)
@@ -342,11 +355,13 @@ impl Worker {
         drop(theirs);
         let output = OutputTail::drain(out_read);
         live_workers().push(child.id() as i32);
+        let group = crate::stop::group(child.id());
         let writer = ours
             .try_clone()
             .map_err(|e| fail(format!("cannot share its channel: {e}")))?;
         let mut w = Worker {
             child,
+            _group: group,
             reader: BufReader::new(ours),
             writer,
             output,

@@ -22,6 +22,10 @@ pub struct CountOptions {
 pub fn counts(o: &CountOptions) -> Result<ExitCode> {
     let counter = Counter::new(o.model, o.seed, &o.settings)?;
     let specs = crate::spec::load_all(&o.paths)?;
+    let available = crate::backend::available_memory_bytes();
+    for s in &specs {
+        counter.refuse_oversized(s, available)?;
+    }
     let counted: Vec<SpecCounts> = specs
         .iter()
         .map(|s| s.counted().and_then(|c| counter.count_spec(&c)))

@@ -47,7 +47,7 @@ pub fn worker_test(spec: &Path, command: &[String], timeout_secs: Option<f64>) -
     }
     // With Valgrind installed, each function is counted as `run --measure counts` counts it:
     // the kit's markers are part of what a worker must get right.
-    let counter = match crate::measure::callgrind::version() {
+    let counter = match crate::measure::callgrind::found() {
         Ok(_) => Some(crate::measure::counts::valgrind::Counter::new(
             Default::default(),
             crate::measure::MeasureConfig::default().seed,

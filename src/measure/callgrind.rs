@@ -76,9 +76,29 @@ pub fn dump() {
 /// The name of the Valgrind program.
 pub const VALGRIND: &str = "valgrind";
 
-/// Valgrind's version (`valgrind-3.19.0`), or why it cannot be run.
-pub fn version() -> Result<String, String> {
-    let o = std::process::Command::new(VALGRIND)
+/// The Valgrind program on PATH, as an absolute path: found once, it is the one whose version
+/// the engine records and the one every counted process is started with (a counted process's
+/// own PATH is another one).
+pub fn find() -> Result<std::path::PathBuf, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path) {
+        if !dir.is_absolute() {
+            continue;
+        }
+        let candidate = dir.join(VALGRIND);
+        if let Ok(m) = std::fs::metadata(&candidate) {
+            if m.is_file() && m.permissions().mode() & 0o111 != 0 {
+                return Ok(candidate);
+            }
+        }
+    }
+    Err("valgrind is not on PATH (an absolute folder of it): install it (Debian: apt-get install valgrind)".into())
+}
+
+/// The version (`valgrind-3.19.0`) of the Valgrind at `program`, or why it cannot be run.
+pub fn version_of(program: &Path) -> Result<String, String> {
+    let o = std::process::Command::new(program)
         .arg("--version")
         .output()
         .map_err(|e| {
@@ -90,11 +110,21 @@ pub fn version() -> Result<String, String> {
     Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
 }
 
+/// The Valgrind on PATH and its version, or why there is none to count with.
+pub fn found() -> Result<(std::path::PathBuf, String), String> {
+    let program = find()?;
+    let version = version_of(&program)?;
+    Ok((program, version))
+}
+
 /// The arguments of a Callgrind run on `model` whose output files are `out` (`out.1`, `out.2`,
 /// … one per dump): counting only between the client requests, with the cache and write-back
 /// simulation, no per-instruction detail.
 pub fn args(model: &CacheModel, out: &Path) -> Vec<String> {
     vec![
+        // What counts is this command line alone: `~/.valgrindrc`, `$VALGRIND_OPTS` and a
+        // `.valgrindrc` in the counted process's folder (a spec's) are not read.
+        "--command-line-only=yes".into(),
         "--tool=callgrind".into(),
         "--instr-atstart=no".into(),
         "--cache-sim=yes".into(),

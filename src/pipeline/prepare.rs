@@ -69,6 +69,13 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
     let lock = accept_lock(opts, &device.key, counter.as_ref())?;
     let (mut baselines, notes) =
         refuse_and_find_baselines(opts, &specs, backend.as_ref(), available)?;
+    // A counted side is refused as a timed one is: before anything is measured, where its
+    // counted process's buffers cannot fit.
+    if let Some(c) = &counter {
+        for s in specs.iter().filter(|s| opts.mode_of(s).counts()) {
+            c.refuse_oversized(s, available)?;
+        }
+    }
     let load_run = |dir: &Path| crate::archive::load(dir).ok().map(|l| l.run);
     let reference_options = crate::gate::reference::ReferenceOptions {
         accept: opts.accept,
@@ -387,7 +394,7 @@ fn counter(
             None if cfg!(not(target_arch = "x86_64")) => {
                 Some("counts are made on x86-64".to_string())
             }
-            None => crate::measure::callgrind::version().err(),
+            None => crate::measure::callgrind::found().err(),
         };
         if let Some(why) = why {
             return Ok((None, Some(why)));

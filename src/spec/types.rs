@@ -313,6 +313,12 @@ impl RawVariant {
                 format!("variants.{side}: an implementation needs `command` (the worker's program and its arguments, e.g. [python3, bench.py]) or `cuda` (a kernel source)"),
             ));
         }
+        if command[0].starts_with('-') {
+            return Err((
+                "command",
+                format!("variants.{side}.command: the program {:?} starts with `-`: give the program first (a path such as ./worker), its options after it", command[0]),
+            ));
+        }
         if command.iter().any(|a| a.contains('\0')) {
             return Err((
                 "command",

@@ -104,6 +104,17 @@ macro_rules! cpu_table {
 }
 crate::kinds::registry!(cpu_table);
 
+/// The host memory a case of `w` holds on the CPU backend with a flush of `flush_bytes`: the
+/// inputs twice (the checked run's are generated while the first set is still held), the
+/// outputs of both sides, the kernels' scratch and the flush buffer.
+pub fn host_bytes(w: &Workload, flush_bytes: u64) -> u64 {
+    let k = kernels_of(w);
+    (2 * k.input_bytes())
+        .saturating_add(2 * k.output_len() * 4)
+        .saturating_add(k.scratch_bytes())
+        .saturating_add(flush_bytes)
+}
+
 /// Why the CPU backend cannot run `w`, if it cannot.
 pub fn cannot_run(w: &Workload) -> Option<String> {
     kernels_of(w).cannot_run()
@@ -167,9 +178,7 @@ impl Backend for CpuBackend {
     }
 
     fn host_bytes(&self, workload: &Workload) -> u64 {
-        let k = kernels_of(workload);
-        // The inputs twice: the checked run's are generated while the first set is still held.
-        2 * k.input_bytes() + 2 * k.output_len() * 4 + k.scratch_bytes() + self.flush.bytes()
+        host_bytes(workload, self.flush.bytes())
     }
 
     fn case_warnings(&self, workload: &Workload) -> Vec<String> {

@@ -104,9 +104,21 @@ impl CacheModel {
                 ways,
                 line_bytes,
             };
-            // Valgrind's own rules: powers of two for the line and the set count.
-            let sets = bytes
-                .checked_div(ways.max(1) * line_bytes.max(1))
+            // Valgrind's own rules (3.19's `parse_cache_opt` and `check_cache`): each number a
+            // signed 32-bit int, powers of two for the line and the set count, more than one line.
+            // A model it would refuse is bad input here, not a counted side that fails later.
+            if [bytes, ways, line_bytes]
+                .iter()
+                .any(|&v| v > i32::MAX as u64)
+            {
+                return Err(format!(
+                    "{part:?}: Valgrind takes each number up to {} (a last level of at most 1 GiB)",
+                    i32::MAX
+                ));
+            }
+            let sets = ways
+                .checked_mul(line_bytes)
+                .and_then(|set_bytes| bytes.checked_div(set_bytes))
                 .unwrap_or(0);
             if ways == 0
                 || !line_bytes.is_power_of_two()
@@ -117,6 +129,11 @@ impl CacheModel {
             {
                 return Err(format!(
                     "{part:?}: the size must be ways x line x a power-of-two number of sets, the line a power of two of at least 16 bytes"
+                ));
+            }
+            if bytes <= line_bytes {
+                return Err(format!(
+                    "{part:?}: a cache of one line is refused by Valgrind: give a size above the line"
                 ));
             }
             match name {
@@ -285,28 +302,52 @@ pub struct Counts {
 impl Counts {
     /// The counts of a call from the events of its interval (`call`) and of the flush after
     /// it (`flush`, whose dirty evictions are the call's lines still dirty at its end).
-    pub fn of(call: &Events, flush: &Events, model: &CacheModel) -> Counts {
+    ///
+    /// Every sum and product is checked: totals no counted call can reach (a file edited to
+    /// 2^58 misses) are an error, never bytes wrapped around to a small number.
+    pub fn of(call: &Events, flush: &Events, model: &CacheModel) -> Result<Counts, String> {
         let e = |n: &str| call.get(n);
-        let l1_misses = e("I1mr") + e("D1mr") + e("D1mw");
-        let ll_misses = e("ILmr") + e("DLmr") + e("DLmw");
-        let accesses = e("Ir") + e("Dr") + e("Dw");
-        let dirty = |ev: &Events| ev.get("ILdmr") + ev.get("DLdmr") + ev.get("DLdmw");
+        let sum = |names: &[&str], ev: &Events| {
+            names
+                .iter()
+                .try_fold(0u64, |acc, n| acc.checked_add(ev.get(n)))
+        };
+        let too_large = || {
+            "its totals overflow 64 bits: no counted call moves that much; the file is not Callgrind's own".to_string()
+        };
+        let l1_misses = sum(&["I1mr", "D1mr", "D1mw"], call).ok_or_else(too_large)?;
+        let ll_misses = sum(&["ILmr", "DLmr", "DLmw"], call).ok_or_else(too_large)?;
+        let accesses = sum(&["Ir", "Dr", "Dw"], call).ok_or_else(too_large)?;
+        let ll_read_misses = sum(&["ILmr", "DLmr"], call).ok_or_else(too_large)?;
+        let dirty = ["ILdmr", "DLdmr", "DLdmw"];
+        let dirty_lines = sum(&dirty, call)
+            .zip(sum(&dirty, flush))
+            .and_then(|(a, b)| a.checked_add(b))
+            .ok_or_else(too_large)?;
         let line = model.ll.line_bytes;
-        Counts {
+        let estimated_cycles = accesses
+            .saturating_sub(l1_misses)
+            .checked_add(
+                l1_misses
+                    .saturating_sub(ll_misses)
+                    .checked_mul(5)
+                    .ok_or_else(too_large)?,
+            )
+            .and_then(|c| c.checked_add(ll_misses.checked_mul(35)?))
+            .ok_or_else(too_large)?;
+        Ok(Counts {
             instructions: e("Ir"),
             data_reads: e("Dr"),
             data_writes: e("Dw"),
             i1_misses: e("I1mr"),
             d1_read_misses: e("D1mr"),
             d1_write_misses: e("D1mw"),
-            ll_read_misses: e("ILmr") + e("DLmr"),
+            ll_read_misses,
             ll_write_misses: e("DLmw"),
-            dram_read_bytes: (e("ILmr") + e("DLmr")) * line,
-            dram_write_bytes: (dirty(call) + dirty(flush)) * line,
-            estimated_cycles: accesses.saturating_sub(l1_misses)
-                + 5 * l1_misses.saturating_sub(ll_misses)
-                + 35 * ll_misses,
-        }
+            dram_read_bytes: ll_read_misses.checked_mul(line).ok_or_else(too_large)?,
+            dram_write_bytes: dirty_lines.checked_mul(line).ok_or_else(too_large)?,
+            estimated_cycles,
+        })
     }
 }
 
@@ -728,7 +769,7 @@ mod tests {
         assert_eq!(call.get("DLdmw"), 3);
         let flush = Events::parse(&OUT.replace("0 1 3\n", "0 0 6\n")).unwrap();
         let m = CacheModel::default();
-        let c = Counts::of(&call, &flush, &m);
+        let c = Counts::of(&call, &flush, &m).unwrap();
         assert_eq!(c.instructions, 100);
         assert_eq!(c.ll_read_misses, 9);
         assert_eq!(c.dram_read_bytes, 9 * 64);
@@ -736,6 +777,14 @@ mod tests {
         assert_eq!(c.dram_write_bytes, 10 * 64);
         // 160 accesses, 16 L1 misses of which 13 reached memory.
         assert_eq!(c.estimated_cycles, (160 - 16) + 5 * 3 + 35 * 13);
+        // 2^58 LL read misses are 2^64 bytes: an error, not 0 bytes.
+        let huge = Events::parse(&OUT.replace(
+            "totals: 100 40 20 1 10 5 1 8 4",
+            "totals: 100 40 20 1 10 5 0 288230376151711744 4",
+        ))
+        .unwrap();
+        let e = Counts::of(&huge, &flush, &m).unwrap_err();
+        assert!(e.contains("overflow"), "{e}");
         assert!(Events::parse("totals: 1 2\n").is_err());
         assert!(Events::parse("events: Ir\ntotals: x\n").is_err());
     }
@@ -845,6 +894,10 @@ mod tests {
 
     #[test]
     fn cache_models_parse_and_refuse_what_valgrind_would() {
+        assert_eq!(
+            CacheModel::parse("LL=1073741824,16,64").unwrap().ll.bytes,
+            1 << 30
+        );
         let m = CacheModel::parse("LL=16777216,16,64").unwrap();
         assert_eq!(m.ll.bytes, 16 << 20);
         assert_eq!(m.d1, CacheModel::default().d1);
@@ -858,6 +911,11 @@ mod tests {
             "L2=32768,8,64",
             "LL=8",
             "LL",
+            // Valgrind refuses these (checked against 3.19): a number over 2^31-1, a cache of
+            // one line, and a ways x line product that wraps 64 bits.
+            "LL=2147483648,16,64",
+            "D1=64,1,64",
+            "LL=0,4611686018427387904,16",
         ] {
             assert!(CacheModel::parse(bad).is_err(), "{bad}");
         }

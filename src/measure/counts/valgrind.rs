@@ -34,8 +34,12 @@ pub const COUNTS_SIMD: &str = "avx2";
 pub struct Counter {
     pub engine: CountsEngine,
     pub(super) slowdown: f64,
-    pub(super) work: tempfile::TempDir,
+    pub(super) work: crate::stop::PrivateDir,
     pub(super) exe: PathBuf,
+    /// The Valgrind whose version the engine records, started by absolute path.
+    pub(super) valgrind: Option<PathBuf>,
+    /// How long one counted process may run.
+    pub(super) limit: std::time::Duration,
     /// Nsight Compute, where a GPU's kernels are counted (`nsight`) rather than simulated.
     pub(super) ncu: Option<PathBuf>,
 }
@@ -52,8 +56,8 @@ impl Counter {
                 "counts run under Valgrind's cache simulator on x86-64 only".into(),
             ));
         }
-        let valgrind = callgrind::version().map_err(Error::BackendUnavailable)?;
-        Counter::ready(settings, None, |binary_sha256| CountsEngine {
+        let (program, valgrind) = callgrind::found().map_err(Error::BackendUnavailable)?;
+        let mut counter = Counter::ready(settings, None, |binary_sha256| CountsEngine {
             valgrind,
             cache_model: model,
             simd: COUNTS_SIMD.into(),
@@ -64,6 +68,29 @@ impl Counter {
             libc: libc_version(),
             binary_sha256,
             gpu: None,
+        })?;
+        counter.valgrind = Some(program);
+        Ok(counter)
+    }
+
+    /// Refuses (exit 2, located at `measure.counts_sizes` or the workload) a spec whose counted
+    /// sides cannot fit in `available` bytes of memory: the counted process holds the CPU
+    /// backend's buffers of the counted workload and a flush of twice the model's last level,
+    /// as a timed case is refused before it is allocated.
+    pub fn refuse_oversized(&self, s: &Spec, available: Option<u64>) -> Result<()> {
+        if self.ncu.is_some() {
+            return Ok(());
+        }
+        let counted = s.counted()?;
+        let need = crate::backend::cpu::host_bytes(
+            &counted.workload,
+            2 * self.engine.cache_model.ll.bytes,
+        );
+        crate::backend::check_memory(&s.name, need, available).map_err(|e| Error::Spec {
+            path: s.file.clone(),
+            pos: crate::spec::find_key(&s.source_text, &["measure", "counts_sizes"])
+                .or_else(|| crate::spec::find_key(&s.source_text, &["workload"])),
+            message: format!("counted under Valgrind: {e}"),
         })
     }
 
@@ -75,9 +102,7 @@ impl Counter {
         engine: impl FnOnce(String) -> CountsEngine,
     ) -> Result<Counter> {
         let exe = std::env::current_exe().map_err(|e| Error::io("finding", "opledger", e))?;
-        let work = tempfile::Builder::new()
-            .prefix("opledger-counts-")
-            .tempdir_in("/tmp")
+        let work = crate::stop::private_dir("opledger-counts-", Some(Path::new("/tmp")))
             .map_err(|e| Error::write("creating", "/tmp", e))?;
         let link = work.path().join("opledger");
         std::os::unix::fs::symlink(&exe, &link).map_err(|e| Error::write("linking", &link, e))?;
@@ -89,6 +114,8 @@ impl Counter {
             slowdown: settings.experiment_slowdown,
             work,
             exe: link,
+            valgrind: None,
+            limit: settings.counts_limit(),
             ncu,
         })
     }
@@ -219,7 +246,7 @@ impl Counter {
         // the kernel's buffers against each other.
         let file = PathBuf::from("spec.yaml");
         crate::files::write_atomic(&work.join(&file), s.source_text.as_bytes())?;
-        let mut cmd = std::process::Command::new(callgrind::VALGRIND);
+        let mut cmd = std::process::Command::new(self.valgrind_program()?);
         cmd.args(callgrind::args(model, &out))
             .arg(&self.exe)
             .arg("count-side")
@@ -238,11 +265,9 @@ impl Counter {
         if self.slowdown > 0.0 {
             cmd.env(crate::settings::SLOWDOWN_VAR, self.slowdown.to_string());
         }
-        let done = cmd
-            .output()
-            .map_err(|e| Error::BackendUnavailable(format!("valgrind cannot be run: {e}")))?;
+        let done = self.run_bounded(cmd, s, side)?;
         if !done.status.success() {
-            let tail: String = String::from_utf8_lossy(&done.stderr)
+            let tail: String = crate::untrusted::printable(&String::from_utf8_lossy(&done.stderr))
                 .lines()
                 .rev()
                 .take(12)
@@ -262,7 +287,7 @@ impl Counter {
         let (flush, _) = read_events(&work.join("callgrind.out.2"))?;
         let output = read_output(&output_file, s)?;
         Ok((
-            Counts::of(&call, &flush, model),
+            counts_of(&call, &flush, model, &work.join("callgrind.out.1"))?,
             functions(&call_text, TOP_FUNCTIONS),
             output,
         ))
@@ -328,7 +353,7 @@ impl Counter {
             let _ = std::fs::remove_file(out.with_extension(format!("out.{k}")));
         }
         let _ = std::fs::remove_file(&out);
-        let mut command = vec![callgrind::VALGRIND.to_string()];
+        let mut command = vec![self.valgrind_program()?.display().to_string()];
         command.extend(callgrind::args(model, &out));
         // What a worker's process may vary by the runner: thread pools sized by its cores (a
         // NumPy linked to a threaded BLAS) and Python's string hashing.
@@ -342,7 +367,13 @@ impl Counter {
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-        let wrapper = crate::backend::worker::Wrapper { command, env };
+        // Valgrind's own variables would change what counts (another tool build, other
+        // options) while the engine names this one; its rc files are off (`callgrind::args`).
+        let wrapper = crate::backend::worker::Wrapper {
+            command,
+            env,
+            env_remove: vec!["VALGRIND_OPTS".into(), "VALGRIND_LIB".into()],
+        };
         let kind = s.workload.as_kind();
         let warm = kind.inputs(self.engine.seed);
         let checked = kind.inputs(crate::measure::checked_seed(self.engine.seed));
@@ -376,7 +407,7 @@ impl Counter {
         let (flush, _) = read_events(&file(2))?;
         let (repeat, _) = read_events(&file(3))?;
         Ok(Ok((
-            Counts::of(&call, &flush, model),
+            counts_of(&call, &flush, model, &file(1))?,
             functions(&call_text, TOP_FUNCTIONS),
             counted.output,
             Some(repeat.get("Ir")),
@@ -390,6 +421,103 @@ pub enum NotCounted {
     OnGpu(String),
     /// Its protocol code answered the counted runs without marking them: nothing was counted.
     Unmarked(String),
+}
+
+/// The counts of a call from its interval's events and its flush's, or an error naming the
+/// call's file (totals no counted call can reach).
+fn counts_of(
+    call: &Events,
+    flush: &Events,
+    model: &super::CacheModel,
+    file: &Path,
+) -> Result<Counts> {
+    Counts::of(call, flush, model).map_err(|message| Error::Corrupt {
+        path: file.to_path_buf(),
+        message,
+    })
+}
+
+impl Counter {
+    /// The Valgrind this counter found (a GPU's counter has none).
+    fn valgrind_program(&self) -> Result<&Path> {
+        self.valgrind.as_deref().ok_or_else(|| {
+            Error::BackendUnavailable(
+                "this counter reads a GPU's counters: it has no Valgrind".into(),
+            )
+        })
+    }
+
+    /// Runs a counted process in a process group of its own (ended if opledger is stopped),
+    /// waiting at most the counter's limit: past it the process is ended and the side is an
+    /// error that names the limit and how to raise it.
+    fn run_bounded(
+        &self,
+        mut cmd: std::process::Command,
+        s: &Spec,
+        side: Side,
+    ) -> Result<std::process::Output> {
+        use std::io::Read;
+        use std::os::unix::process::CommandExt;
+        cmd.stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .process_group(0);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| Error::BackendUnavailable(format!("valgrind cannot be run: {e}")))?;
+        let _group = crate::stop::group(child.id());
+        // Its error output is read meanwhile (a full pipe would stop it), up to 1 MiB.
+        let stderr = child.stderr.take().map(|mut e| {
+            std::thread::spawn(move || {
+                let mut kept = Vec::new();
+                let mut buf = [0u8; 8192];
+                while let Ok(n) = e.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    if kept.len() < 1 << 20 {
+                        kept.extend_from_slice(&buf[..n]);
+                    }
+                }
+                kept
+            })
+        });
+        let started = std::time::Instant::now();
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) if started.elapsed() < self.limit => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Ok(None) => {
+                    // SAFETY: kill with a negative pid signals the group this child leads
+                    // (process_group(0)); no memory is touched.
+                    unsafe {
+                        libc::kill(-(child.id() as i32), libc::SIGKILL);
+                    }
+                    let _ = child.wait();
+                    return Err(Error::Backend(crate::error::BackendError::Kernel(format!(
+                        "{}: the {} side under Callgrind did not finish within {} s and was ended (raise {} for larger counted sizes, or lower `measure.counts_sizes`)",
+                        s.name,
+                        side.name(),
+                        self.limit.as_secs_f64(),
+                        crate::settings::COUNTS_TIMEOUT_VAR
+                    ))));
+                }
+                Err(e) => {
+                    return Err(Error::BackendUnavailable(format!(
+                        "valgrind could not be waited for: {e}"
+                    )))
+                }
+            }
+        };
+        let stderr = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
+        Ok(std::process::Output {
+            status,
+            stdout: Vec::new(),
+            stderr,
+        })
+    }
 }
 
 /// A Callgrind output file's events, and its text (for the functions in it).
