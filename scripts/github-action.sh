@@ -51,8 +51,13 @@ source_hash() {
   )
 }
 
+# The install folder is the job's own temporary folder, which the runner empties before every
+# job: a binary in it was restored by this job from the Actions cache (whose entries a pull
+# request's jobs cannot write for the default branch) or installed by this job. The tool cache
+# outlives jobs on a self-hosted runner, where a pull request's job could leave a binary for
+# the default branch's job to run with its token and store: it is not used.
 tools_dir() {
-  echo "${OPLEDGER_ACTION_TOOLS:-${RUNNER_TOOL_CACHE:-$HOME/.cache}/opledger}/$(version)-$(source_hash)"
+  echo "${OPLEDGER_ACTION_TOOLS:-${RUNNER_TEMP:-$(mktemp -d)}/opledger-tools}/$(version)-$(source_hash)"
 }
 
 is_pull_request() {
@@ -139,9 +144,19 @@ case "$step" in
         || git fetch -q --no-tags origin "+refs/heads/$base:refs/remotes/origin/$base" || true
       args+=(--against "merge-base:origin/$base" --junit "$runs/junit.xml")
       [ "${INPUT_RERECORD_BASE:-false}" != true ] || args+=(--rerecord-base)
-    elif [ "${GITHUB_REF_TYPE:-branch}" = branch ] && [ "${GITHUB_REF_NAME:-}" = "$default_branch" ]; then
+    elif [ "${GITHUB_REF_TYPE:-branch}" = branch ] && [ "${GITHUB_REF_NAME:-}" = "$default_branch" ] \
+      && [ "${GITHUB_EVENT_NAME:-push}" != merge_group ]; then
       args+=(--branch "$default_branch")
       record=true
+    else
+      # Every other event (a merge queue's group, a push to another branch, a manual run) is
+      # gated against the default branch at its merge-base too: no event passes ungated.
+      if [ "$(git rev-parse --is-shallow-repository 2>/dev/null)" = true ]; then
+        git fetch -q --no-tags --unshallow origin || true
+      fi
+      git rev-parse -q --verify "origin/$default_branch" >/dev/null \
+        || git fetch -q --no-tags origin "+refs/heads/$default_branch:refs/remotes/origin/$default_branch" || true
+      args+=(--against "merge-base:origin/$default_branch")
     fi
     log="$(mktemp)"
     set +e
@@ -199,9 +214,15 @@ case "$step" in
     number="${PR_NUMBER:?PR_NUMBER, the number of the pull request, is not set}"
     posted=false
     if command -v gh >/dev/null 2>&1; then
+      # The comment to update is the marked one this token wrote: anyone can post the marker
+      # (a pull request's author first of all), and a comment of theirs cannot be edited. A
+      # user's token knows its login; the job's own token (which cannot ask) is the Actions bot.
+      me="$(gh api user --jq .login 2>/dev/null || true)"
+      [ -n "$me" ] || me="github-actions[bot]"
       # Every page of the comments: on a busy pull request the marker may lie past the first 30.
       id="$(gh api --paginate "repos/$repo/issues/$number/comments" \
-        --jq '.[] | select(.body | startswith("<!-- opledger-compare -->")) | .id' 2>/dev/null | head -1 || true)"
+        --jq '.[] | [.id, .user.login, (.body | startswith("<!-- opledger-compare -->"))] | @tsv' 2>/dev/null \
+        | awk -F '\t' -v me="$me" '$2 == me && $3 == "true" { print $1; exit }' || true)"
       if [ -n "$id" ]; then
         gh api -X PATCH "repos/$repo/issues/comments/$id" -F "body=@$comment" >/dev/null && posted=true
       else

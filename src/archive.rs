@@ -415,6 +415,22 @@ pub fn check_names(run: &RunResult, path: &Path) -> Result<()> {
             ),
         });
     }
+    // The commit is said in titles (the pull-request comment's, the report's run line): only
+    // what git writes passes, not a mention, a link or markup.
+    let sha_ok = |g: &str| {
+        g.is_empty()
+            || g == "nogit"
+            || ((7..=64).contains(&g.len()) && g.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    if !sha_ok(&run.git_sha) {
+        return Err(Error::Corrupt {
+            path: path.to_path_buf(),
+            message: format!(
+                "git_sha {:?} is not a commit (expected 7-64 hexadecimal digits, or \"nogit\"): the archive was edited, or is not opledger's",
+                run.git_sha
+            ),
+        });
+    }
     for (i, s) in run.specs.iter().enumerate() {
         if !path_component_ok(&s.name) {
             return Err(bad(format!("specs[{i}].name"), &s.name));
@@ -857,6 +873,21 @@ pub fn save(
 /// or its report is rendered anew) and seals it anew: the manifest records the one it replaces
 /// and `read` (what the change was made from). The template is the one the run recorded, or
 /// `template`, which is then archived and recorded in its place.
+/// Refuses to write into (and seal) an archive without a manifest: its files cannot be checked,
+/// and a fresh manifest over them would make `verify` call them intact with no trace that they
+/// never were checked.
+pub fn refuse_unverified(dir: &Path, v: &Verification, command: &str) -> Result<()> {
+    if v.manifest.is_some() {
+        return Ok(());
+    }
+    Err(Error::Refused {
+        path: dir.join(MANIFEST),
+        message: format!(
+            "the archive has no manifest, so its files cannot be checked: `{command}` will not seal them as if they had been (measure again for a sealed archive)"
+        ),
+    })
+}
+
 pub fn rerender(
     dir: &Path,
     loaded: &Verification,
@@ -865,6 +896,7 @@ pub fn rerender(
     written_by: &str,
     mut read: Vec<ReadRecord>,
 ) -> Result<()> {
+    refuse_unverified(dir, loaded, written_by)?;
     if let Some(sha256) = &loaded.manifest_sha256 {
         read.insert(
             0,

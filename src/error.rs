@@ -354,8 +354,10 @@ pub enum BackendError {
     #[error("{log}")]
     Compile { log: String },
     /// A worker (the user's implementation of a variant) that failed: it could not start,
-    /// crashed, did not answer in time, broke the protocol or returned a wrong output.
-    #[error("worker `{command}`: {}{}", crate::untrusted::printable(.message), if .output_tail.is_empty() { String::new() } else { format!("\n  its last output:\n{}", crate::untrusted::printable(.output_tail).lines().map(|l| format!("    {l}")).collect::<Vec<_>>().join("\n")) })]
+    /// crashed, did not answer in time, broke the protocol or returned a wrong output. Its
+    /// message and output are the worker's text made printable (`untrusted::printable`) where
+    /// the error is made.
+    #[error("worker `{command}`: {message}{}", if .output_tail.is_empty() { String::new() } else { format!("\n  its last output:\n{}", .output_tail.lines().map(|l| format!("    {l}")).collect::<Vec<_>>().join("\n")) })]
     Worker {
         command: String,
         message: String,

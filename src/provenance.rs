@@ -60,6 +60,12 @@ pub fn git_branch(explicit: Option<&str>) -> Option<String> {
     if let Some(b) = explicit.filter(|b| !b.trim().is_empty()) {
         return Some(b.trim().to_string());
     }
+    // A pull request's run is named by what its event proves, its own ref
+    // (`refs/pull/7/merge`), never by its head branch's name: a fork's branch may be called
+    // `main`, and recorded as main it would become main's history.
+    if let Some(pr) = pull_request_ref() {
+        return Some(pr);
+    }
     let head = std::process::Command::new("git")
         .args(["rev-parse", "--abbrev-ref", "HEAD"])
         .stderr(std::process::Stdio::null())
@@ -78,6 +84,25 @@ pub fn git_branch(explicit: Option<&str>) -> Option<String> {
         .iter()
         .find_map(|v| std::env::var(v).ok().filter(|b| !b.trim().is_empty()))
     })
+}
+
+/// On a GitHub Actions pull-request event, the pull request's ref (`refs/pull/N/merge`, from
+/// `GITHUB_REF`, or `GITHUB_REF_NAME`'s `N/merge`); `None` for every other event.
+fn pull_request_ref() -> Option<String> {
+    let event = std::env::var("GITHUB_EVENT_NAME").unwrap_or_default();
+    if !event.starts_with("pull_request") {
+        return None;
+    }
+    let named = std::env::var("GITHUB_REF")
+        .ok()
+        .filter(|r| r.starts_with("refs/pull/"))
+        .or_else(|| {
+            std::env::var("GITHUB_REF_NAME")
+                .ok()
+                .filter(|n| !n.trim().is_empty())
+                .map(|n| format!("refs/pull/{}", n.trim()))
+        });
+    Some(named.unwrap_or_else(|| "refs/pull/unknown".into()))
 }
 
 /// `git` with these arguments in the current folder: its trimmed standard output, or why it

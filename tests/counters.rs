@@ -127,6 +127,10 @@ fn every_broken_export_is_refused_with_its_line_and_rule() {
             "ncu/bad-no-dram-read.csv",
             "bad-no-dram-read.csv:3: no `dram__bytes_read.sum` metric",
         ),
+        (
+            "ncu/bad-huge.csv",
+            "bad-huge.csv:7: column dram__bytes_read.sum: `1e308` Kbyte is past the largest number",
+        ),
         ("ncu/absent.csv", "absent.csv"),
     ] {
         let o = counters(&run, csv);
@@ -225,4 +229,23 @@ fn a_large_export_is_streamed_within_a_small_address_space() {
     assert_eq!(c["before"]["kernels"].as_array().unwrap().len(), 3);
     let read = c["before"]["dram_read_bytes"].as_f64().unwrap();
     assert!((read / 2_490_896.0 - 1.0).abs() < 1e-6, "{read}");
+}
+
+/// An archive without a manifest cannot be checked, so `counters` does not seal it as if it had
+/// been: refused (exit 2) before the export is read, and `verify` still calls it unverified.
+#[test]
+fn an_archive_without_a_manifest_is_not_sealed_by_an_import() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = tiny_run(dir.path());
+    std::fs::remove_file(run.join("manifest.json")).unwrap();
+    let before = std::fs::read(run.join("results.json")).unwrap();
+    let o = counters(&run, "ncu/raw.csv");
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(out.contains("has no manifest"), "{out}");
+    assert!(!run.join("manifest.json").exists());
+    assert_eq!(std::fs::read(run.join("results.json")).unwrap(), before);
+    let o = bin().arg("verify").arg(&run).output().unwrap();
+    assert!(text(&o).contains("manifest"), "{}", text(&o));
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
 }

@@ -654,7 +654,7 @@ fn auto_mode_counts_where_it_can_at_the_specs_counts_sizes() {
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(
-        text(&o).contains("counts not made (valgrind cannot be run"),
+        text(&o).contains("counts not made (valgrind is not on PATH"),
         "{}",
         text(&o)
     );

@@ -100,6 +100,8 @@ impl Runner {
 
     fn push(&mut self, branch: &str) {
         self.env.insert("GITHUB_EVENT_NAME".into(), "push".into());
+        self.env
+            .insert("GITHUB_REF".into(), format!("refs/heads/{branch}"));
         self.env.insert("GITHUB_REF_NAME".into(), branch.into());
         self.env.insert("GITHUB_REF_TYPE".into(), "branch".into());
         self.env.remove("GITHUB_BASE_REF");
@@ -112,6 +114,8 @@ impl Runner {
     fn pull_request(&mut self, head: &str, number: u32) {
         self.env
             .insert("GITHUB_EVENT_NAME".into(), "pull_request".into());
+        self.env
+            .insert("GITHUB_REF".into(), format!("refs/pull/{number}/merge"));
         self.env
             .insert("GITHUB_REF_NAME".into(), format!("{number}/merge"));
         self.env.insert("GITHUB_BASE_REF".into(), "main".into());
@@ -283,8 +287,16 @@ while [ $# -gt 0 ]; do
     *) url="$1"; shift ;;
   esac
 done
+case "$url" in
+  # The job's own token cannot ask who it is.
+  user) echo "gh: HTTP 403: Resource not accessible by integration" >&2; exit 1 ;;
+esac
 case "$method" in
-  GET) [ -f "$FAKE_GH_DIR/comment" ] && echo 4242; exit 0 ;;
+  GET)
+    # A marked comment of the pull request's author, planted before the bot's.
+    [ -f "$FAKE_GH_DIR/planted" ] && printf '1111\tmallory\ttrue\n'
+    [ -f "$FAKE_GH_DIR/comment" ] && printf '4242\tgithub-actions[bot]\ttrue\n'
+    exit 0 ;;
   POST|PATCH)
     [ "${FAKE_GH_READONLY:-0}" = 1 ] && { echo "gh: HTTP 403: Resource not accessible by integration" >&2; exit 1; }
     if [ "$method" = PATCH ]; then case "$url" in */comments/4242) ;; *) exit 1 ;; esac; fi
@@ -432,10 +444,29 @@ fn the_action_records_main_gates_a_pull_request_and_comments_from_another_reposi
     std::fs::write(work.join("change"), "change").unwrap();
     git(&work, &["add", "change"]);
     git(&work, &["commit", "-q", "-m", "change"]);
-    runner.pull_request("feature", 7);
+    // The pull request's author posted a comment with the bot's marker first: it is not the
+    // one the bot edits.
+    std::fs::create_dir_all(tmp.join("gh-state")).unwrap();
+    std::fs::write(tmp.join("gh-state/planted"), "").unwrap();
+    // Its head branch is named `main`, as a fork's may be: its run is not main's.
+    let recorded = |branch: &str| {
+        let o = Command::new(env!("CARGO_BIN_EXE_opledger"))
+            .current_dir(&work)
+            .args(["history", "--runs-dir", "runs", "--format", "json", "--branch", branch])
+            .output()
+            .unwrap();
+        serde_json::from_slice::<serde_json::Value>(&o.stdout)
+            .map(|v| v.as_array().map_or(0, Vec::len))
+            .unwrap_or(0)
+    };
+    let main_points = recorded("main");
+    runner.pull_request("main", 7);
     let job = runner.action(&[("args", FAST_ARGS)]);
     assert!(matches!(job.code, Some(0 | 1)), "{}", job.said);
     assert_eq!(job.out("run", "record"), "false");
+    assert!(!runner.gh_calls().contains("comments/1111"), "{}", runner.gh_calls());
+    assert_eq!(recorded("main"), main_points, "the pull request's run is not main's");
+    assert!(recorded("refs/pull/7/merge") > 0, "{}", job.said);
     assert!(
         !job.said.contains("gate: no baseline"),
         "judged against the merge-base: {}",
@@ -472,6 +503,21 @@ fn the_action_records_main_gates_a_pull_request_and_comments_from_another_reposi
         job.code.map(|c| c.to_string()).as_deref(),
         Some(job.out("run", "exit-code"))
     );
+
+    // A merge queue's group is gated against main at its merge-base too, and not recorded.
+    runner.push("gh-readonly-queue/main/pr-7-0123abcd");
+    runner
+        .env
+        .insert("GITHUB_EVENT_NAME".into(), "merge_group".into());
+    let job = runner.action(&[("args", FAST_ARGS)]);
+    assert!(matches!(job.code, Some(0 | 1)), "{}", job.said);
+    assert_eq!(job.out("run", "record"), "false");
+    assert!(
+        !job.said.contains("gate: no baseline"),
+        "judged against the merge-base: {}",
+        job.said
+    );
+    runner.pull_request("main", 7);
 
     // A second push to the pull request updates the same comment.
     let job = runner.action(&[("args", FAST_ARGS)]);

@@ -124,6 +124,33 @@ fn every_run_is_recorded_and_ingest_rebuilds_the_same_store() {
             .len(),
         3
     );
+    // A copy of a recorded run without its manifest cannot be checked: it never takes the
+    // place of the record its sealed archive made.
+    let copy = dir.path().join("copy");
+    std::fs::create_dir(&copy).unwrap();
+    for f in std::fs::read_dir(&dirs[0]).unwrap() {
+        let f = f.unwrap().path();
+        if f.is_file() && f.file_name().unwrap() != "manifest.json" {
+            std::fs::copy(&f, copy.join(f.file_name().unwrap())).unwrap();
+        }
+    }
+    let before = history_json(&["--store", live_store.to_str().unwrap()]);
+    let o = bin()
+        .arg("ingest")
+        .arg(&copy)
+        .args(["--store", live_store.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("has no manifest to check it by: refusing to replace the record"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(
+        history_json(&["--store", live_store.to_str().unwrap()]),
+        before
+    );
 }
 
 #[test]

@@ -425,6 +425,30 @@ fn results_of_another_schema_version_are_refused() {
     }
 }
 
+/// Names in report.md's code spans read as written on GitHub (a generic Rust name's `<`, not
+/// `&lt;`), and a backtick in one cannot close its span; a commit that is not a commit (a
+/// mention, a link) never reaches a title: the archive is refused.
+#[test]
+fn code_spans_show_names_as_written_and_a_forged_commit_is_refused() {
+    let sb = Sandbox::new();
+    let dir = sb.tampered_run("spans", |r| {
+        r["specs"][0]["file"] = serde_json::json!("specs/<a>`b.yaml");
+    });
+    let o = bin().arg("report").arg(&dir).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains("``specs/<a>`b.yaml``"), "{out}");
+    assert!(!out.contains("&lt;a>"), "{out}");
+    for sha in ["@admin", "deadbeef [x](http://e)", "DEADBEEF\n# heading"] {
+        let dir = sb.tampered_run(&format!("sha{}", sha.len()), |r| {
+            r["git_sha"] = serde_json::json!(sha);
+        });
+        let mut cmd = bin();
+        cmd.arg("report").arg(&dir);
+        expect_refused(&sb, cmd, &["is not a commit (expected 7-64 hexadecimal digits"]);
+    }
+}
+
 #[test]
 fn a_template_that_loops_without_end_is_stopped() {
     let sb = Sandbox::new();

@@ -297,15 +297,7 @@ impl Worker {
         let fd = std::os::fd::AsRawFd::as_raw_fd(&theirs);
         let argv: Vec<&String> = wrapper.command.iter().chain(&cmd.command).collect();
         let mut c = Command::new(argv[0]);
-        // A worker gets no secret: the store's URL and any variable holding a password are
-        // what every output masks, and a worker's output reaches the results and the report.
-        c.env_remove(crate::settings::STORE_VAR);
-        for name in crate::secret::secret_vars() {
-            c.env_remove(name);
-        }
-        for name in &wrapper.env_remove {
-            c.env_remove(name);
-        }
+        withhold(&mut c, wrapper);
         c.args(&argv[1..])
             .envs(wrapper.env.iter().map(|(k, v)| (k, v)))
             .current_dir(dir)
@@ -568,10 +560,11 @@ impl Worker {
 
     /// An error about this worker, with the tail of its output.
     pub fn failure(&self, message: String) -> BackendError {
+        // The worker's words and output are data: shown, never obeyed by a terminal or a CI log.
         BackendError::Worker {
             command: self.command.clone(),
-            message,
-            output_tail: self.output.lines(LOG_TAIL_LINES),
+            message: crate::untrusted::printable(&message),
+            output_tail: crate::untrusted::printable(&self.output.lines(LOG_TAIL_LINES)),
         }
     }
 
@@ -592,6 +585,19 @@ impl Drop for Worker {
         end_descendants(pid, &self.token);
         let _ = self.child.wait();
         live_workers().retain(|&p| p != pid);
+    }
+}
+
+/// What a worker does not inherit: no secret (the store's URL and any variable holding a
+/// password are what every output masks, and a worker's output reaches the results and the
+/// report), nor the variables its wrapper names.
+fn withhold(c: &mut Command, wrapper: &Wrapper) {
+    c.env_remove(crate::settings::STORE_VAR);
+    for name in crate::secret::secret_vars() {
+        c.env_remove(name);
+    }
+    for name in &wrapper.env_remove {
+        c.env_remove(name);
     }
 }
 

@@ -33,6 +33,21 @@ pub fn ingest(dirs: &[PathBuf], url: &StoreUrl, branch: Option<&str>) -> Result<
                     "results",
                 )?),
             };
+            // An archive that cannot be checked never replaces a recorded run: with the same
+            // run id it would take the place of the record its sealed archive made.
+            if loaded.verification.manifest.is_none() {
+                if let Some(stored) = store.recorded_manifest(&loaded.run)? {
+                    if stored != digest {
+                        return Err(Error::Refused {
+                            path: archive.clone(),
+                            message: format!(
+                                "run {} is recorded in the store from another state of its archive, and this copy has no manifest to check it by: refusing to replace the record",
+                                loaded.run.run_id
+                            ),
+                        });
+                    }
+                }
+            }
             let what = store.record(&loaded.run, &archive, &digest, branch)?;
             println!(
                 "{} {} ({}){}",

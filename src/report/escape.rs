@@ -29,6 +29,36 @@ pub fn markdown(s: &str) -> String {
     o
 }
 
+/// `s` as one Markdown code span: shown exactly as written (no entity, since a code span shows
+/// `&lt;` as those four characters), fenced by one backtick more than the longest run of them
+/// in `s` (so a backtick in a name cannot close the span early), padded where it starts or ends
+/// with one; control characters become spaces, the reordering marks their code points, and `|`
+/// is escaped so a table cell does not break (GitHub shows it as `|` in a cell).
+pub fn code_span(s: &str) -> String {
+    let mut body = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            c if c.is_control() => body.push(' '),
+            c if is_bidi_control(c) => body.push_str(&format!("[U+{:04X}]", c as u32)),
+            '|' => body.push_str("\\|"),
+            c => body.push(c),
+        }
+    }
+    let mut longest = 0;
+    let mut run = 0;
+    for c in body.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat(longest + 1);
+    let pad = if body.starts_with('`') || body.ends_with('`') || body.trim().is_empty() {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{body}{pad}{fence}")
+}
+
 /// Escapes text for HTML (element text and attribute values alike); the invisible characters that
 /// reorder text are shown as their code points, as in the Markdown report.
 pub fn html(s: &str) -> String {
@@ -53,4 +83,21 @@ pub fn html(s: &str) -> String {
 /// shown as their code points instead.
 pub fn is_bidi_control(c: char) -> bool {
     matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
+}
+
+#[cfg(test)]
+mod code_span_tests {
+    use super::code_span;
+
+    #[test]
+    fn a_code_span_shows_its_text_as_written_and_cannot_be_closed_by_it() {
+        assert_eq!(
+            code_span("<rayon::Pool as Drop>::drop"),
+            "`<rayon::Pool as Drop>::drop`"
+        );
+        assert_eq!(code_span("a`b"), "``a`b``");
+        assert_eq!(code_span("`x``"), "``` `x`` ```");
+        assert_eq!(code_span("a|b\nc"), "`a\\|b c`");
+        assert_eq!(code_span(""), "` `");
+    }
 }

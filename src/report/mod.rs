@@ -49,6 +49,8 @@ pub fn environment() -> Environment<'static> {
     // Every string rendered is escaped for Markdown: titles, descriptions, paths and messages
     // come from spec files and results files, which may be hostile.
     env.set_formatter(|out, state, value| match value.as_str() {
+        // Made safe by a filter (`code`): written as it is.
+        Some(s) if value.is_safe() => out.write_str(s).map_err(minijinja::Error::from),
         Some(s) => out.write_str(&md_escape(s)).map_err(minijinja::Error::from),
         None => minijinja::escape_formatter(out, state, value),
     });
@@ -56,6 +58,10 @@ pub fn environment() -> Environment<'static> {
     // fails with an error instead of holding the run.
     env.set_fuel(Some(TEMPLATE_FUEL));
     add_filters(&mut env);
+    // `{{ name|code }}`: a code span that shows the name exactly (`<`, backticks and all).
+    env.add_filter("code", |v: minijinja::Value| {
+        minijinja::Value::from_safe_string(escape::code_span(&v.to_string()))
+    });
     env
 }
 

@@ -165,8 +165,9 @@ impl PointCounts {
             engine: Some(std::sync::Arc::new(c.engine.clone())),
             before_instructions: b.map(|x| x.instructions),
             after_instructions: a.map(|x| x.instructions),
-            before_dram_bytes: b.map(|x| x.dram_read_bytes + x.dram_write_bytes),
-            after_dram_bytes: a.map(|x| x.dram_read_bytes + x.dram_write_bytes),
+            // Checked: a sum past 64 bits is no count (it is left out, not wrapped to a small one).
+            before_dram_bytes: b.and_then(|x| x.dram_read_bytes.checked_add(x.dram_write_bytes)),
+            after_dram_bytes: a.and_then(|x| x.dram_read_bytes.checked_add(x.dram_write_bytes)),
             before_cycles: b.map(|x| x.estimated_cycles),
             after_cycles: a.map(|x| x.estimated_cycles),
         })
@@ -477,6 +478,21 @@ mod tests {
             // Each case oldest first: run-3 (1 January, 01:00) leads.
             assert_eq!(whole[0].1, "run-3");
         }
+        // A row at the largest row id SQLite allows is read by the split too.
+        if matches!(url, StoreUrl::Sqlite(_)) {
+            store
+                .db
+                .execute(
+                    "UPDATE cases SET rowid = 9223372036854775807 WHERE rowid = (SELECT MAX(rowid) FROM cases)",
+                    &[],
+                )
+                .unwrap();
+            store.split_rows = i64::MAX;
+            let whole = names(store.series(&Query::default()).unwrap());
+            store.split_rows = 1;
+            assert_eq!(names(store.series(&Query::default()).unwrap()), whole);
+            assert_eq!(whole.len(), runs * run.specs.len());
+        }
         // Each case's newest runs: on PostgreSQL, half of the cases read on a second
         // connection.
         let q = Query {
@@ -586,6 +602,25 @@ mod tests {
             )
             .unwrap();
         assert_eq!(engines(&mut store), by_digest);
+        // An engine row edited after it was recorded no longer matches its digest: the read
+        // says so (on a store opened again), rather than giving every run the edited engine.
+        store
+            .db
+            .execute(
+                "UPDATE counts_engines SET engine = REPLACE(engine, '\"seed\":', '\"seed\":1')",
+                &[],
+            )
+            .unwrap();
+        let mut edited = Store::open(&url).unwrap();
+        let e = edited.series(&Query::default()).unwrap_err().to_string();
+        assert!(e.contains("no longer has that SHA-256"), "{e}");
+        store
+            .db
+            .execute(
+                "UPDATE counts_engines SET engine = REPLACE(engine, '\"seed\":1', '\"seed\":')",
+                &[],
+            )
+            .unwrap();
         // A digest the store does not hold names no engine (opened again: a store keeps the
         // engines it read).
         store.db.execute("DELETE FROM counts_engines", &[]).unwrap();

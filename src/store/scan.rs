@@ -123,8 +123,9 @@ impl Second {
 /// A part of the case table, by place: rows a reader can walk to directly.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) enum Part {
-    /// SQLite's row ids `from..to`.
-    Rowids { from: i64, to: i64 },
+    /// SQLite's row ids `first..=last` (inclusive: the largest row id a table can hold,
+    /// `i64::MAX`, has no id after it to end a half-open range at).
+    Rowids { first: i64, last: i64 },
     /// PostgreSQL's pages `from..to` (a TID range scan).
     Pages { from: i64, to: i64 },
 }
@@ -133,7 +134,7 @@ impl Part {
     /// The condition on a case row `c` that keeps this part, its values added to `params`.
     fn condition(self, params: &mut Vec<Val>) -> String {
         let (column, from, to) = match self {
-            Part::Rowids { from, to } => ("c.rowid", Val::Int(from), Val::Int(to)),
+            Part::Rowids { first, last } => ("c.rowid", Val::Int(first), Val::Int(last)),
             // A page's first row is at (page, 1): (page, 0) lies before every row of it.
             Part::Pages { from, to } => (
                 "c.ctid",
@@ -149,7 +150,12 @@ impl Part {
         };
         params.extend([from, to]);
         let n = params.len();
-        format!("{column} >= {} AND {column} < {}", cast(n - 1), cast(n))
+        let below = if matches!(self, Part::Rowids { .. }) {
+            "<="
+        } else {
+            "<"
+        };
+        format!("{column} >= {} AND {column} {below} {}", cast(n - 1), cast(n))
     }
 }
 
@@ -247,18 +253,31 @@ impl Store {
             return Ok(engines.clone());
         }
         let mut engines = std::collections::HashMap::new();
+        // An engine row is named by the SHA-256 of its JSON: one edited afterwards would apply
+        // to every run that names it, so it must still match its name.
+        let mut forged: Option<String> = None;
         self.db.query_each(
             "SELECT engine_sha256, engine FROM counts_engines",
             &[],
             |row| {
+                use sha2::Digest;
                 let text = |i: usize| row.get(i).and_then(|v| v.text());
                 if let (Some(digest), Some(json)) = (text(0), text(1)) {
+                    if hex::encode(sha2::Sha256::digest(json.as_bytes())) != digest {
+                        forged.get_or_insert_with(|| digest.to_string());
+                        return;
+                    }
                     if let Ok(engine) = serde_json::from_str(json) {
                         engines.insert(digest.to_string(), std::sync::Arc::new(engine));
                     }
                 }
             },
         )?;
+        if let Some(digest) = forged {
+            return Err(db::DbError::from(format!(
+                "the counts engine recorded as {digest} no longer has that SHA-256: the store's counts_engines table was edited; restore it, or rebuild the store from the archives (`opledger ingest`)"
+            )));
+        }
         let engines = std::sync::Arc::new(engines);
         self.engines = Some(engines.clone());
         Ok(engines)
@@ -291,22 +310,24 @@ impl Store {
                 let Some(second) = second_sqlite(path) else {
                     return Ok(None);
                 };
-                let middle = first + (last - first) / 2;
-                let end = last.saturating_add(1);
-                let rows = |from: i64, to: i64| usize::try_from(to - from).unwrap_or(0);
+                // Halves of `first..=last`, computed without overflow at either end of i64.
+                let middle = (i128::from(first) + (i128::from(last) - i128::from(first)) / 2) as i64;
+                let rows = |from: i64, to: i64| {
+                    usize::try_from(to.abs_diff(from)).map_or(usize::MAX, |n| n.saturating_add(1))
+                };
                 Ok(Some(Split {
                     second: Second::Sqlite(second),
                     parts: [
                         Part::Rowids {
-                            from: first,
-                            to: middle,
+                            first,
+                            last: middle,
                         },
                         Part::Rowids {
-                            from: middle,
-                            to: end,
+                            first: middle + 1,
+                            last,
                         },
                     ],
-                    rows: [rows(first, middle), rows(middle, end)],
+                    rows: [rows(first, middle), rows(middle + 1, last)],
                 }))
             }
             StoreUrl::Postgres(u) => {

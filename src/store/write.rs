@@ -92,6 +92,22 @@ pub(super) fn insert_case(
 }
 
 impl Store {
+    /// The manifest digest `run` is recorded under, if it is recorded.
+    pub fn recorded_manifest(&mut self, run: &RunResult) -> Result<Option<String>> {
+        let key = run_key(run);
+        let url = self.url.clone();
+        Ok(self
+            .db
+            .query(
+                "SELECT manifest_sha256 FROM runs WHERE run_key = $1",
+                &[Val::from(&key)],
+            )
+            .map_err(|m| failed(&url, StoreAction::Reading, m))?
+            .first()
+            .and_then(|r| r.first())
+            .and_then(Val::text))
+    }
+
     /// Records a run's cases (one transaction): new, the same as stored, or replacing the rows
     /// of an earlier state of its archive.
     pub fn record(

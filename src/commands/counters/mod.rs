@@ -42,6 +42,7 @@ use std::path::Path;
 /// findings.
 pub fn import(run_dir: &Path, csv_path: &Path) -> Result<usize> {
     let loaded = crate::archive::load_allowing(run_dir, Some(csv_path))?;
+    crate::archive::refuse_unverified(run_dir, &loaded.verification, "counters")?;
     let mut run = loaded.run;
     // Streamed: one launch in memory at a time, whatever the export's size.
     let mut segmenter = Segmenter::new(run.specs.len(), csv_path);

@@ -356,7 +356,14 @@ pub(crate) fn value(raw: &str, unit: &str) -> std::result::Result<Option<f64>, S
             "`{raw}` is negative: bytes, times and counts are never below zero"
         ));
     }
-    Ok(Some(v * unit_scale(unit)?))
+    let scaled = v * unit_scale(unit)?;
+    // 1e308 Tbyte is past what an f64 holds: an error, not an infinity stored as "missing".
+    if !scaled.is_finite() {
+        return Err(format!(
+            "`{raw}` {unit} is past the largest number a measurement can hold"
+        ));
+    }
+    Ok(Some(scaled))
 }
 
 /// The factor from `unit` to its base unit (bytes, seconds; 1 for counts and cycles).
