@@ -51,7 +51,10 @@ pub fn code_span(s: &str) -> String {
         longest = longest.max(run);
     }
     let fence = "`".repeat(longest + 1);
-    let pad = if body.starts_with('`') || body.ends_with('`') || body.trim().is_empty() {
+    if body.is_empty() {
+        return "` `".into();
+    }
+    let pad = if body.starts_with('`') || body.ends_with('`') {
         " "
     } else {
         ""
