@@ -122,6 +122,14 @@ fn a_real_slowdown_of_the_code_moves_the_counts_of_its_side_only() {
         .output()
         .unwrap();
     let slow = json(&o);
+    // Said, not silent: what was counted is the experiment's slowdown.
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(
+            "OPLEDGER_EXPERIMENT_SLOWDOWN=0.02 slows the fused elementwise variant on purpose"
+        ),
+        "{}",
+        text(&o)
+    );
     let n = |v: &serde_json::Value, side: &str| {
         v[0][side]["counts"]["instructions"].as_u64().unwrap() as f64
     };
@@ -556,6 +564,16 @@ fn without_a_counts_baseline_the_branchs_newest_counted_run_is_the_reference() {
     let (code, out, r) = counted(&[("OPLEDGER_EXPERIMENT_SLOWDOWN", "0.02")], &[]);
     assert_eq!(code, Some(1), "{out}");
     assert!(out.contains("the branch's newest counted run"), "{out}");
+    // Counted alone, the deliberate slowdown is said in the terminal and kept in the results.
+    assert!(
+        out.contains("gate experiment: OPLEDGER_EXPERIMENT_SLOWDOWN=0.02 made the fused variant"),
+        "{out}"
+    );
+    assert!(
+        r["specs"][0]["warnings"].to_string().contains("gate experiment"),
+        "{}",
+        r["specs"][0]
+    );
     // The reference run's archive is here: its per-function counts say where the work moved.
     let g = &r["specs"][0]["counts_gate"];
     assert_eq!(g["functions_side"], "after", "{g}");

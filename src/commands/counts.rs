@@ -21,6 +21,13 @@ pub struct CountOptions {
 /// Valgrind is not installed, 1 when a side's DRAM bytes disagree with its ledger.
 pub fn counts(o: &CountOptions) -> Result<ExitCode> {
     let counter = Counter::new(o.model, o.seed, &o.settings)?;
+    if o.settings.experiment_slowdown > 0.0 {
+        eprintln!(
+            "opledger: warning: {}={} slows the fused elementwise variant on purpose: these counts are the gate experiment's, not the code's as it is",
+            crate::settings::SLOWDOWN_VAR,
+            o.settings.experiment_slowdown
+        );
+    }
     let specs = crate::spec::load_all(&o.paths)?;
     let available = crate::backend::available_memory_bytes();
     for s in &specs {
