@@ -52,10 +52,10 @@ pub fn new_uid() -> String {
     format!("{:016x}{:016x}", half(1), half(2))
 }
 
-/// The branch a run measured: `explicit` (`--branch`), else git's current branch, else on a
-/// detached HEAD (how CI checks out a pull request) the CI's own variables: GitHub Actions
-/// (`GITHUB_HEAD_REF` of a pull request, `GITHUB_REF_NAME`), GitLab CI (`CI_COMMIT_REF_NAME`),
-/// Buildkite (`BUILDKITE_BRANCH`). `None` outside git and CI.
+/// The branch a run measured: `explicit` (`--branch`), else a GitHub pull request's own ref,
+/// else git's current branch, else on a detached HEAD (how CI checks out a commit) the CI's own
+/// variables: GitHub Actions (`GITHUB_REF_NAME`), GitLab CI (`CI_COMMIT_REF_NAME`), Buildkite
+/// (`BUILDKITE_BRANCH`). `None` outside git and CI.
 pub fn git_branch(explicit: Option<&str>) -> Option<String> {
     if let Some(b) = explicit.filter(|b| !b.trim().is_empty()) {
         return Some(b.trim().to_string());
@@ -76,7 +76,6 @@ pub fn git_branch(explicit: Option<&str>) -> Option<String> {
         .filter(|b| !b.is_empty() && b != "HEAD");
     head.or_else(|| {
         [
-            "GITHUB_HEAD_REF",
             "GITHUB_REF_NAME",
             "CI_COMMIT_REF_NAME",
             "BUILDKITE_BRANCH",
