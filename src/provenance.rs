@@ -75,13 +75,9 @@ pub fn git_branch(explicit: Option<&str>) -> Option<String> {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .filter(|b| !b.is_empty() && b != "HEAD");
     head.or_else(|| {
-        [
-            "GITHUB_REF_NAME",
-            "CI_COMMIT_REF_NAME",
-            "BUILDKITE_BRANCH",
-        ]
-        .iter()
-        .find_map(|v| std::env::var(v).ok().filter(|b| !b.trim().is_empty()))
+        ["GITHUB_REF_NAME", "CI_COMMIT_REF_NAME", "BUILDKITE_BRANCH"]
+            .iter()
+            .find_map(|v| std::env::var(v).ok().filter(|b| !b.trim().is_empty()))
     })
 }
 

@@ -570,7 +570,9 @@ fn without_a_counts_baseline_the_branchs_newest_counted_run_is_the_reference() {
         "{out}"
     );
     assert!(
-        r["specs"][0]["warnings"].to_string().contains("gate experiment"),
+        r["specs"][0]["warnings"]
+            .to_string()
+            .contains("gate experiment"),
         "{}",
         r["specs"][0]
     );

@@ -452,7 +452,15 @@ fn the_action_records_main_gates_a_pull_request_and_comments_from_another_reposi
     let recorded = |branch: &str| {
         let o = Command::new(env!("CARGO_BIN_EXE_opledger"))
             .current_dir(&work)
-            .args(["history", "--runs-dir", "runs", "--format", "json", "--branch", branch])
+            .args([
+                "history",
+                "--runs-dir",
+                "runs",
+                "--format",
+                "json",
+                "--branch",
+                branch,
+            ])
             .output()
             .unwrap();
         serde_json::from_slice::<serde_json::Value>(&o.stdout)
@@ -464,8 +472,16 @@ fn the_action_records_main_gates_a_pull_request_and_comments_from_another_reposi
     let job = runner.action(&[("args", FAST_ARGS)]);
     assert!(matches!(job.code, Some(0 | 1)), "{}", job.said);
     assert_eq!(job.out("run", "record"), "false");
-    assert!(!runner.gh_calls().contains("comments/1111"), "{}", runner.gh_calls());
-    assert_eq!(recorded("main"), main_points, "the pull request's run is not main's");
+    assert!(
+        !runner.gh_calls().contains("comments/1111"),
+        "{}",
+        runner.gh_calls()
+    );
+    assert_eq!(
+        recorded("main"),
+        main_points,
+        "the pull request's run is not main's"
+    );
     assert!(recorded("refs/pull/7/merge") > 0, "{}", job.said);
     assert!(
         !job.said.contains("gate: no baseline"),

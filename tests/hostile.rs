@@ -436,7 +436,12 @@ fn code_spans_show_names_as_written_and_a_forged_commit_is_refused() {
     });
     let o = bin().arg("report").arg(&dir).output().unwrap();
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert_eq!(o.status.code(), Some(0), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(out.contains("``specs/<a>`b.yaml``"), "{out}");
     assert!(!out.contains("&lt;a>"), "{out}");
     for sha in ["@admin", "deadbeef [x](http://e)", "DEADBEEF\n# heading"] {
@@ -445,7 +450,11 @@ fn code_spans_show_names_as_written_and_a_forged_commit_is_refused() {
         });
         let mut cmd = bin();
         cmd.arg("report").arg(&dir);
-        expect_refused(&sb, cmd, &["is not a commit (expected 7-64 hexadecimal digits"]);
+        expect_refused(
+            &sb,
+            cmd,
+            &["is not a commit (expected 7-64 hexadecimal digits"],
+        );
     }
 }
 

@@ -124,7 +124,8 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
             // Counted alone, a deliberate slowdown (the gate experiment's) is said as a timed
             // run says it: what was counted is the experiment, not the code as it is.
             if !mode.times() {
-                r.warnings.extend(p.backend.case_warnings(&counted.workload));
+                r.warnings
+                    .extend(p.backend.case_warnings(&counted.workload));
             }
         }
         if opts.accept {

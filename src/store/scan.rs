@@ -155,7 +155,11 @@ impl Part {
         } else {
             "<"
         };
-        format!("{column} >= {} AND {column} {below} {}", cast(n - 1), cast(n))
+        format!(
+            "{column} >= {} AND {column} {below} {}",
+            cast(n - 1),
+            cast(n)
+        )
     }
 }
 
@@ -311,7 +315,8 @@ impl Store {
                     return Ok(None);
                 };
                 // Halves of `first..=last`, computed without overflow at either end of i64.
-                let middle = (i128::from(first) + (i128::from(last) - i128::from(first)) / 2) as i64;
+                let middle =
+                    (i128::from(first) + (i128::from(last) - i128::from(first)) / 2) as i64;
                 let rows = |from: i64, to: i64| {
                     usize::try_from(to.abs_diff(from)).map_or(usize::MAX, |n| n.saturating_add(1))
                 };
