@@ -59,6 +59,36 @@ fn a_raw_export_within_the_bounds_passes_and_lands_in_results_and_report() {
     assert!(report.contains("| unfused | 7 |"), "{report}");
 }
 
+/// An export as Nsight Compute of 2025-2026 writes it: device-attribute and launch columns with
+/// text values (`NVIDIA H200`, `CachePreferNone`, `No-CC`, `0x3`) and units of their own
+/// (`block`, `SM`) beside the metrics, and times in `us`: read as the same launches.
+#[test]
+fn an_export_with_a_real_exports_columns_and_units_reads_as_the_same_launches() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = tiny_run(dir.path());
+    let o = counters(&run, "ncu/raw-real-columns.csv");
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains("ok      tiny-chain before: DRAM read 2.491 MB vs ledger 2.491 MB (1.00×)"),
+        "{out}"
+    );
+    let c = &results(&run)["specs"][0]["counters"];
+    assert_eq!(c["before"]["launches"], 7);
+    assert!((c["before"]["gpu_time_secs"].as_f64().unwrap() - 24.576e-6).abs() < 1e-12);
+    // The details layout with such rows between the metrics' (and `us`): the same finding as
+    // the documented form gives.
+    let dir = tempfile::tempdir().unwrap();
+    let run = tiny_run(dir.path());
+    let o = counters(&run, "ncu/details-real-rows.csv");
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("FINDING tiny-chain after: DRAM read 400.000 kB vs ledger 833.048 kB (0.48×)"),
+        "{out}"
+    );
+}
+
 #[test]
 fn a_details_export_with_a_low_read_is_a_finding_and_exit_1() {
     let dir = tempfile::tempdir().unwrap();

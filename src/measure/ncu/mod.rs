@@ -6,8 +6,11 @@
 //! (one row per metric of a launch: `Metric Name`, `Metric Unit`, `Metric Value`). Columns are
 //! found by their header names, never by position. Values are normalized to bytes and seconds
 //! (`byte`/`Kbyte`/`Mbyte`/`Gbyte`/`Tbyte`, decimal prefixes as ncu prints them;
-//! `nsecond`/`usecond`/`msecond`/`second`), thousands separators dropped; `n/a` is a missing
-//! value, never zero; the profiler's own `==PROF==` lines are skipped.
+//! `nsecond`/`usecond`/`msecond`/`second` and `ns`/`us`/`ms`/`s`), thousands separators
+//! dropped; `n/a` is a missing value, never zero; the profiler's own `==PROF==` lines are
+//! skipped. Only the metrics opledger reads ([`METRICS`]) are parsed: the hundreds of other
+//! columns or rows of a real export (device attributes, launch settings, with text values) are
+//! left alone.
 //!
 //! Launches are matched to (spec, variant) by markers: the profiled pass launches an empty
 //! kernel named `opledger_marker` before each variant's one execution, with grid x = 2·case +

@@ -244,7 +244,9 @@ pub fn parse_stream<R: BufRead>(
                 ));
             }
             let metric = field(name_col);
-            if metric.is_empty() {
+            // Only the metrics opledger reads are parsed: a real export's other rows (device
+            // attributes, launch settings) carry text such as `CachePreferNone`.
+            if metric.is_empty() || !METRICS.contains(&metric) {
                 continue;
             }
             let unit = unit_col.map(&field).unwrap_or("");
@@ -265,20 +267,23 @@ pub fn parse_stream<R: BufRead>(
         }
         return Ok(Layout::Details);
     }
-    // Raw: metric columns are those named like `unit__counter.rollup`.
-    let metric_cols: Vec<(usize, String)> = header
-        .iter()
-        .enumerate()
-        .filter(|(_, h)| h.contains("__"))
-        .map(|(i, h)| (i, h.clone()))
-        .collect();
-    if metric_cols.is_empty() {
+    // Raw: metric columns are those named like `unit__counter.rollup`; of them only the ones
+    // opledger reads are parsed. A real export has hundreds of others (`device__attribute_*`,
+    // `launch__*`) whose values are text (`No-CC`, `CachePreferNone`, `0x3`) or in units of
+    // their own: they are left as they are.
+    if !header.iter().any(|h| h.contains("__")) {
         return Err(err(
             path,
             Some(header_line),
             "neither a raw export (metric columns such as dram__bytes_read.sum) nor a details one (Metric Name, Metric Value)",
         ));
     }
+    let metric_cols: Vec<(usize, String)> = header
+        .iter()
+        .enumerate()
+        .filter(|(_, h)| METRICS.contains(&h.as_str()))
+        .map(|(i, h)| (i, h.clone()))
+        .collect();
     if !metric_cols.iter().any(|(_, n)| n == METRICS[0]) {
         return Err(missing_dram_read(path, header_line));
     }
@@ -374,9 +379,11 @@ pub(crate) fn unit_scale(unit: &str) -> std::result::Result<f64, String> {
         "Mbyte" => 1e6,
         "Gbyte" => 1e9,
         "Tbyte" => 1e12,
-        "nsecond" => 1e-9,
-        "usecond" => 1e-6,
-        "msecond" => 1e-3,
-        other => return Err(format!("unknown unit `{other}` (expected byte, Kbyte, Mbyte, Gbyte, nsecond, usecond, msecond, second)")),
+        // Both spellings: `nsecond` in older exports, `ns` in those of 2025 and later.
+        "nsecond" | "ns" => 1e-9,
+        "usecond" | "us" => 1e-6,
+        "msecond" | "ms" => 1e-3,
+        "s" => 1.0,
+        other => return Err(format!("unknown unit `{other}` (expected byte, Kbyte, Mbyte, Gbyte, Tbyte, nsecond/ns, usecond/us, msecond/ms, second/s)")),
     })
 }
