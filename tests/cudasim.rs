@@ -292,38 +292,71 @@ fn auto_backend_picks_the_simulated_gpu() {
 /// `scripts/gpu-check.sh`, the one call a GPU machine gets, dry-run on the simulator (QUICK=1:
 /// the NVRTC compile of every kernel for the device and the tiny specs of every kind), so that a
 /// broken script cannot waste a GPU loan: its steps, the results it keeps and its table.
+/// The GPU check's script as a GPU machine's budget needs it: on the simulator it finishes, its
+/// output is three files (at most 8 come back), its summary and archive are rewritten after
+/// every step (a check killed midway keeps the steps it made), and steps past the deadline are
+/// skipped and said.
 #[test]
 fn gpu_check_script_dry_run() {
     let Some(sim) = simulator() else { return };
+    let script = |out: &Path, env: &[(&str, &str)]| {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut c = Command::new("bash");
+        with_simulator(&mut c, sim);
+        c.current_dir(root())
+            .arg("scripts/gpu-check.sh")
+            .env("QUICK", "1")
+            .env("BIN", env!("CARGO_BIN_EXE_opledger"))
+            .env("OUT", out)
+            .env("TMPDIR", tmp.path());
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let o = c.output().unwrap();
+        (o, tmp)
+    };
+    let files = |out: &Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let archived = |out: &Path| -> String {
+        let o = Command::new("tar")
+            .arg("-tzf")
+            .arg(out.join("results.tar.gz"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
     let out = tempfile::tempdir().unwrap();
-    let mut c = Command::new("bash");
-    with_simulator(&mut c, sim);
-    let o = c
-        .current_dir(root())
-        .arg("scripts/gpu-check.sh")
-        .env("QUICK", "1")
-        .env("BIN", env!("CARGO_BIN_EXE_opledger"))
-        .env("OUT", out.path())
-        .output()
-        .unwrap();
+    let (o, _tmp) = script(out.path(), &[]);
     let printed = text(&o);
-    let steps = std::fs::read_to_string(out.path().join("steps.txt")).unwrap();
-    assert!(
-        steps.contains("cuda-compile") && steps.lines().next().unwrap().contains("exit 0"),
-        "{steps}\n{printed}"
+    assert_eq!(
+        files(out.path()),
+        ["log.txt", "results.tar.gz", "summary.txt"],
+        "{printed}"
     );
+    let summary = std::fs::read_to_string(out.path().join("summary.txt")).unwrap();
+    let line = |name: &str| {
+        summary
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} step: {summary}"))
+            .to_string()
+    };
+    assert!(line("cuda-compile").contains("exit 0"), "{summary}");
     // Exit 0 or 1 (bound and speed claims are judged on the simulator's meaningless timings),
     // never 2 (bad input), 3 (no backend) or 124 (out of time).
-    let tiny = steps
-        .lines()
-        .find(|l| l.starts_with("tiny-kinds"))
-        .unwrap_or_else(|| panic!("no tiny-kinds step: {steps}"));
+    let tiny = line("tiny-kinds");
+    assert!(tiny.contains("exit 0") || tiny.contains("exit 1"), "{summary}");
+    let inside = archived(out.path());
     assert!(
-        tiny.contains("exit 0") || tiny.contains("exit 1"),
-        "{steps}"
+        inside.contains("tiny-kinds-results.json") && inside.contains("tiny-kinds-report.md"),
+        "{inside}"
     );
-    assert!(out.path().join("tiny-results.json").is_file());
-    assert!(out.path().join("tiny-report.md").is_file());
     for spec in [
         "tiny-attention-bf16-causal",
         "tiny-chain-float4",
@@ -335,6 +368,27 @@ fn gpu_check_script_dry_run() {
             .unwrap_or_else(|| panic!("no table line for {spec}:\n{printed}"));
         assert!(line.contains("correctness pass"), "{line}");
     }
+
+    // Killed right after a step (as the device tool kills a command past its limit): the summary
+    // and the archive hold that step.
+    let out = tempfile::tempdir().unwrap();
+    let (o, _tmp) = script(out.path(), &[("STOP_AFTER", "tiny-kinds")]);
+    assert_eq!(o.status.code(), None, "killed: {}", text(&o));
+    let summary = std::fs::read_to_string(out.path().join("summary.txt")).unwrap();
+    assert!(summary.contains("tiny-kinds"), "{summary}");
+    assert!(archived(out.path()).contains("tiny-kinds-results.json"));
+    assert!(files(out.path()).len() <= 8);
+
+    // No time left: every step is skipped and says so, the summary still written.
+    let out = tempfile::tempdir().unwrap();
+    let (o, _tmp) = script(out.path(), &[("DEADLINE_SECS", "1")]);
+    let summary = std::fs::read_to_string(out.path().join("summary.txt")).unwrap();
+    assert!(
+        summary.contains("cuda-compile                 skipped: the deadline"),
+        "{summary}\n{}",
+        text(&o)
+    );
+    assert!(files(out.path()).len() <= 8);
 }
 
 /// A user's own CUDA kernel (`examples/cuda/`) against the built-in unfused variant: compiled by
