@@ -351,7 +351,10 @@ fn gpu_check_script_dry_run() {
     // Exit 0 or 1 (bound and speed claims are judged on the simulator's meaningless timings),
     // never 2 (bad input), 3 (no backend) or 124 (out of time).
     let tiny = line("tiny-kinds");
-    assert!(tiny.contains("exit 0") || tiny.contains("exit 1"), "{summary}");
+    assert!(
+        tiny.contains("exit 0") || tiny.contains("exit 1"),
+        "{summary}"
+    );
     let inside = archived(out.path());
     assert!(
         inside.contains("tiny-kinds-results.json") && inside.contains("tiny-kinds-report.md"),
@@ -426,6 +429,93 @@ fn a_users_cuda_kernel_runs_as_one_side() {
             "{about}"
         );
     }
+    // More than 48 KiB of dynamic shared memory (up to the device's opt-in limit): the
+    // kernel's limit is raised before it launches, as a GPU (and the simulator) requires.
+    let big = tmp.path().join("bias-gelu-smem.yaml");
+    std::fs::write(
+        &big,
+        std::fs::read_to_string(&spec)
+            .unwrap()
+            .replace("name: cuda-bias-gelu", "name: cuda-bias-gelu-smem")
+            .replace("sweep: {rows: [16, 32]}\n", "")
+            .replace(
+                "      block: [256]",
+                "      block: [256]\n      smem_bytes: 65536",
+            ),
+    )
+    .unwrap();
+    let runs = tmp.path().join("runs");
+    std::fs::remove_dir_all(&runs).unwrap();
+    let o = run(sim, tmp.path(), std::slice::from_ref(&big), "cuda");
+    let out = text(&o);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{out}");
+    let r = results(tmp.path());
+    let s = &r["specs"][0];
+    assert!(s["error"].is_null(), "{}", s["error"]);
+    assert_eq!(check(s, "correctness")["status"], "pass", "{out}");
+
+    // A source that includes the toolkit's half-precision headers compiles where a toolkit is
+    // found (CI: the runtime wheel installed beside nvcc), and is not compiled with fast math
+    // unless its options ask (an `#error` under `#if __USE_FAST_MATH__` would fire).
+    match std::env::var_os("OPLEDGER_NVCC").map(PathBuf::from) {
+        Some(nvcc) if nvcc.is_file() => {
+            let toolkit = nvcc.parent().and_then(Path::parent).unwrap().to_path_buf();
+            let source = std::fs::read_to_string(example.join("bias_gelu.cu")).unwrap();
+            std::fs::write(
+                tmp.path().join("bias_gelu.cu"),
+                format!("#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#if __USE_FAST_MATH__\n#error fast math was forced on the user's source\n#endif\n{source}"),
+            )
+            .unwrap();
+            let runs = tmp.path().join("runs");
+            std::fs::remove_dir_all(&runs).unwrap();
+            let mut c = Command::new(env!("CARGO_BIN_EXE_opledger"));
+            with_simulator(&mut c, sim);
+            let o = c
+                .current_dir(tmp.path())
+                .env("CUDA_HOME", &toolkit)
+                .args([
+                    "run",
+                    "bias-gelu-smem.yaml",
+                    "--backend",
+                    "cuda",
+                    "--probe-mib",
+                    "8",
+                ])
+                .args([
+                    "--min-pairs",
+                    "3",
+                    "--max-pairs",
+                    "4",
+                    "--time-cap-secs",
+                    "1",
+                ])
+                .arg("--baselines")
+                .arg(tmp.path().join("baselines"))
+                .arg("--runs-dir")
+                .arg(&runs)
+                .output()
+                .unwrap();
+            let out = text(&o);
+            assert!(matches!(o.status.code(), Some(0 | 1)), "{out}");
+            let r = results(tmp.path());
+            assert!(
+                r["specs"][0]["error"].is_null(),
+                "{}",
+                r["specs"][0]["error"]
+            );
+        }
+        _ => {
+            assert!(
+                std::env::var_os("OPLEDGER_REQUIRE_NVCC").is_none(),
+                "OPLEDGER_REQUIRE_NVCC is set but OPLEDGER_NVCC names no nvcc"
+            );
+            let _ = std::io::Write::write_all(
+                &mut std::io::stderr(),
+                b"SKIPPED: the toolkit-header part (no OPLEDGER_NVCC, whose toolkit holds cuda_fp16.h)\n",
+            );
+        }
+    }
+
     // A compile error: that spec fails with NVRTC's log, naming the user's file and line.
     std::fs::write(
         tmp.path().join("bias_gelu.cu"),

@@ -929,9 +929,30 @@ OPL_API CUresult cuModuleGetFunction(const sim::Kernel** f, Module* m, const cha
             name);
     return NOT_FOUND;
 }
-OPL_API CUresult cuFuncGetAttribute(int* v, int, const sim::Kernel*) {
+// A function's dynamic shared memory is limited to 48 KiB until it is raised with
+// cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES), up to the device's opt-in limit (227 KiB on
+// sm_90), as on a GPU: a launch asking for more than the function's limit is refused.
+static std::mutex smem_lock;
+static std::map<const sim::Kernel*, int>& smem_limits() {
+    static std::map<const sim::Kernel*, int> m;
+    return m;
+}
+static unsigned dynamic_smem_limit(const sim::Kernel* f) {
+    std::lock_guard<std::mutex> g(smem_lock);
+    auto it = smem_limits().find(f);
+    return it == smem_limits().end() ? 48 * 1024 : (unsigned)it->second;
+}
+OPL_API CUresult cuFuncGetAttribute(int* v, int attribute, const sim::Kernel* f) {
     if (!v) return INVALID_VALUE;
-    *v = 0;
+    *v = attribute == 8 ? (int)dynamic_smem_limit(f) : 0;  // MAX_DYNAMIC_SHARED_SIZE_BYTES
+    return OK;
+}
+OPL_API CUresult cuFuncSetAttribute(const sim::Kernel* f, int attribute, int value) {
+    if (!f) return INVALID_VALUE;
+    if (attribute != 8) return OK;
+    if (value < 0 || value > 227 * 1024) return INVALID_VALUE;
+    std::lock_guard<std::mutex> g(smem_lock);
+    smem_limits()[f] = value;
     return OK;
 }
 OPL_API CUresult cuLaunchKernel(const sim::Kernel* f, unsigned gx, unsigned gy, unsigned gz,
@@ -942,7 +963,7 @@ OPL_API CUresult cuLaunchKernel(const sim::Kernel* f, unsigned gx, unsigned gy, 
     if (extra) return INVALID_VALUE;  // opledger passes kernelParams only
     unsigned long long threads = (unsigned long long)bx * by * bz;
     if (!gx || !gy || !gz || threads == 0 || threads > f->max_threads || bz > 64 ||
-        gy > 65535 || gz > 65535 || shared_bytes > 48 * 1024) {
+        gy > 65535 || gz > 65535 || shared_bytes > dynamic_smem_limit(f)) {
         fprintf(stderr, "cudasim: invalid launch of %s: grid (%u,%u,%u) block (%u,%u,%u) (at most %u threads), %u B dynamic shared memory\n",
                 f->name, gx, gy, gz, bx, by, bz, f->max_threads, shared_bytes);
         return INVALID_VALUE;

@@ -165,11 +165,17 @@ fn compile_with(
     output: Output,
     extra: &[String],
 ) -> Result<(Vec<u8>, String), String> {
-    compile_text(src.name, &full_source(src), arch, output, extra)
+    // opledger's own kernels are written for fast math (their tolerances say so).
+    let mut opts = vec!["--use_fast_math".to_string()];
+    opts.extend(extra.iter().cloned());
+    compile_text(src.name, &full_source(src), arch, output, &opts)
 }
 
-/// Compiles a user's kernel source as written (nothing prepended), named after its file so that
-/// NVRTC's log points into it (`bias_gelu.cu(12): error: …`).
+/// Compiles a user's kernel source as written (nothing prepended, no option of opledger's: fast
+/// math only where the user's `options` ask for it), named after its file so that NVRTC's log
+/// points into it (`bias_gelu.cu(12): error: …`). The CUDA toolkit's headers (`cuda_fp16.h`,
+/// `cuda_bf16.h`), which NVRTC before 13.3 does not bundle, are on the include path where a
+/// toolkit is found ([`cuda_include_dir`]).
 pub fn compile_source(
     file_name: &str,
     text: &str,
@@ -178,7 +184,35 @@ pub fn compile_source(
     options: &[String],
 ) -> Result<Vec<u8>, String> {
     let stem = file_name.strip_suffix(".cu").unwrap_or(file_name);
-    compile_text(stem, text, arch, output, options).map(|(bytes, _)| bytes)
+    let mut opts: Vec<String> = cuda_include_dir()
+        .map(|d| format!("--include-path={}", d.display()))
+        .into_iter()
+        .collect();
+    opts.extend(options.iter().cloned());
+    compile_text(stem, text, arch, output, &opts).map(|(bytes, _)| bytes)
+}
+
+/// The CUDA toolkit's include folder, the first that holds `cuda_fp16.h` of: `$CUDA_HOME` and
+/// `$CUDA_PATH` (their `include/`), `/usr/local/cuda/include`, `/opt/cuda/include`, and the
+/// `include/` beside each folder of `LD_LIBRARY_PATH` (where a toolkit's or a wheel's
+/// `lib/` is, as NVRTC's own is found).
+pub fn cuda_include_dir() -> Option<std::path::PathBuf> {
+    use std::path::PathBuf;
+    let mut candidates: Vec<PathBuf> = ["CUDA_HOME", "CUDA_PATH"]
+        .iter()
+        .filter_map(|v| std::env::var_os(v))
+        .map(|d| PathBuf::from(d).join("include"))
+        .collect();
+    candidates.push("/usr/local/cuda/include".into());
+    candidates.push("/opt/cuda/include".into());
+    if let Some(paths) = std::env::var_os("LD_LIBRARY_PATH") {
+        candidates.extend(
+            std::env::split_paths(&paths).filter_map(|d| d.parent().map(|p| p.join("include"))),
+        );
+    }
+    candidates
+        .into_iter()
+        .find(|d| d.is_absolute() && d.join("cuda_fp16.h").is_file())
 }
 
 fn compile_text(
@@ -203,12 +237,7 @@ fn compile_text(
         Output::Cubin => format!("--gpu-architecture=sm_{arch}"),
         Output::Ptx => format!("--gpu-architecture=compute_{arch}"),
     };
-    let mut opts = vec![
-        arch_opt,
-        "--std=c++17".into(),
-        "-default-device".into(),
-        "--use_fast_math".into(),
-    ];
+    let mut opts = vec![arch_opt, "--std=c++17".into(), "-default-device".into()];
     opts.extend(extra.iter().cloned());
     // SAFETY: `prog` was created above and is destroyed once, at the end of this block; `text`
     // and `name` outlive it.

@@ -65,6 +65,9 @@ fn compile(
         .map_err(driver_error("loading the user's module"))
 }
 
+/// The dynamic shared memory a kernel may use without raising its limit (every CUDA GPU's).
+const DEFAULT_DYNAMIC_SMEM_BYTES: u32 = 48 * 1024;
+
 impl UserKernelGpu {
     pub fn new(
         gpu: Arc<Gpu>,
@@ -201,6 +204,17 @@ impl UserKernelGpu {
                 )
                 .into());
             }
+        }
+        // A block gets more than 48 KiB of dynamic shared memory only once its function's limit
+        // is raised to what it asks (up to the device's opt-in limit, checked above).
+        if g.smem_bytes > DEFAULT_DYNAMIC_SMEM_BYTES {
+            let bytes = i32::try_from(g.smem_bytes)
+                .map_err(|_| fail(src, format!("smem_bytes {} is too large", g.smem_bytes)))?;
+            func.set_attribute(
+                cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                bytes,
+            )
+            .map_err(driver_error("raising the kernel's dynamic shared memory limit"))?;
         }
         let cfg = LaunchConfig {
             grid_dim: (g.grid[0], g.grid[1], g.grid[2]),
