@@ -347,6 +347,10 @@ pub enum BackendError {
     /// A driver call failed.
     #[error("{what}: {detail}")]
     Driver { what: String, detail: String },
+    /// An earlier fault left the GPU's context unusable (a sticky error): nothing more runs on
+    /// it in this process.
+    #[error("not run: the CUDA context was lost to an earlier fault ({first}); every later call on this GPU fails until opledger starts again: run the specs after it again")]
+    ContextLost { first: String },
     /// The output of a variant was asked before the variant ran.
     #[error("variant {variant} has not run")]
     NotRun { variant: &'static str },

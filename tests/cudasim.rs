@@ -787,3 +787,50 @@ fn counts_on_the_cuda_backend_are_read_by_nsight_compute() {
     assert!(out.contains("REGRESSION"), "{out}");
     assert_eq!(gate["functions"][0]["function"], "ew_fused", "{gate}");
 }
+
+/// A fault that leaves the context unusable (an illegal address, as the simulator makes one of
+/// a kernel named by CUDASIM_FAULT_KERNEL): its spec fails with the driver's error, and every
+/// spec after it says that the context was lost, naming the fault, instead of reporting the
+/// same error as its own.
+#[test]
+fn a_sticky_fault_stops_the_specs_after_it_with_context_lost() {
+    let Some(sim) = simulator() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let kinds = root().join("tests/fixtures/kinds");
+    let mut c = Command::new(env!("CARGO_BIN_EXE_opledger"));
+    with_simulator(&mut c, sim);
+    let o = c
+        .current_dir(tmp.path())
+        .env("CUDASIM_FAULT_KERNEL", "gemm_tiled")
+        .arg("run")
+        .arg(kinds.join("tiny-gemm.yaml"))
+        .arg(kinds.join("tiny-softmax.yaml"))
+        .args(["--backend", "cuda", "--probe-mib", "8", "--min-pairs", "3"])
+        .args([
+            "--max-pairs",
+            "4",
+            "--time-cap-secs",
+            "1",
+            "--runs-dir",
+            "runs",
+        ])
+        .args(["--baselines", "baselines"])
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let r = results(tmp.path());
+    let specs = r["specs"].as_array().unwrap();
+    let error = |i: usize| specs[i]["error"].as_str().unwrap_or("").to_string();
+    assert!(
+        error(0).contains("CUDA_ERROR_ILLEGAL_ADDRESS"),
+        "{}",
+        error(0)
+    );
+    assert!(
+        error(1).contains("not run: the CUDA context was lost to an earlier fault")
+            && error(1).contains("CUDA_ERROR_ILLEGAL_ADDRESS"),
+        "{}",
+        error(1)
+    );
+}

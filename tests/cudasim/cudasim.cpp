@@ -497,7 +497,7 @@ static Kernel kernel(const char* name, void (*k)(A...), unsigned max_threads = 1
 static const std::vector<Kernel>& registry() {
     static const std::vector<Kernel> r = {
         OPL_K(ew_chain),        OPL_K(chain_affine),
-        OPL_K(probe_copy),      OPL_K(probe_fma),         OPL_K(probe_mma_bf16),
+        OPL_K(probe_copy),      OPL_K(probe_flush_read),  OPL_K(probe_fma),         OPL_K(probe_mma_bf16),
         OPL_K(opledger_marker),
         OPL_K(gemm_naive),      OPL_K(gemm_tiled),        OPL_K(row_square),
         OPL_K(row_scale_by),    OPL_K(row_sub),           OPL_K(row_exp_sub),
@@ -639,11 +639,22 @@ static size_t elf_size(const unsigned char* p) {
                               phoff + (uint64_t)phnum * phentsize);
 }
 
+// A fault leaves the context unusable, as on a GPU: every later guarded call returns it.
+static int sticky = 0;
+
 static int execute(const Launch& l) {
+    // CUDASIM_FAULT_KERNEL=name: that kernel faults as an access to an illegal address would.
+    const char* fault = getenv("CUDASIM_FAULT_KERNEL");
+    if (fault && strcmp(fault, l.k->name) == 0) {
+        fprintf(stderr, "cudasim: kernel %s: an illegal address (CUDASIM_FAULT_KERNEL)\n", l.k->name);
+        sticky = 700;  // CUDA_ERROR_ILLEGAL_ADDRESS
+        return sticky;
+    }
     std::string f = run_grid(l.bound, l.grid, l.block, l.k->name);
     if (!f.empty()) {
         fprintf(stderr, "cudasim: kernel %s failed: %s\n", l.k->name, f.c_str());
-        return 719;  // CUDA_ERROR_LAUNCH_FAILED
+        sticky = 719;  // CUDA_ERROR_LAUNCH_FAILED
+        return sticky;
     }
     return 0;
 }
@@ -680,7 +691,9 @@ enum : CUresult {
     CAPTURE_INVALIDATED = 901,
 };
 
-#define GUARD std::lock_guard<std::mutex> guard(sim::lock)
+#define GUARD                                   \
+    std::lock_guard<std::mutex> guard(sim::lock); \
+    if (sim::sticky) return sim::sticky
 
 OPL_API CUresult cuInit(unsigned) {
     sim::install_fault_handler();
@@ -1010,6 +1023,7 @@ static const char* error_text(CUresult r) {
         case 200: return "CUDA_ERROR_INVALID_IMAGE";
         case 400: return "CUDA_ERROR_INVALID_HANDLE";
         case 500: return "CUDA_ERROR_NOT_FOUND";
+        case 700: return "CUDA_ERROR_ILLEGAL_ADDRESS";
         case 719: return "CUDA_ERROR_LAUNCH_FAILED";
         case 900: return "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED";
         case 901: return "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED";

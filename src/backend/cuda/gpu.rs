@@ -20,10 +20,45 @@ use std::sync::{Arc, Mutex};
 
 pub(super) fn driver_error(what: &str) -> impl Fn(DriverError) -> Error + '_ {
     move |e| {
+        if leaves_context_unusable(&e) {
+            lost().get_or_insert_with(|| format!("CUDA {what}: {e:?}"));
+        }
         Error::Backend(BackendError::Driver {
             what: format!("CUDA {what}"),
             detail: format!("{e:?}"),
         })
+    }
+}
+
+/// The first fault that left this process's CUDA context unusable, once there was one.
+fn lost() -> std::sync::MutexGuard<'static, Option<String>> {
+    static LOST: Mutex<Option<String>> = Mutex::new(None);
+    LOST.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The errors after which a context is unusable ("sticky"): every later call of the process on
+/// it fails with the same error, whatever it asks.
+fn leaves_context_unusable(e: &DriverError) -> bool {
+    use sys::cudaError_enum::*;
+    matches!(
+        e.0,
+        CUDA_ERROR_ILLEGAL_ADDRESS
+            | CUDA_ERROR_LAUNCH_FAILED
+            | CUDA_ERROR_LAUNCH_TIMEOUT
+            | CUDA_ERROR_HARDWARE_STACK_ERROR
+            | CUDA_ERROR_ILLEGAL_INSTRUCTION
+            | CUDA_ERROR_MISALIGNED_ADDRESS
+            | CUDA_ERROR_INVALID_ADDRESS_SPACE
+            | CUDA_ERROR_INVALID_PC
+    )
+}
+
+/// Refuses new work once the context was lost: the specs after a fault say so (and which fault)
+/// instead of each reporting the fault's error as its own.
+pub(super) fn refuse_if_lost() -> Result<()> {
+    match lost().clone() {
+        Some(first) => Err(BackendError::ContextLost { first }.into()),
+        None => Ok(()),
     }
 }
 
@@ -51,7 +86,7 @@ pub struct Gpu {
     /// The manifest's driver summary, and the driver's version for the device identity.
     pub(super) driver: String,
     pub(super) driver_version: String,
-    /// Overwritten before each cold sample (None in warm mode).
+    /// Read through before each cold sample (None in warm mode); it holds zeros.
     pub(super) flush: Mutex<Option<CudaSlice<u8>>>,
 }
 
@@ -220,9 +255,14 @@ impl Gpu {
             .lock()
             .map_err(|_| BackendError::Kernel("CUDA flush buffer poisoned".into()))?;
         if let Some(buf) = flush.as_mut() {
-            self.stream
-                .memset_zeros(buf)
-                .map_err(driver_error("flushing L2"))?;
+            let n4 = (buf.len() / 16) as u64;
+            let read = self.function("probe", "probe_flush_read")?;
+            let n4_arg = n4 as i64;
+            // SAFETY (launch): probe_flush_read(float4* buf, long long n4) reads n4 float4
+            // values of `buf`, which holds at least 16·n4 bytes (and writes none: it holds zeros).
+            launch(self, &read, self.grid_for(n4), "probe_flush_read", |b| {
+                b.arg(&mut *buf).arg(&n4_arg);
+            })?;
         }
         Ok(())
     }
@@ -330,12 +370,9 @@ impl Gpu {
             shared_mem_bytes: 0,
         };
         launch(self, &marker, cfg, "opledger_marker", |_| {})?;
-        self.stream.synchronize().map_err(|e| {
-            Error::Backend(BackendError::Driver {
-                what: "CUDA synchronizing after opledger_marker".into(),
-                detail: format!("{e:?}"),
-            })
-        })
+        self.stream
+            .synchronize()
+            .map_err(driver_error("synchronizing after opledger_marker"))
     }
 
     pub(super) fn free_bytes(&self) -> Option<u64> {
@@ -356,10 +393,8 @@ pub(super) fn launch<'a>(
     args(&mut b);
     // SAFETY: every call site passes the arguments of the kernel's C signature in order, with
     // buffers of the sizes the kernel indexes (documented at each site).
-    unsafe { b.launch(cfg) }.map(|_| ()).map_err(|e| {
-        Error::Backend(BackendError::Driver {
-            what: format!("CUDA launching {what}"),
-            detail: format!("{e:?}"),
-        })
-    })
+    let what = format!("launching {what}");
+    unsafe { b.launch(cfg) }
+        .map(|_| ())
+        .map_err(driver_error(&what))
 }

@@ -60,10 +60,19 @@ impl ChainGpu {
             .end_capture(sys::CUgraphInstantiate_flags(0))
             .map_err(driver_error("ending graph capture"))?;
         captured?;
-        c.graph =
-            Some(graph.ok_or_else(|| {
-                BackendError::Kernel("CUDA graph capture recorded nothing".into())
-            })?);
+        let graph = graph
+            .ok_or_else(|| BackendError::Kernel("CUDA graph capture recorded nothing".into()))?;
+        // Uploaded now, not by its first replay: the first replay is the checked run, timed
+        // like every other (a graph made again for the checked inputs would otherwise carry
+        // its upload into that sample).
+        graph
+            .upload()
+            .map_err(driver_error("uploading the graph"))?;
+        c.gpu
+            .stream
+            .synchronize()
+            .map_err(driver_error("waiting for the graph's upload"))?;
+        c.graph = Some(graph);
         Ok(c)
     }
 

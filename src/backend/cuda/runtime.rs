@@ -153,6 +153,7 @@ impl Backend for CudaBackend {
     }
 
     fn prepare(&self, workload: &Workload, inputs: Arc<Tensors>) -> Result<Box<dyn Case>> {
+        super::gpu::refuse_if_lost()?;
         let k = kernels_of(workload);
         if let Some(reason) = k.cannot_run() {
             return Err(BackendError::Unsupported {

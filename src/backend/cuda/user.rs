@@ -76,6 +76,7 @@ impl UserKernelGpu {
         variant: Variant,
         inputs: &Tensors,
     ) -> Result<Self> {
+        super::gpu::refuse_if_lost()?;
         let spec = &src.spec;
         let params = kernel_source::signature(&src.text, &spec.entry).map_err(|m| fail(src, m))?;
         let file_name = src
@@ -255,13 +256,9 @@ impl UserKernelGpu {
         // buffer for each pointer parameter (the tensor's full size) and a number of the
         // parameter's type for each scalar one. What the kernel does with them is the user's
         // code; an out-of-bounds access is reported by the driver as a launch error.
-        unsafe { b.launch(self.cfg) }.map(|_| ()).map_err(|e| {
-            BackendError::Driver {
-                what: "CUDA launching the user's kernel".into(),
-                detail: format!("{e:?}"),
-            }
-            .into()
-        })
+        unsafe { b.launch(self.cfg) }
+            .map(|_| ())
+            .map_err(driver_error("launching the user's kernel"))
     }
 }
 

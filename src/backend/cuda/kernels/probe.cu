@@ -3,6 +3,19 @@ extern "C" __global__ void probe_copy(float4* __restrict__ dst, const float4* __
     OPL_GRID_STRIDE(i, n4) dst[i] = src[i];
 }
 
+// The L2 flush before a cold sample: reads `n4` float4 values of a buffer twice the L2's size,
+// which evicts every line a sample left there. A read, not a memset: a memset leaves up to an L2
+// of dirty lines, written back inside the next timed sample. The buffer holds zeros, so the sum
+// is 0 and nothing is written; the condition keeps the reads from being optimised away.
+extern "C" __global__ void probe_flush_read(float4* buf, long long n4) {
+    float acc = 0.0f;
+    OPL_GRID_STRIDE(i, n4) {
+        float4 v = buf[i];
+        acc += v.x + v.y + v.z + v.w;
+    }
+    if (acc != 0.0f) buf[0] = make_float4(acc, acc, acc, acc);
+}
+
 // Each thread runs `iters` rounds of 8 independent FMA chains; `out` keeps the result alive.
 // FLOPs = 2 · 8 · iters · threads.
 extern "C" __global__ void probe_fma(float* out, float a, float b, int iters) {
