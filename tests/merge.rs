@@ -402,3 +402,40 @@ fn the_per_gpu_script_runs_a_shard_per_device_and_merges() {
     assert!(said.contains("2 shards, 8 specs"), "{said}");
     assert_eq!(names(&out.join("merged/results.json")).len(), 8);
 }
+
+/// The documented flow, `opledger merge runs/shard-*/* --out runs/merged`: each shard's runs
+/// folder holds its history store beside its archive, and the glob names it too; it is passed
+/// over (and said), and the archives merge.
+#[test]
+fn the_documented_glob_over_shard_folders_merges_past_their_stores() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = shard_runs(tmp.path(), 2);
+    let mut given: Vec<PathBuf> = Vec::new();
+    for run in &runs {
+        let folder = run.parent().unwrap();
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(folder)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        entries.sort();
+        assert!(
+            entries.iter().any(|e| e.ends_with("history.sqlite")),
+            "{entries:?}"
+        );
+        given.extend(entries);
+    }
+    let o = bin()
+        .arg("merge")
+        .args(&given)
+        .arg("--out")
+        .arg(tmp.path().join("merged"))
+        .output()
+        .unwrap();
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    assert!(
+        text(&o).contains("history.sqlite passed over: a runs folder's history store"),
+        "{}",
+        text(&o)
+    );
+    assert!(tmp.path().join("merged/results.json").is_file());
+}

@@ -152,6 +152,32 @@ fn load_shards(dirs: &[PathBuf], out: &Path) -> Result<(Vec<Shard>, Vec<archive:
     }
     let mut runs: Vec<(PathBuf, RunResult)> = Vec::new();
     let mut read: Vec<archive::ReadRecord> = Vec::new();
+    // A runs folder holds its history store beside its archives (`history.sqlite` and SQLite's
+    // side files): `runs/shard-*/*` names it too, and it is passed over, said, not refused.
+    let dirs: Vec<&PathBuf> = dirs
+        .iter()
+        .filter(|d| {
+            let store_file = d.is_file()
+                && d.file_name().is_some_and(|n| {
+                    let n = n.to_string_lossy();
+                    ["", "-wal", "-shm", "-journal"]
+                        .iter()
+                        .any(|side| n == format!("{}{side}", crate::store::DEFAULT_FILE))
+                });
+            if store_file {
+                eprintln!(
+                    "opledger: merge: {} passed over: a runs folder's history store, not a run archive",
+                    d.display()
+                );
+            }
+            !store_file
+        })
+        .collect();
+    if dirs.is_empty() {
+        return Err(Error::Flag(
+            "merge: no run folder given (only history stores)".into(),
+        ));
+    }
     for d in dirs {
         if runs.iter().any(|(p, _)| same_dir(p, d)) {
             return Err(Error::Flag(format!(
