@@ -2,6 +2,7 @@
 //! Bad input stops the run before anything is measured; a backend error in one spec fails that
 //! spec and the run goes on with the others.
 
+mod counting;
 mod prepare;
 mod shifts;
 
@@ -81,6 +82,8 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
         require_baseline: opts.require_baseline,
         progress: &p.progress,
     };
+    // Every counted side first, several at once; then the timing, on a quiet machine.
+    let mut precounted = counting::count_all(&p, opts);
     let mut results = Vec::new();
     for (i, (s, base)) in p.specs.iter().zip(&p.baselines).enumerate() {
         let bpath = &base.path;
@@ -96,15 +99,6 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
         let counts_base = p.counts_baselines.get(i);
         let counted = s.counted()?;
         if let (Some(counter), Some(cb), true) = (&p.counter, counts_base, mode.counts()) {
-            p.progress.say(&format!(
-                "opledger: {}: counting both sides under {}",
-                s.name,
-                if counter.engine.gpu.is_some() {
-                    "Nsight Compute"
-                } else {
-                    "Valgrind"
-                }
-            ));
             let reference = gate::counts::CountsReference {
                 baseline: cb.baseline.as_ref(),
                 path: &cb.path,
@@ -112,7 +106,10 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
                 reference: cb.reference.as_ref(),
                 require_baseline: opts.require_baseline,
             };
-            let measured = counter.count_spec_with_outputs(&counted);
+            let measured = precounted
+                .get_mut(i)
+                .and_then(Option::take)
+                .unwrap_or_else(|| counter.count_spec_with_outputs(&counted));
             gate::decide_counts(
                 measured,
                 counter.engine.seed,

@@ -120,6 +120,27 @@ impl Counter {
         })
     }
 
+    /// A counter of the same engine with a work folder of its own (of the same name length, so
+    /// that its counts are this one's), to count another spec at the same time.
+    pub fn another(&self) -> Result<Counter> {
+        let work = crate::stop::private_dir("opledger-counts-", Some(Path::new("/tmp")))
+            .map_err(|e| Error::write("creating", "/tmp", e))?;
+        let link = work.path().join("opledger");
+        let target =
+            std::fs::read_link(&self.exe).map_err(|e| Error::io("reading", &self.exe, e))?;
+        std::os::unix::fs::symlink(&target, &link)
+            .map_err(|e| Error::write("linking", &link, e))?;
+        Ok(Counter {
+            engine: self.engine.clone(),
+            slowdown: self.slowdown,
+            work,
+            exe: link,
+            valgrind: self.valgrind.clone(),
+            limit: self.limit,
+            ncu: self.ncu.clone(),
+        })
+    }
+
     /// Both sides of `s`, each counted (or why not) and set against its ledger.
     pub fn count_spec(&self, s: &Spec) -> Result<SpecCounts> {
         Ok(self.count_spec_with_outputs(s)?.counts)
