@@ -200,7 +200,7 @@ pub fn cuda_include_dir() -> Option<std::path::PathBuf> {
     use std::path::PathBuf;
     let mut candidates: Vec<PathBuf> = ["CUDA_HOME", "CUDA_PATH"]
         .iter()
-        .filter_map(|v| std::env::var_os(v))
+        .filter_map(std::env::var_os)
         .map(|d| PathBuf::from(d).join("include"))
         .collect();
     candidates.push("/usr/local/cuda/include".into());
