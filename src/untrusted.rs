@@ -19,8 +19,7 @@ pub fn printable(text: &str) -> String {
             out.push_str("| ");
         }
         for c in line.chars() {
-            let reorders = matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}');
-            if (c.is_control() && c != '\t') || reorders {
+            if (c.is_control() && c != '\t') || is_bidi_control(c) {
                 out.push_str(&format!("[U+{:04X}]", c as u32));
             } else {
                 out.push(c);
@@ -28,6 +27,13 @@ pub fn printable(text: &str) -> String {
         }
     }
     out
+}
+
+/// The invisible characters that reorder the text around them (embeddings, overrides,
+/// isolates, marks): they can make a line, a heading or a table read backwards, so every output
+/// shows them as their code points instead.
+pub fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
 }
 
 #[cfg(test)]

@@ -81,12 +81,7 @@ pub fn html(s: &str) -> String {
     o
 }
 
-/// The invisible characters that reorder the text around them (embeddings, overrides,
-/// isolates, marks): in a title they can make a heading or a table read backwards, so they are
-/// shown as their code points instead.
-pub fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
-}
+pub use crate::untrusted::is_bidi_control;
 
 #[cfg(test)]
 mod code_span_tests {
