@@ -57,7 +57,7 @@ source_hash() {
 # outlives jobs on a self-hosted runner, where a pull request's job could leave a binary for
 # the default branch's job to run with its token and store: it is not used.
 tools_dir() {
-  echo "${OPLEDGER_ACTION_TOOLS:-${RUNNER_TEMP:-$(mktemp -d)}/opledger-tools}/$(version)-$(source_hash)"
+  echo "${OPLEDGER_ACTION_TOOLS:-${RUNNER_TEMP:-${TMPDIR:-/tmp}}/opledger-tools}/$(version)-$(source_hash)"
 }
 
 is_pull_request() {
