@@ -3,7 +3,7 @@
 //! the machine runs, so the machine's cores count specs side by side (each in a work folder of
 //! its own, of the same name length: the counts are those of one at a time). Timing comes after,
 //! on a quiet machine. A GPU's counts (Nsight Compute, one profiled process on one device) stay
-//! one at a time.
+//! one at a time. `pipeline::run` counts every spec this way before its timing loop.
 
 use super::prepare::Prepared;
 use super::RunOptions;
@@ -70,6 +70,19 @@ pub(super) fn count_all(p: &Prepared, opts: &RunOptions) -> Vec<Option<Result<Co
         }
     });
     out
+}
+
+/// Spec `i`'s counts as [`count_all`] made them, or (a spec it did not count) counted now.
+pub(super) fn take(
+    first: &mut [Option<Result<Counted>>],
+    i: usize,
+    counter: &Counter,
+    counted: &crate::spec::Spec,
+) -> Result<Counted> {
+    first
+        .get_mut(i)
+        .and_then(Option::take)
+        .unwrap_or_else(|| counter.count_spec_with_outputs(counted))
 }
 
 /// How many counted processes run at once: the cores there are, no more than the jobs, and no

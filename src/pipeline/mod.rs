@@ -82,8 +82,7 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
         require_baseline: opts.require_baseline,
         progress: &p.progress,
     };
-    // Every counted side first, several at once; then the timing, on a quiet machine.
-    let mut precounted = counting::count_all(&p, opts);
+    let mut counted_first = counting::count_all(&p, opts);
     let mut results = Vec::new();
     for (i, (s, base)) in p.specs.iter().zip(&p.baselines).enumerate() {
         let bpath = &base.path;
@@ -106,10 +105,7 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
                 reference: cb.reference.as_ref(),
                 require_baseline: opts.require_baseline,
             };
-            let measured = precounted
-                .get_mut(i)
-                .and_then(Option::take)
-                .unwrap_or_else(|| counter.count_spec_with_outputs(&counted));
+            let measured = counting::take(&mut counted_first, i, counter, &counted);
             gate::decide_counts(
                 measured,
                 counter.engine.seed,
