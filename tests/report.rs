@@ -220,7 +220,10 @@ fn compare_two_archived_runs_with_the_gate_statistics() {
     std::fs::create_dir_all(&slow).unwrap();
     std::fs::write(slow.join("results.json"), serde_json::to_vec(&b).unwrap()).unwrap();
     let comment = dir.path().join("comment.md");
+    // In the runs' folder: a history store where the tests run (the repository's own runs/)
+    // must not lend it drift.
     let o = bin()
+        .current_dir(dir.path())
         .arg("compare")
         .arg(&runs[0])
         .arg(&slow)
@@ -259,6 +262,7 @@ fn compare_two_archived_runs_with_the_gate_statistics() {
         "no absolute path: {c}"
     );
     let o = bin()
+        .current_dir(dir.path())
         .arg("compare")
         .arg(&runs[0])
         .arg(&slow)
@@ -275,6 +279,7 @@ fn compare_two_archived_runs_with_the_gate_statistics() {
     );
     // A run compared with itself: ratio exactly 1, never a regression.
     let o = bin()
+        .current_dir(dir.path())
         .arg("compare")
         .arg(&runs[0])
         .arg(&runs[0])
@@ -285,6 +290,7 @@ fn compare_two_archived_runs_with_the_gate_statistics() {
     // A damaged archive is a clear error.
     std::fs::write(slow.join("results.json"), b"{").unwrap();
     let o = bin()
+        .current_dir(dir.path())
         .arg("compare")
         .arg(&runs[0])
         .arg(&slow)
@@ -316,6 +322,7 @@ fn compare_reaches_the_runs_own_verdict_on_the_same_archives() {
         .unwrap()
         .to_string();
     let o = bin()
+        .current_dir(dir.path())
         .arg("compare")
         .arg(&runs[0])
         .arg(&runs[1])
