@@ -103,9 +103,7 @@ fn concurrency(counter: &Counter, p: &Prepared, jobs: &[usize]) -> usize {
     let largest = jobs
         .iter()
         .filter_map(|&i| p.specs[i].counted().ok())
-        .map(|s| {
-            crate::backend::cpu::host_bytes(&s.workload, 2 * counter.engine.cache_model.ll.bytes)
-        })
+        .map(|s| counter.host_bytes(&s))
         .max()
         .unwrap_or(0)
         .max(1);

@@ -81,17 +81,19 @@ impl Counter {
         if self.ncu.is_some() {
             return Ok(());
         }
-        let counted = s.counted()?;
-        let need = crate::backend::cpu::host_bytes(
-            &counted.workload,
-            2 * self.engine.cache_model.ll.bytes,
-        );
+        let need = self.host_bytes(&*s.counted()?);
         crate::backend::check_memory(&s.name, need, available).map_err(|e| Error::Spec {
             path: s.file.clone(),
             pos: crate::spec::find_key(&s.source_text, &["measure", "counts_sizes"])
                 .or_else(|| crate::spec::find_key(&s.source_text, &["workload"])),
             message: format!("counted under Valgrind: {e}"),
         })
+    }
+
+    /// The host memory the counted process of `counted` (a spec at its counted sizes) holds: the
+    /// CPU backend's buffers and a flush of twice the model's last level.
+    pub fn host_bytes(&self, counted: &Spec) -> u64 {
+        crate::backend::cpu::host_bytes(&counted.workload, 2 * self.engine.cache_model.ll.bytes)
     }
 
     /// The work folder under `/tmp` and the link to this binary in it, and the engine `engine`
@@ -102,10 +104,7 @@ impl Counter {
         engine: impl FnOnce(String) -> CountsEngine,
     ) -> Result<Counter> {
         let exe = std::env::current_exe().map_err(|e| Error::io("finding", "opledger", e))?;
-        let work = crate::stop::private_dir("opledger-counts-", Some(Path::new("/tmp")))
-            .map_err(|e| Error::write("creating", "/tmp", e))?;
-        let link = work.path().join("opledger");
-        std::os::unix::fs::symlink(&exe, &link).map_err(|e| Error::write("linking", &link, e))?;
+        let (work, link) = work_folder(&exe)?;
         let sha = crate::spec::sha256_hex(
             &std::fs::read(&exe).map_err(|e| Error::io("reading", &exe, e))?,
         );
@@ -123,13 +122,9 @@ impl Counter {
     /// A counter of the same engine with a work folder of its own (of the same name length, so
     /// that its counts are this one's), to count another spec at the same time.
     pub fn another(&self) -> Result<Counter> {
-        let work = crate::stop::private_dir("opledger-counts-", Some(Path::new("/tmp")))
-            .map_err(|e| Error::write("creating", "/tmp", e))?;
-        let link = work.path().join("opledger");
         let target =
             std::fs::read_link(&self.exe).map_err(|e| Error::io("reading", &self.exe, e))?;
-        std::os::unix::fs::symlink(&target, &link)
-            .map_err(|e| Error::write("linking", &link, e))?;
+        let (work, link) = work_folder(&target)?;
         Ok(Counter {
             engine: self.engine.clone(),
             slowdown: self.slowdown,
@@ -313,6 +308,17 @@ impl Counter {
             output,
         ))
     }
+}
+
+/// A private work folder of a fixed-length name under `/tmp` and a link in it to the binary
+/// `exe` (the counted process's paths have the same lengths on every machine, and in every
+/// folder of one run).
+fn work_folder(exe: &Path) -> Result<(crate::stop::PrivateDir, PathBuf)> {
+    let work = crate::stop::private_dir("opledger-counts-", Some(Path::new("/tmp")))
+        .map_err(|e| Error::write("creating", "/tmp", e))?;
+    let link = work.path().join("opledger");
+    std::os::unix::fs::symlink(exe, &link).map_err(|e| Error::write("linking", &link, e))?;
+    Ok((work, link))
 }
 
 /// Spec `name` of `file` as its sides are counted (`measure.counts_sizes` applied), in the
