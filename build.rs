@@ -1,13 +1,22 @@
-//! Records the compiler version for the environment manifest of every result.
+//! Marks the integration tests whose optional part is missing: each part found sets
+//! `has_<part>` (`tests/common/parts.rs` says how each is found), and a test that needs a missing
+//! one is compiled with `#[ignore = "needs …"]`, so the runner counts it as ignored, with the
+//! part's name, never as passed.
+
+#[path = "tests/common/parts.rs"]
+#[allow(dead_code)]
+mod parts;
+
 fn main() {
-    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    let version = std::process::Command::new(rustc)
-        .arg("--version")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|| "unknown".into());
-    println!("cargo:rustc-env=OPLEDGER_RUSTC={version}");
-    println!("cargo:rerun-if-changed=build.rs");
+    for part in parts::PARTS {
+        println!("cargo::rustc-check-cfg=cfg({})", part.cfg);
+        if (part.found)() {
+            println!("cargo::rustc-cfg={}", part.cfg);
+        }
+    }
+    for var in parts::INPUTS {
+        println!("cargo::rerun-if-env-changed={var}");
+    }
+    println!("cargo::rerun-if-changed=build.rs");
+    println!("cargo::rerun-if-changed=tests/common/parts.rs");
 }

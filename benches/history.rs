@@ -105,6 +105,10 @@ fn changes() {
 
 /// `every`: only the query of every point, eight times (each time printed), on the store
 /// recorded or reused.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one benchmark's setup, timed steps and printed table in the order they print"
+)]
 fn store(every_only: bool) {
     let runs: usize = std::env::var("OPLEDGER_BENCH_RUNS")
         .ok()

@@ -1,38 +1,32 @@
 //! opledger: the operator ledger of GPU optimizations.
 //!
-//! The pipeline, bottom to top (`tests/layers.rs` holds the order, `docs/contributing.md` says
-//! what each layer holds): `spec` (YAML → validated types) and `kinds` (each workload's ledger)
-//! → `device` (the machine and its ceilings) → `backend` (kernels) → `measure` (timing,
-//! counts, statistics) → `verdict` (checks) and `gate` (the regression gate: statistics,
-//! findings, reference and decision) → `results` (what `results.json` holds) → `baseline` and
-//! `store` → `report` (every word and picture) → `archive` (a run's folder, sealed and verified)
-//! → `pipeline` (`run`) → `commands` (one file a command) → `cli` (parsing).
+//! A workspace of crates by concern, each depending only on those below it (the compiler keeps
+//! the order; `docs/contributing.md` says why each crate exists): `opledger-model` (spec, kinds,
+//! ledger, device) → `opledger-cpu` (the CPU kernels) → `opledger-backend` (the `Backend` trait,
+//! CPU, CUDA and workers) → `opledger-measure` (timing, counts, statistics) →
+//! `opledger-results` (verdicts, the gate's vocabulary, what `results.json` holds) →
+//! `opledger-records` (baselines, the history store, provenance, evidence) → `opledger-gate`
+//! (the regression gate) → `opledger-report` (every word and picture) → this crate: a run's
+//! archive (`archive`), the `run` pipeline (`pipeline`), one file a command (`commands`) and the
+//! command line (`cli`).
+//!
+//! Every lower crate's modules are re-exported here under the names they have always had
+//! (`opledger::spec`, `opledger::gate`, …), so a path into the library reads the same whichever
+//! crate holds it.
+
+pub use opledger_backend as backend;
+pub use opledger_gate as gate;
+pub use opledger_measure as measure;
+pub use opledger_model::{
+    device, error, expr, files, kinds, ledger, rng, secret, settings, shard, spec, stop, untrusted,
+    values,
+};
+pub use opledger_records::{baseline, evidence, provenance, store};
+pub use opledger_report as report;
+pub use opledger_results as results;
+pub use opledger_results::verdict;
 
 pub mod archive;
-pub mod backend;
-pub mod baseline;
 pub mod cli;
 pub mod commands;
-pub mod device;
-pub mod error;
-pub mod evidence;
-pub mod expr;
-pub mod files;
-pub mod gate;
-pub mod kinds;
-pub mod ledger;
-pub mod measure;
 pub mod pipeline;
-pub mod provenance;
-pub mod report;
-pub mod results;
-pub mod rng;
-pub mod secret;
-pub mod settings;
-pub mod shard;
-pub mod spec;
-pub mod stop;
-pub mod store;
-pub mod untrusted;
-pub mod values;
-pub mod verdict;

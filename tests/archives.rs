@@ -3,7 +3,7 @@
 //! a failed check a baseline, and every archive's manifest names the file edited after the run.
 //! Each case runs beside a `victim` file and checks that the parent folder holds nothing new.
 
-mod common;
+use crate::common;
 use common::{bin, fixture, only_run_dir, quick_run, text};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};

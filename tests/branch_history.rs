@@ -5,7 +5,7 @@
 //! spec whose own `gate.against` asks for the branch's history; `git bisect run` driven by
 //! `run --bisect`.
 
-mod common;
+use crate::common;
 use common::{bin, fixture, git, text};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -73,6 +73,10 @@ fn repo_with_spec() -> (tempfile::TempDir, PathBuf) {
 }
 
 #[test]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one history built commit by commit: each step's runs are the next step's reference"
+)]
 fn a_branch_is_judged_against_its_merge_base_and_a_slowdown_is_placed_between_commits() {
     let _one = serial();
     let (_dir, repo) = repo_with_spec();

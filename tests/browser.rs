@@ -9,7 +9,7 @@
 //! installs Debian's package), where a missing browser fails them. Screenshots are written under
 //! `OPLEDGER_SCREENSHOTS` when it names a folder (how docs/img/ is made).
 
-mod common;
+use crate::common;
 use common::{bin, fixture, git, text};
 use scraper::{Html, Selector};
 use std::path::{Path, PathBuf};
@@ -17,19 +17,7 @@ use std::process::Command;
 
 /// Chromium, or `None` (SKIPPED) where there is none and none is required.
 fn chromium(test: &str) -> Option<PathBuf> {
-    let found = std::env::var_os("OPLEDGER_CHROMIUM")
-        .map(PathBuf::from)
-        .or_else(|| {
-            ["chromium", "chromium-browser", "google-chrome"]
-                .iter()
-                .find_map(|name| {
-                    std::env::var_os("PATH").and_then(|paths| {
-                        std::env::split_paths(&paths)
-                            .map(|d| d.join(name))
-                            .find(|p| p.is_file())
-                    })
-                })
-        });
+    let found = crate::common::parts::chromium();
     if found.is_none() {
         assert!(
             std::env::var_os("OPLEDGER_REQUIRE_CHROMIUM").is_none(),
@@ -234,6 +222,7 @@ fn probed(browser: &Path, page: &Path, what: &str) -> Vec<String> {
 }
 
 #[test]
+#[cfg_attr(not(has_chromium), ignore = "needs Chromium")]
 fn the_html_report_opens_offline_with_its_verdict_checklist_cases_and_points() {
     let _one = serial();
     let Some(browser) = chromium("the HTML report") else {
@@ -380,6 +369,11 @@ fn store_with_a_step(repo: &Path) -> Vec<String> {
 }
 
 #[test]
+#[cfg_attr(not(has_chromium), ignore = "needs Chromium")]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one dashboard opened once and checked page by page: starting the browser dominates"
+)]
 fn the_dashboard_opens_offline_with_every_case_run_baseline_and_shift() {
     let _one = serial();
     let Some(browser) = chromium("the dashboard") else {

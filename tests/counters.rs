@@ -1,7 +1,7 @@
 //! `opledger counters`: Nsight Compute exports (both layouts) reconciled with a real run's
 //! ledgers; one fixture per broken rule with its message.
 
-mod common;
+use crate::common;
 use common::{bin, fixture, only_run_dir, quick_run, text};
 use std::path::Path;
 

@@ -5,7 +5,7 @@
 //! to seconds. Valgrind is required under CI (`OPLEDGER_REQUIRE_VALGRIND`, `.ci/run` installs
 //! it); elsewhere without it these tests say SKIPPED.
 
-mod common;
+use crate::common;
 use common::{bin, text, valgrind};
 use std::path::Path;
 use std::process::{Command, Output};
@@ -68,6 +68,7 @@ fn json(o: &Output) -> serde_json::Value {
 }
 
 #[test]
+#[cfg_attr(not(has_valgrind), ignore = "needs Valgrind")]
 fn counts_are_identical_run_after_run_wherever_the_spec_lies() {
     if !valgrind() {
         return;
@@ -109,6 +110,7 @@ fn counts_are_identical_run_after_run_wherever_the_spec_lies() {
 }
 
 #[test]
+#[cfg_attr(not(has_valgrind), ignore = "needs Valgrind")]
 fn a_real_slowdown_of_the_code_moves_the_counts_of_its_side_only() {
     if !valgrind() {
         return;
@@ -144,6 +146,7 @@ fn a_real_slowdown_of_the_code_moves_the_counts_of_its_side_only() {
 }
 
 #[test]
+#[cfg_attr(not(has_valgrind), ignore = "needs Valgrind")]
 fn sides_the_simulator_cannot_see_and_cache_resident_sizes_say_so() {
     if !valgrind() {
         return;
@@ -244,6 +247,7 @@ fn a_bad_cache_model_and_a_missing_valgrind_are_refused() {
 }
 
 #[test]
+#[cfg_attr(not(has_valgrind), ignore = "needs Valgrind")]
 fn a_run_measuring_both_archives_the_counts_and_checks_the_ledger_against_them() {
     let dir = tempfile::tempdir().unwrap();
     let spec = chain_spec(dir.path(), 1024, 1024);
@@ -340,6 +344,11 @@ fn check_of<'a>(r: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
 }
 
 #[test]
+#[cfg_attr(not(has_valgrind), ignore = "needs Valgrind")]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one baseline counted once and judged under each condition: counting dominates"
+)]
 fn a_counts_gate_fails_a_two_percent_slowdown_and_never_an_unchanged_run_under_load() {
     if !valgrind() {
         return;
@@ -469,6 +478,7 @@ fn a_counts_gate_fails_a_two_percent_slowdown_and_never_an_unchanged_run_under_l
 /// `compare A B` on two counted runs judges B's counts against A's: the pull-request comment
 /// names a 2% slowdown of the fused kernel as a counts regression, and exits 1.
 #[test]
+#[cfg_attr(not(has_valgrind), ignore = "needs Valgrind")]
 fn compare_judges_counts_of_two_archived_runs() {
     if !valgrind() {
         return;
@@ -531,6 +541,11 @@ fn compare_judges_counts_of_two_archived_runs() {
 /// Without a counts baseline, a branch's counts are judged against its newest counted run in
 /// the history store: nothing to set up, and a 2% slowdown committed on the branch FAILs.
 #[test]
+#[cfg_attr(not(has_valgrind), ignore = "needs Valgrind")]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one branch history counted step by step: each step's counted run is the next step's reference"
+)]
 fn without_a_counts_baseline_the_branchs_newest_counted_run_is_the_reference() {
     if !valgrind() {
         return;
@@ -660,6 +675,7 @@ fn without_a_counts_baseline_the_branchs_newest_counted_run_is_the_reference() {
 /// `counts_sizes` (not the timed workload), the counts baseline is of that workload, and the
 /// next unchanged run passes against it.
 #[test]
+#[cfg_attr(not(has_valgrind), ignore = "needs Valgrind")]
 fn auto_mode_counts_where_it_can_at_the_specs_counts_sizes() {
     let dir = tempfile::tempdir().unwrap();
     let spec = chain_spec(dir.path(), 64, 4096);
@@ -721,6 +737,7 @@ fn auto_mode_counts_where_it_can_at_the_specs_counts_sizes() {
 /// `calibrate --measure counts`: each side counted N times; counts of one binary repeat
 /// exactly, so the spread is 0 and any change is detected; nothing is timed.
 #[test]
+#[cfg_attr(not(has_valgrind), ignore = "needs Valgrind")]
 fn calibrate_in_counts_mode_reports_the_spread_of_the_counts() {
     if !valgrind() {
         return;
@@ -763,6 +780,10 @@ fn calibrate_in_counts_mode_reports_the_spread_of_the_counts() {
 /// input at one commit of six; against the counts baseline accepted at the first, every step is
 /// exact (no skip, no second measurement), and the bisection names that commit.
 #[test]
+#[cfg_attr(
+    any(not(has_valgrind), not(has_cc)),
+    ignore = "needs Valgrind; needs a C and a C++ compiler"
+)]
 fn git_bisect_on_counts_names_the_commit_that_added_work() {
     if !valgrind() {
         return;
@@ -890,6 +911,7 @@ fn ends(pid: i32) -> bool {
 /// process SIGTERM ended), and a counted process past `OPLEDGER_COUNTS_TIMEOUT_SECS` is ended
 /// and named.
 #[test]
+#[cfg_attr(not(has_valgrind), ignore = "needs Valgrind")]
 fn a_stopped_or_overdue_counted_run_ends_valgrind_and_removes_its_private_folder() {
     use std::os::unix::fs::PermissionsExt;
     if !valgrind() {
@@ -936,6 +958,7 @@ fn a_stopped_or_overdue_counted_run_ends_valgrind_and_removes_its_private_folder
 /// A counted size is refused before anything runs where its process cannot fit in memory, as
 /// the same size timed is: exit 2, located at `measure.counts_sizes`.
 #[test]
+#[cfg_attr(not(has_valgrind), ignore = "needs Valgrind")]
 fn a_counted_size_too_large_for_memory_is_refused_at_counts_sizes() {
     if !valgrind() {
         return;

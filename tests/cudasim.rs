@@ -33,7 +33,7 @@ fn skip(why: &str) -> bool {
 }
 
 fn cxx() -> String {
-    std::env::var("CXX").unwrap_or_else(|_| "g++".into())
+    crate::common::parts::cxx()
 }
 
 fn compile(out: &Path, main: &str, shared: bool) -> Result<(), String> {
@@ -48,7 +48,7 @@ fn compile(out: &Path, main: &str, shared: bool) -> Result<(), String> {
         c.args(["-shared", "-fPIC", "-fvisibility=hidden"]);
     }
     c.arg("-I")
-        .arg(root().join("src/backend/cuda/kernels"))
+        .arg(root().join("crates/backend/src/cuda/kernels"))
         .arg("-I")
         .arg(root().join("tests/cudasim"))
         .arg(root().join("tests/cudasim").join(main))
@@ -185,6 +185,10 @@ fn simulator_self_test_catches_broken_kernels() {
 /// attention standard/tensor-core flash causal and not, launch chain eager/graph) run through
 /// the CUDA backend and match the f64 reference.
 #[test]
+#[cfg_attr(
+    not(has_cudasim),
+    ignore = "needs the driver simulator (x86-64, g++, NVRTC)"
+)]
 fn every_kind_runs_correctly_on_the_simulated_driver() {
     let Some(sim) = simulator() else { return };
     let tmp = tempfile::tempdir().unwrap();
@@ -196,8 +200,7 @@ fn every_kind_runs_correctly_on_the_simulated_driver() {
         .map(|e| e.unwrap().path())
         .filter(|p| {
             let spec = opledger::spec::load(p).unwrap();
-            opledger::device::DeviceKind::Cuda
-                .cannot_run(&spec.workload)
+            opledger::backend::cannot_run(opledger::device::DeviceKind::Cuda, &spec.workload)
                 .is_none()
         })
         .collect();
@@ -264,6 +267,10 @@ fn every_kind_runs_correctly_on_the_simulated_driver() {
 /// `--backend auto` takes the GPU when a driver with a device is there (and says so); the probe
 /// kind, which only the CPU backend runs, is an error of that spec, not a crash.
 #[test]
+#[cfg_attr(
+    not(has_cudasim),
+    ignore = "needs the driver simulator (x86-64, g++, NVRTC)"
+)]
 fn auto_backend_picks_the_simulated_gpu() {
     let Some(sim) = simulator() else { return };
     let tmp = tempfile::tempdir().unwrap();
@@ -297,6 +304,10 @@ fn auto_backend_picks_the_simulated_gpu() {
 /// every step (a check killed midway keeps the steps it made), and steps past the deadline are
 /// skipped and said.
 #[test]
+#[cfg_attr(
+    not(has_cudasim),
+    ignore = "needs the driver simulator (x86-64, g++, NVRTC)"
+)]
 fn gpu_check_script_dry_run() {
     let Some(sim) = simulator() else { return };
     let script = |out: &Path, env: &[(&str, &str)]| {
@@ -399,6 +410,14 @@ fn gpu_check_script_dry_run() {
 /// and checked against the f64 reference; a kernel that does not compile fails its spec with
 /// NVRTC's log pointing into the user's file.
 #[test]
+#[cfg_attr(
+    not(has_cudasim),
+    ignore = "needs the driver simulator (x86-64, g++, NVRTC)"
+)]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one user kernel through every stage on the simulator: each stage reads what the last left"
+)]
 fn a_users_cuda_kernel_runs_as_one_side() {
     let Some(sim) = simulator() else { return };
     let tmp = tempfile::tempdir().unwrap();
@@ -538,6 +557,10 @@ fn a_users_cuda_kernel_runs_as_one_side() {
 /// The checked run's output is filled with NaN before it and its inputs are new (a second
 /// seed), so neither's stale result can pass for the run's, and correctness fails saying so.
 #[test]
+#[cfg_attr(
+    not(has_cudasim),
+    ignore = "needs the driver simulator (x86-64, g++, NVRTC)"
+)]
 fn cuda_kernels_that_keep_an_earlier_result_fail_correctness() {
     let Some(sim) = simulator() else { return };
     let example = root().join("examples/cuda");
@@ -582,6 +605,10 @@ fn cuda_kernels_that_keep_an_earlier_result_fail_correctness() {
 /// launch is the checked run; many times the others, twice (a third set of inputs confirms it),
 /// the spec FAILs naming it. Its outputs pass correctness: only that run's time tells.
 #[test]
+#[cfg_attr(
+    not(has_cudasim),
+    ignore = "needs the driver simulator (x86-64, g++, NVRTC)"
+)]
 fn a_cuda_kernel_that_keeps_its_result_across_launches_fails() {
     let Some(sim) = simulator() else { return };
     let tmp = tempfile::tempdir().unwrap();
@@ -651,6 +678,10 @@ cp "$NCU_FIXTURE" "$log"
 /// is given (the marker kernel compiles and launches between the variants) and writes the
 /// documented-format export of the tiny chain as its log: the counters land in the run.
 #[test]
+#[cfg_attr(
+    not(has_cudasim),
+    ignore = "needs the driver simulator (x86-64, g++, NVRTC)"
+)]
 fn run_ncu_profiles_the_marked_pass_and_attaches_the_counters() {
     let Some(sim) = simulator() else { return };
     let tmp = tempfile::tempdir().unwrap();
@@ -697,6 +728,10 @@ fn run_ncu_profiles_the_marked_pass_and_attaches_the_counters() {
 /// baseline is accepted under the GPU's key, the same counts pass it, and an after side that
 /// moves 2.7% more DRAM bytes fails the 1% gate, naming the kernel.
 #[test]
+#[cfg_attr(
+    not(has_cudasim),
+    ignore = "needs the driver simulator (x86-64, g++, NVRTC)"
+)]
 fn counts_on_the_cuda_backend_are_read_by_nsight_compute() {
     let Some(sim) = simulator() else { return };
     let tmp = tempfile::tempdir().unwrap();
@@ -793,6 +828,10 @@ fn counts_on_the_cuda_backend_are_read_by_nsight_compute() {
 /// spec after it says that the context was lost, naming the fault, instead of reporting the
 /// same error as its own.
 #[test]
+#[cfg_attr(
+    not(has_cudasim),
+    ignore = "needs the driver simulator (x86-64, g++, NVRTC)"
+)]
 fn a_sticky_fault_stops_the_specs_after_it_with_context_lost() {
     let Some(sim) = simulator() else { return };
     let tmp = tempfile::tempdir().unwrap();

@@ -1,6 +1,6 @@
 //! What a run exports for CI: the job summary and JUnit XML.
 
-mod common;
+use crate::common;
 use common::{fixture, only_run_dir, run_cmd, run_in, text};
 
 #[test]

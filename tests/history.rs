@@ -2,7 +2,7 @@
 //! same store from the archives (idempotent by run id and manifest digest), `history` reading
 //! each case's series, writers at once losing nothing.
 
-mod common;
+use crate::common;
 use common::{bin, fixture, run_cmd, text};
 use std::path::{Path, PathBuf};
 
@@ -38,6 +38,10 @@ fn runs_on(dir: &Path, spec: &Path, branches: &[&str], extra: &[&str]) {
 }
 
 #[test]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one store recorded, rebuilt and compared: each step reads what the last step left"
+)]
 fn every_run_is_recorded_and_ingest_rebuilds_the_same_store() {
     let dir = tempfile::tempdir().unwrap();
     let spec = fixture("good/tiny-chain.yaml");
@@ -289,6 +293,10 @@ fn writers_at_once_lose_nothing_on_sqlite() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs a PostgreSQL server (OPLEDGER_TEST_POSTGRES)"
+)]
 fn writers_at_once_lose_nothing_on_postgres() {
     let Some(db) = common::postgres_store("writers_at_once") else {
         return;
@@ -298,6 +306,10 @@ fn writers_at_once_lose_nothing_on_postgres() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs a PostgreSQL server (OPLEDGER_TEST_POSTGRES)"
+)]
 fn a_postgres_store_holds_what_an_sqlite_one_does() {
     let Some(db) = common::postgres_store("postgres_like_sqlite") else {
         return;

@@ -2,7 +2,7 @@
 //! and writes nothing outside the folder it was given. Each case runs in a folder of its own
 //! beside a `victim` file that must survive unchanged.
 
-mod common;
+use crate::common;
 use common::{bin, fixture, only_run_dir, QUICK};
 use std::io::Read;
 use std::path::PathBuf;

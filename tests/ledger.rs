@@ -1,6 +1,6 @@
 //! The ledger and roofline commands: exact bytes, the seed's roofline, tilings.
 
-mod common;
+use crate::common;
 use common::{bin, fixture, text};
 use std::path::Path;
 

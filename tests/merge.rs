@@ -1,6 +1,6 @@
 //! `opledger merge`: the archives of a sharded run merged into one sign-off.
 
-mod common;
+use crate::common;
 use common::{bin, fixture, only_run_dir, run_in, text};
 use std::path::{Path, PathBuf};
 

@@ -22,6 +22,7 @@ fn nvrtc_or_skip() -> bool {
 }
 
 #[test]
+#[cfg_attr(not(has_nvrtc), ignore = "needs NVRTC (libnvrtc on LD_LIBRARY_PATH)")]
 fn every_kernel_compiles_to_sm90_cubin_and_ptx() {
     if !nvrtc_or_skip() {
         return;
@@ -66,6 +67,7 @@ fn every_kernel_compiles_to_sm90_cubin_and_ptx() {
 }
 
 #[test]
+#[cfg_attr(not(has_nvrtc), ignore = "needs NVRTC (libnvrtc on LD_LIBRARY_PATH)")]
 fn a_broken_kernel_fails_with_nvrtc_log() {
     if !nvrtc_or_skip() {
         return;
@@ -86,6 +88,7 @@ fn a_broken_kernel_fails_with_nvrtc_log() {
 /// every extern "C" kernel of the sources is reported. A change that makes a kernel spill fails
 /// here, before any GPU sees it.
 #[test]
+#[cfg_attr(not(has_nvrtc), ignore = "needs NVRTC (libnvrtc on LD_LIBRARY_PATH)")]
 fn no_kernel_spills_and_every_one_fits_an_sm() {
     if !nvrtc_or_skip() {
         return;

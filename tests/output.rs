@@ -1,7 +1,7 @@
 //! What a person reads: the terminal's account of a run, `check`, `compare`, `report --out`,
 //! `--help`, and errors that speak the spec's language.
 
-mod common;
+use crate::common;
 use common::{bin, fixture, only_run_dir, quick_run, text};
 
 #[test]

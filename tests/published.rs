@@ -6,7 +6,7 @@
 //! would not be a file. Every file a run, a report and a site wrote is searched for the planted
 //! secrets.
 
-mod common;
+use crate::common;
 use common::{bin, fixture, only_run_dir, quick_run, text};
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -100,6 +100,10 @@ fn a_password_in_a_store_url_is_in_no_message_when_the_server_refuses() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs a PostgreSQL server (OPLEDGER_TEST_POSTGRES)"
+)]
 fn a_password_in_a_store_url_reaches_no_archive_report_or_site() {
     let Some(db) = common::postgres_store("published_secrets") else {
         return;

@@ -1,7 +1,7 @@
 //! The report and `compare`: templates, re-rendering, charts, the golden report, and two
 //! archived runs compared with the gate's statistics.
 
-mod common;
+use crate::common;
 use common::{bin, fixture, only_run_dir, run_in, text, PAIRS};
 use std::path::{Path, PathBuf};
 

@@ -1,6 +1,6 @@
 //! Real (small) runs: the archive a run writes, claims judged, every kind correct on the CPU.
 
-mod common;
+use crate::common;
 use common::{fixture, only_run_dir, run_cmd, run_in, text};
 use std::path::{Path, PathBuf};
 

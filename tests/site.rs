@@ -3,7 +3,7 @@
 //! a site never replaced, a site made again replaced whole, and pages that stay inside it.
 //! (The pages in a real browser: tests/browser.rs.)
 
-mod common;
+use crate::common;
 use common::{bin, fixture, quick_run, text};
 use std::path::Path;
 

@@ -1,11 +1,15 @@
 //! Bad input through the real binary: every bad spec fixture with its location and reason,
 //! duplicate names, bad flags, sizes refused before allocating, and specs a backend cannot run.
 
-mod common;
+use crate::common;
 use common::{bin, fixture, only_run_dir, run_cmd, run_in, text};
 use std::path::Path;
 
 #[test]
+#[expect(
+    clippy::too_many_lines,
+    reason = "the table of bad-spec fixtures with their expected positions and messages, read in one loop"
+)]
 fn every_bad_spec_fixture_exits_2_with_file_location_and_reason() {
     // (fixture, expected position "line:col" or "" when the file has none, expected message part)
     let cases = [

@@ -5,7 +5,7 @@
 //! Python with NumPy and numexpr is on PATH (`.ci/run` installs one; elsewhere it says SKIPPED,
 //! and OPLEDGER_REQUIRE_PYTHON=1 makes that a failure).
 
-mod common;
+use crate::common;
 use common::{bin, fixture, only_run_dir, run_cmd, run_in, text, valgrind};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -38,10 +38,7 @@ fn python3() -> bool {
 /// Whether python3 imports `modules` (`"numpy, numexpr"`); without them SKIPPED on stderr,
 /// unless `OPLEDGER_REQUIRE_PYTHON` says this is CI, where they must be there.
 fn python_with(modules: &str) -> bool {
-    let has = Command::new("python3")
-        .args(["-c", &format!("import {modules}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
+    let has = crate::common::parts::python_imports(modules);
     if !has {
         assert!(
             std::env::var_os("OPLEDGER_REQUIRE_PYTHON").is_none(),
@@ -55,10 +52,7 @@ fn python_with(modules: &str) -> bool {
 /// Whether Valgrind is installed (`worker-test` then counts each function too), without
 /// requiring it: the tests that need it say SKIPPED through `common::valgrind`.
 fn has_valgrind() -> bool {
-    Command::new("valgrind")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
+    crate::common::parts::valgrind()
 }
 
 /// Processes whose command line holds `token` (a test's own temporary folder).
@@ -81,6 +75,7 @@ fn results(dir: &Path) -> serde_json::Value {
 }
 
 #[test]
+#[cfg_attr(not(has_python), ignore = "needs python3")]
 fn a_worker_side_is_measured_checked_and_named_in_the_results() {
     if !python3() {
         eprintln!("SKIPPED: no python3");
@@ -122,6 +117,7 @@ fn a_worker_side_is_measured_checked_and_named_in_the_results() {
 }
 
 #[test]
+#[cfg_attr(not(has_python), ignore = "needs python3")]
 fn every_worker_failure_fails_its_spec_with_the_reason_and_leaves_no_process() {
     if !python3() {
         eprintln!("SKIPPED: no python3");
@@ -218,6 +214,7 @@ fn every_worker_failure_fails_its_spec_with_the_reason_and_leaves_no_process() {
 }
 
 #[test]
+#[cfg_attr(not(has_python), ignore = "needs python3")]
 fn outputs_a_guard_refuses_fail_correctness_even_when_they_match_nothing_else() {
     if !python3() {
         eprintln!("SKIPPED: no python3");
@@ -319,6 +316,7 @@ fn implementation_keys_are_checked_where_they_are_written() {
 
 /// The shipped NumPy example: NumPy step by step against numexpr, both in one worker.
 #[test]
+#[cfg_attr(not(has_numpy), ignore = "needs python3 with NumPy and numexpr")]
 fn the_numpy_example_runs_both_sides_in_one_worker() {
     if !python_with("numpy, numexpr") {
         return;
@@ -388,6 +386,7 @@ fn custom_spec(dir: &Path, before_mode: &str, after_mode: &str) -> PathBuf {
 }
 
 #[test]
+#[cfg_attr(not(has_python), ignore = "needs python3")]
 fn a_custom_op_runs_on_workers_with_its_declared_ledger_and_the_before_side_as_reference() {
     if !python3() {
         eprintln!("SKIPPED: no python3");
@@ -511,6 +510,7 @@ fn custom_op_errors_are_located_in_the_spec() {
 
 /// The shipped SwiGLU example (kind custom, NumPy against numexpr), smaller.
 #[test]
+#[cfg_attr(not(has_numpy), ignore = "needs python3 with NumPy and numexpr")]
 fn the_swiglu_example_runs_its_declared_ledger_on_workers() {
     if !python_with("numpy, numexpr") {
         return;
@@ -572,6 +572,7 @@ fn descendant_pid(dir: &Path) -> i32 {
 }
 
 #[test]
+#[cfg_attr(not(has_python), ignore = "needs python3")]
 fn a_bare_spec_file_name_starts_its_workers_in_the_current_folder() {
     if !python3() {
         eprintln!("SKIPPED: no python3");
@@ -590,6 +591,7 @@ fn a_bare_spec_file_name_starts_its_workers_in_the_current_folder() {
 }
 
 #[test]
+#[cfg_attr(not(has_python), ignore = "needs python3")]
 fn a_worker_that_exits_while_its_child_holds_the_channel_is_noticed_at_once() {
     if !python3() {
         eprintln!("SKIPPED: no python3");
@@ -613,6 +615,7 @@ fn a_worker_that_exits_while_its_child_holds_the_channel_is_noticed_at_once() {
 }
 
 #[test]
+#[cfg_attr(not(has_python), ignore = "needs python3")]
 fn a_grandchild_in_a_session_of_its_own_is_ended_with_its_worker() {
     if !python3() {
         eprintln!("SKIPPED: no python3");
@@ -627,6 +630,7 @@ fn a_grandchild_in_a_session_of_its_own_is_ended_with_its_worker() {
 }
 
 #[test]
+#[cfg_attr(not(has_python), ignore = "needs python3")]
 fn a_worker_flooding_its_output_leaves_only_a_bounded_tail() {
     if !python3() {
         eprintln!("SKIPPED: no python3");
@@ -674,6 +678,7 @@ fn a_worker_flooding_its_output_leaves_only_a_bounded_tail() {
 }
 
 #[test]
+#[cfg_attr(not(has_python), ignore = "needs python3")]
 fn correctness_failures_are_named_by_their_indices_and_pattern() {
     if !python3() {
         eprintln!("SKIPPED: no python3");
@@ -713,6 +718,7 @@ fn correctness_failures_are_named_by_their_indices_and_pattern() {
 }
 
 #[test]
+#[cfg_attr(not(has_python), ignore = "needs python3")]
 fn an_after_side_slower_than_its_before_side_is_never_a_green_fusion() {
     if !python3() {
         eprintln!("SKIPPED: no python3");
@@ -754,16 +760,8 @@ fn an_after_side_slower_than_its_before_side_is_never_a_green_fusion() {
 /// A compiler for the C kit: `cc` and `c++`, or `None` (SKIPPED) where there are none, unless
 /// `OPLEDGER_REQUIRE_PYTHON` says this is CI (which installs g++, and its gcc with it).
 fn c_compilers() -> Option<(String, String)> {
-    let works = |c: &str| {
-        Command::new(c)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    let cc = ["cc", "gcc", "clang"].into_iter().find(|c| works(c));
-    let cxx = ["c++", "g++", "clang++"].into_iter().find(|c| works(c));
-    match (cc, cxx) {
-        (Some(a), Some(b)) => Some((a.to_string(), b.to_string())),
+    match crate::common::parts::c_compilers() {
+        Some(found) => Some(found),
         _ => {
             assert!(
                 std::env::var_os("OPLEDGER_REQUIRE_PYTHON").is_none(),
@@ -779,6 +777,7 @@ fn c_compilers() -> Option<(String, String)> {
 /// function over the protocol, and its output passes the kind's correctness check; a function
 /// it does not serve is refused by name.
 #[test]
+#[cfg_attr(not(has_cc), ignore = "needs a C and a C++ compiler")]
 fn the_c_example_builds_on_the_kit_and_runs() {
     let Some((cc, cxx)) = c_compilers() else {
         return;
@@ -850,20 +849,13 @@ fn the_c_example_builds_on_the_kit_and_runs() {
 /// nvcc: `OPLEDGER_NVCC`, else `nvcc` on PATH, or `None` (SKIPPED) unless
 /// `OPLEDGER_REQUIRE_NVCC` says this is CI (which installs NVIDIA's nvcc wheels).
 fn nvcc() -> Option<PathBuf> {
-    let nvcc = std::env::var_os("OPLEDGER_NVCC")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("nvcc"));
-    let works = Command::new(&nvcc)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if works {
+    if let Some(nvcc) = crate::common::parts::nvcc() {
         return Some(nvcc);
     }
     assert!(
         std::env::var_os("OPLEDGER_REQUIRE_NVCC").is_none(),
-        "OPLEDGER_REQUIRE_NVCC is set but {} does not run",
-        nvcc.display()
+        "OPLEDGER_REQUIRE_NVCC is set but no nvcc runs (OPLEDGER_NVCC={:?})",
+        std::env::var_os("OPLEDGER_NVCC")
     );
     eprintln!(
         "SKIPPED: no nvcc (set OPLEDGER_NVCC) for the CUDA path of include/opledger_worker.h"
@@ -876,6 +868,7 @@ fn nvcc() -> Option<PathBuf> {
 /// on the CUDA side: its hello names the device `cuda`, and where no GPU or driver is present
 /// its setup fails with CUDA's own words rather than a crash; with a GPU, it keeps every rule.
 #[test]
+#[cfg_attr(not(has_nvcc), ignore = "needs nvcc (OPLEDGER_NVCC)")]
 fn the_cuda_example_compiles_with_nvcc_and_says_what_cuda_said() {
     let Some(nvcc) = nvcc() else { return };
     if c_compilers().is_none() {
@@ -943,6 +936,7 @@ fn the_cuda_example_compiles_with_nvcc_and_says_what_cuda_said() {
 /// `worker-test`: the shipped-like strict worker keeps every rule; each broken one fails with
 /// the step and the rule it breaks (exit 1).
 #[test]
+#[cfg_attr(not(has_python), ignore = "needs python3")]
 fn worker_test_passes_a_strict_worker_and_names_the_rule_each_broken_one_breaks() {
     if !python3() {
         eprintln!("SKIPPED: no python3");
@@ -1038,6 +1032,7 @@ fn cheat_spec(dir: &Path, after: &str, function: &str) -> PathBuf {
 /// Kernels that look fast for a reason that is not the kernel's: each fails its spec with a
 /// message that says what it did, and the honest ones pass.
 #[test]
+#[cfg_attr(not(has_python), ignore = "needs python3")]
 fn every_cheating_kernel_of_the_corpus_fails_and_says_how() {
     if !python3() {
         eprintln!("SKIPPED: no python3");
@@ -1146,6 +1141,7 @@ fn timing_check(r: &serde_json::Value) -> serde_json::Value {
 /// tighter bound than the ledger's, and only where the flush empties the last-level cache (a
 /// smaller flush may leave them there): a clock that under-reports fails on them first.
 #[test]
+#[cfg_attr(not(has_python), ignore = "needs python3")]
 fn inputs_and_output_are_judged_against_memory_where_the_flush_empties_the_cache() {
     if !python3() {
         eprintln!("SKIPPED: no python3");
@@ -1292,6 +1288,10 @@ fn the_python_cheats_fail_in_counts_mode_too() {
 /// honest worker is counted (its call marked, its DRAM bytes those of the variant it
 /// implements), and the GEMM that keeps its result fails at the second counted call.
 #[test]
+#[cfg_attr(
+    any(not(has_valgrind), not(has_cc)),
+    ignore = "needs Valgrind; needs a C and a C++ compiler"
+)]
 fn c_workers_are_counted_and_the_kept_result_fails() {
     let Some((cc, _)) = c_compilers() else {
         return;
@@ -1382,6 +1382,10 @@ fn c_workers_are_counted_and_the_kept_result_fails() {
 /// not left registered (its `run` is "no case", never a call on half-made buffers); a run count
 /// that is not a whole number from 1 to a million is refused.
 #[test]
+#[cfg_attr(
+    any(not(has_cc), not(has_python)),
+    ignore = "needs a C and a C++ compiler; needs python3"
+)]
 fn the_c_kit_refuses_wrapping_shapes_and_bad_counts_and_keeps_no_failed_case() {
     let Some((cc, _)) = c_compilers() else {
         return;
@@ -1456,6 +1460,7 @@ fn the_c_kit_refuses_wrapping_shapes_and_bad_counts_and_keeps_no_failed_case() {
 /// The Python module's worker refuses a run count that is not a whole number from 1 to a
 /// million (1e300 would never answer, -5 would answer with no run at all).
 #[test]
+#[cfg_attr(not(has_numpy), ignore = "needs python3 with NumPy and numexpr")]
 fn the_python_worker_refuses_run_counts_it_cannot_honour() {
     if !python_with("numpy") {
         return;
@@ -1491,6 +1496,7 @@ print("refused every bad count")
 /// set of inputs, the spec FAILs naming it. The copies alone would pass every rate check at
 /// this size (a copy is possible at any speed a memory allows).
 #[test]
+#[cfg_attr(not(has_cc), ignore = "needs a C and a C++ compiler")]
 fn a_c_worker_that_keeps_its_result_across_calls_fails() {
     let Some((cc, _)) = c_compilers() else {
         return;
@@ -1542,6 +1548,7 @@ fn a_c_worker_that_keeps_its_result_across_calls_fails() {
 /// environment holds none of the secrets opledger masks elsewhere (the store's URL, any
 /// variable with a password in a URL).
 #[test]
+#[cfg_attr(not(has_python), ignore = "needs python3")]
 fn a_workers_text_is_shown_not_obeyed_and_it_gets_no_secret() {
     if !python3() {
         eprintln!("SKIPPED: no python3");

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 /// else the `cuda:` side that only the CUDA backend runs.
 fn refused_at(s: &spec::Spec, b: DeviceKind) -> Option<crate::error::Position> {
     use crate::spec::Implementation;
-    let workload_refused =
-        s.implementations.uses_builtin_kernels() && b.cannot_run(&s.workload).is_some();
+    let workload_refused = s.implementations.uses_builtin_kernels()
+        && crate::backend::cannot_run(b, &s.workload).is_some();
     let cuda_side = [
         ("before", &s.implementations.before),
         ("after", &s.implementations.after),
@@ -38,7 +38,7 @@ pub fn check(paths: &[PathBuf], backend: Option<DeviceKind>) -> Result<ExitCode>
         let cannot: Vec<(DeviceKind, String)> = DeviceKind::ALL
             .into_iter()
             .filter_map(|b| {
-                b.cannot_run_sides(&s.workload, &s.implementations)
+                crate::backend::cannot_run_sides(b, &s.workload, &s.implementations)
                     .map(|why| (b, why))
             })
             .collect();

@@ -264,9 +264,8 @@ fn refuse_and_find_baselines(
         // Asked for by name, a backend that cannot run a spec makes the spec bad input. Picked
         // by `auto`, it fails that spec without measuring it (its reason in the report) and the
         // run goes on: a suite with GPU-only specs still gates its other specs on a CPU runner.
-        if let Some(reason) = backend
-            .kind()
-            .cannot_run_sides(&s.workload, &s.implementations)
+        if let Some(reason) =
+            crate::backend::cannot_run_sides(backend.kind(), &s.workload, &s.implementations)
         {
             if opts.backend != BackendChoice::Auto {
                 return Err(refused(format!(

@@ -117,6 +117,7 @@ pub fn git(repo: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
+pub mod parts;
 #[path = "postgres.rs"]
 mod postgres_db;
 #[allow(unused_imports)]
@@ -149,10 +150,7 @@ pub fn contributing_section(heading: &str) -> String {
 /// Whether Valgrind can be run (the counts engine); without it SKIPPED on stderr, unless
 /// `OPLEDGER_REQUIRE_VALGRIND` says this is CI, where it must be there.
 pub fn valgrind() -> bool {
-    let has = Command::new("valgrind")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
+    let has = parts::valgrind();
     if !has {
         assert!(
             std::env::var_os("OPLEDGER_REQUIRE_VALGRIND").is_none(),

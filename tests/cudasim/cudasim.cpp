@@ -5,7 +5,7 @@
 // kernels (indexing, shared memory, warp shuffles, the bf16 mma fragment layouts) must be
 // exercised. This library implements the part of the driver API that cudarc uses, and runs
 // the *same* kernel sources
-// (src/backend/cuda/kernels/*.cu, included below) as C++: every CUDA thread is a fiber, a block's
+// (crates/backend/src/cuda/kernels/*.cu, included below) as C++: every CUDA thread is a fiber, a block's
 // fibers run on one OS thread and switch at __syncthreads and warp collectives, so the kernels'
 // synchronisation is honoured exactly (a barrier that not all threads reach is reported as a
 // deadlock, not hidden), and each warp runs ahead to its next barrier before the next warp
@@ -18,7 +18,7 @@
 // kernel writing or reading past the end of a buffer stops the process with a message.
 //
 // Built by tests/cudasim.rs:  g++ -std=c++17 -O2 -shared -fPIC -fno-strict-aliasing
-//   -fvisibility=hidden -I src/backend/cuda/kernels tests/cudasim/cudasim.cpp -o DIR/libcuda.so
+//   -fvisibility=hidden -I crates/backend/src/cuda/kernels tests/cudasim/cudasim.cpp -o DIR/libcuda.so
 
 #include <algorithm>
 #include <chrono>

@@ -1,0 +1,180 @@
+//! The CPU backend: the kernels of `opledger-cpu` behind the [`Backend`] trait, timed with the
+//! monotonic clock, with the cold-cache flush between samples.
+
+pub use opledger_cpu::*;
+
+use crate::{Backend, BackendError, Case};
+use opledger_cpu::simd::LineVec;
+use opledger_model::device::{DeviceInfo, DeviceKind};
+use opledger_model::error::{Error, Result};
+use opledger_model::kinds::{Tensors, Variant, Workload};
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Instant;
+
+pub struct CpuBackend {
+    device: DeviceInfo,
+    flush: Arc<FlushBuffer>,
+    experiment_slowdown: f64,
+}
+
+impl CpuBackend {
+    /// A backend whose cold-cache flush streams `flush_bytes` (0 disables flushing).
+    pub fn new(flush_bytes: u64) -> Self {
+        Self::with_device(DeviceInfo::this_cpu(), flush_bytes, 0.0)
+    }
+    /// [`CpuBackend::new`] on a known device, with the gate experiment's slowdown (0: none).
+    pub fn with_device(device: DeviceInfo, flush_bytes: u64, experiment_slowdown: f64) -> Self {
+        CpuBackend {
+            device,
+            flush: Arc::new(FlushBuffer::new(flush_bytes)),
+            experiment_slowdown,
+        }
+    }
+}
+
+/// Streaming (non-temporal) stores pay off once an output is a sizeable part of the cache.
+fn streams(output_bytes: u64) -> bool {
+    output_bytes >= opledger_model::device::last_level_cache_bytes() / 4
+}
+
+impl Backend for CpuBackend {
+    fn kind(&self) -> DeviceKind {
+        DeviceKind::Cpu
+    }
+
+    fn device(&self) -> DeviceInfo {
+        self.device.clone()
+    }
+
+    fn describe_compute(&self) -> String {
+        let threads = rayon::current_num_threads();
+        let plural = if threads == 1 { "" } else { "s" };
+        format!("{threads} thread{plural}, {}", self.device.simd)
+    }
+
+    fn ceilings(&self, probe_bytes: Option<u64>) -> Result<opledger_model::device::Ceilings> {
+        let default = probe::ProbeConfig::for_llc(self.device.llc_bytes);
+        let cfg = match probe_bytes {
+            Some(b) => probe::ProbeConfig {
+                array_bytes: b,
+                ..default
+            },
+            None => default,
+        };
+        Ok(probe::probe_cpu(&cfg))
+    }
+
+    fn flush_bytes(&self) -> u64 {
+        self.flush.bytes()
+    }
+
+    fn host_bytes(&self, workload: &Workload) -> u64 {
+        host_bytes(workload, self.flush.bytes())
+    }
+
+    fn case_warnings(&self, workload: &Workload) -> Vec<String> {
+        elementwise::experiment_warning(workload, self.experiment_slowdown)
+    }
+
+    fn executed(
+        &self,
+        workload: &Workload,
+        variant: Variant,
+    ) -> Option<opledger_model::ledger::Executed> {
+        kernels_of(workload).executed(variant)
+    }
+
+    fn arithmetic_secs(&self, workload: &Workload) -> Option<f64> {
+        kernels_of(workload).arithmetic_secs()
+    }
+
+    fn prepare(&self, workload: &Workload, inputs: Arc<Tensors>) -> Result<Box<dyn Case>> {
+        let k = kernels_of(workload);
+        if let Some(why) = k.cannot_run() {
+            return Err(Error::Backend(BackendError::Unsupported {
+                backend: "cpu",
+                reason: why,
+            }));
+        }
+        let cfg = CaseConfig {
+            stream: streams(k.output_len() * 4),
+            experiment_slowdown: self.experiment_slowdown,
+        };
+        let kernels = k.kernels(inputs, &cfg)?;
+        Ok(Box::new(CpuCase {
+            kernels,
+            workload: workload.clone(),
+            cfg,
+            output_len: k.output_len() as usize,
+            outputs: Vec::new(),
+            flush: self.flush.clone(),
+        }))
+    }
+}
+
+/// No kernels: what a case holds for the moment its kernels are made again.
+struct Vacant;
+
+impl Kernels for Vacant {
+    fn run(&mut self, _variant: Variant, _out: &mut [f32]) {}
+}
+
+/// A prepared case: the kernels, one output per variant that ran, and the flush buffer.
+pub struct CpuCase {
+    kernels: Box<dyn Kernels>,
+    /// What the kernels were made of, to make them again on other inputs.
+    workload: Workload,
+    cfg: CaseConfig,
+    output_len: usize,
+    outputs: Vec<(Variant, LineVec)>,
+    flush: Arc<FlushBuffer>,
+}
+
+impl Case for CpuCase {
+    fn run_timed(&mut self, variant: Variant) -> Result<f64> {
+        let idx = match self.outputs.iter().position(|(v, _)| *v == variant) {
+            Some(i) => i,
+            None => {
+                // NaN-filled, so an output element a kernel forgot to write fails the check.
+                self.outputs
+                    .push((variant, LineVec::filled(self.output_len, f32::NAN)));
+                self.outputs.len() - 1
+            }
+        };
+        let out = &mut self.outputs[idx].1;
+        let t = Instant::now();
+        self.kernels.run(variant, out);
+        Ok(t.elapsed().as_secs_f64())
+    }
+
+    fn flush_caches(&mut self) {
+        self.flush.flush();
+    }
+
+    fn poison_output(&mut self, variant: Variant) -> Result<()> {
+        if let Some((_, o)) = self.outputs.iter_mut().find(|(v, _)| *v == variant) {
+            o.fill(f32::NAN);
+        }
+        Ok(())
+    }
+
+    fn set_inputs(&mut self, inputs: Arc<Tensors>) -> Result<()> {
+        // The kernels are made again, as for a new case: what they derived from the inputs
+        // (packed tiles, converted copies) must come from the new ones. The old kernels go
+        // first, so that their buffers are free before the new ones are allocated.
+        self.kernels = Box::new(Vacant);
+        self.kernels = kernels_of(&self.workload).kernels(inputs, &self.cfg)?;
+        Ok(())
+    }
+
+    fn output(&self, variant: Variant) -> Result<Cow<'_, [f32]>> {
+        self.outputs
+            .iter()
+            .find(|(v, _)| *v == variant)
+            .map(|(_, o)| Cow::Borrowed(&o[..]))
+            .ok_or(Error::Backend(BackendError::NotRun {
+                variant: variant.name(),
+            }))
+    }
+}

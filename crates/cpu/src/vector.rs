@@ -1,0 +1,545 @@
+//! Register-level streaming kernels for AVX-512 and AVX2+FMA: an elementwise chain applied to
+//! vectors that stay in registers from load to store, and the STREAM triad. Written once over
+//! [`Lanes`] (16 lanes under AVX-512, 8 under AVX2) and instantiated per level.
+//!
+//! Why not the L1-tile loop of [`super::elementwise`] on these CPUs: a tile pass per op costs
+//! a load and a store per element per op, and — more important on a 2-core VM — the loads of
+//! the next tile are issued only when the arithmetic on this one has finished, so memory and
+//! arithmetic take turns instead of overlapping. Here each 64-element group is loaded, run
+//! through every op and stored (non-temporal when streaming), and every line of every streamed
+//! input is prefetched [`PREFETCH_ELEMS`] ahead so that the memory stream continues while GELU's
+//! arithmetic runs. Measured on bias+GELU 8192² f32, 2 threads, huge pages (a throwaway
+//! microbenchmark, 18 timings per kernel, medians): L1 tiles 14–15 GB/s, registers without
+//! prefetch 19–20 GB/s, registers with a prefetch of every line 4 KiB ahead 30.3–30.7 GB/s,
+//! against a triad of 36.3 GB/s.
+//!
+//! Both variants of a chain run through [`chain_segment`] (the unfused one op per pass), so they
+//! share arithmetic, stores and prefetching and stay bit-identical; only the fusion differs.
+
+#![cfg(target_arch = "x86_64")]
+
+use super::lanes::Lanes;
+use super::math::Operand;
+use super::simd::{level, SimdLevel};
+use crate::spec::ElemOp;
+use std::arch::x86_64::*;
+
+pub use super::simd::PREFETCH_ELEMS;
+
+/// Vectors per group: four independent GELU dependency chains keep both FMA ports busy.
+const GROUP_VECTORS: usize = 4;
+
+/// Whether this CPU runs the register kernels (AVX-512, or AVX2 with FMA).
+pub fn available() -> bool {
+    level() >= SimdLevel::Avx2Fma
+}
+
+/// `dst[i] = op_k(… op_1(src[i], operand_1[i]) …, operand_k[i])` for the steps in order. Every
+/// operand slice holds at least `dst.len()` elements (`src` too). With `stream`, whole lines of
+/// `dst` are written with non-temporal stores (the partial lines at either end with plain
+/// ones); call [`super::simd::store_fence`] before another thread reads `dst`.
+///
+/// An element's result depends only on its inputs, never on where the segment starts or ends:
+/// every element goes through the same vector code, tails through masked loads and stores.
+pub fn chain_segment(steps: &[(ElemOp, Operand<'_>)], dst: &mut [f32], src: &[f32], stream: bool) {
+    let n = dst.len();
+    assert!(src.len() >= n, "chain source shorter than its destination");
+    for (op, operand) in steps {
+        match operand {
+            Operand::Bias(b) | Operand::Tensor(b) => {
+                assert!(
+                    b.len() >= n,
+                    "operand of {} shorter than the segment",
+                    op.name()
+                )
+            }
+            Operand::None | Operand::Scale(_) => {}
+        }
+    }
+    chain_at(level(), steps, dst, src, stream)
+}
+
+/// [`chain_segment`] at a given level (tests run every level the CPU has).
+fn chain_at(
+    l: SimdLevel,
+    steps: &[(ElemOp, Operand<'_>)],
+    dst: &mut [f32],
+    src: &[f32],
+    stream: bool,
+) {
+    assert!(super::simd::supports(l), "this CPU lacks {}", l.name());
+    match l {
+        // SAFETY: the CPU has avx512f (asserted above); chain_segment checked the slice
+        // lengths the kernel relies on.
+        SimdLevel::Avx512 => unsafe { chain_avx512(steps, dst, src, stream) },
+        // SAFETY: as above, for avx2 and fma.
+        SimdLevel::Avx2Fma => unsafe { chain_avx2(steps, dst, src, stream) },
+        SimdLevel::Scalar => panic!("chain_segment needs AVX2 or AVX-512"),
+    }
+}
+
+#[target_feature(enable = "avx512f")]
+fn chain_avx512(steps: &[(ElemOp, Operand<'_>)], dst: &mut [f32], src: &[f32], stream: bool) {
+    // SAFETY: compiled with avx512f, which __m512's methods need; lengths checked by the caller.
+    unsafe { chain::<__m512>(steps, dst, src, stream) }
+}
+
+#[target_feature(enable = "avx2,fma")]
+fn chain_avx2(steps: &[(ElemOp, Operand<'_>)], dst: &mut [f32], src: &[f32], stream: bool) {
+    // SAFETY: compiled with avx2 and fma, which __m256's methods need; lengths checked by the
+    // caller.
+    unsafe { chain::<__m256>(steps, dst, src, stream) }
+}
+
+/// What one vector of `op` issues at `level` in [`chain_segment`]: (vector arithmetic
+/// instructions, FLOPs per lane — an FMA 2, any other instruction 1). Counted from the
+/// sequences the kernels are written as (`lanes.rs` and `math.rs`: `gate_v` and
+/// `exp_core_avx512` under AVX-512, `gate_avx2_n` and `exp_core_avx2_n` under AVX2); loads,
+/// stores and prefetches are left out. The ledger's nominal GELU is 9 FLOPs, its SiLU 3.
+pub fn executed_per_vector(op: ElemOp, level: SimdLevel) -> (u64, u64) {
+    match (op, level) {
+        // vaddps / vmulps / vmaxps, the operand from memory.
+        (ElemOp::BiasAdd | ElemOp::Add | ElemOp::Mul | ElemOp::Scale | ElemOp::Relu, _) => (1, 1),
+        // GELU's argument (mul, FMA, mul: 3 / 4), the tiny-lane compare and the clamp (2 / 2),
+        // the exponential (reduction: FMA, sub, 2 FNMA — 4 / 7; Horner's 5 FMAs — 5 / 10;
+        // vscalefps — 1 / 1), 1 + e and the masked division (2 / 2). SiLU's argument is one
+        // subtraction instead of three (−2 / −3).
+        (ElemOp::Gelu, SimdLevel::Avx512) => (17, 26),
+        (ElemOp::Silu, SimdLevel::Avx512) => (15, 23),
+        // The same argument, compare and clamp (5 / 6); the exponential with Estrin's
+        // polynomial (reduction 4 / 7; r², 1 + r and 4 FMAs — 6 / 10; 2^n by a shift and an
+        // integer add — 2 / 2), then 1 + e, the division and the vandnps that zeroes tiny
+        // lanes (3 / 3).
+        (ElemOp::Gelu, _) => (20, 28),
+        (ElemOp::Silu, _) => (18, 25),
+    }
+}
+
+/// The first `m` lanes (all when m = LANES) of `b` at `at`.
+///
+/// # Safety
+/// V's features are enabled; at + m ≤ b.len().
+#[inline(always)]
+unsafe fn load_part<V: Lanes>(b: &[f32], at: usize, m: usize) -> V {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if m == V::LANES {
+            V::load(b.as_ptr().add(at))
+        } else {
+            V::load_first(b.as_ptr().add(at), m)
+        }
+    }
+}
+
+/// One op on the first `m` lanes (all when m = LANES) of the vector at element `at`.
+///
+/// # Safety
+/// V's features are enabled; lanes at..at+m lie inside every operand slice.
+#[inline(always)]
+unsafe fn apply<V: Lanes>(op: ElemOp, operand: &Operand<'_>, at: usize, m: usize, v: V) -> V {
+    let ld = |b: &[f32]| unsafe {
+        if m == V::LANES {
+            V::load(b.as_ptr().add(at))
+        } else {
+            V::load_first(b.as_ptr().add(at), m)
+        }
+    };
+    // SAFETY: the caller's contract.
+    unsafe {
+        match (op, operand) {
+            (ElemOp::BiasAdd, Operand::Bias(b)) | (ElemOp::Add, Operand::Tensor(b)) => {
+                V::add(v, ld(b))
+            }
+            (ElemOp::Mul, Operand::Tensor(b)) => V::mul(v, ld(b)),
+            (ElemOp::Scale, Operand::Scale(s)) => V::mul(v, V::splat(*s)),
+            (ElemOp::Relu, _) => V::relu(v),
+            (ElemOp::Gelu, _) => V::gate::<true>(v),
+            (ElemOp::Silu, _) => V::gate::<false>(v),
+            // operand_for() builds the operand from the op, so no other pairing occurs.
+            _ => unreachable!("operand does not match op {}", op.name()),
+        }
+    }
+}
+
+/// `[e(0), e(1), e(2), e(3)]` with `$x` bound to the group's vector k and `$k` to k: written
+/// out so that the four vectors stay in registers and their dependency chains interleave (a
+/// loop over one vector at a time compiled to one gate at a time through the stack: 19–24 GB/s
+/// on bias+GELU 8192² against 30 for this form). A macro, not a closure: a closure is compiled
+/// without the caller's target features, and the intrinsics in it then become calls.
+macro_rules! each {
+    ($v:expr, |$x:ident, $k:ident| $e:expr) => {{
+        let v = $v;
+        [
+            {
+                let ($x, $k) = (v[0], 0usize);
+                $e
+            },
+            {
+                let ($x, $k) = (v[1], 1usize);
+                $e
+            },
+            {
+                let ($x, $k) = (v[2], 2usize);
+                $e
+            },
+            {
+                let ($x, $k) = (v[3], 3usize);
+                $e
+            },
+        ]
+    }};
+}
+
+/// One op on the group's full vectors at element `at`; the match is taken once per group.
+///
+/// # Safety
+/// V's features are enabled; at + GROUP_VECTORS·LANES ≤ every operand's length.
+#[inline(always)]
+unsafe fn apply_group<V: Lanes>(
+    op: ElemOp,
+    operand: &Operand<'_>,
+    at: usize,
+    v: [V; GROUP_VECTORS],
+) -> [V; GROUP_VECTORS] {
+    // SAFETY: the caller's contract.
+    unsafe {
+        match (op, operand) {
+            (ElemOp::BiasAdd, Operand::Bias(b)) | (ElemOp::Add, Operand::Tensor(b)) => {
+                each!(v, |x, k| V::add(
+                    x,
+                    V::load(b.as_ptr().add(at + k * V::LANES))
+                ))
+            }
+            (ElemOp::Mul, Operand::Tensor(b)) => {
+                each!(v, |x, k| V::mul(
+                    x,
+                    V::load(b.as_ptr().add(at + k * V::LANES))
+                ))
+            }
+            (ElemOp::Scale, Operand::Scale(s)) => {
+                let s = V::splat(*s);
+                each!(v, |x, _k| V::mul(x, s))
+            }
+            (ElemOp::Relu, _) => each!(v, |x, _k| V::relu(x)),
+            (ElemOp::Gelu, _) => V::gate4::<true>(v),
+            (ElemOp::Silu, _) => V::gate4::<false>(v),
+            _ => unreachable!("operand does not match op {}", op.name()),
+        }
+    }
+}
+
+/// The chain on the first `m` lanes of the vector at element `i` (heads and tails).
+///
+/// # Safety
+/// V's features are enabled; i + m ≤ the length of dst, src and every operand.
+#[inline(always)]
+unsafe fn one_vector<V: Lanes>(
+    steps: &[(ElemOp, Operand<'_>)],
+    dst: &mut [f32],
+    src: &[f32],
+    i: usize,
+    m: usize,
+) {
+    // SAFETY: the caller's contract; partial vectors read and write only their m lanes.
+    unsafe {
+        let mut v = load_part::<V>(src, i, m);
+        for (op, operand) in steps {
+            v = apply(*op, operand, i, m, v);
+        }
+        if m == V::LANES {
+            V::store(dst.as_mut_ptr().add(i), v)
+        } else {
+            V::store_first(dst.as_mut_ptr().add(i), m, v)
+        }
+    }
+}
+
+/// Prefetches `lines` cache lines from element `at` of `t` (which may lie past its end).
+#[inline(always)]
+fn prefetch_lines(t: &[f32], at: usize, lines: usize) {
+    let p = t.as_ptr().wrapping_add(at) as *const i8;
+    for l in 0..lines {
+        // SAFETY: prefetcht0 is a hint with no architectural effect (it never faults); SSE is
+        // part of x86_64.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(64 * l)) };
+    }
+}
+
+/// # Safety
+/// V's features are enabled; src and every operand hold at least dst.len() elements.
+#[inline(always)]
+unsafe fn chain<V: Lanes>(
+    steps: &[(ElemOp, Operand<'_>)],
+    dst: &mut [f32],
+    src: &[f32],
+    stream: bool,
+) {
+    let n = dst.len();
+    let group = GROUP_VECTORS * V::LANES;
+    let group_lines = group / 16;
+    let mut i = 0;
+    // Plain stores up to the first line boundary, so the streaming stores write whole lines.
+    if stream {
+        let head = dst.as_ptr().align_offset(64).min(n);
+        while i < head {
+            let m = (head - i).min(V::LANES);
+            // SAFETY: i + m ≤ head ≤ n.
+            unsafe { one_vector::<V>(steps, dst, src, i, m) };
+            i += m;
+        }
+    }
+    while i + group <= n {
+        // Prefetch every line of each streamed input. Addresses are formed with wrapping
+        // arithmetic (past the end they point nowhere; a prefetch never faults).
+        prefetch_lines(src, i + PREFETCH_ELEMS, group_lines);
+        for (_, operand) in steps {
+            if let Operand::Tensor(b) = operand {
+                prefetch_lines(b, i + PREFETCH_ELEMS, group_lines);
+            }
+        }
+        // SAFETY: i + group ≤ n bounds src and every operand (checked by chain_segment).
+        let mut v: [V; GROUP_VECTORS] = unsafe {
+            each!([(); GROUP_VECTORS], |_u, k| V::load(
+                src.as_ptr().add(i + k * V::LANES)
+            ))
+        };
+        for (op, operand) in steps {
+            // SAFETY: as above.
+            v = unsafe { apply_group(*op, operand, i, v) };
+        }
+        let q = dst[i..i + group].as_mut_ptr();
+        for (k, vk) in v.iter().enumerate() {
+            // SAFETY: q + k·LANES .. + LANES lies in dst[i..i + group]. With `stream`, the head
+            // loop left i at a line boundary of dst and groups are whole lines, so each vector
+            // is aligned to its size as the streaming store requires.
+            unsafe {
+                if stream {
+                    V::stream(q.add(k * V::LANES), *vk);
+                } else {
+                    V::store(q.add(k * V::LANES), *vk);
+                }
+            }
+        }
+        i += group;
+    }
+    while i < n {
+        let m = (n - i).min(V::LANES);
+        // SAFETY: i + m ≤ n.
+        unsafe { one_vector::<V>(steps, dst, src, i, m) };
+        i += m;
+    }
+}
+
+/// `a = b + s·c` with non-temporal stores and the inputs prefetched as the chain does: the
+/// STREAM triad, written as the best streaming kernel of this module can do it, so that the
+/// bandwidth ceiling is what the machine can do rather than what a naive loop does. All three
+/// slices have `a.len()` elements or more; `a` should start on a cache line (else its first
+/// partial line is written with plain stores).
+pub fn triad_stream(a: &mut [f32], b: &[f32], c: &[f32], s: f32) {
+    let n = a.len();
+    assert!(
+        b.len() >= n && c.len() >= n,
+        "triad inputs shorter than the output"
+    );
+    triad_at(level(), a, b, c, s)
+}
+
+/// [`triad_stream`] at a given level.
+fn triad_at(l: SimdLevel, a: &mut [f32], b: &[f32], c: &[f32], s: f32) {
+    assert!(super::simd::supports(l), "this CPU lacks {}", l.name());
+    match l {
+        // SAFETY: the CPU has avx512f (asserted above); triad_stream asserted the lengths.
+        SimdLevel::Avx512 => unsafe { triad_avx512(a, b, c, s) },
+        // SAFETY: as above, for avx2 and fma.
+        SimdLevel::Avx2Fma => unsafe { triad_avx2(a, b, c, s) },
+        SimdLevel::Scalar => panic!("triad_stream needs AVX2 or AVX-512"),
+    }
+}
+
+#[target_feature(enable = "avx512f")]
+fn triad_avx512(a: &mut [f32], b: &[f32], c: &[f32], s: f32) {
+    // SAFETY: compiled with avx512f; lengths checked by the caller.
+    unsafe { triad::<__m512>(a, b, c, s) }
+}
+
+#[target_feature(enable = "avx2,fma")]
+fn triad_avx2(a: &mut [f32], b: &[f32], c: &[f32], s: f32) {
+    // SAFETY: compiled with avx2 and fma; lengths checked by the caller.
+    unsafe { triad::<__m256>(a, b, c, s) }
+}
+
+/// # Safety
+/// V's features are enabled; b and c hold at least a.len() elements.
+#[inline(always)]
+unsafe fn triad<V: Lanes>(a: &mut [f32], b: &[f32], c: &[f32], s: f32) {
+    let n = a.len();
+    // SAFETY: the caller's contract.
+    let sv = unsafe { V::splat(s) };
+    let head = a.as_ptr().align_offset(64).min(n);
+    for j in 0..head {
+        a[j] = s.mul_add(c[j], b[j]);
+    }
+    let mut i = head;
+    // A line (16 values) a step: one vector under AVX-512, two under AVX2.
+    while i + 16 <= n {
+        let ahead = i + PREFETCH_ELEMS;
+        prefetch_lines(b, ahead, 1);
+        prefetch_lines(c, ahead, 1);
+        for k in (0..16).step_by(V::LANES) {
+            // SAFETY: i + 16 ≤ n bounds the loads from b and c and the store into a, which is
+            // aligned to the vector because i started at a line boundary and advances by lines.
+            unsafe {
+                let v = V::fmadd(
+                    sv,
+                    V::load(c.as_ptr().add(i + k)),
+                    V::load(b.as_ptr().add(i + k)),
+                );
+                V::stream(a.as_mut_ptr().add(i + k), v);
+            }
+        }
+        i += 16;
+    }
+    for j in i..n {
+        a[j] = s.mul_add(c[j], b[j]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::math;
+    use crate::simd::{store_fence, LineVec, SimdLevel};
+
+    /// The register levels this CPU has, whatever OPLEDGER_SIMD caps.
+    fn levels() -> Vec<SimdLevel> {
+        [SimdLevel::Avx2Fma, SimdLevel::Avx512]
+            .into_iter()
+            .filter(|&l| crate::simd::supports(l))
+            .collect()
+    }
+
+    #[test]
+    fn triad_matches_the_scalar_fma_at_every_length_and_offset() {
+        for l in levels() {
+            let b: Vec<f32> = (0..3000).map(|i| (i as f32 * 0.37).sin()).collect();
+            let c: Vec<f32> = (0..3000).map(|i| (i as f32 * 0.11).cos()).collect();
+            for (start, len) in [(0, 0), (0, 1), (3, 17), (0, 1024), (5, 2995), (16, 2000)] {
+                let mut a = LineVec::filled(3000, f32::NAN);
+                triad_at(
+                    l,
+                    &mut a[start..start + len],
+                    &b[start..start + len],
+                    &c[start..start + len],
+                    3.0,
+                );
+                store_fence();
+                for i in start..start + len {
+                    assert_eq!(a[i].to_bits(), 3f32.mul_add(c[i], b[i]).to_bits(), "{i}");
+                }
+                assert!(a[..start]
+                    .iter()
+                    .chain(&a[start + len..])
+                    .all(|x| x.is_nan()));
+            }
+        }
+    }
+
+    #[test]
+    fn relu_in_registers_keeps_nan_and_negative_zero_like_the_scalar_one() {
+        for l in levels() {
+            let x = [
+                f32::NAN,
+                -0.0,
+                0.0,
+                -1.0,
+                2.5,
+                f32::NEG_INFINITY,
+                f32::INFINITY,
+            ];
+            for stream in [false, true] {
+                let mut y = [7f32; 7];
+                chain_at(l, &[(ElemOp::Relu, Operand::None)], &mut y, &x, stream);
+                store_fence();
+                for (a, b) in x.iter().zip(&y) {
+                    assert_eq!(math::relu(*a).to_bits(), b.to_bits(), "relu({a})");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_chain_writes_exactly_its_segment() {
+        for l in levels() {
+            let x: Vec<f32> = (0..700).map(|i| i as f32 - 350.0).collect();
+            for (start, len) in [(0, 64), (1, 63), (13, 200), (16, 640), (7, 1)] {
+                let mut y = LineVec::filled(700, f32::NAN);
+                chain_at(
+                    l,
+                    &[(ElemOp::Scale, Operand::Scale(0.5))],
+                    &mut y[start..start + len],
+                    &x[start..start + len],
+                    true,
+                );
+                store_fence();
+                for i in 0..700 {
+                    if (start..start + len).contains(&i) {
+                        assert_eq!(y[i], x[i] * 0.5);
+                    } else {
+                        assert!(y[i].is_nan(), "element {i} outside the segment was written");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_gate_in_registers_matches_f64_at_every_level() {
+        let x: Vec<f32> = (0..40_000).map(|i| -30.0 + i as f32 * 1.5e-3).collect();
+        for l in levels() {
+            for (op, f) in [
+                (
+                    ElemOp::Gelu,
+                    (|v: f64| {
+                        0.5 * v * (1.0 + (0.797_884_560_8 * (v + 0.044_715 * v * v * v)).tanh())
+                    }) as fn(f64) -> f64,
+                ),
+                (ElemOp::Silu, |v: f64| v / (1.0 + (-v).exp())),
+            ] {
+                let mut y = vec![0f32; x.len()];
+                chain_at(l, &[(op, Operand::None)], &mut y, &x, false);
+                for (a, b) in x.iter().zip(&y) {
+                    let e = f(*a as f64);
+                    if e.abs() > 1e-3 {
+                        assert!(
+                            ((*b as f64 - e) / e).abs() < 1e-6,
+                            "{} {op:?}({a}) = {b}, f64 {e}",
+                            l.name()
+                        );
+                    }
+                }
+                let special = [
+                    f32::NAN,
+                    f32::INFINITY,
+                    f32::NEG_INFINITY,
+                    0.0,
+                    -0.0,
+                    1e30,
+                    -1e30,
+                ];
+                let mut z = [7f32; 7];
+                chain_at(l, &[(op, Operand::None)], &mut z, &special, false);
+                assert!(z[0].is_nan(), "{} {op:?}(NaN) = {}", l.name(), z[0]);
+                assert_eq!(z[1], f32::INFINITY, "{} {op:?}(inf)", l.name());
+                assert_eq!(z[2], 0.0, "{} {op:?}(-inf)", l.name());
+                assert_eq!(z[3], 0.0);
+                assert!(
+                    (z[5] / 1e30 - 1.0).abs() < 1e-6,
+                    "{} {op:?}(1e30) = {}",
+                    l.name(),
+                    z[5]
+                );
+                assert_eq!(z[6], 0.0, "{} {op:?}(-1e30)", l.name());
+            }
+        }
+    }
+}

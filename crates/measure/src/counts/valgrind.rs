@@ -1,0 +1,645 @@
+//! Counting a spec's sides on the CPU: each side counted once under Valgrind's cache simulator
+//! on a fixed cache model (the arithmetic is `measure::counts`'s), and its simulated DRAM bytes
+//! set against its IO ledger — the measurement that `run --measure counts|both`, `calibrate`,
+//! `worker-test` and `opledger counts` start (the gate decides on it, `gate::decide_counts`).
+//! Each side runs in a process of its own (`opledger count-side`, started under Callgrind by
+//! this module and by nothing else): single-threaded, at the AVX2 level (the
+//! simulator has no AVX-512), with the kind's seeded inputs, its environment cleared and its
+//! paths of fixed length, so that the same binary and spec count the same on every x86-64
+//! machine. Only the kernel call is counted: process start, input generation and the set-up
+//! call before it are outside the counted interval.
+
+use super::{
+    functions, CacheModel, Counted, Counts, CountsEngine, Events, FunctionCounts, SideCounts,
+    SpecCounts,
+};
+use crate::backend::pair::Side;
+use crate::backend::{self, BackendChoice};
+use crate::callgrind;
+use crate::device::DeviceKind;
+use crate::error::{CountSideProblem, Error, ExitCode, Result};
+use crate::spec::{Implementation, Spec};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// How many of a side's functions its counts keep (those that executed most).
+const TOP_FUNCTIONS: usize = 10;
+
+/// The SIMD level counted sides run at (Valgrind executes no AVX-512).
+pub const COUNTS_SIMD: &str = "avx2";
+
+/// Counts sides under Callgrind: the engine found, a work folder of a fixed-length name under
+/// `/tmp` holding the output files, a copy of the spec and a link to this binary (the counted
+/// process's arguments and paths have the same lengths on every machine).
+pub struct Counter {
+    pub engine: CountsEngine,
+    pub(super) slowdown: f64,
+    pub(super) work: crate::stop::PrivateDir,
+    pub(super) exe: PathBuf,
+    /// The Valgrind whose version the engine records, started by absolute path.
+    pub(super) valgrind: Option<PathBuf>,
+    /// How long one counted process may run.
+    pub(super) limit: std::time::Duration,
+    /// Nsight Compute, where a GPU's kernels are counted (`nsight`) rather than simulated.
+    pub(super) ncu: Option<PathBuf>,
+}
+
+impl Counter {
+    /// Finds Valgrind (exit 3 without it) and readies the work folder.
+    pub fn new(
+        model: CacheModel,
+        seed: u64,
+        settings: &crate::settings::Settings,
+    ) -> Result<Counter> {
+        if cfg!(not(target_arch = "x86_64")) {
+            return Err(Error::BackendUnavailable(
+                "counts run under Valgrind's cache simulator on x86-64 only".into(),
+            ));
+        }
+        let (program, valgrind) = callgrind::found().map_err(Error::BackendUnavailable)?;
+        let mut counter = Counter::ready(settings, None, |binary_sha256| CountsEngine {
+            valgrind,
+            cache_model: model,
+            simd: COUNTS_SIMD.into(),
+            threads: 1,
+            seed,
+            arch: std::env::consts::ARCH.into(),
+            compiler: crate::device::RUSTC_VERSION.into(),
+            libc: libc_version(),
+            binary_sha256,
+            gpu: None,
+        })?;
+        counter.valgrind = Some(program);
+        Ok(counter)
+    }
+
+    /// Refuses (exit 2, located at `measure.counts_sizes` or the workload) a spec whose counted
+    /// sides cannot fit in `available` bytes of memory: the counted process holds the CPU
+    /// backend's buffers of the counted workload and a flush of twice the model's last level,
+    /// as a timed case is refused before it is allocated.
+    pub fn refuse_oversized(&self, s: &Spec, available: Option<u64>) -> Result<()> {
+        if self.ncu.is_some() {
+            return Ok(());
+        }
+        let need = self.host_bytes(&*s.counted()?);
+        crate::backend::check_memory(&s.name, need, available).map_err(|e| Error::Spec {
+            path: s.file.clone(),
+            pos: crate::spec::find_key(&s.source_text, &["measure", "counts_sizes"])
+                .or_else(|| crate::spec::find_key(&s.source_text, &["workload"])),
+            message: format!("counted under Valgrind: {e}"),
+        })
+    }
+
+    /// The host memory the counted process of `counted` (a spec at its counted sizes) holds: the
+    /// CPU backend's buffers and a flush of twice the model's last level.
+    pub fn host_bytes(&self, counted: &Spec) -> u64 {
+        crate::backend::cpu::host_bytes(&counted.workload, 2 * self.engine.cache_model.ll.bytes)
+    }
+
+    /// The work folder under `/tmp` and the link to this binary in it, and the engine `engine`
+    /// makes of the binary's SHA-256.
+    pub(super) fn ready(
+        settings: &crate::settings::Settings,
+        ncu: Option<PathBuf>,
+        engine: impl FnOnce(String) -> CountsEngine,
+    ) -> Result<Counter> {
+        let exe = std::env::current_exe().map_err(|e| Error::io("finding", "opledger", e))?;
+        let (work, link) = work_folder(&exe)?;
+        let sha = crate::spec::sha256_hex(
+            &std::fs::read(&exe).map_err(|e| Error::io("reading", &exe, e))?,
+        );
+        Ok(Counter {
+            engine: engine(sha),
+            slowdown: settings.experiment_slowdown,
+            work,
+            exe: link,
+            valgrind: None,
+            limit: settings.counts_limit(),
+            ncu,
+        })
+    }
+
+    /// A counter of the same engine with a work folder of its own (of the same name length, so
+    /// that its counts are this one's), to count another spec at the same time.
+    pub fn another(&self) -> Result<Counter> {
+        let target =
+            std::fs::read_link(&self.exe).map_err(|e| Error::io("reading", &self.exe, e))?;
+        let (work, link) = work_folder(&target)?;
+        Ok(Counter {
+            engine: self.engine.clone(),
+            slowdown: self.slowdown,
+            work,
+            exe: link,
+            valgrind: self.valgrind.clone(),
+            limit: self.limit,
+            ncu: self.ncu.clone(),
+        })
+    }
+
+    /// Both sides of `s`, each counted (or why not) and set against its ledger.
+    pub fn count_spec(&self, s: &Spec) -> Result<SpecCounts> {
+        Ok(self.count_spec_with_outputs(s)?.counts)
+    }
+
+    /// [`Counter::count_spec`], with the output each counted call left (on the inputs of the
+    /// checked seed), to be checked like any other run's.
+    pub fn count_spec_with_outputs(&self, s: &Spec) -> Result<Counted> {
+        if let Some(ncu) = &self.ncu {
+            return self.profile_spec(ncu, s);
+        }
+        // The CPU kernels' tiles, with the model's last level as the cache that serves re-reads
+        // (measured first without it, flash attention read 0.46-0.61x of a ledger that had
+        // every K/V re-read reach memory).
+        let tiling = super::ledger_tiling(&self.engine);
+        let ledger = s
+            .workload
+            .ledger(s.variants.before, s.variants.after, &tiling);
+        let mut outputs: [Option<Vec<f32>>; 2] = [None, None];
+        let mut side_counts = |side: Side| -> Result<SideCounts> {
+            let (implementation, ledger) = match side {
+                Side::Before => (&s.implementations.before, &ledger.before),
+                Side::After => (&s.implementations.after, &ledger.after),
+            };
+            let model = &self.engine.cache_model;
+            let (counts, functions, output, repeat_instructions) = match implementation {
+                Some(Implementation::Cuda(_)) => {
+                    return Ok(SideCounts::NotAvailable {
+                        reason: "a `cuda:` side's kernel runs on a GPU: counts are not available for it (a GPU's counts come from Nsight Compute)".into(),
+                    })
+                }
+                Some(Implementation::Worker(cmd)) => {
+                    let variant = match side {
+                        Side::Before => s.variants.before,
+                        Side::After => s.variants.after,
+                    };
+                    match self.count_worker(s, variant, cmd)? {
+                        Ok(counted) => counted,
+                        Err(NotCounted::OnGpu(reason)) => {
+                            return Ok(SideCounts::NotAvailable { reason })
+                        }
+                        Err(NotCounted::Unmarked(why)) => {
+                            return Err(Error::Backend(crate::error::BackendError::Kernel(why)))
+                        }
+                    }
+                }
+                None => {
+                    if let Some(why) = crate::backend::cannot_run(DeviceKind::Cpu, &s.workload) {
+                        return Ok(SideCounts::NotAvailable { reason: why });
+                    }
+                    let (c, f, o) = self.run_counted(s, side)?;
+                    (c, f, o, None)
+                }
+            };
+            outputs[side as usize] = Some(output);
+            Ok(SideCounts::Counted {
+                counts,
+                functions,
+                ledger_read_bytes: ledger.movements.iter().map(|m| m.bytes * m.reads).sum(),
+                ledger_write_bytes: ledger.movements.iter().map(|m| m.bytes * m.writes).sum(),
+                ledger_flops: ledger.flops,
+                agreement: super::agreement(
+                    &self.engine,
+                    implementation.is_some(),
+                    ledger,
+                    &counts,
+                ),
+                repeat_instructions,
+                compulsory_bytes: super::compulsory_bytes(
+                    ledger,
+                    &s.workload.as_kind().output_name(),
+                    model,
+                ),
+            })
+        };
+        let before = side_counts(Side::Before)?;
+        let after = side_counts(Side::After)?;
+        Ok(self.counted(s, before, after, outputs))
+    }
+
+    /// `s`'s counts of this engine from its sides, with their counted calls' outputs.
+    pub(super) fn counted(
+        &self,
+        s: &Spec,
+        before: SideCounts,
+        after: SideCounts,
+        outputs: [Option<Vec<f32>>; 2],
+    ) -> Counted {
+        let [before_output, after_output] = outputs;
+        Counted {
+            counts: SpecCounts {
+                counted_workload: (!s.measure.counts_sizes.is_empty())
+                    .then(|| s.workload.describe()),
+                name: s.name.clone(),
+                engine: self.engine.clone(),
+                before_variant: s.variants.before.name().to_string(),
+                after_variant: s.variants.after.name().to_string(),
+                before,
+                after,
+            },
+            before_output,
+            after_output,
+        }
+    }
+
+    /// Runs `opledger count-side` for one side under Callgrind and reads its two intervals:
+    /// the kernel call, and the flush after it (whose dirty evictions are the call's last
+    /// writes).
+    fn run_counted(&self, s: &Spec, side: Side) -> Result<(Counts, Vec<FunctionCounts>, Vec<f32>)> {
+        let work = self.work.path();
+        let model = &self.engine.cache_model;
+        let out = work.join("callgrind.out");
+        let output_file = work.join(OUTPUT_FILE);
+        for f in [
+            out.with_extension("out.1"),
+            out.with_extension("out.2"),
+            out.clone(),
+            output_file.clone(),
+        ] {
+            let _ = std::fs::remove_file(f);
+        }
+        // The spec's text in the work folder, which is the counted process's current folder: where
+        // the spec lies on this machine (a path of another length, kept on the heap) must not move
+        // the kernel's buffers against each other.
+        let file = PathBuf::from("spec.yaml");
+        crate::files::write_atomic(&work.join(&file), s.source_text.as_bytes())?;
+        let mut cmd = std::process::Command::new(self.valgrind_program()?);
+        cmd.args(callgrind::args(model, &out))
+            .arg(&self.exe)
+            .arg("count-side")
+            .arg(&file)
+            .arg(&s.name)
+            .arg(side.name())
+            .arg(self.engine.seed.to_string())
+            .arg(model.ll.bytes.to_string())
+            .current_dir(work)
+            // The environment is cleared (its size moves the stack, and with it simulated misses):
+            // only what the counted process needs, the same everywhere.
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env(crate::settings::SIMD_VAR, COUNTS_SIMD)
+            .env("RAYON_NUM_THREADS", "1");
+        if self.slowdown > 0.0 {
+            cmd.env(crate::settings::SLOWDOWN_VAR, self.slowdown.to_string());
+        }
+        let done = self.run_bounded(cmd, s, side)?;
+        if !done.status.success() {
+            let tail: String = crate::untrusted::printable(&String::from_utf8_lossy(&done.stderr))
+                .lines()
+                .rev()
+                .take(12)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join("\n");
+            return Err(Error::Backend(crate::error::BackendError::Kernel(format!(
+                "{}: the {} side under Callgrind exited with {}: {tail}",
+                s.name,
+                side.name(),
+                done.status
+            ))));
+        }
+        let (call, call_text) = read_events(&work.join("callgrind.out.1"))?;
+        let (flush, _) = read_events(&work.join("callgrind.out.2"))?;
+        let output = read_output(&output_file, s)?;
+        Ok((
+            counts_of(&call, &flush, model, &work.join("callgrind.out.1"))?,
+            functions(&call_text, TOP_FUNCTIONS),
+            output,
+        ))
+    }
+}
+
+/// A private work folder of a fixed-length name under `/tmp` and a link in it to the binary
+/// `exe` (the counted process's paths have the same lengths on every machine, and in every
+/// folder of one run).
+fn work_folder(exe: &Path) -> Result<(crate::stop::PrivateDir, PathBuf)> {
+    let work = crate::stop::private_dir("opledger-counts-", Some(Path::new("/tmp")))
+        .map_err(|e| Error::write("creating", "/tmp", e))?;
+    let link = work.path().join("opledger");
+    std::os::unix::fs::symlink(exe, &link).map_err(|e| Error::write("linking", &link, e))?;
+    Ok((work, link))
+}
+
+/// Spec `name` of `file` as its sides are counted (`measure.counts_sizes` applied), in the
+/// process that counts them.
+pub(super) fn counted_spec(file: &Path, name: &str) -> Result<Spec> {
+    let specs = crate::spec::load_expanded(file)?;
+    let s = specs.into_iter().find(|s| s.name == name).ok_or_else(|| {
+        Error::CountSide(CountSideProblem::NoSpec {
+            name: name.to_string(),
+            file: file.to_path_buf(),
+        })
+    })?;
+    Ok(s.counted()?.into_owned())
+}
+
+/// The output a counted call of `s` left in `path`: the kind's output length of little-endian
+/// f32s, or an error naming the file.
+pub(super) fn read_output(path: &Path, s: &Spec) -> Result<Vec<f32>> {
+    let want = s.workload.as_kind().output_len() * 4;
+    let bytes = crate::files::read_regular(path, want, "a counted output")?;
+    if bytes.len() as u64 != want {
+        return Err(Error::Corrupt {
+            path: path.to_path_buf(),
+            message: format!(
+                "the counted call's output holds {} bytes where {want} were expected",
+                bytes.len()
+            ),
+        });
+    }
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect())
+}
+
+/// A counted side: its counts, its functions, its output and (a worker's) the instructions of
+/// its repeated call.
+pub type CountedSide = (Counts, Vec<FunctionCounts>, Vec<f32>, Option<u64>);
+
+/// How many times longer a worker's requests may take under Callgrind than natively.
+const WORKER_SLOWDOWN: f64 = 100.0;
+
+impl Counter {
+    /// Counts a worker's side: the worker started under Callgrind (`backend::counted` drives
+    /// it), its counted calls marked by its kit. Its first counted call is the side's counts
+    /// and output; a second on the same inputs gives the instructions that show a result kept
+    /// across calls. `Ok(Err(why))` where the worker cannot be counted: a GPU worker, or one
+    /// whose protocol code does not mark its counted runs.
+    pub fn count_worker(
+        &self,
+        s: &Spec,
+        variant: crate::kinds::Variant,
+        cmd: &crate::spec::WorkerCommand,
+    ) -> Result<std::result::Result<CountedSide, NotCounted>> {
+        let work = self.work.path();
+        let model = &self.engine.cache_model;
+        let out = work.join("worker.out");
+        for k in 1..=4 {
+            let _ = std::fs::remove_file(out.with_extension(format!("out.{k}")));
+        }
+        let _ = std::fs::remove_file(&out);
+        let mut command = vec![self.valgrind_program()?.display().to_string()];
+        command.extend(callgrind::args(model, &out));
+        // What a worker's process may vary by the runner: thread pools sized by its cores (a
+        // NumPy linked to a threaded BLAS) and Python's string hashing.
+        let env = [
+            ("OMP_NUM_THREADS", "1"),
+            ("OPENBLAS_NUM_THREADS", "1"),
+            ("MKL_NUM_THREADS", "1"),
+            ("NUMEXPR_NUM_THREADS", "1"),
+            ("PYTHONHASHSEED", "0"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        // Valgrind's own variables would change what counts (another tool build, other
+        // options) while the engine names this one; its rc files are off (`callgrind::args`).
+        let wrapper = crate::backend::worker::Wrapper {
+            command,
+            env,
+            env_remove: vec!["VALGRIND_OPTS".into(), "VALGRIND_LIB".into()],
+        };
+        let kind = s.workload.as_kind();
+        let warm = kind.inputs(self.engine.seed);
+        let checked = kind.inputs(crate::checked_seed(self.engine.seed));
+        let request = crate::backend::counted::CountRequest {
+            wrapper: &wrapper,
+            spec_dir: s.dir(),
+            workload: &s.workload,
+            variant,
+            warm: &warm,
+            checked: &checked,
+            flush_bytes: 2 * model.ll.bytes,
+            counted_runs: 2,
+            slowdown: WORKER_SLOWDOWN,
+        };
+        let counted = match crate::backend::counted::count_worker(cmd, &request)? {
+            crate::backend::counted::WorkerCounts::Counted(c) => c,
+            crate::backend::counted::WorkerCounts::NotAvailable(why) => {
+                return Ok(Err(NotCounted::OnGpu(why)))
+            }
+        };
+        let file = |k: u32| out.with_extension(format!("out.{k}"));
+        if !file(1).is_file() || !file(3).is_file() {
+            return Ok(Err(NotCounted::Unmarked(format!(
+                "{}: the worker of `{}` ({}) answered its counted runs without marking them: its kit predates counted runs (opledger_worker.h and opledger_worker.py 2 mark them), or its own protocol code ignores `counted` in a run request",
+                s.name,
+                variant.name(),
+                counted.about
+            ))));
+        }
+        let (call, call_text) = read_events(&file(1))?;
+        let (flush, _) = read_events(&file(2))?;
+        let (repeat, _) = read_events(&file(3))?;
+        Ok(Ok((
+            counts_of(&call, &flush, model, &file(1))?,
+            functions(&call_text, TOP_FUNCTIONS),
+            counted.output,
+            Some(repeat.get("Ir")),
+        )))
+    }
+}
+
+/// Why a worker's side was not counted.
+pub enum NotCounted {
+    /// It runs on a GPU: not available, and said so.
+    OnGpu(String),
+    /// Its protocol code answered the counted runs without marking them: nothing was counted.
+    Unmarked(String),
+}
+
+/// The counts of a call from its interval's events and its flush's, or an error naming the
+/// call's file (totals no counted call can reach).
+fn counts_of(
+    call: &Events,
+    flush: &Events,
+    model: &super::CacheModel,
+    file: &Path,
+) -> Result<Counts> {
+    Counts::of(call, flush, model).map_err(|message| Error::Corrupt {
+        path: file.to_path_buf(),
+        message,
+    })
+}
+
+impl Counter {
+    /// The Valgrind this counter found (a GPU's counter has none).
+    fn valgrind_program(&self) -> Result<&Path> {
+        self.valgrind.as_deref().ok_or_else(|| {
+            Error::BackendUnavailable(
+                "this counter reads a GPU's counters: it has no Valgrind".into(),
+            )
+        })
+    }
+
+    /// Runs a counted process in a process group of its own (ended if opledger is stopped),
+    /// waiting at most the counter's limit: past it the process is ended and the side is an
+    /// error that names the limit and how to raise it.
+    fn run_bounded(
+        &self,
+        mut cmd: std::process::Command,
+        s: &Spec,
+        side: Side,
+    ) -> Result<std::process::Output> {
+        use std::io::Read;
+        use std::os::unix::process::CommandExt;
+        cmd.stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .process_group(0);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| Error::BackendUnavailable(format!("valgrind cannot be run: {e}")))?;
+        let _group = crate::stop::group(child.id());
+        // Its error output is read meanwhile (a full pipe would stop it), up to 1 MiB.
+        let stderr = child.stderr.take().map(|mut e| {
+            std::thread::spawn(move || {
+                let mut kept = Vec::new();
+                let mut buf = [0u8; 8192];
+                while let Ok(n) = e.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    if kept.len() < 1 << 20 {
+                        kept.extend_from_slice(&buf[..n]);
+                    }
+                }
+                kept
+            })
+        });
+        let started = std::time::Instant::now();
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) if started.elapsed() < self.limit => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Ok(None) => {
+                    // SAFETY: kill with a negative pid signals the group this child leads
+                    // (process_group(0)); no memory is touched.
+                    unsafe {
+                        libc::kill(-(child.id() as i32), libc::SIGKILL);
+                    }
+                    let _ = child.wait();
+                    return Err(Error::Backend(crate::error::BackendError::Kernel(format!(
+                        "{}: the {} side under Callgrind did not finish within {} s and was ended (raise {} for larger counted sizes, or lower `measure.counts_sizes`)",
+                        s.name,
+                        side.name(),
+                        self.limit.as_secs_f64(),
+                        crate::settings::COUNTS_TIMEOUT_VAR
+                    ))));
+                }
+                Err(e) => {
+                    return Err(Error::BackendUnavailable(format!(
+                        "valgrind could not be waited for: {e}"
+                    )))
+                }
+            }
+        };
+        let stderr = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
+        Ok(std::process::Output {
+            status,
+            stdout: Vec::new(),
+            stderr,
+        })
+    }
+}
+
+/// A Callgrind output file's events, and its text (for the functions in it).
+fn read_events(p: &Path) -> Result<(Events, String)> {
+    let bytes = crate::files::read_regular(p, 64 << 20, "Callgrind output")?;
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let events = Events::parse(&text).map_err(|m| Error::Corrupt {
+        path: p.to_path_buf(),
+        message: m,
+    })?;
+    Ok((events, text))
+}
+
+/// The file a counted process leaves its call's output in, in the work folder.
+const OUTPUT_FILE: &str = "output.f32";
+
+/// The C library's version (`glibc 2.36`): another one can move a kernel's buffers, and with
+/// them its simulated misses.
+fn libc_version() -> String {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: gnu_get_libc_version returns a pointer to a static NUL-terminated string.
+        let v = unsafe { std::ffi::CStr::from_ptr(libc::gnu_get_libc_version()) };
+        format!("glibc {}", v.to_string_lossy())
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        "unknown".into()
+    }
+}
+
+/// In the process Callgrind runs: one side of one spec, set up, called once uncounted (lazy
+/// set-up: the thread pool, first touches of its buffers), then called once counted, then a
+/// read of twice the last level's size in an interval of its own, which evicts the lines the
+/// call left dirty.
+pub fn count_side(
+    file: &Path,
+    name: &str,
+    side: Side,
+    seed: u64,
+    ll_bytes: u64,
+) -> Result<ExitCode> {
+    if !callgrind::running_on_valgrind() {
+        return Err(Error::CountSide(CountSideProblem::NotUnderCounts));
+    }
+    // One thread, and it is this one: with a pool thread of its own, this thread would wait for
+    // the kernel in a loop whose length the scheduler decides, and that loop would be counted.
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .use_current_thread()
+        .build_global()
+        .map_err(|e| Error::CountSide(CountSideProblem::ThreadPool(e.to_string())))?;
+    // The kernel sources of `cuda:` sides stay beside the original spec: they were checked
+    // there, and are not run here.
+    let s = counted_spec(file, name)?;
+    let settings = crate::settings::Settings::from_env()?;
+    let (backend, _) = backend::select(BackendChoice::Kind(DeviceKind::Cpu), Some(0), &settings)?;
+    let inputs = Arc::new(s.workload.as_kind().inputs(seed));
+    // The backend's own kernels only: the other side may be a worker, which is neither counted
+    // nor started here.
+    let variant = match side {
+        Side::Before => s.variants.before,
+        Side::After => s.variants.after,
+    };
+    let mut case = backend.prepare(&s.workload, inputs)?;
+    case.run_timed(variant)?;
+    // The counted call computes on the checked seed's inputs, which nothing before it saw, into
+    // an output filled with NaN: its output is checked, and a result kept from the call before
+    // cannot pass for it.
+    let checked = Arc::new(s.workload.as_kind().inputs(crate::checked_seed(seed)));
+    case.set_inputs(checked)?;
+    case.poison_output(variant)?;
+    let flush = vec![1u8; (2 * ll_bytes) as usize];
+    callgrind::start();
+    case.run_timed(variant)?;
+    callgrind::dump();
+    let mut sum = 0u64;
+    for b in flush.iter().step_by(64) {
+        sum = sum.wrapping_add(u64::from(*b));
+    }
+    std::hint::black_box(sum);
+    callgrind::dump();
+    callgrind::stop();
+    let output = case.output(variant)?;
+    // SAFETY: an f32 slice is plain data without padding; its bytes are read as a u8 slice of
+    // four times its length, within the same allocation, while `output` is borrowed.
+    let bytes = unsafe {
+        std::slice::from_raw_parts(
+            output.as_ptr().cast::<u8>(),
+            std::mem::size_of_val(&*output),
+        )
+    };
+    if cfg!(target_endian = "big") {
+        return Err(Error::CountSide(CountSideProblem::BigEndian));
+    }
+    crate::files::write_atomic(Path::new(OUTPUT_FILE), bytes)?;
+    Ok(ExitCode::Pass)
+}

@@ -1,0 +1,298 @@
+//! What a run's results add up to, derived once when the run (or a merge) is made and kept in
+//! `results.json`: the delivery checklist (each item's status, evidence and specs) and the
+//! series of swept specs (their bytes and times with the slopes over the swept parameter). The
+//! outputs render these; none derives them again.
+
+use super::{self as model, BaselineStatus, ChecklistRow, SpecResult};
+use crate::spec::ChecklistItem;
+use crate::verdict::CheckName;
+use crate::verdict::Status;
+
+/// The checks that evidence each optimization item of the checklist.
+const OPTIMIZATION_CHECKS: [CheckName; 4] = [
+    CheckName::Correctness,
+    CheckName::IoSaving,
+    CheckName::TimeSaving,
+    CheckName::LaunchOverhead,
+];
+
+/// Groups swept specs into series, in the order they ran.
+pub fn sweeps(specs: &[SpecResult]) -> Vec<model::SweepSeries> {
+    let mut out: Vec<model::SweepSeries> = Vec::new();
+    for s in specs {
+        let Some(p) = &s.sweep else { continue };
+        let Some((param, x)) = p.params.first().cloned() else {
+            continue;
+        };
+        let row = model::SweepRow {
+            spec: s.name.clone(),
+            label: p.label.clone(),
+            x,
+            before_bytes: s.before.bytes,
+            after_bytes: s.after.bytes,
+            before_secs: s.before.summary.map(|m| m.median_secs),
+            after_secs: s.after.summary.map(|m| m.median_secs),
+            io_saving: s.io_saving,
+            time_saving: s.time_saving.map(|t| t.point),
+        };
+        match out.iter_mut().find(|g| g.group == p.group) {
+            Some(g) => g.rows.push(row),
+            None => out.push(model::SweepSeries {
+                group: p.group.clone(),
+                param,
+                before_variant: s.before.variant,
+                after_variant: s.after.variant,
+                rows: vec![row],
+                before_bytes_slope: None,
+                after_bytes_slope: None,
+                before_time_slope: None,
+                after_time_slope: None,
+            }),
+        }
+    }
+    for g in &mut out {
+        let (Some(first), Some(last)) = (g.rows.first(), g.rows.last()) else {
+            continue;
+        };
+        if last.x == first.x {
+            continue;
+        }
+        let lx = (last.x as f64 / first.x as f64).ln();
+        let slope = |a: f64, b: f64| (a > 0.0 && b > 0.0).then(|| (b / a).ln() / lx);
+        g.before_bytes_slope = slope(first.before_bytes as f64, last.before_bytes as f64);
+        g.after_bytes_slope = slope(first.after_bytes as f64, last.after_bytes as f64);
+        g.before_time_slope = first
+            .before_secs
+            .zip(last.before_secs)
+            .and_then(|(a, b)| slope(a, b));
+        g.after_time_slope = first
+            .after_secs
+            .zip(last.after_secs)
+            .and_then(|(a, b)| slope(a, b));
+    }
+    out
+}
+
+/// Derives the seed's five-item delivery checklist from the spec results.
+pub fn checklist(specs: &[SpecResult]) -> Vec<ChecklistRow> {
+    ChecklistItem::ALL
+        .iter()
+        .map(|&item| {
+            let (status, evidence, names) = match item {
+                ChecklistItem::Roofline => roofline_row(specs),
+                ChecklistItem::Baseline => baseline_row(specs),
+                _ => optimization_row(specs, item),
+            };
+            ChecklistRow {
+                key: item.key().into(),
+                title: item.title().into(),
+                status,
+                mark: status.mark().into(),
+                evidence,
+                specs: names,
+            }
+        })
+        .collect()
+}
+
+fn link(s: &SpecResult) -> String {
+    format!("[{}](#spec-{})", s.name, s.name)
+}
+
+fn roofline_row(specs: &[SpecResult]) -> (Status, String, Vec<String>) {
+    let with: Vec<&SpecResult> = specs
+        .iter()
+        .filter(|s| s.check(CheckName::Bound).is_some())
+        .collect();
+    if with.is_empty() {
+        return (Status::Skip, "no spec was measured".into(), vec![]);
+    }
+    let failed: Vec<&&SpecResult> = with
+        .iter()
+        .filter(|s| {
+            s.check(CheckName::Bound)
+                .is_some_and(|c| c.status == Status::Fail)
+        })
+        .collect();
+    let names = with.iter().map(|s| s.name.clone()).collect();
+    if failed.is_empty() {
+        let parts: Vec<String> = with
+            .iter()
+            .map(|s| {
+                format!(
+                    "{} {} (AI {:.2} vs ridge {:.1})",
+                    link(s),
+                    s.after.predicted.bound.name(),
+                    s.after.intensity,
+                    s.after.predicted.ridge
+                )
+            })
+            .collect();
+        (
+            Status::Pass,
+            format!(
+                "predicted = measured = expected bound: {}",
+                parts.join("; ")
+            ),
+            names,
+        )
+    } else {
+        let parts: Vec<String> = failed.iter().map(|s| link(s)).collect();
+        (
+            Status::Fail,
+            format!("bound not confirmed in {}", parts.join(", ")),
+            names,
+        )
+    }
+}
+
+fn optimization_row(specs: &[SpecResult], item: ChecklistItem) -> (Status, String, Vec<String>) {
+    let with: Vec<&SpecResult> = specs
+        .iter()
+        .filter(|s| s.checklist.contains(&item))
+        .collect();
+    if with.is_empty() {
+        return (
+            Status::Skip,
+            "not evidenced: no spec declares this item".into(),
+            vec![],
+        );
+    }
+    let mut status = Status::Pass;
+    let mut parts = Vec::new();
+    for s in &with {
+        let worst = if s.error.is_some() {
+            Status::Fail
+        } else {
+            OPTIMIZATION_CHECKS
+                .iter()
+                .filter_map(|n| s.check(*n))
+                .map(|c| c.status)
+                .filter(|st| *st != Status::Skip)
+                .max()
+                .unwrap_or(Status::Skip)
+        };
+        // The row is as good as its worst spec: a failed, undecided or flagged one (an after
+        // side slower than its before side, a saving above the ledger's) is never ✅.
+        if worst != Status::Skip {
+            status = status.max(worst);
+        }
+        let saving = s.time_saving.map_or("not measured".into(), |t| {
+            format!(
+                "time saving {:.1}% (CI {:.1}..{:.1}%)",
+                t.point * 100.0,
+                t.lo * 100.0,
+                t.hi * 100.0
+            )
+        });
+        let launch = s.launch_overhead_secs.map_or(String::new(), |o| {
+            format!(", {:.2} µs per launch removed", o.point * 1e6)
+        });
+        parts.push(format!(
+            "{} {}: IO saving {:.1}%, {saving}{launch}",
+            link(s),
+            worst.mark(),
+            s.io_saving * 100.0
+        ));
+    }
+    // A sweep says how the IO scales: the evidence the seed asks for (O(N²) against less).
+    for g in sweeps(specs) {
+        if with
+            .iter()
+            .any(|s| s.sweep.as_ref().is_some_and(|p| p.group == g.group))
+        {
+            if let (Some(b), Some(a)) = (g.before_bytes_slope, g.after_bytes_slope) {
+                parts.push(format!(
+                    "sweep {} over {}: {} bytes ∝ {}^{b:.2}, {} bytes ∝ {}^{a:.2}",
+                    g.group, g.param, g.before_variant, g.param, g.after_variant, g.param
+                ));
+            }
+        }
+    }
+    (
+        status,
+        parts.join("; "),
+        with.iter().map(|s| s.name.clone()).collect(),
+    )
+}
+
+fn baseline_row(specs: &[SpecResult]) -> (Status, String, Vec<String>) {
+    if specs.is_empty() {
+        return (Status::Skip, "no spec".into(), vec![]);
+    }
+    // Where a spec stands against its references, time and counts together: a failed gate
+    // fails the item, an undecided one holds it open (an INCONCLUSIVE is not a tick), a
+    // compared or accepted one ticks it, and a spec with neither waits for a baseline.
+    #[derive(PartialEq, PartialOrd)]
+    enum Stand {
+        Missing,
+        Ok,
+        Undecided,
+        Fail,
+    }
+    let time = |s: &SpecResult| {
+        use crate::gate::stats::RegressionState as R;
+        match (s.baseline.status, s.baseline.state) {
+            (BaselineStatus::Compared, Some(R::Fail)) => Stand::Fail,
+            (BaselineStatus::Compared, Some(R::Inconclusive)) => Stand::Undecided,
+            (BaselineStatus::Compared | BaselineStatus::Accepted, _) => Stand::Ok,
+            _ => Stand::Missing,
+        }
+    };
+    let counts = |s: &SpecResult| {
+        use crate::CountsState as C;
+        match s.counts_gate.as_ref().map(|o| o.state) {
+            Some(C::Fail) => Stand::Fail,
+            Some(C::Inconclusive) => Stand::Undecided,
+            Some(C::Pass | C::Improved | C::Accepted) => Stand::Ok,
+            _ => Stand::Missing,
+        }
+    };
+    let mut fail = Vec::new();
+    let mut undecided = Vec::new();
+    let mut ok = Vec::new();
+    let mut missing = Vec::new();
+    for s in specs {
+        let (t, c) = (time(s), counts(s));
+        match if t > c { t } else { c } {
+            Stand::Fail => fail.push(link(s)),
+            Stand::Undecided => undecided.push(link(s)),
+            Stand::Ok => ok.push(link(s)),
+            Stand::Missing => missing.push(link(s)),
+        }
+    }
+    let names = specs.iter().map(|s| s.name.clone()).collect();
+    if !fail.is_empty() {
+        (
+            Status::Fail,
+            format!("regression against the baseline: {}", fail.join(", ")),
+            names,
+        )
+    } else if !undecided.is_empty() {
+        (
+            Status::Inconclusive,
+            format!(
+                "compared, but the gate could not decide for {}",
+                undecided.join(", ")
+            ),
+            names,
+        )
+    } else if missing.is_empty() {
+        (
+            Status::Pass,
+            format!("before/after archived and compared: {}", ok.join(", ")),
+            names,
+        )
+    } else {
+        (
+            Status::Skip,
+            format!(
+                "{} of {} specs have a comparable baseline; none yet for {} (record with `run --accept`)",
+                ok.len(),
+                specs.len(),
+                missing.join(", ")
+            ),
+            names,
+        )
+    }
+}
