@@ -234,29 +234,31 @@ fn concurrent_accepts_are_serialized_by_a_lock() {
 }
 
 #[test]
-fn kill_9_during_accept_never_leaves_a_torn_baseline() {
+fn accept_replaces_the_baseline_whole_and_never_writes_into_it() {
     let dir = tempfile::tempdir().unwrap();
     let bfile = accepted_baseline(dir.path());
-    // Kill accepting runs at staggered moments; each time the baseline must parse (old or new).
-    for i in 0..8u64 {
-        let mut c = run_cmd(
-            dir.path(),
-            &[fixture("good/tiny-chain.yaml")],
-            &["--accept"],
-        );
-        let mut child = c
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(40 * i));
-        let _ = child.kill(); // SIGKILL on Unix
-        let _ = child.wait();
-        let bytes = std::fs::read(&bfile).unwrap();
-        let b: serde_json::Value = serde_json::from_slice(&bytes)
-            .unwrap_or_else(|e| panic!("torn baseline after kill {i}: {e}"));
-        assert_eq!(b["spec"], "tiny-chain");
-    }
+    let before = std::fs::read(&bfile).unwrap();
+    // A second name for the accepted file: a write into the file would show through it, while
+    // a whole replacement (a new file renamed over the name) leaves it as it was. So a reader,
+    // or a kill at any moment of `accept`, sees the old baseline or the new one, never a mix.
+    let link = dir.path().join("accepted-before.json");
+    std::fs::hard_link(&bfile, &link).unwrap();
+    let o = run_in(
+        dir.path(),
+        &[fixture("good/tiny-chain.yaml")],
+        &["--accept"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(
+        std::fs::read(&link).unwrap(),
+        before,
+        "accept wrote into the accepted baseline instead of replacing it"
+    );
+    let after = std::fs::read(&bfile).unwrap();
+    assert_ne!(after, before, "accept did not replace the baseline");
+    let b: serde_json::Value = serde_json::from_slice(&after).unwrap();
+    assert_eq!(b["spec"], "tiny-chain");
+    std::fs::remove_file(&link).unwrap();
     // No temp files are left where a reader would take them for baselines.
     for e in std::fs::read_dir(bfile.parent().unwrap()).unwrap() {
         let name = e.unwrap().file_name().into_string().unwrap();

@@ -246,3 +246,84 @@ fn no_tracked_file_is_over_one_mib_unless_listed() {
         "tracked files over 1 MiB (remove them, or list a needed fixture in LARGE_FILES): {large:?}"
     );
 }
+
+/// The test binaries besides `tests/main.rs`: files of `tests/` that are a test of their own.
+const OWN_BINARIES: &[&str] = &["workers"];
+
+/// The test modules `tests/main.rs` declares, and the binaries of their own.
+fn test_modules() -> BTreeSet<String> {
+    let main = std::fs::read_to_string(root().join("tests/main.rs")).unwrap();
+    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    for own in OWN_BINARIES {
+        assert!(
+            manifest.contains(&format!("path = \"tests/{own}.rs\"")),
+            "tests/{own}.rs is not a [[test]] of Cargo.toml"
+        );
+    }
+    main.lines()
+        .filter_map(|l| l.strip_prefix("mod ")?.strip_suffix(';'))
+        .filter(|m| *m != "common")
+        .chain(OWN_BINARIES.iter().copied())
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn the_guide_lists_every_test_module_and_no_other() {
+    let section = contributing_section("Tests");
+    // The first cell of each row of the table: `tests/a.rs`, `tests/b.rs`.
+    let listed: BTreeSet<String> = section
+        .lines()
+        .filter_map(|line| line.strip_prefix("| `tests/"))
+        .flat_map(|rest| {
+            let cell = rest.split(" |").next().unwrap_or("");
+            format!("`tests/{cell}")
+                .split(", ")
+                .filter_map(|f| f.strip_prefix("`tests/")?.strip_suffix(".rs`"))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let modules = test_modules();
+    assert_eq!(
+        listed, modules,
+        "docs/contributing.md's table of tests differs from the modules of tests/main.rs"
+    );
+    // Every file of tests/ is a module (a file left out would never be compiled or run).
+    for entry in std::fs::read_dir(root().join("tests")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "rs") {
+            let stem = path.file_stem().unwrap().to_string_lossy().to_string();
+            assert!(
+                stem == "main" || modules.contains(&stem),
+                "tests/{stem}.rs is not a module of tests/main.rs, so it never runs"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_files_a_new_kind_touches_are_those_the_last_kind_touched() {
+    // The guide's list, with `<kind>` read as the last kind added the way it describes.
+    let section = contributing_section("A workload kind");
+    let list = section
+        .split("### The files a new kind touches")
+        .nth(1)
+        .expect("the guide lists the files a new kind touches");
+    let mut checked = 0;
+    for path in list.split('`').skip(1).step_by(2) {
+        if !(path.starts_with("crates/") || path.starts_with("tests/") || path.starts_with("src/"))
+            || path.contains(' ')
+        {
+            continue;
+        }
+        let path = path.replace("<kind>", "add_rmsnorm");
+        let path = path.replace("tiny-add_rmsnorm", "tiny-add-rmsnorm");
+        assert!(
+            root().join(&path).exists(),
+            "docs/contributing.md names `{path}`, which does not exist"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 8, "only {checked} paths found in the list");
+}

@@ -1,6 +1,8 @@
 //! The integration tests, one module a concern (`tests/<concern>.rs`, listed in
 //! docs/contributing.md), in one test binary: they share one build and one link of the library
-//! (`cargo test --release --test integration <concern>::` runs one concern).
+//! (`cargo test --release --test integration <concern>::` runs one concern). The tests of the
+//! user's code as a side (`tests/workers.rs`) are a binary of their own: their verdicts time
+//! worker processes, so they share the machine only with each other.
 
 mod common;
 
@@ -9,6 +11,7 @@ mod branch_history;
 mod browser;
 mod counters;
 mod counts;
+#[cfg(feature = "cuda")]
 mod cudasim;
 mod exports;
 mod gate;
@@ -18,6 +21,7 @@ mod hostile;
 mod layers;
 mod ledger;
 mod merge;
+#[cfg(feature = "cuda")]
 mod nvrtc;
 mod output;
 mod parts;
@@ -27,4 +31,3 @@ mod runs;
 mod schema;
 mod site;
 mod spec_errors;
-mod workers;

@@ -167,7 +167,7 @@ fn report_out_redraws_svg_charts_with_one_point_per_case() {
 }
 
 /// The report rendered from a fixed result file must match the golden file exactly.
-/// Regenerate with `OPLEDGER_BLESS=1 cargo test --release --test report golden`.
+/// Regenerate with `OPLEDGER_BLESS=1 cargo test --release --test integration report::golden`.
 #[test]
 fn golden_report_from_fixed_results() {
     let o = bin()

@@ -42,7 +42,7 @@ fn yaml_as_json(path: &Path) -> Value {
     serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// Regenerate with `OPLEDGER_BLESS=1 cargo test --test schema`.
+/// Regenerate with `OPLEDGER_BLESS=1 cargo test --release --test integration schema::`.
 #[test]
 fn shipped_schemas_match_the_types() {
     for which in ["spec", "results", "worker"] {

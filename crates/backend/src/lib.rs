@@ -10,7 +10,12 @@
 pub mod conformance;
 pub mod counted;
 pub mod cpu;
+#[cfg(feature = "cuda")]
 pub mod cuda;
+#[cfg(not(feature = "cuda"))]
+#[path = "no_cuda.rs"]
+pub mod cuda;
+pub mod npy;
 pub mod pair;
 pub mod worker;
 
@@ -28,7 +33,9 @@ use opledger_model::untrusted;
 
 use crate::device::{Ceilings, DeviceInfo, DeviceKind, Profile};
 pub use crate::error::BackendError;
-use crate::error::{Error, Result};
+#[cfg(feature = "cuda")]
+use crate::error::Error;
+use crate::error::Result;
 use crate::kinds::{Tensors, Variant, Workload};
 use std::sync::Arc;
 
@@ -298,11 +305,13 @@ pub fn select(
     };
     match choice {
         BackendChoice::Kind(DeviceKind::Cpu) => Ok((cpu()?, "cpu (requested)".into())),
+        #[cfg(feature = "cuda")]
         BackendChoice::Kind(DeviceKind::Cuda) => {
             let gpu = cuda::runtime::CudaBackend::open(flush)?;
             let note = format!("cuda (requested): {}", gpu.describe());
             Ok((Box::new(gpu), note))
         }
+        #[cfg(feature = "cuda")]
         BackendChoice::Auto => match cuda::runtime::CudaBackend::open(flush) {
             Ok(gpu) => {
                 let note = format!("cuda (auto): {}", gpu.describe());
@@ -311,6 +320,10 @@ pub fn select(
             Err(Error::BackendUnavailable(why)) => Ok((cpu()?, format!("cpu (auto: {why})"))),
             Err(e) => Ok((cpu()?, format!("cpu (auto: {e})"))),
         },
+        #[cfg(not(feature = "cuda"))]
+        BackendChoice::Kind(DeviceKind::Cuda) => match cuda::open_backend()? {},
+        #[cfg(not(feature = "cuda"))]
+        BackendChoice::Auto => Ok((cpu()?, format!("cpu (auto: {})", cuda::NOT_BUILT))),
     }
 }
 

@@ -756,7 +756,6 @@ fn python_path_with(dir: &Path) -> std::ffi::OsString {
 
 /// Writes `data` as a little-endian float32 `.npy` file of `shape`.
 pub fn write_npy(path: &Path, shape: &[u64], data: &[f32]) -> Result<(), BackendError> {
-    use npyz::WriterBuilder;
     let io = |e: std::io::Error| BackendError::Kernel(format!("writing {}: {e}", path.display()));
     // Whatever is at `path` (a worker may have swapped the file for a FIFO, whose open would
     // block, or a link) is removed first, and the file is created new.
@@ -769,14 +768,9 @@ pub fn write_npy(path: &Path, shape: &[u64], data: &[f32]) -> Result<(), Backend
         .create_new(true)
         .open(path)
         .map_err(io)?;
-    let mut w = npyz::WriteOptions::new()
-        .default_dtype()
-        .shape(shape)
-        .writer(std::io::BufWriter::new(file))
-        .begin_nd()
-        .map_err(io)?;
-    w.extend(data.iter().copied()).map_err(io)?;
-    w.finish().map_err(io)
+    let mut w = std::io::BufWriter::new(file);
+    crate::npy::write(&mut w, shape, data).map_err(io)?;
+    std::io::Write::flush(&mut w).map_err(io)
 }
 
 /// Largest `.npy` header read (NumPy writes 128 bytes, padded; version 2 allows 4 GiB).
@@ -818,23 +812,27 @@ pub fn read_npy(path: &Path, shape: &[u64]) -> Result<Vec<f32>, String> {
             meta.len()
         ));
     }
-    let npy = npyz::NpyFile::new(std::io::BufReader::new(std::io::Read::take(
-        file, max_bytes,
-    )))
-    .map_err(|e| format!("{} is not a .npy file: {e}", path.display()))?;
-    if npy.shape() != shape {
+    let mut input = std::io::BufReader::new(std::io::Read::take(file, max_bytes));
+    let header = crate::npy::read_header(&mut input, MAX_NPY_HEADER_BYTES)
+        .map_err(|e| format!("{} is not a .npy file: {e}", path.display()))?;
+    if header.shape != shape {
         return Err(format!(
             "the output has shape {:?}; expected {shape:?}",
-            npy.shape()
+            header.shape
         ));
     }
-    if npy.order() != npyz::Order::C {
+    if header.fortran_order {
         return Err("the output is in Fortran order; expected C order (row-major)".into());
     }
-    let dtype = npy.dtype().descr();
-    let data = npy
-        .data::<f32>()
-        .map_err(|_| format!("the output's dtype is {dtype}; expected float32 (<f4)"))?;
-    data.collect::<std::io::Result<Vec<f32>>>()
+    if !crate::npy::is_f32(&header.descr) {
+        return Err(format!(
+            "the output's dtype is '{}'; expected float32 (<f4)",
+            header.descr
+        ));
+    }
+    let n = elements
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| format!("the shape {shape:?} is too large"))?;
+    crate::npy::read_f32(&mut input, &header.descr, n)
         .map_err(|e| format!("reading {}: {e}", path.display()))
 }

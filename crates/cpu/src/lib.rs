@@ -26,7 +26,6 @@ use opledger_model::error;
 use opledger_model::kinds;
 use opledger_model::ledger;
 use opledger_model::settings;
-use opledger_model::spec;
 
 use crate::error::Result;
 use crate::kinds::{Kind, Tensors, Variant, Workload};

@@ -21,7 +21,7 @@
 use super::lanes::Lanes;
 use super::math::Operand;
 use super::simd::{level, SimdLevel};
-use crate::spec::ElemOp;
+use opledger_model::spec::ElemOp;
 use std::arch::x86_64::*;
 
 pub use super::simd::PREFETCH_ELEMS;
