@@ -45,7 +45,8 @@ pub fn install_cap(cap: crate::settings::SimdCap) {
 }
 
 /// The widest level this CPU supports, capped as [`install_cap`] said (no cap where it was not
-/// called).
+/// called). Inlined: the kernels (a crate of their own) dispatch on it at every call.
+#[inline]
 pub fn level() -> SimdLevel {
     static LEVEL: OnceLock<SimdLevel> = OnceLock::new();
     *LEVEL.get_or_init(|| detect().min(CAP.get().copied().unwrap_or(SimdLevel::Avx512)))
@@ -53,6 +54,7 @@ pub fn level() -> SimdLevel {
 
 /// Whether this CPU runs `l`'s instructions, whatever `OPLEDGER_SIMD` caps (tests run every
 /// path the CPU has).
+#[inline]
 pub fn supports(l: SimdLevel) -> bool {
     l <= detect()
 }

@@ -176,14 +176,17 @@ fn advise_huge_pages_always(ptr: *mut f32, len: usize) {
 #[cfg(not(target_os = "linux"))]
 fn advise_huge_pages_always(_ptr: *mut f32, _len: usize) {}
 
+// Inlined: the kernels (a crate of their own) reach a buffer's elements through these.
 impl std::ops::Deref for LineVec {
     type Target = [f32];
+    #[inline]
     fn deref(&self) -> &[f32] {
         &self.buf[self.off..self.off + self.len]
     }
 }
 
 impl std::ops::DerefMut for LineVec {
+    #[inline]
     fn deref_mut(&mut self) -> &mut [f32] {
         &mut self.buf[self.off..self.off + self.len]
     }
