@@ -10,7 +10,11 @@ mod parts;
 fn main() {
     for part in parts::PARTS {
         println!("cargo::rustc-check-cfg=cfg({})", part.cfg);
-        if (part.found)() {
+        // A part opledger was built without (a cargo feature off) is as good as missing.
+        let built = part.feature.is_none_or(|f| {
+            std::env::var_os(format!("CARGO_FEATURE_{}", f.to_uppercase())).is_some()
+        });
+        if built && (part.found)() {
             println!("cargo::rustc-cfg={}", part.cfg);
         }
     }

@@ -7,7 +7,7 @@ mod parts;
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(has_postgres)");
-    if parts::postgres() {
+    if std::env::var_os("CARGO_FEATURE_POSTGRES").is_some() && parts::postgres() {
         println!("cargo::rustc-cfg=has_postgres");
     }
     println!("cargo::rerun-if-env-changed=OPLEDGER_TEST_POSTGRES");

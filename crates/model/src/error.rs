@@ -269,6 +269,9 @@ pub enum StoreUrlProblem {
     /// Another server's scheme.
     #[error("expected an SQLite file (`sqlite:PATH` or a path) or a PostgreSQL server (`postgres://USER@HOST:PORT/DB`)")]
     OtherScheme,
+    /// A PostgreSQL URL given to a build without the PostgreSQL store.
+    #[error("this opledger was built without PostgreSQL (cargo feature `postgres`): name an SQLite file (`sqlite:PATH` or a path)")]
+    NoPostgres,
 }
 impl Error {
     pub fn io(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {

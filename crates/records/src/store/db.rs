@@ -4,6 +4,7 @@
 //! written once, in the common subset (`TEXT`, `BIGINT`, `DOUBLE PRECISION`, `CAST`), so that
 //! the schema and every query are the same on both.
 
+#[cfg(feature = "postgres")]
 use postgres::types::{IsNull, ToSql as PgToSql, Type};
 
 /// A value bound to a statement or read from a row.
@@ -74,6 +75,7 @@ impl rusqlite::ToSql for Val {
     }
 }
 
+#[cfg(feature = "postgres")]
 impl PgToSql for Val {
     fn to_sql(
         &self,
@@ -101,9 +103,11 @@ impl PgToSql for Val {
 /// A connection to either database.
 pub enum Db {
     Sqlite(rusqlite::Connection),
+    #[cfg(feature = "postgres")]
     Postgres(Box<Pg>),
 }
 
+#[cfg(feature = "postgres")]
 /// A PostgreSQL connection and the statements it has prepared: a query asked again (each case's
 /// newest runs, one query a case) is planned once, not once a case.
 pub struct Pg {
@@ -111,6 +115,7 @@ pub struct Pg {
     statements: std::collections::HashMap<String, postgres::Statement>,
 }
 
+#[cfg(feature = "postgres")]
 impl Pg {
     pub fn new(client: postgres::Client) -> Self {
         Pg {
@@ -234,6 +239,7 @@ fn sqlite_ref(v: rusqlite::types::ValueRef<'_>) -> ValRef<'_> {
     }
 }
 
+#[cfg(feature = "postgres")]
 /// How a PostgreSQL column's values are read: decided once a query from its statement's column
 /// types, not once a value.
 #[derive(Debug, Clone, Copy)]
@@ -245,6 +251,7 @@ enum PgKind {
     Text,
 }
 
+#[cfg(feature = "postgres")]
 fn pg_kinds(columns: &[postgres::Column]) -> Vec<PgKind> {
     columns
         .iter()
@@ -258,6 +265,7 @@ fn pg_kinds(columns: &[postgres::Column]) -> Vec<PgKind> {
         .collect()
 }
 
+#[cfg(feature = "postgres")]
 /// A PostgreSQL row's values into `out` (one a column, `kinds` its columns'), texts borrowed
 /// from the row.
 fn pg_row_into<'r>(
@@ -288,6 +296,7 @@ fn pg_row_into<'r>(
     Ok(())
 }
 
+#[cfg(feature = "postgres")]
 /// The rows of a query of many rows, on a PostgreSQL connection of its own made from `config`,
 /// each handed to `each` as it comes: the whole read is one wait on the connection (the
 /// synchronous client waits once a row, which cost more than making the points of the rows).
@@ -356,6 +365,7 @@ fn sqlite_val(v: rusqlite::types::ValueRef<'_>) -> Val {
     }
 }
 
+#[cfg(feature = "postgres")]
 fn pg_row(row: &postgres::Row) -> DbResult<Vec<Val>> {
     let kinds = pg_kinds(row.columns());
     with_row(
@@ -370,6 +380,7 @@ impl Db {
     pub fn batch(&mut self, sql: &str) -> DbResult<()> {
         match self {
             Db::Sqlite(c) => c.execute_batch(sql).map_err(DbError::from),
+            #[cfg(feature = "postgres")]
             Db::Postgres(c) => c.client.batch_execute(sql).map_err(pg_error),
         }
     }
@@ -381,6 +392,7 @@ impl Db {
                 .execute(sql, rusqlite::params_from_iter(params.iter()))
                 .map(|n| n as u64)
                 .map_err(DbError::from),
+            #[cfg(feature = "postgres")]
             Db::Postgres(c) => {
                 let refs: Vec<&(dyn PgToSql + Sync)> =
                     params.iter().map(|p| p as &(dyn PgToSql + Sync)).collect();
@@ -421,6 +433,7 @@ impl Db {
                 }
                 Ok(out)
             }
+            #[cfg(feature = "postgres")]
             Db::Postgres(c) => {
                 // The rows as the server sends them, each made into a `T` before the next.
                 let refs: Vec<&(dyn PgToSql + Sync)> =
@@ -459,6 +472,7 @@ impl Db {
                     .map_err(DbError::from)?;
                 Ok(rows)
             }
+            #[cfg(feature = "postgres")]
             Db::Postgres(c) => {
                 let refs: Vec<&(dyn PgToSql + Sync)> =
                     params.iter().map(|p| p as &(dyn PgToSql + Sync)).collect();
@@ -478,15 +492,18 @@ impl Db {
     pub fn begin(&mut self) -> DbResult<()> {
         match self {
             Db::Sqlite(_) => self.batch("BEGIN IMMEDIATE"),
+            #[cfg(feature = "postgres")]
             Db::Postgres(_) => self.batch("BEGIN"),
         }
     }
 
     /// Serialises the transactions that name the same `what` (PostgreSQL's transaction-scoped
     /// advisory lock; SQLite's immediate transaction already holds the whole database).
+    #[cfg_attr(not(feature = "postgres"), allow(unused_variables))]
     pub fn lock(&mut self, what: &str) -> DbResult<()> {
         match self {
             Db::Sqlite(_) => Ok(()),
+            #[cfg(feature = "postgres")]
             Db::Postgres(_) => self
                 .query(
                     "SELECT CAST(pg_advisory_xact_lock(hashtext($1)) AS TEXT)",
@@ -513,6 +530,7 @@ impl Db {
     }
 }
 
+#[cfg(feature = "postgres")]
 /// A PostgreSQL error with the server's own message when it sent one.
 fn pg_error(e: postgres::Error) -> DbError {
     match e.as_db_error() {

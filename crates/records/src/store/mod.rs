@@ -211,6 +211,14 @@ impl Store {
             StoreUrl::Sqlite(path) => {
                 open_sqlite(path).map_err(|e| failed(url, StoreAction::Opening, e))?
             }
+            #[cfg(not(feature = "postgres"))]
+            StoreUrl::Postgres(_) => {
+                return Err(Error::StoreUrl {
+                    shown: url.display(),
+                    problem: crate::error::StoreUrlProblem::NoPostgres,
+                })
+            }
+            #[cfg(feature = "postgres")]
             StoreUrl::Postgres(u) => Db::Postgres(Box::new(db::Pg::new(
                 u.config
                     .connect(postgres::NoTls)
@@ -328,6 +336,7 @@ fn failed(url: &StoreUrl, action: StoreAction, e: impl Into<db::DbError>) -> Err
 
 /// A database of its own on the test server, for the tests that read PostgreSQL.
 #[cfg(test)]
+#[cfg(feature = "postgres")]
 #[path = "../../../../tests/common/postgres.rs"]
 mod test_postgres;
 
@@ -424,6 +433,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "postgres")]
     #[cfg_attr(
         not(has_postgres),
         ignore = "needs a PostgreSQL server (OPLEDGER_TEST_POSTGRES)"
@@ -739,17 +749,25 @@ mod tests {
         for keeps_nothing in ["", "sqlite:", ":memory:", "sqlite::memory:", "  "] {
             assert!(StoreUrl::parse(keeps_nothing).is_err(), "{keeps_nothing:?}");
         }
+        #[cfg(feature = "postgres")]
         assert_eq!(
             StoreUrl::parse("postgres://u:pw@db:5432/opledger")
                 .unwrap()
                 .display(),
             "postgres://u:***@db:5432/opledger"
         );
+        // A build without PostgreSQL refuses its URL, and says why.
+        #[cfg(not(feature = "postgres"))]
+        assert!(StoreUrl::parse("postgres://u:pw@db:5432/opledger")
+            .unwrap_err()
+            .to_string()
+            .contains("built without PostgreSQL"));
         assert!(StoreUrl::parse("mysql://db/opledger").is_err());
     }
 
     /// Both sets of connection settings a PostgreSQL URL is kept as print without its password.
     #[test]
+    #[cfg(feature = "postgres")]
     fn a_postgres_url_prints_without_its_password() {
         for text in [
             "postgres://u:hunter2@db:5432/opledger",

@@ -40,6 +40,7 @@ pub(super) fn read_cases(
     };
     match source {
         Source::Db(db) => db.query_each(sql, params, on_row).map(drop)?,
+        #[cfg(feature = "postgres")]
         Source::Pg(config) => db::pg_scan(config, sql, params, on_row)?,
     }
     // Each reader puts its own cases in order (both cores at work); the cases of two readers
@@ -100,6 +101,7 @@ pub(super) enum Source<'a> {
     /// A connection of the store's.
     Db(&'a mut Db),
     /// A PostgreSQL connection of the read's own, made with these settings.
+    #[cfg(feature = "postgres")]
     Pg(&'a tokio_postgres::Config),
 }
 
@@ -108,6 +110,7 @@ pub(super) enum Source<'a> {
 /// the two readers makes its connection with.
 pub(super) enum Second {
     Sqlite(Db),
+    #[cfg(feature = "postgres")]
     Postgres(tokio_postgres::Config),
 }
 
@@ -115,6 +118,7 @@ impl Second {
     fn source(&mut self) -> Source<'_> {
         match self {
             Second::Sqlite(db) => Source::Db(db),
+            #[cfg(feature = "postgres")]
             Second::Postgres(config) => Source::Pg(config),
         }
     }
@@ -127,6 +131,7 @@ pub(super) enum Part {
     /// `i64::MAX`, has no id after it to end a half-open range at).
     Rowids { first: i64, last: i64 },
     /// PostgreSQL's pages `from..to` (a TID range scan).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     Pages { from: i64, to: i64 },
 }
 
@@ -167,6 +172,15 @@ impl Store {
     /// A second connection to this PostgreSQL store, to read from at once with this one (its
     /// schema already checked by this one); `None` on SQLite or where one cannot be opened
     /// (then this one reads alone).
+    #[cfg(not(feature = "postgres"))]
+    pub(super) fn second_store(&self) -> Option<Store> {
+        None
+    }
+
+    /// A second connection to this PostgreSQL store, to read from at once with this one (its
+    /// schema already checked by this one); `None` on SQLite or where one cannot be opened
+    /// (then this one reads alone).
+    #[cfg(feature = "postgres")]
     pub(super) fn second_store(&self) -> Option<Store> {
         let StoreUrl::Postgres(u) = &self.url else {
             return None;
@@ -235,11 +249,15 @@ impl Store {
             rows: [first_rows, second_rows],
         } = split;
         // SQLite: this connection and a second one; PostgreSQL: two of the read's own.
+        #[cfg(feature = "postgres")]
         let pg = match &second {
             Second::Postgres(config) => Some(config.clone()),
             Second::Sqlite(_) => None,
         };
+        #[cfg(feature = "postgres")]
         let first_source = pg.as_ref().map_or(Source::Db(&mut self.db), Source::Pg);
+        #[cfg(not(feature = "postgres"))]
+        let first_source = Source::Db(&mut self.db);
         let (first, last) = std::thread::scope(|scope| {
             let last = scope.spawn(|| read(second.source(), Some(second_part), second_rows));
             let first = read(first_source, Some(first_part), first_rows);
@@ -292,6 +310,7 @@ impl Store {
     /// holds about. `None` where the table has fewer than `split_rows` rows (`most_rows` at
     /// most, which PostgreSQL is judged by), or where a second connection cannot be opened: then
     /// one reads it all.
+    #[cfg_attr(not(feature = "postgres"), allow(unused_variables))]
     pub(super) fn split(
         &mut self,
         most_rows: usize,
@@ -335,6 +354,9 @@ impl Store {
                     rows: [rows(first, middle), rows(middle + 1, last)],
                 }))
             }
+            #[cfg(not(feature = "postgres"))]
+            StoreUrl::Postgres(_) => Ok(None),
+            #[cfg(feature = "postgres")]
             StoreUrl::Postgres(u) => {
                 if !enough(i64::try_from(most_rows).unwrap_or(i64::MAX)) {
                     return Ok(None);

@@ -17,8 +17,10 @@ pub enum StoreUrl {
 /// shown, with every secret masked (`secret::redact_url`). The raw text is not kept.
 #[derive(Debug, Clone)]
 pub struct PgUrl {
+    #[cfg(feature = "postgres")]
     pub(super) config: postgres::Config,
     /// The same settings for the asynchronous client (the store's long reads).
+    #[cfg(feature = "postgres")]
     pub(super) scan: tokio_postgres::Config,
     shown: String,
 }
@@ -46,6 +48,12 @@ impl StoreUrl {
             return sqlite(p);
         }
         if let Some((scheme, _)) = text.split_once("://") {
+            #[cfg(not(feature = "postgres"))]
+            if scheme == "postgres" || scheme == "postgresql" {
+                let shown = crate::secret::redact_url(text);
+                return Err(refused(shown, StoreUrlProblem::NoPostgres));
+            }
+            #[cfg(feature = "postgres")]
             if scheme == "postgres" || scheme == "postgresql" {
                 let shown = crate::secret::redact_url(text);
                 let not_postgres = |e: postgres::Error| {
