@@ -788,13 +788,7 @@ fn git_bisect_on_counts_names_the_commit_that_added_work() {
     if !valgrind() {
         return;
     }
-    let works = |c: &str| {
-        Command::new(c)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    let Some(cc) = ["cc", "gcc", "clang"].into_iter().find(|c| works(c)) else {
+    let Some((cc, _)) = common::parts::c_compilers() else {
         assert!(
             std::env::var_os("OPLEDGER_REQUIRE_PYTHON").is_none(),
             "CI needs a C compiler for the worker kit"

@@ -49,12 +49,6 @@ fn python_with(modules: &str) -> bool {
     has
 }
 
-/// Whether Valgrind is installed (`worker-test` then counts each function too), without
-/// requiring it: the tests that need it say SKIPPED through `common::valgrind`.
-fn has_valgrind() -> bool {
-    common::parts::valgrind()
-}
-
 /// Processes whose command line holds `token` (a test's own temporary folder).
 fn processes_with(token: &str) -> Vec<String> {
     let mut found = Vec::new();
@@ -755,17 +749,15 @@ fn an_after_side_slower_than_its_before_side_is_never_a_green_fusion() {
 /// A compiler for the C kit: `cc` and `c++`, or `None` (SKIPPED) where there are none, unless
 /// `OPLEDGER_REQUIRE_PYTHON` says this is CI (which installs g++, and its gcc with it).
 fn c_compilers() -> Option<(String, String)> {
-    match common::parts::c_compilers() {
-        Some(found) => Some(found),
-        _ => {
-            assert!(
-                std::env::var_os("OPLEDGER_REQUIRE_PYTHON").is_none(),
-                "CI needs a C and a C++ compiler for the worker kit"
-            );
-            eprintln!("SKIPPED: no C and C++ compiler for include/opledger_worker.h");
-            None
-        }
+    let found = common::parts::c_compilers();
+    if found.is_none() {
+        assert!(
+            std::env::var_os("OPLEDGER_REQUIRE_PYTHON").is_none(),
+            "CI needs a C and a C++ compiler for the worker kit"
+        );
+        eprintln!("SKIPPED: no C and C++ compiler for include/opledger_worker.h");
     }
+    found
 }
 
 /// The C worker kit: the example compiles as C99 and as C++11 without a warning, serves its
@@ -824,7 +816,7 @@ fn the_c_example_builds_on_the_kit_and_runs() {
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     // Thirteen steps, and a counted run of each function where Valgrind is installed.
-    let steps = 13 + usize::from(has_valgrind());
+    let steps = 13 + usize::from(common::parts::valgrind());
     assert!(
         text(&o).contains(&format!("PASS: {steps} steps")),
         "{}",
@@ -972,7 +964,7 @@ fn worker_test_passes_a_strict_worker_and_names_the_rule_each_broken_one_breaks(
     assert!(
         text(&o).contains(&format!(
             "PASS: {} steps kept the protocol",
-            13 + usize::from(has_valgrind())
+            13 + usize::from(common::parts::valgrind())
         )),
         "{}",
         text(&o)
