@@ -383,15 +383,20 @@ fn gpu_check_script_dry_run() {
         assert!(line.contains("correctness pass"), "{line}");
     }
 
-    // Killed right after a step (as the device tool kills a command past its limit): the summary
-    // and the archive hold that step.
+    // Killed right after its first step (as the device tool kills a command past its limit):
+    // the summary holds that step and the archive is whole; no later step ran.
     let out = tempfile::tempdir().unwrap();
-    let (o, _tmp) = script(out.path(), &[("STOP_AFTER", "tiny-kinds")]);
+    let (o, _tmp) = script(out.path(), &[("STOP_AFTER", "cuda-compile")]);
     assert_eq!(o.status.code(), None, "killed: {}", text(&o));
     let summary = std::fs::read_to_string(out.path().join("summary.txt")).unwrap();
-    assert!(summary.contains("tiny-kinds"), "{summary}");
-    assert!(archived(out.path()).contains("tiny-kinds-results.json"));
-    assert!(files(out.path()).len() <= 8);
+    assert!(summary.contains("cuda-compile"), "{summary}");
+    assert!(!summary.contains("tiny-kinds"), "{summary}");
+    assert!(!archived(out.path()).contains("results.json"));
+    assert_eq!(
+        files(out.path()),
+        ["log.txt", "results.tar.gz", "summary.txt"],
+        "{summary}"
+    );
 
     // No time left: every step is skipped and says so, the summary still written.
     let out = tempfile::tempdir().unwrap();

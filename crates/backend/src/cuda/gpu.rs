@@ -267,8 +267,30 @@ impl Gpu {
         Ok(())
     }
 
-    /// Device-to-device copy bandwidth (best of 5, bytes read + written) and the FP32 FMA peak
-    /// (best of 5): the GPU's roofline ceilings as measured, beside the datasheet's.
+    /// The best of 6 timed launches of a peak kernel at `max_iters` loop iterations, or at fewer
+    /// where a trial launch at 1/64 of them says one launch would run past
+    /// [`PEAK_LAUNCH_BUDGET_SECS`]. A GPU runs the full count in well under a millisecond, so it
+    /// always gets `max_iters`; a device that runs a launch a thousand times slower (the CPU
+    /// stand-in for the driver) would otherwise spend tens of seconds on every probe. The peak is
+    /// computed from the count used, so it stays right either way. Returns (iterations, secs).
+    fn best_of_sized(
+        &self,
+        max_iters: i32,
+        mut launch: impl FnMut(i32) -> Result<()>,
+    ) -> Result<(i32, f64)> {
+        let trial_iters = (max_iters / 64).max(1);
+        let trial_secs = self.time(|| launch(trial_iters))?;
+        let iters = iters_within_budget(max_iters, trial_iters, trial_secs);
+        let mut best = f64::INFINITY;
+        for _ in 0..6 {
+            best = best.min(self.time(|| launch(iters))?);
+        }
+        Ok((iters, best))
+    }
+
+    /// Device-to-device copy bandwidth (best of 6, bytes read + written), the FP32 FMA peak and,
+    /// from sm_80, the bf16 tensor-core peak (each the best of 6 launches sized by
+    /// [`Gpu::best_of_sized`]): the GPU's roofline ceilings as measured, beside the datasheet's.
     pub(super) fn probe(&self, probe_bytes: Option<u64>) -> Result<Ceilings> {
         let bytes = probe_bytes.unwrap_or((8 * self.l2_bytes).max(256 << 20));
         let n4 = (bytes / 16).max(1);
@@ -294,26 +316,21 @@ impl Gpu {
         let blocks = self.sms * 8;
         let threads = blocks as u64 * BLOCK as u64;
         let mut out = self.zeros(threads)?;
-        let iters: i32 = 4096;
         let (a, b_coef) = (0.999_f32, 0.001_f32);
         let fma_cfg = LaunchConfig {
             grid_dim: (blocks, 1, 1),
             block_dim: (BLOCK, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut best_fma = f64::INFINITY;
-        for _ in 0..6 {
-            let t = self.time(|| {
-                let mut b = self.stream.launch_builder(&fma);
-                b.arg(&mut out).arg(&a).arg(&b_coef).arg(&iters);
-                // SAFETY: probe_fma(float* out, float a, float b, int iters) writes one float
-                // per thread; `out` holds one per launched thread.
-                unsafe { b.launch(fma_cfg) }
-                    .map(|_| ())
-                    .map_err(driver_error("launching probe_fma"))
-            })?;
-            best_fma = best_fma.min(t);
-        }
+        let (iters, best_fma) = self.best_of_sized(4096, |iters| {
+            let mut b = self.stream.launch_builder(&fma);
+            b.arg(&mut out).arg(&a).arg(&b_coef).arg(&iters);
+            // SAFETY: probe_fma(float* out, float a, float b, int iters) writes one float
+            // per thread; `out` holds one per launched thread.
+            unsafe { b.launch(fma_cfg) }
+                .map(|_| ())
+                .map_err(driver_error("launching probe_fma"))
+        })?;
         // The tensor-core peak (bf16 mma.sync, f32 accumulation) on devices that have bf16
         // tensor cores: the compute ceiling of bf16 workloads. Each warp runs a dependent chain,
         // so 8 warps per block and 8 blocks per SM keep enough of them in flight.
@@ -323,25 +340,20 @@ impl Gpu {
             let mma_threads = mma_blocks as u64 * BLOCK as u64;
             let warps = mma_threads / 32;
             let mut mma_out = self.zeros(mma_threads)?;
-            let mma_iters: i32 = 2048;
             let mma_cfg = LaunchConfig {
                 grid_dim: (mma_blocks, 1, 1),
                 block_dim: (BLOCK, 1, 1),
                 shared_mem_bytes: 0,
             };
-            let mut best_mma = f64::INFINITY;
-            for _ in 0..6 {
-                let t = self.time(|| {
-                    let mut b = self.stream.launch_builder(&mma);
-                    b.arg(&mut mma_out).arg(&mma_iters);
-                    // SAFETY: probe_mma_bf16(float* out, int iters) writes one float per
-                    // thread; `mma_out` holds one per launched thread; sm_80+ was checked.
-                    unsafe { b.launch(mma_cfg) }
-                        .map(|_| ())
-                        .map_err(driver_error("launching probe_mma_bf16"))
-                })?;
-                best_mma = best_mma.min(t);
-            }
+            let (mma_iters, best_mma) = self.best_of_sized(2048, |iters| {
+                let mut b = self.stream.launch_builder(&mma);
+                b.arg(&mut mma_out).arg(&iters);
+                // SAFETY: probe_mma_bf16(float* out, int iters) writes one float per thread;
+                // `mma_out` holds one per launched thread; sm_80+ was checked.
+                unsafe { b.launch(mma_cfg) }
+                    .map(|_| ())
+                    .map_err(driver_error("launching probe_mma_bf16"))
+            })?;
             // One m16n8k16 is 16·8·16 multiply-adds: 4096 FLOPs.
             Some(4096.0 * mma_iters as f64 * warps as f64 / best_mma)
         } else {
@@ -380,7 +392,24 @@ impl Gpu {
     }
 }
 
-/// The CUDA backend.
+/// How long one launch of a peak kernel may run before the probe shortens its loop.
+const PEAK_LAUNCH_BUDGET_SECS: f64 = 0.05;
+
+/// The loop count of a peak kernel: `max_iters` unless a trial launch of `trial_iters` that took
+/// `trial_secs` says `max_iters` would run past [`PEAK_LAUNCH_BUDGET_SECS`]; then the count that
+/// fits it, never below `trial_iters`.
+fn iters_within_budget(max_iters: i32, trial_iters: i32, trial_secs: f64) -> i32 {
+    let per_iter_secs = trial_secs / f64::from(trial_iters.max(1));
+    if per_iter_secs.is_nan()
+        || per_iter_secs <= 0.0
+        || per_iter_secs * f64::from(max_iters) <= PEAK_LAUNCH_BUDGET_SECS
+    {
+        return max_iters;
+    }
+    let fitting = (PEAK_LAUNCH_BUDGET_SECS / per_iter_secs).floor();
+    (fitting as i32).clamp(trial_iters, max_iters)
+}
+
 /// Launches `func` with the arguments pushed by `args`.
 pub(super) fn launch<'a>(
     gpu: &'a Gpu,
@@ -397,4 +426,22 @@ pub(super) fn launch<'a>(
     unsafe { b.launch(cfg) }
         .map(|_| ())
         .map_err(driver_error(&what))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fast_device_gets_the_full_loop_and_a_slow_one_a_loop_within_budget() {
+        // A GPU: 64 iterations in 5 µs, so 4096 take 0.3 ms.
+        assert_eq!(iters_within_budget(4096, 64, 5e-6), 4096);
+        // A launch a thousand times slower: 64 iterations in 10 ms, so 320 fit 50 ms.
+        assert_eq!(iters_within_budget(4096, 64, 0.01), 320);
+        // Slower still: never below the trial's count.
+        assert_eq!(iters_within_budget(4096, 64, 1.0), 64);
+        // A timer that read zero (or nonsense) leaves the full loop.
+        assert_eq!(iters_within_budget(2048, 32, 0.0), 2048);
+        assert_eq!(iters_within_budget(2048, 32, f64::NAN), 2048);
+    }
 }
