@@ -327,3 +327,84 @@ fn the_files_a_new_kind_touches_are_those_the_last_kind_touched() {
     }
     assert!(checked >= 8, "only {checked} paths found in the list");
 }
+
+/// The crates named in the root Cargo.toml's `[profile.release.package.<name>]` tables.
+fn unoptimised_crates() -> BTreeSet<String> {
+    let toml = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    toml.lines()
+        .filter_map(|l| l.trim().strip_prefix("[profile.release.package."))
+        .map(|l| l.trim_end_matches(']').trim_matches('"').to_string())
+        .collect()
+}
+
+/// Every package the workspace's libraries and binary need at run time: reached from a
+/// workspace crate through normal dependencies only (not dev, not build), from `cargo metadata`.
+fn runtime_crates(meta: &serde_json::Value) -> BTreeSet<String> {
+    let nodes = meta["resolve"]["nodes"].as_array().unwrap();
+    let name_of: BTreeMap<&str, &str> = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["id"].as_str().unwrap(), p["name"].as_str().unwrap()))
+        .collect();
+    let mut todo: Vec<&str> = meta["workspace_members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap())
+        .collect();
+    let mut seen = BTreeSet::new();
+    while let Some(id) = todo.pop() {
+        if !seen.insert(id) {
+            continue;
+        }
+        let node = nodes.iter().find(|n| n["id"] == id).unwrap();
+        for dep in node["deps"].as_array().unwrap() {
+            let normal = dep["dep_kinds"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|k| k["kind"].is_null());
+            if normal {
+                todo.push(dep["pkg"].as_str().unwrap());
+            }
+        }
+    }
+    seen.iter().map(|id| name_of[id].to_string()).collect()
+}
+
+#[test]
+fn crates_built_without_optimisation_are_the_tests_alone() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let o = std::process::Command::new(cargo)
+        .current_dir(root())
+        .args(["metadata", "--format-version", "1", "--offline"])
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        o.status.success(),
+        "cargo metadata: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let all: BTreeSet<&str> = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    let unoptimised = unoptimised_crates();
+    assert!(unoptimised.contains("jsonschema"), "{unoptimised:?}");
+    let runtime = runtime_crates(&meta);
+    assert!(runtime.contains("serde_json") && runtime.contains("rusqlite"));
+    for name in &unoptimised {
+        assert!(
+            all.contains(name.as_str()),
+            "Cargo.toml builds `{name}` without optimisation, but nothing depends on it any more"
+        );
+        assert!(
+            !runtime.contains(name),
+            "`{name}` is built without optimisation for the tests, but the binary now depends on it: remove its [profile.release.package.{name}] table"
+        );
+    }
+}
