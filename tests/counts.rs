@@ -757,6 +757,7 @@ fn calibrate_in_counts_mode_reports_the_spread_of_the_counts() {
             "cpu",
         ])
         .args(["--cache-model", SMALL_LL, "--no-store"])
+        .args(common::FAST)
         .arg("--runs-dir")
         .arg(dir.path().join("runs"))
         .output()
@@ -823,7 +824,7 @@ fn git_bisect_on_counts_names_the_commit_that_added_work() {
     let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("include");
     let (baselines, runs) = (dir.path().join("baselines"), dir.path().join("runs"));
     let step = format!(
-        "{cc} -O2 -std=c99 -I{} relu.c -o relu_worker && {} run relu.yaml --bisect --backend cpu --baselines {} --runs-dir {}",
+        "{cc} -O2 -std=c99 -I{} relu.c -o relu_worker && {} run relu.yaml --bisect --backend cpu --probe-mib 8 --flush-mib 8 --baselines {} --runs-dir {}",
         include.display(),
         env!("CARGO_BIN_EXE_opledger"),
         baselines.display(),

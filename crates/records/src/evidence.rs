@@ -339,7 +339,9 @@ fn timing(
     if first.status != Status::Fail {
         return first;
     }
-    let Ok(again) = backend.ceilings(None) else {
+    // The same probe again, at the first one's array size (the user's `--probe-mib`, or the
+    // default): a second probe at another size would compare another memory level's roof.
+    let Ok(again) = backend.ceilings(Some(ceilings.array_bytes)) else {
         return first;
     };
     let again = again.for_dtype(s.workload.dtype());
@@ -348,7 +350,9 @@ fn timing(
     let aa = verdict::achieved(sides.ledgers[1], sides.median_secs[1], &best);
     let mut second = judge(&best, [&ab, &aa]);
     let probes = format!(
-        "probed twice: FMA peak {:.1} then {:.1} GFLOP/s, triad {:.2} then {:.2} GB/s",
+        "probed twice, on arrays of {} then {} MiB: FMA peak {:.1} then {:.1} GFLOP/s, triad {:.2} then {:.2} GB/s",
+        ceilings.array_bytes >> 20,
+        again.array_bytes >> 20,
         ceilings.peak_flops() / 1e9,
         again.peak_flops() / 1e9,
         ceilings.bandwidth() / 1e9,
