@@ -1094,7 +1094,10 @@ fn every_cheating_kernel_of_the_corpus_fails_and_says_how() {
         );
         // An impossible time is judged again on a second probe of the run's own size.
         if out.contains("IMPOSSIBLE") {
-            assert!(out.contains("probed twice, on arrays of 8 then 8 MiB"), "{out}");
+            assert!(
+                out.contains("probed twice, on arrays of 8 then 8 MiB"),
+                "{out}"
+            );
         }
     }
     // The honest ones: the fake worker's relu and the module's.
