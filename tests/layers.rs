@@ -123,7 +123,7 @@ fn the_checker_sees_a_crate_listed_before_its_dependency() {
 /// of `DeviceKind` or of the backend, so a new backend is its folder plus the arms the build
 /// lists.
 const ONE_BACKEND_FEATURES: &[(&str, &str)] = &[
-    ("src/cli.rs", "the default of `ledger --tiling`"),
+    ("src/cli/mod.rs", "the default of `ledger --tiling`"),
     (
         "crates/measure/src/counts/valgrind.rs",
         "counts mode runs the CPU backend's kernels under Valgrind",

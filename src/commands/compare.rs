@@ -34,6 +34,22 @@ pub struct CompareOptions {
     pub store: Option<StoreUrl>,
 }
 
+/// What `compare` sets against what: two run folders, or a later run against the store's run at
+/// a reference (`--base merge-base:BRANCH`).
+#[derive(Debug, Clone, Copy)]
+pub enum Versus<'a> {
+    Runs(&'a Path, &'a Path),
+    Base(&'a str, &'a Path),
+}
+
+/// `opledger compare`: either form; `url` is the store a `--base` reference is read from.
+pub fn compare(versus: Versus<'_>, url: &StoreUrl, opts: &CompareOptions) -> Result<ExitCode> {
+    match versus {
+        Versus::Runs(a, b) => compare_runs(a, b, opts, None),
+        Versus::Base(base, b) => compare_to_base(base, b, url, opts),
+    }
+}
+
 /// `opledger compare A B`: B against A, case by case, with the gate's decision. Exit 1 when a
 /// case regressed (or, with `fail_on_inconclusive`, could not be decided).
 pub fn compare_runs(

@@ -14,6 +14,7 @@ pub mod merge;
 pub mod render;
 pub mod rerecord;
 pub mod roofline;
+pub mod run;
 pub mod schema;
 pub mod site;
 pub mod verify;

@@ -2,7 +2,7 @@
 //! timed with the monotonic clock, and a cold-cache flush that streams a buffer larger than the
 //! last-level cache between samples.
 //!
-//! Each workload kind implements [`CpuKernels`] in its kernel file (`gemm.rs` for `kind: gemm`):
+//! Each workload kind implements [`CpuKernels`] in its kernel file or folder (`gemm/` for `kind: gemm`):
 //! its kernels on the kind's input tensors; [`CpuCase`] adds what is common: the outputs of both
 //! variants, timing and the flush. The kind's module (`crates/model/src/kinds/`) owns inputs and references.
 

@@ -1,4 +1,4 @@
-//! What the charts place, drawn by `svg.rs` (one way to draw a chart) on the pages and in the
+//! What the charts place, drawn by `svg/` (one way to draw a chart) on the pages and in the
 //! run folder's files: the cases a roofline can show and where, and the file name of a sweep's
 //! chart. Pure functions of a `RunResult`, so `opledger report` redraws them from an archive.
 

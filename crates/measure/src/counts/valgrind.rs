@@ -9,9 +9,9 @@
 //! machine. Only the kernel call is counted: process start, input generation and the set-up
 //! call before it are outside the counted interval.
 
+use super::callgrind_file::{counts_of, read_events};
 use super::{
-    functions, CacheModel, Counted, Counts, CountsEngine, Events, FunctionCounts, SideCounts,
-    SpecCounts,
+    functions, CacheModel, Counted, Counts, CountsEngine, FunctionCounts, SideCounts, SpecCounts,
 };
 use crate::backend::pair::Side;
 use crate::backend::{self, BackendChoice};
@@ -450,20 +450,6 @@ pub enum NotCounted {
     Unmarked(String),
 }
 
-/// The counts of a call from its interval's events and its flush's, or an error naming the
-/// call's file (totals no counted call can reach).
-fn counts_of(
-    call: &Events,
-    flush: &Events,
-    model: &super::CacheModel,
-    file: &Path,
-) -> Result<Counts> {
-    Counts::of(call, flush, model).map_err(|message| Error::Corrupt {
-        path: file.to_path_buf(),
-        message,
-    })
-}
-
 impl Counter {
     /// The Valgrind this counter found (a GPU's counter has none).
     fn valgrind_program(&self) -> Result<&Path> {
@@ -545,17 +531,6 @@ impl Counter {
             stderr,
         })
     }
-}
-
-/// A Callgrind output file's events, and its text (for the functions in it).
-fn read_events(p: &Path) -> Result<(Events, String)> {
-    let bytes = crate::files::read_regular(p, 64 << 20, "Callgrind output")?;
-    let text = String::from_utf8_lossy(&bytes).into_owned();
-    let events = Events::parse(&text).map_err(|m| Error::Corrupt {
-        path: p.to_path_buf(),
-        message: m,
-    })?;
-    Ok((events, text))
 }
 
 /// The file a counted process leaves its call's output in, in the work folder.

@@ -1,0 +1,319 @@
+//! The micro-kernels: C[MR×NR] (+)= Ap·Bp over kc steps of packed panels, one a SIMD level, and
+//! the [`Tile`] that picks this CPU's.
+
+use super::*;
+
+/// The largest MR·NR of any micro-kernel: the size of an edge tile's accumulator.
+pub const MAX_TILE: usize = 12 * 32;
+
+/// A micro-kernel: C[MR×NR] (+)= Ap·Bp over kc steps, Ap packed MR values per step, Bp NR.
+#[derive(Clone, Copy)]
+pub struct Tile {
+    pub mr: usize,
+    pub nr: usize,
+    /// # Safety
+    /// `ap` holds kc·mr values, `bp` kc·nr, `c` points to mr rows of nr writable values, row
+    /// stride `ldc`; the CPU has the instructions the kernel was compiled for.
+    pub(super) kernel: unsafe fn(usize, *const f32, *const f32, *mut f32, usize, bool),
+}
+
+impl Tile {
+    /// The micro-kernel of this CPU's SIMD level.
+    pub fn of_this_cpu() -> Tile {
+        #[cfg(target_arch = "x86_64")]
+        match crate::simd::level() {
+            crate::simd::SimdLevel::Avx512 => {
+                return Tile {
+                    mr: 12,
+                    nr: 32,
+                    kernel: micro_avx512,
+                }
+            }
+            crate::simd::SimdLevel::Avx2Fma => {
+                return Tile {
+                    mr: 6,
+                    nr: 16,
+                    kernel: micro_avx2,
+                }
+            }
+            crate::simd::SimdLevel::Scalar => {}
+        }
+        Tile::portable()
+    }
+
+    /// The plain-loop micro-kernel (any CPU).
+    pub fn portable() -> Tile {
+        Tile {
+            mr: PORTABLE_MR,
+            nr: PORTABLE_NR,
+            kernel: micro_portable_raw,
+        }
+    }
+
+    /// c (mr×nr, row stride ldc) = or += Ap·Bp, for a full tile.
+    pub fn full(&self, kc: usize, ap: &[f32], bp: &[f32], c: &mut [f32], ldc: usize, add: bool) {
+        assert!(ap.len() >= kc * self.mr && bp.len() >= kc * self.nr);
+        assert!(ldc >= self.nr && c.len() >= (self.mr - 1) * ldc + self.nr);
+        // SAFETY: the asserts above are the kernel's bounds contract; `self` was built by
+        // of_this_cpu/portable, which pick a kernel this CPU runs.
+        unsafe { (self.kernel)(kc, ap.as_ptr(), bp.as_ptr(), c.as_mut_ptr(), ldc, add) }
+    }
+
+    /// acc (mr×nr, row stride nr) = Ap·Bp.
+    pub fn into_acc(&self, kc: usize, ap: &[f32], bp: &[f32], acc: &mut [f32; MAX_TILE]) {
+        self.full(kc, ap, bp, &mut acc[..self.mr * self.nr], self.nr, false)
+    }
+
+    /// C[rows×cols] (the tile `out`) = or += Ap·Bp where rows ≤ mr, cols ≤ nr: full tiles go
+    /// straight to C, edge tiles through an accumulator.
+    pub fn store(&self, kc: usize, ap: &[f32], bp: &[f32], out: TileOut<'_>, add: bool) {
+        let TileOut {
+            c,
+            ld: ldc,
+            rows,
+            cols,
+        } = out;
+        if rows == self.mr && cols == self.nr {
+            return self.full(kc, ap, bp, c, ldc, add);
+        }
+        let mut acc = [0f32; MAX_TILE];
+        self.into_acc(kc, ap, bp, &mut acc);
+        for i in 0..rows {
+            let dst = &mut c[i * ldc..i * ldc + cols];
+            let src = &acc[i * self.nr..i * self.nr + cols];
+            if add {
+                for (d, s) in dst.iter_mut().zip(src) {
+                    *d += s;
+                }
+            } else {
+                dst.copy_from_slice(src);
+            }
+        }
+    }
+
+    /// Floats of the packed panels of `rows` rows (A side) over kc steps.
+    pub fn a_len(&self, rows: usize, kc: usize) -> usize {
+        rows.div_ceil(self.mr) * self.mr * kc
+    }
+
+    /// Floats of the packed panels of `cols` columns (B side) over kc steps.
+    pub fn b_len(&self, cols: usize, kc: usize) -> usize {
+        cols.div_ceil(self.nr) * self.nr * kc
+    }
+
+    /// Packs the block `blk` of A (rows ic..ic+mc, columns pc..pc+kc) into mr-tall panels,
+    /// each kc×mr contiguous (column by column), zero-padded.
+    pub fn pack_a(&self, a: Mat<'_>, blk: Block, ap: &mut [f32]) {
+        let (mr, mc, kc) = (self.mr, blk.rows, blk.cols);
+        for (ip, panel) in ap[..self.a_len(mc, kc)].chunks_mut(kc * mr).enumerate() {
+            let rows = Block {
+                r0: blk.r0 + ip * mr,
+                rows: mr.min(mc - ip * mr),
+                ..blk
+            };
+            pack_a_panel(a, rows, mr, panel);
+        }
+    }
+
+    /// Packs the block `blk` of B (rows pc..pc+kc, columns jc..jc+nc) into nr-wide panels,
+    /// each kc×nr contiguous, zero-padded.
+    pub fn pack_b(&self, b: Mat<'_>, blk: Block, bp: &mut [f32]) {
+        let (nr, kc, nc) = (self.nr, blk.rows, blk.cols);
+        for (jp, panel) in bp[..self.b_len(nc, kc)].chunks_mut(kc * nr).enumerate() {
+            let cols = Block {
+                c0: blk.c0 + jp * nr,
+                cols: nr.min(nc - jp * nr),
+                ..blk
+            };
+            pack_b_panel(b, cols, nr, panel);
+        }
+    }
+
+    /// Packs rows r0..r0+rows of a row-major matrix (row stride `ld`, `depth` values a row) as
+    /// the B side of a product with its transpose: panel jp holds, for each p < depth, rows
+    /// r0 + jp·nr .. + nr at coordinate p (zero-padded).
+    pub fn pack_bt(
+        &self,
+        x: &[f32],
+        ld: usize,
+        r0: usize,
+        rows: usize,
+        depth: usize,
+        bp: &mut [f32],
+    ) {
+        let nr = self.nr;
+        for (jp, panel) in bp[..self.b_len(rows, depth)]
+            .chunks_mut(depth * nr)
+            .enumerate()
+        {
+            let n_here = nr.min(rows - jp * nr);
+            for jj in 0..nr {
+                if jj < n_here {
+                    let row = &x[(r0 + jp * nr + jj) * ld..(r0 + jp * nr + jj) * ld + depth];
+                    for (p, &v) in row.iter().enumerate() {
+                        panel[p * nr + jj] = v;
+                    }
+                } else {
+                    for p in 0..depth {
+                        panel[p * nr + jj] = 0.0;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Where a tile of C goes: C's values from the tile's first element, C's row stride, and the
+/// rows and columns of C the tile covers (at most mr × nr).
+pub struct TileOut<'a> {
+    pub c: &'a mut [f32],
+    pub ld: usize,
+    pub rows: usize,
+    pub cols: usize,
+}
+
+const PORTABLE_MR: usize = 4;
+const PORTABLE_NR: usize = 16;
+
+/// # Safety
+/// `ap` holds kc·4 values, `bp` kc·16, `c` 4 rows of 16 writable values with row stride `ldc`.
+pub(super) unsafe fn micro_portable_raw(
+    kc: usize,
+    ap: *const f32,
+    bp: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    add: bool,
+) {
+    // SAFETY: the caller's contract is these slices' bounds.
+    let (ap, bp) = unsafe {
+        (
+            std::slice::from_raw_parts(ap, kc * PORTABLE_MR),
+            std::slice::from_raw_parts(bp, kc * PORTABLE_NR),
+        )
+    };
+    let mut acc = [[0f32; PORTABLE_NR]; PORTABLE_MR];
+    micro_portable(kc, ap, bp, &mut acc);
+    for (i, row) in acc.iter().enumerate() {
+        // SAFETY: row i < 4 of the caller's tile, 16 values from c + i·ldc.
+        let dst = unsafe { std::slice::from_raw_parts_mut(c.add(i * ldc), PORTABLE_NR) };
+        for (d, s) in dst.iter_mut().zip(row) {
+            *d = if add { *d + s } else { *s };
+        }
+    }
+}
+
+crate::multiversion! {
+    /// Accumulators in a local array of 4 rows of 16: LLVM keeps them in vector registers
+    /// (4 NEON or SSE registers a row) and unrolls the row loop.
+    fn micro_portable(kc: usize, ap: &[f32], bp: &[f32], acc: &mut [[f32; PORTABLE_NR]; PORTABLE_MR]) {
+        let mut c = [[0f32; PORTABLE_NR]; PORTABLE_MR];
+        for (a, b) in ap.chunks_exact(PORTABLE_MR).zip(bp.chunks_exact(PORTABLE_NR)).take(kc) {
+            for i in 0..PORTABLE_MR {
+                for j in 0..PORTABLE_NR {
+                    c[i][j] += a[i] * b[j];
+                }
+            }
+        }
+        *acc = c;
+    }
+}
+
+/// 12×32 over kc steps: 24 zmm accumulators, two loads of B and twelve broadcasts of A a step.
+///
+/// # Safety
+/// The CPU must support avx512f; `ap` holds kc·12 values, `bp` kc·32, `c` 12 rows of 32
+/// writable values with row stride `ldc`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn micro_avx512(
+    kc: usize,
+    ap: *const f32,
+    bp: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    add: bool,
+) {
+    // SAFETY: compiled with avx512f; the caller's bounds are micro's.
+    unsafe { micro::<std::arch::x86_64::__m512, 12, 24>(kc, ap, bp, c, ldc, add) }
+}
+
+/// 6×16 over kc steps: 12 ymm accumulators, two loads of B and six broadcasts of A a step
+/// (15 of the 16 ymm registers).
+///
+/// # Safety
+/// The CPU must support avx2 and fma; `ap` holds kc·6 values, `bp` kc·16, `c` 6 rows of 16
+/// writable values with row stride `ldc`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn micro_avx2(
+    kc: usize,
+    ap: *const f32,
+    bp: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    add: bool,
+) {
+    // SAFETY: compiled with avx2 and fma; the caller's bounds are micro's.
+    unsafe { micro::<std::arch::x86_64::__m256, 6, 12>(kc, ap, bp, c, ldc, add) }
+}
+
+/// The register-tiled micro-kernel: C[R×2·LANES] (+)= Ap·Bp in `ACC` = 2·R vector accumulators
+/// (a const parameter of its own: an array length cannot be computed from R on stable Rust), two
+/// loads of B and R broadcasts of A a step; B prefetched 8 steps ahead, the C tile's lines
+/// fetched while the loop runs.
+///
+/// # Safety
+/// V's features are enabled; `ap` holds kc·R values, `bp` kc·2·LANES, `c` R rows of 2·LANES
+/// writable values with row stride `ldc`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn micro<V: crate::lanes::Lanes, const R: usize, const ACC: usize>(
+    kc: usize,
+    ap: *const f32,
+    bp: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    add: bool,
+) {
+    use std::arch::x86_64::*;
+    debug_assert_eq!(ACC, 2 * R);
+    let nr = 2 * V::LANES;
+    // The C tile is read (or written) after the loop: its lines are fetched meanwhile.
+    for i in 0..R {
+        for h in 0..2 {
+            // SAFETY: prefetcht0 is a hint (never faults); SSE is part of x86_64.
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(c.wrapping_add(i * ldc + h * V::LANES) as *const i8)
+            };
+        }
+    }
+    // SAFETY (all below): V's features are enabled; p < kc bounds p·nr + nr ≤ kc·nr and
+    // p·R + R ≤ kc·R, and rows i < R, columns < nr stay in the caller's tile.
+    let mut acc = [unsafe { V::splat(0.0) }; ACC];
+    for p in 0..kc {
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(p * nr + 8 * nr) as *const i8);
+            let b0 = V::load(bp.add(p * nr));
+            let b1 = V::load(bp.add(p * nr + V::LANES));
+            for i in 0..R {
+                let a = V::splat(*ap.add(p * R + i));
+                acc[2 * i] = V::fmadd(a, b0, acc[2 * i]);
+                acc[2 * i + 1] = V::fmadd(a, b1, acc[2 * i + 1]);
+            }
+        }
+    }
+    for i in 0..R {
+        for h in 0..2 {
+            unsafe {
+                let dst = c.add(i * ldc + h * V::LANES);
+                let v = if add {
+                    V::add(V::load(dst), acc[2 * i + h])
+                } else {
+                    acc[2 * i + h]
+                };
+                V::store(dst, v);
+            }
+        }
+    }
+}
