@@ -478,68 +478,6 @@ fn a_users_cuda_kernel_runs_as_one_side() {
     assert!(s["error"].is_null(), "{}", s["error"]);
     assert_eq!(check(s, "correctness")["status"], "pass", "{out}");
 
-    // A source that includes the toolkit's half-precision headers compiles where a toolkit is
-    // found (CI: the runtime wheel installed beside nvcc), and is not compiled with fast math
-    // unless its options ask (an `#error` under `#if __USE_FAST_MATH__` would fire).
-    match std::env::var_os("OPLEDGER_NVCC").map(PathBuf::from) {
-        Some(nvcc) if nvcc.is_file() => {
-            let toolkit = nvcc.parent().and_then(Path::parent).unwrap().to_path_buf();
-            let source = std::fs::read_to_string(example.join("bias_gelu.cu")).unwrap();
-            std::fs::write(
-                tmp.path().join("bias_gelu.cu"),
-                format!("#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#if __USE_FAST_MATH__\n#error fast math was forced on the user's source\n#endif\n{source}"),
-            )
-            .unwrap();
-            let runs = tmp.path().join("runs");
-            std::fs::remove_dir_all(&runs).unwrap();
-            let mut c = Command::new(env!("CARGO_BIN_EXE_opledger"));
-            with_simulator(&mut c, sim);
-            let o = c
-                .current_dir(tmp.path())
-                .env("CUDA_HOME", &toolkit)
-                .args([
-                    "run",
-                    "bias-gelu-smem.yaml",
-                    "--backend",
-                    "cuda",
-                    "--probe-mib",
-                    "8",
-                ])
-                .args([
-                    "--min-pairs",
-                    "3",
-                    "--max-pairs",
-                    "4",
-                    "--time-cap-secs",
-                    "1",
-                ])
-                .arg("--baselines")
-                .arg(tmp.path().join("baselines"))
-                .arg("--runs-dir")
-                .arg(&runs)
-                .output()
-                .unwrap();
-            let out = text(&o);
-            assert!(matches!(o.status.code(), Some(0 | 1)), "{out}");
-            let r = results(tmp.path());
-            assert!(
-                r["specs"][0]["error"].is_null(),
-                "{}",
-                r["specs"][0]["error"]
-            );
-        }
-        _ => {
-            assert!(
-                std::env::var_os("OPLEDGER_REQUIRE_NVCC").is_none(),
-                "OPLEDGER_REQUIRE_NVCC is set but OPLEDGER_NVCC names no nvcc"
-            );
-            let _ = std::io::Write::write_all(
-                &mut std::io::stderr(),
-                b"SKIPPED: the toolkit-header part (no OPLEDGER_NVCC, whose toolkit holds cuda_fp16.h)\n",
-            );
-        }
-    }
-
     // A compile error: that spec fails with NVRTC's log, naming the user's file and line.
     std::fs::write(
         tmp.path().join("bias_gelu.cu"),
@@ -555,6 +493,78 @@ fn a_users_cuda_kernel_runs_as_one_side() {
         out.contains("bias_gelu.cu(3): error") && out.contains("undeclared"),
         "{out}"
     );
+}
+
+/// A user's source that includes the toolkit's half-precision headers compiles where a toolkit
+/// is found (CI: the runtime wheel installed beside nvcc), and is not compiled with fast math
+/// unless its options ask (an `#error` under `#if __USE_FAST_MATH__` would fire).
+#[test]
+#[cfg_attr(
+    any(not(has_cudasim), not(has_nvcc)),
+    ignore = "needs the driver simulator (x86-64, g++, NVRTC) and a CUDA toolkit's nvcc"
+)]
+fn a_users_cuda_kernel_includes_the_toolkits_headers_and_keeps_its_own_math() {
+    let Some(sim) = simulator() else { return };
+    let nvcc = crate::common::parts::nvcc().expect("the build found nvcc");
+    // The toolkit is the folder above nvcc's `bin/` (on PATH when named bare).
+    let nvcc = if nvcc.components().count() > 1 {
+        nvcc
+    } else {
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+            .map(|d| d.join(&nvcc))
+            .find(|p| p.is_file())
+            .expect("nvcc on PATH")
+    };
+    let toolkit = nvcc.parent().and_then(Path::parent).unwrap().to_path_buf();
+    let tmp = tempfile::tempdir().unwrap();
+    let example = root().join("examples/cuda");
+    let source = std::fs::read_to_string(example.join("bias_gelu.cu")).unwrap();
+    std::fs::write(
+        tmp.path().join("bias_gelu.cu"),
+        format!("#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#if __USE_FAST_MATH__\n#error fast math was forced on the user's source\n#endif\n{source}"),
+    )
+    .unwrap();
+    let spec = tmp.path().join("bias-gelu.yaml");
+    std::fs::write(
+        &spec,
+        std::fs::read_to_string(example.join("bias-gelu.yaml"))
+            .unwrap()
+            .replace("rows: 8192, cols: 8192", "rows: 16, cols: 256"),
+    )
+    .unwrap();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_opledger"));
+    with_simulator(&mut c, sim);
+    let o = c
+        .current_dir(tmp.path())
+        .env("CUDA_HOME", &toolkit)
+        .args([
+            "run",
+            "bias-gelu.yaml",
+            "--backend",
+            "cuda",
+            "--probe-mib",
+            "8",
+        ])
+        .args([
+            "--min-pairs",
+            "3",
+            "--max-pairs",
+            "4",
+            "--time-cap-secs",
+            "1",
+        ])
+        .arg("--baselines")
+        .arg(tmp.path().join("baselines"))
+        .arg("--runs-dir")
+        .arg(tmp.path().join("runs"))
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{out}");
+    let r = results(tmp.path());
+    let s = &r["specs"][0];
+    assert!(s["error"].is_null(), "{}", s["error"]);
+    assert_eq!(check(s, "correctness")["status"], "pass", "{out}");
 }
 
 /// `cuda:` kernels that cheat the timed runs: one writes its output only on its first launch (it

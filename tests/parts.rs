@@ -19,6 +19,7 @@ fn built_with(cfg: &str) -> bool {
         "has_nvcc" => cfg!(has_nvcc),
         "has_actionlint" => cfg!(has_actionlint),
         "has_act" => cfg!(has_act),
+        "has_root" => cfg!(has_root),
         other => panic!("{other} is a part this test does not know: add its arm"),
     }
 }

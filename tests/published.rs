@@ -499,7 +499,7 @@ fn device_keys_that_slug_alike_get_case_pages_of_their_own() {
 }
 
 #[test]
-fn huge_last_counts_read_every_run_and_an_unwritable_store_is_still_read() {
+fn huge_last_counts_read_every_run() {
     let dir = tempfile::tempdir().unwrap();
     let store = store_of_two_runs(dir.path(), "main");
     let o = cmd(
@@ -520,33 +520,53 @@ fn huge_last_counts_read_every_run_and_an_unwritable_store_is_still_read() {
     let specs: serde_json::Value = serde_json::from_str(&specs).unwrap();
     let cases = specs["specs"].as_array().unwrap().len();
     assert_eq!(points.as_array().unwrap().len(), 2 * cases);
-    if let Some(db) = common::postgres_store("published_last") {
-        let archives = dir.path().join("archives");
-        let o = cmd(
-            dir.path(),
-            &["ingest", "--store", &db.url, archives.to_str().unwrap()],
-        );
-        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-        let o = cmd(
-            dir.path(),
-            &[
-                "history",
-                "--store",
-                &db.url,
-                "--last",
-                "18446744073709551615",
-            ],
-        );
-        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    }
+}
+
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs a PostgreSQL server (OPLEDGER_TEST_POSTGRES)"
+)]
+fn huge_last_counts_read_every_run_on_postgres() {
+    let dir = tempfile::tempdir().unwrap();
+    // The two runs' archives, ingested into the server.
+    store_of_two_runs(dir.path(), "main");
+    let Some(db) = common::postgres_store("published_last") else {
+        return;
+    };
+    let archives = dir.path().join("archives");
+    let o = cmd(
+        dir.path(),
+        &["ingest", "--store", &db.url, archives.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = cmd(
+        dir.path(),
+        &[
+            "history",
+            "--store",
+            &db.url,
+            "--last",
+            "18446744073709551615",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+#[test]
+#[cfg_attr(
+    not(has_root),
+    ignore = "needs root, runuser and unshare (the store is read as `nobody`)"
+)]
+fn an_unwritable_store_is_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_of_two_runs(dir.path(), "main");
     // A store its reader cannot write (root ignores modes: the check runs as `nobody`).
-    let is_root = std::process::Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
-    let runuser = Path::new("/usr/sbin/runuser").exists() || Path::new("/sbin/runuser").exists();
-    if !(is_root && runuser) {
-        eprintln!("SKIPPED: the read-only store check needs root and runuser");
+    if !common::parts::root() {
+        assert!(
+            std::env::var_os("OPLEDGER_REQUIRE_ROOT").is_none(),
+            "OPLEDGER_REQUIRE_ROOT is set but this is not root with runuser and unshare"
+        );
         return;
     }
     use std::os::unix::fs::PermissionsExt;
@@ -556,10 +576,11 @@ fn huge_last_counts_read_every_run_and_an_unwritable_store_is_still_read() {
     let mut p = dir.path().parent();
     while let Some(d) = p {
         // Every folder above must let `nobody` through (a temporary folder usually does).
-        if std::fs::metadata(d).unwrap().permissions().mode() & 0o001 == 0 {
-            eprintln!("SKIPPED: {} is closed to other users", d.display());
-            return;
-        }
+        assert!(
+            std::fs::metadata(d).unwrap().permissions().mode() & 0o001 != 0,
+            "{} is closed to other users: set TMPDIR to a folder every user may pass through",
+            d.display()
+        );
         p = d.parent();
     }
     std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o644)).unwrap();
@@ -612,6 +633,10 @@ fn a_site_made_into_the_current_folder_leaves_no_staging_folder() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_root),
+    ignore = "needs root, runuser and unshare (a tmpfs mounted in a mount namespace of its own)"
+)]
 fn a_full_disk_under_the_store_is_a_failed_write() {
     let dir = tempfile::tempdir().unwrap();
     let a = archive(dir.path(), "archive", |_| {});
@@ -625,7 +650,10 @@ fn a_full_disk_under_the_store_is_a_failed_write() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !mounts {
-        eprintln!("SKIPPED: a full disk needs `unshare -m` and a tmpfs mount (root)");
+        assert!(
+            std::env::var_os("OPLEDGER_REQUIRE_ROOT").is_none(),
+            "OPLEDGER_REQUIRE_ROOT is set but `unshare -m` cannot mount a tmpfs"
+        );
         return;
     }
     // Too small for the WAL's shared memory, and too small for the tables.

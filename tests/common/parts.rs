@@ -5,7 +5,7 @@
 //! (`OPLEDGER_REQUIRE_<PART>`) that is missing. Shared by the build script and the tests, so it
 //! uses nothing but the standard library.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// One optional part: the `cfg` the build script sets where it is found, the variable that
@@ -103,6 +103,14 @@ pub const PARTS: &[Part] = &[
         found: || std::env::var_os("OPLEDGER_ACTIONLINT").is_some_and(|v| !v.is_empty()),
     },
     Part {
+        cfg: "has_root",
+        feature: None,
+        require: "OPLEDGER_REQUIRE_ROOT",
+        how:
+            "root, with runuser and `unshare -m` (a tmpfs mounted in a mount namespace of its own)",
+        found: root,
+    },
+    Part {
         cfg: "has_act",
         feature: None,
         require: "OPLEDGER_REQUIRE_ACT",
@@ -116,6 +124,27 @@ fn runs(program: &str, args: &[&str]) -> bool {
         .args(args)
         .output()
         .is_ok_and(|o| o.status.success())
+}
+
+/// Root, with `runuser` (to run a command as `nobody`) and `unshare -m` able to mount a tmpfs
+/// in a mount namespace of its own (gone with the command).
+pub fn root() -> bool {
+    let is_root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+    let runuser = Path::new("/usr/sbin/runuser").exists() || Path::new("/sbin/runuser").exists();
+    is_root
+        && runuser
+        && runs(
+            "unshare",
+            &[
+                "-m",
+                "sh",
+                "-c",
+                "d=$(mktemp -d) && mount -t tmpfs -o size=8k tmpfs \"$d\" && umount \"$d\" && rmdir \"$d\"",
+            ],
+        )
 }
 
 pub fn valgrind() -> bool {
