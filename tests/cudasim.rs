@@ -419,10 +419,6 @@ fn gpu_check_script_dry_run() {
     not(has_cudasim),
     ignore = "needs the driver simulator (x86-64, g++, NVRTC)"
 )]
-#[expect(
-    clippy::too_many_lines,
-    reason = "one user kernel through every stage on the simulator: each stage reads what the last left"
-)]
 fn a_users_cuda_kernel_runs_as_one_side() {
     let Some(sim) = simulator() else { return };
     let tmp = tempfile::tempdir().unwrap();
