@@ -770,6 +770,7 @@ fn counts_on_the_cuda_backend_are_read_by_nsight_compute() {
             .arg("run")
             .arg(root().join("tests/fixtures/good/tiny-chain.yaml"))
             .args(["--backend", "cuda", "--measure", "counts", "--no-store"])
+            .args(["--probe-mib", "8"])
             .arg("--baselines")
             .arg(tmp.path().join("baselines"))
             .arg("--runs-dir")
