@@ -30,7 +30,9 @@ fn commit(repo: &Path, file: &str) -> String {
 }
 
 /// A run of the spec in the repository (git's branch and commit), enough pairs for stable
-/// medians; `slowdown` is the experiment's deliberate slowdown of the fused variant.
+/// medians, on one thread (a tiny case's parallel kernel stalls whenever another test holds the
+/// other core, and the step must stand out of the noise); `slowdown` is the experiment's
+/// deliberate slowdown of the fused variant.
 fn run(repo: &Path, spec: &str, slowdown: f64, extra: &[&str]) -> std::process::Output {
     bin()
         .current_dir(repo)
@@ -40,6 +42,7 @@ fn run(repo: &Path, spec: &str, slowdown: f64, extra: &[&str]) -> std::process::
         .args(["run", spec])
         .args(common::FAST)
         .args(["--min-pairs", "25", "--max-pairs", "25", "--backend", "cpu"])
+        .args(["--threads", "1"])
         .args(["--default-branch", "main"])
         .args(extra)
         .output()
