@@ -113,6 +113,11 @@ fn with_simulator(c: &mut Command, sim: &Path) {
 }
 
 fn run(sim: &Path, dir: &Path, specs: &[PathBuf], backend: &str) -> Output {
+    run_cmd(sim, dir, specs, backend).output().unwrap()
+}
+
+/// The command [`run`] runs, for a caller that sets more of it.
+fn run_cmd(sim: &Path, dir: &Path, specs: &[PathBuf], backend: &str) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_opledger"));
     with_simulator(&mut c, sim);
     c.current_dir(dir)
@@ -125,7 +130,7 @@ fn run(sim: &Path, dir: &Path, specs: &[PathBuf], backend: &str) -> Output {
         .arg(dir.join("baselines"))
         .arg("--runs-dir")
         .arg(dir.join("runs"));
-    c.output().unwrap()
+    c
 }
 
 fn text(o: &Output) -> String {
@@ -528,31 +533,8 @@ fn a_users_cuda_kernel_includes_the_toolkits_headers_and_keeps_its_own_math() {
             .replace("rows: 8192, cols: 8192", "rows: 16, cols: 256"),
     )
     .unwrap();
-    let mut c = Command::new(env!("CARGO_BIN_EXE_opledger"));
-    with_simulator(&mut c, sim);
-    let o = c
-        .current_dir(tmp.path())
+    let o = run_cmd(sim, tmp.path(), &[spec], "cuda")
         .env("CUDA_HOME", &toolkit)
-        .args([
-            "run",
-            "bias-gelu.yaml",
-            "--backend",
-            "cuda",
-            "--probe-mib",
-            "8",
-        ])
-        .args([
-            "--min-pairs",
-            "3",
-            "--max-pairs",
-            "4",
-            "--time-cap-secs",
-            "1",
-        ])
-        .arg("--baselines")
-        .arg(tmp.path().join("baselines"))
-        .arg("--runs-dir")
-        .arg(tmp.path().join("runs"))
         .output()
         .unwrap();
     let out = text(&o);

@@ -13,19 +13,13 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Each workspace crate with the workspace crates it depends on (normal dependencies), from
-/// `cargo metadata`.
-fn workspace_crates() -> BTreeMap<String, BTreeSet<String>> {
+/// `cargo metadata --format-version 1 --offline` with `extra`, parsed.
+fn cargo_metadata(extra: &[&str]) -> serde_json::Value {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let o = std::process::Command::new(cargo)
         .current_dir(root())
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--no-deps",
-            "--offline",
-        ])
+        .args(["metadata", "--format-version", "1", "--offline"])
+        .args(extra)
         .output()
         .expect("cargo metadata runs");
     assert!(
@@ -33,7 +27,13 @@ fn workspace_crates() -> BTreeMap<String, BTreeSet<String>> {
         "cargo metadata: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let meta: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// Each workspace crate with the workspace crates it depends on (normal dependencies), from
+/// `cargo metadata`.
+fn workspace_crates() -> BTreeMap<String, BTreeSet<String>> {
+    let meta = cargo_metadata(&["--no-deps"]);
     let packages = meta["packages"].as_array().unwrap();
     let names: BTreeSet<String> = packages
         .iter()
@@ -375,18 +375,7 @@ fn runtime_crates(meta: &serde_json::Value) -> BTreeSet<String> {
 
 #[test]
 fn crates_built_without_optimisation_are_the_tests_alone() {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let o = std::process::Command::new(cargo)
-        .current_dir(root())
-        .args(["metadata", "--format-version", "1", "--offline"])
-        .output()
-        .expect("cargo metadata runs");
-    assert!(
-        o.status.success(),
-        "cargo metadata: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let meta: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let meta = cargo_metadata(&[]);
     let all: BTreeSet<&str> = meta["packages"]
         .as_array()
         .unwrap()
