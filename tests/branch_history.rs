@@ -10,8 +10,8 @@ use common::{bin, fixture, git, text};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The tests of this file one at a time: each times a slowdown, and two at once on a small
-/// machine blur each other's levels.
+/// The tests of this file one at a time: their histories are of one machine's runs, and a run
+/// beside another blurs the levels the time references are made of.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
@@ -19,7 +19,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 /// The slow commit's deliberate slowdown: the fused variant computes its output four times (a
-/// step of about ×3 that a loaded runner's noise cannot hide in a few runs).
+/// step of about ×3 in its counted cycles).
 const SLOW: f64 = 3.0;
 
 fn commit(repo: &Path, file: &str) -> String {
@@ -29,10 +29,10 @@ fn commit(repo: &Path, file: &str) -> String {
     git(repo, &["rev-parse", "--short", "HEAD"])
 }
 
-/// A run of the spec in the repository (git's branch and commit), enough pairs for stable
-/// medians, on one thread (a tiny case's parallel kernel stalls whenever another test holds the
-/// other core, and the step must stand out of the noise); `slowdown` is the experiment's
-/// deliberate slowdown of the fused variant.
+/// A run of the spec in the repository (git's branch and commit), on one thread; `slowdown` is
+/// the experiment's deliberate slowdown of the fused variant. What these tests decide on a
+/// slowdown they decide by counts (`count`), which repeat exactly: the timed runs make the
+/// histories whose references, commits and runs are asserted, never a timed verdict.
 fn run(repo: &Path, spec: &str, slowdown: f64, extra: &[&str]) -> std::process::Output {
     bin()
         .current_dir(repo)
@@ -41,7 +41,8 @@ fn run(repo: &Path, spec: &str, slowdown: f64, extra: &[&str]) -> std::process::
         .env("OPLEDGER_EXPERIMENT_SLOWDOWN", slowdown.to_string())
         .args(["run", spec])
         .args(common::FAST)
-        .args(["--min-pairs", "25", "--max-pairs", "25", "--backend", "cpu"])
+        .args(common::FEW_PAIRS)
+        .args(["--backend", "cpu"])
         .args(["--threads", "1"])
         .args(["--default-branch", "main"])
         .args(extra)
@@ -75,6 +76,20 @@ fn repo_with_spec() -> (tempfile::TempDir, PathBuf) {
     (dir, repo)
 }
 
+/// A counted run of the spec in the repository (`--measure counts`): its counts repeat exactly,
+/// so a slowdown's step and the gate's decision on it are the code's, not the machine's.
+fn count(repo: &Path, spec: &str, slowdown: f64, extra: &[&str]) -> std::process::Output {
+    let mut all = vec!["--measure", "counts"];
+    all.extend_from_slice(extra);
+    run(repo, spec, slowdown, &all)
+}
+
+/// The counts gate of a run's first spec, from its archive.
+fn counts_gate(repo: &Path, o: &std::process::Output) -> serde_json::Value {
+    results(&archive_of(repo, o))["specs"][0]["counts_gate"].clone()
+}
+
+#[cfg_attr(not(has_valgrind), ignore = "needs Valgrind")]
 #[test]
 #[expect(
     clippy::too_many_lines,
@@ -84,114 +99,89 @@ fn a_branch_is_judged_against_its_merge_base_and_a_slowdown_is_placed_between_co
     let _one = serial();
     let (_dir, repo) = repo_with_spec();
     let fast = commit(&repo, "fast");
-    // These runs make the history; what the gate says of each is noise's to decide at these
-    // sizes (a loaded runner has moved one tiny case's after/before ratio ×2.5), and the gate's
-    // decision is tested elsewhere: a run is recorded whichever way it goes.
-    let fast_runs = 8;
-    for _ in 0..fast_runs {
-        let o = run(&repo, "chain.yaml", 0.0, &[]);
-        assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    for _ in 0..2 {
+        let o = count(&repo, "chain.yaml", 0.0, &[]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     }
     // A slowdown lands on main: the fused variant computes its output four times.
     let slow = commit(&repo, "slow");
-    let mut reported = Vec::new();
-    for _ in 0..6 {
-        let o = run(&repo, "chain.yaml", SLOW, &[]);
-        assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
-        reported.extend(
-            text(&o)
-                .lines()
-                .filter(|l| l.starts_with("shift:"))
-                .map(str::to_string),
-        );
-    }
-    // Reported by the run that made it visible (later runs know it): the new level begins at
-    // the slow commit (at one of its runs: a change is placed within the noise).
+    let o = count(&repo, "chain.yaml", SLOW, &[]);
+    // FAILed against main's newest counted run, and reported as a new shift by the run that
+    // made it: between the fast commit's last run and the slow commit's first.
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(counts_gate(&repo, &o)["state"], "fail");
+    let out = text(&o);
+    let shift: Vec<&str> = out.lines().filter(|l| l.starts_with("shift:")).collect();
+    assert_eq!(shift.len(), 1, "{}", text(&o));
     assert!(
-        reported
-            .iter()
-            .any(|l| l.contains("tiny-chain: the ")
-                && l.contains(&format!("and commit {slow} (run"))),
-        "run on the default branch reports the new shift: {reported:?}"
+        shift[0].starts_with("shift: tiny-chain: the counts after cycles moved +")
+            && shift[0].contains(&format!("between commit {fast} (run "))
+            && shift[0].contains(&format!("and commit {slow} (run "))
+            && shift[0].contains("--changes --metric counts-after"),
+        "{}",
+        shift[0]
     );
-    // The series' change point: at the slow commit, about tripled, in the after median or in
-    // after/before (which cancels the machine's drift, where raw times follow a loaded machine;
-    // either can blur on a busy one). A change is placed within the noise: at the first run of
-    // the slow commit, or one run either side of it when a runner's bad second lands there.
-    let mut seen = Vec::new();
-    let step = ["after", "ratio"].iter().find_map(|&metric| {
-        let o = bin()
-            .current_dir(&repo)
-            .args([
-                "history",
-                "--changes",
-                "--metric",
-                metric,
-                "--format",
-                "json",
-            ])
-            .output()
-            .unwrap();
-        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-        let changes: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        seen.push(changes.clone());
-        changes[0]["shifts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| {
-                s["at"]
-                    .as_u64()
-                    .is_some_and(|at| at.abs_diff(fast_runs) <= 1)
-            })
-            .cloned()
-            .map(|s| (metric, s))
-    });
-    let (metric, step) = step
-        .unwrap_or_else(|| panic!("no shift within a run of the slow commit's first: {seen:#?}"));
-    assert!(step["ratio"].as_f64().unwrap() > 1.3, "{step}");
-    // It began at a run of the fast commit or of the slow one.
-    let at = step["first_after"]["git_sha"].as_str().unwrap().to_string();
-    assert!(at == fast || at == slow, "{step}");
+    // The next run at the same code: no new shift; still a regression, against main's newest
+    // counted run that passed (a failed run is no reference until its counts are accepted).
+    let o = count(&repo, "chain.yaml", SLOW, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(!text(&o).contains("shift:"), "{}", text(&o));
+    // The series' change point: exactly at the slow commit's first run, about tripled.
     let o = bin()
         .current_dir(&repo)
-        .args(["history", "tiny-chain", "--changes", "--metric", metric])
+        .args(["history", "--changes", "--metric", "counts-after"])
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let changes: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let shifts = changes[0]["shifts"].as_array().unwrap();
+    assert_eq!(shifts.len(), 1, "{changes:#}");
+    let step = &shifts[0];
+    assert_eq!(step["at"], 2, "{step}");
+    assert_eq!(step["last_before"]["git_sha"], fast.as_str(), "{step}");
+    assert_eq!(step["first_after"]["git_sha"], slow.as_str(), "{step}");
+    assert!(step["ratio"].as_f64().unwrap() > 2.0, "{step}");
+    let o = bin()
+        .current_dir(&repo)
+        .args([
+            "history",
+            "tiny-chain",
+            "--changes",
+            "--metric",
+            "counts-after",
+        ])
         .output()
         .unwrap();
     assert!(
-        text(&o).contains("shift") && text(&o).contains(&at),
+        text(&o).contains("shift") && text(&o).contains(&slow),
         "{}",
         text(&o)
     );
 
-    // A feature branch forked at the slow commit, with the slowdown fixed.
+    // A feature branch forked at the slow commit, with the slowdown fixed: judged against the
+    // merge-base's counted run, the after side down by more than half.
     git(&repo, &["checkout", "-q", "-b", "feature"]);
     let fix = commit(&repo, "fix");
-    let o = run(&repo, "chain.yaml", 0.0, &["--against", "merge-base:main"]);
+    let o = count(&repo, "chain.yaml", 0.0, &["--against", "merge-base:main"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("pass, after -") && text(&o).contains(&format!("at {slow}")),
+        "{}",
+        text(&o)
+    );
     let dir = archive_of(&repo, &o);
-    let b = &results(&dir)["specs"][0]["baseline"];
-    let r = &b["reference"];
-    assert_eq!(r["kind"], "merge_base", "{b}");
-    assert_eq!(r["commit"], slow.as_str(), "{b}");
-    assert_eq!(r["commits_back"], 0, "{b}");
-    assert_eq!(r["samples"], true, "{b}");
-    // The runs before the change of level are not part of the reference: the level holds
-    // from the slow commit on (the change is placed in noise: from one of its runs).
-    let left_out = r["change"]["left_out"].as_u64().unwrap();
-    assert!(left_out >= 8, "{b}");
-    assert_eq!(r["runs"].as_u64().unwrap() + left_out, 14, "{b}");
-    assert_eq!(r["change"]["since_commit"], slow.as_str(), "{b}");
-    assert_eq!(b["finding"]["kind"], "judged", "{b}");
-    // The fix against the slow base (the gate's decision on a few noisy runs is tested
-    // elsewhere): on raw after times, which the fix halves.
-    let all = &b["finding"]["all"];
-    let raw = [&all["decided"], &all["other"]]
-        .into_iter()
-        .find(|c| c["relative"] == false)
-        .unwrap_or_else(|| panic!("a raw comparison: {b}"));
-    assert!(raw["ratio"]["point"].as_f64().unwrap() < 0.8, "{b}");
-    assert_ne!(b["state"], "fail", "{b}");
+    let g = &results(&dir)["specs"][0]["counts_gate"];
+    let r = &g["reference"];
+    assert_eq!(r["kind"], "merge_base", "{g}");
+    assert_eq!(r["commit"], slow.as_str(), "{g}");
+    assert_eq!(r["commits_back"], 0, "{g}");
+    assert_eq!(g["state"], "pass", "{g}");
+    let after = &g["after"];
+    assert!(
+        after["now"].as_f64().unwrap() < 0.5 * after["baseline"].as_f64().unwrap(),
+        "{g}"
+    );
     let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(report.contains("the merge-base"), "{report}");
     assert!(
@@ -223,14 +213,15 @@ fn a_branch_is_judged_against_its_merge_base_and_a_slowdown_is_placed_between_co
         text(&o)
     );
 
-    // main moves on without runs; a branch forked there finds the nearest ancestor with runs.
+    // main moves on without runs; a branch forked there finds the nearest ancestor with runs,
+    // and the slowdown it still carries passes against it.
     git(&repo, &["checkout", "-q", "main"]);
     commit(&repo, "docs");
     git(&repo, &["checkout", "-q", "-b", "feature2"]);
     commit(&repo, "more");
-    let o = run(&repo, "chain.yaml", SLOW, &["--against", "merge-base:main"]);
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
-    let r = &results(&archive_of(&repo, &o))["specs"][0]["baseline"]["reference"];
+    let o = count(&repo, "chain.yaml", SLOW, &["--against", "merge-base:main"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let r = &counts_gate(&repo, &o)["reference"];
     assert_eq!(r["commit"], slow.as_str(), "{r}");
     assert_eq!(r["commits_back"], 1, "{r}");
 
@@ -391,43 +382,47 @@ fn git_bisect_run_finds_the_first_bad_commit() {
 /// A spec with no accepted baseline on a branch whose runs the store holds is judged against
 /// the branch's history by default: the first runs say how many more it needs, then a slowdown
 /// committed on main FAILs instead of passing for want of a baseline.
+#[cfg_attr(not(has_valgrind), ignore = "needs Valgrind")]
 #[test]
 fn without_a_baseline_main_is_judged_against_its_own_history() {
     let _one = serial();
     let (_dir, repo) = repo_with_spec();
     commit(&repo, "fast");
-    // The first run makes the store; the second says how many runs history needs.
-    let o = run(&repo, "chain.yaml", 0.0, &[]);
+    let both = ["--measure", "both"];
+    // The first run makes the store; the second says how many runs the time history needs (the
+    // counts need one: the newest counted run of main).
+    let o = run(&repo, "chain.yaml", 0.0, &both);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let o = run(&repo, "chain.yaml", 0.0, &[]);
+    let o = run(&repo, "chain.yaml", 0.0, &both);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(
-        text(&o).contains("no baseline (history: 1 of 3 runs needed)"),
+        text(&o).contains("no baseline (history: 1 of 3 runs needed)")
+            && text(&o).contains("vs the newest counted run of main"),
         "{}",
         text(&o)
     );
-    let o = run(&repo, "chain.yaml", 0.0, &[]);
+    let o = run(&repo, "chain.yaml", 0.0, &both);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let o = run(&repo, "chain.yaml", 0.0, &[]);
+    let o = run(&repo, "chain.yaml", 0.0, &both);
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
     let r = results(&archive_of(&repo, &o));
     let reference = &r["specs"][0]["baseline"]["reference"];
     assert_eq!(reference["by_default"], true, "{reference}");
     assert_eq!(reference["runs"], 3, "{reference}");
-    assert!(
-        text(&o).contains("vs the newest 3 runs of main"),
+    // The fused variant now computes its output four times: a regression on main, no longer a
+    // PASS for want of a baseline — decided by its counts, which repeat exactly (what time says
+    // of it on a busy machine does not change a decisive FAIL).
+    commit(&repo, "slow");
+    let o = run(&repo, "chain.yaml", SLOW, &both);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let r = results(&archive_of(&repo, &o));
+    assert_eq!(
+        r["specs"][0]["counts_gate"]["state"],
+        "fail",
         "{}",
         text(&o)
     );
-    // The fused variant now computes its output four times: a regression on main, no longer a
-    // PASS for want of a baseline (FAIL, or INCONCLUSIVE where this runner's drift between
-    // the history's runs is as large as the step).
-    commit(&repo, "slow");
-    let o = run(&repo, "chain.yaml", SLOW, &[]);
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
-    let r = results(&archive_of(&repo, &o));
-    let state = &r["specs"][0]["baseline"]["state"];
-    assert!(state == "fail" || state == "inconclusive", "{}", text(&o));
+    assert_eq!(r["specs"][0]["status"], "fail", "{}", text(&o));
     // Asking for the accepted baselines by name keeps the old behaviour: nothing to compare.
     let o = run(&repo, "chain.yaml", SLOW, &["--against", "baselines"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -569,44 +564,31 @@ fn the_merge_base_is_measured_again_before_the_head_is_judged() {
 }
 
 /// `compare` takes the drift between runs from the history store as `run`'s history reference
-/// is made: the runs up to A, from the newest change of level on. A slowdown that landed after
-/// A is not the drift B is judged with, nor are the runs before a change that A came after.
+/// is made (which of the runs: `opledger_gate::reference`'s unit test on a series with a
+/// change of level): here, that the drift is read from the store the runs were recorded in.
 #[test]
-fn compare_takes_its_drift_from_the_runs_at_the_bases_level() {
+fn compare_takes_its_drift_from_the_history_store() {
     let _one = serial();
     let (_dir, repo) = repo_with_spec();
     commit(&repo, "fast");
-    let mut fast = Vec::new();
-    for _ in 0..5 {
+    let mut runs = Vec::new();
+    for _ in 0..4 {
         let o = run(&repo, "chain.yaml", 0.0, &[]);
         assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
-        fast.push(archive_of(&repo, &o));
+        runs.push(archive_of(&repo, &o));
     }
-    commit(&repo, "slow");
-    let mut slow = Vec::new();
-    for _ in 0..4 {
-        let o = run(&repo, "chain.yaml", SLOW, &[]);
-        assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
-        slow.push(archive_of(&repo, &o));
-    }
-    let compare = |a: &Path, b: &Path| {
-        let o = bin()
-            .current_dir(&repo)
-            .arg("compare")
-            .arg(a)
-            .arg(b)
-            .args(["--baselines", "nowhere", "--store", "runs/history.sqlite"])
-            .output()
-            .unwrap();
-        assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    let o = bin()
+        .current_dir(&repo)
+        .arg("compare")
+        .arg(&runs[2])
+        .arg(&runs[3])
+        .args(["--baselines", "nowhere", "--store", "runs/history.sqlite"])
+        .output()
+        .unwrap();
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    assert!(
+        text(&o).contains("from the history store's runs of these cases ("),
+        "{}",
         text(&o)
-    };
-    // A is the fourth fast run and B the fifth: the three fast runs before A, and A. The four
-    // slow runs since are another code's.
-    let out = compare(&fast[3], &fast[4]);
-    assert!(out.contains("(4 to 4 runs with A)"), "{out}");
-    // A is the newest slow run: the slow runs before it, and A; not the fast runs before the
-    // change of level, nor B.
-    let out = compare(&slow[3], &fast[4]);
-    assert!(out.contains("(4 to 4 runs with A)"), "{out}");
+    );
 }

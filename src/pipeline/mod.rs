@@ -160,7 +160,7 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
         append_summary(path, &run, &dir)?;
     }
     report::terminal::print_summary(&run, &dir);
-    let found = shifts::new_shifts(opts, &p.specs, &p.device.key, p.store.borrow_mut().as_mut())?;
+    let found = shifts::new_shifts(opts, &p.specs, &run, p.store.borrow_mut().as_mut())?;
     for shift in found {
         report::terminal::print_new_shift(&shift.spec, shift.metric, &shift.located, shift.limit);
     }

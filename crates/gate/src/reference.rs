@@ -427,30 +427,40 @@ pub fn drift_of_runs_up_to(
     };
     for s in &ra.specs {
         let points = store.recent(&ra.device.key, &s.name, &s.spec_sha256, RECORDED_READ_RUNS)?;
-        // A's branch, where the store recorded A among these runs: runs of other branches
-        // changed the code, they are not drift.
-        let branch = points
-            .iter()
-            .find(|p| is(p, ra))
-            .map(|p| p.run.branch.clone());
-        let mut series: Vec<Point> = points
-            .into_iter()
-            .filter(|p| branch.as_ref().is_none_or(|b| &p.run.branch == b))
-            .collect();
-        if let Some(at) = series.iter().position(|p| is(p, ra)) {
-            series.truncate(at + 1);
-        }
-        let series = series.split_off(series.len().saturating_sub(HISTORY_RUNS));
-        let (series, _) = current_level(series);
-        let series = series
-            .into_iter()
-            .filter(|p| !is(p, ra) && !is(p, rb))
-            .collect();
-        let (series, _) = super::history::without_outliers(series);
+        let series = drift_runs(points, |p| is(p, ra), |p| is(p, rb));
         let entries = series.iter().filter_map(super::history::entry_of).collect();
         out.insert(s.name.clone(), entries);
     }
     Ok(out)
+}
+
+/// Of one case's recorded runs (oldest first), those that give the drift A is judged with:
+/// A's branch where A is among them (runs of other branches changed the code, they are not
+/// drift), the newest [`HISTORY_RUNS`] up to A, from the newest change of level on, A and B
+/// left out, outliers left out.
+fn drift_runs(
+    points: Vec<Point>,
+    is_a: impl Fn(&Point) -> bool,
+    is_b: impl Fn(&Point) -> bool,
+) -> Vec<Point> {
+    let branch = points
+        .iter()
+        .find(|p| is_a(p))
+        .map(|p| p.run.branch.clone());
+    let mut series: Vec<Point> = points
+        .into_iter()
+        .filter(|p| branch.as_ref().is_none_or(|b| &p.run.branch == b))
+        .collect();
+    if let Some(at) = series.iter().position(&is_a) {
+        series.truncate(at + 1);
+    }
+    let series = series.split_off(series.len().saturating_sub(HISTORY_RUNS));
+    let (series, _) = current_level(series);
+    let series = series
+        .into_iter()
+        .filter(|p| !is_a(p) && !is_b(p))
+        .collect();
+    super::history::without_outliers(series).0
 }
 
 /// Where the drift the decision allows for came from.
@@ -687,4 +697,61 @@ fn join_older(
         base.runs.drain(..base.runs.len() - max);
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Point, PointRun};
+
+    /// A recorded run: its id, branch and after median (before steady at 2 ms).
+    fn run(id: usize, branch: &str, after_secs: f64) -> Point {
+        // A little spread, as runs have: the drift is not zero.
+        let after_secs = after_secs * (1.0 + 0.004 * (id % 3) as f64);
+        Point {
+            run: std::sync::Arc::new(PointRun {
+                run_id: format!("r{id:02}").into(),
+                started_utc: format!("2026-01-01T00:00:{id:02}Z").into(),
+                git_sha: format!("c{id:02}").into(),
+                branch: Some(branch.into()),
+                device_key: "cpu-x".into(),
+                ..PointRun::default()
+            }),
+            spec: "s".into(),
+            verdict: "pass".into(),
+            before_median_secs: Some(0.002),
+            after_median_secs: Some(after_secs),
+            ratio: Some(after_secs / 0.002),
+            ..Point::default()
+        }
+    }
+
+    fn ids(points: &[Point]) -> Vec<String> {
+        points.iter().map(|p| p.run.run_id.to_string()).collect()
+    }
+
+    /// Five runs at one level, then four at three times the time (a slowdown landed), with a
+    /// run of another branch between them.
+    fn recorded() -> Vec<Point> {
+        let mut points: Vec<Point> = (0..5).map(|i| run(i, "main", 0.001)).collect();
+        points.push(run(5, "feature", 0.0005));
+        points.extend((6..10).map(|i| run(i, "main", 0.003)));
+        points
+    }
+
+    #[test]
+    fn the_drift_is_the_runs_up_to_a_at_its_level_without_a_and_b() {
+        let is = |id: &'static str| move |p: &Point| &*p.run.run_id == id;
+        // A the fourth run, B the fifth: the three runs before A; the slow runs came after A.
+        let d = drift_runs(recorded(), is("r03"), is("r04"));
+        assert_eq!(ids(&d), ["r00", "r01", "r02"]);
+        // A the newest slow run: the slow runs before it, not the fast runs before the change
+        // of level, nor the other branch's run, nor B.
+        let d = drift_runs(recorded(), is("r09"), is("r04"));
+        assert_eq!(ids(&d), ["r06", "r07", "r08"]);
+        // A not among them (a run the store never recorded): every branch's runs up to the
+        // newest, at the newest level.
+        let d = drift_runs(recorded(), is("elsewhere"), is("r09"));
+        assert_eq!(ids(&d), ["r06", "r07", "r08"]);
+    }
 }

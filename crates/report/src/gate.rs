@@ -271,25 +271,36 @@ pub fn check_detail(s: &SpecResult, c: &Check) -> String {
     }
 }
 
-/// The counts gate in a few words: `pass +0.00%`, `REGRESSION +2.02% cycles`, `no baseline`.
+/// The counts gate in a few words: `pass +0.00% cycles`, `REGRESSION +2.02% cycles`,
+/// `pass, after -67.86% cycles`, `no baseline`. A failing (or undecided) gate shows the side
+/// that rose most; a passing one the side that moved most, named where it is not the worst —
+/// a fix that cut the after side by two thirds is not shown as the before side's 0.00%.
 pub fn counts_short(o: &crate::results::CountsGateOutcome) -> String {
     use crate::results::CountsState;
-    let worst = [o.before, o.after]
+    let sides = [("before", o.before), ("after", o.after)];
+    let changes = sides
         .iter()
-        .flatten()
-        .map(|c| c.change())
-        .max_by(f64::total_cmp);
-    let change = worst
-        .map(|w| format!(" {:+.2}% {}", w * 100.0, o.metric.as_str()))
+        .filter_map(|(n, c)| Some((*n, c.as_ref()?.change())));
+    let worst = changes.clone().max_by(|a, b| a.1.total_cmp(&b.1));
+    let most = changes.max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()));
+    let metric = o.metric.as_str();
+    let rose = worst
+        .map(|(_, w)| format!(" {:+.2}% {metric}", w * 100.0))
         .unwrap_or_default();
+    let moved = match (worst, most) {
+        (Some(w), Some((side, m))) if m.abs() > o.limit && side != w.0 => {
+            format!(", {side} {:+.2}% {metric}", m * 100.0)
+        }
+        _ => rose.clone(),
+    };
     match o.state {
         CountsState::NoBaseline => "no counts baseline".into(),
         CountsState::NotComparable => "counts baseline not comparable".into(),
         CountsState::Accepted => "counts accepted".into(),
-        CountsState::Pass => format!("pass{change}"),
-        CountsState::Improved => format!("improved{change}"),
-        CountsState::Fail => format!("REGRESSION{change}"),
-        CountsState::Inconclusive => format!("inconclusive{change} (another engine)"),
+        CountsState::Pass => format!("pass{moved}"),
+        CountsState::Improved => format!("improved{moved}"),
+        CountsState::Fail => format!("REGRESSION{rose}"),
+        CountsState::Inconclusive => format!("inconclusive{rose} (another engine)"),
     }
 }
 
@@ -513,6 +524,45 @@ mod tests {
         o.status = BaselineStatus::Compared;
         o.finding = Some(finding);
         o
+    }
+
+    #[test]
+    fn the_counts_gate_in_a_few_words_names_the_side_that_moved() {
+        use crate::results::{CountsChange, CountsGateOutcome, CountsState};
+        let o = |state, before: (u64, u64), after: (u64, u64)| CountsGateOutcome {
+            state,
+            metric: crate::spec::CountsMetric::Cycles,
+            limit: 0.01,
+            path: "b.json".into(),
+            baseline_git_sha: None,
+            before: Some(CountsChange {
+                now: before.0,
+                baseline: before.1,
+            }),
+            after: Some(CountsChange {
+                now: after.0,
+                baseline: after.1,
+            }),
+            saving: None,
+            differences: Vec::new(),
+            functions: Vec::new(),
+            functions_side: None,
+            history_run: None,
+            reference: None,
+        };
+        // A fix: the after side fell by two thirds, the before side held.
+        let fix = o(
+            CountsState::Pass,
+            (2_934_195, 2_934_245),
+            (1_809_387, 5_629_130),
+        );
+        assert_eq!(counts_short(&fix), "pass, after -67.86% cycles");
+        // Both held: the worst side, as always.
+        let held = o(CountsState::Pass, (1000, 1000), (1005, 1000));
+        assert_eq!(counts_short(&held), "pass +0.50% cycles");
+        // A regression shows the side that rose, whatever fell elsewhere.
+        let fail = o(CountsState::Fail, (500, 1000), (1100, 1000));
+        assert_eq!(counts_short(&fail), "REGRESSION +10.00% cycles");
     }
 
     const UNKNOWN: &str = "1 accepted run(s): the drift between runs is unknown until 3 are accepted (`opledger calibrate --accept` records them at once), so the smallest detectable slowdown is unknown";

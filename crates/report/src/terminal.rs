@@ -27,13 +27,24 @@ pub fn print_new_shift(
     limit: f64,
 ) {
     let pct = |r: f64| format!("{:+.1}%", (r - 1.0) * 100.0);
+    // A counted series steps exactly: its size has no interval, and it names its flag.
+    let (what, interval, flag) = if metric.counted() {
+        (
+            format!("the {} cycles", metric.name()),
+            String::new(),
+            " --metric counts-after",
+        )
+    } else {
+        (
+            format!("the {} median", metric.name()),
+            format!(" ({} .. {})", pct(l.shift.ratio_lo), pct(l.shift.ratio_hi)),
+            "",
+        )
+    };
     println!(
-        "shift: {spec}: the {} median moved {} ({} .. {}), beyond the ±{:.0}% limit, between commit {} (run {}) and commit {} (run {}); `opledger history {spec} --changes` shows the series",
-        metric.name(),
+        "shift: {spec}: {what} moved {}{interval}, beyond the ±{} limit, between commit {} (run {}) and commit {} (run {}); `opledger history {spec} --changes{flag}` shows the series",
         pct(l.shift.ratio),
-        pct(l.shift.ratio_lo),
-        pct(l.shift.ratio_hi),
-        limit * 100.0,
+        super::format::trim_float(limit * 100.0) + "%",
         l.last_before.git_sha,
         l.last_before.run_id,
         l.first_after.git_sha,

@@ -179,6 +179,29 @@ impl Store {
         })
     }
 
+    /// The newest `last` runs of a case on this device with this exact spec on `branch` whose
+    /// counts under the engine key `key` are the code's level (a regression included), oldest
+    /// first: a counted series watched for new shifts.
+    pub fn counted_levels(
+        &mut self,
+        device_key: &str,
+        spec: &str,
+        spec_sha256: &str,
+        branch: &str,
+        key: &str,
+        last: usize,
+    ) -> Result<Vec<Point>> {
+        self.select(&Filter {
+            device: Some(device_key),
+            spec: Some(spec),
+            spec_sha256: Some(spec_sha256),
+            branch: Some(branch),
+            counted: Some((key, CountedAs::Level)),
+            newest: Some(last),
+            ..Filter::default()
+        })
+    }
+
     /// The newest `last` measured runs of a case on this device with this exact spec, of any
     /// branch but a bisection's, failed ones included (a run that failed a claim measured its
     /// medians all the same), oldest first: the drift between runs the store knows of the case
