@@ -867,3 +867,91 @@ fn a_sticky_fault_stops_the_specs_after_it_with_context_lost() {
         error(1)
     );
 }
+
+/// One timing rule for every sample, read from the simulator's call trace (its times are the
+/// CPU's, its order is the backend's): each timed sample starts behind a hold kernel launched
+/// just before its start event — a cold sample's flush (a read) right before that, with no
+/// synchronisation between the flush and the start — and ends with the whole context
+/// synchronised before its end event; a warm-up hold precedes each spec's first sample.
+#[test]
+#[cfg_attr(
+    not(has_cudasim),
+    ignore = "needs the driver simulator (x86-64, g++, NVRTC)"
+)]
+fn every_sample_starts_behind_the_flush_and_ends_after_all_its_work() {
+    let Some(sim) = simulator() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("trace.txt");
+    let spec = root().join("tests/fixtures/kinds/tiny-softmax.yaml");
+    let o = run_cmd(sim, tmp.path(), &[spec], "cuda")
+        .env("CUDASIM_TRACE", &trace)
+        .output()
+        .unwrap();
+    // The simulator's times judge nothing (its bound check fails): the spec ran to its end.
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    assert!(
+        results(tmp.path())["specs"][0]["error"].is_null(),
+        "{}",
+        text(&o)
+    );
+    let calls: Vec<String> = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let (mut samples, mut cold, mut warm_ups) = (0, 0, 0);
+    let mut i = 0;
+    while i < calls.len() {
+        if calls[i] != "launch opledger_hold" {
+            i += 1;
+            continue;
+        }
+        let next = calls.get(i + 1).map(String::as_str);
+        if next == Some("stream_sync") {
+            // The warm-up: a hold waited for, before the spec's first sample.
+            warm_ups += 1;
+            i += 2;
+            continue;
+        }
+        assert_eq!(
+            next,
+            Some("record"),
+            "a hold not right before a start event, at call {i}"
+        );
+        // A cold sample's flush: launched right before the hold, nothing between.
+        if i > 0 && calls[i - 1] == "launch probe_flush_read" {
+            cold += 1;
+        }
+        // The sample: its launches, then the context synchronised, then the end event.
+        let end = calls[i + 2..]
+            .iter()
+            .position(|c| c == "record")
+            .map(|k| i + 2 + k)
+            .unwrap_or_else(|| panic!("no end event after call {i}"));
+        let inside = &calls[i + 2..end];
+        assert!(
+            inside.len() >= 2 && inside.last().map(String::as_str) == Some("ctx_sync"),
+            "a sample not ended by synchronising the context: {inside:?}"
+        );
+        assert!(
+            inside[..inside.len() - 1]
+                .iter()
+                .all(|c| c.starts_with("launch ") && !c.ends_with("probe_flush_read")),
+            "a sample with a synchronisation or a flush inside: {inside:?}"
+        );
+        assert_eq!(calls.get(end + 1).map(String::as_str), Some("event_sync"));
+        samples += 1;
+        i = end + 1;
+    }
+    // The probe's samples, then the spec's: two warm-up pairs, at least three timed pairs and the
+    // checked pair, the timed ones cold (the default).
+    assert!(warm_ups >= 1, "no warm-up hold");
+    assert!(samples >= 2 * (2 + 3 + 1), "{samples} samples");
+    assert!(cold >= 2 * 3, "{cold} cold samples of {samples}");
+    // Every flush is a cold sample's, right before its hold.
+    let flushes = calls
+        .iter()
+        .filter(|c| *c == "launch probe_flush_read")
+        .count();
+    assert_eq!(flushes, cold, "a flush not followed by its sample's hold");
+}

@@ -447,6 +447,13 @@ static inline void opl_ldmatrix_x4_trans(unsigned r[4], const unsigned short* ro
 }
 
 // ---------------------------------------------------------------------------------------------
+// The GPU's global timer: the host's steady clock.
+static inline unsigned long long opl_globaltimer_ns() {
+    return (unsigned long long)std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
 // The kernels themselves: the very files NVRTC compiles (common.cuh first, as nvrtc.rs does).
 
 #include "common.cuh"
@@ -498,7 +505,7 @@ static const std::vector<Kernel>& registry() {
     static const std::vector<Kernel> r = {
         OPL_K(ew_chain),        OPL_K(chain_affine),
         OPL_K(probe_copy),      OPL_K(probe_flush_read),  OPL_K(probe_fma),         OPL_K(probe_mma_bf16),
-        OPL_K(opledger_marker),
+        OPL_K(opledger_marker),  OPL_K(opledger_hold),
         OPL_K(gemm_naive),      OPL_K(gemm_tiled),        OPL_K(row_square),
         OPL_K(row_scale_by),    OPL_K(row_sub),           OPL_K(row_exp_sub),
         OPL_K(row_div),         OPL_K(row_mul_weight),    OPL_K(row_affine),
@@ -642,7 +649,25 @@ static size_t elf_size(const unsigned char* p) {
 // A fault leaves the context unusable, as on a GPU: every later guarded call returns it.
 static int sticky = 0;
 
+// CUDASIM_TRACE=FILE: one line per launch, event record and synchronisation, in call order
+// (`launch NAME`, `record`, `ctx_sync`, `stream_sync`, `event_sync`): what the tests read to check
+// the order of a timed sample's calls, which the simulator's synchronous execution cannot show
+// in its times.
+static void trace(const char* what, const char* name = nullptr) {
+    static FILE* out = [] {
+        const char* path = getenv("CUDASIM_TRACE");
+        return path && *path ? fopen(path, "a") : nullptr;
+    }();
+    if (!out) return;
+    if (name)
+        fprintf(out, "%s %s\n", what, name);
+    else
+        fprintf(out, "%s\n", what);
+    fflush(out);
+}
+
 static int execute(const Launch& l) {
+    trace("launch", l.k->name);
     // CUDASIM_FAULT_KERNEL=name: that kernel faults as an access to an illegal address would.
     const char* fault = getenv("CUDASIM_FAULT_KERNEL");
     if (fault && strcmp(fault, l.k->name) == 0) {
@@ -758,6 +783,7 @@ OPL_API CUresult cuCtxGetCurrent(void** ctx) {
 }
 OPL_API CUresult cuCtxSynchronize() {
     GUARD;
+    sim::trace("ctx_sync");
     return sim::capture_violation(nullptr) ? CAPTURE_UNSUPPORTED : OK;
 }
 OPL_API CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
@@ -782,6 +808,7 @@ OPL_API CUresult cuStreamDestroy_v2(Stream* s) {
 }
 OPL_API CUresult cuStreamSynchronize(Stream* s) {
     GUARD;
+    sim::trace("stream_sync");
     return sim::capture_violation(s) ? CAPTURE_UNSUPPORTED : OK;
 }
 OPL_API CUresult cuStreamWaitEvent(Stream*, Event*, unsigned) { return OK; }
@@ -893,9 +920,14 @@ OPL_API CUresult cuEventRecord(Event* e, Stream*) {
     if (!e) return INVALID_HANDLE;
     e->recorded = true;
     e->secs = sim::now_secs();
+    sim::trace("record");
     return OK;
 }
-OPL_API CUresult cuEventSynchronize(Event* e) { return e ? OK : INVALID_HANDLE; }
+OPL_API CUresult cuEventSynchronize(Event* e) {
+    if (!e) return INVALID_HANDLE;
+    sim::trace("event_sync");
+    return OK;
+}
 OPL_API CUresult cuEventQuery(Event* e) { return e ? OK : INVALID_HANDLE; }
 OPL_API CUresult cuEventElapsedTime_v2(float* ms, Event* start, Event* end) {
     if (!ms || !start || !end) return INVALID_VALUE;

@@ -354,6 +354,10 @@ pub enum BackendError {
     /// it in this process.
     #[error("not run: the CUDA context was lost to an earlier fault ({first}); every later call on this GPU fails until opledger starts again: run the specs after it again")]
     ContextLost { first: String },
+    /// A sample whose device time exceeds the host's clock around it: a timer that does not
+    /// time the sample (events of another context, a clock that jumped).
+    #[error("impossible GPU time: the events measured {device_secs:e} s for a sample whose enqueue-to-finish took {host_secs:e} s by the host's clock; the sample is not timed")]
+    ImpossibleTime { device_secs: f64, host_secs: f64 },
     /// The output of a variant was asked before the variant ran.
     #[error("variant {variant} has not run")]
     NotRun { variant: &'static str },

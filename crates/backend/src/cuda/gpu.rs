@@ -75,6 +75,8 @@ pub struct Gpu {
     /// The users' kernels compiled so far, by the SHA-256 of their file name, text and options:
     /// each is compiled once per run, whatever the number of cases (sweep points) using it.
     pub(super) user_modules: Mutex<HashMap<String, Arc<CudaModule>>>,
+    /// The kernels looked up so far, by family and name.
+    pub(super) functions: Mutex<HashMap<(&'static str, String), CudaFunction>>,
     pub(super) name: String,
     pub(super) arch: u32,
     pub(super) sms: u32,
@@ -142,6 +144,7 @@ impl Gpu {
             stream,
             modules: Mutex::new(HashMap::new()),
             user_modules: Mutex::new(HashMap::new()),
+            functions: Mutex::new(HashMap::new()),
             name,
             arch: (major * 10 + minor) as u32,
             sms,
@@ -186,10 +189,26 @@ impl Gpu {
             .map_err(|log| BackendError::Compile { log }.into())
     }
 
+    /// A kernel of a family, looked up in the driver once per process: later calls (from inside
+    /// an enqueue, so inside a timed sample) are a map lookup, not a driver call.
     pub(super) fn function(&self, family: &'static str, name: &str) -> Result<CudaFunction> {
-        self.module(family)?
+        let key = (family, name.to_string());
+        if let Some(f) = self
+            .functions
+            .lock()
+            .map_err(|_| BackendError::Kernel("CUDA function cache poisoned".into()))?
+            .get(&key)
+        {
+            return Ok(f.clone());
+        }
+        let f = self
+            .module(family)?
             .load_function(name)
-            .map_err(driver_error("loading a kernel"))
+            .map_err(driver_error("loading a kernel"))?;
+        if let Ok(mut functions) = self.functions.lock() {
+            functions.insert(key, f.clone());
+        }
+        Ok(f)
     }
 
     /// A grid-stride launch over `n` elements: enough blocks to fill every SM several times.
@@ -230,23 +249,72 @@ impl Gpu {
             .map_err(driver_error("allocating"))
     }
 
-    /// Seconds between two events recorded around `enqueue` on the stream.
+    /// One sample of `enqueue`, by the one timing rule of every GPU side: what is timed
+    /// starts behind the work already on the stream (the flush of a cold sample, and a
+    /// [`HOLD_SECS`] hold) with no host synchronisation in between, so the host's launches
+    /// never leave the GPU idle inside a sample; it includes all the work the call started, on
+    /// any stream (the context is synchronised before the end mark); and its event time is held
+    /// against the host's clock around it. Seconds.
     pub(super) fn time(&self, enqueue: impl FnOnce() -> Result<()>) -> Result<f64> {
         let timing = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
         let start = self.ctx.new_event(timing).map_err(driver_error("event"))?;
         let end = self.ctx.new_event(timing).map_err(driver_error("event"))?;
+        self.hold(HOLD_SECS)?;
+        let host = std::time::Instant::now();
         start
             .record(&self.stream)
             .map_err(driver_error("recording an event"))?;
         enqueue()?;
+        self.ctx
+            .synchronize()
+            .map_err(driver_error("kernel execution"))?;
         end.record(&self.stream)
             .map_err(driver_error("recording an event"))?;
         end.synchronize()
             .map_err(driver_error("kernel execution"))?;
+        let host_secs = host.elapsed().as_secs_f64();
         let ms = start
             .elapsed_ms(&end)
             .map_err(driver_error("event timing"))?;
-        Ok(ms as f64 / 1e3)
+        let device_secs = f64::from(ms) / 1e3;
+        // The events' resolution is about half a microsecond, and the two clocks differ.
+        if device_secs > host_secs * 1.01 + 2e-6 {
+            return Err(BackendError::ImpossibleTime {
+                device_secs,
+                host_secs,
+            }
+            .into());
+        }
+        Ok(device_secs)
+    }
+
+    /// Keeps the stream busy for `secs` (the `opledger_hold` kernel, no memory touched).
+    pub(super) fn hold(&self, secs: f64) -> Result<()> {
+        let hold = self.function("probe", "opledger_hold")?;
+        let ns = (secs * 1e9) as i64;
+        // SAFETY (launch): opledger_hold(long long ns) reads and writes no memory.
+        launch(
+            self,
+            &hold,
+            LaunchConfig {
+                grid_dim: (1, 1, 1),
+                block_dim: (1, 1, 1),
+                shared_mem_bytes: 0,
+            },
+            "opledger_hold",
+            |b| {
+                b.arg(&ns);
+            },
+        )
+    }
+
+    /// The warm-up before a spec's first sample: [`WARM_UP_SECS`] of busy GPU, so that its
+    /// clocks have ramped from idle (an H200 idles at a sixth of its boost clock).
+    pub(super) fn warm_up(&self) -> Result<()> {
+        self.hold(WARM_UP_SECS)?;
+        self.stream
+            .synchronize()
+            .map_err(driver_error("the warm-up"))
     }
 
     pub(super) fn flush_l2(&self) -> Result<()> {
@@ -391,6 +459,14 @@ impl Gpu {
         self.ctx.mem_get_info().ok().map(|(free, _)| free as u64)
     }
 }
+
+/// The hold before each sample's start event: longer than the host takes to enqueue the event
+/// and a built-in case's launches (a few, of a few microseconds each), and short against a
+/// sample's flush and the time a sample costs anyway.
+pub(super) const HOLD_SECS: f64 = 100e-6;
+
+/// The busy warm-up before a spec's first sample (`Gpu::warm_up`).
+pub(super) const WARM_UP_SECS: f64 = 0.05;
 
 /// How long one launch of a peak kernel may run before the probe shortens its loop.
 const PEAK_LAUNCH_BUDGET_SECS: f64 = 0.05;

@@ -163,8 +163,10 @@ impl Backend for CudaBackend {
             .into());
         }
         check_device_room(&self.gpu, k.device_bytes(), "device memory")?;
+        let kernels = k.kernels(self.gpu.clone(), &inputs)?;
+        self.gpu.warm_up()?;
         Ok(Box::new(GpuCase {
-            k: k.kernels(self.gpu.clone(), &inputs)?,
+            k: kernels,
             workload: workload.clone(),
             output_len: k.output_len() as usize,
             ran: Vec::new(),

@@ -226,6 +226,7 @@ impl UserKernelGpu {
             block_dim: (g.block[0], g.block[1], g.block[2]),
             shared_mem_bytes: g.smem_bytes,
         };
+        gpu.warm_up()?;
         Ok(UserKernelGpu {
             about: format!(
                 "{} (entry {}), compiled by NVRTC for sm_{}, grid {:?}, block {:?}",

@@ -52,6 +52,9 @@ pub const CYCLES: &str = METRICS[5];
 
 /// The name of the delimiting kernel the profiled pass launches.
 pub const MARKER_KERNEL: &str = "opledger_marker";
+/// The kernel that holds the stream before each timed sample (and warms the GPU up): opledger's
+/// own, never a variant's work, so a profile leaves it out of every tally.
+pub const HOLD_KERNEL: &str = "opledger_hold";
 
 /// The `ncu` command line that profiles a marked pass into `csv`: every metric opledger reads,
 /// the caches flushed before each launch (`--cache-control all`: every launch starts cold, as
@@ -201,6 +204,19 @@ mod tests {
         assert_eq!(segs[0][1].launches, 1);
         assert_eq!(segs[0][0].sum("dram__bytes_read.sum"), Some(2.5e6));
         assert_eq!(segs[0][0].sum("lts__t_bytes.sum"), None);
+        // The hold before each timed sample is opledger's, in no variant's tally.
+        let mut held = parse(RAW, Path::new("x.csv")).unwrap();
+        let hold = |name: &str| Launch {
+            kernel: name.into(),
+            grid_x: Some(1),
+            metrics: BTreeMap::new(),
+        };
+        let at = held.launches.len();
+        held.launches.insert(at - 1, hold("opledger_hold"));
+        held.launches.insert(1, hold("opledger_hold(long long)"));
+        let segs = segments(&held, 1, Path::new("x.csv")).unwrap();
+        assert_eq!((segs[0][0].launches, segs[0][1].launches), (1, 1));
+        assert_eq!(segs[0][0].sum("dram__bytes_read.sum"), Some(2.5e6));
         let e2 = parse(RAW, Path::new("x.csv")).unwrap();
         let err = segments(&e2, 0, Path::new("x.csv"))
             .unwrap_err()

@@ -2,7 +2,7 @@
 //! the profiling pass launches, and added up per variant.
 
 use super::parse::{err, Export, Launch};
-use super::{MARKER_KERNEL, METRICS};
+use super::{HOLD_KERNEL, MARKER_KERNEL, METRICS};
 use crate::error::Result;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -102,11 +102,12 @@ impl<'a> Segmenter<'a> {
     /// One launch, at file line `line`.
     pub fn push(&mut self, l: &Launch, line: u64) -> Result<()> {
         // The name alone, or with its signature (`opledger_marker()`) as some exports print it.
-        let marker = l.kernel == MARKER_KERNEL
-            || l.kernel
-                .strip_prefix(MARKER_KERNEL)
-                .is_some_and(|r| r.starts_with('('));
-        if marker {
+        let named =
+            |k: &str| l.kernel == k || l.kernel.strip_prefix(k).is_some_and(|r| r.starts_with('('));
+        if named(HOLD_KERNEL) {
+            return Ok(());
+        }
+        if named(MARKER_KERNEL) {
             let x = l.grid_x.filter(|&x| x >= 1).ok_or_else(|| {
                 err(
                     self.path,

@@ -55,6 +55,15 @@ __device__ __forceinline__ float opl_bf16_to_f32(opl_bf16 h) {
     return __uint_as_float(((unsigned)h) << 16);
 }
 
+// The GPU's global timer in nanoseconds (the simulator provides its own, the host's clock).
+#if !defined(OPL_CUDASIM)
+__device__ __forceinline__ unsigned long long opl_globaltimer_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+#endif
+
 #if defined(OPL_CUDASIM)
 // tests/cudasim (the CPU simulator of the driver) provides opl_f32_to_bf16, opl_pack_bf16x2,
 // opl_mma_bf16 and the ldmatrix loads as warp-collective C++ with the same fragment layouts,

@@ -42,3 +42,14 @@ extern "C" __global__ void probe_mma_bf16(float* out, int iters) {
 // An empty kernel that delimits the launches of a profiled pass (`opledger run --ncu`): its
 // grid x says which (spec, variant) the launches after it belong to. It reads and writes nothing.
 extern "C" __global__ void opledger_marker() {}
+
+// Holds the stream for `ns` nanoseconds of the GPU's global timer (one thread, no memory),
+// launched just before a sample's start event: the GPU is busy while the host enqueues the
+// event and the timed work, so the sample starts when the work can (behind the hold, as behind
+// the flush), never on an idle GPU waiting for the host's launches. A busy loop of the same
+// kernel is the warm-up that ramps the clocks before a spec's first sample.
+extern "C" __global__ void opledger_hold(long long ns) {
+    unsigned long long t0 = opl_globaltimer_ns();
+    while ((long long)(opl_globaltimer_ns() - t0) < ns) {
+    }
+}
