@@ -5,8 +5,9 @@
  * compiled by nvcc). It speaks the protocol of docs/workers.md so that a worker is the kernel
  * and a few lines: the request loop on the socket opledger hands over (OPLEDGER_WORKER_FD), the
  * JSON the requests and replies need, .npy input and output, the timing of each run (a monotonic
- * clock on the CPU, CUDA events under nvcc) and the cache flush before a cold run (a read of
- * `flush_bytes` on the CPU, an overwrite of twice the L2 under nvcc).
+ * clock on the CPU, CUDA events under nvcc: behind a hold kernel, ended after the whole device is
+ * synchronised) and the cache flush before a cold run (a read of `flush_bytes` on the CPU, a read
+ * of twice the L2 under nvcc).
  *
  *     #include "opledger_worker.h"
  *
@@ -469,6 +470,29 @@ static inline double olw_now_secs(void) {
 #ifdef __CUDACC__
 static void *olw_l2_buf;
 static size_t olw_l2_bytes;
+static int olw_warmed;
+
+/* The flush of a cold run: reads the buffer (zeros, so nothing is written); a memset would leave
+ * up to an L2 of dirty lines, written back inside the next timed run. */
+static __global__ void olw_flush_read(const float4 *buf, long long n4) {
+    float acc = 0.0f;
+    long long i;
+    for (i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n4; i += (long long)gridDim.x * blockDim.x) {
+        float4 v = buf[i];
+        acc += v.x + v.y + v.z + v.w;
+    }
+    if (acc != 0.0f) ((float4 *)buf)[0] = make_float4(acc, acc, acc, acc);
+}
+
+/* Keeps the stream busy for `cycles` clock cycles, before each timed run: the host's launches
+ * never leave the GPU idle inside a sample (opledger's one rule for GPU samples). */
+static __global__ void olw_hold(long long cycles) {
+    long long t0 = clock64();
+    while (clock64() - t0 < cycles) {
+    }
+}
+/* The hold: about 0.5 ms at 2 GHz, longer than a call's launches take to enqueue. */
+#define OLW_HOLD_CYCLES 1000000LL
 
 /* 0 when `e` is cudaSuccess; else -1, with what failed and CUDA's own words in err. */
 static inline int olw_cuda(cudaError_t e, const char *what, char *err, size_t err_size) {
@@ -484,14 +508,15 @@ static inline void olw_flush(void) {
         int l2 = 0;
         cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0);
         olw_l2_bytes = 2 * (size_t)(l2 > 0 ? l2 : (64 << 20));
-        if (cudaMalloc(&olw_l2_buf, olw_l2_bytes) != cudaSuccess) {
+        if (cudaMalloc(&olw_l2_buf, olw_l2_bytes) != cudaSuccess ||
+            cudaMemset(olw_l2_buf, 0, olw_l2_bytes) != cudaSuccess) {
             /* No room for the flush: the run that follows reports the device's state. */
             olw_l2_buf = NULL;
             return;
         }
     }
-    cudaMemset(olw_l2_buf, 0, olw_l2_bytes);
-    cudaDeviceSynchronize();
+    /* Enqueued, not waited for: the timed run's start event goes behind it. */
+    olw_flush_read<<<1024, 256>>>((const float4 *)olw_l2_buf, (long long)(olw_l2_bytes / 16));
 #else
     /* Read, not written: evicts the case's data without dirty lines of its own. */
     size_t i;
@@ -561,11 +586,24 @@ static inline int olw_timed(olw_case *k, double *secs, char *err, size_t err_siz
             cudaEventDestroy(a);
             return -1;
         }
+        if (!olw_warmed) {
+            /* The warm-up: the GPU busy for a while before its first timed run, so that its
+             * clocks have ramped from idle. */
+            int i;
+            for (i = 0; i < 100; i++) olw_hold<<<1, 1>>>(OLW_HOLD_CYCLES);
+            cudaDeviceSynchronize();
+            olw_warmed = 1;
+        }
+        /* Behind the flush (a cold run's) and the hold, with no host synchronisation between. */
+        olw_hold<<<1, 1>>>(OLW_HOLD_CYCLES);
         cudaEventRecord(a, 0);
         rc = k->fn->fn(&c);
+        /* Every stream's work the call started, before the end mark: a kernel launched on a
+         * side stream (which no event of stream 0 waits for) is timed, and its output is
+         * complete when it is copied back. A fault inside a kernel shows here. */
+        e = cudaDeviceSynchronize();
         cudaEventRecord(b, 0);
-        /* A launch error shows at once; a fault inside the kernel, when the stream syncs. */
-        e = cudaEventSynchronize(b);
+        if (e == cudaSuccess) e = cudaEventSynchronize(b);
         if (e == cudaSuccess) e = cudaGetLastError();
         if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, a, b);
         cudaEventDestroy(a);

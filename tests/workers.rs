@@ -1578,3 +1578,64 @@ fn a_workers_text_is_shown_not_obeyed_and_it_gets_no_secret() {
         assert!(!t.contains("hunter2"), "{file}");
     }
 }
+
+/// A worker that launches its kernel on a side stream — which no event on the timed stream
+/// waits for, the commonest way a kernel looks fast on public leaderboards — is timed with the
+/// work it started (the device is synchronised before the end mark) and its output read
+/// complete: against an honest relu it FAILs the time saving its spec claims, exactly as the
+/// same kernel on the timed stream does, and is neither IMPOSSIBLE nor a wrong output. Run on
+/// the stand-in GPU of tests/fixtures/workers/standin (streams modelled on threads).
+#[test]
+#[cfg_attr(not(has_numpy), ignore = "needs python3 with NumPy and numexpr")]
+fn a_kernel_on_a_side_stream_is_timed_with_its_work() {
+    let standin = fixture("workers/standin");
+    for function in ["side_stream", "same_stream"] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(
+            fixture("workers/streams_worker.py"),
+            dir.path().join("streams_worker.py"),
+        )
+        .unwrap();
+        let spec = cheat_spec(dir.path(), "[python3, streams_worker.py]", function);
+        // Against NumPy's relu (a fraction of a millisecond at this size): the modelled kernel
+        // takes 20 ms, wherever it runs.
+        let yaml = std::fs::read_to_string(&spec)
+            .unwrap()
+            .replace(
+                "command: [python3, fake_worker.py, ok], function: relu",
+                "command: [python3, cheats_worker.py], function: honest",
+            )
+            .replace(
+                "expect: {bound: bandwidth}",
+                "expect: {bound: bandwidth, time_saving: {min: 0.2}}",
+            );
+        std::fs::write(&spec, yaml).unwrap();
+        let o = bin()
+            .current_dir(dir.path())
+            .env("PYTHONPATH", &standin)
+            .arg("run")
+            .arg(&spec)
+            .args(common::FAST)
+            .args(common::FEW_PAIRS)
+            .args(["--backend", "cpu"])
+            .output()
+            .unwrap();
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{function}: {out}");
+        let r = results(dir.path());
+        let s = &r["specs"][0];
+        assert!(s["error"].is_null(), "{function}: {out}");
+        let check = |name: &str| {
+            s["checks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["name"] == name)
+                .cloned()
+                .unwrap_or_else(|| panic!("{function}: no {name} check: {out}"))
+        };
+        assert_eq!(check("correctness")["status"], "pass", "{function}: {out}");
+        assert_eq!(check("time_saving")["status"], "fail", "{function}: {out}");
+        assert!(!out.contains("IMPOSSIBLE"), "{function}: {out}");
+    }
+}

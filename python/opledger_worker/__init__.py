@@ -16,8 +16,9 @@ to set a function up, run it (timing each run itself), and write its output as .
     worker.serve()
 
 Standard library and NumPy only. On a GPU say `Worker(device="cuda")`: runs are then timed with
-CUDA events (PyTorch or CuPy, whichever is installed), the cache flush overwrites a device buffer
-twice the L2, and outputs that are torch or cupy tensors are copied back. A `prepare` function
+CUDA events (PyTorch or CuPy, whichever is installed) by opledger's rule for GPU samples (behind
+a hold kernel, after the whole device is synchronised: work on a side stream is timed), the cache
+flush reads a device buffer twice the L2, and outputs that are torch or cupy tensors are copied back. A `prepare` function
 turns the NumPy inputs into what the function takes (device tensors, say) once, before timing:
 
     @worker.function("eager", prepare=lambda **t: {k: torch.from_numpy(v).cuda() for k, v in t.items()})
@@ -124,9 +125,7 @@ class Worker:
             secs = []
             for _ in range(_run_count(r)):
                 # Cold: the caches are flushed before every run of the batch, not once.
-                if r.get("cold"):
-                    self._flush_caches()
-                case["result"], t = self._timed(case["fn"], case["args"])
+                case["result"], t = self._timed(case["fn"], case["args"], cold=bool(r.get("cold")))
                 secs.append(t)
             return {"ok": True, "secs": secs}
         if op == "output":
@@ -204,9 +203,11 @@ class Worker:
 
     # ---- timing and caches ----
 
-    def _timed(self, fn, args):
+    def _timed(self, fn, args, cold=False):
         if self.device.startswith("cuda"):
-            return self._cuda_timer()(fn, args)
+            return self._cuda_timer()(fn, args, cold)
+        if cold:
+            self._flush_caches()
         start = time.perf_counter()
         out = fn(**args)
         _block(out)
@@ -232,61 +233,86 @@ class Worker:
             vg.request(_CALLGRIND_STOP)
 
     def _cuda_timer(self):
+        """The timer of a CUDA run, by opledger's one rule for GPU samples (docs/cuda.md): what
+        is timed starts behind the work already on the stream — a cold run's flush (a read) and
+        a short hold kernel — with no host synchronisation in between, so Python's dispatch of
+        the call never leaves the GPU idle inside the sample; it ends after the whole device is
+        synchronised, so work the call started on any other stream is timed (and its output is
+        complete before anything reads it)."""
         if self._timer is None:
             try:
                 import torch
 
-                def timer(fn, args):
-                    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    a.record()
-                    out = fn(**args)
-                    b.record()
-                    torch.cuda.synchronize()
-                    return out, a.elapsed_time(b) / 1e3
-
+                # Cycles of the hold: about 0.5 ms at 2 GHz, longer than a Python call's dispatch.
+                hold = lambda: torch.cuda._sleep(_HOLD_CYCLES)
+                sync = torch.cuda.synchronize
+                event = lambda: torch.cuda.Event(enable_timing=True)
+                elapsed_ms = lambda a, b: a.elapsed_time(b)
             except ImportError:
                 import cupy
 
-                def timer(fn, args):
-                    a, b = cupy.cuda.Event(), cupy.cuda.Event()
-                    a.record()
-                    out = fn(**args)
-                    b.record()
-                    b.synchronize()
-                    return out, cupy.cuda.get_elapsed_time(a, b) / 1e3
+                spin = cupy.RawKernel(_HOLD_KERNEL, "opledger_hold")
+                hold = lambda: spin((1,), (1,), (cupy.int64(_HOLD_CYCLES),))
+                sync = lambda: cupy.cuda.Device().synchronize()
+                event = cupy.cuda.Event
+                elapsed_ms = cupy.cuda.get_elapsed_time
+
+            def timer(fn, args, cold):
+                a, b = event(), event()
+                if cold:
+                    self._flush()
+                hold()
+                a.record()
+                out = fn(**args)
+                sync()
+                b.record()
+                b.synchronize()
+                return out, elapsed_ms(a, b) / 1e3
 
             self._timer = timer
+            # The warm-up: the GPU busy for a while before the first timed run, so that its
+            # clocks have ramped from idle.
+            for _ in range(100):
+                hold()
+            sync()
         return self._timer
 
     def _make_flush(self, nbytes):
         if self.device.startswith("cuda"):
+            # Read (a reduction), not written: a memset leaves up to an L2 of dirty lines,
+            # written back inside the next timed run.
             try:
                 import torch
 
                 l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 64 << 20)
-                buf = torch.empty(2 * l2, dtype=torch.uint8, device="cuda")
-                self._flush = lambda: buf.zero_()
+                buf = torch.zeros(2 * l2, dtype=torch.uint8, device="cuda")
+                self._flush = lambda: buf.sum()
             except ImportError:
                 import cupy
 
-                buf = cupy.empty(128 << 20, dtype=cupy.uint8)
-                self._flush = lambda: buf.fill(0)
+                l2 = cupy.cuda.Device().attributes.get("L2CacheSize", 64 << 20)
+                buf = cupy.zeros(2 * l2, dtype=cupy.uint8)
+                self._flush = lambda: buf.sum()
         else:
             # Read (not written): evicts the case's data without dirty lines of its own.
             buf = np.ones(max(nbytes // 4, 1), dtype=np.float32)
             self._flush = lambda: float(buf.sum())
 
     def _flush_caches(self):
+        """The flush of a CPU run (a counted one's included), done when it returns."""
         self._flush()
-        if self.device.startswith("cuda"):
-            try:
-                import torch
 
-                torch.cuda.synchronize()
-            except ImportError:
-                import cupy
 
-                cupy.cuda.Device().synchronize()
+#: The hold before each CUDA run, in GPU clock cycles (about 0.5 ms at 2 GHz).
+_HOLD_CYCLES = 1_000_000
+#: The hold's kernel for CuPy (PyTorch has its own, torch.cuda._sleep).
+_HOLD_KERNEL = r"""
+extern "C" __global__ void opledger_hold(long long cycles) {
+    long long t0 = clock64();
+    while (clock64() - t0 < cycles) {
+    }
+}
+"""
 
 
 # Callgrind's client requests (valgrind/callgrind.h): the tool's base 'C','T', plus k.
