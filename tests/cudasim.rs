@@ -955,3 +955,71 @@ fn every_sample_starts_behind_the_flush_and_ends_after_all_its_work() {
         .count();
     assert_eq!(flushes, cold, "a flush not followed by its sample's hold");
 }
+
+/// The GPU's clocks, power and clock limits are read while each spec's samples run (a
+/// `nvidia-smi` query for the opened device by its PCI address), kept in the results and the
+/// report, and a GPU held down by its power limit or temperature is a warning. The stand-in
+/// `nvidia-smi` refuses the newer name of the reasons field, as drivers before 2023 do: the
+/// older name is asked next.
+#[test]
+#[cfg_attr(
+    not(has_cudasim),
+    ignore = "needs the driver simulator (x86-64, g++, NVRTC)"
+)]
+fn the_gpus_clocks_and_power_are_recorded_per_spec() {
+    let Some(sim) = simulator() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let bin_dir = tmp.path().join("bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let smi = bin_dir.join("nvidia-smi");
+    std::fs::write(
+        &smi,
+        r#"#!/bin/bash
+case "$*" in
+  *clocks_event_reasons*) echo 'Field "clocks_event_reasons.active" is not a valid field to query.' >&2; exit 2 ;;
+esac
+case "$1" in --id=0000*) ;; *) echo "no --id=PCI address: $1" >&2; exit 3 ;; esac
+echo "1755, 1980, 3201, 698.12, 71, 0x0000000000000004"
+"#,
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let spec = root().join("tests/fixtures/kinds/tiny-softmax.yaml");
+    let o = run_cmd(sim, tmp.path(), &[spec], "cuda")
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    let r = results(tmp.path());
+    let s = &r["specs"][0];
+    let state = &s["device_state"];
+    assert_eq!(state["sm_clock_mhz"], 1755.0, "{}", text(&o));
+    assert_eq!(state["max_sm_clock_mhz"], 1980.0);
+    assert_eq!(state["power_watts"], 698.12);
+    assert_eq!(state["clock_limits"], serde_json::json!(["sw_power_cap"]));
+    let warned = s["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w.as_str().unwrap().starts_with("the GPU's clocks were held down while the samples ran (sw power cap; SM clock 1755 of 1980 MHz, 698 W, 71 °C)"));
+    assert!(warned, "{}", s["warnings"]);
+    let report = std::fs::read_to_string(results_dir(tmp.path()).join("report.md")).unwrap();
+    assert!(
+        report.contains("GPU while sampling: SM clock 1755 of 1980 MHz, 698 W, 71 °C, clocks limited by: sw_power_cap"),
+        "{report}"
+    );
+}
+
+fn results_dir(dir: &Path) -> PathBuf {
+    std::fs::read_dir(dir.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .unwrap()
+}

@@ -109,6 +109,57 @@ pub fn cannot_run_sides(
         .then(|| "a `cuda:` implementation runs on the CUDA backend (--backend cuda)".into())
 }
 
+/// A reading of the device's state under way (a `nvidia-smi` query started as a spec's samples
+/// start, so that it reads a busy GPU): [`StateReading::finish`] waits for it.
+pub struct StateReading {
+    child: Option<std::process::Child>,
+    /// The query again with the older name of the reasons field, for a driver that refuses
+    /// the newer one.
+    fallback: Option<std::process::Command>,
+}
+
+impl StateReading {
+    pub fn new(child: std::process::Child, fallback: std::process::Command) -> StateReading {
+        StateReading {
+            child: Some(child),
+            fallback: Some(fallback),
+        }
+    }
+
+    /// The state read, or why not (the reader's failure is a warning, never a failed spec).
+    pub fn finish(mut self) -> std::result::Result<crate::device::DeviceState, String> {
+        let read = |o: std::process::Output| -> std::result::Result<String, String> {
+            if o.status.success() {
+                Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+            } else {
+                Err(format!(
+                    "nvidia-smi exited with {}: {}",
+                    o.status,
+                    crate::untrusted::printable(String::from_utf8_lossy(&o.stderr).trim())
+                ))
+            }
+        };
+        let first = match self.child.take() {
+            Some(c) => c
+                .wait_with_output()
+                .map_err(|e| e.to_string())
+                .and_then(read),
+            None => Err("no reading".into()),
+        };
+        let text = match (first, self.fallback.take()) {
+            (Ok(t), _) => t,
+            (Err(e), Some(mut cmd)) => cmd
+                .output()
+                .map_err(|e2| format!("{e}; then {e2}"))
+                .and_then(read)
+                .map_err(|e2| format!("{e}; then {e2}"))?,
+            (Err(e), None) => return Err(e),
+        };
+        let line = text.lines().next().unwrap_or("");
+        crate::device::DeviceState::parse(line).map_err(|e| format!("nvidia-smi: {e}"))
+    }
+}
+
 pub trait Backend: Send {
     fn kind(&self) -> DeviceKind;
     /// `cpu` or `cuda`.
@@ -156,6 +207,11 @@ pub trait Backend: Send {
     /// grid x is `seq` + 1: `opledger run --ncu`); a no-op where no profiler sees kernels.
     fn mark(&self, _seq: u32) -> Result<()> {
         Ok(())
+    }
+    /// Starts reading the device's state (clocks, power, what limits the clocks) while a
+    /// spec's samples run; `None` where the backend has none to read (the CPU) or no reader.
+    fn device_state(&self) -> Option<StateReading> {
+        None
     }
     /// Readies both variants of `workload` on `inputs` (the kind's seeded tensors).
     fn prepare(&self, workload: &Workload, inputs: Arc<Tensors>) -> Result<Box<dyn Case>>;

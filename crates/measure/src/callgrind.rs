@@ -80,20 +80,9 @@ pub const VALGRIND: &str = "valgrind";
 /// the engine records and the one every counted process is started with (a counted process's
 /// own PATH is another one).
 pub fn find() -> Result<std::path::PathBuf, String> {
-    use std::os::unix::fs::PermissionsExt;
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    for dir in std::env::split_paths(&path) {
-        if !dir.is_absolute() {
-            continue;
-        }
-        let candidate = dir.join(VALGRIND);
-        if let Ok(m) = std::fs::metadata(&candidate) {
-            if m.is_file() && m.permissions().mode() & 0o111 != 0 {
-                return Ok(candidate);
-            }
-        }
-    }
-    Err("valgrind is not on PATH (an absolute folder of it): install it (Debian: apt-get install valgrind)".into())
+    crate::files::program_on_path(VALGRIND).ok_or_else(|| {
+        "valgrind is not on PATH (an absolute folder of it): install it (Debian: apt-get install valgrind)".into()
+    })
 }
 
 /// The version (`valgrind-3.19.0`) of the Valgrind at `program`, or why it cannot be run.

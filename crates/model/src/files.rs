@@ -358,6 +358,20 @@ pub fn absolute(p: &Path) -> std::path::PathBuf {
     }
 }
 
+/// The program `name` on PATH: the first absolute folder of PATH holding an executable file of
+/// that name, as an absolute path (what is started is what was found; a relative folder of PATH
+/// would mean another program in another working folder).
+pub fn program_on_path(name: &str) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(name))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

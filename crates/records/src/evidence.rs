@@ -64,6 +64,7 @@ pub fn planned(
         counts: None,
         counts_gate: None,
         set_aside: Vec::new(),
+        device_state: None,
     }
 }
 
@@ -130,6 +131,8 @@ fn measure_into(
     )?;
     drop(inputs);
     let checked_inputs = std::sync::Arc::new(kind.inputs(checked_seed(cfg.seed)));
+    // Read while the samples run, so that it is a busy GPU's state.
+    let reading = backend.device_state();
     let samples = measure::measure_pairs(
         case.as_mut(),
         cfg,
@@ -137,6 +140,15 @@ fn measure_into(
         || std::sync::Arc::new(kind.inputs(confirm_seed(cfg.seed))),
         &mut progress,
     )?;
+    if let Some(reading) = reading {
+        match reading.finish() {
+            Ok(state) => {
+                r.warnings.extend(slowed_warning(&state));
+                r.device_state = Some(state);
+            }
+            Err(e) => r.warnings.push(format!("GPU state not read: {e}")),
+        }
+    }
 
     // Correctness on the outputs of the last timed runs.
     case.collect_outputs()?;
@@ -152,6 +164,40 @@ fn measure_into(
     r.correctness = Some(correctness);
     judge_timings(s, backend, ceilings, cfg, r, samples);
     Ok(())
+}
+
+/// The warning of a GPU whose clocks something held down while a spec's samples ran.
+fn slowed_warning(state: &crate::device::DeviceState) -> Option<String> {
+    let slowed = state.slowed_by();
+    if slowed.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = slowed
+        .iter()
+        .map(|r| {
+            serde_json::to_value(r)
+                .ok()
+                .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
+                .unwrap_or_default()
+        })
+        .collect();
+    let of = |v: Option<f64>, unit: &str| v.map(|v| format!("{v:.0} {unit}"));
+    let figures: Vec<String> = [
+        match (state.sm_clock_mhz, state.max_sm_clock_mhz) {
+            (Some(now), Some(max)) => Some(format!("SM clock {now:.0} of {max:.0} MHz")),
+            (now, _) => of(now, "MHz SM clock"),
+        },
+        of(state.power_watts, "W"),
+        of(state.temperature_c, "°C"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    Some(format!(
+        "the GPU's clocks were held down while the samples ran ({}; {}): its times are a slowed GPU's — cool it, raise its power limit or measure again",
+        names.join(", "),
+        figures.join(", ")
+    ))
 }
 
 pub use crate::measure::{checked_seed, confirm_seed};

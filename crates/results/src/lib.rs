@@ -361,6 +361,10 @@ pub struct SpecResult {
     /// (`gate::rule::set_aside`). Empty in archives written before the rule.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub set_aside: Vec<crate::gate::rule::Measurement>,
+    /// The GPU's clocks, power and what limited its clocks while the samples ran (a GPU with
+    /// `nvidia-smi`; none on a CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_state: Option<crate::device::DeviceState>,
 }
 
 /// A spec's variants as the GPU's counters saw them, beside the ledger (`opledger counters`).

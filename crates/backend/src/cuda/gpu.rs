@@ -85,6 +85,9 @@ pub struct Gpu {
     /// The most dynamic shared memory a block may opt into on this device (None when the
     /// driver does not say).
     pub(super) max_shared_optin_bytes: Option<u64>,
+    /// The device's PCI address as `nvidia-smi --id` takes it (`00000000:19:00.0`): the GPU
+    /// opledger opened, whatever CUDA_VISIBLE_DEVICES renumbered.
+    pub(super) pci_bus_id: String,
     /// The manifest's driver summary, and the driver's version for the device identity.
     pub(super) driver: String,
     pub(super) driver_version: String,
@@ -124,6 +127,13 @@ impl Gpu {
             .ok()
             .map(|v| v as u64);
         let name = ctx.name().map_err(unavailable("device name"))?;
+        let pci = |a| ctx.attribute(a).unwrap_or(0);
+        let pci_bus_id = format!(
+            "{:08X}:{:02X}:{:02X}.0",
+            pci(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID),
+            pci(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID),
+            pci(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)
+        );
         let memory_bytes = ctx.total_mem().map_err(unavailable("device memory"))? as u64;
         let flush_bytes = flush.unwrap_or(2 * l2_bytes.max(1 << 20));
         let flush = if flush_bytes > 0 {
@@ -151,6 +161,7 @@ impl Gpu {
             l2_bytes,
             memory_bytes,
             max_shared_optin_bytes,
+            pci_bus_id,
             flush: Mutex::new(flush),
         })
     }

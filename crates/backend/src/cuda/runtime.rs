@@ -104,6 +104,28 @@ impl Backend for CudaBackend {
         self.gpu.mark(seq)
     }
 
+    fn device_state(&self) -> Option<crate::StateReading> {
+        let smi = crate::files::program_on_path("nvidia-smi")?;
+        let query = |reasons: &str| {
+            let mut c = std::process::Command::new(&smi);
+            c.arg(format!("--id={}", self.gpu.pci_bus_id))
+                .arg(format!(
+                    "--query-gpu={},{reasons}",
+                    crate::device::state::QUERY_FIELDS.join(",")
+                ))
+                .arg("--format=csv,noheader,nounits")
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            c
+        };
+        let child = query("clocks_event_reasons.active").spawn().ok()?;
+        Some(crate::StateReading::new(
+            child,
+            query("clocks_throttle_reasons.active"),
+        ))
+    }
+
     fn datasheet(&self) -> Option<&'static crate::device::Profile> {
         crate::device::find_profile(&self.gpu.name)
     }

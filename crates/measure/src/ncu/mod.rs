@@ -80,11 +80,7 @@ pub fn ncu_args(csv: &Path) -> Vec<String> {
 
 /// `name` on PATH.
 pub fn which(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(name))
-            .find(|p| p.is_file())
-    })
+    crate::files::program_on_path(name)
 }
 
 #[cfg(test)]

@@ -4,8 +4,10 @@
 
 pub mod ceilings;
 pub mod simd;
+pub mod state;
 
 pub use ceilings::Ceilings;
+pub use state::{ClockLimit, DeviceState};
 
 use serde::{Deserialize, Serialize};
 
