@@ -204,6 +204,13 @@ if [ "${QUICK:-0}" != 1 ]; then
   # bf16 attention on tensor cores (specs/gpu/: a ragged causal correctness case and the
   # d = 128, N = 8192 size of the 300 TFLOP/s target).
   step bf16-attention 60 "$BIN" run specs/gpu/ --backend cuda --baselines "$WORK/b" --runs-dir "$WORK/bf16"
+  # Its peers on the same GPU: PyTorch's bf16 matmul (the matmul roof beside the mma.sync probe)
+  # and scaled-dot-product attention on the flash spec's shape, timed by opledger's rule.
+  if python3 -c "import torch; assert torch.cuda.is_available()" >/dev/null 2>&1; then
+    step bf16-peers 60 python3 scripts/gpu-peers.py "$KEEP/peers.json"
+  else
+    echo "bf16-peers: not run (python3 lacks torch with CUDA)" >> "$STEPS"
+  fi
   # The C kit's CUDA path (include/opledger_worker.h under nvcc, for sm_90: with no -arch nvcc
   # embeds sm_75 code and the driver JIT-compiles it), else the one carried in .gpu/.
   CUDA_WORKER=examples/c/bias_gelu_worker_cuda

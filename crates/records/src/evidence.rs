@@ -378,6 +378,13 @@ fn timing(
                     c.bandwidth(),
                 ),
                 compulsory_factor: backend.kind().impossible_compulsory_factor(),
+                compute_factor: verdict::compute_limit_factor(
+                    backend.kind(),
+                    backend.datasheet().map(|d| {
+                        d.peak_flops_per_sec(s.workload.dtype() == crate::kinds::DType::F32)
+                    }),
+                    c.peak_flops(),
+                ),
             },
         )
     };

@@ -330,7 +330,7 @@ mod tests {
             "no tensor roof without a measurement"
         );
         run.ceilings.tensor_flops_per_sec = Some(run.ceilings.fma_flops_per_sec * 8.0);
-        assert!(roofline(&run).contains("measured roof (tensor cores, bf16)"));
+        assert!(roofline(&run).contains("measured roof (bf16 mma.sync)"));
     }
 
     #[test]

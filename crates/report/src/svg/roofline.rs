@@ -15,7 +15,7 @@ pub fn roofline(run: &RunResult) -> String {
     let peak = run.ceilings.fma_flops_per_sec;
     let mut roofs = vec![(bw, peak, "roof", "measured roof (triad, FMA peak)")];
     if let Some(t) = run.ceilings.tensor_flops_per_sec {
-        roofs.push((bw, t, "roof tensor", "measured roof (tensor cores, bf16)"));
+        roofs.push((bw, t, "roof tensor", "measured roof (bf16 mma.sync)"));
     }
     if let Some(d) = &run.datasheet {
         roofs.push((

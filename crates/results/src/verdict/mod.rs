@@ -165,6 +165,26 @@ mod tests {
     }
 
     #[test]
+    fn a_gpus_datasheet_raises_the_compute_limit_above_its_mma_probe() {
+        use crate::device::DeviceKind;
+        // An H200: 989 TFLOP/s dense bf16 on its datasheet; an mma.sync loop reads ~660.
+        let f = compute_limit_factor(DeviceKind::Cuda, Some(989e12), 660e12);
+        assert!((f - 989.0 * 1.1 / 660.0).abs() < 1e-9, "{f}");
+        // A cuBLAS-class bf16 GEMM at 790 TFLOP/s (120% of the probe) is possible; 1.2 PFLOP/s
+        // is not.
+        assert!(790.0 / 660.0 < f && 1200.0 / 660.0 > f);
+        // A probe that reads near the datasheet keeps the usual margin; a CPU has no datasheet.
+        assert_eq!(
+            compute_limit_factor(DeviceKind::Cuda, Some(989e12), 950e12),
+            IMPOSSIBLE_COMPUTE_FRACTION
+        );
+        assert_eq!(
+            compute_limit_factor(DeviceKind::Cpu, Some(1e12), 1e11),
+            IMPOSSIBLE_COMPUTE_FRACTION
+        );
+    }
+
+    #[test]
     fn an_impossible_time_fails_the_timing_check_on_a_cold_cache_only() {
         use crate::device::DeviceKind;
         let at = |bw: f64, fl: f64| Achieved {
@@ -178,6 +198,7 @@ mod tests {
         let limits = TimingLimits {
             bandwidth_factor: DeviceKind::Cpu.impossible_bandwidth_factor(),
             compulsory_factor: DeviceKind::Cpu.impossible_compulsory_factor(),
+            compute_factor: IMPOSSIBLE_COMPUTE_FRACTION,
         };
         fn side<'a>(name: &'a str, achieved: &'a Achieved, f: Option<f64>) -> TimedSide<'a> {
             TimedSide {
