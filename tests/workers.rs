@@ -1639,3 +1639,97 @@ fn a_kernel_on_a_side_stream_is_timed_with_its_work() {
         assert!(!out.contains("IMPOSSIBLE"), "{function}: {out}");
     }
 }
+
+/// The C kit's CUDA path keeps opledger's one timing rule, shown against a stand-in CUDA runtime
+/// (tests/fixtures/workers/cudart: streams are threads, device memory is host memory, "GPU work"
+/// is a host function on a stream): a worker whose relu runs on a stream of its own is timed
+/// with its 20 ms of work and its output read complete, so it FAILs the time saving its spec
+/// claims against the same relu on stream 0 — where events on stream 0 alone timed it at under
+/// a microsecond and copied its output back before it was written.
+#[test]
+#[cfg_attr(
+    any(not(has_nvcc), not(has_cc)),
+    ignore = "needs nvcc (OPLEDGER_NVCC); needs a C and a C++ compiler"
+)]
+fn the_c_kits_cuda_path_times_a_side_stream_with_its_work() {
+    let Some(nvcc) = nvcc() else { return };
+    let Some((_, cxx)) = c_compilers() else {
+        return;
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let fixtures = root.join("tests/fixtures/workers/cudart");
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    let o = Command::new(&cxx)
+        .args(["-std=c++17", "-O2", "-shared", "-fPIC", "-Wall", "-Werror"])
+        .arg("-Wl,-soname,libcudart.so.13")
+        .arg(fixtures.join("cudart_standin.cpp"))
+        .arg("-o")
+        .arg(lib.join("libcudart.so"))
+        .arg("-lpthread")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "the stand-in runtime: {}", text(&o));
+    std::os::unix::fs::symlink("libcudart.so", lib.join("libcudart.so.13")).unwrap();
+    let mut c = Command::new(&nvcc);
+    c.args(["-std=c++11", "-O2", "-arch=sm_90", "-cudart", "shared"])
+        .arg("-I")
+        .arg(root.join("include"))
+        .arg("-L")
+        .arg(&lib);
+    // NVIDIA's wheels keep the device runtime's library beside bin/, where nvcc does not look.
+    if let Some(l) = nvcc
+        .parent()
+        .and_then(|b| b.parent())
+        .map(|t| t.join("lib"))
+    {
+        c.arg("-L").arg(l);
+    }
+    let o = c
+        .arg(fixtures.join("side_stream_worker.cu"))
+        .arg("-o")
+        .arg(dir.path().join("ssw"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "nvcc: {}", text(&o));
+    let spec = cheat_spec(dir.path(), "[./ssw]", "side_stream");
+    let yaml = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace(
+            "command: [python3, fake_worker.py, ok], function: relu",
+            "command: [./ssw], function: same_stream",
+        )
+        .replace(
+            "expect: {bound: bandwidth}",
+            "expect: {bound: bandwidth, time_saving: {min: 0.2}}",
+        );
+    std::fs::write(&spec, yaml).unwrap();
+    let o = bin()
+        .current_dir(dir.path())
+        .env("LD_LIBRARY_PATH", &lib)
+        .arg("run")
+        .arg(&spec)
+        .args(common::FAST)
+        .args(common::FEW_PAIRS)
+        .args(["--backend", "cpu"])
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let r = results(dir.path());
+    let s = &r["specs"][0];
+    assert!(s["error"].is_null(), "{out}");
+    let status = |name: &str| {
+        s["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .map(|c| c["status"].clone())
+            .unwrap_or_else(|| panic!("no {name} check: {out}"))
+    };
+    assert_eq!(status("correctness"), "pass", "{out}");
+    assert_eq!(status("time_saving"), "fail", "{out}");
+    assert!(!out.contains("IMPOSSIBLE"), "{out}");
+}

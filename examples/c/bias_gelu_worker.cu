@@ -1,7 +1,8 @@
 /* A worker in CUDA C++ for examples/c/bias-gelu-cuda.yaml: bias-add and GELU (tanh form) fused
  * into one kernel, against opledger's own unfused GPU kernels. Under nvcc, opledger_worker.h
- * keeps the tensors on the GPU, times each run with CUDA events on the default stream and
- * flushes the L2 before a cold run; this file is the kernel and its launch.
+ * keeps the tensors on the GPU, times each run with CUDA events by opledger's rule for GPU
+ * samples (behind a hold kernel, the device synchronised before the end event) and reads the L2
+ * through before a cold run; this file is the kernel and its launch.
  *
  *     nvcc -O2 -std=c++11 -I../../include bias_gelu_worker.cu -o bias_gelu_worker_cuda
  */
