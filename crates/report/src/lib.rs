@@ -89,6 +89,39 @@ fn add_filters(env: &mut Environment<'static>) {
     env.add_filter("pct", |v: f64| format!("{:.1}%", v * 100.0));
     env.add_filter("sci", |v: f64| format!("{v:.3e}"));
     env.add_filter("mark", status_mark);
+    env.add_filter("gpu_state", gpu_state);
+}
+
+/// ` · GPU while sampling: SM clock 1755 of 1980 MHz, 698 W, 71 °C, clocks limited by:
+/// sw_power_cap`, or nothing where no state was read (a CPU, an older archive).
+fn gpu_state(v: Value) -> String {
+    let Some(s) = serde_json::to_value(&v)
+        .ok()
+        .and_then(|j| serde_json::from_value::<crate::device::DeviceState>(j).ok())
+    else {
+        return String::new();
+    };
+    let mut parts = vec![match (s.sm_clock_mhz, s.max_sm_clock_mhz) {
+        (Some(now), Some(max)) => format!("SM clock {now:.0} of {max:.0} MHz"),
+        (Some(now), None) => format!("SM clock {now:.0} MHz"),
+        _ => "SM clock n/a".into(),
+    }];
+    parts.extend(s.power_watts.map(|w| format!("{w:.0} W")));
+    parts.extend(s.temperature_c.map(|c| format!("{c:.0} °C")));
+    let limits: Vec<String> = s
+        .clock_limits
+        .iter()
+        .filter_map(|r| serde_json::to_value(r).ok()?.as_str().map(str::to_string))
+        .collect();
+    parts.push(format!(
+        "clocks limited by: {}",
+        if limits.is_empty() {
+            "nothing".into()
+        } else {
+            limits.join(", ")
+        }
+    ));
+    format!(" · GPU while sampling: {}", parts.join(", "))
 }
 
 /// Instructions a template may execute: the built-in report of a hundred specs needs well under
