@@ -161,17 +161,20 @@ step cuda-compile 30 "$BIN" cuda-compile --arch 90
 # Tiny specs: every kind the CUDA backend runs (bf16 attention too; not the CPU-only probe
 # kind), small sizes; correctness against the f64 reference on the GPU.
 KINDS=$(ls tests/fixtures/kinds/*.yaml | grep -v probe)
+# The user `cuda:` example too: a kernel of the user's, compiled by NVRTC for this GPU.
+USER_CUDA=examples/cuda/
 PAIRS="--min-pairs 5 --max-pairs 20 --time-cap-secs 2"
 # QUICK=1 checks that every step runs and reports, not the kernels (the simulator's timings are
 # meaningless, and its test of every kind is tests/cudasim's own): one kind besides the chains,
 # the fewest pairs, small probe arrays.
 if [ "${QUICK:-0}" = 1 ]; then
   KINDS=tests/fixtures/kinds/tiny-launch.yaml
+  USER_CUDA=""
   PAIRS="--min-pairs 3 --max-pairs 3 --time-cap-secs 1 --probe-mib 8"
 fi
 # shellcheck disable=SC2086
 step tiny-kinds 60 "$BIN" run $KINDS tests/fixtures/good/tiny-chain.yaml \
-  tests/fixtures/cudasim/ \
+  tests/fixtures/cudasim/ $USER_CUDA \
   --backend cuda $PAIRS \
   --baselines "$WORK/b" --runs-dir "$WORK/tiny"
 save
