@@ -54,8 +54,16 @@ pub fn counts_check(c: &crate::measure::counts::SpecCounts) -> Check {
                     LedgerAgreement::Implementation { .. } => {
                         "within 5% of the ledger of the variant it implements"
                     }
-                    LedgerAgreement::CacheResident { .. } => {
-                        "not compared: a tensor may stay in the last level"
+                    LedgerAgreement::CacheResident {
+                        smallest_tensor_bytes,
+                        ll_bytes,
+                    } => {
+                        extra = format!(
+                            ": a tensor of {:.2} MiB is under 4x the {:.2} MiB last level of the cache model and may stay in it (`measure.counts_sizes` with every tensor above 4x the last level compares the side)",
+                            mib(*smallest_tensor_bytes),
+                            mib(*ll_bytes)
+                        );
+                        "not compared"
                     }
                 };
                 match agreement.agrees() {
