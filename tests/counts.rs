@@ -510,6 +510,16 @@ fn compare_judges_counts_of_two_archived_runs() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let md = std::fs::read_to_string(&comment).unwrap();
     assert!(md.contains("counts: REGRESSION +2.0"), "{md}");
+    // The one command that re-runs the case, counted under the run's own cache model (no
+    // commits here: nothing to re-record).
+    assert!(
+        md.contains("To reproduce on your machine")
+            && md.contains(&format!(
+                "- counted-chain: `opledger run {} --backend cpu --measure counts --cache-model 'I1=32768,8,64 D1=32768,8,64 LL=1048576,16,64'`",
+                spec.display()
+            )),
+        "{md}"
+    );
     // The history store keeps both runs' counts: the 2% is there, run after run.
     let o = bin()
         .current_dir(dir.path())

@@ -684,6 +684,14 @@ fn the_action_gates_counts_time_and_both_against_the_merge_base_alike() {
                     comment.contains("where the after side's instructions moved"),
                     "{what}: {comment}"
                 );
+                // The command that re-runs the case on a reviewer's machine, against the same
+                // merge-base, measured again there.
+                assert!(
+                    comment.contains("To reproduce on your machine")
+                        && comment.contains("--measure counts --against merge-base:")
+                        && comment.contains("--rerecord-base`"),
+                    "{what}: {comment}"
+                );
             }
         }
     }

@@ -114,6 +114,64 @@ fn next_steps<'a>(cases: impl IntoIterator<Item = &'a CaseComparison>) -> String
     }
 }
 
+/// The one command that re-runs each regressed case on a reviewer's machine, under its
+/// heading; empty when nothing regressed. Counts repeat exactly on any x86-64 machine (the
+/// engine's cache model named where it is not the default); time needs both commits measured
+/// on one machine, which `--rerecord-base` does against `base` (a branch, or A's commit).
+fn reproduce(changed: &[&CaseComparison], rb: &RunResult, base: Option<&str>) -> String {
+    let lines: Vec<String> = changed
+        .iter()
+        .filter(|c| regressed(c))
+        .filter_map(|c| {
+            let s = rb.specs.iter().find(|s| s.name == c.name)?;
+            let counts_failed = c
+                .counts
+                .as_ref()
+                .is_some_and(|o| o.state == crate::results::CountsState::Fail);
+            let mut cmd = format!(
+                "opledger run {} --backend {}",
+                shell_word(&s.file),
+                rb.device.kind.name()
+            );
+            if counts_failed {
+                cmd.push_str(" --measure counts");
+                if let Some(engine) = s.counts.as_ref().map(|k| &k.engine) {
+                    let model = engine.cache_model;
+                    if model != crate::measure::counts::CacheModel::default() {
+                        cmd.push_str(&format!(" --cache-model {}", shell_word(&model.describe())));
+                    }
+                }
+            }
+            if let Some(base) = base {
+                cmd.push_str(&format!(
+                    " --against {} --rerecord-base",
+                    shell_word(&format!("merge-base:{base}"))
+                ));
+            }
+            Some(format!("- {}: `{cmd}`\n", super::md_escape(&c.name)))
+        })
+        .collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    format!(
+        "To reproduce on your machine (from the head's checkout; counts repeat exactly on any x86-64 machine, time is measured at both commits on yours):\n\n{}\n",
+        lines.concat()
+    )
+}
+
+/// A word for a POSIX shell: as it is when it is plain, else in single quotes.
+fn shell_word(w: &str) -> String {
+    let plain = !w.is_empty()
+        && w.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,+@".contains(c));
+    if plain {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
 fn ratio(c: &CaseComparison) -> String {
     c.outcome
         .as_ref()
@@ -344,7 +402,15 @@ pub fn comment(
             t.push_str(&moved.concat());
             t.push('\n');
         }
-        t.push_str(&next_steps(changed));
+        t.push_str(&next_steps(changed.iter().copied()));
+        t.push_str(&reproduce(
+            &changed,
+            rb,
+            base.map(|b| b.branch.as_str()).or(
+                // A commit of A's that HEAD descends from is a merge-base of its own.
+                (!ra.git_sha.is_empty() && ra.git_sha != "nogit").then_some(ra.git_sha.as_str()),
+            ),
+        ));
     }
     t.push_str(&drift_sentence(cases, store));
     t.push_str("\n\n");
