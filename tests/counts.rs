@@ -997,3 +997,49 @@ fn a_counted_size_too_large_for_memory_is_refused_at_counts_sizes() {
     }
     assert!(!dir.path().join("runs").exists());
 }
+
+/// Where reuse decides the bytes: flash attention's ledger, taken with the model's last level as
+/// the cache that serves re-reads, predicts its counted DRAM reads and writes within ±15% where
+/// its tiles fit (a 1 MiB last level: the packed K and V re-read once per query tile, the packed
+/// copies and one worker's tiles written), and says the IO saving is lost where they do not (a
+/// 64 KiB last level: every tile re-reads from memory) — a FAIL, not a lower bound that holds.
+#[test]
+#[cfg_attr(not(has_valgrind), ignore = "needs Valgrind")]
+fn flash_attention_is_held_to_its_tiled_ledger_both_ways() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("flash.yaml");
+    std::fs::write(
+        &spec,
+        "name: flash-1024\ntitle: flash at N = 1024\nworkload: {kind: attention, batch: 1, heads: 1, seq_len: 1024, head_dim: 64, causal: false}\nvariants: {before: standard, after: flash}\nexpect: {bound: compute, io_saving: {min: 0.3}}\n",
+    )
+    .unwrap();
+    let counted = |model: &str| {
+        let o = common::run_cmd(dir.path(), std::slice::from_ref(&spec), &[])
+            .args(["--measure", "counts", "--no-store", "--cache-model", model])
+            .output()
+            .unwrap();
+        (o.status.code(), text(&o), newest_results(dir.path()))
+    };
+    let (code, out, r) = counted(SMALL_LL);
+    assert_eq!(code, Some(0), "{out}");
+    let after = &r["specs"][0]["counts"]["after"];
+    assert_eq!(after["agreement"]["kind"], "tiled", "{after}");
+    assert_eq!(after["agreement"]["agrees"], true, "{after}");
+    for side in ["read_ratio", "write_ratio"] {
+        let x = after["agreement"][side].as_f64().unwrap();
+        assert!((x - 1.0).abs() <= 0.15, "{side} {x}: {after}");
+    }
+    let (code, out, r) = counted("LL=65536,16,64");
+    assert_eq!(code, Some(1), "{out}");
+    let after = &r["specs"][0]["counts"]["after"];
+    assert_eq!(after["agreement"]["kind"], "tiles_exceed_cache", "{after}");
+    let check = check_of(&r, "ledger_counts");
+    assert_eq!(check["status"], "fail", "{check}");
+    assert!(
+        check["detail"]
+            .as_str()
+            .unwrap()
+            .contains("exceed the cache model's last level (64 KiB)"),
+        "{check}"
+    );
+}

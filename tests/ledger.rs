@@ -70,10 +70,16 @@ fn ledger_follows_the_chosen_tiling_and_l2() {
         (o.status.code(), line)
     };
     // N = 512, 2 heads, d = 128, f32: Q, K, V, O are 524288 bytes each.
-    // CPU: one 256-row tile pair re-reads K and V twice.
+    // CPU: Q, K, V read once (K and V to pack them), the packed K and V written once and
+    // re-read by each of the two 256-row query tiles, O written once, and one worker's tiles
+    // (packed Q 256×128, the score tile and packed P 256×256) written once.
+    let tiles = (256 * 128 + 2 * 256 * 256) * 4;
     assert_eq!(
         flash_bytes(&[]),
-        (Some(0), (2 * 524288 + 2 * 2 * 524288).to_string())
+        (
+            Some(0),
+            (3 * 524288 + 2 * (1 + 2) * 524288 + 524288 + tiles).to_string()
+        )
     );
     // CUDA without L2: K and V once per 32-row tile (16 tiles).
     assert_eq!(

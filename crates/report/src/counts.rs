@@ -32,6 +32,28 @@ fn agreement(a: &LedgerAgreement) -> String {
             ratio(*read_ratio),
             ratio(*write_ratio)
         ),
+        LedgerAgreement::Tiled {
+            read_ratio,
+            write_ratio,
+            agrees,
+        } => format!(
+            "{} (tiled, the tiles fit the last level: read x{}, write x{}; within ±15% expected)",
+            if *agrees { "agrees" } else { "DISAGREES" },
+            ratio(*read_ratio),
+            ratio(*write_ratio)
+        ),
+        LedgerAgreement::TilesExceedCache {
+            tile_bytes,
+            ll_bytes,
+            read_ratio,
+            write_ratio,
+        } => format!(
+            "TILES EXCEED THE CACHE (tiles of {} KiB, a last level of {} KiB: read x{}, write x{}; the IO saving is lost)",
+            tile_bytes >> 10,
+            ll_bytes >> 10,
+            ratio(*read_ratio),
+            ratio(*write_ratio)
+        ),
         LedgerAgreement::Implementation {
             read_ratio,
             write_ratio,

@@ -31,6 +31,22 @@ pub enum LedgerAgreement {
         write_ratio: f64,
         agrees: bool,
     },
+    /// A tiled kernel whose tiles fit the last level: its ledger, taken with that level as the
+    /// reuse cache, predicts its re-reads, so reads and writes are each held within
+    /// ±[`TILED_TOLERANCE`] of it (`agrees`) — a flash side moving as much as standard does not.
+    Tiled {
+        read_ratio: f64,
+        write_ratio: f64,
+        agrees: bool,
+    },
+    /// A tiled kernel whose tiles exceed the last level: every tile re-reads from memory, the
+    /// ledger's prediction (and the IO saving it claims) does not hold. Never agrees.
+    TilesExceedCache {
+        tile_bytes: u64,
+        ll_bytes: u64,
+        read_ratio: f64,
+        write_ratio: f64,
+    },
     /// Tensors smaller than four times the last level carry more than 1% of the side's
     /// traffic: they may stay in the cache, and the ledger (which assumes they do not) is not
     /// what memory sees.
@@ -47,6 +63,11 @@ pub const STREAMING_TOLERANCE: f64 = 0.05;
 pub const SMALL_TENSOR_SHARE: f64 = 0.01;
 /// Least measured/ledger ratio of a side that re-reads by design.
 pub const REUSE_FLOOR: f64 = 0.95;
+/// Fraction within which a tiled side's DRAM reads and writes must each match its ledger where
+/// its tiles fit the last level: the flash kernel read ×0.86–×1.01 and wrote ×0.99–×1.01 of its
+/// ledger at N = 512–2048 (d = 64, a 1 MiB last level; docs/counts.md), the smallest size the
+/// furthest (its packed K and V are served by the cache in part).
+pub const TILED_TOLERANCE: f64 = 0.15;
 
 impl LedgerAgreement {
     /// Whether the side holds up against its ledger (`None`: not compared).
@@ -54,7 +75,9 @@ impl LedgerAgreement {
         match self {
             LedgerAgreement::Streaming { agrees, .. }
             | LedgerAgreement::Reuse { agrees, .. }
+            | LedgerAgreement::Tiled { agrees, .. }
             | LedgerAgreement::Implementation { agrees, .. } => Some(*agrees),
+            LedgerAgreement::TilesExceedCache { .. } => Some(false),
             LedgerAgreement::CacheResident { .. } => None,
         }
     }
@@ -74,6 +97,11 @@ impl LedgerAgreement {
                 ..
             }
             | LedgerAgreement::Reuse {
+                read_ratio,
+                write_ratio,
+                ..
+            }
+            | LedgerAgreement::Tiled {
                 read_ratio,
                 write_ratio,
                 ..
@@ -112,6 +140,15 @@ impl LedgerAgreement {
                 write_ratio,
                 agrees: read_ratio >= REUSE_FLOOR,
             },
+            LedgerAgreement::Tiled {
+                read_ratio,
+                write_ratio,
+                ..
+            } => LedgerAgreement::Tiled {
+                read_ratio,
+                write_ratio,
+                agrees: (read_ratio - 1.0).abs() <= TILED_TOLERANCE,
+            },
             other => other,
         }
     }
@@ -125,6 +162,26 @@ impl LedgerAgreement {
             ratio(c.dram_read_bytes, read),
             ratio(c.dram_write_bytes, write),
         );
+        // A tiled kernel's ledger is taken with the last level as its reuse cache: where the
+        // tiles fit, it predicts the re-reads whatever the tensors' sizes (a cold call reads
+        // each input once); where they do not, it predicts nothing.
+        if let Some(tile_bytes) = ledger.tile_bytes {
+            if tile_bytes > model.ll.bytes {
+                return LedgerAgreement::TilesExceedCache {
+                    tile_bytes,
+                    ll_bytes: model.ll.bytes,
+                    read_ratio,
+                    write_ratio,
+                };
+            }
+            let near =
+                |r: f64, predicted: u64| predicted == 0 || (r - 1.0).abs() <= TILED_TOLERANCE;
+            return LedgerAgreement::Tiled {
+                read_ratio,
+                write_ratio,
+                agrees: near(read_ratio, read) && near(write_ratio, write),
+            };
+        }
         // Tensors under four times the last level may stay in it. Where their traffic is a
         // sliver of the side's (a bias or a norm's weight beside 256 MiB rows), they cannot
         // move the total beyond the tolerance, and the side is still judged as streaming.

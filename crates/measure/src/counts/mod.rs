@@ -20,7 +20,7 @@ pub mod valgrind;
 
 pub use agreement::{
     agreement, compulsory_bytes, ledger_tiling, LedgerAgreement, REUSE_FLOOR, SMALL_TENSOR_SHARE,
-    STREAMING_TOLERANCE,
+    STREAMING_TOLERANCE, TILED_TOLERANCE,
 };
 pub use callgrind_file::{functions, Events, FunctionCounts};
 pub use engine::{CountsEngine, GpuCounting};
@@ -306,6 +306,32 @@ mod tests {
             LedgerAgreement::of(&l, &counts(3 * big, big), &m).agrees(),
             Some(false)
         );
+        // A tiled kernel whose tiles fit the last level: held within ±15% both ways, whatever
+        // its tensors' sizes — moving as much as an untiled side would does not agree.
+        let tiled = VariantLedger::new(
+            Variant::Fused,
+            vec![mv(1 << 20, 4, 0), mv(1 << 20, 0, 1)],
+            0,
+            1,
+        )
+        .with_tile_bytes(1 << 20);
+        let of = |r: u64, w: u64| LedgerAgreement::of(&tiled, &counts(r, w), &m);
+        assert!(matches!(
+            of(4 << 20, 1 << 20),
+            LedgerAgreement::Tiled { agrees: true, .. }
+        ));
+        assert_eq!(of((4 << 20) * 114 / 100, 1 << 20).agrees(), Some(true));
+        assert_eq!(of((4 << 20) * 116 / 100, 1 << 20).agrees(), Some(false));
+        assert_eq!(of((4 << 20) * 84 / 100, 1 << 20).agrees(), Some(false));
+        assert_eq!(of(4 << 20, 3 << 20).agrees(), Some(false));
+        // Tiles larger than the last level: the ledger predicts nothing, never agrees.
+        let huge = tiled.clone().with_tile_bytes(m.ll.bytes + 1);
+        let a = LedgerAgreement::of(&huge, &counts(4 << 20, 1 << 20), &m);
+        assert!(
+            matches!(a, LedgerAgreement::TilesExceedCache { .. }),
+            "{a:?}"
+        );
+        assert_eq!(a.agrees(), Some(false));
     }
 
     #[test]

@@ -176,24 +176,53 @@ fn attention_ledger(a: &Attention, variant: Variant, t: &Tiling) -> VariantLedge
             };
             let tr = n.div_ceil(br);
             let kv_head_bytes = 2 * n * d * elem;
-            let kv_reads = if t.reuse_cache_bytes > 0 && kv_head_bytes <= t.reuse_cache_bytes / 4 {
+            let fits = |bytes: u64| t.reuse_cache_bytes > 0 && bytes <= t.reuse_cache_bytes / 4;
+            let re_reads = if a.causal { tr.div_ceil(2).max(1) } else { tr };
+            if !t.flash_packs_kv {
+                let kv_reads = if fits(kv_head_bytes) { 1 } else { re_reads };
+                return VariantLedger::new(
+                    variant,
+                    vec![
+                        mv("Q", qkvo, 1, 0),
+                        mv("K", qkvo, kv_reads, 0),
+                        mv("V", qkvo, kv_reads, 0),
+                        mv("O", qkvo, 0, 1),
+                    ],
+                    flops,
+                    1,
+                );
+            }
+            // The CPU kernel: K and V read once to pack them, the packed copies (as large)
+            // written once and re-read by every query tile — from memory where one head's do
+            // not fit a quarter of the reuse cache, once where they do, not at all where every
+            // head's fit an eighth of it (read straight after they were written); one worker's
+            // tiles (packed Q, the score tile and packed P) written once — a cold call's first
+            // touches of them.
+            let bc = t.flash_bc;
+            let kv_reads = if fits(4 * qkvo) {
+                0
+            } else if fits(kv_head_bytes) {
                 1
-            } else if a.causal {
-                tr.div_ceil(2).max(1)
             } else {
-                tr
+                re_reads
             };
+            let (r, c) = (br.min(n), bc.min(n));
+            let scratch = (r * d + 2 * r * c) * elem;
             VariantLedger::new(
                 variant,
                 vec![
                     mv("Q", qkvo, 1, 0),
-                    mv("K", qkvo, kv_reads, 0),
-                    mv("V", qkvo, kv_reads, 0),
+                    mv("K", qkvo, 1, 0),
+                    mv("V", qkvo, 1, 0),
+                    mv("K packed", qkvo, kv_reads, 1),
+                    mv("V packed", qkvo, kv_reads, 1),
+                    mv("tiles", scratch, 0, 1),
                     mv("O", qkvo, 0, 1),
                 ],
                 flops,
                 1,
             )
+            .with_tile_bytes(scratch + 2 * c * d * elem)
         }
     }
 }

@@ -292,10 +292,5 @@ fn chain_ledger(e: &Elementwise, variant: Variant) -> VariantLedger {
         reads: 0,
         writes: 1,
     });
-    VariantLedger {
-        variant,
-        movements,
-        flops,
-        launches,
-    }
+    VariantLedger::new(variant, movements, flops, launches)
 }

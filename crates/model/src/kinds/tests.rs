@@ -166,9 +166,21 @@ fn cuda_tiling_rereads_more_than_the_cpu_tiles() {
     let qkvo = 2 * 4096 * 128 * 4;
     let cpu = (a).ledger(Variant::Standard, Variant::Flash, &Tiling::CPU);
     let gpu = a.ledger(Variant::Standard, Variant::Flash, &Tiling::CUDA);
-    // Q read once, O written once, K and V once per Q tile: 4096/256 = 16 tiles on the CPU,
-    // 4096/32 = 128 with the CUDA kernel's tiles.
-    assert_eq!(cpu.after.bytes_moved(), qkvo * (2 + 2 * 16));
+    // Q read once, O written once; the CUDA kernel reads K and V once per Q tile of 32 rows
+    // (4096/32 = 128); the CPU kernel reads them once to pack them, writes the packed copies
+    // and re-reads those once per Q tile of 256 rows (16), and writes one worker's tiles
+    // (packed Q 256×128, the score tile and packed P 256×256).
+    let tiles = (256 * 128 + 2 * 256 * 256) * 4;
+    assert_eq!(
+        cpu.after.bytes_moved(),
+        qkvo * (2 + 2 + 2 * (16 + 1)) + tiles
+    );
+    assert_eq!(
+        cpu.after.tile_bytes,
+        Some(tiles + 2 * 256 * 128 * 4),
+        "the tiles with one key tile's K and V"
+    );
+    assert_eq!(gpu.after.tile_bytes, None);
     assert_eq!(gpu.after.bytes_moved(), qkvo * (2 + 2 * 128));
     assert_eq!(cpu.before, gpu.before, "standard attention does not tile");
     let g = Workload::Gemm(Gemm {

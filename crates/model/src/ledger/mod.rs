@@ -42,6 +42,11 @@ pub struct VariantLedger {
     pub flops: u64,
     /// Kernel launches (dispatches) per execution.
     pub launches: u64,
+    /// A tiled kernel's working set (its tiles and scratch, one worker's), where its re-reads
+    /// decide its bytes: the ledger predicts them for a reuse cache that holds the tiles, and
+    /// says nothing where the tiles do not fit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tile_bytes: Option<u64>,
 }
 
 impl VariantLedger {
@@ -51,6 +56,14 @@ impl VariantLedger {
             movements,
             flops,
             launches,
+            tile_bytes: None,
+        }
+    }
+    /// The same ledger, of a tiled kernel whose working set is `bytes`.
+    pub fn with_tile_bytes(self, bytes: u64) -> Self {
+        VariantLedger {
+            tile_bytes: Some(bytes),
+            ..self
         }
     }
     pub fn bytes_moved(&self) -> u64 {
@@ -156,6 +169,9 @@ pub struct Tiling {
     pub flash_bc: u64,
     /// Flash attention in bf16 (tensor-core kernel): Q rows per tile.
     pub flash_bf16_br: u64,
+    /// Flash attention packs K and V once a call into the micro-kernel's panels and re-reads
+    /// the packed copies (the CPU kernel); a GPU's kernel reads K and V where they are.
+    pub flash_packs_kv: bool,
     /// A cache between the tiles and device memory that serves re-reads (a GPU's L2), in
     /// bytes; 0 models none. Flash attention's K and V are re-read once per query tile; when
     /// one head's K and V take at most a quarter of it, the re-reads hit it and device memory
@@ -174,6 +190,7 @@ impl Tiling {
         flash_bc: FLASH_BC,
         // The CPU backend runs f32 only; bf16 specs are refused before they are measured.
         flash_bf16_br: FLASH_BR,
+        flash_packs_kv: true,
         // The CPU's K/V re-reads are counted in full: the established model of this backend.
         reuse_cache_bytes: 0,
     };
@@ -187,6 +204,7 @@ impl Tiling {
         flash_br: 32,
         flash_bc: 16,
         flash_bf16_br: 64,
+        flash_packs_kv: false,
         // The device's L2 is filled in by the CUDA backend (`opledger ledger --tiling cuda`
         // shows the model without it: every re-read from device memory).
         reuse_cache_bytes: 0,

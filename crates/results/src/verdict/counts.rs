@@ -6,7 +6,7 @@ use super::{Check, CheckName, Status};
 /// where a streaming side is off by more than 5% or a re-reading side reads less than its
 /// ledger's lower bound, SKIP where no side could be compared (cache-resident sizes, workers).
 pub fn counts_check(c: &crate::measure::counts::SpecCounts) -> Check {
-    use crate::measure::counts::{LedgerAgreement, SideCounts};
+    use crate::measure::counts::SideCounts;
     let mut status = Status::Skip;
     // A worker that moves more than the variant it implements: a finding on the worker, worth
     // a look, not a failure.
@@ -27,45 +27,8 @@ pub fn counts_check(c: &crate::measure::counts::SpecCounts) -> Check {
                     words.extend(impossible);
                 }
                 let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
-                let mut extra = String::new();
-                let how = match agreement {
-                    LedgerAgreement::Streaming { agrees: true, .. } => "within 5% of the ledger",
-                    LedgerAgreement::Streaming { agrees: false, .. } => {
-                        "more than 5% off the ledger"
-                    }
-                    LedgerAgreement::Reuse { agrees: true, .. } => "the ledger is a lower bound",
-                    LedgerAgreement::Reuse { agrees: false, .. } => "below the ledger",
-                    LedgerAgreement::Implementation { agrees: false, .. } => {
-                        "below the ledger of the variant it implements: less than that variant must move"
-                    }
-                    LedgerAgreement::Implementation {
-                        read_ratio,
-                        write_ratio,
-                        ..
-                    } if read_ratio.max(*write_ratio)
-                        > 1.0 + crate::measure::counts::STREAMING_TOLERANCE =>
-                    {
-                        warn = true;
-                        extra = format!(
-                            ": it moves x{read_ratio:.2} the reads and x{write_ratio:.2} the writes of the variant it implements (temporaries or passes that variant does not make)"
-                        );
-                        "above the ledger"
-                    }
-                    LedgerAgreement::Implementation { .. } => {
-                        "within 5% of the ledger of the variant it implements"
-                    }
-                    LedgerAgreement::CacheResident {
-                        smallest_tensor_bytes,
-                        ll_bytes,
-                    } => {
-                        extra = format!(
-                            ": a tensor of {:.2} MiB is under 4x the {:.2} MiB last level of the cache model and may stay in it (`measure.counts_sizes` with every tensor above 4x the last level compares the side)",
-                            mib(*smallest_tensor_bytes),
-                            mib(*ll_bytes)
-                        );
-                        "not compared"
-                    }
-                };
+                let (how, extra, warned) = agreement_words(agreement, mib);
+                warn |= warned;
                 match agreement.agrees() {
                     Some(false) => status = Status::Fail,
                     Some(true) if status != Status::Fail => status = Status::Pass,
@@ -86,6 +49,79 @@ pub fn counts_check(c: &crate::measure::counts::SpecCounts) -> Check {
         status = Status::Warn;
     }
     Check::new(CheckName::LedgerCounts, status, words.join("; "))
+}
+
+/// A side's agreement with its ledger in words: how it stands, what follows it, and whether it
+/// is worth a warning (a worker above the variant it implements).
+fn agreement_words(
+    agreement: &crate::measure::counts::LedgerAgreement,
+    mib: impl Fn(u64) -> f64,
+) -> (&'static str, String, bool) {
+    use crate::measure::counts::LedgerAgreement;
+    let mut extra = String::new();
+    let mut warned = false;
+    let how = match agreement {
+        LedgerAgreement::Streaming { agrees: true, .. } => "within 5% of the ledger",
+        LedgerAgreement::Streaming { agrees: false, .. } => "more than 5% off the ledger",
+        LedgerAgreement::Tiled {
+            agrees,
+            read_ratio,
+            write_ratio,
+        } => {
+            extra = format!(
+                            " (reads x{read_ratio:.2}, writes x{write_ratio:.2}; the tiles fit the last level, so the ledger predicts the re-reads)"
+                        );
+            if *agrees {
+                "within 15% of the tiled ledger"
+            } else {
+                "more than 15% off the tiled ledger"
+            }
+        }
+        LedgerAgreement::TilesExceedCache {
+            tile_bytes,
+            ll_bytes,
+            read_ratio,
+            ..
+        } => {
+            extra = format!(
+                            ": the tiles ({} KiB) exceed the cache model's last level ({} KiB), so every tile re-reads from memory (reads x{read_ratio:.2} the ledger) and the IO saving the ledger predicts is lost",
+                            tile_bytes >> 10,
+                            ll_bytes >> 10
+                        );
+            "not as the ledger"
+        }
+        LedgerAgreement::Reuse { agrees: true, .. } => "the ledger is a lower bound",
+        LedgerAgreement::Reuse { agrees: false, .. } => "below the ledger",
+        LedgerAgreement::Implementation { agrees: false, .. } => {
+            "below the ledger of the variant it implements: less than that variant must move"
+        }
+        LedgerAgreement::Implementation {
+            read_ratio,
+            write_ratio,
+            ..
+        } if read_ratio.max(*write_ratio) > 1.0 + crate::measure::counts::STREAMING_TOLERANCE => {
+            warned = true;
+            extra = format!(
+                            ": it moves x{read_ratio:.2} the reads and x{write_ratio:.2} the writes of the variant it implements (temporaries or passes that variant does not make)"
+                        );
+            "above the ledger"
+        }
+        LedgerAgreement::Implementation { .. } => {
+            "within 5% of the ledger of the variant it implements"
+        }
+        LedgerAgreement::CacheResident {
+            smallest_tensor_bytes,
+            ll_bytes,
+        } => {
+            extra = format!(
+                            ": a tensor of {:.2} MiB is under 4x the {:.2} MiB last level of the cache model and may stay in it (`measure.counts_sizes` with every tensor above 4x the last level compares the side)",
+                            mib(*smallest_tensor_bytes),
+                            mib(*ll_bytes)
+                        );
+            "not compared"
+        }
+    };
+    (how, extra, warned)
 }
 
 /// What makes a counted side's counts impossible for the work it claims, each in words: fewer

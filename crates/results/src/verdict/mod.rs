@@ -461,17 +461,17 @@ mod tests {
             threads: 2,
             array_bytes: 1,
         };
-        let l = VariantLedger {
-            variant: crate::spec::Variant::Fused,
-            movements: vec![crate::ledger::Movement {
+        let l = VariantLedger::new(
+            crate::spec::Variant::Fused,
+            vec![crate::ledger::Movement {
                 tensor: "x".into(),
                 bytes: 1_000_000,
                 reads: 1,
                 writes: 0,
             }],
-            flops: 1_000_000,
-            launches: 1,
-        };
+            1_000_000,
+            1,
+        );
         let p = predict(&l, &c);
         assert_eq!(p.bound, Bound::Bandwidth);
         // 1e6 bytes in 125 µs = 8 GB/s = 80% of bandwidth; 8 GFLOP/s = 8% of compute.
