@@ -1043,3 +1043,39 @@ fn flash_attention_is_held_to_its_tiled_ledger_both_ways() {
         "{check}"
     );
 }
+
+/// Sweep points that `measure.counts_sizes` maps to one counted workload are counted once, and
+/// each point carries those counts under its own name (counts of one binary repeat exactly).
+#[test]
+#[cfg_attr(not(has_valgrind), ignore = "needs Valgrind")]
+fn points_counted_at_one_size_are_counted_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("sweep.yaml");
+    std::fs::write(
+        &spec,
+        "name: swept\ntitle: a sweep counted at one size\nworkload: {kind: elementwise, ops: [scale, add, relu], rows: 64, cols: 1024}\nsweep: {rows: [16, 64, 256]}\nvariants: {before: unfused, after: fused}\nexpect: {bound: bandwidth}\nmeasure: {counts_sizes: {rows: 32}}\n",
+    )
+    .unwrap();
+    let o = run_counts(
+        dir.path(),
+        &spec,
+        &[],
+        &["--measure", "counts", "--no-store"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("counting the sides of 1 spec(s) (2 more count the same, once)"),
+        "{}",
+        text(&o)
+    );
+    let r = newest_results(dir.path());
+    let specs = r["specs"].as_array().unwrap();
+    assert_eq!(specs.len(), 3);
+    for s in specs {
+        assert_eq!(s["counts"]["name"], s["name"], "{s}");
+        assert_eq!(
+            s["counts"]["after"]["counts"], specs[0]["counts"]["after"]["counts"],
+            "{s}"
+        );
+    }
+}

@@ -19,15 +19,23 @@ pub(super) fn count_all(p: &Prepared, opts: &RunOptions) -> Vec<Option<Result<Co
     let Some(counter) = &p.counter else {
         return out;
     };
-    let jobs: Vec<usize> = (0..p.specs.len())
+    let counted: Vec<usize> = (0..p.specs.len())
         .filter(|&i| opts.mode_of(&p.specs[i]).counts() && p.counts_baselines.get(i).is_some())
         .collect();
+    // Cases that count the same thing (sweep points that `measure.counts_sizes` maps to one
+    // size) are counted once: counts of one binary, workload and seed repeat exactly.
+    let (jobs, copies) = distinct(p, &counted);
     if jobs.is_empty() {
         return out;
     }
     let at_once = concurrency(counter, p, &jobs);
+    let alike = if copies.is_empty() {
+        String::new()
+    } else {
+        format!(" ({} more count the same, once)", copies.len())
+    };
     p.progress.say(&format!(
-        "opledger: counting the sides of {} spec(s) under {}, {at_once} at a time",
+        "opledger: counting the sides of {} spec(s){alike} under {}, {at_once} at a time",
         jobs.len(),
         if counter.engine.gpu.is_some() {
             "Nsight Compute"
@@ -69,7 +77,50 @@ pub(super) fn count_all(p: &Prepared, opts: &RunOptions) -> Vec<Option<Result<Co
             });
         }
     });
+    for (i, from) in copies {
+        let copy = match &out[from] {
+            Some(Ok(c)) => Counted {
+                counts: crate::measure::counts::SpecCounts {
+                    name: p.specs[i].name.clone(),
+                    ..c.counts.clone()
+                },
+                ..c.clone()
+            },
+            // A failed count is made again for the copy by `take`, with its own error.
+            _ => continue,
+        };
+        out[i] = Some(Ok(copy));
+    }
     out
+}
+
+/// Of the counted cases `counted`, those to count (the first of each distinct counted spec)
+/// and the others, each with the case it copies. Only cases whose sides are opledger's own
+/// kernels are merged: a worker or a user's kernel is its own process, counted where it runs.
+fn distinct(p: &Prepared, counted: &[usize]) -> (Vec<usize>, Vec<(usize, usize)>) {
+    let key = |i: usize| -> Option<String> {
+        let s = p.specs[i].counted().ok()?;
+        let own = s.implementations.before.is_none() && s.implementations.after.is_none();
+        own.then(|| {
+            serde_json::to_string(&(&s.workload, s.variants.before, s.variants.after))
+                .unwrap_or_default()
+        })
+    };
+    let mut seen: Vec<(String, usize)> = Vec::new();
+    let (mut jobs, mut copies) = (Vec::new(), Vec::new());
+    for &i in counted {
+        match key(i) {
+            Some(k) => match seen.iter().find(|(other, _)| *other == k) {
+                Some(&(_, first)) => copies.push((i, first)),
+                None => {
+                    seen.push((k, i));
+                    jobs.push(i);
+                }
+            },
+            None => jobs.push(i),
+        }
+    }
+    (jobs, copies)
 }
 
 /// Spec `i`'s counts as [`count_all`] made them, or (a spec it did not count) counted now.

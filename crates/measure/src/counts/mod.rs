@@ -109,6 +109,7 @@ impl Counts {
 }
 
 /// A spec's counts and the outputs of its counted calls (`None` for a side not counted).
+#[derive(Clone)]
 pub struct Counted {
     pub counts: SpecCounts,
     pub before_output: Option<Vec<f32>>,
