@@ -9,8 +9,9 @@ use crate::results::{RunResult, SweepSeries};
 #[derive(Debug, Clone, PartialEq)]
 pub struct RooflinePoint {
     pub spec: String,
-    /// The text beside the point: the spec's name, or for a sweep point its parameter value
-    /// (the sweep's name leads its first point), so a sweep's labels stay short.
+    /// The text beside the point: the spec's name, or for a sweep point the sweep's name and
+    /// its parameter value (`flash-attention: seq_len=1024`: two sweeps of one parameter are
+    /// told apart at every point).
     pub label: String,
     /// (arithmetic intensity FLOP/byte, achieved FLOP/s).
     pub before: (f64, f64),
@@ -25,15 +26,11 @@ pub fn roofline_points(run: &RunResult) -> Vec<RooflinePoint> {
         (v.intensity > 0.0 && v.intensity.is_finite() && flops_per_sec > 0.0 && secs > 0.0)
             .then_some((v.intensity, flops_per_sec))
     };
-    let mut groups_seen = std::collections::BTreeSet::new();
     run.specs
         .iter()
         .filter_map(|s| {
             let label = match &s.sweep {
-                Some(pt) if groups_seen.insert(pt.group.clone()) => {
-                    format!("{}: {}", pt.group, pt.label)
-                }
-                Some(pt) => pt.label.clone(),
+                Some(pt) => format!("{}: {}", pt.group, pt.label),
                 None => s.name.clone(),
             };
             Some(RooflinePoint {

@@ -326,11 +326,49 @@ mod tests {
         run.ceilings.tensor_flops_per_sec = None;
         let svg = roofline(&run);
         assert!(
-            !svg.contains("tensor cores"),
+            !svg.contains("mma.sync"),
             "no tensor roof without a measurement"
         );
         run.ceilings.tensor_flops_per_sec = Some(run.ceilings.fma_flops_per_sec * 8.0);
         assert!(roofline(&run).contains("measured roof (bf16 mma.sync)"));
+    }
+
+    #[test]
+    fn every_sweep_point_is_labelled_with_its_sweep_and_no_label_runs_past_the_edge() {
+        let run: RunResult = serde_json::from_str(include_str!(
+            "../../../../tests/fixtures/run-fixed/results.json"
+        ))
+        .expect("the fixed archive parses");
+        let mut run = run;
+        // A case at the far right of the chart: its label goes on the point's left.
+        run.specs[0].after.intensity *= 1e4;
+        run.specs[0].name = "tiny-chain-at-the-right-edge".into();
+        let svg = roofline(&run);
+        assert!(
+            svg.contains(r#"text-anchor="end">tiny-chain-at-the-right-edge<"#),
+            "{svg}"
+        );
+        let labels: Vec<&str> = svg
+            .split(r#"<text class="label""#)
+            .skip(1)
+            .map(|t| &t[t.find('>').unwrap() + 1..t.find("</text>").unwrap()])
+            .collect();
+        assert!(
+            labels.contains(&"tiny-sweep: rows=16") && labels.contains(&"tiny-sweep: rows=64"),
+            "{labels:?}"
+        );
+        // Every label's extent (6.2 px a character) inside the 880 px chart.
+        for t in svg.split(r#"<text class="label" x=""#).skip(1) {
+            let x: f64 = t[..t.find('"').unwrap()].parse().unwrap();
+            let text = &t[t.find('>').unwrap() + 1..t.find("</text>").unwrap()];
+            let w = 6.2 * text.chars().count() as f64;
+            let (from, to) = if t[..t.find('>').unwrap()].contains("text-anchor=\"end\"") {
+                (x - w, x)
+            } else {
+                (x, x + w)
+            };
+            assert!(from >= 0.0 && to <= 880.0, "{text}: {from}..{to}");
+        }
     }
 
     #[test]

@@ -120,23 +120,31 @@ pub fn roofline(run: &RunResult) -> String {
             }
             point(&mut o, pxy, r, side, &tip);
         }
-        // The label beside the after point, moved down past labels already placed.
+        // The label beside the after point — on its left where the right would run past the
+        // chart's edge — moved down past labels already placed.
         let label = &p.label;
         let w = 6.2 * label.chars().count() as f64;
-        let (lx, mut ly) = (ax + 8.0, ay - 8.0);
+        let left = ax + 8.0 + w > f.width - 2.0;
+        let (start, anchor) = if left {
+            (ax - 8.0 - w, r#" text-anchor="end""#)
+        } else {
+            (ax + 8.0, "")
+        };
+        let mut ly = ay - 8.0;
         for _ in 0..12 {
             if !labels
                 .iter()
-                .any(|&(px, py, pw)| lx < px + pw && px < lx + w && (ly - py).abs() < 12.0)
+                .any(|&(px, py, pw)| start < px + pw && px < start + w && (ly - py).abs() < 12.0)
             {
                 break;
             }
             ly += 12.0;
         }
-        labels.push((lx, ly, w));
+        labels.push((start, ly, w));
+        let x = if left { start + w } else { start };
         let _ = write!(
             o,
-            r#"<text class="label" x="{lx:.1}" y="{ly:.1}">{}</text></g>"#,
+            r#"<text class="label" x="{x:.1}" y="{ly:.1}"{anchor}>{}</text></g>"#,
             esc(label)
         );
     }
