@@ -67,14 +67,27 @@ is_pull_request() {
   esac
 }
 
-# The release binary of the action's tag, where the action is used at a tag `vX.Y.Z` that is
-# the source's own version and that release carries one for this machine.
+# The release binary of the action's version, where the action is used at a tag that names it:
+# `vX.Y.Z`, the source's own version, or a major (`v0`) or minor (`v0.1`) tag that the version
+# is under (the release workflow moves `vX` to each new release), and that release carries one
+# for this machine (x86-64 or aarch64 Linux). Checked against its SHA-256 before it is used.
 from_release() {
-  local dir="$1" tag="v$(version)" asset tmp
-  [ "${GITHUB_ACTION_REF:-}" = "$tag" ] || return 1
-  [ "$(uname -s)-$(uname -m)" = "Linux-x86_64" ] || return 1
+  local dir="$1" version tag ref="${GITHUB_ACTION_REF:-}" arch asset tmp
+  version="$(version)"
+  tag="v$version"
+  case "$ref" in
+    "$tag") ;;
+    v[0-9]*)
+      case "$tag" in "$ref".*) ;; *) return 1 ;; esac ;;
+    *) return 1 ;;
+  esac
+  case "$(uname -s)-$(uname -m)" in
+    Linux-x86_64) arch=x86_64 ;;
+    Linux-aarch64 | Linux-arm64) arch=aarch64 ;;
+    *) return 1 ;;
+  esac
   [ -n "${GITHUB_ACTION_REPOSITORY:-}" ] && command -v gh >/dev/null 2>&1 || return 1
-  asset="opledger-$tag-x86_64-linux.tar.gz"
+  asset="opledger-$tag-$arch-linux.tar.gz"
   tmp="$(mktemp -d)"
   gh release download "$tag" --repo "$GITHUB_ACTION_REPOSITORY" --dir "$tmp" \
     --pattern "$asset" --pattern "$asset.sha256" >/dev/null 2>&1 || return 1

@@ -275,6 +275,20 @@ set -eu
 mkdir -p "$FAKE_GH_DIR"
 echo "gh $*" >> "$FAKE_GH_DIR/calls"
 [ "${GH_TOKEN:-}" = t0ken ] || { echo "gh: no token" >&2; exit 4; }
+# A release's assets, from $FAKE_GH_DIR/releases/TAG/ (what the release workflow attaches).
+if [ "$1 $2" = "release download" ]; then
+  tag="$3"; shift 3; dir=.; patterns=()
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --dir) dir="$2"; shift 2 ;;
+      --pattern) patterns+=("$2"); shift 2 ;;
+      *) shift 2 ;;
+    esac
+  done
+  [ -d "$FAKE_GH_DIR/releases/$tag" ] || { echo "gh: release not found" >&2; exit 1; }
+  for p in "${patterns[@]}"; do cp "$FAKE_GH_DIR/releases/$tag/$p" "$dir/" || exit 1; done
+  exit 0
+fi
 [ "$1" = api ] || { echo "gh: only api is served here" >&2; exit 1; }
 shift
 method=GET body=""
@@ -386,6 +400,68 @@ fn the_action_records_main_gates_a_pull_request_and_comments_from_another_reposi
     let job = bare.action(&[("command", "install")]);
     assert_eq!(job.code, Some(3), "{}", job.said);
     assert!(job.said.contains("no cargo to build one"), "{}", job.said);
+
+    // The action at its major tag (`@v0`) takes the release binary of its own version, checked
+    // against its SHA-256; one that does not match is not used.
+    let version = root_version();
+    let tag = format!("v{version}");
+    let arch = std::env::consts::ARCH;
+    // A gh state of their own: the calls the runner below checks are its own.
+    let release = tmp.join("release-gh/releases").join(&tag);
+    std::fs::create_dir_all(&release).unwrap();
+    let asset = format!("opledger-{tag}-{arch}-linux.tar.gz");
+    let staged = tmp.join("staged");
+    std::fs::create_dir_all(&staged).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_opledger"), staged.join("opledger")).unwrap();
+    let o = Command::new("tar")
+        .arg("-czf")
+        .arg(release.join(&asset))
+        .arg("-C")
+        .arg(&staged)
+        .arg("opledger")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let digest = |a: &str| {
+        let o = Command::new("sha256sum")
+            .arg(a)
+            .current_dir(&release)
+            .output()
+            .unwrap();
+        std::fs::write(release.join(format!("{asset}.sha256")), &o.stdout).unwrap();
+    };
+    digest(&asset);
+    let mut released = Runner::new(&tmp.join("released"), &work);
+    released.env.insert("PATH".into(), bare.env["PATH"].clone());
+    released.env.insert(
+        "FAKE_GH_DIR".into(),
+        tmp.join("release-gh").display().to_string(),
+    );
+    released.env.insert("GITHUB_ACTION_REF".into(), "v0".into());
+    released.push("main");
+    let job = released.action(&[("command", "install")]);
+    assert_eq!(job.code, Some(0), "{}", job.said);
+    assert_eq!(job.out("install", "how"), "release", "{}", job.said);
+    // A release whose digest does not match: not used (and no cargo here to build one).
+    std::fs::write(
+        release.join(format!("{asset}.sha256")),
+        format!("{}  {asset}\n", "0".repeat(64)),
+    )
+    .unwrap();
+    let mut tampered = Runner::new(&tmp.join("tampered"), &work);
+    tampered.env = released.env.clone();
+    tampered.env.insert(
+        "OPLEDGER_ACTION_TOOLS".into(),
+        tmp.join("tampered/tool-cache").display().to_string(),
+    );
+    let job = tampered.action(&[("command", "install")]);
+    assert_eq!(job.code, Some(3), "{}", job.said);
+    assert!(
+        job.said
+            .contains("does not match its SHA-256; building instead"),
+        "{}",
+        job.said
+    );
 
     let bin = restore_binary(&runner);
     runner.push("main");
@@ -1122,4 +1198,9 @@ fn the_example_workflow_runs_under_act_from_a_team_repository() {
     assert!(said.contains("REGRESSION"), "{said}");
     let comment = std::fs::read_to_string(gh_dir.join("comment")).unwrap_or_default();
     assert!(comment.contains("counts: REGRESSION"), "{comment}\n{said}");
+}
+
+/// The crate's version, as the action reads it from Cargo.toml.
+fn root_version() -> String {
+    env!("CARGO_PKG_VERSION").to_string()
 }
