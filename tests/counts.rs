@@ -998,14 +998,14 @@ fn a_counted_size_too_large_for_memory_is_refused_at_counts_sizes() {
     assert!(!dir.path().join("runs").exists());
 }
 
-/// Where reuse decides the bytes: flash attention's ledger, taken with the model's last level as
+/// Where reuse decides the bytes: flash attention's (and the tiled GEMM's) ledger, taken with the model's last level as
 /// the cache that serves re-reads, predicts its counted DRAM reads and writes within ±15% where
 /// its tiles fit (a 1 MiB last level: the packed K and V re-read once per query tile, the packed
 /// copies and one worker's tiles written), and says the IO saving is lost where they do not (a
 /// 64 KiB last level: every tile re-reads from memory) — a FAIL, not a lower bound that holds.
 #[test]
 #[cfg_attr(not(has_valgrind), ignore = "needs Valgrind")]
-fn flash_attention_is_held_to_its_tiled_ledger_both_ways() {
+fn tiled_kernels_are_held_to_their_ledger_both_ways() {
     let dir = tempfile::tempdir().unwrap();
     let spec = dir.path().join("flash.yaml");
     std::fs::write(
@@ -1042,6 +1042,27 @@ fn flash_attention_is_held_to_its_tiled_ledger_both_ways() {
             .contains("exceed the cache model's last level (64 KiB)"),
         "{check}"
     );
+    // The tiled GEMM alike: 256³ on the default model (its buffers fit: A and B read once),
+    // and on a 256 KiB last level (they do not).
+    let gemm = dir.path().join("gemm.yaml");
+    std::fs::write(
+        &gemm,
+        "name: gemm-256\ntitle: gemm at 256\nworkload: {kind: gemm, m: 256, n: 256, k: 256}\nvariants: {before: naive, after: tiled}\nexpect: {bound: compute}\n",
+    )
+    .unwrap();
+    for (model, kind, code) in [
+        ("LL=8388608,16,64", "tiled", 0),
+        ("LL=262144,16,64", "tiles_exceed_cache", 1),
+    ] {
+        let o = common::run_cmd(dir.path(), std::slice::from_ref(&gemm), &[])
+            .args(["--measure", "counts", "--no-store", "--cache-model", model])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(code), "{model}: {}", text(&o));
+        let r = newest_results(dir.path());
+        let after = &r["specs"][0]["counts"]["after"];
+        assert_eq!(after["agreement"]["kind"], kind, "{model}: {after}");
+    }
 }
 
 /// Sweep points that `measure.counts_sizes` maps to one counted workload are counted once, and

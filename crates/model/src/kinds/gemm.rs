@@ -104,7 +104,7 @@ fn gemm_ledger(g: &Gemm, variant: Variant, t: &Tiling) -> VariantLedger {
         ),
         _ => {
             let k_slices = g.k.div_ceil(t.gemm_kc);
-            VariantLedger::new(
+            let blocked = VariantLedger::new(
                 variant,
                 vec![
                     mv("A", a, g.n.div_ceil(t.gemm_nc), 0),
@@ -113,7 +113,43 @@ fn gemm_ledger(g: &Gemm, variant: Variant, t: &Tiling) -> VariantLedger {
                 ],
                 flops,
                 1,
+            );
+            if !t.gemm_packs || t.reuse_cache_bytes == 0 {
+                // Without a reuse cache every re-read of a packed panel is memory's: the
+                // blocked model above.
+                return blocked;
+            }
+            // The CPU kernel's buffers: one KC slice of A (every row), one KC×NC block of B,
+            // and the C block a task writes; its working set is twice that (A's and B's rows
+            // being packed and C's rows stream through the same cache). Where it fits the reuse
+            // cache, the packed panels are re-read from it: memory sees A and B once (to pack
+            // them), the buffers' first writes, and C once — or once a KC slice where C does
+            // not fit beside the buffers.
+            let (kc, nc) = (t.gemm_kc.min(g.k), t.gemm_nc.min(g.n));
+            let (a_buf, b_buf) = (g.m * kc * 4, kc * nc * 4);
+            let buffers = a_buf + b_buf + t.gemm_mc.min(g.m) * nc * 4;
+            let tiles = 2 * buffers;
+            if tiles > t.reuse_cache_bytes {
+                return blocked.with_tile_bytes(tiles);
+            }
+            let (c_reads, c_writes) = if c + buffers <= t.reuse_cache_bytes {
+                (0, 1)
+            } else {
+                (k_slices - 1, k_slices)
+            };
+            VariantLedger::new(
+                variant,
+                vec![
+                    mv("A", a, 1, 0),
+                    mv("B", b, 1, 0),
+                    mv("A packed", a_buf, 0, 1),
+                    mv("B packed", b_buf, 0, 1),
+                    mv("C", c, c_reads, c_writes),
+                ],
+                flops,
+                1,
             )
+            .with_tile_bytes(tiles)
         }
     }
 }

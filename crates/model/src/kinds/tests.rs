@@ -215,6 +215,48 @@ fn gemm_naive_rereads_b_tiled_by_blocks() {
 }
 
 #[test]
+fn the_cpu_gemm_with_a_reuse_cache_reads_a_and_b_once_where_its_buffers_fit() {
+    let g = Workload::Gemm(Gemm {
+        m: 768,
+        n: 768,
+        k: 768,
+        dtype: DType::F32,
+    });
+    let mat = 768 * 768 * 4;
+    let (a_buf, b_buf, c_block) = (768 * 256 * 4, 256 * 512 * 4, 128 * 512 * 4);
+    let with = |reuse: u64| {
+        let t = Tiling {
+            reuse_cache_bytes: reuse,
+            ..Tiling::CPU
+        };
+        g.ledger(Variant::Naive, Variant::Tiled, &t).after
+    };
+    // 8 MiB: the buffers (twice over) fit, and C beside them: A and B read once, the buffers'
+    // first writes, C written once.
+    let l = with(8 << 20);
+    assert_eq!(l.tile_bytes, Some(2 * (a_buf + b_buf + c_block)));
+    let read: u64 = l.movements.iter().map(|m| m.bytes * m.reads).sum();
+    let written: u64 = l.movements.iter().map(|m| m.bytes * m.writes).sum();
+    assert_eq!((read, written), (2 * mat, mat + a_buf + b_buf));
+    // 2 MiB: the working set does not fit; the blocked model, with its tiles named.
+    let small = with(2 << 20);
+    assert_eq!(small.tile_bytes, Some(2 * (a_buf + b_buf + c_block)));
+    assert_eq!(
+        small.bytes_moved(),
+        Workload::Gemm(Gemm {
+            m: 768,
+            n: 768,
+            k: 768,
+            dtype: DType::F32,
+        })
+        .variant_ledger(Variant::Tiled)
+        .bytes_moved()
+    );
+    // No reuse cache (the time ledger): the blocked model, no tiles named.
+    assert_eq!(with(0).tile_bytes, None);
+}
+
+#[test]
 fn launch_chain_differs_only_in_launches() {
     let l = LaunchChain {
         n_ops: 200,

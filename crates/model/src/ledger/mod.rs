@@ -169,6 +169,9 @@ pub struct Tiling {
     pub flash_bc: u64,
     /// Flash attention in bf16 (tensor-core kernel): Q rows per tile.
     pub flash_bf16_br: u64,
+    /// The tiled GEMM packs each KC slice of A (all of its rows) and each KC×NC block of B into
+    /// buffers it re-reads (the CPU kernel); a GPU's kernel reads its tiles in place.
+    pub gemm_packs: bool,
     /// Flash attention packs K and V once a call into the micro-kernel's panels and re-reads
     /// the packed copies (the CPU kernel); a GPU's kernel reads K and V where they are.
     pub flash_packs_kv: bool,
@@ -190,6 +193,7 @@ impl Tiling {
         flash_bc: FLASH_BC,
         // The CPU backend runs f32 only; bf16 specs are refused before they are measured.
         flash_bf16_br: FLASH_BR,
+        gemm_packs: true,
         flash_packs_kv: true,
         // The CPU's K/V re-reads are counted in full: the established model of this backend.
         reuse_cache_bytes: 0,
@@ -204,6 +208,7 @@ impl Tiling {
         flash_br: 32,
         flash_bc: 16,
         flash_bf16_br: 64,
+        gemm_packs: false,
         flash_packs_kv: false,
         // The device's L2 is filled in by the CUDA backend (`opledger ledger --tiling cuda`
         // shows the model without it: every re-read from device memory).
