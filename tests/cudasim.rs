@@ -142,13 +142,19 @@ fn text(o: &Output) -> String {
 }
 
 fn results(dir: &Path) -> Value {
+    let run = results_dir(dir);
+    serde_json::from_str(&std::fs::read_to_string(run.join("results.json")).unwrap()).unwrap()
+}
+
+/// The one run folder under `dir/runs`.
+fn results_dir(dir: &Path) -> PathBuf {
     let runs: Vec<_> = std::fs::read_dir(dir.join("runs"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.is_dir())
         .collect();
     assert_eq!(runs.len(), 1, "one run directory: {runs:?}");
-    serde_json::from_str(&std::fs::read_to_string(runs[0].join("results.json")).unwrap()).unwrap()
+    runs[0].clone()
 }
 
 fn check<'a>(spec: &'a Value, name: &str) -> &'a Value {
@@ -637,11 +643,9 @@ fn a_cuda_kernel_that_keeps_its_result_across_launches_fails() {
 /// after its options (the marked pass, whose kernels the simulator really runs) and writes the
 /// export named by `NCU_FIXTURE` as its log, as Nsight Compute writes the counters it read.
 fn stand_in_ncu(dir: &Path) -> PathBuf {
-    let bin_dir = dir.join("bin");
-    std::fs::create_dir_all(&bin_dir).unwrap();
-    let ncu = bin_dir.join("ncu");
-    std::fs::write(
-        &ncu,
+    stand_in(
+        dir,
+        "ncu",
         r#"#!/bin/bash
 if [ "$1" = "--version" ]; then
   echo "NVIDIA (R) Nsight Compute Command Line Profiler"
@@ -661,9 +665,16 @@ done
 cp "$NCU_FIXTURE" "$log"
 "#,
     )
-    .unwrap();
+}
+
+/// A stand-in program `name` (an executable `script`) in `dir/bin`, which it returns.
+fn stand_in(dir: &Path, name: &str, script: &str) -> PathBuf {
+    let bin_dir = dir.join("bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let program = bin_dir.join(name);
+    std::fs::write(&program, script).unwrap();
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&ncu, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
     bin_dir
 }
 
@@ -969,11 +980,9 @@ fn every_sample_starts_behind_the_flush_and_ends_after_all_its_work() {
 fn the_gpus_clocks_and_power_are_recorded_per_spec() {
     let Some(sim) = simulator() else { return };
     let tmp = tempfile::tempdir().unwrap();
-    let bin_dir = tmp.path().join("bin");
-    std::fs::create_dir_all(&bin_dir).unwrap();
-    let smi = bin_dir.join("nvidia-smi");
-    std::fs::write(
-        &smi,
+    let bin_dir = stand_in(
+        tmp.path(),
+        "nvidia-smi",
         r#"#!/bin/bash
 case "$*" in
   *clocks_event_reasons*) echo 'Field "clocks_event_reasons.active" is not a valid field to query.' >&2; exit 2 ;;
@@ -981,10 +990,7 @@ esac
 case "$1" in --id=0000*) ;; *) echo "no --id=PCI address: $1" >&2; exit 3 ;; esac
 echo "1755, 1980, 3201, 698.12, 71, 0x0000000000000004"
 "#,
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     let path = format!(
         "{}:{}",
         bin_dir.display(),
@@ -1014,12 +1020,4 @@ echo "1755, 1980, 3201, 698.12, 71, 0x0000000000000004"
         report.contains("GPU while sampling: SM clock 1755 of 1980 MHz, 698 W, 71 °C, clocks limited by: sw_power_cap"),
         "{report}"
     );
-}
-
-fn results_dir(dir: &Path) -> PathBuf {
-    std::fs::read_dir(dir.join("runs"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.is_dir())
-        .unwrap()
 }

@@ -1599,45 +1599,58 @@ fn a_kernel_on_a_side_stream_is_timed_with_its_work() {
         let spec = cheat_spec(dir.path(), "[python3, streams_worker.py]", function);
         // Against NumPy's relu (a fraction of a millisecond at this size): the modelled kernel
         // takes 20 ms, wherever it runs.
-        let yaml = std::fs::read_to_string(&spec)
-            .unwrap()
-            .replace(
-                "command: [python3, fake_worker.py, ok], function: relu",
-                "command: [python3, cheats_worker.py], function: honest",
-            )
-            .replace(
-                "expect: {bound: bandwidth}",
-                "expect: {bound: bandwidth, time_saving: {min: 0.2}}",
-            );
-        std::fs::write(&spec, yaml).unwrap();
-        let o = bin()
-            .current_dir(dir.path())
-            .env("PYTHONPATH", &standin)
-            .arg("run")
-            .arg(&spec)
-            .args(common::FAST)
-            .args(common::FEW_PAIRS)
-            .args(["--backend", "cpu"])
-            .output()
-            .unwrap();
-        let out = text(&o);
-        assert_eq!(o.status.code(), Some(1), "{function}: {out}");
-        let r = results(dir.path());
-        let s = &r["specs"][0];
-        assert!(s["error"].is_null(), "{function}: {out}");
-        let check = |name: &str| {
-            s["checks"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|c| c["name"] == name)
-                .cloned()
-                .unwrap_or_else(|| panic!("{function}: no {name} check: {out}"))
-        };
-        assert_eq!(check("correctness")["status"], "pass", "{function}: {out}");
-        assert_eq!(check("time_saving")["status"], "fail", "{function}: {out}");
-        assert!(!out.contains("IMPOSSIBLE"), "{function}: {out}");
+        fails_its_time_claim_correctly(
+            &spec,
+            "command: [python3, cheats_worker.py], function: honest",
+            ("PYTHONPATH", &standin),
+            function,
+        );
     }
+}
+
+/// Runs `spec` (a [`cheat_spec`]) with its before side `before` and a claimed time saving of
+/// 20% (`env` set for the run): the spec fails that claim with a correct output, and no time
+/// is impossible — what a side timed with all its work, and read complete, does.
+fn fails_its_time_claim_correctly(spec: &Path, before: &str, env: (&str, &Path), what: &str) {
+    let yaml = std::fs::read_to_string(spec)
+        .unwrap()
+        .replace(
+            "command: [python3, fake_worker.py, ok], function: relu",
+            before,
+        )
+        .replace(
+            "expect: {bound: bandwidth}",
+            "expect: {bound: bandwidth, time_saving: {min: 0.2}}",
+        );
+    std::fs::write(spec, yaml).unwrap();
+    let dir = spec.parent().unwrap();
+    let o = bin()
+        .current_dir(dir)
+        .env(env.0, env.1)
+        .arg("run")
+        .arg(spec)
+        .args(common::FAST)
+        .args(common::FEW_PAIRS)
+        .args(["--backend", "cpu"])
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{what}: {out}");
+    let r = results(dir);
+    let s = &r["specs"][0];
+    assert!(s["error"].is_null(), "{what}: {out}");
+    let status = |name: &str| {
+        s["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .map(|c| c["status"].clone())
+            .unwrap_or_else(|| panic!("{what}: no {name} check: {out}"))
+    };
+    assert_eq!(status("correctness"), "pass", "{what}: {out}");
+    assert_eq!(status("time_saving"), "fail", "{what}: {out}");
+    assert!(!out.contains("IMPOSSIBLE"), "{what}: {out}");
 }
 
 /// The C kit's CUDA path keeps opledger's one timing rule, shown against a stand-in CUDA runtime
@@ -1694,42 +1707,10 @@ fn the_c_kits_cuda_path_times_a_side_stream_with_its_work() {
         .unwrap();
     assert!(o.status.success(), "nvcc: {}", text(&o));
     let spec = cheat_spec(dir.path(), "[./ssw]", "side_stream");
-    let yaml = std::fs::read_to_string(&spec)
-        .unwrap()
-        .replace(
-            "command: [python3, fake_worker.py, ok], function: relu",
-            "command: [./ssw], function: same_stream",
-        )
-        .replace(
-            "expect: {bound: bandwidth}",
-            "expect: {bound: bandwidth, time_saving: {min: 0.2}}",
-        );
-    std::fs::write(&spec, yaml).unwrap();
-    let o = bin()
-        .current_dir(dir.path())
-        .env("LD_LIBRARY_PATH", &lib)
-        .arg("run")
-        .arg(&spec)
-        .args(common::FAST)
-        .args(common::FEW_PAIRS)
-        .args(["--backend", "cpu"])
-        .output()
-        .unwrap();
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{out}");
-    let r = results(dir.path());
-    let s = &r["specs"][0];
-    assert!(s["error"].is_null(), "{out}");
-    let status = |name: &str| {
-        s["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == name)
-            .map(|c| c["status"].clone())
-            .unwrap_or_else(|| panic!("no {name} check: {out}"))
-    };
-    assert_eq!(status("correctness"), "pass", "{out}");
-    assert_eq!(status("time_saving"), "fail", "{out}");
-    assert!(!out.contains("IMPOSSIBLE"), "{out}");
+    fails_its_time_claim_correctly(
+        &spec,
+        "command: [./ssw], function: same_stream",
+        ("LD_LIBRARY_PATH", &lib),
+        "side_stream",
+    );
 }

@@ -172,27 +172,8 @@ fn slowed_warning(state: &crate::device::DeviceState) -> Option<String> {
     if slowed.is_empty() {
         return None;
     }
-    let names: Vec<String> = slowed
-        .iter()
-        .map(|r| {
-            serde_json::to_value(r)
-                .ok()
-                .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
-                .unwrap_or_default()
-        })
-        .collect();
-    let of = |v: Option<f64>, unit: &str| v.map(|v| format!("{v:.0} {unit}"));
-    let figures: Vec<String> = [
-        match (state.sm_clock_mhz, state.max_sm_clock_mhz) {
-            (Some(now), Some(max)) => Some(format!("SM clock {now:.0} of {max:.0} MHz")),
-            (now, _) => of(now, "MHz SM clock"),
-        },
-        of(state.power_watts, "W"),
-        of(state.temperature_c, "°C"),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
+    let names: Vec<String> = slowed.iter().map(|r| r.name().replace('_', " ")).collect();
+    let figures = state.figures();
     Some(format!(
         "the GPU's clocks were held down while the samples ran ({}; {}): its times are a slowed GPU's — cool it, raise its power limit or measure again",
         names.join(", "),

@@ -101,18 +101,8 @@ fn gpu_state(v: Value) -> String {
     else {
         return String::new();
     };
-    let mut parts = vec![match (s.sm_clock_mhz, s.max_sm_clock_mhz) {
-        (Some(now), Some(max)) => format!("SM clock {now:.0} of {max:.0} MHz"),
-        (Some(now), None) => format!("SM clock {now:.0} MHz"),
-        _ => "SM clock n/a".into(),
-    }];
-    parts.extend(s.power_watts.map(|w| format!("{w:.0} W")));
-    parts.extend(s.temperature_c.map(|c| format!("{c:.0} °C")));
-    let limits: Vec<String> = s
-        .clock_limits
-        .iter()
-        .filter_map(|r| serde_json::to_value(r).ok()?.as_str().map(str::to_string))
-        .collect();
+    let mut parts = s.figures();
+    let limits: Vec<&str> = s.clock_limits.iter().map(|r| r.name()).collect();
     parts.push(format!(
         "clocks limited by: {}",
         if limits.is_empty() {

@@ -162,6 +162,9 @@ impl LedgerAgreement {
             ratio(c.dram_read_bytes, read),
             ratio(c.dram_write_bytes, write),
         );
+        // Measured within `tolerance` of the ledger (nothing predicted: nothing to hold).
+        let near =
+            |r: f64, predicted: u64, tolerance: f64| predicted == 0 || (r - 1.0).abs() <= tolerance;
         // A tiled kernel's ledger is taken with the last level as its reuse cache: where the
         // tiles fit, it predicts the re-reads whatever the tensors' sizes (a cold call reads
         // each input once); where they do not, it predicts nothing.
@@ -174,12 +177,11 @@ impl LedgerAgreement {
                     write_ratio,
                 };
             }
-            let near =
-                |r: f64, predicted: u64| predicted == 0 || (r - 1.0).abs() <= TILED_TOLERANCE;
             return LedgerAgreement::Tiled {
                 read_ratio,
                 write_ratio,
-                agrees: near(read_ratio, read) && near(write_ratio, write),
+                agrees: near(read_ratio, read, TILED_TOLERANCE)
+                    && near(write_ratio, write, TILED_TOLERANCE),
             };
         }
         // Tensors under four times the last level may stay in it. Where their traffic is a
@@ -209,12 +211,11 @@ impl LedgerAgreement {
                 agrees: read_ratio >= REUSE_FLOOR && (write == 0 || write_ratio >= REUSE_FLOOR),
             };
         }
-        let near =
-            |r: f64, predicted: u64| predicted == 0 || (r - 1.0).abs() <= STREAMING_TOLERANCE;
         LedgerAgreement::Streaming {
             read_ratio,
             write_ratio,
-            agrees: near(read_ratio, read) && near(write_ratio, write),
+            agrees: near(read_ratio, read, STREAMING_TOLERANCE)
+                && near(write_ratio, write, STREAMING_TOLERANCE),
         }
     }
 }

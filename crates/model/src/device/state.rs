@@ -50,6 +50,21 @@ impl ClockLimit {
             .collect()
     }
 
+    /// The reason's name as results.json writes it (`sw_power_cap`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ClockLimit::GpuIdle => "gpu_idle",
+            ClockLimit::ApplicationsClocks => "applications_clocks",
+            ClockLimit::SwPowerCap => "sw_power_cap",
+            ClockLimit::HwSlowdown => "hw_slowdown",
+            ClockLimit::SyncBoost => "sync_boost",
+            ClockLimit::SwThermal => "sw_thermal",
+            ClockLimit::HwThermal => "hw_thermal",
+            ClockLimit::HwPowerBrake => "hw_power_brake",
+            ClockLimit::DisplayClocks => "display_clocks",
+        }
+    }
+
     /// Whether the reason slows a running kernel down (not idle, not a setting someone chose).
     pub fn slows(self) -> bool {
         matches!(
@@ -126,6 +141,20 @@ impl DeviceState {
         })
     }
 
+    /// The reading's figures, each with its unit: `SM clock 1755 of 1980 MHz`, `698 W`, `71 °C`
+    /// (the clock `n/a` where the driver did not say; power and temperature left out then).
+    pub fn figures(&self) -> Vec<String> {
+        let clock = match (self.sm_clock_mhz, self.max_sm_clock_mhz) {
+            (Some(now), Some(max)) => format!("SM clock {now:.0} of {max:.0} MHz"),
+            (Some(now), None) => format!("SM clock {now:.0} MHz"),
+            (None, _) => "SM clock n/a".into(),
+        };
+        std::iter::once(clock)
+            .chain(self.power_watts.map(|w| format!("{w:.0} W")))
+            .chain(self.temperature_c.map(|c| format!("{c:.0} °C")))
+            .collect()
+    }
+
     /// The reasons that slowed the GPU down while it ran.
     pub fn slowed_by(&self) -> Vec<ClockLimit> {
         self.clock_limits
@@ -151,6 +180,11 @@ mod tests {
             [ClockLimit::SwPowerCap, ClockLimit::SwThermal]
         );
         assert_eq!(s.slowed_by(), s.clock_limits);
+        assert_eq!(s.figures(), ["SM clock 1755 of 1980 MHz", "698 W", "71 °C"]);
+        // Every reason's name is the one results.json writes.
+        for r in ClockLimit::of_mask(0x1ff) {
+            assert_eq!(serde_json::to_value(r).unwrap(), r.name());
+        }
         // Not available on this GPU, and idle: nothing slowed a kernel.
         let s = DeviceState::parse("345, 1980, [N/A], [N/A], 30, 0x0000000000000001").unwrap();
         assert_eq!((s.memory_clock_mhz, s.power_watts), (None, None));
