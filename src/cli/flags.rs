@@ -195,7 +195,7 @@ fn set_threads(n: usize) -> Result<()> {
         })
 }
 
-/// `opledger counts`: the cache model parsed (the default model when none is given).
+/// `opledger counts`: the cache model parsed (none given: each spec's own, or the default).
 pub(super) fn counts_options(
     paths: Vec<PathBuf>,
     cache_model: Option<&str>,
@@ -203,11 +203,12 @@ pub(super) fn counts_options(
     format: &str,
     settings: crate::settings::Settings,
 ) -> Result<crate::commands::counts::CountOptions> {
-    let model = match cache_model {
-        Some(m) => crate::measure::counts::CacheModel::parse(m)
-            .map_err(|e| Error::Flag(format!("--cache-model {e}")))?,
-        None => crate::measure::counts::CacheModel::default(),
-    };
+    let model = cache_model
+        .map(|m| {
+            crate::measure::counts::CacheModel::parse(m)
+                .map_err(|e| Error::Flag(format!("--cache-model {e}")))
+        })
+        .transpose()?;
     Ok(crate::commands::counts::CountOptions {
         paths,
         settings,

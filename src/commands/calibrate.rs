@@ -204,7 +204,7 @@ fn counts_calibration(
     runs: usize,
 ) -> Result<CountsCalibration> {
     let counted = s.counted()?;
-    let metric = crate::gate::counts::metric_of(&s.gate, &counter.engine);
+    let metric = crate::gate::counts::metric_of(&s.gate, &counter.engine_for(s));
     let mut values = Vec::new();
     for _ in 0..runs {
         let c = counter.count_spec(&counted)?;

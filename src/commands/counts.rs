@@ -12,7 +12,8 @@ pub struct CountOptions {
     /// The environment's settings: the experiment's deliberate slowdown is the code under
     /// test, and is handed to the counted process.
     pub settings: crate::settings::Settings,
-    pub model: CacheModel,
+    /// The command line's cache model (none: each spec's own, or the default).
+    pub model: Option<CacheModel>,
     pub seed: u64,
     pub json: bool,
 }

@@ -102,8 +102,13 @@ fn distinct(p: &Prepared, counted: &[usize]) -> (Vec<usize>, Vec<(usize, usize)>
         let s = p.specs[i].counted().ok()?;
         let own = s.implementations.before.is_none() && s.implementations.after.is_none();
         own.then(|| {
-            serde_json::to_string(&(&s.workload, s.variants.before, s.variants.after))
-                .unwrap_or_default()
+            serde_json::to_string(&(
+                &s.workload,
+                s.variants.before,
+                s.variants.after,
+                &s.measure.counts_cache_model,
+            ))
+            .unwrap_or_default()
         })
     };
     let mut seen: Vec<(String, usize)> = Vec::new();

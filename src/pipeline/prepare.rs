@@ -66,7 +66,7 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
     // Counting is refused before anything is measured where it cannot be done.
     let (counter, counts_note) = counter(opts, &specs, backend.as_ref())?;
     let device = backend.device();
-    let lock = accept_lock(opts, &device.key, counter.as_ref())?;
+    let lock = accept_lock(opts, &specs, &device.key, counter.as_ref())?;
     let (mut baselines, notes) =
         refuse_and_find_baselines(opts, &specs, backend.as_ref(), available)?;
     // A counted side is refused as a timed one is: before anything is measured, where its
@@ -91,6 +91,7 @@ pub(crate) fn prepare(opts: &RunOptions, passes: usize) -> Result<Prepared> {
         .as_ref()
         .map(|c| crate::gate::reference::CountsOptions {
             engine: &c.engine,
+            model_fixed: c.model_fixed,
             baselines_dir: &opts.baselines_dir,
         });
     let (references, counts_baselines) = crate::gate::reference::references(
@@ -323,6 +324,7 @@ fn check_outputs(opts: &RunOptions) -> Result<Option<Template>> {
 /// Accepting runs serialize on the baselines store, from reading the baselines to writing them.
 fn accept_lock(
     opts: &RunOptions,
+    specs: &[Spec],
     device_key: &str,
     counter: Option<&crate::measure::counts::valgrind::Counter>,
 ) -> Result<Option<baseline::StoreLock>> {
@@ -335,6 +337,13 @@ fn accept_lock(
     baseline::remove_stale_temp_files(&opts.baselines_dir.join(device_key));
     if let Some(c) = counter {
         baseline::remove_stale_temp_files(&opts.baselines_dir.join(c.engine.key()));
+        // A spec's own cache model files its counts under its own key.
+        for s in specs {
+            let key = c.engine_for(s).key();
+            if key != c.engine.key() {
+                baseline::remove_stale_temp_files(&opts.baselines_dir.join(key));
+            }
+        }
     }
     Ok(Some(lock))
 }
@@ -418,7 +427,7 @@ fn counter(
             )?
         }
         None => crate::measure::counts::valgrind::Counter::new(
-            opts.cache_model.unwrap_or_default(),
+            opts.cache_model,
             opts.measure.seed,
             &opts.settings,
         )?,

@@ -344,6 +344,7 @@ mod tests {
     fn spec_counts(before: u64, after: u64) -> SpecCounts {
         SpecCounts {
             counted_workload: None,
+            spec_cache_model: false,
             name: "x".into(),
             engine: engine(),
             before_variant: "unfused".into(),

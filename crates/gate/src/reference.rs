@@ -76,6 +76,9 @@ pub fn against_of(opts: &ReferenceOptions<'_>, s: &Spec) -> Against {
 /// key names the baselines' folder and the store's counted runs) and the baselines' folder.
 pub struct CountsOptions<'a> {
     pub engine: &'a CountsEngine,
+    /// The run's cache model was given on the command line (else a spec's own model decides
+    /// its engine: [`CountsEngine::for_spec`]).
+    pub model_fixed: bool,
     pub baselines_dir: &'a std::path::Path,
 }
 
@@ -237,9 +240,10 @@ fn counts_reference(
     named: &str,
     bases: &mut MergeBases,
 ) -> Result<CountsBase> {
-    let path = crate::baseline::counts::path_for(c.baselines_dir, c.engine, &s.name);
+    let engine = c.engine.for_spec(s, c.model_fixed);
+    let path = crate::baseline::counts::path_for(c.baselines_dir, &engine, &s.name);
     let file = crate::baseline::counts::load(&path)?;
-    let key = c.engine.key();
+    let key = engine.key();
     let mut base = CountsBase {
         path,
         ..CountsBase::default()

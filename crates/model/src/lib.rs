@@ -4,6 +4,7 @@
 //! expression language, secrets, stopping, untrusted text, settings, bounded file access and
 //! sharding. Pure data and rules: nothing here runs a kernel.
 
+pub mod cache;
 pub mod device;
 pub mod error;
 pub mod expr;

@@ -135,8 +135,9 @@ fn reproduce(changed: &[&CaseComparison], rb: &RunResult, base: Option<&str>) ->
             );
             if counts_failed {
                 cmd.push_str(" --measure counts");
-                if let Some(engine) = s.counts.as_ref().map(|k| &k.engine) {
-                    let model = engine.cache_model;
+                // A model of the spec's own is the spec's to give again; another, the run's.
+                if let Some(k) = s.counts.as_ref().filter(|k| !k.spec_cache_model) {
+                    let model = k.engine.cache_model;
                     if model != crate::measure::counts::CacheModel::default() {
                         cmd.push_str(&format!(" --cache-model {}", shell_word(&model.describe())));
                     }

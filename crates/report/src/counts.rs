@@ -64,6 +64,18 @@ fn agreement(a: &LedgerAgreement) -> String {
             ratio(*read_ratio),
             ratio(*write_ratio)
         ),
+        LedgerAgreement::NearCache {
+            working_set_bytes,
+            ll_bytes,
+            read_ratio,
+            write_ratio,
+        } => format!(
+            "not compared: tiles and re-read operands of {} KiB near the {} KiB last level (read x{}, write x{})",
+            working_set_bytes >> 10,
+            ll_bytes >> 10,
+            ratio(*read_ratio),
+            ratio(*write_ratio)
+        ),
         LedgerAgreement::CacheResident {
             smallest_tensor_bytes,
             ll_bytes,
@@ -118,6 +130,9 @@ pub fn table(specs: &[SpecCounts]) -> String {
             let mut name = s.name.replace('|', "\\|");
             if let Some(w) = &s.counted_workload {
                 name.push_str(&format!(" (counted at {w})"));
+            }
+            if engine.is_some_and(|e| e.cache_model != s.engine.cache_model) {
+                name.push_str(&format!(" (on LL={})", s.engine.cache_model.ll.arg()));
             }
             match c {
                 SideCounts::Counted {

@@ -90,6 +90,24 @@ fn add_filters(env: &mut Environment<'static>) {
     env.add_filter("sci", |v: f64| format!("{v:.3e}"));
     env.add_filter("mark", status_mark);
     env.add_filter("gpu_state", gpu_state);
+    env.add_filter("counted_mark", counted_mark);
+}
+
+/// A counted sweep point's side against its ledger: `✅ read ×1.004, write ×1.006`, `❌ …`, or
+/// `not compared` (a tensor may stay in the cache).
+fn counted_mark(v: Value) -> String {
+    let Some(c) = serde_json::to_value(&v)
+        .ok()
+        .and_then(|j| serde_json::from_value::<crate::results::CountedBytes>(j).ok())
+    else {
+        return String::new();
+    };
+    let ratios = format!("read ×{:.3}, write ×{:.3}", c.read_ratio, c.write_ratio);
+    match c.agrees {
+        Some(true) => format!("✅ {ratios}"),
+        Some(false) => format!("❌ {ratios}"),
+        None => format!("not compared ({ratios})"),
+    }
 }
 
 /// ` · GPU while sampling: SM clock 1755 of 1980 MHz, 698 W, 71 °C, clocks limited by:

@@ -34,6 +34,7 @@ pub fn sweeps(specs: &[SpecResult]) -> Vec<model::SweepSeries> {
             after_secs: s.after.summary.map(|m| m.median_secs),
             io_saving: s.io_saving,
             time_saving: s.time_saving.map(|t| t.point),
+            counted: counted_point(s),
         };
         match out.iter_mut().find(|g| g.group == p.group) {
             Some(g) => g.rows.push(row),
@@ -47,6 +48,7 @@ pub fn sweeps(specs: &[SpecResult]) -> Vec<model::SweepSeries> {
                 after_bytes_slope: None,
                 before_time_slope: None,
                 after_time_slope: None,
+                counted: None,
             }),
         }
     }
@@ -69,8 +71,73 @@ pub fn sweeps(specs: &[SpecResult]) -> Vec<model::SweepSeries> {
             .after_secs
             .zip(last.after_secs)
             .and_then(|(a, b)| slope(a, b));
+        g.counted = counted_scaling(specs, g, &slope);
     }
     out
+}
+
+/// Spec `s`'s counted bytes beside its ledger's, where both sides were counted.
+fn counted_point(s: &SpecResult) -> Option<model::CountedPoint> {
+    let c = s.counts.as_ref()?;
+    let side = |x: &crate::measure::counts::SideCounts| match x {
+        crate::measure::counts::SideCounts::Counted {
+            counts,
+            ledger_read_bytes,
+            ledger_write_bytes,
+            agreement,
+            ..
+        } => Some(model::CountedBytes {
+            dram_bytes: counts.dram_read_bytes + counts.dram_write_bytes,
+            ledger_bytes: ledger_read_bytes + ledger_write_bytes,
+            read_ratio: counts.dram_read_bytes as f64 / (*ledger_read_bytes).max(1) as f64,
+            write_ratio: counts.dram_write_bytes as f64 / (*ledger_write_bytes).max(1) as f64,
+            agrees: agreement.agrees(),
+        }),
+        crate::measure::counts::SideCounts::NotAvailable { .. } => None,
+    };
+    Some(model::CountedPoint {
+        workload: c
+            .counted_workload
+            .clone()
+            .unwrap_or_else(|| s.workload_desc.clone()),
+        before: side(&c.before)?,
+        after: side(&c.after)?,
+    })
+}
+
+/// How series `g`'s counted bytes scale, where every point was counted and no two at the same
+/// workload (`measure.counts_sizes` leaving the swept size alone); `None` elsewhere, and the
+/// points' counts are dropped (one size counted for every point says nothing of the sweep).
+fn counted_scaling(
+    specs: &[SpecResult],
+    g: &mut model::SweepSeries,
+    slope: &dyn Fn(f64, f64) -> Option<f64>,
+) -> Option<model::CountedScaling> {
+    let points: Vec<&model::CountedPoint> =
+        g.rows.iter().filter_map(|r| r.counted.as_ref()).collect();
+    let mut workloads: Vec<&str> = points.iter().map(|p| p.workload.as_str()).collect();
+    workloads.sort_unstable();
+    workloads.dedup();
+    if points.len() != g.rows.len() || workloads.len() != g.rows.len() || g.rows.len() < 2 {
+        for r in &mut g.rows {
+            r.counted = None;
+        }
+        return None;
+    }
+    let (first, last) = (points.first()?, points.last()?);
+    let engine = specs
+        .iter()
+        .find(|s| s.name == g.rows.first().map(|r| r.spec.as_str()).unwrap_or_default())
+        .and_then(|s| s.counts.as_ref())?;
+    let s = |a: u64, b: u64| slope(a as f64, b as f64);
+    Some(model::CountedScaling {
+        ll_bytes: engine.engine.cache_model.ll.bytes,
+        spec_cache_model: engine.spec_cache_model,
+        before_slope: s(first.before.dram_bytes, last.before.dram_bytes),
+        before_ledger_slope: s(first.before.ledger_bytes, last.before.ledger_bytes),
+        after_slope: s(first.after.dram_bytes, last.after.dram_bytes),
+        after_ledger_slope: s(first.after.ledger_bytes, last.after.ledger_bytes),
+    })
 }
 
 /// Derives the seed's five-item delivery checklist from the spec results.

@@ -450,6 +450,45 @@ pub struct SweepRow {
     pub after_secs: Option<f64>,
     pub io_saving: f64,
     pub time_saving: Option<f64>,
+    /// The point's counted DRAM bytes beside its ledger's, each side, where its sides were
+    /// counted at sizes of their own (not one size for every point).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counted: Option<CountedPoint>,
+}
+
+/// A sweep point's counts: each side's simulated DRAM bytes against its ledger, and the
+/// workload counted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CountedPoint {
+    /// The workload counted (`measure.counts_sizes` applied).
+    pub workload: String,
+    pub before: CountedBytes,
+    pub after: CountedBytes,
+}
+
+/// One counted side's DRAM bytes (read and written) against its ledger's, and whether the side
+/// holds up against its ledger (`None`: not compared).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CountedBytes {
+    pub dram_bytes: u64,
+    pub ledger_bytes: u64,
+    pub read_ratio: f64,
+    pub write_ratio: f64,
+    pub agrees: Option<bool>,
+}
+
+/// How a sweep's counted bytes scale against the ledger's: log-log slopes between the first
+/// and the last point (bytes ∝ x^slope), under the cache model the points were counted on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CountedScaling {
+    /// The model's last level, in bytes.
+    pub ll_bytes: u64,
+    /// The model is the spec's own (`measure.counts_cache_model`).
+    pub spec_cache_model: bool,
+    pub before_slope: Option<f64>,
+    pub before_ledger_slope: Option<f64>,
+    pub after_slope: Option<f64>,
+    pub after_ledger_slope: Option<f64>,
 }
 
 /// A sweep: how bytes and time scale with the swept parameter.
@@ -465,6 +504,9 @@ pub struct SweepSeries {
     pub after_bytes_slope: Option<f64>,
     pub before_time_slope: Option<f64>,
     pub after_time_slope: Option<f64>,
+    /// Where every point was counted at sizes of its own: how the counted bytes scale.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counted: Option<CountedScaling>,
 }
 
 /// Reads `results.json` of a run folder, refusing another schema version; results written

@@ -47,6 +47,15 @@ pub enum LedgerAgreement {
         read_ratio: f64,
         write_ratio: f64,
     },
+    /// A tiled kernel whose working set (tiles and the operands they re-read) comes within a
+    /// quarter of the last level without exceeding it: whether its re-reads hit the cache is up
+    /// to the cache's replacement, which the ledger does not model. Not compared.
+    NearCache {
+        working_set_bytes: u64,
+        ll_bytes: u64,
+        read_ratio: f64,
+        write_ratio: f64,
+    },
     /// Tensors smaller than four times the last level carry more than 1% of the side's
     /// traffic: they may stay in the cache, and the ledger (which assumes they do not) is not
     /// what memory sees.
@@ -78,7 +87,7 @@ impl LedgerAgreement {
             | LedgerAgreement::Tiled { agrees, .. }
             | LedgerAgreement::Implementation { agrees, .. } => Some(*agrees),
             LedgerAgreement::TilesExceedCache { .. } => Some(false),
-            LedgerAgreement::CacheResident { .. } => None,
+            LedgerAgreement::CacheResident { .. } | LedgerAgreement::NearCache { .. } => None,
         }
     }
 
@@ -172,6 +181,14 @@ impl LedgerAgreement {
             if tile_bytes > model.ll.bytes {
                 return LedgerAgreement::TilesExceedCache {
                     tile_bytes,
+                    ll_bytes: model.ll.bytes,
+                    read_ratio,
+                    write_ratio,
+                };
+            }
+            if let Some(working_set_bytes) = ledger.near_cache_bytes {
+                return LedgerAgreement::NearCache {
+                    working_set_bytes,
                     ll_bytes: model.ll.bytes,
                     read_ratio,
                     write_ratio,

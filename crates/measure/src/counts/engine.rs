@@ -50,6 +50,27 @@ pub struct GpuCounting {
 }
 
 impl CountsEngine {
+    /// The engine `s`'s sides are counted under: this one with the spec's own cache model
+    /// (`measure.counts_cache_model`) where it names one, unless the run's model was given on
+    /// the command line (`model_fixed`: it decides for every spec) or a GPU counts (its L2 is
+    /// the model). The one rule for the counting, the counts baselines' folder and the
+    /// reproducing command.
+    pub fn for_spec(
+        &self,
+        s: &crate::spec::Spec,
+        model_fixed: bool,
+    ) -> std::borrow::Cow<'_, CountsEngine> {
+        match s.counts_cache_model() {
+            Some(model) if !model_fixed && self.gpu.is_none() && model != self.cache_model => {
+                std::borrow::Cow::Owned(CountsEngine {
+                    cache_model: model,
+                    ..self.clone()
+                })
+            }
+            _ => std::borrow::Cow::Borrowed(self),
+        }
+    }
+
     /// The key counts baselines are filed under: what decides the counts besides the code —
     /// the instruction set, the SIMD level and the cache model; not the runner's CPU model,
     /// cores or load. `counts-x86-64-avx2-32k8w64-32k8w64-8m16w64`.

@@ -14,7 +14,7 @@
 mod agreement;
 pub(crate) mod callgrind_file;
 mod engine;
-mod model;
+
 pub mod nsight;
 pub mod valgrind;
 
@@ -24,7 +24,7 @@ pub use agreement::{
 };
 pub use callgrind_file::{functions, Events, FunctionCounts};
 pub use engine::{CountsEngine, GpuCounting};
-pub use model::{CacheLevel, CacheModel};
+pub use opledger_model::cache::{CacheLevel, CacheModel};
 
 use serde::{Deserialize, Serialize};
 
@@ -206,6 +206,10 @@ pub struct SpecCounts {
     /// timed one (`elementwise 2048x4096 f32 …`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counted_workload: Option<String>,
+    /// The engine's cache model is the spec's own (`measure.counts_cache_model`): re-running
+    /// the spec counts on it without naming it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub spec_cache_model: bool,
 }
 
 #[cfg(test)]

@@ -31,10 +31,14 @@ pub const COUNTS_SIMD: &str = "avx2";
 /// Counts sides under Callgrind: the engine found, a work folder of a fixed-length name under
 /// `/tmp` holding the output files, a copy of the spec and a link to this binary (the counted
 /// process's arguments and paths have the same lengths on every machine).
+#[derive(Clone)]
 pub struct Counter {
     pub engine: CountsEngine,
+    /// The run's cache model was given on the command line: it decides for every spec (else a
+    /// spec's own `measure.counts_cache_model` does for that spec).
+    pub model_fixed: bool,
     pub(super) slowdown: f64,
-    pub(super) work: crate::stop::PrivateDir,
+    pub(super) work: Arc<crate::stop::PrivateDir>,
     pub(super) exe: PathBuf,
     /// The Valgrind whose version the engine records, started by absolute path.
     pub(super) valgrind: Option<PathBuf>,
@@ -47,7 +51,7 @@ pub struct Counter {
 impl Counter {
     /// Finds Valgrind (exit 3 without it) and readies the work folder.
     pub fn new(
-        model: CacheModel,
+        model: Option<CacheModel>,
         seed: u64,
         settings: &crate::settings::Settings,
     ) -> Result<Counter> {
@@ -59,7 +63,7 @@ impl Counter {
         let (program, valgrind) = callgrind::found().map_err(Error::BackendUnavailable)?;
         let mut counter = Counter::ready(settings, None, |binary_sha256| CountsEngine {
             valgrind,
-            cache_model: model,
+            cache_model: model.unwrap_or_default(),
             simd: COUNTS_SIMD.into(),
             threads: 1,
             seed,
@@ -70,6 +74,7 @@ impl Counter {
             gpu: None,
         })?;
         counter.valgrind = Some(program);
+        counter.model_fixed = model.is_some();
         Ok(counter)
     }
 
@@ -93,7 +98,8 @@ impl Counter {
     /// The host memory the counted process of `counted` (a spec at its counted sizes) holds: the
     /// CPU backend's buffers and a flush of twice the model's last level.
     pub fn host_bytes(&self, counted: &Spec) -> u64 {
-        crate::backend::cpu::host_bytes(&counted.workload, 2 * self.engine.cache_model.ll.bytes)
+        let ll_bytes = self.engine_for(counted).cache_model.ll.bytes;
+        crate::backend::cpu::host_bytes(&counted.workload, 2 * ll_bytes)
     }
 
     /// The work folder under `/tmp` and the link to this binary in it, and the engine `engine`
@@ -110,8 +116,9 @@ impl Counter {
         );
         Ok(Counter {
             engine: engine(sha),
+            model_fixed: false,
             slowdown: settings.experiment_slowdown,
-            work,
+            work: Arc::new(work),
             exe: link,
             valgrind: None,
             limit: settings.counts_limit(),
@@ -127,8 +134,9 @@ impl Counter {
         let (work, link) = work_folder(&target)?;
         Ok(Counter {
             engine: self.engine.clone(),
+            model_fixed: self.model_fixed,
             slowdown: self.slowdown,
-            work,
+            work: Arc::new(work),
             exe: link,
             valgrind: self.valgrind.clone(),
             limit: self.limit,
@@ -141,9 +149,27 @@ impl Counter {
         Ok(self.count_spec_with_outputs(s)?.counts)
     }
 
+    /// The engine `s`'s sides are counted under ([`CountsEngine::for_spec`]).
+    pub fn engine_for(&self, s: &Spec) -> std::borrow::Cow<'_, CountsEngine> {
+        self.engine.for_spec(s, self.model_fixed)
+    }
+
     /// [`Counter::count_spec`], with the output each counted call left (on the inputs of the
     /// checked seed), to be checked like any other run's.
     pub fn count_spec_with_outputs(&self, s: &Spec) -> Result<Counted> {
+        match self.engine_for(s) {
+            std::borrow::Cow::Borrowed(_) => self.count_under_own_engine(s),
+            // The same work folder (one spec at a time in it), the spec's cache model.
+            std::borrow::Cow::Owned(engine) => Counter {
+                engine,
+                ..self.clone()
+            }
+            .count_under_own_engine(s),
+        }
+    }
+
+    /// [`Counter::count_spec_with_outputs`] under this counter's engine as it is.
+    fn count_under_own_engine(&self, s: &Spec) -> Result<Counted> {
         if let Some(ncu) = &self.ncu {
             return self.profile_spec(ncu, s);
         }
@@ -231,6 +257,7 @@ impl Counter {
                     .then(|| s.workload.describe()),
                 name: s.name.clone(),
                 engine: self.engine.clone(),
+                spec_cache_model: s.counts_cache_model() == Some(self.engine.cache_model),
                 before_variant: s.variants.before.name().to_string(),
                 after_variant: s.variants.after.name().to_string(),
                 before,

@@ -78,14 +78,18 @@ impl DeviceKind {
 
     /// The tile sizes a counted side's ledger is taken with on this kind, where the counts
     /// model's last level holds `ll_bytes`: the CPU's kernels with that level as the cache that
-    /// serves re-reads (the ledger's reuse cache, as a GPU's L2 is); a GPU's kernels as they are.
+    /// serves re-reads (the ledger's reuse cache, as a GPU's L2 is); a GPU's kernels with its L2.
     pub fn counts_tiling(self, ll_bytes: u64) -> crate::ledger::Tiling {
         match self {
             DeviceKind::Cpu => crate::ledger::Tiling {
                 reuse_cache_bytes: ll_bytes,
                 ..crate::ledger::Tiling::CPU
             },
-            DeviceKind::Cuda => crate::ledger::Tiling::CUDA,
+            // The GPU's L2 (the engine's last level): the ledger its run is timed against.
+            DeviceKind::Cuda => crate::ledger::Tiling {
+                reuse_cache_bytes: ll_bytes,
+                ..crate::ledger::Tiling::CUDA
+            },
         }
     }
 

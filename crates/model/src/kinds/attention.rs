@@ -155,6 +155,25 @@ fn attention_ledger(a: &Attention, variant: Variant, t: &Tiling) -> VariantLedge
     let s = bh * n * n * elem;
     let full = 4 * bh * n * n * d;
     let flops = if a.causal { full / 2 } else { full };
+    let br = match a.dtype {
+        DType::Bf16 => t.flash_bf16_br,
+        DType::F32 => t.flash_br,
+    };
+    let tr = n.div_ceil(br);
+    // Query tiles (or key tiles, for a query tile) that reach a given key tile: all of them,
+    // or about half when causal (those above the diagonal are skipped).
+    let half_when_causal = |tiles: u64| {
+        if a.causal {
+            tiles.div_ceil(2).max(1)
+        } else {
+            tiles
+        }
+    };
+    let re_reads = half_when_causal(tr);
+    let kv_head_bytes = 2 * n * d * elem;
+    if t.flash_packs_kv {
+        return cpu_ledger(a, variant, t, flops);
+    }
     match variant {
         Variant::Standard => VariantLedger::new(
             variant,
@@ -170,59 +189,139 @@ fn attention_ledger(a: &Attention, variant: Variant, t: &Tiling) -> VariantLedge
             3,
         ),
         _ => {
-            let br = match a.dtype {
-                DType::Bf16 => t.flash_bf16_br,
-                DType::F32 => t.flash_br,
-            };
-            let tr = n.div_ceil(br);
-            let kv_head_bytes = 2 * n * d * elem;
-            let fits = |bytes: u64| t.reuse_cache_bytes > 0 && bytes <= t.reuse_cache_bytes / 4;
-            let re_reads = if a.causal { tr.div_ceil(2).max(1) } else { tr };
-            if !t.flash_packs_kv {
-                let kv_reads = if fits(kv_head_bytes) { 1 } else { re_reads };
-                return VariantLedger::new(
-                    variant,
-                    vec![
-                        mv("Q", qkvo, 1, 0),
-                        mv("K", qkvo, kv_reads, 0),
-                        mv("V", qkvo, kv_reads, 0),
-                        mv("O", qkvo, 0, 1),
-                    ],
-                    flops,
-                    1,
-                );
-            }
-            // The CPU kernel: K and V read once to pack them, the packed copies (as large)
-            // written once and re-read by every query tile — from memory where one head's do
-            // not fit a quarter of the reuse cache, once where they do, not at all where every
-            // head's fit an eighth of it (read straight after they were written); one worker's
-            // tiles (packed Q, the score tile and packed P) written once — a cold call's first
-            // touches of them.
-            let bc = t.flash_bc;
-            let kv_reads = if fits(4 * qkvo) {
-                0
-            } else if fits(kv_head_bytes) {
-                1
+            // The GPU's kernels read K and V where they are: once per query tile, from memory
+            // unless one head's K and V take at most a quarter of the reuse cache (its L2).
+            let fits = t.reuse_cache_bytes > 0 && kv_head_bytes <= t.reuse_cache_bytes / 4;
+            let kv_reads = if fits { 1 } else { re_reads };
+            let ledger = VariantLedger::new(
+                variant,
+                vec![
+                    mv("Q", qkvo, 1, 0),
+                    mv("K", qkvo, kv_reads, 0),
+                    mv("V", qkvo, kv_reads, 0),
+                    mv("O", qkvo, 0, 1),
+                ],
+                flops,
+                1,
+            );
+            // With a reuse cache the ledger predicts the re-reads (held two-sided by counts):
+            // a block's tiles (its Q rows, a K and a V tile) live in shared memory, far under
+            // any L2.
+            if t.reuse_cache_bytes > 0 {
+                let bc = match a.dtype {
+                    DType::Bf16 => t.flash_bf16_bc,
+                    DType::F32 => t.flash_bc,
+                };
+                ledger.with_tile_bytes((br + 2 * bc) * d * elem)
             } else {
-                re_reads
-            };
-            let (r, c) = (br.min(n), bc.min(n));
-            let scratch = (r * d + 2 * r * c) * elem;
+                ledger
+            }
+        }
+    }
+}
+
+/// How often a tiled pass re-reads an operand from memory, with the reuse cache `cache_bytes`
+/// (0: none): not at all where the `tiles` and every head's copy (`all_bytes`) take at most
+/// three quarters of it, once where one head's (`head_bytes`) do, at every tile (`tiles_over`)
+/// where the tiles and one head's copy exceed it; and between, the working set that leaves the
+/// outcome to the cache's replacement (the nearer count is taken, and the working set named).
+fn re_read_count(
+    cache_bytes: u64,
+    tiles: u64,
+    all_bytes: u64,
+    head_bytes: u64,
+    tiles_over: u64,
+) -> (u64, Option<u64>) {
+    let room = cache_bytes / 4 * 3;
+    if cache_bytes == 0 || tiles + head_bytes > cache_bytes {
+        (tiles_over, None)
+    } else if tiles + all_bytes <= room {
+        (0, None)
+    } else if tiles + head_bytes <= room {
+        (1, None)
+    } else {
+        (1, Some(tiles + head_bytes))
+    }
+}
+
+/// The CPU kernels' ledgers. Both pack K and V once a call into the micro-kernel's panels (K
+/// and V read once, the packed copies written once) and re-read the packed copies once per
+/// query tile of `FLASH_BR` rows — from memory unless the reuse cache holds them beside what
+/// streams between two reads ([`re_read_count`]).
+///
+/// Standard: pass 1 writes a query tile's S rows (Br × N) between two reads of the packed K;
+/// pass 3 reads the tile's P rows while it accumulates the output rows over the key tiles, and
+/// the P rows streaming through evict them: each output block is read back once per key tile
+/// after the first (measured under the simulator: ×0.98–1.04 of this ledger at N = 1024–2048,
+/// d = 64, a 1 MiB last level; docs/counts.md). Its scratch: packed Q and packed P.
+///
+/// Flash: one worker's tiles (packed Q, the score tile, packed P) written once — a cold call's
+/// first touches of them — and nothing streams between the packed K and V reads but the tiles.
+fn cpu_ledger(a: &Attention, variant: Variant, t: &Tiling, flops: u64) -> VariantLedger {
+    let (bh, n, d) = (a.heads_total(), a.seq_len, a.head_dim);
+    let elem = a.dtype.bytes();
+    let qkvo = bh * n * d * elem;
+    let s = bh * n * n * elem;
+    let (br, bc) = (t.flash_br, t.flash_bc);
+    let (r, c) = (br.min(n), bc.min(n));
+    let causal_half = |tiles: u64| {
+        if a.causal {
+            tiles.div_ceil(2).max(1)
+        } else {
+            tiles
+        }
+    };
+    let (tr, tc) = (causal_half(n.div_ceil(br)), causal_half(n.div_ceil(bc)));
+    let packed = |name: &str, reads: u64| mv(name, qkvo, reads, 1);
+    match variant {
+        Variant::Standard => {
+            // Packed Q and packed P of one task, and the key (value) tile it multiplies by.
+            let scratch = (r * d + r * c) * elem;
+            let tiles = scratch + c * d * elem;
+            // What streams between two reads of the packed K: a query tile's S rows.
+            let stream = tiles + r * n * elem;
+            let (kv_reads, near) =
+                re_read_count(t.reuse_cache_bytes, stream, 2 * qkvo, 2 * n * d * elem, tr);
+            let (o_reads, o_writes) = if kv_reads > 1 { (tc - 1, tc) } else { (0, 1) };
             VariantLedger::new(
                 variant,
                 vec![
                     mv("Q", qkvo, 1, 0),
                     mv("K", qkvo, 1, 0),
                     mv("V", qkvo, 1, 0),
-                    mv("K packed", qkvo, kv_reads, 1),
-                    mv("V packed", qkvo, kv_reads, 1),
+                    packed("K packed", kv_reads),
+                    packed("V packed", kv_reads),
+                    mv("S", s, 1, 1),
+                    mv("P", s, 1, 1),
+                    mv("O", qkvo, o_reads, o_writes),
+                ],
+                flops,
+                3,
+            )
+            .with_tile_bytes(tiles)
+            .near_cache(near)
+        }
+        _ => {
+            let scratch = (r * d + 2 * r * c) * elem;
+            let tiles = scratch + 2 * c * d * elem;
+            let (kv_reads, near) =
+                re_read_count(t.reuse_cache_bytes, tiles, 2 * qkvo, 2 * n * d * elem, tr);
+            VariantLedger::new(
+                variant,
+                vec![
+                    mv("Q", qkvo, 1, 0),
+                    mv("K", qkvo, 1, 0),
+                    mv("V", qkvo, 1, 0),
+                    packed("K packed", kv_reads),
+                    packed("V packed", kv_reads),
                     mv("tiles", scratch, 0, 1),
                     mv("O", qkvo, 0, 1),
                 ],
                 flops,
                 1,
             )
-            .with_tile_bytes(scratch + 2 * c * d * elem)
+            .with_tile_bytes(tiles)
+            .near_cache(near)
         }
     }
 }

@@ -182,7 +182,15 @@ fn cuda_tiling_rereads_more_than_the_cpu_tiles() {
     );
     assert_eq!(gpu.after.tile_bytes, None);
     assert_eq!(gpu.after.bytes_moved(), qkvo * (2 + 2 * 128));
-    assert_eq!(cpu.before, gpu.before, "standard attention does not tile");
+    // Standard on the CPU packs K and V too and re-reads the packed copies once per query
+    // tile (16); its output rows are read back once per key tile after the first (15) and
+    // written once per key tile (16). The GPU's standard reads K and V once.
+    let s = 2 * 4096 * 4096 * 4;
+    assert_eq!(
+        cpu.before.bytes_moved(),
+        3 * qkvo + 2 * qkvo * (16 + 1) + 4 * s + qkvo * (15 + 16)
+    );
+    assert_eq!(gpu.before.bytes_moved(), 3 * qkvo + 4 * s + qkvo);
     let g = Workload::Gemm(Gemm {
         m: 1024,
         n: 1024,
@@ -281,4 +289,70 @@ fn probes_move_stream_bytes_and_fma_is_compute_bound() {
     assert_eq!(l(Variant::Triad).flops, 2000);
     assert_eq!(l(Variant::Fma).flops, 2 * PROBE_FMA_ITERS * 1000);
     assert!(l(Variant::Fma).intensity() > 50.0);
+}
+
+#[test]
+fn cpu_attention_re_reads_follow_the_reuse_cache() {
+    let at = |n, d| Attention {
+        batch: 1,
+        heads: 1,
+        seq_len: n,
+        head_dim: d,
+        causal: false,
+        dtype: DType::F32,
+    };
+    let mib = Tiling {
+        reuse_cache_bytes: 1 << 20,
+        ..Tiling::CPU
+    };
+    let reads = |l: &crate::ledger::VariantLedger, name: &str| {
+        l.movements
+            .iter()
+            .find(|m| m.tensor == name)
+            .map(|m| m.reads)
+    };
+    // d = 64: the flash tiles are 704 KiB; one head's packed K and V 2·N·256 B.
+    let flash = |n| {
+        Workload::Attention(at(n, 64))
+            .as_kind()
+            .ledger(Variant::Flash, &mib)
+    };
+    // N = 512: 960 KiB, within a quarter of the 1 MiB level: undecided, named.
+    let l = flash(512);
+    assert_eq!(l.near_cache_bytes, Some(704 * 1024 + 256 * 1024));
+    // N = 1024: 1216 KiB exceed it: every query tile (4) re-reads them from memory.
+    let l = flash(1024);
+    assert_eq!((reads(&l, "K packed"), l.near_cache_bytes), (Some(4), None));
+    assert_eq!(l.tile_bytes, Some(704 * 1024));
+    // d = 16, N = 512: 560 + 64 KiB fit three quarters: the packed copies stay.
+    let l = Workload::Attention(at(512, 16))
+        .as_kind()
+        .ledger(Variant::Flash, &mib);
+    assert_eq!((reads(&l, "K packed"), l.near_cache_bytes), (Some(0), None));
+    // Two heads of d = 16 at N = 1024 (256 KiB packed): one head's fit, all do not: once.
+    let two = Attention {
+        heads: 2,
+        ..at(1024, 16)
+    };
+    let l = Workload::Attention(two)
+        .as_kind()
+        .ledger(Variant::Flash, &mib);
+    assert_eq!((reads(&l, "K packed"), l.near_cache_bytes), (Some(1), None));
+    // Standard: a query tile's S rows stream between two reads of the packed K, and the output
+    // rows are read back per key tile: at N = 2048 (8 tiles each way) from memory.
+    let l = Workload::Attention(at(2048, 64))
+        .as_kind()
+        .ledger(Variant::Standard, &mib);
+    assert_eq!(reads(&l, "K packed"), Some(8));
+    assert_eq!(reads(&l, "O"), Some(7));
+    assert!(l.tile_bytes.is_some() && l.near_cache_bytes.is_none());
+    // Where everything fits (N = 128 on 8 MiB), nothing is re-read and O is written once.
+    let big = Tiling {
+        reuse_cache_bytes: 8 << 20,
+        ..Tiling::CPU
+    };
+    let l = Workload::Attention(at(128, 64))
+        .as_kind()
+        .ledger(Variant::Standard, &big);
+    assert_eq!((reads(&l, "K packed"), reads(&l, "O")), (Some(0), Some(0)));
 }

@@ -47,6 +47,11 @@ pub struct VariantLedger {
     /// says nothing where the tiles do not fit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tile_bytes: Option<u64>,
+    /// The working set (tiles and the operands they re-read) where it comes within a quarter
+    /// of the reuse cache without exceeding it: whether the re-reads hit the cache is then up
+    /// to its replacement, which the ledger does not model, and counts are not held to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub near_cache_bytes: Option<u64>,
 }
 
 impl VariantLedger {
@@ -57,12 +62,21 @@ impl VariantLedger {
             flops,
             launches,
             tile_bytes: None,
+            near_cache_bytes: None,
         }
     }
     /// The same ledger, of a tiled kernel whose working set is `bytes`.
     pub fn with_tile_bytes(self, bytes: u64) -> Self {
         VariantLedger {
             tile_bytes: Some(bytes),
+            ..self
+        }
+    }
+    /// The same ledger, whose re-reads are undecided in a working set of `bytes` (see
+    /// [`VariantLedger::near_cache_bytes`]).
+    pub fn near_cache(self, bytes: Option<u64>) -> Self {
+        VariantLedger {
+            near_cache_bytes: bytes,
             ..self
         }
     }
@@ -169,6 +183,8 @@ pub struct Tiling {
     pub flash_bc: u64,
     /// Flash attention in bf16 (tensor-core kernel): Q rows per tile.
     pub flash_bf16_br: u64,
+    /// Flash attention in bf16: K/V rows per tile.
+    pub flash_bf16_bc: u64,
     /// The tiled GEMM packs each KC slice of A (all of its rows) and each KC×NC block of B into
     /// buffers it re-reads (the CPU kernel); a GPU's kernel reads its tiles in place.
     pub gemm_packs: bool,
@@ -193,6 +209,7 @@ impl Tiling {
         flash_bc: FLASH_BC,
         // The CPU backend runs f32 only; bf16 specs are refused before they are measured.
         flash_bf16_br: FLASH_BR,
+        flash_bf16_bc: FLASH_BC,
         gemm_packs: true,
         flash_packs_kv: true,
         // The CPU's K/V re-reads are counted in full: the established model of this backend.
@@ -208,6 +225,7 @@ impl Tiling {
         flash_br: 32,
         flash_bc: 16,
         flash_bf16_br: 64,
+        flash_bf16_bc: 64,
         gemm_packs: false,
         flash_packs_kv: false,
         // The device's L2 is filled in by the CUDA backend (`opledger ledger --tiling cuda`

@@ -703,7 +703,7 @@ impl Default for Gate {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a mapping with optional `mode` (time|counts|both|auto), `min_pairs`, `max_pairs`, `time_cap_secs`, `counts_sizes`"
+    expecting = "a mapping with optional `mode` (time|counts|both|auto), `min_pairs`, `max_pairs`, `time_cap_secs`, `counts_sizes`, `counts_cache_model`"
 )]
 pub struct SpecMeasure {
     /// What a run measures of this spec when `run --measure` does not say (default `time`).
@@ -720,6 +720,12 @@ pub struct SpecMeasure {
     /// sweep may vary. The counts, their baseline and their gate are of that workload.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub counts_sizes: std::collections::BTreeMap<String, Dim>,
+    /// The cache model this spec's sides are counted on, in place of the run's default, in
+    /// `--cache-model`'s form (`LL=1048576,16,64`: a 1 MiB last level): a tiled kernel's ledger
+    /// is checked where its tiles fit the last level and the tensors it keeps out of memory do
+    /// not (docs/counts.md). A run's `--cache-model` still decides for every spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counts_cache_model: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -773,6 +779,15 @@ pub struct Spec {
 }
 
 impl Spec {
+    /// The cache model of `measure.counts_cache_model` (checked when the spec was loaded),
+    /// `None` where the spec names none.
+    pub fn counts_cache_model(&self) -> Option<crate::cache::CacheModel> {
+        self.measure
+            .counts_cache_model
+            .as_deref()
+            .and_then(|m| crate::cache::CacheModel::parse(m).ok())
+    }
+
     /// The spec as its sides are counted: its workload at `measure.counts_sizes` (at its sweep
     /// point's values for the keys those do not name), itself where none are given.
     pub fn counted(&self) -> crate::error::Result<std::borrow::Cow<'_, Spec>> {
@@ -1042,6 +1057,14 @@ impl RawSpec {
                 at(&["measure", "time_cap_secs"]),
                 "measure.time_cap_secs must be > 0".into(),
             ));
+        }
+        if let Some(model) = &self.measure.counts_cache_model {
+            crate::cache::CacheModel::parse(model).map_err(|e| {
+                (
+                    at(&["measure", "counts_cache_model"]),
+                    format!("measure.counts_cache_model: {e}"),
+                )
+            })?;
         }
         if !self.measure.counts_sizes.is_empty() {
             let mut raw = self.workload.clone();

@@ -575,6 +575,7 @@ mod tests {
                 before: side(1000),
                 after: side(600),
                 counted_workload: None,
+                spec_cache_model: false,
             });
         }
         let mut store = Store::open(&url).unwrap();

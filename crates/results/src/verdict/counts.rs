@@ -109,6 +109,19 @@ fn agreement_words(
         LedgerAgreement::Implementation { .. } => {
             "within 5% of the ledger of the variant it implements"
         }
+        LedgerAgreement::NearCache {
+            working_set_bytes,
+            ll_bytes,
+            read_ratio,
+            write_ratio,
+        } => {
+            extra = format!(
+                ": its tiles and the operands they re-read ({} KiB) come within a quarter of the cache model's {} KiB last level, where whether the re-reads hit is up to the cache's replacement (reads x{read_ratio:.2}, writes x{write_ratio:.2} the ledger; a last level of twice the working set, or a size whose working set exceeds it, compares the side)",
+                working_set_bytes >> 10,
+                ll_bytes >> 10
+            );
+            "not compared"
+        }
         LedgerAgreement::CacheResident {
             smallest_tensor_bytes,
             ll_bytes,
@@ -236,6 +249,7 @@ mod tests {
         };
         let spec = |after: SideCounts| SpecCounts {
             counted_workload: None,
+            spec_cache_model: false,
             name: "x".into(),
             engine: CountsEngine::default(),
             before_variant: "naive".into(),
@@ -270,6 +284,7 @@ mod tests {
         };
         let spec = |after: SideCounts| SpecCounts {
             counted_workload: None,
+            spec_cache_model: false,
             name: "x".into(),
             engine: CountsEngine::default(),
             before_variant: "naive".into(),
@@ -319,6 +334,7 @@ mod tests {
         };
         let spec = |after: SideCounts| SpecCounts {
             counted_workload: None,
+            spec_cache_model: false,
             name: "x".into(),
             engine: CountsEngine::default(),
             before_variant: "unfused".into(),

@@ -1,4 +1,5 @@
-//! The cache model the simulator counts on: its levels' sizes, associativity and lines.
+//! The cache model the simulator counts on: its levels' sizes, associativity and lines (a
+//! run's, or a spec's own `measure.counts_cache_model`).
 
 use serde::{Deserialize, Serialize};
 
