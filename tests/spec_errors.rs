@@ -78,6 +78,11 @@ fn every_bad_spec_fixture_exits_2_with_file_location_and_reason() {
         ),
         ("counts-sizes-zero.yaml", "13:24", "invalid size 0"),
         (
+            "counts-cache-model-bad.yaml",
+            "13:3",
+            "measure.counts_cache_model: \"LL=1000000,16,64\": the size must be ways x line x a power-of-two number of sets",
+        ),
+        (
             "command-an-option.yaml",
             "8:5",
             "the program \"--LL=65536,16,64\" starts with `-`: give the program first",

@@ -61,6 +61,22 @@ impl Default for CacheModel {
 }
 
 impl CacheModel {
+    /// A GPU's model: its L2 of `l2_bytes` as the last level (32-byte sectors, its ways not
+    /// modelled), where the ledger's "fits in the cache" is decided; the first levels are not
+    /// modelled.
+    pub fn of_gpu(l2_bytes: u64) -> CacheModel {
+        let l1 = CacheModel::default().d1;
+        CacheModel {
+            i1: l1,
+            d1: l1,
+            ll: CacheLevel {
+                bytes: l2_bytes,
+                ways: 0,
+                line_bytes: 32,
+            },
+        }
+    }
+
     /// `I1=32768,8,64 D1=32768,8,64 LL=8388608,16,64`.
     pub fn describe(&self) -> String {
         format!(

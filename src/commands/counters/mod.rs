@@ -150,12 +150,21 @@ mod tests {
             (1.6e6, true),
         ] {
             let l = launch(read);
-            let v = reconcile(&Tally::of(&[&l]), &ledger);
+            let v = reconcile(&Tally::of(&[&l]), &ledger, 50 << 20);
             assert_eq!(v.ledger_read_bytes, 1_000_000);
             assert_eq!(v.ledger_write_bytes, 1_000_000);
             assert_eq!(v.finding.is_some(), finding, "{read}: {:?}", v.finding);
         }
-        let v = reconcile(&Tally::default(), &ledger);
+        let v = reconcile(&Tally::default(), &ledger, 50 << 20);
         assert!(v.finding.unwrap().contains("no kernel launches"));
+        // A tiled ledger (tiles of 96 KiB) is held within ±15% both ways, as counts hold it;
+        // with tiles beyond the L2 it predicts nothing.
+        let tiled = ledger.clone().with_tile_bytes(96 << 10);
+        for (read, finding) in [(1.0e6, false), (0.9e6, false), (0.8e6, true), (1.2e6, true)] {
+            let v = reconcile(&Tally::of(&[&launch(read)]), &tiled, 50 << 20);
+            assert_eq!(v.finding.is_some(), finding, "{read}: {:?}", v.finding);
+        }
+        let v = reconcile(&Tally::of(&[&launch(1.0e6)]), &tiled, 64 << 10);
+        assert!(v.finding.unwrap().contains("exceed the L2"));
     }
 }

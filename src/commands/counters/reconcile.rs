@@ -11,8 +11,15 @@ pub const READ_RATIO_MIN: f64 = 0.95;
 /// Above this the GPU read bytes the ledger does not count.
 pub const READ_RATIO_MAX: f64 = 1.5;
 
-/// One variant's counters beside its ledger.
-pub fn reconcile(t: &Tally, ledger: &crate::ledger::VariantLedger) -> VariantCounters {
+/// One variant's counters beside its ledger, on a GPU whose L2 is `l2_bytes`. A tiled
+/// kernel's reads (a ledger that names its tiles) are judged as counts judge them: within
+/// ±15% of its ledger where its tiles fit the L2 (`LedgerAgreement::of_reads`); any other's
+/// between 0.95× and 1.5× of it.
+pub fn reconcile(
+    t: &Tally,
+    ledger: &crate::ledger::VariantLedger,
+    l2_bytes: u64,
+) -> VariantCounters {
     let sum_of = |f: fn(&crate::ledger::Movement) -> u64| {
         ledger
             .movements
@@ -34,6 +41,7 @@ pub fn reconcile(t: &Tally, ledger: &crate::ledger::VariantLedger) -> VariantCou
                 Some(format!("{} missing (absent or n/a) for a launch: not judged", METRICS[0]))
             }
             None => Some("the ledger counts no read bytes: not judged".to_string()),
+            Some(r) if ledger.tile_bytes.is_some() => tiled_finding(ledger, r, l2_bytes),
             Some(r) if r < READ_RATIO_MIN => Some(format!(
                 "DRAM read {r:.2}× the ledger's: below {READ_RATIO_MIN}×, the ledger counts bytes the GPU did not read from memory (served by a cache, or a wrong model)"
             )),
@@ -57,6 +65,34 @@ pub fn reconcile(t: &Tally, ledger: &crate::ledger::VariantLedger) -> VariantCou
     }
 }
 
+/// A tiled kernel's finding, where its DRAM reads (`read_ratio` × its ledger's) do not hold to
+/// its ledger by the counts' rule on a last level of `l2_bytes`.
+fn tiled_finding(
+    ledger: &crate::ledger::VariantLedger,
+    read_ratio: f64,
+    l2_bytes: u64,
+) -> Option<String> {
+    use crate::measure::counts::{Counts, LedgerAgreement, TILED_TOLERANCE};
+    let read: u64 = ledger.movements.iter().map(|m| m.bytes * m.reads).sum();
+    let counts = Counts {
+        dram_read_bytes: (read_ratio * read as f64).round() as u64,
+        ..Counts::default()
+    };
+    let model = crate::measure::counts::CacheModel::of_gpu(l2_bytes);
+    match LedgerAgreement::of_reads(ledger, &counts, &model) {
+        LedgerAgreement::TilesExceedCache { tile_bytes, ll_bytes, .. } => Some(format!(
+            "DRAM read {read_ratio:.2}× the ledger's: the tiles ({} KiB) exceed the L2 ({} KiB), so the ledger predicts nothing",
+            tile_bytes >> 10,
+            ll_bytes >> 10
+        )),
+        LedgerAgreement::Tiled { agrees: false, .. } => Some(format!(
+            "DRAM read {read_ratio:.2}× the tiled ledger's: outside ±{:.0}%, the kernel's re-reads are not what its tiles and the L2 predict",
+            100.0 * TILED_TOLERANCE
+        )),
+        _ => None,
+    }
+}
+
 /// Attaches the tallies of an export (`[case][before, after]`) to every spec of a run; returns
 /// how many findings.
 pub fn attach_tallies(
@@ -74,8 +110,8 @@ pub fn attach_tallies(
         let c = SpecCounters {
             source: source.clone(),
             layout: layout.name().to_string(),
-            before: reconcile(before, &spec.before.ledger),
-            after: reconcile(after, &spec.after.ledger),
+            before: reconcile(before, &spec.before.ledger, run.device.llc_bytes),
+            after: reconcile(after, &spec.after.ledger, run.device.llc_bytes),
         };
         findings += [&c.before, &c.after]
             .iter()

@@ -18,7 +18,7 @@
 use super::valgrind::Counter;
 use super::Counted;
 use super::{
-    compulsory_bytes, CacheLevel, CacheModel, Counts, CountsEngine, FunctionCounts, GpuCounting,
+    compulsory_bytes, CacheModel, Counts, CountsEngine, FunctionCounts, GpuCounting,
     LedgerAgreement, SideCounts,
 };
 use crate::backend::pair::{self, Side};
@@ -41,18 +41,7 @@ impl Counter {
     /// Counts the CUDA backend's kernels on `device` with Nsight Compute at `ncu_path`.
     pub fn for_gpu(ncu_path: PathBuf, device: &DeviceInfo, seed: u64) -> Result<Counter> {
         let profiler = profiler_version(&ncu_path)?;
-        let l1 = CacheModel::default().d1;
-        // The model's last level is the GPU's L2, where the ledger's "fits in the cache" is
-        // decided; its first levels are not modelled.
-        let model = CacheModel {
-            i1: l1,
-            d1: l1,
-            ll: CacheLevel {
-                bytes: device.llc_bytes,
-                ways: 0,
-                line_bytes: 32,
-            },
-        };
+        let model = CacheModel::of_gpu(device.llc_bytes);
         Counter::ready(
             &crate::settings::Settings::default(),
             Some(ncu_path),
@@ -335,14 +324,7 @@ mod tests {
             0,
             1,
         );
-        let model = CacheModel {
-            ll: CacheLevel {
-                bytes: 8 << 20,
-                ways: 0,
-                line_bytes: 32,
-            },
-            ..CacheModel::default()
-        };
+        let model = CacheModel::of_gpu(8 << 20);
         let m = |read: f64, write: f64, inst: f64| {
             [
                 (ncu::DRAM_READ, read),
