@@ -1,14 +1,16 @@
 //! A run's counted sides, all counted before anything is timed and several at once: each side
 //! counts in a single-threaded process under Valgrind, whose counts do not depend on what else
-//! the machine runs, so the machine's cores count specs side by side (each in a work folder of
-//! its own, of the same name length: the counts are those of one at a time). Timing comes after,
+//! the machine runs, so the machine's cores count sides side by side — a spec's two sides too
+//! — (each in a work folder of its own, of the same name length: the counts are those of one
+//! at a time). Timing comes after,
 //! on a quiet machine. A GPU's counts (Nsight Compute, one profiled process on one device) stay
 //! one at a time. `pipeline::run` counts every spec this way before its timing loop.
 
 use super::prepare::Prepared;
 use super::RunOptions;
 use crate::error::Result;
-use crate::measure::counts::{valgrind::Counter, Counted};
+use crate::backend::pair::Side;
+use crate::measure::counts::{valgrind::Counter, Counted, SideCounts};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -43,12 +45,29 @@ pub(super) fn count_all(p: &Prepared, opts: &RunOptions) -> Vec<Option<Result<Co
             "Valgrind"
         }
     ));
+    // Valgrind's units of work are sides (a spec's two sides count side by side, so that the
+    // largest spec does not hold one core while the other waits); a GPU's profiled process
+    // runs both sides of a spec.
+    let per_side = counter.engine.gpu.is_none();
+    let units: Vec<(usize, Option<Side>)> = jobs
+        .iter()
+        .flat_map(|&i| {
+            if per_side {
+                vec![(i, Some(Side::Before)), (i, Some(Side::After))]
+            } else {
+                vec![(i, None)]
+            }
+        })
+        .collect();
+    type SideResult = Result<(SideCounts, Option<Vec<f32>>)>;
+    let sides: Mutex<Vec<[Option<SideResult>; 2]>> =
+        Mutex::new((0..p.specs.len()).map(|_| [None, None]).collect());
     let next = AtomicUsize::new(0);
     let specs = &p.specs;
     let results = Mutex::new(&mut out);
     std::thread::scope(|scope| {
         for k in 0..at_once {
-            let (next, results, jobs) = (&next, &results, &jobs);
+            let (next, results, units, sides) = (&next, &results, &units, &sides);
             scope.spawn(move || {
                 // The first worker counts with the run's own counter; the others each in a
                 // work folder of their own.
@@ -66,17 +85,36 @@ pub(super) fn count_all(p: &Prepared, opts: &RunOptions) -> Vec<Option<Result<Co
                 };
                 loop {
                     let j = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&i) = jobs.get(j) else { break };
-                    let counted = specs[i]
-                        .counted()
-                        .and_then(|s| counter.count_spec_with_outputs(&s));
-                    if let Ok(mut r) = results.lock() {
-                        r[i] = Some(counted);
+                    let Some(&(i, side)) = units.get(j) else { break };
+                    let counted = specs[i].counted();
+                    match side {
+                        None => {
+                            let c = counted.and_then(|s| counter.count_spec_with_outputs(&s));
+                            if let Ok(mut r) = results.lock() {
+                                r[i] = Some(c);
+                            }
+                        }
+                        Some(side) => {
+                            let c = counted.and_then(|s| counter.count_side(&s, side));
+                            if let Ok(mut r) = sides.lock() {
+                                r[i][side as usize] = Some(c);
+                            }
+                        }
                     }
                 }
             });
         }
     });
+    let sides = sides.into_inner().unwrap_or_default();
+    for (i, [before, after]) in sides.into_iter().enumerate() {
+        let (Some(before), Some(after)) = (before, after) else {
+            continue;
+        };
+        out[i] = Some(match (before, after, specs[i].counted()) {
+            (Ok((b, bo)), Ok((a, ao)), Ok(s)) => Ok(counter.assemble(&s, b, a, [bo, ao])),
+            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => Err(e),
+        });
+    }
     for (i, from) in copies {
         let copy = match &out[from] {
             Some(Ok(c)) => Counted {
@@ -166,5 +204,6 @@ fn concurrency(counter: &Counter, p: &Prepared, jobs: &[usize]) -> usize {
     let by_memory = crate::backend::available_memory_bytes().map_or(usize::MAX, |a| {
         usize::try_from(a / 10 * 9 / largest).unwrap_or(usize::MAX)
     });
-    cores.min(jobs.len()).min(by_memory).max(1)
+    // Two sides a spec, counted apart.
+    cores.min(2 * jobs.len()).min(by_memory).max(1)
 }

@@ -157,22 +157,48 @@ impl Counter {
     /// [`Counter::count_spec`], with the output each counted call left (on the inputs of the
     /// checked seed), to be checked like any other run's.
     pub fn count_spec_with_outputs(&self, s: &Spec) -> Result<Counted> {
+        if let Some(ncu) = &self.ncu {
+            return self.profile_spec(ncu, s);
+        }
+        let (before, before_output) = self.count_side(s, Side::Before)?;
+        let (after, after_output) = self.count_side(s, Side::After)?;
+        Ok(self.assemble(s, before, after, [before_output, after_output]))
+    }
+
+    /// One side of `s` counted under Valgrind (or why not) and set against its ledger, with the
+    /// output its counted call left: a unit of work that may run beside the other side's (each
+    /// in a counter's work folder of its own). Not for a GPU's counts (a profiled process runs
+    /// both sides).
+    pub fn count_side(&self, s: &Spec, side: Side) -> Result<(SideCounts, Option<Vec<f32>>)> {
         match self.engine_for(s) {
-            std::borrow::Cow::Borrowed(_) => self.count_under_own_engine(s),
-            // The same work folder (one spec at a time in it), the spec's cache model.
+            std::borrow::Cow::Borrowed(_) => self.count_side_here(s, side),
+            // The same work folder (one side at a time in it), the spec's cache model.
             std::borrow::Cow::Owned(engine) => Counter {
                 engine,
                 ..self.clone()
             }
-            .count_under_own_engine(s),
+            .count_side_here(s, side),
         }
     }
 
-    /// [`Counter::count_spec_with_outputs`] under this counter's engine as it is.
-    fn count_under_own_engine(&self, s: &Spec) -> Result<Counted> {
-        if let Some(ncu) = &self.ncu {
-            return self.profile_spec(ncu, s);
+    /// `s`'s counts from its sides counted by [`Counter::count_side`], under the engine `s` is
+    /// counted under.
+    pub fn assemble(
+        &self,
+        s: &Spec,
+        before: SideCounts,
+        after: SideCounts,
+        outputs: [Option<Vec<f32>>; 2],
+    ) -> Counted {
+        Counter {
+            engine: self.engine_for(s).into_owned(),
+            ..self.clone()
         }
+        .counted(s, before, after, outputs)
+    }
+
+    /// [`Counter::count_side`] under this counter's engine as it is.
+    fn count_side_here(&self, s: &Spec, side: Side) -> Result<(SideCounts, Option<Vec<f32>>)> {
         // The CPU kernels' tiles, with the model's last level as the cache that serves re-reads
         // (measured first without it, flash attention read 0.46-0.61x of a ledger that had
         // every K/V re-read reach memory).
@@ -180,44 +206,42 @@ impl Counter {
         let ledger = s
             .workload
             .ledger(s.variants.before, s.variants.after, &tiling);
-        let mut outputs: [Option<Vec<f32>>; 2] = [None, None];
-        let mut side_counts = |side: Side| -> Result<SideCounts> {
-            let (implementation, ledger) = match side {
-                Side::Before => (&s.implementations.before, &ledger.before),
-                Side::After => (&s.implementations.after, &ledger.after),
-            };
-            let model = &self.engine.cache_model;
-            let (counts, functions, output, repeat_instructions) = match implementation {
-                Some(Implementation::Cuda(_)) => {
-                    return Ok(SideCounts::NotAvailable {
-                        reason: "a `cuda:` side's kernel runs on a GPU: counts are not available for it (a GPU's counts come from Nsight Compute)".into(),
-                    })
-                }
-                Some(Implementation::Worker(cmd)) => {
-                    let variant = match side {
-                        Side::Before => s.variants.before,
-                        Side::After => s.variants.after,
-                    };
-                    match self.count_worker(s, variant, cmd)? {
-                        Ok(counted) => counted,
-                        Err(NotCounted::OnGpu(reason)) => {
-                            return Ok(SideCounts::NotAvailable { reason })
-                        }
-                        Err(NotCounted::Unmarked(why)) => {
-                            return Err(Error::Backend(crate::error::BackendError::Kernel(why)))
-                        }
+        let (implementation, ledger) = match side {
+            Side::Before => (&s.implementations.before, &ledger.before),
+            Side::After => (&s.implementations.after, &ledger.after),
+        };
+        let model = &self.engine.cache_model;
+        let (counts, functions, output, repeat_instructions) = match implementation {
+            Some(Implementation::Cuda(_)) => {
+                return Ok((SideCounts::NotAvailable {
+                    reason: "a `cuda:` side's kernel runs on a GPU: counts are not available for it (a GPU's counts come from Nsight Compute)".into(),
+                }, None))
+            }
+            Some(Implementation::Worker(cmd)) => {
+                let variant = match side {
+                    Side::Before => s.variants.before,
+                    Side::After => s.variants.after,
+                };
+                match self.count_worker(s, variant, cmd)? {
+                    Ok(counted) => counted,
+                    Err(NotCounted::OnGpu(reason)) => {
+                        return Ok((SideCounts::NotAvailable { reason }, None))
+                    }
+                    Err(NotCounted::Unmarked(why)) => {
+                        return Err(Error::Backend(crate::error::BackendError::Kernel(why)))
                     }
                 }
-                None => {
-                    if let Some(why) = crate::backend::cannot_run(DeviceKind::Cpu, &s.workload) {
-                        return Ok(SideCounts::NotAvailable { reason: why });
-                    }
-                    let (c, f, o) = self.run_counted(s, side)?;
-                    (c, f, o, None)
+            }
+            None => {
+                if let Some(why) = crate::backend::cannot_run(DeviceKind::Cpu, &s.workload) {
+                    return Ok((SideCounts::NotAvailable { reason: why }, None));
                 }
-            };
-            outputs[side as usize] = Some(output);
-            Ok(SideCounts::Counted {
+                let (c, f, o) = self.run_counted(s, side)?;
+                (c, f, o, None)
+            }
+        };
+        Ok((
+            SideCounts::Counted {
                 counts,
                 functions,
                 ledger_read_bytes: ledger.movements.iter().map(|m| m.bytes * m.reads).sum(),
@@ -235,11 +259,9 @@ impl Counter {
                     &s.workload.as_kind().output_name(),
                     model,
                 ),
-            })
-        };
-        let before = side_counts(Side::Before)?;
-        let after = side_counts(Side::After)?;
-        Ok(self.counted(s, before, after, outputs))
+            },
+            Some(output),
+        ))
     }
 
     /// `s`'s counts of this engine from its sides, with their counted calls' outputs.
