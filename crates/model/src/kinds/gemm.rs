@@ -96,6 +96,30 @@ fn gemm_ledger(g: &Gemm, variant: Variant, t: &Tiling) -> VariantLedger {
     let (a, b, c) = (g.m * g.k * 4, g.k * g.n * 4, g.m * g.n * 4);
     let flops = 2 * g.m * g.n * g.k;
     match variant {
+        Variant::Naive if t.gemm_packs && t.reuse_cache_bytes > 0 => {
+            // The CPU's naive loop with a reuse cache: each row of C sweeps the whole of B (a
+            // row of A and of C beside it), so B comes from memory once where it fits three
+            // quarters of the cache, once per row of C where it exceeds the cache (an LRU
+            // cache keeps none of a cyclic sweep larger than itself), and in between the
+            // outcome is the replacement's.
+            let rows = (g.k + g.n) * 4;
+            let room = t.reuse_cache_bytes / 4 * 3;
+            let (b_reads, near) = if b + rows <= room {
+                (1, None)
+            } else if b + rows > t.reuse_cache_bytes {
+                (g.m, None)
+            } else {
+                (1, Some(b + rows))
+            };
+            VariantLedger::new(
+                variant,
+                vec![mv("A", a, 1, 0), mv("B", b, b_reads, 0), mv("C", c, 0, 1)],
+                flops,
+                1,
+            )
+            .with_tile_bytes(rows)
+            .near_cache(near)
+        }
         Variant::Naive => VariantLedger::new(
             variant,
             vec![mv("A", a, 1, 0), mv("B", b, g.m, 0), mv("C", c, 0, 1)],

@@ -356,3 +356,34 @@ fn cpu_attention_re_reads_follow_the_reuse_cache() {
         .ledger(Variant::Standard, &big);
     assert_eq!((reads(&l, "K packed"), reads(&l, "O")), (Some(0), Some(0)));
 }
+
+#[test]
+fn cpu_naive_gemm_re_reads_b_only_where_it_exceeds_the_reuse_cache() {
+    let g = |m, n, k| Gemm {
+        m,
+        n,
+        k,
+        dtype: DType::F32,
+    };
+    let with = |bytes: u64| Tiling {
+        reuse_cache_bytes: bytes,
+        ..Tiling::CPU
+    };
+    let b_reads = |l: &crate::ledger::VariantLedger| {
+        l.movements.iter().find(|m| m.tensor == "B").map(|m| m.reads)
+    };
+    // 32 x 2048 x 256: B is 2 MiB. On 8 MiB it stays (read once); on 1.5 MiB every row of C
+    // sweeps it from memory (32 times); on 2.25 MiB it is within a quarter: undecided.
+    let naive = |t: &Tiling| g(32, 2048, 256).ledger(Variant::Naive, t);
+    assert_eq!(b_reads(&naive(&with(8 << 20))), Some(1));
+    let spilled = naive(&with(3 << 19));
+    assert_eq!(b_reads(&spilled), Some(32));
+    assert_eq!(spilled.tile_bytes, Some((256 + 2048) * 4));
+    assert!(naive(&with(9 << 18)).near_cache_bytes.is_some());
+    // Without a reuse cache (the time ledger) B is read once per row of C, as before.
+    assert_eq!(b_reads(&naive(&Tiling::CPU)), Some(32));
+    // The tiled side fits its buffers in 1.5 MiB: A and B once.
+    let tiled = g(32, 2048, 256).ledger(Variant::Tiled, &with(3 << 19));
+    assert!(tiled.tile_bytes.is_some_and(|t| t <= 3 << 19));
+    assert_eq!(b_reads(&tiled), Some(1));
+}
