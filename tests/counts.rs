@@ -740,6 +740,8 @@ fn auto_mode_counts_where_it_can_at_the_specs_counts_sizes() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let r = newest_results(dir.path());
     assert_eq!(r["specs"][0]["counts_gate"]["state"], "pass", "{r}");
+    let html = std::fs::read_to_string(newest_run(dir.path()).join("report.html")).unwrap();
+    assert!(html.contains("Counted scaling: standard ∝ seq_len<sup>"), "{html}");
     let report = std::fs::read_to_string(newest_run(dir.path()).join("report.md")).unwrap();
     assert!(report.contains("counted at elementwise"), "{report}");
 }
