@@ -406,6 +406,17 @@ fn a_counts_gate_fails_a_two_percent_slowdown_and_never_an_unchanged_run_under_l
     );
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("REGRESSION +"), "{}", text(&o));
+    // The one command that counts the case again, on the run's own cache model.
+    let again = format!(
+        "to reproduce: opledger run {} --backend cpu --measure counts --cache-model 'I1=32768,8,64 D1=32768,8,64 LL=1048576,16,64'",
+        spec.display()
+    );
+    assert!(text(&o).contains(&again), "{}", text(&o));
+    let report = std::fs::read_to_string(newest_run(dir.path()).join("report.md")).unwrap();
+    assert!(
+        report.contains("**To reproduce** on your machine: `opledger run"),
+        "{report}"
+    );
     let r = newest_results(dir.path());
     assert_eq!(check_of(&r, "counts_regression")["status"], "fail");
     assert_eq!(r["specs"][0]["counts_gate"]["functions_side"], "after");
@@ -741,7 +752,10 @@ fn auto_mode_counts_where_it_can_at_the_specs_counts_sizes() {
     let r = newest_results(dir.path());
     assert_eq!(r["specs"][0]["counts_gate"]["state"], "pass", "{r}");
     let html = std::fs::read_to_string(newest_run(dir.path()).join("report.html")).unwrap();
-    assert!(html.contains("Counted scaling: standard ∝ seq_len<sup>"), "{html}");
+    assert!(
+        html.contains("Counted scaling: standard ∝ seq_len<sup>"),
+        "{html}"
+    );
     let report = std::fs::read_to_string(newest_run(dir.path()).join("report.md")).unwrap();
     assert!(report.contains("counted at elementwise"), "{report}");
 }

@@ -280,3 +280,46 @@ fn shards_of_a_suite_run_each_case_once() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("the task is not one of the array's ids"));
 }
+
+/// `--case` runs the named cases of the specs given (a sweep point alone), and refuses a name
+/// none of them has, listing theirs.
+#[test]
+fn a_case_named_runs_alone_and_an_unknown_name_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("sweep.yaml");
+    std::fs::write(
+        &spec,
+        "name: swept\ntitle: a sweep\nworkload: {kind: elementwise, ops: [scale, add, relu], rows: 64, cols: 1024}\nsweep: {rows: [16, 64]}\nvariants: {before: unfused, after: fused}\nexpect: {bound: bandwidth}\n",
+    )
+    .unwrap();
+    let o = run_in(
+        dir.path(),
+        std::slice::from_ref(&spec),
+        &["--case", "swept--rows-64"],
+    );
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    let r: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(only_run_dir(dir.path()).join("results.json")).unwrap(),
+    )
+    .unwrap();
+    let names: Vec<&str> = r["specs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["swept--rows-64"]);
+    let other = tempfile::tempdir().unwrap();
+    let o = run_in(
+        other.path(),
+        std::slice::from_ref(&spec),
+        &["--case", "swept--rows-32"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("--case swept--rows-32: no case of that name in the specs given; their cases: swept--rows-16, swept--rows-64"),
+        "{}",
+        text(&o)
+    );
+    assert!(!other.path().join("runs").exists());
+}

@@ -75,6 +75,7 @@ pub(super) fn run_options(a: RunArgs, settings: crate::settings::Settings) -> Re
                 })
             })
             .transpose()?,
+        cases: a.cases,
         settings,
     })
 }

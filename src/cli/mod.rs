@@ -432,6 +432,10 @@ pub struct RunArgs {
     /// OPLEDGER_SHARD_TOTAL, or OPLEDGER_SHARD=M/N).
     #[arg(long)]
     pub shard: Option<String>,
+    /// Run only the named case (a spec's name, or a sweep point's: `flash-attention--seq-len-1024`);
+    /// repeat for several. A name no spec has is refused.
+    #[arg(long = "case", value_name = "NAME")]
+    pub cases: Vec<String>,
 }
 
 #[derive(Debug, Args)]

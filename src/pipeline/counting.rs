@@ -8,8 +8,8 @@
 
 use super::prepare::Prepared;
 use super::RunOptions;
-use crate::error::Result;
 use crate::backend::pair::Side;
+use crate::error::Result;
 use crate::measure::counts::{valgrind::Counter, Counted, SideCounts};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -85,7 +85,9 @@ pub(super) fn count_all(p: &Prepared, opts: &RunOptions) -> Vec<Option<Result<Co
                 };
                 loop {
                     let j = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&(i, side)) = units.get(j) else { break };
+                    let Some(&(i, side)) = units.get(j) else {
+                        break;
+                    };
                     let counted = specs[i].counted();
                     match side {
                         None => {

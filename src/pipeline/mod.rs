@@ -50,6 +50,8 @@ pub struct RunOptions {
     pub junit: Option<PathBuf>,
     /// Run only this shard's cases.
     pub shard: Option<crate::shard::Shard>,
+    /// Run only these cases (by name; empty: all).
+    pub cases: Vec<String>,
     /// What the `OPLEDGER_*` variables asked, read when the command started.
     pub settings: crate::settings::Settings,
     /// The history store the run is recorded into (`None`: `--no-store`).

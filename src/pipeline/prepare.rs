@@ -169,6 +169,20 @@ fn load_suite(opts: &RunOptions) -> Result<Suite> {
             suite_files.push((name, s.source_text.clone()));
         }
     }
+    if !opts.cases.is_empty() {
+        if let Some(missing) = opts
+            .cases
+            .iter()
+            .find(|c| !specs.iter().any(|s| s.name == **c))
+        {
+            let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+            return Err(Error::Flag(format!(
+                "--case {missing}: no case of that name in the specs given; their cases: {}",
+                names.join(", ")
+            )));
+        }
+        specs.retain(|s| opts.cases.contains(&s.name));
+    }
     let Some(shard) = &opts.shard else {
         return Ok(Suite {
             specs,

@@ -128,27 +128,7 @@ fn reproduce(changed: &[&CaseComparison], rb: &RunResult, base: Option<&str>) ->
                 .counts
                 .as_ref()
                 .is_some_and(|o| o.state == crate::results::CountsState::Fail);
-            let mut cmd = format!(
-                "opledger run {} --backend {}",
-                shell_word(&s.file),
-                rb.device.kind.name()
-            );
-            if counts_failed {
-                cmd.push_str(" --measure counts");
-                // A model of the spec's own is the spec's to give again; another, the run's.
-                if let Some(k) = s.counts.as_ref().filter(|k| !k.spec_cache_model) {
-                    let model = k.engine.cache_model;
-                    if model != crate::measure::counts::CacheModel::default() {
-                        cmd.push_str(&format!(" --cache-model {}", shell_word(&model.describe())));
-                    }
-                }
-            }
-            if let Some(base) = base {
-                cmd.push_str(&format!(
-                    " --against {} --rerecord-base",
-                    shell_word(&format!("merge-base:{base}"))
-                ));
-            }
+            let cmd = crate::repro::command(s, rb.device.kind.name(), counts_failed, base);
             Some(format!("- {}: `{cmd}`\n", super::md_escape(&c.name)))
         })
         .collect();
@@ -159,18 +139,6 @@ fn reproduce(changed: &[&CaseComparison], rb: &RunResult, base: Option<&str>) ->
         "To reproduce on your machine (from the head's checkout; counts repeat exactly on any x86-64 machine, time is measured at both commits on yours):\n\n{}\n",
         lines.concat()
     )
-}
-
-/// A word for a POSIX shell: as it is when it is plain, else in single quotes.
-fn shell_word(w: &str) -> String {
-    let plain = !w.is_empty()
-        && w.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,+@".contains(c));
-    if plain {
-        w.to_string()
-    } else {
-        format!("'{}'", w.replace('\'', "'\\''"))
-    }
 }
 
 fn ratio(c: &CaseComparison) -> String {

@@ -11,6 +11,7 @@ pub mod gate;
 pub mod history;
 pub mod html;
 pub mod output;
+pub mod repro;
 pub mod style;
 pub mod svg;
 pub mod terminal;
@@ -402,7 +403,19 @@ fn context(run: &RunResult) -> Value {
             ))
         })
         .collect();
+    // The command that reproduces a regressed case.
+    let repro: serde_json::Map<String, serde_json::Value> = run
+        .specs
+        .iter()
+        .filter_map(|s| {
+            Some((
+                s.name.clone(),
+                serde_json::Value::from(repro::for_run(run, s)?),
+            ))
+        })
+        .collect();
     if let Some(o) = v.as_object_mut() {
+        o.insert("repro".into(), serde_json::Value::Object(repro));
         o.insert("counts_gate".into(), serde_json::Value::Object(counts_gate));
         o.insert("verdict_mark".into(), serde_json::Value::Object(marks));
         o.insert("gate_rows".into(), serde_json::Value::Object(gate_rows));

@@ -72,6 +72,9 @@ pub fn print_summary(run: &RunResult, dir: &Path) {
                 };
                 println!("    ❌ {}: {detail}", c.name);
             }
+            if let Some(cmd) = crate::repro::for_run(run, s) {
+                println!("    to reproduce: {cmd}");
+            }
         }
     }
     // Each kind of warning once: warnings that differ only in their figures ("the after samples

@@ -370,7 +370,10 @@ fn cpu_naive_gemm_re_reads_b_only_where_it_exceeds_the_reuse_cache() {
         ..Tiling::CPU
     };
     let b_reads = |l: &crate::ledger::VariantLedger| {
-        l.movements.iter().find(|m| m.tensor == "B").map(|m| m.reads)
+        l.movements
+            .iter()
+            .find(|m| m.tensor == "B")
+            .map(|m| m.reads)
     };
     // 32 x 2048 x 256: B is 2 MiB. On 8 MiB it stays (read once); on 1.5 MiB every row of C
     // sweeps it from memory (32 times); on 2.25 MiB it is within a quarter: undecided.
