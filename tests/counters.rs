@@ -55,8 +55,13 @@ fn a_raw_export_within_the_bounds_passes_and_lands_in_results_and_report() {
     assert!(c["after"]["l2_bytes"].is_null());
     assert!(c["after"]["finding"].is_null());
     let report = std::fs::read_to_string(run.join("report.md")).unwrap();
-    assert!(report.contains("**Ledger vs counters**"), "{report}");
-    assert!(report.contains("| unfused | 7 |"), "{report}");
+    assert!(
+        report.contains("| Nsight Compute: DRAM read (ledger) |"),
+        "{report}"
+    );
+    assert!(report.contains(", 7 launches: ✅"), "{report}");
+    let html = std::fs::read_to_string(run.join("report.html")).unwrap();
+    assert!(html.contains("<h3>Ledger vs counters</h3>"), "{html}");
 }
 
 /// An export as Nsight Compute of 2025-2026 writes it: device-attribute and launch columns with
@@ -116,7 +121,7 @@ fn a_details_export_with_a_low_read_is_a_finding_and_exit_1() {
     // The archive still reads as a run: `opledger report` renders it with the table.
     let o = bin().arg("report").arg(&run).output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("**Ledger vs counters**"));
+    assert!(text(&o).contains("| Nsight Compute: DRAM read (ledger) |"));
 }
 
 #[test]

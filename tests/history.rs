@@ -446,8 +446,9 @@ fn the_gate_judges_against_a_branch_history() {
     let r = results(dir.path());
     assert_eq!(r["specs"][0]["baseline"]["finding"]["kind"], "no_baseline");
     assert_eq!(r["specs"][0]["baseline"]["reference"]["runs"], 1);
+    // The gate's reference in words, in the report's checks (the HTML holds every check's).
     let report =
-        std::fs::read_to_string(common::only_run_dir(dir.path()).join("report.md")).unwrap();
+        std::fs::read_to_string(common::only_run_dir(dir.path()).join("report.html")).unwrap();
     assert!(
         report.contains("the history store holds 1 run(s)"),
         "{report}"
@@ -470,8 +471,9 @@ fn the_gate_judges_against_a_branch_history() {
     assert_eq!(b["reference"]["branch"], "main", "{b}");
     assert_eq!(b["finding"]["kind"], "judged", "{b}");
     assert_eq!(b["finding"]["all"]["decided"]["pooled_runs"], 4, "{b}");
+    // The gate's reference in words, in the report's checks (the HTML holds every check's).
     let report =
-        std::fs::read_to_string(common::only_run_dir(dir.path()).join("report.md")).unwrap();
+        std::fs::read_to_string(common::only_run_dir(dir.path()).join("report.html")).unwrap();
     assert!(
         report.contains("the newest 4 run(s) of branch main"),
         "{report}"

@@ -385,7 +385,7 @@ fn the_level_roof_names_the_level_the_kernels_ran_at() {
         match expect {
             None => {
                 assert!(spec["after"].get("on_level").is_none(), "{cap}: {spec}");
-                assert!(!report.contains("**On "), "{cap}: {report}");
+                assert!(!report.contains("| on "), "{cap}: {report}");
             }
             Some((level, lanes)) => {
                 let (b, a) = (&spec["before"]["on_level"], &spec["after"]["on_level"]);
@@ -411,7 +411,7 @@ fn the_level_roof_names_the_level_the_kernels_ran_at() {
                 assert!(arith > 0.0 && roof >= arith && roof >= a["memory_secs"].as_f64().unwrap());
                 assert!(a["reached"].as_f64().unwrap() > 0.0);
                 assert!(
-                    report.contains(&format!("**On {level}**")),
+                    report.contains(&format!("| on {level}: roof (bound) · reached |")),
                     "{cap}: {report}"
                 );
                 assert!(html.contains(&format!("<h3>On {level}</h3>")), "{cap}");

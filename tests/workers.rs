@@ -421,9 +421,9 @@ fn a_custom_op_runs_on_workers_with_its_declared_ledger_and_the_before_side_as_r
         "{out}"
     );
     // The report leaves out the comparisons that did not happen (no f64 reference here).
-    let report = std::fs::read_to_string(only_run_dir(dir.path()).join("report.md")).unwrap();
-    assert!(report.contains("| after vs before |"), "{report}");
-    assert!(!report.contains("f64 reference |"), "{report}");
+    let report = std::fs::read_to_string(only_run_dir(dir.path()).join("report.html")).unwrap();
+    assert!(report.contains("<tr><td>after vs before</td>"), "{report}");
+    assert!(!report.contains("f64 reference</td>"), "{report}");
 }
 
 #[test]
