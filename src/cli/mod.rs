@@ -412,8 +412,8 @@ pub struct RunArgs {
     /// Seed of inputs, sample order and bootstrap.
     #[arg(long, default_value_t = MeasureConfig::default().seed)]
     pub seed: u64,
-    /// Size of each bandwidth-probe array in MiB, at least the last-level cache (default: twice
-    /// the last-level cache).
+    /// Size of each bandwidth-probe array in MiB, at least two thirds of the last-level cache
+    /// (default: two thirds of it, so that the triad's three arrays span twice the cache).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_BUFFER_MIB))]
     pub probe_mib: Option<u64>,
     /// Size of the cold-cache flush buffer in MiB, at least the last-level cache (default: twice

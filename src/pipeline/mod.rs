@@ -39,7 +39,7 @@ pub struct RunOptions {
     pub runs_dir: PathBuf,
     pub template: Option<PathBuf>,
     pub measure: MeasureConfig,
-    /// Overrides the probe's array size (bytes); default twice the last-level cache.
+    /// Overrides the probe's array size (bytes); default two thirds of the last-level cache.
     pub probe_bytes: Option<u64>,
     /// Overrides the cold-cache flush size (bytes); default twice the last-level cache.
     pub flush_bytes: Option<u64>,

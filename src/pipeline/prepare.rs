@@ -211,6 +211,7 @@ fn load_suite(opts: &RunOptions) -> Result<Suite> {
 fn check_host_memory(opts: &RunOptions, flush: Option<u64>) -> Result<Option<u64>> {
     let this_cpu = DeviceInfo::this_cpu();
     let default_host = (2 * this_cpu.llc_bytes).max(64 << 20);
+    let default_probe = crate::device::default_probe_array_bytes(this_cpu.llc_bytes);
     let host_fixed = if opts
         .backend
         .kind()
@@ -220,12 +221,12 @@ fn check_host_memory(opts: &RunOptions, flush: Option<u64>) -> Result<Option<u64
     } else {
         flush
             .unwrap_or(default_host)
-            .saturating_add(opts.probe_bytes.unwrap_or(default_host).saturating_mul(3))
+            .saturating_add(opts.probe_bytes.unwrap_or(default_probe).saturating_mul(3))
     };
     let available = backend::available_memory_bytes();
     if let Some(avail) = available.filter(|&a| host_fixed > a / 10 * 9) {
         return Err(Error::ProbeMemory {
-            probe_bytes: opts.probe_bytes.unwrap_or(default_host),
+            probe_bytes: opts.probe_bytes.unwrap_or(default_probe),
             flush_bytes: flush.unwrap_or(default_host),
             need_bytes: host_fixed,
             available_bytes: avail,
@@ -238,14 +239,20 @@ fn check_host_memory(opts: &RunOptions, flush: Option<u64>) -> Result<Option<u64
 /// use them), and said.
 fn size_warnings(opts: &RunOptions, device: &DeviceInfo) -> Vec<String> {
     let mut warnings = Vec::new();
-    for (flag, bytes) in [
-        ("--probe-mib", opts.probe_bytes),
-        ("--flush-mib", opts.flush_bytes),
-    ] {
-        if let Some(b) = bytes.filter(|&b| b < device.llc_bytes) {
+    let small_probe = opts
+        .probe_bytes
+        .filter(|&b| !crate::device::probe_spans_memory(b, device.llc_bytes));
+    let small_flush = opts.flush_bytes.filter(|&b| b < device.llc_bytes);
+    for (flag, bytes) in [("--probe-mib", small_probe), ("--flush-mib", small_flush)] {
+        if let Some(b) = bytes {
             warnings.push(format!(
-                "opledger: warning: {flag} {} is smaller than the last-level cache ({} MiB): {}",
+                "opledger: warning: {flag} {} is smaller than {}the last-level cache ({} MiB): {}",
                 b >> 20,
+                if flag == "--probe-mib" {
+                    "two thirds of "
+                } else {
+                    ""
+                },
                 device.llc_bytes.div_ceil(1 << 20),
                 if flag == "--probe-mib" {
                     "the ceilings are the cache's, not memory's"

@@ -26,10 +26,11 @@ pub struct ProbeConfig {
 }
 
 impl ProbeConfig {
-    /// Arrays of twice the last-level cache (at least 64 MiB), 5 repetitions.
+    /// Arrays of two thirds of the last-level cache each (their three span twice it; at least
+    /// 64 MiB), 5 repetitions.
     pub fn for_llc(llc_bytes: u64) -> Self {
         ProbeConfig {
-            array_bytes: (2 * llc_bytes).max(64 << 20),
+            array_bytes: crate::device::default_probe_array_bytes(llc_bytes),
             reps: 5,
             fma_iters: 1 << 21,
         }

@@ -337,9 +337,9 @@ fn comparison(
 pub const CEILING_DRIFT_MIN: f64 = 0.25;
 
 /// The drift of the roof that bounds the spec (bandwidth, or the compute peak of its dtype)
-/// when it moved by more than max(25%, 2 x max_regression). Probes smaller than the last-level
-/// cache (`--probe-mib` below it, as small test runs use) measure the cache, whose figures
-/// swing with any load: no roof to guard, so no guard.
+/// when it moved by more than max(25%, 2 x max_regression). Probes whose arrays do not span
+/// twice the last-level cache (`--probe-mib` below two thirds of it, as small test runs use)
+/// measure the cache, whose figures swing with any load: no roof to guard, so no guard.
 fn ceiling_drift(
     base: &Reference,
     result: &SpecResult,
@@ -348,7 +348,8 @@ fn ceiling_drift(
     max_regression: f64,
 ) -> Option<CeilingDrift> {
     let then = base.ceilings.as_ref()?;
-    if now.array_bytes < llc_bytes || then.array_bytes < llc_bytes {
+    let spans = |c: &Ceilings| crate::device::probe_spans_memory(c.array_bytes, llc_bytes);
+    if !spans(now) || !spans(then) {
         return None;
     }
     let dtype = result.workload.dtype();

@@ -17,6 +17,21 @@ pub struct Ceilings {
     pub array_bytes: u64,
 }
 
+/// The bandwidth probe's default array size for a last-level cache of `llc_bytes`: two thirds
+/// of it each (at least 64 MiB), so that the triad's three arrays span twice the cache and no
+/// repetition finds the last one's lines in it. Larger arrays read the same (44.1 GB/s at
+/// 960 MiB, 44.9 at 256 MiB on a 480 MiB LLC) and, on a VM whose fresh memory is slow to touch,
+/// cost seconds to allocate (docs/measurement.md).
+pub fn default_probe_array_bytes(llc_bytes: u64) -> u64 {
+    (2 * llc_bytes / 3).max(64 << 20)
+}
+
+/// Whether probe arrays of `array_bytes` measure memory on a last-level cache of `llc_bytes`:
+/// the triad's three arrays span at least twice the cache. Smaller probes measure the cache.
+pub fn probe_spans_memory(array_bytes: u64, llc_bytes: u64) -> bool {
+    3 * array_bytes >= 2 * llc_bytes
+}
+
 impl Ceilings {
     /// The bandwidth ceiling the verdicts use: the triad's.
     pub fn bandwidth(&self) -> f64 {

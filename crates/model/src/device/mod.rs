@@ -6,7 +6,7 @@ pub mod ceilings;
 pub mod simd;
 pub mod state;
 
-pub use ceilings::Ceilings;
+pub use ceilings::{default_probe_array_bytes, probe_spans_memory, Ceilings};
 pub use state::{ClockLimit, DeviceState};
 
 use serde::{Deserialize, Serialize};
