@@ -338,5 +338,6 @@ fn spec_counts(name: &str, step: f64) -> opledger::measure::counts::SpecCounts {
         before: side(1.0),
         after: side(0.6 * step),
         counted_workload: None,
+        spec_cache_model: false,
     }
 }

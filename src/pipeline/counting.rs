@@ -11,6 +11,9 @@ use super::RunOptions;
 use crate::backend::pair::Side;
 use crate::error::Result;
 use crate::measure::counts::{valgrind::Counter, Counted, SideCounts};
+
+/// One side's counts (or why not) and the output its counted call left.
+type SideResult = Result<(SideCounts, Option<Vec<f32>>)>;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -59,7 +62,6 @@ pub(super) fn count_all(p: &Prepared, opts: &RunOptions) -> Vec<Option<Result<Co
             }
         })
         .collect();
-    type SideResult = Result<(SideCounts, Option<Vec<f32>>)>;
     let sides: Mutex<Vec<[Option<SideResult>; 2]>> =
         Mutex::new((0..p.specs.len()).map(|_| [None, None]).collect());
     let next = AtomicUsize::new(0);
@@ -107,16 +109,7 @@ pub(super) fn count_all(p: &Prepared, opts: &RunOptions) -> Vec<Option<Result<Co
             });
         }
     });
-    let sides = sides.into_inner().unwrap_or_default();
-    for (i, [before, after]) in sides.into_iter().enumerate() {
-        let (Some(before), Some(after)) = (before, after) else {
-            continue;
-        };
-        out[i] = Some(match (before, after, specs[i].counted()) {
-            (Ok((b, bo)), Ok((a, ao)), Ok(s)) => Ok(counter.assemble(&s, b, a, [bo, ao])),
-            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => Err(e),
-        });
-    }
+    assemble_sides(p, counter, sides.into_inner().unwrap_or_default(), &mut out);
     for (i, from) in copies {
         let copy = match &out[from] {
             Some(Ok(c)) => Counted {
@@ -132,6 +125,25 @@ pub(super) fn count_all(p: &Prepared, opts: &RunOptions) -> Vec<Option<Result<Co
         out[i] = Some(Ok(copy));
     }
     out
+}
+
+/// Each spec whose two sides were counted apart (`sides`, by the spec's index) put together
+/// into `out`: its counts, or the first error of its sides.
+fn assemble_sides(
+    p: &Prepared,
+    counter: &Counter,
+    sides: Vec<[Option<SideResult>; 2]>,
+    out: &mut [Option<Result<Counted>>],
+) {
+    for (i, [before, after]) in sides.into_iter().enumerate() {
+        let (Some(before), Some(after)) = (before, after) else {
+            continue;
+        };
+        out[i] = Some(match (before, after, p.specs[i].counted()) {
+            (Ok((b, bo)), Ok((a, ao)), Ok(s)) => Ok(counter.assemble(&s, b, a, [bo, ao])),
+            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => Err(e),
+        });
+    }
 }
 
 /// Of the counted cases `counted`, those to count (the first of each distinct counted spec)
