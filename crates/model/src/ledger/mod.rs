@@ -188,8 +188,9 @@ pub struct Tiling {
     /// The tiled GEMM packs each KC slice of A (all of its rows) and each KC×NC block of B into
     /// buffers it re-reads (the CPU kernel); a GPU's kernel reads its tiles in place.
     pub gemm_packs: bool,
-    /// Flash attention packs K and V once a call into the micro-kernel's panels and re-reads
-    /// the packed copies (the CPU kernel); a GPU's kernel reads K and V where they are.
+    /// Attention (flash and standard alike) packs K and V once a call into the micro-kernel's
+    /// panels and re-reads the packed copies (the CPU kernels); a GPU's kernels read K and V
+    /// where they are. The name is the flash kernel's, where the packing was first modelled.
     pub flash_packs_kv: bool,
     /// A cache between the tiles and device memory that serves re-reads (a GPU's L2), in
     /// bytes; 0 models none. Flash attention's K and V are re-read once per query tile; when
