@@ -171,7 +171,7 @@ fn attention_ledger(a: &Attention, variant: Variant, t: &Tiling) -> VariantLedge
     };
     let re_reads = half_when_causal(tr);
     let kv_head_bytes = 2 * n * d * elem;
-    if t.flash_packs_kv {
+    if t.attention_packs_kv {
         return cpu_ledger(a, variant, t, flops);
     }
     match variant {

@@ -190,8 +190,8 @@ pub struct Tiling {
     pub gemm_packs: bool,
     /// Attention (flash and standard alike) packs K and V once a call into the micro-kernel's
     /// panels and re-reads the packed copies (the CPU kernels); a GPU's kernels read K and V
-    /// where they are. The name is the flash kernel's, where the packing was first modelled.
-    pub flash_packs_kv: bool,
+    /// where they are.
+    pub attention_packs_kv: bool,
     /// A cache between the tiles and device memory that serves re-reads (a GPU's L2), in
     /// bytes; 0 models none. Flash attention's K and V are re-read once per query tile; when
     /// one head's K and V take at most a quarter of it, the re-reads hit it and device memory
@@ -212,7 +212,7 @@ impl Tiling {
         flash_bf16_br: FLASH_BR,
         flash_bf16_bc: FLASH_BC,
         gemm_packs: true,
-        flash_packs_kv: true,
+        attention_packs_kv: true,
         // The CPU's K/V re-reads are counted in full: the established model of this backend.
         reuse_cache_bytes: 0,
     };
@@ -228,7 +228,7 @@ impl Tiling {
         flash_bf16_br: 64,
         flash_bf16_bc: 64,
         gemm_packs: false,
-        flash_packs_kv: false,
+        attention_packs_kv: false,
         // The device's L2 is filled in by the CUDA backend (`opledger ledger --tiling cuda`
         // shows the model without it: every re-read from device memory).
         reuse_cache_bytes: 0,
