@@ -118,7 +118,8 @@ pub enum Command {
     /// Reconcile a run's IO ledger with hardware counters: read an Nsight Compute CSV export
     /// (`--page raw` or `--page details`) of the run's marked profiling pass, write each variant's
     /// DRAM/L2 bytes beside its ledger into results.json and the report. Exit 1 when a variant's
-    /// DRAM read bytes fall below 0.95× or above 1.5× its ledger's.
+    /// DRAM read bytes fall below 0.95× or above 1.5× its ledger's (beyond ±15% of a tiled ledger's
+    /// where its tiles fit the L2).
     Counters {
         /// The run folder holding results.json.
         run_dir: PathBuf,
