@@ -17,7 +17,9 @@
 //!
 //! The judgement is on the read side only: measured DRAM read bytes against the ledger's read
 //! bytes, a finding below 0.95× (the ledger counts bytes the GPU did not read: a cache served
-//! them, or the model is wrong) or above 1.5× (the GPU read what the ledger does not count).
+//! them, or the model is wrong) or above 1.5× (the GPU read what the ledger does not count);
+//! a tiled ledger (flash attention with the L2 as its reuse cache) is held within ±15% both
+//! ways, as counts hold it.
 //! Writes and L2 bytes are reported: dirty lines are written back after the profiled range ends,
 //! so the write counter reads low.
 //!
