@@ -57,6 +57,10 @@ pub fn sweeps(specs: &[SpecResult]) -> Vec<model::SweepSeries> {
             continue;
         };
         if last.x == first.x {
+            // One point (or one value): no scaling, and its counts say nothing of the sweep.
+            for r in &mut g.rows {
+                r.counted = None;
+            }
             continue;
         }
         let lx = (last.x as f64 / first.x as f64).ln();
@@ -125,10 +129,12 @@ fn counted_scaling(
         return None;
     }
     let (first, last) = (points.first()?, points.last()?);
+    let first_spec = &g.rows.first()?.spec;
     let engine = specs
         .iter()
-        .find(|s| s.name == g.rows.first().map(|r| r.spec.as_str()).unwrap_or_default())
-        .and_then(|s| s.counts.as_ref())?;
+        .find(|s| &s.name == first_spec)?
+        .counts
+        .as_ref()?;
     let s = |a: u64, b: u64| slope(a as f64, b as f64);
     Some(model::CountedScaling {
         ll_bytes: engine.engine.cache_model.ll.bytes,

@@ -41,7 +41,9 @@ pub fn reconcile(
                 Some(format!("{} missing (absent or n/a) for a launch: not judged", METRICS[0]))
             }
             None => Some("the ledger counts no read bytes: not judged".to_string()),
-            Some(r) if ledger.tile_bytes.is_some() => tiled_finding(ledger, r, l2_bytes),
+            Some(r) if ledger.tile_bytes.is_some() => {
+                tiled_finding(ledger, dram_read_bytes.unwrap_or(0.0), r, l2_bytes)
+            }
             Some(r) if r < READ_RATIO_MIN => Some(format!(
                 "DRAM read {r:.2}× the ledger's: below {READ_RATIO_MIN}×, the ledger counts bytes the GPU did not read from memory (served by a cache, or a wrong model)"
             )),
@@ -65,17 +67,17 @@ pub fn reconcile(
     }
 }
 
-/// A tiled kernel's finding, where its DRAM reads (`read_ratio` × its ledger's) do not hold to
-/// its ledger by the counts' rule on a last level of `l2_bytes`.
+/// A tiled kernel's finding, where its DRAM reads (`dram_read_bytes`, `read_ratio` × its
+/// ledger's) do not hold to its ledger by the counts' rule on a last level of `l2_bytes`.
 fn tiled_finding(
     ledger: &crate::ledger::VariantLedger,
+    dram_read_bytes: f64,
     read_ratio: f64,
     l2_bytes: u64,
 ) -> Option<String> {
     use crate::measure::counts::{Counts, LedgerAgreement, TILED_TOLERANCE};
-    let read: u64 = ledger.movements.iter().map(|m| m.bytes * m.reads).sum();
     let counts = Counts {
-        dram_read_bytes: (read_ratio * read as f64).round() as u64,
+        dram_read_bytes: dram_read_bytes.round() as u64,
         ..Counts::default()
     };
     let model = crate::measure::counts::CacheModel::of_gpu(l2_bytes);

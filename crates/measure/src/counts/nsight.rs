@@ -109,7 +109,7 @@ impl Counter {
         };
         let before = side_of(Side::Before, &ledger.before)?;
         let after = side_of(Side::After, &ledger.after)?;
-        Ok(self.counted(s, before, after, outputs))
+        Ok(self.assemble(s, before, after, outputs))
     }
 
     /// Runs `opledger profile-counts` for `s` under `ncu` and splits its export at the markers.

@@ -170,31 +170,19 @@ impl Counter {
     /// in a counter's work folder of its own). Not for a GPU's counts (a profiled process runs
     /// both sides).
     pub fn count_side(&self, s: &Spec, side: Side) -> Result<(SideCounts, Option<Vec<f32>>)> {
-        match self.engine_for(s) {
-            std::borrow::Cow::Borrowed(_) => self.count_side_here(s, side),
-            // The same work folder (one side at a time in it), the spec's cache model.
-            std::borrow::Cow::Owned(engine) => Counter {
-                engine,
-                ..self.clone()
-            }
-            .count_side_here(s, side),
-        }
+        self.for_spec(s).count_side_here(s, side)
     }
 
-    /// `s`'s counts from its sides counted by [`Counter::count_side`], under the engine `s` is
-    /// counted under.
-    pub fn assemble(
-        &self,
-        s: &Spec,
-        before: SideCounts,
-        after: SideCounts,
-        outputs: [Option<Vec<f32>>; 2],
-    ) -> Counted {
-        Counter {
-            engine: self.engine_for(s).into_owned(),
-            ..self.clone()
+    /// This counter, or (where `s` names a cache model of its own) one of the same work folder
+    /// — one side at a time in it — under `s`'s engine.
+    fn for_spec(&self, s: &Spec) -> std::borrow::Cow<'_, Counter> {
+        match self.engine_for(s) {
+            std::borrow::Cow::Borrowed(_) => std::borrow::Cow::Borrowed(self),
+            std::borrow::Cow::Owned(engine) => std::borrow::Cow::Owned(Counter {
+                engine,
+                ..self.clone()
+            }),
         }
-        .counted(s, before, after, outputs)
     }
 
     /// [`Counter::count_side`] under this counter's engine as it is.
@@ -264,22 +252,24 @@ impl Counter {
         ))
     }
 
-    /// `s`'s counts of this engine from its sides, with their counted calls' outputs.
-    pub(super) fn counted(
+    /// `s`'s counts from its sides (counted by [`Counter::count_side`], or profiled), with
+    /// their counted calls' outputs, under the engine `s` is counted under.
+    pub fn assemble(
         &self,
         s: &Spec,
         before: SideCounts,
         after: SideCounts,
         outputs: [Option<Vec<f32>>; 2],
     ) -> Counted {
+        let engine = self.engine_for(s).into_owned();
         let [before_output, after_output] = outputs;
         Counted {
             counts: SpecCounts {
                 counted_workload: (!s.measure.counts_sizes.is_empty())
                     .then(|| s.workload.describe()),
                 name: s.name.clone(),
-                engine: self.engine.clone(),
-                spec_cache_model: s.counts_cache_model() == Some(self.engine.cache_model),
+                spec_cache_model: s.counts_cache_model() == Some(engine.cache_model),
+                engine,
                 before_variant: s.variants.before.name().to_string(),
                 after_variant: s.variants.after.name().to_string(),
                 before,

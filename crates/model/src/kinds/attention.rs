@@ -33,6 +33,15 @@ impl Attention {
     pub fn score_elements(&self) -> u64 {
         self.heads_total() * self.seq_len * self.seq_len
     }
+    /// Of `tiles` tiles along one side of the score matrix, how many reach a tile of the other
+    /// side: all of them, or about half when causal (those above the diagonal are skipped).
+    fn tiles_reaching(&self, tiles: u64) -> u64 {
+        if self.causal {
+            tiles.div_ceil(2).max(1)
+        } else {
+            tiles
+        }
+    }
 }
 
 impl FromRaw for Attention {
@@ -155,22 +164,6 @@ fn attention_ledger(a: &Attention, variant: Variant, t: &Tiling) -> VariantLedge
     let s = bh * n * n * elem;
     let full = 4 * bh * n * n * d;
     let flops = if a.causal { full / 2 } else { full };
-    let br = match a.dtype {
-        DType::Bf16 => t.flash_bf16_br,
-        DType::F32 => t.flash_br,
-    };
-    let tr = n.div_ceil(br);
-    // Query tiles (or key tiles, for a query tile) that reach a given key tile: all of them,
-    // or about half when causal (those above the diagonal are skipped).
-    let half_when_causal = |tiles: u64| {
-        if a.causal {
-            tiles.div_ceil(2).max(1)
-        } else {
-            tiles
-        }
-    };
-    let re_reads = half_when_causal(tr);
-    let kv_head_bytes = 2 * n * d * elem;
     if t.attention_packs_kv {
         return cpu_ledger(a, variant, t, flops);
     }
@@ -191,8 +184,17 @@ fn attention_ledger(a: &Attention, variant: Variant, t: &Tiling) -> VariantLedge
         _ => {
             // The GPU's kernels read K and V where they are: once per query tile, from memory
             // unless one head's K and V take at most a quarter of the reuse cache (its L2).
+            let br = match a.dtype {
+                DType::Bf16 => t.flash_bf16_br,
+                DType::F32 => t.flash_br,
+            };
+            let kv_head_bytes = 2 * n * d * elem;
             let fits = t.reuse_cache_bytes > 0 && kv_head_bytes <= t.reuse_cache_bytes / 4;
-            let kv_reads = if fits { 1 } else { re_reads };
+            let kv_reads = if fits {
+                1
+            } else {
+                a.tiles_reaching(n.div_ceil(br))
+            };
             let ledger = VariantLedger::new(
                 variant,
                 vec![
@@ -264,15 +266,22 @@ fn cpu_ledger(a: &Attention, variant: Variant, t: &Tiling, flops: u64) -> Varian
     let s = bh * n * n * elem;
     let (br, bc) = (t.flash_br, t.flash_bc);
     let (r, c) = (br.min(n), bc.min(n));
-    let causal_half = |tiles: u64| {
-        if a.causal {
-            tiles.div_ceil(2).max(1)
-        } else {
-            tiles
-        }
+    let (tr, tc) = (
+        a.tiles_reaching(n.div_ceil(br)),
+        a.tiles_reaching(n.div_ceil(bc)),
+    );
+    // What both kernels move to pack K and V and re-read the packed copies, then `rest`.
+    let with_packed_kv = |kv_reads: u64, rest: Vec<crate::ledger::Movement>| {
+        let mut movements = vec![
+            mv("Q", qkvo, 1, 0),
+            mv("K", qkvo, 1, 0),
+            mv("V", qkvo, 1, 0),
+            mv("K packed", qkvo, kv_reads, 1),
+            mv("V packed", qkvo, kv_reads, 1),
+        ];
+        movements.extend(rest);
+        movements
     };
-    let (tr, tc) = (causal_half(n.div_ceil(br)), causal_half(n.div_ceil(bc)));
-    let packed = |name: &str, reads: u64| mv(name, qkvo, reads, 1);
     match variant {
         Variant::Standard => {
             // Packed Q and packed P of one task, and the key (value) tile it multiplies by.
@@ -285,16 +294,14 @@ fn cpu_ledger(a: &Attention, variant: Variant, t: &Tiling, flops: u64) -> Varian
             let (o_reads, o_writes) = if kv_reads > 1 { (tc - 1, tc) } else { (0, 1) };
             VariantLedger::new(
                 variant,
-                vec![
-                    mv("Q", qkvo, 1, 0),
-                    mv("K", qkvo, 1, 0),
-                    mv("V", qkvo, 1, 0),
-                    packed("K packed", kv_reads),
-                    packed("V packed", kv_reads),
-                    mv("S", s, 1, 1),
-                    mv("P", s, 1, 1),
-                    mv("O", qkvo, o_reads, o_writes),
-                ],
+                with_packed_kv(
+                    kv_reads,
+                    vec![
+                        mv("S", s, 1, 1),
+                        mv("P", s, 1, 1),
+                        mv("O", qkvo, o_reads, o_writes),
+                    ],
+                ),
                 flops,
                 3,
             )
@@ -308,15 +315,10 @@ fn cpu_ledger(a: &Attention, variant: Variant, t: &Tiling, flops: u64) -> Varian
                 re_read_count(t.reuse_cache_bytes, tiles, 2 * qkvo, 2 * n * d * elem, tr);
             VariantLedger::new(
                 variant,
-                vec![
-                    mv("Q", qkvo, 1, 0),
-                    mv("K", qkvo, 1, 0),
-                    mv("V", qkvo, 1, 0),
-                    packed("K packed", kv_reads),
-                    packed("V packed", kv_reads),
-                    mv("tiles", scratch, 0, 1),
-                    mv("O", qkvo, 0, 1),
-                ],
+                with_packed_kv(
+                    kv_reads,
+                    vec![mv("tiles", scratch, 0, 1), mv("O", qkvo, 0, 1)],
+                ),
                 flops,
                 1,
             )
