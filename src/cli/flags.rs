@@ -9,6 +9,9 @@ use std::path::{Path, PathBuf};
 
 /// The `run` flags as the pipeline takes them, checked.
 pub(super) fn run_options(a: RunArgs, settings: crate::settings::Settings) -> Result<RunOptions> {
+    // Before the pool's threads start and before any case's buffer: a run's large buffers come
+    // from the main thread's heap and stay there for the next case.
+    crate::backend::cpu::keep_freed_memory();
     if let Some(n) = a.threads {
         set_threads(n)?;
     }

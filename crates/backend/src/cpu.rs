@@ -33,6 +33,27 @@ impl CpuBackend {
     }
 }
 
+/// Keeps memory a run frees within the process, to serve the next case's buffers (glibc: no
+/// `mmap` for large blocks, no trimming of the heap's top). Left as it is, every large tensor
+/// is mapped anew and its first writes fault each page in, which the kernel zeroes: on a
+/// virtual machine whose host takes back the pages a guest frees, that cost more than the
+/// samples themselves (docs/performance.md). Reused memory is zeroed by `calloc` at memory
+/// speed instead. It holds for the main thread's heap, where a case's tensors, outputs and
+/// scratch are made (the pool's threads keep glibc's arenas for their small buffers). Called
+/// by `run` before anything is allocated for measuring; the counted child processes are other
+/// programs and keep glibc's defaults (their buffers' addresses, and so their simulated
+/// misses, stay as they were). Returns whether the allocator took both settings.
+pub fn keep_freed_memory() -> bool {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets allocator parameters; glibc serialises it with the allocator.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_MAX, 0) == 1
+            && libc::mallopt(libc::M_TRIM_THRESHOLD, libc::c_int::MAX) == 1
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    false
+}
+
 /// Streaming (non-temporal) stores pay off once an output is a sizeable part of the cache.
 fn streams(output_bytes: u64) -> bool {
     output_bytes >= opledger_model::device::last_level_cache_bytes() / 4
@@ -176,5 +197,27 @@ impl Case for CpuCase {
             .ok_or(Error::Backend(BackendError::NotRun {
                 variant: variant.name(),
             }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// glibc takes both settings (the memory they keep is measured in docs/performance.md).
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[test]
+    fn glibc_keeps_freed_memory_when_asked() {
+        assert!(keep_freed_memory());
+    }
+
+    /// The flush buffer is made at the first flush, of the size asked for.
+    #[test]
+    fn the_flush_buffer_is_made_when_first_used() {
+        let f = FlushBuffer::new(3 << 20);
+        assert_eq!(f.bytes(), 3 << 20);
+        assert!(!f.is_made());
+        f.flush();
+        assert!(f.is_made());
     }
 }

@@ -123,27 +123,47 @@ pub fn cannot_run(w: &Workload) -> Option<String> {
 }
 
 /// A read-only stream over a large buffer: it evicts the case's data, and since it writes
-/// nothing, no dirty lines of its own are written back during the next timed run.
+/// nothing, no dirty lines of its own are written back during the next timed run. The buffer
+/// is made at the first flush, after the ceilings' probe has freed its arrays: a run's memory
+/// is kept for reuse (`keep_freed_memory` in the backend), so the flush takes the probe's pages
+/// instead of faulting in as many new ones.
 pub struct FlushBuffer {
-    data: Vec<f32>,
+    bytes: u64,
+    data: std::sync::OnceLock<Vec<f32>>,
 }
 
 impl FlushBuffer {
     pub fn new(bytes: u64) -> Self {
-        let n = (bytes / 4) as usize;
-        let mut data = vec![0f32; n];
-        data.par_chunks_mut(1 << 16).for_each(|c| c.fill(1.0));
-        FlushBuffer { data }
+        FlushBuffer {
+            bytes: bytes / 4 * 4,
+            data: std::sync::OnceLock::new(),
+        }
     }
     pub fn bytes(&self) -> u64 {
-        self.data.len() as u64 * 4
+        self.bytes
     }
+    /// Whether the buffer has been made (by a first flush).
+    pub fn is_made(&self) -> bool {
+        self.data.get().is_some()
+    }
+    fn data(&self) -> &[f32] {
+        self.data.get_or_init(|| {
+            let mut data = vec![0f32; (self.bytes / 4) as usize];
+            data.par_chunks_mut(1 << 16).for_each(|c| c.fill(1.0));
+            data
+        })
+    }
+    /// Reads every line of the buffer. The words are summed as integers: an integer sum may be
+    /// reordered, so the compiler keeps several vector accumulators and the read runs at memory
+    /// speed; a float sum is one chain of dependent additions, which ran at a third of one
+    /// core's read bandwidth and made the flush the larger part of a streaming case's sampling
+    /// (docs/performance.md).
     pub fn flush(&self) {
-        let s: f32 = self
-            .data
+        let s: u32 = self
+            .data()
             .par_chunks(1 << 16)
-            .map(|c| c.iter().sum::<f32>())
-            .sum();
+            .map(|c| c.iter().fold(0u32, |a, x| a.wrapping_add(x.to_bits())))
+            .reduce(|| 0, u32::wrapping_add);
         black_box(s);
     }
 }
