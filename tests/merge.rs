@@ -403,39 +403,151 @@ fn the_per_gpu_script_runs_a_shard_per_device_and_merges() {
     assert_eq!(names(&out.join("merged/results.json")).len(), 8);
 }
 
-/// The documented flow, `opledger merge runs/shard-*/* --out runs/merged`: each shard's runs
-/// folder holds its history store beside its archive, and the glob names it too; it is passed
-/// over (and said), and the archives merge.
-#[test]
-fn the_documented_glob_over_shard_folders_merges_past_their_stores() {
-    let tmp = tempfile::tempdir().unwrap();
-    let runs = shard_runs(tmp.path(), 2);
-    let mut given: Vec<PathBuf> = Vec::new();
-    for run in &runs {
-        let folder = run.parent().unwrap();
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(folder)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        entries.sort();
-        assert!(
-            entries.iter().any(|e| e.ends_with("history.sqlite")),
-            "{entries:?}"
-        );
-        given.extend(entries);
+/// Every concrete `opledger merge` command of the docs and the examples (an example's comment,
+/// a workflow's `run:` step, a doc's inline command), read from where it is written.
+/// Synopses (`RUN_DIR…`, `runs/<shard>/...`) name no glob and are not commands to run.
+fn documented_merge_commands() -> Vec<(PathBuf, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["docs", "examples"] {
+        let mut stack = vec![root.join(dir)];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    files.push(p);
+                }
+            }
+        }
     }
-    let o = bin()
-        .arg("merge")
-        .args(&given)
-        .arg("--out")
-        .arg(tmp.path().join("merged"))
-        .output()
-        .unwrap();
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
-    assert!(
-        text(&o).contains("history.sqlite passed over: a runs folder's history store"),
-        "{}",
-        text(&o)
-    );
-    assert!(tmp.path().join("merged/results.json").is_file());
+    files.push(root.join("README.md"));
+    files.sort();
+    let mut found = Vec::new();
+    for f in files {
+        let Ok(text) = std::fs::read_to_string(&f) else {
+            continue;
+        };
+        for line in text.lines() {
+            let Some(at) = line.find("opledger merge ") else {
+                continue;
+            };
+            let command = line[at..].split('`').next().unwrap().trim();
+            if command.contains('*') && !command.contains(['<', '…']) {
+                found.push((f.strip_prefix(root).unwrap().to_path_buf(), command.into()));
+            }
+        }
+    }
+    found
+}
+
+/// Each documented merge command runs as written, with `opledger` on PATH, over two shards laid
+/// out where that command's glob looks (`runs/shard-*`, a volume's `/archive/shard-*` — its
+/// mount point rebased into the test's folder —, a workflow's downloaded `shards/*`): each
+/// shard's runs folder as `run --runs-dir` leaves it, its history store beside its archive.
+#[test]
+fn every_documented_merge_command_runs_as_written() {
+    let commands = documented_merge_commands();
+    let from: Vec<String> = commands
+        .iter()
+        .map(|(f, _)| f.display().to_string())
+        .collect();
+    for place in [
+        "examples/slurm/opledger-array.sbatch",
+        "examples/k8s/opledger-indexed-job.yaml",
+        "examples/github/opledger.yml",
+        "docs/scale-out.md",
+    ] {
+        assert!(
+            from.iter().any(|f| f == place),
+            "no merge command found in {place}: {commands:?}"
+        );
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let path_dir = tmp.path().join("bin");
+    std::fs::create_dir_all(&path_dir).unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_opledger"), path_dir.join("opledger")).unwrap();
+    // Two shards, run once and copied into each command's layout.
+    let suite = [fixture("kinds"), fixture("good/tiny-chain.yaml")];
+    let made = tmp.path().join("made");
+    for m in 1..=2 {
+        let o = bin()
+            .current_dir(tmp.path())
+            .arg("run")
+            .args(&suite)
+            .args(common::FAST)
+            .args(common::FEW_PAIRS)
+            .args(["--backend", "cpu", "--shard", &format!("count:{m}/2")])
+            .arg("--baselines")
+            .arg(tmp.path().join("baselines"))
+            .arg("--runs-dir")
+            .arg(made.join(m.to_string()))
+            .output()
+            .unwrap();
+        assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+        assert!(made.join(m.to_string()).join("history.sqlite").is_file());
+    }
+    // The cases of both shards: the merged archive holds each once.
+    let shard_cases: usize = (1..=2)
+        .map(|m| {
+            let run = std::fs::read_dir(made.join(m.to_string()))
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .find(|p| p.is_dir())
+                .unwrap();
+            names(&run.join("results.json")).len()
+        })
+        .sum();
+    for (i, (file, command)) in commands.iter().enumerate() {
+        let here = tmp.path().join(format!("c{i}"));
+        std::fs::create_dir_all(&here).unwrap();
+        // The volume's absolute mount point, here a folder of the test's.
+        let command = command.replace(" /archive/", &format!(" {}/archive/", here.display()));
+        let words: Vec<&str> = command.split_whitespace().collect();
+        let glob = words[2];
+        let out = words[words.iter().position(|w| *w == "--out").unwrap() + 1];
+        let shard_pattern = Path::new(glob).parent().unwrap().to_str().unwrap();
+        for m in 1..=2 {
+            let shard = here.join(shard_pattern.replace('*', &m.to_string()));
+            std::fs::create_dir_all(shard.parent().unwrap()).unwrap();
+            let o = std::process::Command::new("cp")
+                .arg("-r")
+                .arg(made.join(m.to_string()))
+                .arg(&shard)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{}", text(&o));
+        }
+        let path = format!(
+            "{}:{}",
+            path_dir.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let o = std::process::Command::new("bash")
+            .current_dir(&here)
+            .arg("-c")
+            .arg(&command)
+            .env("PATH", path)
+            .output()
+            .unwrap();
+        let said = text(&o);
+        assert!(
+            matches!(o.status.code(), Some(0 | 1)),
+            "{}: `{command}`: {said}",
+            file.display()
+        );
+        assert!(
+            said.contains("history.sqlite passed over"),
+            "{}: `{command}`: {said}",
+            file.display()
+        );
+        let merged = here.join(out).join("results.json");
+        assert_eq!(
+            names(&merged).len(),
+            shard_cases,
+            "{}: `{command}`",
+            file.display()
+        );
+    }
 }
