@@ -408,22 +408,9 @@ fn the_per_gpu_script_runs_a_shard_per_device_and_merges() {
 /// Synopses (`RUN_DIR…`, `runs/<shard>/...`) name no glob and are not commands to run.
 fn documented_merge_commands() -> Vec<(PathBuf, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    for dir in ["docs", "examples"] {
-        let mut stack = vec![root.join(dir)];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).unwrap() {
-                let p = e.unwrap().path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else {
-                    files.push(p);
-                }
-            }
-        }
-    }
+    let mut files = common::files_under(&root.join("docs"));
+    files.extend(common::files_under(&root.join("examples")));
     files.push(root.join("README.md"));
-    files.sort();
     let mut found = Vec::new();
     for f in files {
         let Ok(text) = std::fs::read_to_string(&f) else {
