@@ -102,7 +102,7 @@ fn counts_are_identical_run_after_run_wherever_the_spec_lies() {
     let n = |side: &str, k: &str| spec[side]["counts"][k].as_u64().unwrap();
     assert!(n("after", "instructions") < n("before", "instructions"));
     assert!(2 * n("after", "dram_read_bytes") <= n("before", "dram_read_bytes") + (1 << 20));
-    assert_eq!(first_json[0]["engine"]["simd"], "avx2");
+    assert_eq!(first_json[0]["engine"]["simd"], "avx2-nofma");
     assert_eq!(
         first_json[0]["engine"]["cache_model"]["ll"]["bytes"],
         1 << 20
@@ -363,7 +363,7 @@ fn a_counts_gate_fails_a_two_percent_slowdown_and_never_an_unchanged_run_under_l
     let o = run_counts(dir.path(), &spec, &[], &["--accept"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(text(&o).contains("accepted counts"), "{}", text(&o));
-    let key = "counts-x86-64-avx2-32k8w64-32k8w64-1m16w64";
+    let key = "counts-x86-64-avx2-nofma-32k8w64-32k8w64-1m16w64";
     let base = dir
         .path()
         .join("baselines")
@@ -1044,7 +1044,7 @@ fn tiled_kernels_are_held_to_their_ledger_both_ways() {
     // Its counts baselines are filed under the spec's model's key.
     assert!(dir
         .path()
-        .join("baselines/counts-x86-64-avx2-32k8w64-32k8w64-1m16w64/flash--seq-len-1024.json")
+        .join("baselines/counts-x86-64-avx2-nofma-32k8w64-32k8w64-1m16w64/flash--seq-len-1024.json")
         .is_file());
     let point = |r: &serde_json::Value, n: usize| r["specs"][n]["counts"].clone();
     let at_1024 = point(&r, 1);

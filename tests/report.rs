@@ -359,6 +359,7 @@ fn the_level_roof_names_the_level_the_kernels_ran_at() {
     {
         if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
             levels.push(("avx2", Some(("avx2+fma", 8))));
+            levels.push(("avx2-nofma", Some(("avx2-nofma", 8))));
         }
         if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vl") {
             levels.push(("avx512", Some(("avx512f", 16))));

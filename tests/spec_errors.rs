@@ -313,13 +313,13 @@ fn a_misspelt_simd_cap_is_refused_not_ignored() {
         assert_eq!(o.status.code(), Some(2), "{bad}: {}", text(&o));
         assert!(
             text(&o).contains("OPLEDGER_SIMD")
-                && text(&o).contains("expected scalar, avx2, avx512 or native"),
+                && text(&o).contains("expected scalar, avx2, avx2-nofma, avx512 or native"),
             "{}",
             text(&o)
         );
         assert!(!dir.path().join("runs").exists(), "nothing measured");
     }
-    for good in ["scalar", "avx2", "native"] {
+    for good in ["scalar", "avx2", "avx2-nofma", "native"] {
         let o = run_cmd(dir.path(), std::slice::from_ref(&spec), &[])
             .env("OPLEDGER_SIMD", good)
             .output()

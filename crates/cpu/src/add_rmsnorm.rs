@@ -40,18 +40,24 @@ multiversion! {
 multiversion! {
     /// Σ v², in LANES partial sums added at the end.
     fn sum_sq(v: &[f32]) -> f32 {
-        let mut acc = [0f32; LANES];
-        let mut chunks = v.chunks_exact(LANES);
-        for c in &mut chunks {
-            for k in 0..LANES {
-                acc[k] = c[k].mul_add(c[k], acc[k]);
-            }
-        }
-        for (k, &x) in chunks.remainder().iter().enumerate() {
-            acc[k] = x.mul_add(x, acc[k]);
-        }
-        acc.iter().sum()
+        sum_sq_with::<M>(v)
     }
+}
+
+/// [`sum_sq`]'s loop with the multiply-add `M` (the tests name it for each level).
+#[inline(always)]
+fn sum_sq_with<M: super::math::MulAdd>(v: &[f32]) -> f32 {
+    let mut acc = [0f32; LANES];
+    let mut chunks = v.chunks_exact(LANES);
+    for c in &mut chunks {
+        for k in 0..LANES {
+            acc[k] = M::f32(c[k], c[k], acc[k]);
+        }
+    }
+    for (k, &x) in chunks.remainder().iter().enumerate() {
+        acc[k] = M::f32(x, x, acc[k]);
+    }
+    acc.iter().sum()
 }
 
 multiversion! {
@@ -111,6 +117,11 @@ fn add_stream_sum_sq(
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has avx2 and fma (asserted above); the slices have one length.
         SimdLevel::Avx2Fma if aligned => unsafe { add_stream_sum_sq_avx2(row, s_out, x, r) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        SimdLevel::Avx2NoFma if aligned => unsafe {
+            add_stream_sum_sq_avx2_nofma(row, s_out, x, r)
+        },
         _ => {
             add(row, x, r);
             stream_copy(s_out, row);
@@ -131,6 +142,14 @@ fn add_stream_sum_sq_avx512(row: &mut [f32], s_out: &mut [f32], x: &[f32], r: &[
 fn add_stream_sum_sq_avx2(row: &mut [f32], s_out: &mut [f32], x: &[f32], r: &[f32]) -> f32 {
     // SAFETY: compiled with avx2 and fma; the caller's slices have one length, s_out aligned.
     unsafe { add_stream_sum_sq_v::<std::arch::x86_64::__m256>(row, s_out, x, r) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn add_stream_sum_sq_avx2_nofma(row: &mut [f32], s_out: &mut [f32], x: &[f32], r: &[f32]) -> f32 {
+    // SAFETY: compiled with avx2 and fma (NoFma256 uses no FMA); the caller's slices have one
+    // length, s_out aligned.
+    unsafe { add_stream_sum_sq_v::<super::lanes::NoFma256>(row, s_out, x, r) }
 }
 
 /// # Safety
@@ -182,7 +201,7 @@ unsafe fn add_stream_sum_sq_v<V: super::lanes::Lanes>(
         let s = x[j] + r[j];
         row[j] = s;
         s_out[j] = s;
-        lanes[k] = s.mul_add(s, lanes[k]);
+        lanes[k] = <V::MulAdd as super::math::MulAdd>::f32(s, s, lanes[k]);
     }
     lanes.iter().sum()
 }
@@ -199,7 +218,7 @@ impl CpuKernels for AddRmsnorm {
             eps: self.0.eps as f32,
             // Non-temporal stores (AVX-512, AVX2) make the tile copy pay for itself; without
             // them (the portable path) the copy costs more than it saves.
-            stream: cfg.stream && super::simd::level() >= super::simd::SimdLevel::Avx2Fma,
+            stream: cfg.stream && super::simd::level() >= super::simd::SimdLevel::Avx2NoFma,
             inputs,
         }))
     }
@@ -295,7 +314,12 @@ mod tests {
     fn the_one_sweep_add_matches_the_three_sweeps_at_every_level() {
         let x: Vec<f32> = (0..3000).map(|i| (i as f32 * 0.37).sin() * 3.0).collect();
         let r: Vec<f32> = (0..3000).map(|i| (i as f32 * 0.11).cos() - 0.5).collect();
-        for l in [SimdLevel::Scalar, SimdLevel::Avx2Fma, SimdLevel::Avx512] {
+        for l in [
+            SimdLevel::Scalar,
+            SimdLevel::Avx2NoFma,
+            SimdLevel::Avx2Fma,
+            SimdLevel::Avx512,
+        ] {
             if !supports(l) {
                 continue;
             }
@@ -311,7 +335,11 @@ mod tests {
                 let (xs, rs) = (&x[start..start + len], &r[start..start + len]);
                 let mut want = vec![0f32; len];
                 add(&mut want, xs, rs);
-                let want_sum = sum_sq(&want);
+                let want_sum = if l == SimdLevel::Avx2NoFma {
+                    sum_sq_with::<crate::math::Separate>(&want)
+                } else {
+                    sum_sq_with::<crate::math::Fused>(&want)
+                };
                 let mut row = vec![f32::NAN; len];
                 let mut s = LineVec::filled(3000, f32::NAN);
                 let got_sum = add_stream_sum_sq(l, &mut row, &mut s[start..start + len], xs, rs);

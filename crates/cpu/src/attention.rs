@@ -347,7 +347,10 @@ impl AttentionKernels {
                         let m_new = if row_max > m[r] { row_max } else { m[r] };
                         let psum = exp_sub_sum_in_place(srow, m_new);
                         if m_new != m[r] {
-                            let corr = super::math::exp(m[r] - m_new);
+                            // One exponential a row: outside the multiversioned kernels a
+                            // fused multiply-add is a library call, a multiply and an add
+                            // are two instructions at every level.
+                            let corr = super::math::exp::<super::math::Separate>(m[r] - m_new);
                             scale_in_place(&mut otile[r * d..(r + 1) * d], corr);
                             l[r] *= corr;
                         }

@@ -1,5 +1,6 @@
 //! The SIMD vector the register kernels ([`super::vector`]) are written against, implemented
-//! for AVX-512 (`__m512`, 16 lanes) and AVX2+FMA (`__m256`, 8 lanes). A kernel is written once,
+//! for AVX-512 (`__m512`, 16 lanes), AVX2+FMA (`__m256`, 8 lanes) and AVX2 without FMA
+//! ([`NoFma256`], the level counted sides run at). A kernel is written once,
 //! generic over [`Lanes`], and instantiated inside a `#[target_feature]` function per level:
 //! every method is `#[inline(always)]`, so it is compiled into that function with its features
 //! (the intrinsics inline there; no call per vector operation).
@@ -12,6 +13,7 @@
 
 #![cfg(target_arch = "x86_64")]
 
+use super::math::{Fused, MulAdd, Separate};
 use std::arch::x86_64::*;
 
 const GELU_C: f32 = 0.797_884_6; // √(2/π)
@@ -26,6 +28,8 @@ const GELU_C: f32 = 0.797_884_6; // √(2/π)
 #[allow(clippy::missing_safety_doc)]
 pub unsafe trait Lanes: Copy {
     const LANES: usize;
+    /// How [`Lanes::fmadd`] computes, for the scalar tails of a kernel written against `Self`.
+    type MulAdd: MulAdd;
     unsafe fn load(p: *const f32) -> Self;
     unsafe fn store(p: *mut f32, v: Self);
     /// A non-temporal store; `p` is aligned to the vector's size.
@@ -60,6 +64,7 @@ pub unsafe trait Lanes: Copy {
 // SAFETY: the methods are used only under avx512f (see the trait's contract).
 unsafe impl Lanes for __m512 {
     const LANES: usize = 16;
+    type MulAdd = Fused;
     #[inline(always)]
     unsafe fn load(p: *const f32) -> Self {
         unsafe { _mm512_loadu_ps(p) }
@@ -110,6 +115,7 @@ unsafe impl Lanes for __m512 {
 // SAFETY: the methods are used only under avx2 and fma (see the trait's contract).
 unsafe impl Lanes for __m256 {
     const LANES: usize = 8;
+    type MulAdd = Fused;
     #[inline(always)]
     unsafe fn load(p: *const f32) -> Self {
         unsafe { _mm256_loadu_ps(p) }
@@ -145,7 +151,7 @@ unsafe impl Lanes for __m256 {
     }
     #[inline(always)]
     unsafe fn fmadd(a: Self, b: Self, c: Self) -> Self {
-        unsafe { _mm256_fmadd_ps(a, b, c) }
+        unsafe { Fused::v256(a, b, c) }
     }
     #[inline(always)]
     unsafe fn relu(v: Self) -> Self {
@@ -153,11 +159,71 @@ unsafe impl Lanes for __m256 {
     }
     #[inline(always)]
     unsafe fn gate<const GELU: bool>(x: Self) -> Self {
-        unsafe { gate_avx2_n::<GELU, 1>([x])[0] }
+        unsafe { gate_avx2_n::<Fused, GELU, 1>([x])[0] }
     }
     #[inline(always)]
     unsafe fn gate4<const GELU: bool>(x: [Self; 4]) -> [Self; 4] {
-        unsafe { gate_avx2_n::<GELU, 4>(x) }
+        unsafe { gate_avx2_n::<Fused, GELU, 4>(x) }
+    }
+}
+
+/// AVX2's eight lanes with every multiply-add a multiply and an add ([`Separate`]): the vector
+/// of the `avx2-nofma` level counted sides run at. Every other method is `__m256`'s.
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+pub struct NoFma256(pub __m256);
+
+// SAFETY: the methods are used only under avx2 and fma, as __m256's (see the trait's contract).
+unsafe impl Lanes for NoFma256 {
+    const LANES: usize = 8;
+    type MulAdd = Separate;
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        unsafe { NoFma256(__m256::load(p)) }
+    }
+    #[inline(always)]
+    unsafe fn store(p: *mut f32, v: Self) {
+        unsafe { __m256::store(p, v.0) }
+    }
+    #[inline(always)]
+    unsafe fn stream(p: *mut f32, v: Self) {
+        unsafe { __m256::stream(p, v.0) }
+    }
+    #[inline(always)]
+    unsafe fn load_first(p: *const f32, m: usize) -> Self {
+        unsafe { NoFma256(__m256::load_first(p, m)) }
+    }
+    #[inline(always)]
+    unsafe fn store_first(p: *mut f32, m: usize, v: Self) {
+        unsafe { __m256::store_first(p, m, v.0) }
+    }
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> Self {
+        unsafe { NoFma256(__m256::splat(x)) }
+    }
+    #[inline(always)]
+    unsafe fn add(a: Self, b: Self) -> Self {
+        unsafe { NoFma256(__m256::add(a.0, b.0)) }
+    }
+    #[inline(always)]
+    unsafe fn mul(a: Self, b: Self) -> Self {
+        unsafe { NoFma256(__m256::mul(a.0, b.0)) }
+    }
+    #[inline(always)]
+    unsafe fn fmadd(a: Self, b: Self, c: Self) -> Self {
+        unsafe { NoFma256(Separate::v256(a.0, b.0, c.0)) }
+    }
+    #[inline(always)]
+    unsafe fn relu(v: Self) -> Self {
+        unsafe { NoFma256(__m256::relu(v.0)) }
+    }
+    #[inline(always)]
+    unsafe fn gate<const GELU: bool>(x: Self) -> Self {
+        unsafe { NoFma256(gate_avx2_n::<Separate, GELU, 1>([x.0])[0]) }
+    }
+    #[inline(always)]
+    unsafe fn gate4<const GELU: bool>(x: [Self; 4]) -> [Self; 4] {
+        unsafe { gate_avx2_n::<Separate, GELU, 4>(x.map(|v| v.0)).map(NoFma256) }
     }
 }
 
@@ -168,7 +234,7 @@ unsafe impl Lanes for __m256 {
 /// # Safety
 /// The caller is compiled with avx2 and fma.
 #[inline(always)]
-unsafe fn gate_avx2_n<const GELU: bool, const N: usize>(x: [__m256; N]) -> [__m256; N] {
+unsafe fn gate_avx2_n<M: MulAdd, const GELU: bool, const N: usize>(x: [__m256; N]) -> [__m256; N] {
     unsafe {
         let one = _mm256_set1_ps(1.0);
         let mut mz = [_mm256_setzero_ps(); N];
@@ -177,7 +243,7 @@ unsafe fn gate_avx2_n<const GELU: bool, const N: usize>(x: [__m256; N]) -> [__m2
             mz[k] = if GELU {
                 let a = _mm256_set1_ps(-2.0 * GELU_C);
                 let b = _mm256_set1_ps(-2.0 * GELU_C * 0.044_715);
-                _mm256_mul_ps(x[k], _mm256_fmadd_ps(b, _mm256_mul_ps(x[k], x[k]), a))
+                _mm256_mul_ps(x[k], M::v256(b, _mm256_mul_ps(x[k], x[k]), a))
             } else {
                 _mm256_sub_ps(_mm256_setzero_ps(), x[k])
             };
@@ -189,7 +255,7 @@ unsafe fn gate_avx2_n<const GELU: bool, const N: usize>(x: [__m256; N]) -> [__m2
             mz[k] = _mm256_max_ps(_mm256_set1_ps(-87.0), mz[k]);
         }
         // n in [−126, 125] after the clamps, p in [0.7, 1.5]: p·2^n is normal.
-        let e = super::math::exp_core_avx2_n(mz);
+        let e = super::math::exp_core_avx2_n::<M, N>(mz);
         let mut out = [_mm256_setzero_ps(); N];
         for k in 0..N {
             let d = _mm256_add_ps(one, e[k]);

@@ -2,8 +2,9 @@
 //! Cody–Waite range reduction with a degree-6 polynomial (Cephes `expf` coefficients, relative
 //! error about 1e-7) built from operations LLVM turns into SIMD; tanh, GELU and SiLU derive from
 //! it. Everything is `#[inline(always)]` so it is compiled with the caller's target features;
-//! `mul_add` becomes one FMA instruction under AVX2/AVX-512 (the baseline build, on CPUs without
-//! FMA, pays a library call: it is the slow fallback).
+//! each multiply-add is the caller's [`MulAdd`]: with [`Fused`] one FMA instruction under
+//! AVX2/AVX-512 (the baseline build, on CPUs without FMA, pays a library call: it is the slow
+//! fallback), with [`Separate`] a multiply and an add (the `avx2-nofma` level).
 //! NaN propagates through every function (NaN never passes a check silently).
 
 /// The second input of an op for one segment.
@@ -17,13 +18,106 @@ pub enum Operand<'a> {
     Scale(f32),
 }
 
+/// How a kernel computes a·b + c. [`Fused`]: one FMA instruction, one rounding (every level
+/// a CPU is detected at). [`Separate`]: a multiply and an add, two roundings — the
+/// `avx2-nofma` level counted sides run at, because Valgrind executes an FMA lane by lane in a
+/// helper call (docs/counts.md). LLVM never fuses a separate multiply and add on its own (Rust
+/// allows no contraction), so code written with `Separate` holds no FMA instruction.
+pub trait MulAdd: Copy + 'static {
+    fn f32(a: f32, b: f32, c: f32) -> f32;
+    /// a·b + c on eight lanes.
+    ///
+    /// # Safety
+    /// The caller is compiled with avx2 and fma.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn v256(
+        a: std::arch::x86_64::__m256,
+        b: std::arch::x86_64::__m256,
+        c: std::arch::x86_64::__m256,
+    ) -> std::arch::x86_64::__m256;
+    /// c − a·b on eight lanes.
+    ///
+    /// # Safety
+    /// As [`MulAdd::v256`].
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn nv256(
+        a: std::arch::x86_64::__m256,
+        b: std::arch::x86_64::__m256,
+        c: std::arch::x86_64::__m256,
+    ) -> std::arch::x86_64::__m256;
+}
+
+/// One FMA instruction (see [`MulAdd`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Fused;
+
+/// A multiply and an add (see [`MulAdd`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Separate;
+
+impl MulAdd for Fused {
+    #[inline(always)]
+    fn f32(a: f32, b: f32, c: f32) -> f32 {
+        a.mul_add(b, c)
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn v256(
+        a: std::arch::x86_64::__m256,
+        b: std::arch::x86_64::__m256,
+        c: std::arch::x86_64::__m256,
+    ) -> std::arch::x86_64::__m256 {
+        // SAFETY: the caller is compiled with fma (the trait's contract).
+        unsafe { std::arch::x86_64::_mm256_fmadd_ps(a, b, c) }
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn nv256(
+        a: std::arch::x86_64::__m256,
+        b: std::arch::x86_64::__m256,
+        c: std::arch::x86_64::__m256,
+    ) -> std::arch::x86_64::__m256 {
+        // SAFETY: as above.
+        unsafe { std::arch::x86_64::_mm256_fnmadd_ps(a, b, c) }
+    }
+}
+
+impl MulAdd for Separate {
+    #[inline(always)]
+    fn f32(a: f32, b: f32, c: f32) -> f32 {
+        a * b + c
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn v256(
+        a: std::arch::x86_64::__m256,
+        b: std::arch::x86_64::__m256,
+        c: std::arch::x86_64::__m256,
+    ) -> std::arch::x86_64::__m256 {
+        use std::arch::x86_64::*;
+        // SAFETY: the caller is compiled with avx (the trait's contract).
+        unsafe { _mm256_add_ps(_mm256_mul_ps(a, b), c) }
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn nv256(
+        a: std::arch::x86_64::__m256,
+        b: std::arch::x86_64::__m256,
+        c: std::arch::x86_64::__m256,
+    ) -> std::arch::x86_64::__m256 {
+        use std::arch::x86_64::*;
+        // SAFETY: as above.
+        unsafe { _mm256_sub_ps(c, _mm256_mul_ps(a, b)) }
+    }
+}
+
 const LOG2E: f32 = std::f32::consts::LOG2_E;
 const LN2_HI: f32 = 0.693_359_4;
 const LN2_LO: f32 = -2.121_944_4e-4;
 
 /// e^x for f32.
 #[inline(always)]
-pub fn exp(x: f32) -> f32 {
+pub fn exp<M: MulAdd>(x: f32) -> f32 {
     // Beyond these e^x is inf or 0 in f32; clamping keeps the exponent arithmetic in range.
     // `max`/`min` written as comparisons so NaN passes through unchanged.
     let input = x;
@@ -35,15 +129,15 @@ pub fn exp(x: f32) -> f32 {
     let t = x * LOG2E + SHIFT;
     let n = t - SHIFT;
     let ni = (t.to_bits() as i32).wrapping_sub(SHIFT.to_bits() as i32);
-    let r = (-n).mul_add(LN2_LO, (-n).mul_add(LN2_HI, x));
+    let r = M::f32(-n, LN2_LO, M::f32(-n, LN2_HI, x));
     let r2 = r * r;
     let mut p = 1.987_569_1e-4f32;
-    p = p.mul_add(r, 1.398_199_9e-3);
-    p = p.mul_add(r, 8.333_452e-3);
-    p = p.mul_add(r, 4.166_579_6e-2);
-    p = p.mul_add(r, 1.666_666_5e-1);
-    p = p.mul_add(r, 0.5);
-    let e = r2.mul_add(p, 1.0 + r);
+    p = M::f32(p, r, 1.398_199_9e-3);
+    p = M::f32(p, r, 8.333_452e-3);
+    p = M::f32(p, r, 4.166_579_6e-2);
+    p = M::f32(p, r, 1.666_666_5e-1);
+    p = M::f32(p, r, 0.5);
+    let e = M::f32(r2, p, 1.0 + r);
     // 2^n from its exponent bits; n is in [-126, 128] after the clamp (128 gives inf, as it should).
     let scale = f32::from_bits(((ni + 127) as u32) << 23);
     // Below the clamp the true value is denormal or 0; flush to 0 rather than return 2^-126.
@@ -56,24 +150,24 @@ pub fn exp(x: f32) -> f32 {
 
 /// tanh(x) = 1 − 2/(e^{2x} + 1): saturates to ±1 without overflow.
 #[inline(always)]
-pub fn tanh(x: f32) -> f32 {
-    1.0 - 2.0 / (exp(2.0 * x) + 1.0)
+pub fn tanh<M: MulAdd>(x: f32) -> f32 {
+    1.0 - 2.0 / (exp::<M>(2.0 * x) + 1.0)
 }
 
 /// GELU, tanh form (as PyTorch `approximate="tanh"` and most fused kernels).
 #[inline(always)]
-pub fn gelu(x: f32) -> f32 {
+pub fn gelu<M: MulAdd>(x: f32) -> f32 {
     const C: f32 = 0.797_884_6; // √(2/π)
                                 // 0.5·x·(1 + tanh(u)) = x·σ(2u) = x / (1 + e^{−2u}): one exp and one division.
     let x2 = x * x;
-    let u = C * x * 0.044_715f32.mul_add(x2, 1.0);
-    x / (1.0 + exp(-2.0 * u))
+    let u = C * x * M::f32(0.044_715, x2, 1.0);
+    x / (1.0 + exp::<M>(-2.0 * u))
 }
 
 /// SiLU: x·σ(x).
 #[inline(always)]
-pub fn silu(x: f32) -> f32 {
-    x / (1.0 + exp(-x))
+pub fn silu<M: MulAdd>(x: f32) -> f32 {
+    x / (1.0 + exp::<M>(-x))
 }
 
 /// ReLU that keeps NaN (f32::max would turn NaN into 0).
@@ -129,12 +223,12 @@ crate::multiversion! {
         match gate {
             Gate::Gelu => {
                 for i in 0..n {
-                    dst[i] = gelu(src[i]);
+                    dst[i] = gelu::<M>(src[i]);
                 }
             }
             Gate::Silu => {
                 for i in 0..n {
-                    dst[i] = silu(src[i]);
+                    dst[i] = silu::<M>(src[i]);
                 }
             }
         }
@@ -226,12 +320,12 @@ fn exp_core_avx512(x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-pub fn exp_core_avx2_n<const N: usize>(
+pub fn exp_core_avx2_n<M: MulAdd, const N: usize>(
     x: [std::arch::x86_64::__m256; N],
 ) -> [std::arch::x86_64::__m256; N] {
     use std::arch::x86_64::*;
     const SHIFT: f32 = 12_582_912.0;
-    let (t, p) = reduce_poly_avx2_n(x, SHIFT);
+    let (t, p) = reduce_poly_avx2_n::<M, N>(x, SHIFT);
     let mut out = [_mm256_setzero_ps(); N];
     for k in 0..N {
         let e = _mm256_slli_epi32::<23>(_mm256_castps_si256(t[k]));
@@ -249,7 +343,7 @@ pub fn exp_core_avx2_n<const N: usize>(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-fn reduce_poly_avx2_n<const N: usize>(
+fn reduce_poly_avx2_n<M: MulAdd, const N: usize>(
     x: [std::arch::x86_64::__m256; N],
     shift: f32,
 ) -> (
@@ -260,29 +354,35 @@ fn reduce_poly_avx2_n<const N: usize>(
     // Loops, not closures: a closure is compiled without this function's target features.
     let mut t = [_mm256_setzero_ps(); N];
     for k in 0..N {
-        t[k] = _mm256_fmadd_ps(x[k], _mm256_set1_ps(LOG2E), _mm256_set1_ps(shift));
+        // SAFETY: compiled with avx2 and fma (M's contract).
+        t[k] = unsafe { M::v256(x[k], _mm256_set1_ps(LOG2E), _mm256_set1_ps(shift)) };
     }
     let mut r = [_mm256_setzero_ps(); N];
     for k in 0..N {
         let nf = _mm256_sub_ps(t[k], _mm256_set1_ps(shift));
-        r[k] = _mm256_fnmadd_ps(nf, _mm256_set1_ps(LN2_HI), x[k]);
-        r[k] = _mm256_fnmadd_ps(nf, _mm256_set1_ps(LN2_LO), r[k]);
+        // SAFETY: as above.
+        r[k] = unsafe { M::nv256(nf, _mm256_set1_ps(LN2_HI), x[k]) };
+        // SAFETY: as above.
+        r[k] = unsafe { M::nv256(nf, _mm256_set1_ps(LN2_LO), r[k]) };
     }
     let mut p = [_mm256_setzero_ps(); N];
     for k in 0..N {
         let r2 = _mm256_mul_ps(r[k], r[k]);
         let lo = _mm256_add_ps(_mm256_set1_ps(1.0), r[k]);
-        let mid = _mm256_fmadd_ps(
-            _mm256_set1_ps(1.666_711_1e-1),
-            r[k],
-            _mm256_set1_ps(0.499_992_43),
-        );
-        let hi = _mm256_fmadd_ps(
-            _mm256_set1_ps(8.312_860_5e-3),
-            r[k],
-            _mm256_set1_ps(4.188_902e-2),
-        );
-        p[k] = _mm256_fmadd_ps(_mm256_fmadd_ps(hi, r2, mid), r2, lo);
+        // SAFETY: compiled with avx2 and fma (M's contract).
+        p[k] = unsafe {
+            let mid = M::v256(
+                _mm256_set1_ps(1.666_711_1e-1),
+                r[k],
+                _mm256_set1_ps(0.499_992_43),
+            );
+            let hi = M::v256(
+                _mm256_set1_ps(8.312_860_5e-3),
+                r[k],
+                _mm256_set1_ps(4.188_902e-2),
+            );
+            M::v256(M::v256(hi, r2, mid), r2, lo)
+        };
     }
     (t, p)
 }
@@ -365,7 +465,7 @@ pub fn exp_v(x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-pub fn exp_v_avx2_n<const N: usize>(
+pub fn exp_v_avx2_n<M: MulAdd, const N: usize>(
     x: [std::arch::x86_64::__m256; N],
 ) -> [std::arch::x86_64::__m256; N] {
     use std::arch::x86_64::*;
@@ -376,7 +476,7 @@ pub fn exp_v_avx2_n<const N: usize>(
         // vmaxps returns the second operand when either is NaN: the argument goes second.
         c[k] = _mm256_max_ps(_mm256_set1_ps(-88.0), x[k]);
     }
-    let (t, p) = reduce_poly_avx2_n(c, SHIFT_BIASED);
+    let (t, p) = reduce_poly_avx2_n::<M, N>(c, SHIFT_BIASED);
     let mut out = [_mm256_setzero_ps(); N];
     for k in 0..N {
         let two_n = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_castps_si256(t[k])));
@@ -393,8 +493,16 @@ mod tests {
         ((a as f64 - b) / b.abs().max(1e-30)).abs()
     }
 
+    /// Both multiply-adds: the fused one of every detected level, and the separate one of
+    /// `avx2-nofma`.
     #[test]
     fn exp_is_accurate_over_its_range() {
+        exp_is_accurate_with::<Fused>();
+        exp_is_accurate_with::<Separate>();
+    }
+
+    fn exp_is_accurate_with<M: MulAdd>() {
+        let exp = exp::<M>;
         let mut worst: f64 = 0.0;
         let mut x = -87.0f32;
         while x < 88.0 {
@@ -409,6 +517,12 @@ mod tests {
 
     #[test]
     fn gelu_silu_tanh_match_f64() {
+        gelu_silu_tanh_match_f64_with::<Fused>();
+        gelu_silu_tanh_match_f64_with::<Separate>();
+    }
+
+    fn gelu_silu_tanh_match_f64_with<M: MulAdd>() {
+        let (gelu, silu, tanh) = (gelu::<M>, silu::<M>, tanh::<M>);
         let mut x = -12.0f32;
         while x < 12.0 {
             let xd = x as f64;

@@ -130,7 +130,7 @@ multiversion! {
 multiversion! {
     fn exp_sub_row(x: &[f32], m: f32, out: &mut [f32]) {
         for (o, &v) in out.iter_mut().zip(x) {
-            *o = math::exp(v - m);
+            *o = math::exp::<M>(v - m);
         }
     }
 }
@@ -139,7 +139,7 @@ multiversion! {
     /// out = exp(x − m); returns Σ out.
     pub(super) fn exp_sub_sum_row(x: &[f32], m: f32, out: &mut [f32]) -> f32 {
         for (o, &v) in out.iter_mut().zip(x) {
-            *o = math::exp(v - m);
+            *o = math::exp::<M>(v - m);
         }
         lanes_sum(out, |v| v)
     }
@@ -149,7 +149,7 @@ multiversion! {
     /// x = exp(x − m); returns Σ x.
     pub(super) fn exp_sub_sum_in_place(x: &mut [f32], m: f32) -> f32 {
         for v in x.iter_mut() {
-            *v = math::exp(*v - m);
+            *v = math::exp::<M>(*v - m);
         }
         lanes_sum(x, |v| v)
     }
@@ -212,7 +212,7 @@ multiversion! {
     fn exp_sub_sum_row_pf(x: &[f32], m: f32, out: &mut [f32], next: &[f32]) -> f32 {
         with_prefetch(out.len(), next, |b| {
             for (o, &v) in out[b.clone()].iter_mut().zip(&x[b]) {
-                *o = math::exp(v - m);
+                *o = math::exp::<M>(v - m);
             }
         });
         lanes_sum(out, |v| v)
@@ -330,7 +330,7 @@ unsafe fn exp_sub_sum_avx512(
 /// The CPU supports avx2 and fma; `prev`, when given, is as long as `x` and `out`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn exp_sub_sum_avx2(
+unsafe fn exp_sub_sum_avx2<M: math::MulAdd>(
     x: &[f32],
     m: f32,
     out: &mut [f32],
@@ -354,7 +354,7 @@ unsafe fn exp_sub_sum_avx2(
             // SAFETY: i + 32 <= n bounds x at i + 8·h .. + 8.
             *dh = _mm256_sub_ps(unsafe { _mm256_loadu_ps(x.as_ptr().add(i + 8 * h)) }, mv);
         }
-        let e = math::exp_v_avx2_n(d);
+        let e = math::exp_v_avx2_n::<M, 4>(d);
         for (h, a) in acc.iter_mut().enumerate() {
             // SAFETY: i + 32 <= n bounds out at i + 8·h .. + 8.
             unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(i + 8 * h), e[h]) };
@@ -382,7 +382,7 @@ unsafe fn exp_sub_sum_avx2(
     unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), s) };
     let mut sum: f32 = lanes.iter().sum();
     for j in i..n {
-        out[j] = math::exp(x[j] - m);
+        out[j] = math::exp::<M>(x[j] - m);
         sum += out[j];
     }
     sum
@@ -418,7 +418,14 @@ fn exp_sub_sum_write_at(
     #[cfg(target_arch = "x86_64")]
     if l == SimdLevel::Avx2Fma {
         // SAFETY: supports(l) and prev's length, asserted above.
-        return unsafe { exp_sub_sum_avx2(&x[..n], m, &mut out[..n], next, prev) };
+        return unsafe { exp_sub_sum_avx2::<math::Fused>(&x[..n], m, &mut out[..n], next, prev) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if l == SimdLevel::Avx2NoFma {
+        // SAFETY: as above.
+        return unsafe {
+            exp_sub_sum_avx2::<math::Separate>(&x[..n], m, &mut out[..n], next, prev)
+        };
     }
     let sum = exp_sub_sum_row_pf(x, m, out, next);
     if let Some(w) = prev {
@@ -501,7 +508,7 @@ fn layernorm_stream_at(
     }
     let inv_c = 1.0 / cols as f32;
     let next = |r: usize| x.get((r + 1) * cols..(r + 2) * cols).unwrap_or(&[]);
-    if l < SimdLevel::Avx2Fma {
+    if l < SimdLevel::Avx2NoFma {
         // No paired sweep below AVX2: each row written right after its statistics, while it is
         // in L1 (written after the next row's mean instead, it measured slower there:
         // docs/performance.md).
@@ -767,6 +774,8 @@ fn softmax_per_vector(l: SimdLevel) -> Option<(u64, u64)> {
     match l {
         SimdLevel::Avx512 => Some((15, 24)),
         SimdLevel::Avx2Fma => Some((17, 24)),
+        // The same with its seven FMAs each a multiply and an add.
+        SimdLevel::Avx2NoFma => Some((24, 24)),
         SimdLevel::Scalar => None,
     }
 }
@@ -838,7 +847,7 @@ mod tests {
     /// included), arguments from 0 down past f32's normal range, NaN passed through, the sum.
     #[test]
     fn exp_sub_sum_matches_f64_at_every_level() {
-        for l in [SimdLevel::Scalar, SimdLevel::Avx2Fma, SimdLevel::Avx512] {
+        for l in SimdLevel::ALL {
             if !supports(l) {
                 continue;
             }
@@ -941,7 +950,7 @@ mod tests {
     /// last row of a task, tails of every length; nothing written outside the output.
     #[test]
     fn softmax_pipelined_matches_rows_one_at_a_time_at_every_level() {
-        for l in [SimdLevel::Scalar, SimdLevel::Avx2Fma, SimdLevel::Avx512] {
+        for l in SimdLevel::ALL {
             if !supports(l) {
                 continue;
             }
@@ -970,7 +979,7 @@ mod tests {
     #[test]
     fn layernorm_pipelined_matches_rows_one_at_a_time_at_every_level() {
         let eps = 1e-5f32;
-        for l in [SimdLevel::Scalar, SimdLevel::Avx2Fma, SimdLevel::Avx512] {
+        for l in SimdLevel::ALL {
             if !supports(l) {
                 continue;
             }

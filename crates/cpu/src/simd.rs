@@ -1,7 +1,7 @@
 //! Runtime CPU-feature dispatch. Kernels are written once as plain loops and compiled three
 //! times (AVX-512, AVX2+FMA, baseline) by [`multiversion!`]; the widest level this CPU supports
 //! is picked at run time, so one binary runs everywhere (no `-C target-cpu=native`).
-//! `OPLEDGER_SIMD=scalar|avx2|avx512` caps the level (to test the fallbacks).
+//! `OPLEDGER_SIMD=scalar|avx2|avx2-nofma|avx512` caps the level (to test the fallbacks).
 
 pub use crate::device::simd::{level, supports, SimdLevel};
 pub use crate::kinds::tensors::LineVec;
@@ -12,22 +12,25 @@ pub const PREFETCH_ELEMS: usize = 1024;
 
 /// Defines `fn name(args) -> ret { body }` compiled for each [`SimdLevel`] and dispatched at run
 /// time. The body must call only `#[inline(always)]` helpers so they are compiled with the same
-/// features.
+/// features. In the body, `M` names the level's [`crate::math::MulAdd`] (`math::exp::<M>`):
+/// [`crate::math::Fused`] at every level a CPU is detected at, [`crate::math::Separate`] at
+/// `avx2-nofma`, whose instance is the AVX2 one with no FMA instruction in it.
 #[macro_export]
 macro_rules! multiversion {
     ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
         $(#[$meta])*
         $vis fn $name($($arg: $ty),*) $(-> $ret)? {
             #[inline(always)]
-            fn generic($($arg: $ty),*) $(-> $ret)? $body
+            #[allow(clippy::extra_unused_type_parameters)]
+            fn generic<M: $crate::math::MulAdd>($($arg: $ty),*) $(-> $ret)? $body
 
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
-            fn avx512($($arg: $ty),*) $(-> $ret)? { generic($($arg),*) }
+            fn avx512($($arg: $ty),*) $(-> $ret)? { generic::<$crate::math::Fused>($($arg),*) }
 
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx2,fma")]
-            fn avx2($($arg: $ty),*) $(-> $ret)? { generic($($arg),*) }
+            fn avx2<M: $crate::math::MulAdd>($($arg: $ty),*) $(-> $ret)? { generic::<M>($($arg),*) }
 
             match $crate::simd::level() {
                 #[cfg(target_arch = "x86_64")]
@@ -35,8 +38,11 @@ macro_rules! multiversion {
                 $crate::simd::SimdLevel::Avx512 => unsafe { avx512($($arg),*) },
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: level() returns Avx2Fma only when the CPU reports avx2 and fma.
-                $crate::simd::SimdLevel::Avx2Fma => unsafe { avx2($($arg),*) },
-                _ => generic($($arg),*),
+                $crate::simd::SimdLevel::Avx2Fma => unsafe { avx2::<$crate::math::Fused>($($arg),*) },
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: level() returns Avx2NoFma only when the CPU reports avx2 and fma.
+                $crate::simd::SimdLevel::Avx2NoFma => unsafe { avx2::<$crate::math::Separate>($($arg),*) },
+                _ => generic::<$crate::math::Fused>($($arg),*),
             }
         }
     };
@@ -72,8 +78,11 @@ pub fn stream_scale(dst: &mut [f32], src: &[f32], s: f32) {
         // SAFETY: level() returns Avx512 only when the CPU reports avx512f.
         SimdLevel::Avx512 => unsafe { stream_scale_avx512(&mut dst[..n], &src[..n], s) },
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: level() returns Avx2Fma only when the CPU reports avx2 and fma.
-        SimdLevel::Avx2Fma => unsafe { stream_scale_avx2(&mut dst[..n], &src[..n], s) },
+        // SAFETY: level() returns Avx2Fma and Avx2NoFma only when the CPU reports avx2 and fma
+        // (the kernel has no multiply-add: one instance serves both).
+        SimdLevel::Avx2Fma | SimdLevel::Avx2NoFma => unsafe {
+            stream_scale_avx2(&mut dst[..n], &src[..n], s)
+        },
         _ => {
             for (d, &v) in dst[..n].iter_mut().zip(&src[..n]) {
                 *d = v * s;
@@ -171,8 +180,9 @@ pub fn stream_norm_apply_at(
             stream_norm_apply_avx512(&mut dst[..n], &src[..n], shift, s, &w[..n], b, next)
         },
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: the CPU has avx2 and fma (asserted above).
-        SimdLevel::Avx2Fma => unsafe {
+        // SAFETY: the CPU has avx2 and fma (asserted above). No multiply-add in the kernel:
+        // one instance serves both AVX2 levels.
+        SimdLevel::Avx2Fma | SimdLevel::Avx2NoFma => unsafe {
             stream_norm_apply_avx2(&mut dst[..n], &src[..n], shift, s, &w[..n], b, next)
         },
         _ => {
@@ -324,8 +334,11 @@ pub fn var_sweep_apply_at<'a>(
         // SAFETY: the CPU has avx512f (asserted above); the lengths were checked.
         SimdLevel::Avx512 => Ok(unsafe { var_sweep_apply_avx512(x, mean, prev, w, b, next) }),
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: the CPU has avx2 and fma (asserted above); the lengths were checked.
-        SimdLevel::Avx2Fma => Ok(unsafe { var_sweep_apply_avx2(x, mean, prev, w, b, next) }),
+        // SAFETY: the CPU has avx2 and fma (asserted above); the lengths were checked. No
+        // multiply-add in the kernel: one instance serves both AVX2 levels.
+        SimdLevel::Avx2Fma | SimdLevel::Avx2NoFma => {
+            Ok(unsafe { var_sweep_apply_avx2(x, mean, prev, w, b, next) })
+        }
         _ => {
             let _ = (mean, next);
             Err(prev)
@@ -423,7 +436,7 @@ unsafe fn var_sweep_apply_v<V: super::lanes::Lanes>(
 /// Orders this thread's streaming stores before any later store (and before the task ends).
 pub fn store_fence() {
     #[cfg(target_arch = "x86_64")]
-    if level() >= SimdLevel::Avx2Fma {
+    if level() >= SimdLevel::Avx2NoFma {
         // SAFETY: sfence has no preconditions; SSE is part of x86_64.
         unsafe { std::arch::x86_64::_mm_sfence() };
     }
@@ -440,7 +453,7 @@ mod norm_apply_tests {
         let x: Vec<f32> = (0..3000).map(|i| (i as f32 * 0.37).sin() * 3.0).collect();
         let w: Vec<f32> = (0..3000).map(|i| 1.0 + (i as f32 * 0.11).cos()).collect();
         let b: Vec<f32> = (0..3000).map(|i| (i as f32 * 0.05).sin()).collect();
-        for l in [SimdLevel::Scalar, SimdLevel::Avx2Fma, SimdLevel::Avx512] {
+        for l in SimdLevel::ALL {
             if !supports(l) {
                 continue;
             }

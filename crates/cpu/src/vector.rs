@@ -18,7 +18,7 @@
 
 #![cfg(target_arch = "x86_64")]
 
-use super::lanes::Lanes;
+use super::lanes::{Lanes, NoFma256};
 use super::math::Operand;
 use super::simd::{level, SimdLevel};
 use opledger_model::spec::ElemOp;
@@ -31,7 +31,7 @@ const GROUP_VECTORS: usize = 4;
 
 /// Whether this CPU runs the register kernels (AVX-512, or AVX2 with FMA).
 pub fn available() -> bool {
-    level() >= SimdLevel::Avx2Fma
+    level() >= SimdLevel::Avx2NoFma
 }
 
 /// `dst[i] = op_k(… op_1(src[i], operand_1[i]) …, operand_k[i])` for the steps in order. Every
@@ -74,6 +74,8 @@ fn chain_at(
         SimdLevel::Avx512 => unsafe { chain_avx512(steps, dst, src, stream) },
         // SAFETY: as above, for avx2 and fma.
         SimdLevel::Avx2Fma => unsafe { chain_avx2(steps, dst, src, stream) },
+        // SAFETY: as above.
+        SimdLevel::Avx2NoFma => unsafe { chain_avx2_nofma(steps, dst, src, stream) },
         SimdLevel::Scalar => panic!("chain_segment needs AVX2 or AVX-512"),
     }
 }
@@ -89,6 +91,13 @@ fn chain_avx2(steps: &[(ElemOp, Operand<'_>)], dst: &mut [f32], src: &[f32], str
     // SAFETY: compiled with avx2 and fma, which __m256's methods need; lengths checked by the
     // caller.
     unsafe { chain::<__m256>(steps, dst, src, stream) }
+}
+
+#[target_feature(enable = "avx2,fma")]
+fn chain_avx2_nofma(steps: &[(ElemOp, Operand<'_>)], dst: &mut [f32], src: &[f32], stream: bool) {
+    // SAFETY: compiled with avx2 and fma, which NoFma256's methods need (it uses no FMA);
+    // lengths checked by the caller.
+    unsafe { chain::<NoFma256>(steps, dst, src, stream) }
 }
 
 /// What one vector of `op` issues at `level` in [`chain_segment`]: (vector arithmetic
@@ -110,8 +119,11 @@ pub fn executed_per_vector(op: ElemOp, level: SimdLevel) -> (u64, u64) {
         // polynomial (reduction 4 / 7; r², 1 + r and 4 FMAs — 6 / 10; 2^n by a shift and an
         // integer add — 2 / 2), then 1 + e, the division and the vandnps that zeroes tiny
         // lanes (3 / 3).
-        (ElemOp::Gelu, _) => (20, 28),
-        (ElemOp::Silu, _) => (18, 25),
+        (ElemOp::Gelu, SimdLevel::Avx2Fma | SimdLevel::Scalar) => (20, 28),
+        (ElemOp::Silu, SimdLevel::Avx2Fma | SimdLevel::Scalar) => (18, 25),
+        // The same sequence with each of its FMAs (GELU 8, SiLU 7) a multiply and an add.
+        (ElemOp::Gelu, SimdLevel::Avx2NoFma) => (28, 28),
+        (ElemOp::Silu, SimdLevel::Avx2NoFma) => (25, 25),
     }
 }
 
@@ -350,8 +362,9 @@ fn triad_at(l: SimdLevel, a: &mut [f32], b: &[f32], c: &[f32], s: f32) {
     match l {
         // SAFETY: the CPU has avx512f (asserted above); triad_stream asserted the lengths.
         SimdLevel::Avx512 => unsafe { triad_avx512(a, b, c, s) },
-        // SAFETY: as above, for avx2 and fma.
-        SimdLevel::Avx2Fma => unsafe { triad_avx2(a, b, c, s) },
+        // SAFETY: as above, for avx2 and fma. The probe's triad measures memory: at either
+        // AVX2 level it is the machine's own FMA form (it never runs in a counted process).
+        SimdLevel::Avx2Fma | SimdLevel::Avx2NoFma => unsafe { triad_avx2(a, b, c, s) },
         SimdLevel::Scalar => panic!("triad_stream needs AVX2 or AVX-512"),
     }
 }
@@ -412,7 +425,7 @@ mod tests {
 
     /// The register levels this CPU has, whatever OPLEDGER_SIMD caps.
     fn levels() -> Vec<SimdLevel> {
-        [SimdLevel::Avx2Fma, SimdLevel::Avx512]
+        [SimdLevel::Avx2NoFma, SimdLevel::Avx2Fma, SimdLevel::Avx512]
             .into_iter()
             .filter(|&l| crate::simd::supports(l))
             .collect()

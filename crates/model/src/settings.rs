@@ -27,6 +27,8 @@ pub const STORE_VAR: &str = "OPLEDGER_STORE";
 pub enum SimdCap {
     /// Portable loops only.
     Scalar,
+    /// AVX2 without FMA instructions (what counted sides run at).
+    Avx2NoFma,
     /// AVX2+FMA at most.
     Avx2,
     /// Whatever the CPU has (unset, empty, `native` or `avx512`).
@@ -102,11 +104,12 @@ fn simd_cap(v: Option<String>) -> Result<SimdCap> {
     match v.trim() {
         "scalar" => Ok(SimdCap::Scalar),
         "avx2" => Ok(SimdCap::Avx2),
+        "avx2-nofma" => Ok(SimdCap::Avx2NoFma),
         "avx512" | "native" => Ok(SimdCap::Native),
         _ => Err(Error::Env {
             var: SIMD_VAR,
             value: v,
-            expected: "scalar, avx2, avx512 or native",
+            expected: "scalar, avx2, avx2-nofma, avx512 or native",
         }),
     }
 }

@@ -32,11 +32,11 @@ multiversion! {
                 let (a0, a1, a2, a3) = (at[p * m + i], at[(p + 1) * m + i], at[(p + 2) * m + i], at[(p + 3) * m + i]);
                 let row = &mut acc[i * w..(i + 1) * w];
                 for j in 0..w {
-                    // Fused multiply-adds (one rounding each), row p's first.
-                    let v = a0.mul_add(b0[j], row[j]);
-                    let v = a1.mul_add(b1[j], v);
-                    let v = a2.mul_add(b2[j], v);
-                    row[j] = a3.mul_add(b3[j], v);
+                    // The level's multiply-adds (fused: one rounding each), row p's first.
+                    let v = M::f32(a0, b0[j], row[j]);
+                    let v = M::f32(a1, b1[j], v);
+                    let v = M::f32(a2, b2[j], v);
+                    row[j] = M::f32(a3, b3[j], v);
                 }
             }
             p += 4;
@@ -47,7 +47,7 @@ multiversion! {
                 let a = at[p * m + i];
                 let row = &mut acc[i * w..(i + 1) * w];
                 for j in 0..w {
-                    row[j] = a.mul_add(br[j], row[j]);
+                    row[j] = M::f32(a, br[j], row[j]);
                 }
             }
             p += 1;
@@ -176,6 +176,25 @@ unsafe fn decode_avx2(
     unsafe { decode_micro::<std::arch::x86_64::__m256, 6, 2, 12>(kc, a, b, c, rows, pf_rows) }
 }
 
+/// [`decode_avx2`] with each multiply-add a multiply and an add (the `avx2-nofma` level).
+///
+/// # Safety
+/// As [`decode_avx2`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn decode_avx2_nofma(
+    kc: usize,
+    a: (*const f32, usize),
+    b: (*const f32, usize),
+    c: (*mut f32, usize),
+    rows: usize,
+    pf_rows: usize,
+) {
+    // SAFETY: compiled with avx2 and fma (NoFma256 uses no FMA); the caller's bounds are
+    // decode_micro's.
+    unsafe { decode_micro::<crate::lanes::NoFma256, 6, 2, 12>(kc, a, b, c, rows, pf_rows) }
+}
+
 /// A level's register decode kernel.
 #[derive(Clone, Copy)]
 struct DecodeKernel {
@@ -203,6 +222,13 @@ fn decode_kernel(l: SimdLevel) -> Option<DecodeKernel> {
         #[cfg(target_arch = "x86_64")]
         SimdLevel::Avx2Fma => Some(DecodeKernel {
             f: decode_avx2,
+            rows: 6,
+            cols: 16,
+            packed: true,
+        }),
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx2NoFma => Some(DecodeKernel {
+            f: decode_avx2_nofma,
             rows: 6,
             cols: 16,
             packed: true,

@@ -36,6 +36,13 @@ impl Tile {
                     kernel: micro_avx2,
                 }
             }
+            crate::simd::SimdLevel::Avx2NoFma => {
+                return Tile {
+                    mr: 6,
+                    nr: 16,
+                    kernel: micro_avx2_nofma,
+                }
+            }
             crate::simd::SimdLevel::Scalar => {}
         }
         Tile::portable()
@@ -256,6 +263,25 @@ pub(super) unsafe fn micro_avx2(
 ) {
     // SAFETY: compiled with avx2 and fma; the caller's bounds are micro's.
     unsafe { micro::<std::arch::x86_64::__m256, 6, 12>(kc, ap, bp, c, ldc, add) }
+}
+
+/// [`micro_avx2`] with each multiply-add a multiply and an add (the `avx2-nofma` level).
+///
+/// # Safety
+/// As [`micro_avx2`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn micro_avx2_nofma(
+    kc: usize,
+    ap: *const f32,
+    bp: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    add: bool,
+) {
+    // SAFETY: compiled with avx2 and fma (NoFma256 uses no FMA); the caller's bounds are
+    // micro's.
+    unsafe { micro::<crate::lanes::NoFma256, 6, 12>(kc, ap, bp, c, ldc, add) }
 }
 
 /// The register-tiled micro-kernel: C[R×2·LANES] (+)= Ap·Bp in `ACC` = 2·R vector accumulators

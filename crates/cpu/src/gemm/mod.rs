@@ -315,7 +315,7 @@ mod tests {
     use crate::kinds::tensors::uniform;
     use crate::kinds::{DType, Kind};
     #[cfg(target_arch = "x86_64")]
-    use micro::{micro_avx2, micro_avx512};
+    use micro::{micro_avx2, micro_avx2_nofma, micro_avx512};
 
     #[test]
     fn naive_and_tiled_match_f64_at_ragged_sizes() {
@@ -357,7 +357,7 @@ mod tests {
     /// register kernel's stretch of B, row splits.
     #[test]
     fn decode_matches_f64_at_every_level() {
-        for l in [SimdLevel::Scalar, SimdLevel::Avx2Fma, SimdLevel::Avx512] {
+        for l in SimdLevel::ALL {
             if !supports(l) {
                 continue;
             }
@@ -438,6 +438,11 @@ mod tests {
                     mr: 6,
                     nr: 16,
                     kernel: micro_avx2,
+                });
+                tiles.push(Tile {
+                    mr: 6,
+                    nr: 16,
+                    kernel: micro_avx2_nofma,
                 });
             }
             if super::super::simd::supports(SimdLevel::Avx512) {

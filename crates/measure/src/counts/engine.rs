@@ -73,7 +73,7 @@ impl CountsEngine {
 
     /// The key counts baselines are filed under: what decides the counts besides the code —
     /// the instruction set, the SIMD level and the cache model; not the runner's CPU model,
-    /// cores or load. `counts-x86-64-avx2-32k8w64-32k8w64-8m16w64`.
+    /// cores or load. `counts-x86-64-avx2-nofma-32k8w64-32k8w64-8m16w64`.
     pub fn key(&self) -> String {
         if let Some(g) = &self.gpu {
             // A GPU's counts depend on its model (instruction set, L2), named by its key.

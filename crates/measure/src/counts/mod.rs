@@ -344,11 +344,14 @@ mod tests {
         let cpu = CountsEngine {
             valgrind: "valgrind-3.19.0".into(),
             cache_model: CacheModel::default(),
-            simd: "avx2".into(),
+            simd: "avx2-nofma".into(),
             arch: "x86_64".into(),
             ..CountsEngine::default()
         };
-        assert_eq!(cpu.key(), "counts-x86-64-avx2-32k8w64-32k8w64-8m16w64");
+        assert_eq!(
+            cpu.key(),
+            "counts-x86-64-avx2-nofma-32k8w64-32k8w64-8m16w64"
+        );
         assert_eq!(cpu.default_metric(), crate::spec::CountsMetric::Cycles);
         let gpu = |profiler: &str| CountsEngine {
             arch: "cuda".into(),

@@ -25,8 +25,12 @@ use std::sync::Arc;
 /// How many of a side's functions its counts keep (those that executed most).
 const TOP_FUNCTIONS: usize = 10;
 
-/// The SIMD level counted sides run at (Valgrind executes no AVX-512).
-pub const COUNTS_SIMD: &str = "avx2";
+/// The SIMD level counted sides run at: AVX2's vectors (Valgrind executes no AVX-512) with each
+/// multiply-add a multiply and an add. Valgrind 3.19 executes an FMA instruction lane by lane in
+/// a helper call that saves and restores the floating-point control register twice: FMA was
+/// four fifths of an attention side's counting time (docs/counts.md). The bytes the sides move,
+/// which the ledger checks, are the same; the instructions hold one more per FMA.
+pub const COUNTS_SIMD: &str = "avx2-nofma";
 
 /// Counts sides under Callgrind: the engine found, a work folder of a fixed-length name under
 /// `/tmp` holding the output files, a copy of the spec and a link to this binary (the counted
