@@ -169,14 +169,35 @@ fn a_refuted_claim_fails_the_gate_with_exit_1_and_others_still_run() {
     assert!(report.starts_with("# opledger report: FAIL"), "{report}");
 }
 
+/// Natively, and at `avx2-nofma` where the CPU has AVX2 and FMA: the counted sides' level, whose
+/// kernels are instances of their own (each multiply-add a multiply and an add).
 #[test]
 fn every_workload_kind_runs_and_is_correct_on_the_cpu() {
+    every_workload_kind_runs_and_is_correct_at(None);
+    #[cfg(target_arch = "x86_64")]
+    if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+        every_workload_kind_runs_and_is_correct_at(Some("avx2-nofma"));
+    }
+}
+
+fn every_workload_kind_runs_and_is_correct_at(cap: Option<&str>) {
     let dir = tempfile::tempdir().unwrap();
-    let o = run_in(
+    let mut c = common::run_cmd(
         dir.path(),
         &[fixture("kinds"), fixture("good/tiny-chain.yaml")],
         &[],
     );
+    if let Some(cap) = cap {
+        c.env("OPLEDGER_SIMD", cap);
+    }
+    let o = c.output().unwrap();
+    if let Some(cap) = cap {
+        assert!(
+            text(&o).contains(cap),
+            "the run names its level {cap}: {}",
+            text(&o)
+        );
+    }
     let results: serde_json::Value = serde_json::from_slice(
         &std::fs::read(only_run_dir(dir.path()).join("results.json")).unwrap(),
     )
