@@ -131,7 +131,7 @@ struct Builtin {
     case: Box<dyn Case>,
     variants: Variants,
     /// The outputs of the checked run, before and after.
-    kept: [Option<Vec<f32>>; 2],
+    kept: [Option<crate::kinds::tensors::LineVec>; 2],
 }
 
 impl Builtin {
@@ -165,7 +165,7 @@ impl Pair for Builtin {
         self.case.set_inputs(inputs)
     }
     fn keep_output(&mut self, side: Side) -> Result<()> {
-        let kept = self.case.output(self.variant(side))?.into_owned();
+        let kept = crate::kinds::tensors::LineVec::copy_of(&self.case.output(self.variant(side))?);
         self.kept[UserSides::index(side)] = Some(kept);
         Ok(())
     }
@@ -205,7 +205,7 @@ struct UserSides {
     /// Set by `flush_caches`: the next worker run is asked to start cold.
     cold: bool,
     /// The outputs of the checked run of the sides opledger runs (built-in or `cuda:`).
-    kept: [Option<Vec<f32>>; 2],
+    kept: [Option<crate::kinds::tensors::LineVec>; 2],
 }
 
 /// The worker module (`python/opledger_worker/`) and each input as `.npy` in `dir`, for the
@@ -530,7 +530,7 @@ impl Pair for UserSides {
         if matches!(self.sides[Self::index(side)], Runner::Worker { .. }) {
             return Ok(());
         }
-        let kept = self.output(side)?.into_owned();
+        let kept = crate::kinds::tensors::LineVec::copy_of(&self.output(side)?);
         self.kept[Self::index(side)] = Some(kept);
         Ok(())
     }

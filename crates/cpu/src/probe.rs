@@ -42,7 +42,7 @@ const CHUNK: usize = 1 << 16;
 multiversion! {
     fn triad_chunk(a: &mut [f32], b: &[f32], c: &[f32], s: f32) {
         for ((a, &b), &c) in a.iter_mut().zip(b).zip(c) {
-            *a = s.mul_add(c, b);
+            *a = M::f32(s, c, b);
         }
     }
 }

@@ -130,6 +130,13 @@ impl LineVec {
     pub fn zeroed(len: usize) -> Self {
         Self::filled(len, 0.0)
     }
+    /// A copy of `src` (on huge pages where it is large, as [`LineVec::filled`]: a 4 KiB page
+    /// at a time, a large copy faults in hundreds of thousands of pages).
+    pub fn copy_of(src: &[f32]) -> Self {
+        let mut v = Self::filled(src.len(), 0.0);
+        v.copy_from_slice(src);
+        v
+    }
     /// `len` zeros on 2 MiB pages where the kernel grants them, however small: for scratch
     /// that kernels walk over and over (packed GEMM panels), where 4 KiB pages cost a TLB miss
     /// every page. The buffer starts on a 2 MiB boundary and is rounded up to whole 2 MiB
