@@ -50,6 +50,12 @@ pub trait Pair {
     /// values), before the checked run: a side that answers with a result kept from earlier
     /// runs fails the check. A worker is set up again on them.
     fn refresh_inputs(&mut self, inputs: Arc<Tensors>) -> Result<()>;
+    /// Whether [`Pair::output`] holds a side's output as soon as it ran (the backend's own
+    /// kernels on both sides): the checked run's outputs can then be checked at once instead
+    /// of kept ([`measure_pairs`](../../opledger_measure/fn.measure_pairs.html)).
+    fn outputs_at_once(&self) -> bool {
+        false
+    }
     /// Keeps what the run after [`Pair::poison_output`] wrote: the output the check reads,
     /// whatever later runs leave. A worker's output is fetched after the last run instead.
     fn keep_output(&mut self, _side: Side) -> Result<()> {
@@ -163,6 +169,10 @@ impl Pair for Builtin {
     }
     fn refresh_inputs(&mut self, inputs: Arc<Tensors>) -> Result<()> {
         self.case.set_inputs(inputs)
+    }
+    fn outputs_at_once(&self) -> bool {
+        // Case::output is on the host after every run, on every backend.
+        true
     }
     fn keep_output(&mut self, side: Side) -> Result<()> {
         let kept = crate::kinds::tensors::LineVec::copy_of(&self.case.output(self.variant(side))?);

@@ -114,15 +114,25 @@ pub const KEPT_RESULT_FACTOR: f64 = 3.0;
 /// hundred microseconds, whatever its kernel takes.
 pub const KEPT_RESULT_MIN_SECS: f64 = 250e-6;
 
+/// Reads the checked pair's outputs from the case as soon as it ran ([`measure_pairs`]).
+pub type CheckNow<'a> = &'a mut dyn FnMut(&dyn Pair) -> Result<()>;
+
 /// Measures `before` and `after` of a prepared case. The checked pair runs on `check_inputs`
 /// (the same tensors, another seed's values), which both sides keep from then on; where either
 /// side's checked run took more than [`KEPT_RESULT_FACTOR`] times its median, a second checked
 /// pair runs on `confirm_inputs()`. `progress(pairs_done)` is called after each pair.
+///
+/// The checked pair's outputs are read by `check_now` as soon as it ran where the case holds a
+/// run's output at once ([`Pair::outputs_at_once`]); otherwise (or without `check_now`) each
+/// side keeps them ([`Pair::keep_output`]) for a check after the samples. Checked at once, a
+/// case holds no copies of its outputs: on a 256 MiB tensor, half a gigabyte less memory to
+/// fault in.
 pub fn measure_pairs(
     case: &mut dyn Pair,
     cfg: &MeasureConfig,
     check_inputs: Arc<Tensors>,
     confirm_inputs: impl FnOnce() -> Arc<Tensors>,
+    mut check_now: Option<CheckNow<'_>>,
     mut progress: impl FnMut(usize),
 ) -> Result<PairSamples> {
     let start = Instant::now();
@@ -148,7 +158,8 @@ pub fn measure_pairs(
     while s.before_secs.len() < max_pairs {
         if s.before_secs.len() == checked_at {
             if let Some(inputs) = pending.take() {
-                s.checked = Some(checked_pair(case, cfg, inputs, &mut rng, true)?);
+                let check = Checked::Keep(check_now.take());
+                s.checked = Some(checked_pair(case, cfg, inputs, &mut rng, check)?);
             }
         }
         let (tb, ta, after_first) = timed_pair(case, cfg, &mut rng)?;
@@ -174,7 +185,13 @@ pub fn measure_pairs(
     }
     if s.checked.is_some_and(|c| slow_checked(&s, &c)) {
         // The checked outputs stay the first pair's: this one only times a second first run.
-        s.confirmed = Some(checked_pair(case, cfg, confirm_inputs(), &mut rng, false)?);
+        s.confirmed = Some(checked_pair(
+            case,
+            cfg,
+            confirm_inputs(),
+            &mut rng,
+            Checked::TimedOnly,
+        )?);
         // Back on the checked inputs, whose outputs a worker answers from its last run.
         case.refresh_inputs(check_inputs)?;
         case.run_timed(Side::Before)?;
@@ -206,25 +223,36 @@ pub fn slow_checked(s: &PairSamples, c: &CheckedPair) -> bool {
     slow(c.before_secs, &s.before_secs) || slow(c.after_secs, &s.after_secs)
 }
 
-/// The checked pair: both sides given `inputs`, their outputs filled with NaN, then each run
-/// once, timed, with nothing between the new inputs and that run — a result computed by an
-/// earlier call cannot pass for it — and (`keep`) its output kept for the check.
+/// What a checked pair does with its outputs.
+enum Checked<'a> {
+    /// They are checked: by the callback at once where the case allows, else kept.
+    Keep(Option<CheckNow<'a>>),
+    /// Only its times count (a confirming pair: the check read the first one's outputs).
+    TimedOnly,
+}
+
+/// A pair on `inputs`, new to both sides, into outputs filled with NaN.
 fn checked_pair(
     case: &mut dyn Pair,
     cfg: &MeasureConfig,
     inputs: Arc<Tensors>,
     rng: &mut Rng,
-    keep: bool,
+    check: Checked<'_>,
 ) -> Result<CheckedPair> {
     case.refresh_inputs(inputs)?;
-    if keep {
+    let checked = matches!(check, Checked::Keep(_));
+    if checked {
         case.poison_output(Side::Before)?;
         case.poison_output(Side::After)?;
     }
     let (before_secs, after_secs, _) = timed_pair(case, cfg, rng)?;
-    if keep {
-        case.keep_output(Side::Before)?;
-        case.keep_output(Side::After)?;
+    match check {
+        Checked::Keep(Some(check_now)) if case.outputs_at_once() => check_now(case)?,
+        Checked::Keep(_) => {
+            case.keep_output(Side::Before)?;
+            case.keep_output(Side::After)?;
+        }
+        Checked::TimedOnly => {}
     }
     Ok(CheckedPair {
         before_secs,
@@ -283,6 +311,8 @@ mod tests {
         /// A side's first run after new inputs takes ten times its others (a kept result).
         memoizes: bool,
         fresh: [bool; 2],
+        /// Whether its outputs can be read as soon as a side ran (`Pair::outputs_at_once`).
+        at_once: bool,
     }
 
     impl Scripted {
@@ -295,6 +325,7 @@ mod tests {
                 kept: vec![],
                 memoizes: false,
                 fresh: [false; 2],
+                at_once: false,
             }
         }
         /// The samples' runs: without the untimed ones of the warm-up and the checked pair's
@@ -338,6 +369,9 @@ mod tests {
             self.kept.push(side);
             Ok(())
         }
+        fn outputs_at_once(&self) -> bool {
+            self.at_once
+        }
     }
 
     fn check_inputs() -> Arc<Tensors> {
@@ -353,7 +387,7 @@ mod tests {
             min_pairs: 8,
             ..MeasureConfig::default()
         };
-        let s = measure_pairs(&mut c, &cfg, check_inputs(), check_inputs, |_| {}).unwrap();
+        let s = measure_pairs(&mut c, &cfg, check_inputs(), check_inputs, None, |_| {}).unwrap();
         // Constant timings: the CI is zero-width, so it stops at min_pairs.
         assert_eq!(s.stop_reason, StopReason::Ci);
         assert_eq!(s.before_secs.len(), 8);
@@ -370,6 +404,41 @@ mod tests {
         }
     }
 
+    /// Where the case holds its outputs at once, the check reads them right after the checked
+    /// pair (once, nothing kept); where it does not, or no check is given, they are kept.
+    #[test]
+    fn the_checked_pair_is_checked_at_once_where_the_case_allows_else_kept() {
+        for (at_once, with_check, checks, kept) in
+            [(true, true, 1, 0), (false, true, 0, 2), (true, false, 0, 2)]
+        {
+            let mut c = Scripted::new();
+            c.at_once = at_once;
+            let cfg = MeasureConfig {
+                min_pairs: 6,
+                ..MeasureConfig::default()
+            };
+            let mut seen = 0;
+            let mut check = |p: &dyn Pair| -> Result<()> {
+                p.output(Side::After)?;
+                seen += 1;
+                Ok(())
+            };
+            let check_now: Option<CheckNow> = if with_check { Some(&mut check) } else { None };
+            measure_pairs(
+                &mut c,
+                &cfg,
+                check_inputs(),
+                check_inputs,
+                check_now,
+                |_| {},
+            )
+            .unwrap();
+            assert_eq!(seen, checks, "{at_once} {with_check}");
+            assert_eq!(c.kept.len(), kept, "{at_once} {with_check}");
+            assert_eq!(c.poisoned, [Side::Before, Side::After]);
+        }
+    }
+
     #[test]
     fn the_checked_pair_runs_on_the_new_inputs_into_poisoned_outputs() {
         for seed in 0..20u64 {
@@ -379,7 +448,7 @@ mod tests {
                 seed,
                 ..MeasureConfig::default()
             };
-            measure_pairs(&mut c, &cfg, check_inputs(), check_inputs, |_| {}).unwrap();
+            measure_pairs(&mut c, &cfg, check_inputs(), check_inputs, None, |_| {}).unwrap();
             assert_eq!(c.refreshed.len(), 1, "the inputs are replaced once");
             let (at, inputs) = c.refreshed[0].clone();
             assert_eq!(inputs.get("x"), &[2.0; 4]);
@@ -400,7 +469,7 @@ mod tests {
             ..MeasureConfig::default()
         };
         // Honest: the checked pair is timed, not a sample, and not confirmed.
-        let s = measure_pairs(&mut c, &cfg, check_inputs(), check_inputs, |_| {}).unwrap();
+        let s = measure_pairs(&mut c, &cfg, check_inputs(), check_inputs, None, |_| {}).unwrap();
         let checked = s.checked.expect("a checked pair");
         assert_eq!((checked.before_secs, checked.after_secs), (2.0, 1.0));
         assert!(s.confirmed.is_none());
@@ -414,7 +483,7 @@ mod tests {
             t.put("x", crate::kinds::tensors::LineVec::filled(4, 3.0));
             Arc::new(t)
         };
-        let s = measure_pairs(&mut c, &cfg, check_inputs(), third, |_| {}).unwrap();
+        let s = measure_pairs(&mut c, &cfg, check_inputs(), third, None, |_| {}).unwrap();
         assert_eq!(s.checked.unwrap().after_secs, 10.0);
         assert_eq!(s.confirmed.unwrap().after_secs, 10.0);
         assert!(s.after_secs.iter().all(|&t| t == 1.0));
@@ -438,7 +507,7 @@ mod tests {
             target_rel_ci: -1.0,
             ..MeasureConfig::default()
         };
-        let s = measure_pairs(&mut c, &cfg, check_inputs(), check_inputs, |_| {}).unwrap();
+        let s = measure_pairs(&mut c, &cfg, check_inputs(), check_inputs, None, |_| {}).unwrap();
         assert_eq!(c.flushes, 0);
         assert_eq!(s.before_secs.len(), 3);
         assert_eq!(s.stop_reason, StopReason::MaxPairs);

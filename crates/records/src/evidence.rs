@@ -131,6 +131,21 @@ fn measure_into(
     )?;
     drop(inputs);
     let checked_inputs = std::sync::Arc::new(kind.inputs(checked_seed(cfg.seed)));
+    let tol = r.tolerance.tolerance();
+    // The checked pair's outputs against the reference: at once where the case allows (no
+    // copies of them kept), else after the samples.
+    let mut checked_at_once = None;
+    let mut check_now = |p: &dyn backend::pair::Pair| -> Result<()> {
+        let outputs = (p.output(Side::Before)?, p.output(Side::After)?);
+        checked_at_once = Some(correctness(
+            s,
+            &checked_inputs,
+            (&outputs.0, &outputs.1),
+            &tol,
+            cfg.seed,
+        ));
+        Ok(())
+    };
     // Read while the samples run, so that it is a busy GPU's state.
     let reading = backend.device_state();
     let samples = measure::measure_pairs(
@@ -138,6 +153,7 @@ fn measure_into(
         cfg,
         checked_inputs.clone(),
         || std::sync::Arc::new(kind.inputs(confirm_seed(cfg.seed))),
+        Some(&mut check_now),
         &mut progress,
     )?;
     if let Some(reading) = reading {
@@ -154,10 +170,12 @@ fn measure_into(
     case.collect_outputs()?;
     r.before.implementation = case.implementation(Side::Before);
     r.after.implementation = case.implementation(Side::After);
-    let tol = r.tolerance.tolerance();
-    let correctness = {
-        let outputs = (case.output(Side::Before)?, case.output(Side::After)?);
-        correctness(s, &checked_inputs, (&outputs.0, &outputs.1), &tol, cfg.seed)
+    let correctness = match checked_at_once {
+        Some(c) => c,
+        None => {
+            let outputs = (case.output(Side::Before)?, case.output(Side::After)?);
+            correctness(s, &checked_inputs, (&outputs.0, &outputs.1), &tol, cfg.seed)
+        }
     };
     drop(case);
     r.checks.push(correctness.check(&tol));
