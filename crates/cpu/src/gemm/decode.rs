@@ -59,10 +59,18 @@ multiversion! {
 /// the block's width) that the row groups after the first re-read from L1/L2, and how far
 /// ahead the first group asks for B's lines; packed, the most rows packed at a time.
 const DECODE_KC: usize = 128;
-/// The most bytes of B a decode task packs at a time: the larger the stretch, the fewer and
-/// longer the runs of memory a task reads, and the product was fastest at 2 MiB although that
-/// is more than L2 (docs/performance.md).
-const DECODE_PANEL_BYTES: usize = 2 << 20;
+/// The most bytes of B a decode task packs at a time: a quarter of the core's L2 as the machine
+/// reports it (read once), between 512 KiB and 2 MiB; 512 KiB where it reports none. The packed
+/// stretch is read back by the kernel once per group of rows, and must stay in L2 beside the
+/// rows of B streaming in: on the Intel Xeon VM (2 MiB L2) a 2 MiB stretch made decode m = 8
+/// 1.47× OpenBLAS's time at AVX2, 1 MiB 1.30×, 512 KiB 1.18×, 256 KiB 1.22× (docs/performance.md).
+fn decode_panel_bytes() -> usize {
+    crate::device::l2_cache_bytes().map_or(512 << 10, |l2| {
+        usize::try_from(l2 / 4)
+            .unwrap_or(usize::MAX)
+            .clamp(512 << 10, 2 << 20)
+    })
+}
 
 /// A register-blocked decode kernel: `c[i·ldc + j] += Σ_p at[p·lda + i] · b[p·ldb + j]` for
 /// i < rows ≤ its R and j < its NV·LANES columns, over kc rows of B, the accumulators held in
@@ -253,7 +261,7 @@ impl GemmKernels {
         let (m, n, k) = (self.g.m as usize, self.g.n as usize, self.g.k as usize);
         let b = self.inputs.get("B");
         let full = n / nr * nr;
-        let kc_max = (DECODE_PANEL_BYTES / 4 / full.max(1)).clamp(8, DECODE_KC);
+        let kc_max = (decode_panel_bytes() / 4 / full.max(1)).clamp(8, DECODE_KC);
         let threads = rayon::current_num_threads();
         // Enough tasks for every thread several times over, none with fewer than 64 rows of B.
         let splits = (4 * threads).min(k.div_ceil(64)).max(1);

@@ -422,6 +422,22 @@ pub fn last_level_cache_bytes() -> u64 {
     }
 }
 
+/// The L2 cache of one core, from the kernel's cache description of CPU 0 (`None` where it
+/// gives none: another OS, a container that hides it). Read once.
+pub fn l2_cache_bytes() -> Option<u64> {
+    static L2: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *L2.get_or_init(|| {
+        let dir = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache").ok()?;
+        dir.flatten().find_map(|entry| {
+            let read = |f: &str| std::fs::read_to_string(entry.path().join(f)).unwrap_or_default();
+            let unified_or_data = matches!(read("type").trim(), "Unified" | "Data");
+            (read("level").trim() == "2" && unified_or_data)
+                .then(|| parse_cache_size(read("size").trim()))
+                .flatten()
+        })
+    })
+}
+
 fn parse_cache_size(s: &str) -> Option<u64> {
     let (num, mult) = match s.chars().last()? {
         'K' => (&s[..s.len() - 1], 1u64 << 10),
@@ -435,6 +451,17 @@ fn parse_cache_size(s: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Where the machine reports an L2, it is a core's cache: a plausible size, no larger than
+    /// the last level.
+    #[test]
+    fn the_l2_read_from_the_machine_is_a_cache_size() {
+        if let Some(l2) = l2_cache_bytes() {
+            assert!((64 << 10..=64 << 20).contains(&l2), "L2 {l2}");
+            assert!(l2 <= last_level_cache_bytes(), "L2 {l2}");
+        }
+        assert_eq!(parse_cache_size("2048K"), Some(2 << 20));
+    }
 
     #[test]
     fn profiles_cover_the_seed_devices() {
