@@ -52,7 +52,7 @@ pub trait Pair {
     fn refresh_inputs(&mut self, inputs: Arc<Tensors>) -> Result<()>;
     /// Whether [`Pair::output`] holds a side's output as soon as it ran (the backend's own
     /// kernels on both sides): the checked run's outputs can then be checked at once instead
-    /// of kept ([`measure_pairs`](../../opledger_measure/fn.measure_pairs.html)).
+    /// of kept (`opledger_measure::measure_pairs`).
     fn outputs_at_once(&self) -> bool {
         false
     }
