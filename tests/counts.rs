@@ -157,7 +157,7 @@ fn sides_the_simulator_cannot_see_and_cache_resident_sizes_say_so() {
     says(
         &o,
         0,
-        "not compared: a tensor of 0.06 MiB is under 4x the 8.00 MiB last level",
+        "not compared: tensor `x` of 0.06 MiB is under 4x the 8.00 MiB last level",
     );
     // A `cuda:` side's kernel runs on a GPU: not counted, and said so; the built-in side is
     // counted from a copy of the spec whose kernel source is not beside it.

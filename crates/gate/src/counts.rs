@@ -313,6 +313,7 @@ mod tests {
             ledger_write_bytes: 0,
             ledger_flops: 0,
             agreement: LedgerAgreement::CacheResident {
+                smallest_tensor: "bias".into(),
                 smallest_tensor_bytes: 1,
                 ll_bytes: 1,
             },

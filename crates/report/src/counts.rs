@@ -77,10 +77,12 @@ fn agreement(a: &LedgerAgreement) -> String {
             ratio(*write_ratio)
         ),
         LedgerAgreement::CacheResident {
+            smallest_tensor,
             smallest_tensor_bytes,
             ll_bytes,
         } => format!(
-            "not compared: a tensor of {} MiB is under 4x the {} MiB last level (it may stay cached)",
+            "not compared: {} of {} MiB is under 4x the {} MiB last level (it may stay cached)",
+            crate::results::verdict::tensor_words(smallest_tensor),
             mib(*smallest_tensor_bytes),
             mib(*ll_bytes)
         ),

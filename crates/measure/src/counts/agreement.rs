@@ -5,7 +5,7 @@ use crate::ledger::VariantLedger;
 use serde::{Deserialize, Serialize};
 
 /// How a side's simulated DRAM traffic stands against its ledger.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum LedgerAgreement {
     /// Every tensor moves once and is at least four times the last level: reads and writes
@@ -60,6 +60,10 @@ pub enum LedgerAgreement {
     /// traffic: they may stay in the cache, and the ledger (which assumes they do not) is not
     /// what memory sees.
     CacheResident {
+        /// The smallest such tensor, by its ledger name (empty in results written before the
+        /// name was recorded).
+        #[serde(default)]
+        smallest_tensor: String,
         smallest_tensor_bytes: u64,
         ll_bytes: u64,
     },
@@ -211,12 +215,17 @@ impl LedgerAgreement {
             .filter(small)
             .map(|m| m.traffic_bytes())
             .sum();
-        let smallest = ledger.movements.iter().filter(small).map(|m| m.bytes).min();
+        let smallest = ledger
+            .movements
+            .iter()
+            .filter(small)
+            .min_by_key(|m| m.bytes);
         // Cache-resident first: re-reads of a tensor that fits are served by the cache.
         if let Some(smallest) = smallest {
             if small_traffic as f64 > SMALL_TENSOR_SHARE * ledger.bytes_moved().max(1) as f64 {
                 return LedgerAgreement::CacheResident {
-                    smallest_tensor_bytes: smallest,
+                    smallest_tensor: smallest.tensor.clone(),
+                    smallest_tensor_bytes: smallest.bytes,
                     ll_bytes: model.ll.bytes,
                 };
             }

@@ -339,6 +339,36 @@ mod tests {
         assert_eq!(a.agrees(), Some(false));
     }
 
+    /// A side not compared because small tensors carry its traffic names the smallest of them.
+    #[test]
+    fn a_cache_resident_side_names_its_smallest_tensor() {
+        use crate::ledger::Movement;
+        use crate::values::Variant;
+        let mv = |tensor: &str, bytes: u64, reads: u64, writes: u64| Movement {
+            tensor: tensor.into(),
+            bytes,
+            reads,
+            writes,
+        };
+        let named = VariantLedger::new(
+            Variant::Fused,
+            vec![mv("x", 8 << 20, 1, 0), mv("y", 6 << 20, 0, 1)],
+            0,
+            1,
+        );
+        match LedgerAgreement::of(&named, &Counts::default(), &CacheModel::default()) {
+            LedgerAgreement::CacheResident {
+                smallest_tensor,
+                smallest_tensor_bytes,
+                ..
+            } => assert_eq!(
+                (smallest_tensor.as_str(), smallest_tensor_bytes),
+                ("y", 6 << 20)
+            ),
+            a => panic!("{a:?}"),
+        }
+    }
+
     #[test]
     fn a_gpus_engine_is_keyed_by_its_device_and_gates_dram_bytes_by_default() {
         let cpu = CountsEngine {

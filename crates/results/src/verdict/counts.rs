@@ -123,18 +123,29 @@ fn agreement_words(
             "not compared"
         }
         LedgerAgreement::CacheResident {
+            smallest_tensor,
             smallest_tensor_bytes,
             ll_bytes,
         } => {
             extra = format!(
-                            ": a tensor of {:.2} MiB is under 4x the {:.2} MiB last level of the cache model and may stay in it (`measure.counts_sizes` with every tensor above 4x the last level compares the side)",
-                            mib(*smallest_tensor_bytes),
-                            mib(*ll_bytes)
-                        );
+                ": {} of {:.2} MiB is under 4x the {:.2} MiB last level of the cache model and may stay in it (`measure.counts_sizes` with every tensor above 4x the last level compares the side)",
+                tensor_words(smallest_tensor),
+                mib(*smallest_tensor_bytes),
+                mib(*ll_bytes)
+            );
             "not compared"
         }
     };
     (how, extra, warned)
+}
+
+/// A tensor by its ledger name ("tensor `B`"), or "a tensor" where results recorded none.
+pub fn tensor_words(name: &str) -> String {
+    if name.is_empty() {
+        "a tensor".into()
+    } else {
+        format!("tensor `{name}`")
+    }
 }
 
 /// What makes a counted side's counts impossible for the work it claims, each in words: fewer
@@ -240,6 +251,7 @@ mod tests {
             ledger_write_bytes: 0,
             ledger_flops,
             agreement: LedgerAgreement::CacheResident {
+                smallest_tensor: "bias".into(),
                 smallest_tensor_bytes: 1,
                 ll_bytes: 1,
             },
@@ -275,6 +287,7 @@ mod tests {
             ledger_write_bytes: 0,
             ledger_flops: 0,
             agreement: LedgerAgreement::CacheResident {
+                smallest_tensor: "bias".into(),
                 smallest_tensor_bytes: 1,
                 ll_bytes: 1,
             },
@@ -325,6 +338,7 @@ mod tests {
             ledger_write_bytes: 0,
             ledger_flops: 0,
             agreement: LedgerAgreement::CacheResident {
+                smallest_tensor: "bias".into(),
                 smallest_tensor_bytes: 1,
                 ll_bytes: 1,
             },
