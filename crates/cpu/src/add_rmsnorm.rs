@@ -116,11 +116,13 @@ fn add_stream_sum_sq(
         SimdLevel::Avx512 if aligned => unsafe { add_stream_sum_sq_avx512(row, s_out, x, r) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has avx2 and fma (asserted above); the slices have one length.
-        SimdLevel::Avx2Fma if aligned => unsafe { add_stream_sum_sq_avx2(row, s_out, x, r) },
+        SimdLevel::Avx2Fma if aligned => unsafe {
+            add_stream_sum_sq_avx2::<std::arch::x86_64::__m256>(row, s_out, x, r)
+        },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
         SimdLevel::Avx2NoFma if aligned => unsafe {
-            add_stream_sum_sq_avx2_nofma(row, s_out, x, r)
+            add_stream_sum_sq_avx2::<super::lanes::NoFma256>(row, s_out, x, r)
         },
         _ => {
             add(row, x, r);
@@ -137,19 +139,18 @@ fn add_stream_sum_sq_avx512(row: &mut [f32], s_out: &mut [f32], x: &[f32], r: &[
     unsafe { add_stream_sum_sq_v::<std::arch::x86_64::__m512>(row, s_out, x, r) }
 }
 
+/// `V` is `__m256` (FMA) or [`super::lanes::NoFma256`] (the `avx2-nofma` level).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-fn add_stream_sum_sq_avx2(row: &mut [f32], s_out: &mut [f32], x: &[f32], r: &[f32]) -> f32 {
-    // SAFETY: compiled with avx2 and fma; the caller's slices have one length, s_out aligned.
-    unsafe { add_stream_sum_sq_v::<std::arch::x86_64::__m256>(row, s_out, x, r) }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn add_stream_sum_sq_avx2_nofma(row: &mut [f32], s_out: &mut [f32], x: &[f32], r: &[f32]) -> f32 {
-    // SAFETY: compiled with avx2 and fma (NoFma256 uses no FMA); the caller's slices have one
+fn add_stream_sum_sq_avx2<V: super::lanes::Lanes>(
+    row: &mut [f32],
+    s_out: &mut [f32],
+    x: &[f32],
+    r: &[f32],
+) -> f32 {
+    // SAFETY: compiled with avx2 and fma, which V's methods need; the caller's slices have one
     // length, s_out aligned.
-    unsafe { add_stream_sum_sq_v::<super::lanes::NoFma256>(row, s_out, x, r) }
+    unsafe { add_stream_sum_sq_v::<V>(row, s_out, x, r) }
 }
 
 /// # Safety

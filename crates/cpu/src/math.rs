@@ -18,6 +18,9 @@ pub enum Operand<'a> {
     Scale(f32),
 }
 
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::__m256;
+
 /// How a kernel computes a·b + c. [`Fused`]: one FMA instruction, one rounding (every level
 /// a CPU is detected at). [`Separate`]: a multiply and an add, two roundings — the
 /// `avx2-nofma` level counted sides run at, because Valgrind executes an FMA lane by lane in a
@@ -30,21 +33,13 @@ pub trait MulAdd: Copy + 'static {
     /// # Safety
     /// The caller is compiled with avx2 and fma.
     #[cfg(target_arch = "x86_64")]
-    unsafe fn v256(
-        a: std::arch::x86_64::__m256,
-        b: std::arch::x86_64::__m256,
-        c: std::arch::x86_64::__m256,
-    ) -> std::arch::x86_64::__m256;
+    unsafe fn v256(a: __m256, b: __m256, c: __m256) -> __m256;
     /// c − a·b on eight lanes.
     ///
     /// # Safety
     /// As [`MulAdd::v256`].
     #[cfg(target_arch = "x86_64")]
-    unsafe fn nv256(
-        a: std::arch::x86_64::__m256,
-        b: std::arch::x86_64::__m256,
-        c: std::arch::x86_64::__m256,
-    ) -> std::arch::x86_64::__m256;
+    unsafe fn nv256(a: __m256, b: __m256, c: __m256) -> __m256;
 }
 
 /// One FMA instruction (see [`MulAdd`]).
@@ -62,21 +57,13 @@ impl MulAdd for Fused {
     }
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
-    unsafe fn v256(
-        a: std::arch::x86_64::__m256,
-        b: std::arch::x86_64::__m256,
-        c: std::arch::x86_64::__m256,
-    ) -> std::arch::x86_64::__m256 {
+    unsafe fn v256(a: __m256, b: __m256, c: __m256) -> __m256 {
         // SAFETY: the caller is compiled with fma (the trait's contract).
         unsafe { std::arch::x86_64::_mm256_fmadd_ps(a, b, c) }
     }
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
-    unsafe fn nv256(
-        a: std::arch::x86_64::__m256,
-        b: std::arch::x86_64::__m256,
-        c: std::arch::x86_64::__m256,
-    ) -> std::arch::x86_64::__m256 {
+    unsafe fn nv256(a: __m256, b: __m256, c: __m256) -> __m256 {
         // SAFETY: as above.
         unsafe { std::arch::x86_64::_mm256_fnmadd_ps(a, b, c) }
     }
@@ -89,22 +76,14 @@ impl MulAdd for Separate {
     }
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
-    unsafe fn v256(
-        a: std::arch::x86_64::__m256,
-        b: std::arch::x86_64::__m256,
-        c: std::arch::x86_64::__m256,
-    ) -> std::arch::x86_64::__m256 {
+    unsafe fn v256(a: __m256, b: __m256, c: __m256) -> __m256 {
         use std::arch::x86_64::*;
         // SAFETY: the caller is compiled with avx (the trait's contract).
         unsafe { _mm256_add_ps(_mm256_mul_ps(a, b), c) }
     }
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
-    unsafe fn nv256(
-        a: std::arch::x86_64::__m256,
-        b: std::arch::x86_64::__m256,
-        c: std::arch::x86_64::__m256,
-    ) -> std::arch::x86_64::__m256 {
+    unsafe fn nv256(a: __m256, b: __m256, c: __m256) -> __m256 {
         use std::arch::x86_64::*;
         // SAFETY: as above.
         unsafe { _mm256_sub_ps(c, _mm256_mul_ps(a, b)) }

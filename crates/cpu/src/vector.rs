@@ -73,9 +73,9 @@ fn chain_at(
         // lengths the kernel relies on.
         SimdLevel::Avx512 => unsafe { chain_avx512(steps, dst, src, stream) },
         // SAFETY: as above, for avx2 and fma.
-        SimdLevel::Avx2Fma => unsafe { chain_avx2(steps, dst, src, stream) },
+        SimdLevel::Avx2Fma => unsafe { chain_avx2::<__m256>(steps, dst, src, stream) },
         // SAFETY: as above.
-        SimdLevel::Avx2NoFma => unsafe { chain_avx2_nofma(steps, dst, src, stream) },
+        SimdLevel::Avx2NoFma => unsafe { chain_avx2::<NoFma256>(steps, dst, src, stream) },
         SimdLevel::Scalar => panic!("chain_segment needs AVX2 or AVX-512"),
     }
 }
@@ -86,18 +86,17 @@ fn chain_avx512(steps: &[(ElemOp, Operand<'_>)], dst: &mut [f32], src: &[f32], s
     unsafe { chain::<__m512>(steps, dst, src, stream) }
 }
 
+/// `V` is `__m256` (FMA) or [`NoFma256`] (the `avx2-nofma` level).
 #[target_feature(enable = "avx2,fma")]
-fn chain_avx2(steps: &[(ElemOp, Operand<'_>)], dst: &mut [f32], src: &[f32], stream: bool) {
-    // SAFETY: compiled with avx2 and fma, which __m256's methods need; lengths checked by the
+fn chain_avx2<V: Lanes>(
+    steps: &[(ElemOp, Operand<'_>)],
+    dst: &mut [f32],
+    src: &[f32],
+    stream: bool,
+) {
+    // SAFETY: compiled with avx2 and fma, which V's methods need; lengths checked by the
     // caller.
-    unsafe { chain::<__m256>(steps, dst, src, stream) }
-}
-
-#[target_feature(enable = "avx2,fma")]
-fn chain_avx2_nofma(steps: &[(ElemOp, Operand<'_>)], dst: &mut [f32], src: &[f32], stream: bool) {
-    // SAFETY: compiled with avx2 and fma, which NoFma256's methods need (it uses no FMA);
-    // lengths checked by the caller.
-    unsafe { chain::<NoFma256>(steps, dst, src, stream) }
+    unsafe { chain::<V>(steps, dst, src, stream) }
 }
 
 /// What one vector of `op` issues at `level` in [`chain_segment`]: (vector arithmetic

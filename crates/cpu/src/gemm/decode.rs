@@ -165,14 +165,14 @@ unsafe fn decode_avx512(
     unsafe { decode_micro::<std::arch::x86_64::__m512, 8, 2, 16>(kc, a, b, c, rows, pf_rows) }
 }
 
-/// AVX2+FMA: 6 rows × 16 columns, 12 ymm accumulators (with B's two and A's broadcast, 15 of
-/// the 16 registers).
+/// AVX2: 6 rows × 16 columns, 12 ymm accumulators (with B's two and A's broadcast, 15 of the
+/// 16 registers). `V` is `__m256` (FMA) or [`crate::lanes::NoFma256`] (the `avx2-nofma` level).
 ///
 /// # Safety
 /// The CPU supports avx2 and fma; [`decode_micro`]'s bounds with R = 6, 16 columns.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn decode_avx2(
+unsafe fn decode_avx2<V: crate::lanes::Lanes>(
     kc: usize,
     a: (*const f32, usize),
     b: (*const f32, usize),
@@ -180,27 +180,9 @@ unsafe fn decode_avx2(
     rows: usize,
     pf_rows: usize,
 ) {
-    // SAFETY: compiled with avx2 and fma; the caller's bounds are decode_micro's.
-    unsafe { decode_micro::<std::arch::x86_64::__m256, 6, 2, 12>(kc, a, b, c, rows, pf_rows) }
-}
-
-/// [`decode_avx2`] with each multiply-add a multiply and an add (the `avx2-nofma` level).
-///
-/// # Safety
-/// As [`decode_avx2`].
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn decode_avx2_nofma(
-    kc: usize,
-    a: (*const f32, usize),
-    b: (*const f32, usize),
-    c: (*mut f32, usize),
-    rows: usize,
-    pf_rows: usize,
-) {
-    // SAFETY: compiled with avx2 and fma (NoFma256 uses no FMA); the caller's bounds are
+    // SAFETY: compiled with avx2 and fma, which V's methods need; the caller's bounds are
     // decode_micro's.
-    unsafe { decode_micro::<crate::lanes::NoFma256, 6, 2, 12>(kc, a, b, c, rows, pf_rows) }
+    unsafe { decode_micro::<V, 6, 2, 12>(kc, a, b, c, rows, pf_rows) }
 }
 
 /// A level's register decode kernel.
@@ -229,14 +211,14 @@ fn decode_kernel(l: SimdLevel) -> Option<DecodeKernel> {
         }),
         #[cfg(target_arch = "x86_64")]
         SimdLevel::Avx2Fma => Some(DecodeKernel {
-            f: decode_avx2,
+            f: decode_avx2::<std::arch::x86_64::__m256>,
             rows: 6,
             cols: 16,
             packed: true,
         }),
         #[cfg(target_arch = "x86_64")]
         SimdLevel::Avx2NoFma => Some(DecodeKernel {
-            f: decode_avx2_nofma,
+            f: decode_avx2::<crate::lanes::NoFma256>,
             rows: 6,
             cols: 16,
             packed: true,

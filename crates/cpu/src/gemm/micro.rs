@@ -33,14 +33,14 @@ impl Tile {
                 return Tile {
                     mr: 6,
                     nr: 16,
-                    kernel: micro_avx2,
+                    kernel: micro_avx2::<std::arch::x86_64::__m256>,
                 }
             }
             crate::simd::SimdLevel::Avx2NoFma => {
                 return Tile {
                     mr: 6,
                     nr: 16,
-                    kernel: micro_avx2_nofma,
+                    kernel: micro_avx2::<crate::lanes::NoFma256>,
                 }
             }
             crate::simd::SimdLevel::Scalar => {}
@@ -246,14 +246,15 @@ pub(super) unsafe fn micro_avx512(
 }
 
 /// 6×16 over kc steps: 12 ymm accumulators, two loads of B and six broadcasts of A a step
-/// (15 of the 16 ymm registers).
+/// (15 of the 16 ymm registers). `V` is `__m256` (FMA) or [`crate::lanes::NoFma256`] (the
+/// `avx2-nofma` level).
 ///
 /// # Safety
 /// The CPU must support avx2 and fma; `ap` holds kc·6 values, `bp` kc·16, `c` 6 rows of 16
 /// writable values with row stride `ldc`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn micro_avx2(
+pub(super) unsafe fn micro_avx2<V: crate::lanes::Lanes>(
     kc: usize,
     ap: *const f32,
     bp: *const f32,
@@ -261,27 +262,9 @@ pub(super) unsafe fn micro_avx2(
     ldc: usize,
     add: bool,
 ) {
-    // SAFETY: compiled with avx2 and fma; the caller's bounds are micro's.
-    unsafe { micro::<std::arch::x86_64::__m256, 6, 12>(kc, ap, bp, c, ldc, add) }
-}
-
-/// [`micro_avx2`] with each multiply-add a multiply and an add (the `avx2-nofma` level).
-///
-/// # Safety
-/// As [`micro_avx2`].
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn micro_avx2_nofma(
-    kc: usize,
-    ap: *const f32,
-    bp: *const f32,
-    c: *mut f32,
-    ldc: usize,
-    add: bool,
-) {
-    // SAFETY: compiled with avx2 and fma (NoFma256 uses no FMA); the caller's bounds are
+    // SAFETY: compiled with avx2 and fma, which V's methods need; the caller's bounds are
     // micro's.
-    unsafe { micro::<crate::lanes::NoFma256, 6, 12>(kc, ap, bp, c, ldc, add) }
+    unsafe { micro::<V, 6, 12>(kc, ap, bp, c, ldc, add) }
 }
 
 /// The register-tiled micro-kernel: C[R×2·LANES] (+)= Ap·Bp in `ACC` = 2·R vector accumulators

@@ -315,7 +315,7 @@ mod tests {
     use crate::kinds::tensors::uniform;
     use crate::kinds::{DType, Kind};
     #[cfg(target_arch = "x86_64")]
-    use micro::{micro_avx2, micro_avx2_nofma, micro_avx512};
+    use micro::{micro_avx2, micro_avx512};
 
     #[test]
     fn naive_and_tiled_match_f64_at_ragged_sizes() {
@@ -437,12 +437,12 @@ mod tests {
                 tiles.push(Tile {
                     mr: 6,
                     nr: 16,
-                    kernel: micro_avx2,
+                    kernel: micro_avx2::<std::arch::x86_64::__m256>,
                 });
                 tiles.push(Tile {
                     mr: 6,
                     nr: 16,
-                    kernel: micro_avx2_nofma,
+                    kernel: micro_avx2::<crate::lanes::NoFma256>,
                 });
             }
             if super::super::simd::supports(SimdLevel::Avx512) {
