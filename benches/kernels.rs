@@ -185,20 +185,23 @@ fn main() {
         rows_interleaved();
     }
     if "gemm".contains(&filter) || filter.is_empty() {
-        let g = Gemm {
-            m: 1024,
-            n: 1024,
-            k: 1024,
-            dtype: DType::F32,
-        };
-        let mut k = GemmKernels::new(g.clone(), Arc::new(g.inputs(1)));
-        let mut out = opledger::kinds::tensors::LineVec::zeroed(1024 * 1024);
-        let s = median_secs(15, || k.run(Variant::Tiled, &mut out));
-        println!(
-            "gemm tiled 1024^3: {:.2} ms = {:.1} GFLOP/s",
-            s * 1e3,
-            2.0 * 1024f64.powi(3) / s / 1e9
-        );
+        // 1152 and 1536 are not multiples of the blocking: the edges and the split over threads.
+        for size in [1024u64, 1152, 1536] {
+            let g = Gemm {
+                m: size,
+                n: size,
+                k: size,
+                dtype: DType::F32,
+            };
+            let mut k = GemmKernels::new(g.clone(), Arc::new(g.inputs(1)));
+            let mut out = opledger::kinds::tensors::LineVec::zeroed((size * size) as usize);
+            let s = median_secs(15, || k.run(Variant::Tiled, &mut out));
+            println!(
+                "gemm tiled {size}^3: {:.2} ms = {:.1} GFLOP/s",
+                s * 1e3,
+                2.0 * (size as f64).powi(3) / s / 1e9
+            );
+        }
     }
     if "decode".contains(&filter) || filter.is_empty() {
         // GEMV-like shapes: B (k × n, 64 MiB) read from memory once per run; at k = 256 it

@@ -269,8 +269,10 @@ pub(super) unsafe fn micro_avx2<V: crate::lanes::Lanes>(
 
 /// The register-tiled micro-kernel: C[R×2·LANES] (+)= Ap·Bp in `ACC` = 2·R vector accumulators
 /// (a const parameter of its own: an array length cannot be computed from R on stable Rust), two
-/// loads of B and R broadcasts of A a step; B prefetched 8 steps ahead, the C tile's lines
-/// fetched while the loop runs.
+/// loads of B and R broadcasts of A a step; A's panel prefetched 32 steps ahead (B's panel stays
+/// in L1 across the block's A panels, A's streams from L2: prefetching B instead left GEMM 1152³
+/// ~7% slower on AVX-512 and ~6% on AVX2, docs/performance.md), the C tile's lines fetched while
+/// the loop runs.
 ///
 /// # Safety
 /// V's features are enabled; `ap` holds kc·R values, `bp` kc·2·LANES, `c` R rows of 2·LANES
@@ -302,7 +304,7 @@ unsafe fn micro<V: crate::lanes::Lanes, const R: usize, const ACC: usize>(
     let mut acc = [unsafe { V::splat(0.0) }; ACC];
     for p in 0..kc {
         unsafe {
-            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(p * nr + 8 * nr) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(ap.wrapping_add(p * R + 32 * R) as *const i8);
             let b0 = V::load(bp.add(p * nr));
             let b1 = V::load(bp.add(p * nr + V::LANES));
             for i in 0..R {

@@ -190,8 +190,10 @@ impl GemmKernels {
             for (&(pc, jc), claim) in steps.iter().zip(&claims) {
                 let (kc, nc) = (KC.min(k - pc), NC.min(n - jc));
                 let panels = nc.div_ceil(t.nr);
-                // Column chunks per MC block: enough tasks for every thread several times over.
-                let chunks = (4 * threads).div_ceil(m_blocks).clamp(1, panels);
+                // Column chunks per MC block: tasks for every thread 16 times over, so that the
+                // last claimed even out the threads' finishing times (at 4 a thread, 1152³'s nine
+                // MC blocks made nine tasks for two threads: one did five, the other waited).
+                let chunks = (16 * threads).div_ceil(m_blocks).clamp(1, panels);
                 let panels_per_chunk = panels.div_ceil(chunks);
                 let b_tasks = kc.div_ceil(B_ROWS_A_TASK);
                 let a_tasks = if jc == 0 { a_panels } else { 0 };
