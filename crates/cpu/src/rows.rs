@@ -26,7 +26,7 @@
 use super::math;
 use super::simd::{
     level, prefetch_l2, store_fence, stream_norm_apply, stream_norm_apply_at, stream_scale,
-    supports, var_sweep_apply_at, LineVec, NormOut, SimdLevel,
+    supports, LineVec, SimdLevel,
 };
 use super::{CaseConfig, CpuKernels, Kernels};
 use crate::error::Result;
@@ -65,9 +65,52 @@ multiversion! {
 }
 
 multiversion! {
-    fn sum_sq_dev_row(x: &[f32], mean: f32) -> f32 {
-        lanes_sum(x, |v| (v - mean) * (v - mean))
+    /// (Σ (x − k), Σ (x − k)²) over a row in one sweep, each in LANES independent accumulators.
+    fn shifted_sums_row(x: &[f32], k: f32) -> (f32, f32) {
+        let mut a1 = [0f32; LANES];
+        let mut a2 = [0f32; LANES];
+        let chunks = x.chunks_exact(LANES);
+        let (mut t1, mut t2) = (0f32, 0f32);
+        for &v in chunks.remainder() {
+            t1 += v - k;
+            t2 += (v - k) * (v - k);
+        }
+        for c in chunks {
+            for l in 0..LANES {
+                let d = c[l] - k;
+                a1[l] += d;
+                a2[l] += d * d;
+            }
+        }
+        (a1.iter().sum::<f32>() + t1, a2.iter().sum::<f32>() + t2)
     }
+}
+
+/// A row's LayerNorm statistics, (mean, 1/√(variance + eps)), from one sweep over the row:
+/// the sums of x − k and of (x − k)², k the mean of the row's first `⌈cols/16⌉` (at least 64)
+/// values; mean = k + Σ(x − k)/n and variance = Σ(x − k)²/n − (mean − k)².
+///
+/// One sweep instead of two (the mean, then the squared deviations from it): the fused
+/// LayerNorm then has RMSNorm's shape, statistics then the streamed-out apply, and reached
+/// RMSNorm's share of the triad (docs/performance.md). The shift keeps the subtraction
+/// accurate: by Cauchy–Schwarz the mean of any m of the n values lies within σ·√(n/m) of the
+/// row's mean, so (mean − k)² ≤ 16·σ² and the variance loses at most a factor 17 of the
+/// two-sweep form's relative accuracy — whatever the row's offset, and with an outlier among
+/// the first values (a shift by the first value alone could lose all of it).
+fn ln_stats(x: &[f32], eps: f32) -> (f32, f32) {
+    let n = x.len();
+    if n == 0 {
+        return (0.0, 1.0 / eps.sqrt());
+    }
+    let head = &x[..n.div_ceil(16).max(64).min(n)];
+    let k = sum_row(head) / head.len() as f32;
+    let (s1, s2) = shifted_sums_row(x, k);
+    let inv_n = 1.0 / n as f32;
+    let d = s1 * inv_n;
+    let var = s2 * inv_n - d * d;
+    // Rounding may leave a constant row's variance a hair below 0; NaN stays NaN.
+    let var = if var < 0.0 { 0.0 } else { var };
+    (k + d, 1.0 / (var + eps).sqrt())
 }
 
 multiversion! {
@@ -484,16 +527,9 @@ fn softmax_stream_at(l: SimdLevel, x: &[f32], out: &mut [f32], cols: usize) {
         });
 }
 
-/// A row of [`layernorm_stream_at`] waiting to be written out: its output, its input and its
-/// (mean, 1/σ).
-type Pending<'a> = (&'a mut [f32], &'a [f32], (f32, f32));
-
-/// The fused LayerNorm with streaming stores, rows in pairs as [`softmax_stream_at`] pairs
-/// them: row j's mean (a sweep of its own), then row j's variance sweep, in L1, also writes row
-/// j − 1 out and asks for row j + 1 (where writing each row out after its statistics left memory
-/// idle during the two statistics sweeps). On AVX2 and AVX-512; below them, each row on its
-/// own. The same values as the rows one at a time, bit for bit. At level `l` (the tests run
-/// every level).
+/// The fused LayerNorm with streaming stores: each row's statistics in one sweep
+/// ([`ln_stats`]), then the row normalised straight out of L1 with streaming stores, asking for
+/// the next row meanwhile — RMSNorm's shape. At level `l` (the tests run every level).
 fn layernorm_stream_at(
     l: SimdLevel,
     x: &[f32],
@@ -506,57 +542,11 @@ fn layernorm_stream_at(
     if cols == 0 {
         return;
     }
-    let inv_c = 1.0 / cols as f32;
     let next = |r: usize| x.get((r + 1) * cols..(r + 2) * cols).unwrap_or(&[]);
-    if l < SimdLevel::Avx2NoFma {
-        // No paired sweep below AVX2: each row written right after its statistics, while it is
-        // in L1 (written after the next row's mean instead, it measured slower there:
-        // docs/performance.md).
-        return row_pass_direct(out, cols, |r, o| {
-            let xr = &x[r * cols..(r + 1) * cols];
-            let mean = sum_row(xr) * inv_c;
-            let rs = 1.0 / (sum_sq_dev_row(xr, mean) * inv_c + eps).sqrt();
-            stream_norm_apply_at(l, o, xr, (mean, rs), w, b, next(r));
-        });
-    }
-    let rows_per_task = (65_536 / cols).max(1);
-    // A row written out on its own (not inside the next row's sweep), asking for `next`.
-    let write_out = |(o, xr, shift_s): Pending, next: &[f32]| {
-        stream_norm_apply_at(l, o, xr, shift_s, w, b, next)
-    };
-    out.par_chunks_mut(cols * rows_per_task)
-        .enumerate()
-        .for_each(|(ci, block)| {
-            // The row whose statistics are known and whose output is not yet written.
-            let mut pending: Option<Pending> = None;
-            for (j, o) in block.chunks_mut(cols).enumerate() {
-                let r = ci * rows_per_task + j;
-                let xr = &x[r * cols..(r + 1) * cols];
-                let mean = sum_row(xr) * inv_c;
-                let sq = match pending.take() {
-                    None => sum_sq_dev_row(xr, mean),
-                    Some((po, px, shift_s)) => match NormOut::new(px, shift_s, po) {
-                        Ok(prev) => match var_sweep_apply_at(l, xr, mean, prev, w, b, next(r)) {
-                            Ok(sq) => sq,
-                            Err(prev) => {
-                                prev.write(l, w, b);
-                                sum_sq_dev_row(xr, mean)
-                            }
-                        },
-                        Err(po) => {
-                            write_out((po, px, shift_s), next(r));
-                            sum_sq_dev_row(xr, mean)
-                        }
-                    },
-                };
-                let rs = 1.0 / (sq * inv_c + eps).sqrt();
-                pending = Some((o, xr, (mean, rs)));
-            }
-            if let Some(p) = pending {
-                write_out(p, &[]);
-            }
-            store_fence();
-        });
+    row_pass_direct(out, cols, |r, o| {
+        let xr = &x[r * cols..(r + 1) * cols];
+        stream_norm_apply_at(l, o, xr, ln_stats(xr, eps), w, b, next(r));
+    });
 }
 
 /// One parallel pass producing `out` row by row: `f(row, out_row)`. With `stream`, each row is
@@ -736,8 +726,7 @@ impl RowKernels {
             }),
             WorkloadKind::Layernorm => row_pass(out, c, self.stream, |r, o| {
                 let xr = &x[r * c..(r + 1) * c];
-                let mean = sum_row(xr) * inv_c;
-                let rs = 1.0 / (sum_sq_dev_row(xr, mean) * inv_c + eps).sqrt();
+                let (mean, rs) = ln_stats(xr, eps);
                 ln_apply_row_pf(xr, mean, rs, w, b, o, next(r));
             }),
             _ if self.stream => softmax_stream_at(level(), x, out, c),
@@ -972,12 +961,11 @@ mod tests {
         }
     }
 
-    /// The pipelined LayerNorm (each row written out inside the next row's variance sweep) at
-    /// every level this CPU has, against the rows one at a time — mean, variance, then the
-    /// plain loop's (x − mean) · rstd · w + b — bit for bit, over the shapes and alignments of
-    /// the softmax test above; nothing written outside the output.
+    /// The streamed LayerNorm at every level this CPU has, against the rows one at a time —
+    /// [`ln_stats`], then the plain loop's (x − mean) · rstd · w + b — bit for bit, over the
+    /// shapes and alignments of the softmax test above; nothing written outside the output.
     #[test]
-    fn layernorm_pipelined_matches_rows_one_at_a_time_at_every_level() {
+    fn layernorm_streamed_matches_rows_one_at_a_time_at_every_level() {
         let eps = 1e-5f32;
         for l in SimdLevel::ALL {
             if !supports(l) {
@@ -988,11 +976,9 @@ mod tests {
                 let x = paired_input(n);
                 let w: Vec<f32> = (0..cols).map(|i| 0.5 + (i % 17) as f32 / 16.0).collect();
                 let b: Vec<f32> = (0..cols).map(|i| (i % 5) as f32 * 0.25 - 0.5).collect();
-                let inv_c = 1.0 / cols as f32;
                 let mut want = vec![0f32; n];
                 for (xr, wr) in x.chunks(cols).zip(want.chunks_mut(cols)) {
-                    let mean = sum_row(xr) * inv_c;
-                    let rs = 1.0 / (sum_sq_dev_row(xr, mean) * inv_c + eps).sqrt();
+                    let (mean, rs) = ln_stats(xr, eps);
                     for i in 0..cols {
                         wr[i] = (xr[i] - mean) * rs * w[i] + b[i];
                     }
@@ -1002,6 +988,65 @@ mod tests {
                 });
             }
         }
+    }
+
+    /// The one-sweep statistics against the two-sweep ones in f64, on the rows that break a
+    /// naive one-sweep variance: a large offset with small spread, a massive value among the
+    /// first (the shift's sample), a massive value elsewhere, a constant row; NaN propagates.
+    #[test]
+    fn ln_stats_hold_on_offsets_and_outliers() {
+        let noise = |i: usize| ((i as f32 * 0.618_034).fract() - 0.5) * 2.0;
+        let rows: Vec<(&str, Vec<f32>)> = vec![
+            (
+                "offset 1e4, spread 1",
+                (0..4096).map(|i| 1.0e4 + noise(i)).collect(),
+            ),
+            (
+                "offset -3e3, spread 0.01",
+                (0..1000).map(|i| -3.0e3 + 0.01 * noise(i)).collect(),
+            ),
+            (
+                "massive first value",
+                (0..4096)
+                    .map(|i| if i == 0 { 3.0e4 } else { noise(i) })
+                    .collect(),
+            ),
+            (
+                "massive values among the first",
+                (0..4096)
+                    .map(|i| if i < 8 { 1.0e4 } else { noise(i) })
+                    .collect(),
+            ),
+            (
+                "massive last value",
+                (0..4099)
+                    .map(|i| if i == 4098 { 3.0e4 } else { noise(i) })
+                    .collect(),
+            ),
+            ("short row", vec![1.0, 2.0, 4.0]),
+        ];
+        for (what, x) in &rows {
+            let n = x.len() as f64;
+            let mean = x.iter().map(|&v| v as f64).sum::<f64>() / n;
+            let var = x.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / n;
+            let (m, rs) = ln_stats(x, 0.0);
+            let got_var = 1.0 / (rs as f64 * rs as f64);
+            let sd = var.sqrt();
+            assert!(
+                (m as f64 - mean).abs() <= 1e-5 * (sd + mean.abs()),
+                "{what}: mean {m} vs {mean}"
+            );
+            assert!(
+                (got_var - var).abs() <= 1e-4 * var,
+                "{what}: variance {got_var} vs {var}"
+            );
+        }
+        let (_, rs) = ln_stats(&[3.5; 300], 1e-5);
+        assert_eq!(rs, 1.0 / 1e-5f32.sqrt(), "a constant row's variance is 0");
+        let mut x = vec![1.0f32; 200];
+        x[150] = f32::NAN;
+        let (m, rs) = ln_stats(&x, 1e-5);
+        assert!(m.is_nan() && rs.is_nan());
     }
 
     #[test]
