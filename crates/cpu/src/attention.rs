@@ -10,7 +10,8 @@
 //! same block shapes, so the comparison isolates the IO of S and P, not the arithmetic.
 
 use super::gemm::{Block, Mat, Tile, TileOut};
-use super::rows::{exp_sub_sum_in_place, exp_sub_sum_row, max_row, scale_in_place};
+use super::rows::{exp_sub_sum_in_place_at, exp_sub_sum_pf_at, max_row, scale_in_place};
+use super::simd::level;
 use super::{CaseConfig, CpuKernels, Kernels};
 use crate::error::Result;
 use crate::kinds::attention::Attention;
@@ -286,7 +287,7 @@ impl AttentionKernels {
             .enumerate()
             .for_each(|(row, prow)| {
                 let srow = &s[row * n..(row + 1) * n];
-                let sum = exp_sub_sum_row(srow, max_row(srow), prow);
+                let sum = exp_sub_sum_pf_at(level(), srow, max_row(srow), prow, &[]);
                 scale_in_place(prow, 1.0 / sum);
             });
         // Pass 3: O = P·V.
@@ -345,7 +346,7 @@ impl AttentionKernels {
                             continue;
                         }
                         let m_new = if row_max > m[r] { row_max } else { m[r] };
-                        let psum = exp_sub_sum_in_place(srow, m_new);
+                        let psum = exp_sub_sum_in_place_at(level(), srow, m_new);
                         if m_new != m[r] {
                             // One exponential a row: outside the multiversioned kernels a
                             // fused multiply-add is a library call, a multiply and an add

@@ -179,16 +179,6 @@ multiversion! {
 }
 
 multiversion! {
-    /// out = exp(x − m); returns Σ out.
-    pub(super) fn exp_sub_sum_row(x: &[f32], m: f32, out: &mut [f32]) -> f32 {
-        for (o, &v) in out.iter_mut().zip(x) {
-            *o = math::exp::<M>(v - m);
-        }
-        lanes_sum(out, |v| v)
-    }
-}
-
-multiversion! {
     /// x = exp(x − m); returns Σ x.
     pub(super) fn exp_sub_sum_in_place(x: &mut [f32], m: f32) -> f32 {
         for v in x.iter_mut() {
@@ -251,7 +241,7 @@ multiversion! {
 }
 
 multiversion! {
-    /// exp_sub_sum_row, prefetching `next` meanwhile.
+    /// out = exp(x − m), returning Σ out, prefetching `next` meanwhile.
     fn exp_sub_sum_row_pf(x: &[f32], m: f32, out: &mut [f32], next: &[f32]) -> f32 {
         with_prefetch(out.len(), next, |b| {
             for (o, &v) in out[b.clone()].iter_mut().zip(&x[b]) {
@@ -297,18 +287,18 @@ impl<'a> WriteOut<'a> {
 /// stores.
 ///
 /// # Safety
-/// The CPU supports avx512f; `prev`, when given, is as long as `x` and `out`.
+/// The CPU supports avx512f; `x` and `out` point to `n` values each (the same ones for the
+/// exponentials in place: each vector is read before it is written); `prev`, when given, is `n`
+/// long and apart from them.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn exp_sub_sum_avx512(
-    x: &[f32],
+    (x, out, n): (*const f32, *mut f32, usize),
     m: f32,
-    out: &mut [f32],
     next: &[f32],
     mut prev: Option<WriteOut>,
 ) -> f32 {
     use std::arch::x86_64::*;
-    let n = x.len().min(out.len());
     let mv = _mm512_set1_ps(m);
     let sv = _mm512_set1_ps(prev.as_ref().map_or(1.0, |w| w.s));
     let mut acc = [_mm512_setzero_ps(); 4];
@@ -323,11 +313,8 @@ unsafe fn exp_sub_sum_avx512(
         for (h, a) in acc.iter_mut().enumerate() {
             // SAFETY: i + 64 <= n bounds x and out at i + 16·h .. + 16.
             unsafe {
-                let v = math::exp_v(_mm512_sub_ps(
-                    _mm512_loadu_ps(x.as_ptr().add(i + 16 * h)),
-                    mv,
-                ));
-                _mm512_storeu_ps(out.as_mut_ptr().add(i + 16 * h), v);
+                let v = math::exp_v(_mm512_sub_ps(_mm512_loadu_ps(x.add(i + 16 * h)), mv));
+                _mm512_storeu_ps(out.add(i + 16 * h), v);
                 *a = _mm512_add_ps(*a, v);
             }
         }
@@ -352,11 +339,8 @@ unsafe fn exp_sub_sum_avx512(
         let mask: __mmask16 = ((1u32 << k) - 1) as u16;
         // SAFETY: the masked lanes are i .. i + k <= n of x and out; the others are not touched.
         unsafe {
-            let v = math::exp_v(_mm512_sub_ps(
-                _mm512_maskz_loadu_ps(mask, x.as_ptr().add(i)),
-                mv,
-            ));
-            _mm512_mask_storeu_ps(out.as_mut_ptr().add(i), mask, v);
+            let v = math::exp_v(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x.add(i)), mv));
+            _mm512_mask_storeu_ps(out.add(i), mask, v);
             acc[0] = _mm512_add_ps(acc[0], _mm512_maskz_mov_ps(mask, v));
         }
         i += k;
@@ -370,18 +354,16 @@ unsafe fn exp_sub_sum_avx512(
 /// elements) through the scalar [`math::exp`]. For `x ≤ m` (no exponential above 1).
 ///
 /// # Safety
-/// The CPU supports avx2 and fma; `prev`, when given, is as long as `x` and `out`.
+/// As [`exp_sub_sum_avx512`]'s, with avx2 and fma for avx512f.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn exp_sub_sum_avx2<M: math::MulAdd>(
-    x: &[f32],
+    (x, out, n): (*const f32, *mut f32, usize),
     m: f32,
-    out: &mut [f32],
     next: &[f32],
     mut prev: Option<WriteOut>,
 ) -> f32 {
     use std::arch::x86_64::*;
-    let n = x.len().min(out.len());
     let mv = _mm256_set1_ps(m);
     let sv = _mm256_set1_ps(prev.as_ref().map_or(1.0, |w| w.s));
     let mut acc = [_mm256_setzero_ps(); 4];
@@ -395,12 +377,12 @@ unsafe fn exp_sub_sum_avx2<M: math::MulAdd>(
         let mut d = [_mm256_setzero_ps(); 4];
         for (h, dh) in d.iter_mut().enumerate() {
             // SAFETY: i + 32 <= n bounds x at i + 8·h .. + 8.
-            *dh = _mm256_sub_ps(unsafe { _mm256_loadu_ps(x.as_ptr().add(i + 8 * h)) }, mv);
+            *dh = _mm256_sub_ps(unsafe { _mm256_loadu_ps(x.add(i + 8 * h)) }, mv);
         }
         let e = math::exp_v_avx2_n::<M, 4>(d);
         for (h, a) in acc.iter_mut().enumerate() {
             // SAFETY: i + 32 <= n bounds out at i + 8·h .. + 8.
-            unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(i + 8 * h), e[h]) };
+            unsafe { _mm256_storeu_ps(out.add(i + 8 * h), e[h]) };
             *a = _mm256_add_ps(*a, e[h]);
         }
         if let Some(w) = prev.as_mut() {
@@ -425,16 +407,72 @@ unsafe fn exp_sub_sum_avx2<M: math::MulAdd>(
     unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), s) };
     let mut sum: f32 = lanes.iter().sum();
     for j in i..n {
-        out[j] = math::exp::<M>(x[j] - m);
-        sum += out[j];
+        // SAFETY: j < n bounds x and out.
+        unsafe {
+            let e = math::exp::<M>(*x.add(j) - m);
+            *out.add(j) = e;
+            sum += e;
+        }
     }
     sum
 }
 
 /// `out = exp(x − m)` for `x ≤ m`, returning Σ out, prefetching `next` meanwhile, at level `l`
 /// (below AVX2, the multiversioned loop at the process's level).
-fn exp_sub_sum_pf_at(l: SimdLevel, x: &[f32], m: f32, out: &mut [f32], next: &[f32]) -> f32 {
+pub(super) fn exp_sub_sum_pf_at(
+    l: SimdLevel,
+    x: &[f32],
+    m: f32,
+    out: &mut [f32],
+    next: &[f32],
+) -> f32 {
     exp_sub_sum_write_at(l, x, m, out, next, None)
+}
+
+/// The hand-vectorized exponential sweep of level `l` (AVX-512, AVX2 with or without FMA), or
+/// None below them (`prev` then left for the caller).
+///
+/// # Safety
+/// The CPU supports `l`; as [`exp_sub_sum_avx512`]'s contract for the pointers and `prev`.
+unsafe fn exp_sub_sum_vector(
+    l: SimdLevel,
+    xon: (*const f32, *mut f32, usize),
+    m: f32,
+    next: &[f32],
+    prev: &mut Option<WriteOut>,
+) -> Option<f32> {
+    // SAFETY (each arm): the caller's contract.
+    match l {
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx512 => Some(unsafe { exp_sub_sum_avx512(xon, m, next, prev.take()) }),
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx2Fma => {
+            Some(unsafe { exp_sub_sum_avx2::<math::Fused>(xon, m, next, prev.take()) })
+        }
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx2NoFma => {
+            Some(unsafe { exp_sub_sum_avx2::<math::Separate>(xon, m, next, prev.take()) })
+        }
+        _ => {
+            let _ = (xon, m, next, prev);
+            None
+        }
+    }
+}
+
+/// `x = exp(x − m)` for `x ≤ m` in place, returning Σ x, at level `l`: the softmax rows'
+/// exponential sweep (AVX-512's 12 operations an exponential, AVX2's 13) where attention
+/// turns a tile's scores into probabilities; below AVX2 the multiversioned loop.
+pub(super) fn exp_sub_sum_in_place_at(l: SimdLevel, x: &mut [f32], m: f32) -> f32 {
+    assert!(supports(l), "this CPU lacks {}", l.name());
+    let n = x.len();
+    let p = x.as_mut_ptr();
+    // SAFETY: supports(l), asserted above; x and out are the same n values, each vector read
+    // before it is written (the kernels' contract allows it); no row written out.
+    if let Some(sum) = unsafe { exp_sub_sum_vector(l, (p, p, n), m, &[], &mut None) } {
+        return sum;
+    }
+    exp_sub_sum_in_place(x, m)
 }
 
 /// [`exp_sub_sum_pf_at`] that also writes `prev` out (the previous row, in the same sweep on
@@ -445,7 +483,7 @@ fn exp_sub_sum_write_at(
     m: f32,
     out: &mut [f32],
     next: &[f32],
-    prev: Option<WriteOut>,
+    mut prev: Option<WriteOut>,
 ) -> f32 {
     assert!(supports(l), "this CPU lacks {}", l.name());
     let n = x.len().min(out.len());
@@ -453,22 +491,12 @@ fn exp_sub_sum_write_at(
         prev.as_ref().is_none_or(|w| w.dst.len() == n),
         "the row written out is as long as this one"
     );
-    #[cfg(target_arch = "x86_64")]
-    if l == SimdLevel::Avx512 {
-        // SAFETY: supports(l) and prev's length, asserted above.
-        return unsafe { exp_sub_sum_avx512(&x[..n], m, &mut out[..n], next, prev) };
-    }
-    #[cfg(target_arch = "x86_64")]
-    if l == SimdLevel::Avx2Fma {
-        // SAFETY: supports(l) and prev's length, asserted above.
-        return unsafe { exp_sub_sum_avx2::<math::Fused>(&x[..n], m, &mut out[..n], next, prev) };
-    }
-    #[cfg(target_arch = "x86_64")]
-    if l == SimdLevel::Avx2NoFma {
-        // SAFETY: as above.
-        return unsafe {
-            exp_sub_sum_avx2::<math::Separate>(&x[..n], m, &mut out[..n], next, prev)
-        };
+    // SAFETY: supports(l) and prev's length, asserted above; x and out are n long (distinct
+    // borrows: apart).
+    if let Some(sum) =
+        unsafe { exp_sub_sum_vector(l, (x.as_ptr(), out.as_mut_ptr(), n), m, next, &mut prev) }
+    {
+        return sum;
     }
     let sum = exp_sub_sum_row_pf(x, m, out, next);
     if let Some(w) = prev {
@@ -866,6 +894,21 @@ mod tests {
                 assert!(
                     (sum as f64 - want_sum).abs() <= 1e-5 * want_sum.max(1e-30),
                     "{l:?} n={n} Σ {sum} vs {want_sum}"
+                );
+                // In place (attention's tiles): the same values and sum, bit for bit.
+                let mut inplace = x.clone();
+                let sum_in_place = exp_sub_sum_in_place_at(l, &mut inplace, m);
+                assert_eq!(
+                    sum_in_place.to_bits(),
+                    sum.to_bits(),
+                    "{l:?} n={n} Σ in place"
+                );
+                assert!(
+                    inplace
+                        .iter()
+                        .zip(&out)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{l:?} n={n}: in place differs"
                 );
             }
             let mut out = [0f32; 40];
