@@ -120,7 +120,7 @@ impl LineVec {
         let mut buf: Vec<f32> = Vec::with_capacity(total);
         // The advice must come before the pages are first touched (by the fill below).
         advise_huge_pages(buf.as_mut_ptr(), total);
-        buf.resize(total, value);
+        fill_spare(&mut buf, total, value);
         // An f32 pointer is 4-byte aligned, so at most 15 elements separate it from a line
         // boundary; `min` keeps the slice in bounds even if align_offset gave up (it may).
         let off = buf.as_ptr().align_offset(64).min(LINE_F32 - 1);
@@ -147,11 +147,38 @@ impl LineVec {
         let total = len.next_multiple_of(HUGE_F32) + HUGE_F32;
         let mut buf: Vec<f32> = Vec::with_capacity(total);
         advise_huge_pages_always(buf.as_mut_ptr(), total);
-        buf.resize(total, 0.0);
+        fill_spare(&mut buf, total, 0.0);
         let off = buf.as_ptr().align_offset(2 << 20).min(HUGE_F32);
         LineVec { buf, off, len }
     }
 }
+
+/// Sets an empty `buf` (capacity ≥ `total`) to `total` copies of `value`, a large buffer by
+/// all of the pool's threads at once. The fill is the buffer's first touch of its pages: on a
+/// virtual machine whose host backs memory as the guest first touches it, a page fault costs
+/// far more than the write (a 1 GiB fresh buffer took 5–6 s from one thread and 1–3 s from two
+/// on the 2-core Intel Xeon VM, docs/performance.md), and the faults of several threads are
+/// served side by side.
+fn fill_spare(buf: &mut Vec<f32>, total: usize, value: f32) {
+    assert!(buf.is_empty() && buf.capacity() >= total);
+    let spare = &mut buf.spare_capacity_mut()[..total];
+    if total * std::mem::size_of::<f32>() >= PARALLEL_FILL_MIN_BYTES {
+        spare.par_chunks_mut(FILL_CHUNK).for_each(|c| {
+            for x in c {
+                x.write(value);
+            }
+        });
+    } else {
+        for x in spare.iter_mut() {
+            x.write(value);
+        }
+    }
+    // SAFETY: the first `total` elements were all written above, and total ≤ capacity.
+    unsafe { buf.set_len(total) };
+}
+
+/// Buffers from this size up are filled by the pool's threads ([`fill_spare`]).
+const PARALLEL_FILL_MIN_BYTES: usize = 4 << 20;
 
 /// Buffers from this size up ask for huge pages (smaller ones would not fill a 2 MiB page).
 const HUGE_PAGE_MIN_BYTES: usize = 4 << 20;
