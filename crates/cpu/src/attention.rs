@@ -135,7 +135,7 @@ thread_local! {
     /// Per-thread buffers of the flash tasks (packed Q, packed P, the score tile): allocated
     /// once a thread, not once a task (rayon's `for_each_init` calls its init per split, and
     /// fresh pages cost page faults).
-    static SCRATCH: std::cell::RefCell<(Vec<f32>, Vec<f32>, Vec<f32>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
+    static SCRATCH: std::cell::RefCell<(Vec<f32>, Vec<f32>, Vec<f32>, Vec<f32>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new(), Vec::new())) };
 }
 
 /// Packs the query rows of one task, times the softmax scale (so that the scores come out of
@@ -166,13 +166,16 @@ struct BlockShape {
 }
 
 /// s[i][j] (row stride `ld`) = Q_blockᵢ · K[j0 + j] (Q packed and scaled in `qp`, the key tile
-/// packed in `kt`) for i < rows, j < cols; −∞ where key j0+j > query i0+i when causal.
+/// packed in `kt`) for i < rows, j < cols; −∞ where key j0+j > query i0+i when causal. With
+/// `row_max` (a tile without a mask), each row's scores are also folded into its running maxima
+/// there (`t.max_lanes` a row, [`Tile::store_max`]).
 fn scores_block(
     t: &Tile,
     (qp, kt): (&[f32], &[f32]),
     shape: BlockShape,
     (s, ld): (&mut [f32], usize),
     mask: Option<(usize, usize)>,
+    mut row_max: Option<&mut [f32]>,
 ) {
     let BlockShape { rows, cols, d } = shape;
     for jp in 0..cols.div_ceil(t.nr) {
@@ -188,7 +191,13 @@ fn scores_block(
                 rows: mr,
                 cols: nr,
             };
-            t.store(d, qpanel, kpanel, out, false);
+            match row_max.as_deref_mut() {
+                Some(rm) => {
+                    let lanes = t.max_lanes;
+                    t.store_max(d, qpanel, kpanel, out, &mut rm[ip * t.mr * lanes..]);
+                }
+                None => t.store(d, qpanel, kpanel, out, false),
+            }
             let Some((i0, j0)) = mask else { continue };
             for i in 0..mr {
                 let r = ip * t.mr + i;
@@ -270,7 +279,14 @@ impl AttentionKernels {
                 let cols = BC.min(n - j0);
                 let mask = causal.then_some((i0, j0));
                 let shape = BlockShape { rows, cols, d };
-                scores_block(&tile, (qp, kv.k(h, j0)), shape, (&mut sblk[j0..], n), mask);
+                scores_block(
+                    &tile,
+                    (qp, kv.k(h, j0)),
+                    shape,
+                    (&mut sblk[j0..], n),
+                    mask,
+                    None,
+                );
             }
             if kv_end < n {
                 // Beyond the diagonal blocks: masked.
@@ -325,7 +341,7 @@ impl AttentionKernels {
         let tile = kv.t;
         // One task per (head, query tile); its output rows are contiguous.
         head_tiles(out, n, d).for_each(|(h, i0, rows, otile)| {
-            SCRATCH.with_borrow_mut(|(qp, pp, sbuf)| {
+            SCRATCH.with_borrow_mut(|(qp, pp, sbuf, maxima)| {
                 sbuf.resize(BR * BC, 0.0);
                 pack_q(&tile, q, d, h * n + i0, rows, scale, qp);
                 let mut m = [f32::NEG_INFINITY; BR];
@@ -336,11 +352,27 @@ impl AttentionKernels {
                     let cols = BC.min(n - j0);
                     let mask = causal.then_some((i0, j0));
                     let shape = BlockShape { rows, cols, d };
-                    scores_block(&tile, (qp, kv.k(h, j0)), shape, (sbuf, BC), mask);
+                    // A tile without a mask has its rows' maxima found by the micro-kernel as
+                    // it stores the scores (no sweep over them for it); a masked tile's are
+                    // taken after its mask.
+                    let lanes = tile.max_lanes;
+                    let fused_max = mask.is_none();
+                    if fused_max {
+                        maxima.clear();
+                        maxima.resize(rows.next_multiple_of(tile.mr) * lanes, f32::NEG_INFINITY);
+                    }
+                    let rm = fused_max.then_some(&mut maxima[..]);
+                    scores_block(&tile, (qp, kv.k(h, j0)), shape, (sbuf, BC), mask, rm);
                     // Online softmax: P = exp(S − m_new) in place, rescale what was summed.
                     for r in 0..rows {
                         let srow = &mut sbuf[r * BC..r * BC + cols];
-                        let row_max = max_row(srow);
+                        let row_max = if fused_max {
+                            maxima[r * lanes..(r + 1) * lanes]
+                                .iter()
+                                .fold(f32::NEG_INFINITY, |a, &b| if b > a { b } else { a })
+                        } else {
+                            max_row(srow)
+                        };
                         if row_max == f32::NEG_INFINITY {
                             srow.fill(0.0); // the whole tile is masked for this row
                             continue;

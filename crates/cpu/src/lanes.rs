@@ -41,6 +41,8 @@ pub unsafe trait Lanes: Copy {
     unsafe fn splat(x: f32) -> Self;
     unsafe fn add(a: Self, b: Self) -> Self;
     unsafe fn mul(a: Self, b: Self) -> Self;
+    /// The larger of each lane (`b` where either is NaN, as `vmaxps`).
+    unsafe fn max(a: Self, b: Self) -> Self;
     /// a·b + c, one rounding.
     unsafe fn fmadd(a: Self, b: Self, c: Self) -> Self;
     /// max(0, v), keeping NaN and −0 as the scalar relu does.
@@ -98,6 +100,10 @@ unsafe impl Lanes for __m512 {
         unsafe { _mm512_mul_ps(a, b) }
     }
     #[inline(always)]
+    unsafe fn max(a: Self, b: Self) -> Self {
+        unsafe { _mm512_max_ps(a, b) }
+    }
+    #[inline(always)]
     unsafe fn fmadd(a: Self, b: Self, c: Self) -> Self {
         unsafe { _mm512_fmadd_ps(a, b, c) }
     }
@@ -148,6 +154,10 @@ unsafe impl Lanes for __m256 {
     #[inline(always)]
     unsafe fn mul(a: Self, b: Self) -> Self {
         unsafe { _mm256_mul_ps(a, b) }
+    }
+    #[inline(always)]
+    unsafe fn max(a: Self, b: Self) -> Self {
+        unsafe { _mm256_max_ps(a, b) }
     }
     #[inline(always)]
     unsafe fn fmadd(a: Self, b: Self, c: Self) -> Self {
@@ -208,6 +218,10 @@ unsafe impl Lanes for NoFma256 {
     #[inline(always)]
     unsafe fn mul(a: Self, b: Self) -> Self {
         unsafe { NoFma256(__m256::mul(a.0, b.0)) }
+    }
+    #[inline(always)]
+    unsafe fn max(a: Self, b: Self) -> Self {
+        unsafe { NoFma256(__m256::max(a.0, b.0)) }
     }
     #[inline(always)]
     unsafe fn fmadd(a: Self, b: Self, c: Self) -> Self {

@@ -15,6 +15,14 @@ pub struct Tile {
     /// `ap` holds kc·mr values, `bp` kc·nr, `c` points to mr rows of nr writable values, row
     /// stride `ldc`; the CPU has the instructions the kernel was compiled for.
     pub(super) kernel: unsafe fn(usize, *const f32, *const f32, *mut f32, usize, bool),
+    /// The same product stored (not added) into C, each row's maxima folded into `max_lanes`
+    /// running maxima of that row (see [`Tile::store_max`]).
+    ///
+    /// # Safety
+    /// As `kernel`'s, and the last pointer is writable at mr·max_lanes values.
+    pub(super) kernel_max: unsafe fn(usize, *const f32, *const f32, *mut f32, usize, *mut f32),
+    /// Running maxima a row of a [`Tile::store_max`] keeps: the kernel's vector width.
+    pub max_lanes: usize,
 }
 
 impl Tile {
@@ -27,6 +35,8 @@ impl Tile {
                     mr: 12,
                     nr: 32,
                     kernel: micro_avx512,
+                    kernel_max: micro_max_avx512,
+                    max_lanes: 16,
                 }
             }
             crate::simd::SimdLevel::Avx2Fma => {
@@ -34,6 +44,8 @@ impl Tile {
                     mr: 6,
                     nr: 16,
                     kernel: micro_avx2::<std::arch::x86_64::__m256>,
+                    kernel_max: micro_max_avx2::<std::arch::x86_64::__m256>,
+                    max_lanes: 8,
                 }
             }
             crate::simd::SimdLevel::Avx2NoFma => {
@@ -41,6 +53,8 @@ impl Tile {
                     mr: 6,
                     nr: 16,
                     kernel: micro_avx2::<crate::lanes::NoFma256>,
+                    kernel_max: micro_max_avx2::<crate::lanes::NoFma256>,
+                    max_lanes: 8,
                 }
             }
             crate::simd::SimdLevel::Scalar => {}
@@ -54,6 +68,8 @@ impl Tile {
             mr: PORTABLE_MR,
             nr: PORTABLE_NR,
             kernel: micro_portable_raw,
+            kernel_max: micro_max_portable_raw,
+            max_lanes: PORTABLE_NR,
         }
     }
 
@@ -94,6 +110,58 @@ impl Tile {
                 }
             } else {
                 dst.copy_from_slice(src);
+            }
+        }
+    }
+
+    /// C[rows×cols] (the tile `out`) = Ap·Bp, as [`Tile::store`] without adding, and each of
+    /// the tile's rows' values folded into that row's running maxima: `row_max` holds
+    /// `max_lanes` of them a row (rows × max_lanes values, the tile's first row first), which
+    /// the caller starts at −∞ and reduces when its rows are done. A row's maximum found while
+    /// its values are still in registers, not by another sweep over them (flash attention's
+    /// score tiles: docs/performance.md).
+    pub fn store_max(
+        &self,
+        kc: usize,
+        ap: &[f32],
+        bp: &[f32],
+        out: TileOut<'_>,
+        row_max: &mut [f32],
+    ) {
+        let TileOut {
+            c,
+            ld: ldc,
+            rows,
+            cols,
+        } = out;
+        let lanes = self.max_lanes;
+        assert!(row_max.len() >= rows * lanes);
+        if rows == self.mr && cols == self.nr {
+            assert!(ap.len() >= kc * self.mr && bp.len() >= kc * self.nr);
+            assert!(ldc >= self.nr && c.len() >= (self.mr - 1) * ldc + self.nr);
+            // SAFETY: the asserts above are the kernel's bounds contract (row_max holds
+            // mr·max_lanes values); `self` was built by of_this_cpu/portable, which pick a kernel
+            // this CPU runs.
+            return unsafe {
+                (self.kernel_max)(
+                    kc,
+                    ap.as_ptr(),
+                    bp.as_ptr(),
+                    c.as_mut_ptr(),
+                    ldc,
+                    row_max.as_mut_ptr(),
+                )
+            };
+        }
+        let mut acc = [0f32; MAX_TILE];
+        self.into_acc(kc, ap, bp, &mut acc);
+        for i in 0..rows {
+            let src = &acc[i * self.nr..i * self.nr + cols];
+            c[i * ldc..i * ldc + cols].copy_from_slice(src);
+            let m = &mut row_max[i * lanes..(i + 1) * lanes];
+            for (j, &v) in src.iter().enumerate() {
+                // As vmaxps(m, v): v where either is NaN.
+                m[j % lanes] = if m[j % lanes] > v { m[j % lanes] } else { v };
             }
         }
     }
@@ -210,6 +278,42 @@ pub(super) unsafe fn micro_portable_raw(
     }
 }
 
+/// [`micro_portable_raw`] stored (not added), each row's 16 columns folded into its 16
+/// running maxima.
+///
+/// # Safety
+/// As [`micro_portable_raw`]'s, and `row_max` holds 4·16 writable values.
+pub(super) unsafe fn micro_max_portable_raw(
+    kc: usize,
+    ap: *const f32,
+    bp: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    row_max: *mut f32,
+) {
+    // SAFETY: the caller's contract is these slices' bounds.
+    let (ap, bp, row_max) = unsafe {
+        (
+            std::slice::from_raw_parts(ap, kc * PORTABLE_MR),
+            std::slice::from_raw_parts(bp, kc * PORTABLE_NR),
+            std::slice::from_raw_parts_mut(row_max, PORTABLE_MR * PORTABLE_NR),
+        )
+    };
+    let mut acc = [[0f32; PORTABLE_NR]; PORTABLE_MR];
+    micro_portable(kc, ap, bp, &mut acc);
+    for (i, row) in acc.iter().enumerate() {
+        // SAFETY: row i < 4 of the caller's tile, 16 values from c + i·ldc.
+        let dst = unsafe { std::slice::from_raw_parts_mut(c.add(i * ldc), PORTABLE_NR) };
+        dst.copy_from_slice(row);
+        for (m, &v) in row_max[i * PORTABLE_NR..(i + 1) * PORTABLE_NR]
+            .iter_mut()
+            .zip(row)
+        {
+            *m = if *m > v { *m } else { v };
+        }
+    }
+}
+
 crate::multiversion! {
     /// Accumulators in a local array of 4 rows of 16: LLVM keeps them in vector registers
     /// (4 NEON or SSE registers a row) and unrolls the row loop.
@@ -267,6 +371,70 @@ pub(super) unsafe fn micro_avx2<V: crate::lanes::Lanes>(
     unsafe { micro::<V, 6, 12>(kc, ap, bp, c, ldc, add) }
 }
 
+/// [`micro_avx512`] stored, each row's maxima folded into its 16 running maxima.
+///
+/// # Safety
+/// As [`micro_avx512`]'s, and `row_max` holds 12·16 writable values.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn micro_max_avx512(
+    kc: usize,
+    ap: *const f32,
+    bp: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    row_max: *mut f32,
+) {
+    // SAFETY: compiled with avx512f; the caller's bounds are micro_max's.
+    unsafe { micro_max::<std::arch::x86_64::__m512, 12, 24>(kc, ap, bp, c, ldc, row_max) }
+}
+
+/// [`micro_avx2`] stored, each row's maxima folded into its 8 running maxima.
+///
+/// # Safety
+/// As [`micro_avx2`]'s, and `row_max` holds 6·8 writable values.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn micro_max_avx2<V: crate::lanes::Lanes>(
+    kc: usize,
+    ap: *const f32,
+    bp: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    row_max: *mut f32,
+) {
+    // SAFETY: compiled with avx2 and fma, which V's methods need; the caller's bounds are
+    // micro_max's.
+    unsafe { micro_max::<V, 6, 12>(kc, ap, bp, c, ldc, row_max) }
+}
+
+/// [`micro`]'s product stored into C (not added), and row i's two vectors folded into
+/// `row_max[i·LANES..]`, lane by lane.
+///
+/// # Safety
+/// As [`micro`]'s, and `row_max` holds R·LANES writable values.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn micro_max<V: crate::lanes::Lanes, const R: usize, const ACC: usize>(
+    kc: usize,
+    ap: *const f32,
+    bp: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    row_max: *mut f32,
+) {
+    // SAFETY (all below): the caller's contract.
+    let acc = unsafe { micro_acc::<V, R, ACC>(kc, ap, bp, c, ldc) };
+    for i in 0..R {
+        unsafe {
+            V::store(c.add(i * ldc), acc[2 * i]);
+            V::store(c.add(i * ldc + V::LANES), acc[2 * i + 1]);
+            let m = row_max.add(i * V::LANES);
+            V::store(m, V::max(V::load(m), V::max(acc[2 * i], acc[2 * i + 1])));
+        }
+    }
+}
+
 /// The register-tiled micro-kernel: C[R×2·LANES] (+)= Ap·Bp in `ACC` = 2·R vector accumulators
 /// (a const parameter of its own: an array length cannot be computed from R on stable Rust), two
 /// loads of B and R broadcasts of A a step; A's panel prefetched 32 steps ahead (B's panel stays
@@ -287,6 +455,38 @@ unsafe fn micro<V: crate::lanes::Lanes, const R: usize, const ACC: usize>(
     ldc: usize,
     add: bool,
 ) {
+    // SAFETY (all below): the caller's contract; rows i < R, columns < 2·LANES stay in the
+    // caller's tile.
+    let acc = unsafe { micro_acc::<V, R, ACC>(kc, ap, bp, c, ldc) };
+    for i in 0..R {
+        for h in 0..2 {
+            unsafe {
+                let dst = c.add(i * ldc + h * V::LANES);
+                let v = if add {
+                    V::add(V::load(dst), acc[2 * i + h])
+                } else {
+                    acc[2 * i + h]
+                };
+                V::store(dst, v);
+            }
+        }
+    }
+}
+
+/// The loop of [`micro`] and [`micro_max`]: the C tile's lines asked for, then the 2·R
+/// accumulators of Ap·Bp over kc steps.
+///
+/// # Safety
+/// As [`micro`]'s (C is only prefetched here).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn micro_acc<V: crate::lanes::Lanes, const R: usize, const ACC: usize>(
+    kc: usize,
+    ap: *const f32,
+    bp: *const f32,
+    c: *mut f32,
+    ldc: usize,
+) -> [V; ACC] {
     use std::arch::x86_64::*;
     debug_assert_eq!(ACC, 2 * R);
     let nr = 2 * V::LANES;
@@ -314,17 +514,5 @@ unsafe fn micro<V: crate::lanes::Lanes, const R: usize, const ACC: usize>(
             }
         }
     }
-    for i in 0..R {
-        for h in 0..2 {
-            unsafe {
-                let dst = c.add(i * ldc + h * V::LANES);
-                let v = if add {
-                    V::add(V::load(dst), acc[2 * i + h])
-                } else {
-                    acc[2 * i + h]
-                };
-                V::store(dst, v);
-            }
-        }
-    }
+    acc
 }

@@ -317,7 +317,7 @@ mod tests {
     use crate::kinds::tensors::uniform;
     use crate::kinds::{DType, Kind};
     #[cfg(target_arch = "x86_64")]
-    use micro::{micro_avx2, micro_avx512};
+    use micro::{micro_avx2, micro_avx512, micro_max_avx2, micro_max_avx512};
 
     #[test]
     fn naive_and_tiled_match_f64_at_ragged_sizes() {
@@ -440,11 +440,15 @@ mod tests {
                     mr: 6,
                     nr: 16,
                     kernel: micro_avx2::<std::arch::x86_64::__m256>,
+                    kernel_max: micro_max_avx2::<std::arch::x86_64::__m256>,
+                    max_lanes: 8,
                 });
                 tiles.push(Tile {
                     mr: 6,
                     nr: 16,
                     kernel: micro_avx2::<crate::lanes::NoFma256>,
+                    kernel_max: micro_max_avx2::<crate::lanes::NoFma256>,
+                    max_lanes: 8,
                 });
             }
             if super::super::simd::supports(SimdLevel::Avx512) {
@@ -452,6 +456,8 @@ mod tests {
                     mr: 12,
                     nr: 32,
                     kernel: micro_avx512,
+                    kernel_max: micro_max_avx512,
+                    max_lanes: 16,
                 });
             }
             tiles
@@ -495,6 +501,65 @@ mod tests {
                             );
                         }
                     }
+                }
+                // Stored with the rows' maxima: C as a plain store, and each row's running
+                // maxima (one of them started above every product) reduce to the larger of
+                // that start and the row's largest product.
+                let mut c = vec![0.5f32; t.mr * ldc];
+                let lanes = t.max_lanes;
+                let mut row_max = vec![f32::NEG_INFINITY; t.mr * lanes];
+                row_max[lanes + lanes - 1] = 1e6;
+                t.store_max(
+                    kc,
+                    &ap,
+                    &bp,
+                    TileOut {
+                        c: &mut c,
+                        ld: ldc,
+                        rows,
+                        cols,
+                    },
+                    &mut row_max,
+                );
+                for i in 0..t.mr {
+                    let dots: Vec<f64> = (0..cols)
+                        .map(|j| {
+                            (0..kc)
+                                .map(|p| ap[p * t.mr + i] as f64 * bp[p * t.nr + j] as f64)
+                                .sum()
+                        })
+                        .collect();
+                    for j in 0..ldc {
+                        let got = c[i * ldc + j];
+                        if i >= rows || j >= cols {
+                            assert_eq!(got, 0.5, "{}x{} max: outside the tile written", t.mr, t.nr);
+                        } else {
+                            assert!(
+                                (got as f64 - dots[j]).abs() < 1e-4,
+                                "{}x{} max: [{i},{j}]",
+                                t.mr,
+                                t.nr
+                            );
+                        }
+                    }
+                    let got = row_max[i * lanes..(i + 1) * lanes]
+                        .iter()
+                        .fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+                    let want = if i == 1 && rows > 1 {
+                        1e6
+                    } else if i < rows {
+                        dots.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+                    } else if i == 1 {
+                        1e6
+                    } else {
+                        f64::NEG_INFINITY
+                    };
+                    assert!(
+                        got as f64 == want || (got as f64 - want).abs() < 1e-4,
+                        "{}x{} rows {rows} cols {cols}: row {i}'s maximum {got} vs {want}",
+                        t.mr,
+                        t.nr
+                    );
                 }
             }
         }
