@@ -135,7 +135,27 @@ thread_local! {
     /// Per-thread buffers of the flash tasks (packed Q, packed P, the score tile): allocated
     /// once a thread, not once a task (rayon's `for_each_init` calls its init per split, and
     /// fresh pages cost page faults).
-    static SCRATCH: std::cell::RefCell<(Vec<f32>, Vec<f32>, Vec<f32>, Vec<f32>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new(), Vec::new())) };
+    static SCRATCH: std::cell::RefCell<FlashScratch> = const { std::cell::RefCell::new(FlashScratch::new()) };
+}
+
+/// A flash task's buffers: packed Q, packed P, the score tile, and the tile's rows' running
+/// maxima (`Tile::store_max`).
+struct FlashScratch {
+    qp: Vec<f32>,
+    pp: Vec<f32>,
+    sbuf: Vec<f32>,
+    maxima: Vec<f32>,
+}
+
+impl FlashScratch {
+    const fn new() -> Self {
+        FlashScratch {
+            qp: Vec::new(),
+            pp: Vec::new(),
+            sbuf: Vec::new(),
+            maxima: Vec::new(),
+        }
+    }
 }
 
 /// Packs the query rows of one task, times the softmax scale (so that the scores come out of
@@ -341,7 +361,13 @@ impl AttentionKernels {
         let tile = kv.t;
         // One task per (head, query tile); its output rows are contiguous.
         head_tiles(out, n, d).for_each(|(h, i0, rows, otile)| {
-            SCRATCH.with_borrow_mut(|(qp, pp, sbuf, maxima)| {
+            SCRATCH.with_borrow_mut(|scratch| {
+                let FlashScratch {
+                    qp,
+                    pp,
+                    sbuf,
+                    maxima,
+                } = scratch;
                 sbuf.resize(BR * BC, 0.0);
                 pack_q(&tile, q, d, h * n + i0, rows, scale, qp);
                 let mut m = [f32::NEG_INFINITY; BR];

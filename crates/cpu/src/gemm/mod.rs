@@ -427,6 +427,72 @@ mod tests {
         nested.iter().for_each(|o| expect(o));
     }
 
+    /// [`Tile::store_max`] of one tile: C as a plain store writes it, and each row's running
+    /// maxima (row 1's started above every product) reduce to the larger of their start and
+    /// the row's largest product.
+    fn check_store_max(
+        t: &Tile,
+        kc: usize,
+        (ap, bp): (&[f32], &[f32]),
+        ldc: usize,
+        (rows, cols): (usize, usize),
+    ) {
+        let mut c = vec![0.5f32; t.mr * ldc];
+        let lanes = t.max_lanes;
+        let mut row_max = vec![f32::NEG_INFINITY; t.mr * lanes];
+        row_max[lanes + lanes - 1] = 1e6;
+        t.store_max(
+            kc,
+            ap,
+            bp,
+            TileOut {
+                c: &mut c,
+                ld: ldc,
+                rows,
+                cols,
+            },
+            &mut row_max,
+        );
+        for i in 0..t.mr {
+            let dots: Vec<f64> = (0..cols)
+                .map(|j| {
+                    (0..kc)
+                        .map(|p| ap[p * t.mr + i] as f64 * bp[p * t.nr + j] as f64)
+                        .sum()
+                })
+                .collect();
+            for j in 0..ldc {
+                let got = c[i * ldc + j];
+                if i >= rows || j >= cols {
+                    assert_eq!(got, 0.5, "{}x{} max: outside the tile written", t.mr, t.nr);
+                } else {
+                    assert!(
+                        (got as f64 - dots[j]).abs() < 1e-4,
+                        "{}x{} max: [{i},{j}]",
+                        t.mr,
+                        t.nr
+                    );
+                }
+            }
+            let got = row_max[i * lanes..(i + 1) * lanes]
+                .iter()
+                .fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+            let want = if i == 1 {
+                1e6
+            } else if i < rows {
+                dots.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+            } else {
+                f64::NEG_INFINITY
+            };
+            assert!(
+                got as f64 == want || (got as f64 - want).abs() < 1e-4,
+                "{}x{} rows {rows} cols {cols}: row {i}'s maximum {got} vs {want}",
+                t.mr,
+                t.nr
+            );
+        }
+    }
+
     /// Every micro-kernel this CPU runs, full and edge tiles, set and accumulate, against f64.
     #[test]
     fn every_micro_kernel_of_this_cpu_matches_f64() {
@@ -502,65 +568,7 @@ mod tests {
                         }
                     }
                 }
-                // Stored with the rows' maxima: C as a plain store, and each row's running
-                // maxima (one of them started above every product) reduce to the larger of
-                // that start and the row's largest product.
-                let mut c = vec![0.5f32; t.mr * ldc];
-                let lanes = t.max_lanes;
-                let mut row_max = vec![f32::NEG_INFINITY; t.mr * lanes];
-                row_max[lanes + lanes - 1] = 1e6;
-                t.store_max(
-                    kc,
-                    &ap,
-                    &bp,
-                    TileOut {
-                        c: &mut c,
-                        ld: ldc,
-                        rows,
-                        cols,
-                    },
-                    &mut row_max,
-                );
-                for i in 0..t.mr {
-                    let dots: Vec<f64> = (0..cols)
-                        .map(|j| {
-                            (0..kc)
-                                .map(|p| ap[p * t.mr + i] as f64 * bp[p * t.nr + j] as f64)
-                                .sum()
-                        })
-                        .collect();
-                    for j in 0..ldc {
-                        let got = c[i * ldc + j];
-                        if i >= rows || j >= cols {
-                            assert_eq!(got, 0.5, "{}x{} max: outside the tile written", t.mr, t.nr);
-                        } else {
-                            assert!(
-                                (got as f64 - dots[j]).abs() < 1e-4,
-                                "{}x{} max: [{i},{j}]",
-                                t.mr,
-                                t.nr
-                            );
-                        }
-                    }
-                    let got = row_max[i * lanes..(i + 1) * lanes]
-                        .iter()
-                        .fold(f32::NEG_INFINITY, |a, &b| a.max(b));
-                    let want = if i == 1 && rows > 1 {
-                        1e6
-                    } else if i < rows {
-                        dots.iter().copied().fold(f64::NEG_INFINITY, f64::max)
-                    } else if i == 1 {
-                        1e6
-                    } else {
-                        f64::NEG_INFINITY
-                    };
-                    assert!(
-                        got as f64 == want || (got as f64 - want).abs() < 1e-4,
-                        "{}x{} rows {rows} cols {cols}: row {i}'s maximum {got} vs {want}",
-                        t.mr,
-                        t.nr
-                    );
-                }
+                check_store_max(&t, kc, (&ap, &bp), ldc, (rows, cols));
             }
         }
     }
