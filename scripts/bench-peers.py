@@ -158,10 +158,18 @@ def peer_env_of(simd, peer):
     return env
 
 
-def torch_info(peer_env):
-    """PyTorch's version, threads and BLAS, in the peer's environment."""
+def peer_json(peer_env, code, what):
+    """The JSON a Python snippet prints about the peer, run in the peer's environment."""
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
     env.update(peer_env)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"the {what} peer cannot start:\n{done.stderr}")
+    return json.loads(done.stdout)
+
+
+def torch_info(peer_env):
+    """PyTorch's version, threads and BLAS, in the peer's environment."""
     code = (
         "import json, torch\n"
         "cfg = torch.__config__.show()\n"
@@ -170,27 +178,19 @@ def torch_info(peer_env):
         "print(json.dumps({'torch': torch.__version__, 'threads': torch.get_num_threads(), "
         "'blas': blas[0] if blas else '?', 'capability': cap[0] if cap else '?'}))"
     )
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        sys.exit(f"the PyTorch peer cannot start:\n{done.stderr}")
-    t = json.loads(done.stdout)
+    t = peer_json(peer_env, code, "PyTorch")
     return f"PyTorch {t['torch']} (CPU capability {t['capability']}, BLAS {t['blas']}), {t['threads']} threads"
 
 
 def blas_info(peer_env):
     """Which BLAS kernel the peer runs (threadpoolctl), in the peer's environment."""
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
-    env.update(peer_env)
     code = (
         "import json, numpy as np\nfrom threadpoolctl import threadpool_info\n"
         "print(json.dumps({'numpy': np.__version__, 'blas': ["
         "f\"{i.get('internal_api')} {i.get('version')} kernel {i.get('architecture')}, {i.get('num_threads')} threads\" "
         "for i in threadpool_info() if i.get('user_api') == 'blas']}))"
     )
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        sys.exit(f"the NumPy peer cannot start:\n{done.stderr}")
-    return json.loads(done.stdout)
+    return peer_json(peer_env, code, "NumPy")
 
 
 def spread(xs):

@@ -260,6 +260,26 @@ pub(super) unsafe fn micro_portable_raw(
     ldc: usize,
     add: bool,
 ) {
+    // SAFETY: the caller's contract is portable_acc's.
+    let acc = unsafe { portable_acc(kc, ap, bp) };
+    for (i, row) in acc.iter().enumerate() {
+        // SAFETY: row i < 4 of the caller's tile, 16 values from c + i·ldc.
+        let dst = unsafe { std::slice::from_raw_parts_mut(c.add(i * ldc), PORTABLE_NR) };
+        for (d, s) in dst.iter_mut().zip(row) {
+            *d = if add { *d + s } else { *s };
+        }
+    }
+}
+
+/// The portable micro-kernel's 4 × 16 accumulators of Ap·Bp over kc steps.
+///
+/// # Safety
+/// `ap` holds kc·4 values, `bp` kc·16.
+unsafe fn portable_acc(
+    kc: usize,
+    ap: *const f32,
+    bp: *const f32,
+) -> [[f32; PORTABLE_NR]; PORTABLE_MR] {
     // SAFETY: the caller's contract is these slices' bounds.
     let (ap, bp) = unsafe {
         (
@@ -269,13 +289,7 @@ pub(super) unsafe fn micro_portable_raw(
     };
     let mut acc = [[0f32; PORTABLE_NR]; PORTABLE_MR];
     micro_portable(kc, ap, bp, &mut acc);
-    for (i, row) in acc.iter().enumerate() {
-        // SAFETY: row i < 4 of the caller's tile, 16 values from c + i·ldc.
-        let dst = unsafe { std::slice::from_raw_parts_mut(c.add(i * ldc), PORTABLE_NR) };
-        for (d, s) in dst.iter_mut().zip(row) {
-            *d = if add { *d + s } else { *s };
-        }
-    }
+    acc
 }
 
 /// [`micro_portable_raw`] stored (not added), each row's 16 columns folded into its 16
@@ -291,16 +305,13 @@ pub(super) unsafe fn micro_max_portable_raw(
     ldc: usize,
     row_max: *mut f32,
 ) {
-    // SAFETY: the caller's contract is these slices' bounds.
-    let (ap, bp, row_max) = unsafe {
+    // SAFETY: the caller's contract is portable_acc's, and row_max's bounds.
+    let (acc, row_max) = unsafe {
         (
-            std::slice::from_raw_parts(ap, kc * PORTABLE_MR),
-            std::slice::from_raw_parts(bp, kc * PORTABLE_NR),
+            portable_acc(kc, ap, bp),
             std::slice::from_raw_parts_mut(row_max, PORTABLE_MR * PORTABLE_NR),
         )
     };
-    let mut acc = [[0f32; PORTABLE_NR]; PORTABLE_MR];
-    micro_portable(kc, ap, bp, &mut acc);
     for (i, row) in acc.iter().enumerate() {
         // SAFETY: row i < 4 of the caller's tile, 16 values from c + i·ldc.
         let dst = unsafe { std::slice::from_raw_parts_mut(c.add(i * ldc), PORTABLE_NR) };
