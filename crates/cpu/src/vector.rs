@@ -276,6 +276,27 @@ fn prefetch_lines(t: &[f32], at: usize, lines: usize) {
     }
 }
 
+/// Stores a group's vectors at element `i` of `dst`, non-temporal with `stream`.
+///
+/// # Safety
+/// V's features are enabled; i + GROUP_VECTORS·LANES ≤ dst.len(); with `stream`, dst + i lies
+/// on a cache line (groups are whole lines, so each vector is aligned to its size as the
+/// streaming store requires).
+#[inline(always)]
+unsafe fn store_group<V: Lanes>(dst: &mut [f32], i: usize, v: &[V; GROUP_VECTORS], stream: bool) {
+    let q = dst[i..i + GROUP_VECTORS * V::LANES].as_mut_ptr();
+    for (k, vk) in v.iter().enumerate() {
+        // SAFETY: q + k·LANES .. + LANES lies in dst[i..i + group]; alignment as above.
+        unsafe {
+            if stream {
+                V::stream(q.add(k * V::LANES), *vk);
+            } else {
+                V::store(q.add(k * V::LANES), *vk);
+            }
+        }
+    }
+}
+
 /// # Safety
 /// V's features are enabled; src and every operand hold at least dst.len() elements.
 #[inline(always)]
@@ -300,8 +321,45 @@ unsafe fn chain<V: Lanes>(
         }
     }
     while i + group <= n {
-        // Prefetch every line of each streamed input. Addresses are formed with wrapping
-        // arithmetic (past the end they point nowhere; a prefetch never faults).
+        if V::LANES == 16 && stream {
+            // AVX-512 streaming, vector by vector: the prefetch of its line (and of each
+            // streamed operand's line) PREFETCH_ELEMS ahead, its load, every op; then the
+            // group's four stores together. In the grouped form below (loads together at the
+            // top of the group, each op on the four vectors side by side) bias+GELU 8192²
+            // streamed at 30–33 GB/s against 35–40 this way, bias+ReLU at 34–37 against 37–42;
+            // with loads issued a group ahead, 33 and 44. With its operands in L1 the grouped
+            // form computes faster (3.9 Gelem/s a core on bias+GELU against 2.7–2.8): it serves
+            // cache-resident outputs, and AVX2 (its streaming gate measured no faster this way).
+            // docs/performance.md has the runs.
+            // SAFETY: V's features are enabled (the caller's contract).
+            let mut v = [unsafe { V::splat(0.0) }; GROUP_VECTORS];
+            for (k, vk) in v.iter_mut().enumerate() {
+                let at = i + k * V::LANES;
+                prefetch_lines(src, at + PREFETCH_ELEMS, 1);
+                for (_, operand) in steps {
+                    if let Operand::Tensor(b) = operand {
+                        prefetch_lines(b, at + PREFETCH_ELEMS, 1);
+                    }
+                }
+                // SAFETY: at + LANES ≤ i + group ≤ n bounds src and every operand (checked
+                // by chain_segment).
+                let mut x = unsafe { V::load(src.as_ptr().add(at)) };
+                for (op, operand) in steps {
+                    // SAFETY: as above.
+                    x = unsafe { apply(*op, operand, at, V::LANES, x) };
+                }
+                *vk = x;
+            }
+            // SAFETY: as the stores below.
+            unsafe { store_group(dst, i, &v, stream) };
+            i += group;
+            continue;
+        }
+        // Grouped: the group's lines prefetched and its vectors loaded together, then each op
+        // on all four (the gate runs four dependency chains side by side: one at a time, the
+        // scheduler fills with one chain and the FMA ports wait, docs/performance.md).
+        // Addresses are formed with wrapping arithmetic (past the end they point nowhere; a
+        // prefetch never faults).
         prefetch_lines(src, i + PREFETCH_ELEMS, group_lines);
         for (_, operand) in steps {
             if let Operand::Tensor(b) = operand {
@@ -318,19 +376,9 @@ unsafe fn chain<V: Lanes>(
             // SAFETY: as above.
             v = unsafe { apply_group(*op, operand, i, v) };
         }
-        let q = dst[i..i + group].as_mut_ptr();
-        for (k, vk) in v.iter().enumerate() {
-            // SAFETY: q + k·LANES .. + LANES lies in dst[i..i + group]. With `stream`, the head
-            // loop left i at a line boundary of dst and groups are whole lines, so each vector
-            // is aligned to its size as the streaming store requires.
-            unsafe {
-                if stream {
-                    V::stream(q.add(k * V::LANES), *vk);
-                } else {
-                    V::store(q.add(k * V::LANES), *vk);
-                }
-            }
-        }
+        // SAFETY: i + group ≤ n = dst.len(); with `stream`, the head loop left i at a line
+        // boundary of dst.
+        unsafe { store_group(dst, i, &v, stream) };
         i += group;
     }
     while i < n {
@@ -474,6 +522,66 @@ mod tests {
                 store_fence();
                 for (a, b) in x.iter().zip(&y) {
                     assert_eq!(math::relu(*a).to_bits(), b.to_bits(), "relu({a})");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn streamed_fused_and_one_op_a_pass_chains_give_the_same_bits() {
+        // The streaming form on AVX-512 runs each vector through every op before the next;
+        // the cached form and AVX2 run each op on four vectors side by side. Every lane goes
+        // through the same operations either way: a fused chain, streamed or not, matches
+        // its ops applied one pass each, bit for bit, whatever the segment's start.
+        let n = 1037;
+        let x: Vec<f32> = (0..n)
+            .map(|i| ((i * 7919) % 1000) as f32 / 100.0 - 5.0)
+            .collect();
+        let b: Vec<f32> = (0..n).map(|i| (i % 13) as f32 * 0.1 - 0.6).collect();
+        let t: Vec<f32> = (0..n).map(|i| 1.0 + (i % 5) as f32 * 0.25).collect();
+        let steps = [
+            (ElemOp::BiasAdd, Operand::Bias(&b)),
+            (ElemOp::Gelu, Operand::None),
+            (ElemOp::Mul, Operand::Tensor(&t)),
+            (ElemOp::Silu, Operand::None),
+            (ElemOp::Scale, Operand::Scale(0.5)),
+            (ElemOp::Relu, Operand::None),
+        ];
+        for l in levels() {
+            for start in [0, 5] {
+                let mut passes = x[start..].to_vec();
+                for (op, operand) in &steps {
+                    let operand = match operand {
+                        Operand::Bias(v) => Operand::Bias(&v[start..]),
+                        Operand::Tensor(v) => Operand::Tensor(&v[start..]),
+                        o => *o,
+                    };
+                    let src = passes.clone();
+                    chain_at(l, &[(*op, operand)], &mut passes, &src, false);
+                }
+                let fused_steps: Vec<(ElemOp, Operand<'_>)> = steps
+                    .iter()
+                    .map(|(op, operand)| {
+                        let operand = match operand {
+                            Operand::Bias(v) => Operand::Bias(&v[start..]),
+                            Operand::Tensor(v) => Operand::Tensor(&v[start..]),
+                            o => *o,
+                        };
+                        (*op, operand)
+                    })
+                    .collect();
+                for stream in [false, true] {
+                    let mut y = LineVec::filled(n, f32::NAN);
+                    chain_at(l, &fused_steps, &mut y[start..], &x[start..], stream);
+                    store_fence();
+                    for (i, (a, e)) in y[start..].iter().zip(&passes).enumerate() {
+                        assert_eq!(
+                            a.to_bits(),
+                            e.to_bits(),
+                            "{} stream={stream} start={start} element {i}: {a} against {e}",
+                            l.name()
+                        );
+                    }
                 }
             }
         }
