@@ -550,16 +550,7 @@ mod tests {
         ];
         for l in levels() {
             for start in [0, 5] {
-                let mut passes = x[start..].to_vec();
-                for (op, operand) in &steps {
-                    let operand = match operand {
-                        Operand::Bias(v) => Operand::Bias(&v[start..]),
-                        Operand::Tensor(v) => Operand::Tensor(&v[start..]),
-                        o => *o,
-                    };
-                    let src = passes.clone();
-                    chain_at(l, &[(*op, operand)], &mut passes, &src, false);
-                }
+                // The steps as they apply to a segment starting at element `start`.
                 let fused_steps: Vec<(ElemOp, Operand<'_>)> = steps
                     .iter()
                     .map(|(op, operand)| {
@@ -571,6 +562,11 @@ mod tests {
                         (*op, operand)
                     })
                     .collect();
+                let mut passes = x[start..].to_vec();
+                for step in &fused_steps {
+                    let src = passes.clone();
+                    chain_at(l, &[*step], &mut passes, &src, false);
+                }
                 for stream in [false, true] {
                     let mut y = LineVec::filled(n, f32::NAN);
                     chain_at(l, &fused_steps, &mut y[start..], &x[start..], stream);
