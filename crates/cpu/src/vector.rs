@@ -327,7 +327,7 @@ unsafe fn chain<V: Lanes>(
             // streamed operand's line) PREFETCH_ELEMS ahead, its load, every op; then the
             // group's four stores together. In the grouped form below (loads together at the
             // top of the group, each op on the four vectors side by side) bias+GELU 8192²
-            // streamed at 30–33 GB/s against 35–40 this way, bias+ReLU at 34–37 against 37–42;
+            // streamed at 30–33 GB/s against 35–38 this way, bias+ReLU at 34–37 against 37–42;
             // with loads issued a group ahead, 33 and 44. With its operands in L1 the grouped
             // form computes faster (3.9 Gelem/s a core on bias+GELU against 2.7–2.8): it serves
             // cache-resident outputs, and AVX2 (its streaming gate measured no faster this way).
