@@ -9,10 +9,10 @@
 //! through every op and stored (non-temporal when streaming), and every line of every streamed
 //! input is prefetched [`PREFETCH_ELEMS`] ahead so that the memory stream continues while GELU's
 //! arithmetic runs; a streaming AVX-512 group takes its vectors one at a time up to the stores
-//! (why: the comment in `chain`). Measured on bias+GELU 8192² f32, 2 threads, huge pages (a throwaway
-//! microbenchmark, 18 timings per kernel, medians): L1 tiles 14–15 GB/s, registers without
-//! prefetch 19–20 GB/s, registers with a prefetch of every line 4 KiB ahead 30.3–30.7 GB/s,
-//! against a triad of 36.3 GB/s.
+//! (why: the comment in `chain`). Measured on bias+GELU 8192² f32, 2 threads, huge pages (a
+//! throwaway microbenchmark, 18 timings per kernel, medians): L1 tiles 14–15 GB/s, registers
+//! without prefetch 19–20 GB/s, registers with a prefetch of every line 4 KiB ahead 30.3–30.7
+//! GB/s, against a triad of 36.3 GB/s.
 //!
 //! Both variants of a chain run through [`chain_segment`] (the unfused one op per pass), so they
 //! share arithmetic, stores and prefetching and stay bit-identical; only the fusion differs.
