@@ -321,17 +321,25 @@ unsafe fn chain<V: Lanes>(
             i += m;
         }
     }
+    // AVX-512 streaming, vector by vector: the prefetch of its line (and of each streamed
+    // operand's line) PREFETCH_ELEMS ahead, its load, every op; then the group's four stores
+    // together. In the grouped form below (loads together at the top of the group, each op on
+    // the four vectors side by side) a one-op pass or a chain without a gate streams slower
+    // in every measurement: in the specs' cold runs the unfused bias+GELU (two one-op passes)
+    // 27.7–32.5 ms against 22.6–26.6 this way, scale→add→ReLU→mul fused 13.8–14.6 against
+    // 12.4–13.0. A gate after another op stays grouped: fused bias+GELU measured 15.7–18.2 ms
+    // this way, moving with the VM's phase, against 16.7–17.2 grouped in the same minutes.
+    // With its operands in L1 the grouped form computes faster (3.9 Gelem/s a core on
+    // bias+GELU against 2.7–2.8): it serves cache-resident outputs, and AVX2 (its streaming
+    // gate measured no faster this way). docs/performance.md has the runs.
+    let per_vector = V::LANES == 16
+        && stream
+        && (steps.len() == 1
+            || !steps
+                .iter()
+                .any(|(op, _)| matches!(op, ElemOp::Gelu | ElemOp::Silu)));
     while i + group <= n {
-        if V::LANES == 16 && stream {
-            // AVX-512 streaming, vector by vector: the prefetch of its line (and of each
-            // streamed operand's line) PREFETCH_ELEMS ahead, its load, every op; then the
-            // group's four stores together. In the grouped form below (loads together at the
-            // top of the group, each op on the four vectors side by side) bias+GELU 8192²
-            // streamed at 30–33 GB/s against 35–38 this way, bias+ReLU at 34–37 against 37–42;
-            // with loads issued a group ahead, 33 and 44. With its operands in L1 the grouped
-            // form computes faster (3.9 Gelem/s a core on bias+GELU against 2.7–2.8): it serves
-            // cache-resident outputs, and AVX2 (its streaming gate measured no faster this way).
-            // docs/performance.md has the runs.
+        if per_vector {
             // SAFETY: V's features are enabled (the caller's contract).
             let mut v = [unsafe { V::splat(0.0) }; GROUP_VECTORS];
             for (k, vk) in v.iter_mut().enumerate() {
