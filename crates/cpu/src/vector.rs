@@ -8,8 +8,8 @@
 //! arithmetic take turns instead of overlapping. Here each group of four vectors is loaded, run
 //! through every op and stored (non-temporal when streaming), and every line of every streamed
 //! input is prefetched [`PREFETCH_ELEMS`] ahead so that the memory stream continues while GELU's
-//! arithmetic runs; a streaming AVX-512 group takes its vectors one at a time up to the stores
-//! (why: the comment in `chain`). Measured on bias+GELU 8192² f32, 2 threads, huge pages (a
+//! arithmetic runs; streaming on AVX-512, a group of a one-op pass or of a chain without a gate
+//! takes its vectors one at a time up to the stores (why: the comment in `chain`). Measured on bias+GELU 8192² f32, 2 threads, huge pages (a
 //! throwaway microbenchmark, 18 timings per kernel, medians): L1 tiles 14–15 GB/s, registers
 //! without prefetch 19–20 GB/s, registers with a prefetch of every line 4 KiB ahead 30.3–30.7
 //! GB/s, against a triad of 36.3 GB/s.
@@ -538,17 +538,18 @@ mod tests {
 
     #[test]
     fn streamed_fused_and_one_op_a_pass_chains_give_the_same_bits() {
-        // The streaming form on AVX-512 runs each vector through every op before the next;
-        // the cached form and AVX2 run each op on four vectors side by side. Every lane goes
-        // through the same operations either way: a fused chain, streamed or not, matches
-        // its ops applied one pass each, bit for bit, whatever the segment's start.
+        // Streaming on AVX-512, a one-op pass and a chain without a gate run each vector through
+        // every op before the next; a chain with a gate after another op, the cached form and
+        // AVX2 run each op on four vectors side by side. Every lane goes through the same
+        // operations either way: a chain, streamed or not, matches its ops applied one pass
+        // each, bit for bit, whatever the segment's start.
         let n = 1037;
         let x: Vec<f32> = (0..n)
             .map(|i| ((i * 7919) % 1000) as f32 / 100.0 - 5.0)
             .collect();
         let b: Vec<f32> = (0..n).map(|i| (i % 13) as f32 * 0.1 - 0.6).collect();
         let t: Vec<f32> = (0..n).map(|i| 1.0 + (i % 5) as f32 * 0.25).collect();
-        let steps = [
+        let with_gates = vec![
             (ElemOp::BiasAdd, Operand::Bias(&b)),
             (ElemOp::Gelu, Operand::None),
             (ElemOp::Mul, Operand::Tensor(&t)),
@@ -556,36 +557,52 @@ mod tests {
             (ElemOp::Scale, Operand::Scale(0.5)),
             (ElemOp::Relu, Operand::None),
         ];
-        for l in levels() {
-            for start in [0, 5] {
-                // The steps as they apply to a segment starting at element `start`.
-                let fused_steps: Vec<(ElemOp, Operand<'_>)> = steps
-                    .iter()
-                    .map(|(op, operand)| {
-                        let operand = match operand {
-                            Operand::Bias(v) => Operand::Bias(&v[start..]),
-                            Operand::Tensor(v) => Operand::Tensor(&v[start..]),
-                            o => *o,
-                        };
-                        (*op, operand)
-                    })
-                    .collect();
-                let mut passes = x[start..].to_vec();
-                for step in &fused_steps {
-                    let src = passes.clone();
-                    chain_at(l, &[*step], &mut passes, &src, false);
-                }
-                for stream in [false, true] {
-                    let mut y = LineVec::filled(n, f32::NAN);
-                    chain_at(l, &fused_steps, &mut y[start..], &x[start..], stream);
-                    store_fence();
-                    for (i, (a, e)) in y[start..].iter().zip(&passes).enumerate() {
-                        assert_eq!(
-                            a.to_bits(),
-                            e.to_bits(),
-                            "{} stream={stream} start={start} element {i}: {a} against {e}",
-                            l.name()
-                        );
+        let without_gates = vec![
+            (ElemOp::BiasAdd, Operand::Bias(&b)),
+            (ElemOp::Mul, Operand::Tensor(&t)),
+            (ElemOp::Scale, Operand::Scale(0.5)),
+            (ElemOp::Relu, Operand::None),
+            (ElemOp::Add, Operand::Tensor(&t)),
+        ];
+        let chains = [
+            with_gates,
+            without_gates,
+            vec![(ElemOp::Gelu, Operand::None)],
+            vec![(ElemOp::Silu, Operand::None)],
+        ];
+        for steps in &chains {
+            for l in levels() {
+                for start in [0, 5] {
+                    // The steps as they apply to a segment starting at element `start`.
+                    let fused_steps: Vec<(ElemOp, Operand<'_>)> = steps
+                        .iter()
+                        .map(|(op, operand)| {
+                            let operand = match operand {
+                                Operand::Bias(v) => Operand::Bias(&v[start..]),
+                                Operand::Tensor(v) => Operand::Tensor(&v[start..]),
+                                o => *o,
+                            };
+                            (*op, operand)
+                        })
+                        .collect();
+                    let mut passes = x[start..].to_vec();
+                    for step in &fused_steps {
+                        let src = passes.clone();
+                        chain_at(l, &[*step], &mut passes, &src, false);
+                    }
+                    for stream in [false, true] {
+                        let mut y = LineVec::filled(n, f32::NAN);
+                        chain_at(l, &fused_steps, &mut y[start..], &x[start..], stream);
+                        store_fence();
+                        for (i, (a, e)) in y[start..].iter().zip(&passes).enumerate() {
+                            assert_eq!(
+                                a.to_bits(),
+                                e.to_bits(),
+                                "{} {} ops stream={stream} start={start} element {i}: {a} against {e}",
+                                l.name(),
+                                steps.len()
+                            );
+                        }
                     }
                 }
             }
