@@ -9,10 +9,10 @@
 //! through every op and stored (non-temporal when streaming), and every line of every streamed
 //! input is prefetched [`PREFETCH_ELEMS`] ahead so that the memory stream continues while GELU's
 //! arithmetic runs; streaming on AVX-512, a group of a one-op pass or of a chain without a gate
-//! takes its vectors one at a time up to the stores (why: the comment in `chain`). Measured on bias+GELU 8192² f32, 2 threads, huge pages (a
-//! throwaway microbenchmark, 18 timings per kernel, medians): L1 tiles 14–15 GB/s, registers
-//! without prefetch 19–20 GB/s, registers with a prefetch of every line 4 KiB ahead 30.3–30.7
-//! GB/s, against a triad of 36.3 GB/s.
+//! takes its vectors one at a time up to the stores (why: the comment in `chain`). Measured on
+//! bias+GELU 8192² f32, 2 threads, huge pages (a throwaway microbenchmark, 18 timings per
+//! kernel, medians): L1 tiles 14–15 GB/s, registers without prefetch 19–20 GB/s, registers with
+//! a prefetch of every line 4 KiB ahead 30.3–30.7 GB/s, against a triad of 36.3 GB/s.
 //!
 //! Both variants of a chain run through [`chain_segment`] (the unfused one op per pass), so they
 //! share arithmetic, stores and prefetching and stay bit-identical; only the fusion differs.
@@ -328,7 +328,7 @@ unsafe fn chain<V: Lanes>(
     // in every measurement: in the specs' cold runs the unfused bias+GELU (two one-op passes)
     // 27.7–32.5 ms against 22.6–26.6 this way, scale→add→ReLU→mul fused 13.8–14.6 against
     // 12.4–13.0. A gate after another op stays grouped: fused bias+GELU measured 15.7–18.2 ms
-    // this way, moving with the VM's phase, against 16.7–17.2 grouped in the same minutes.
+    // this way, moving with the VM's phase, against 16.6–17.2 grouped in the same minutes.
     // With its operands in L1 the grouped form computes faster (3.9 Gelem/s a core on
     // bias+GELU against 2.7–2.8): it serves cache-resident outputs, and AVX2 (its streaming
     // gate measured no faster this way). docs/performance.md has the runs.
