@@ -49,16 +49,19 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::CountSide {
             file,
             name,
-            side,
+            sides,
             seed,
             ll_bytes,
-        } => crate::measure::counts::valgrind::count_side(
+        } => crate::measure::counts::valgrind::count_sides(
             &file,
             &name,
-            if side == "before" {
-                crate::backend::pair::Side::Before
-            } else {
-                crate::backend::pair::Side::After
+            &match sides.as_str() {
+                "before" => vec![crate::backend::pair::Side::Before],
+                "after" => vec![crate::backend::pair::Side::After],
+                _ => vec![
+                    crate::backend::pair::Side::Before,
+                    crate::backend::pair::Side::After,
+                ],
             },
             seed,
             ll_bytes,

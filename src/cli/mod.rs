@@ -145,13 +145,13 @@ pub enum Command {
         #[arg(long, default_value = "table", value_parser = ["table", "json"])]
         format: String,
     },
-    /// One side counted under Callgrind (started by `opledger counts`, not by hand).
+    /// A spec's own sides counted under Callgrind (started by `opledger counts`, not by hand).
     #[command(hide = true)]
     CountSide {
         file: PathBuf,
         name: String,
-        #[arg(value_parser = ["before", "after"])]
-        side: String,
+        #[arg(value_parser = ["before", "after", "before,after"])]
+        sides: String,
         seed: u64,
         ll_bytes: u64,
     },

@@ -1,5 +1,6 @@
 //! `opledger counts SPEC…`: each side of each spec counted once by the measurement layer
-//! (`measure::counts::valgrind`) and set against its ledger; the table (or JSON) printed.
+//! (`measure::counts::valgrind`, specs side by side up to the machine's cores) and set against
+//! its ledger; the table (or JSON) printed.
 
 use crate::error::{ExitCode, Result};
 use crate::measure::counts::valgrind::Counter;
@@ -34,10 +35,24 @@ pub fn counts(o: &CountOptions) -> Result<ExitCode> {
     for s in &specs {
         counter.refuse_oversized(s, available)?;
     }
-    let counted: Vec<SpecCounts> = specs
+    let counted: Vec<crate::spec::Spec> = specs
         .iter()
-        .map(|s| s.counted().and_then(|c| counter.count_spec(&c)))
+        .map(|s| s.counted().map(|c| c.into_owned()))
         .collect::<Result<_>>()?;
+    // Counted side by side up to the machine's cores, the longest first; printed in the
+    // specs' order.
+    let mut order: Vec<usize> = (0..counted.len()).collect();
+    let cost: Vec<f64> = counted.iter().map(|s| counter.ledger_cost(s)).collect();
+    order.sort_by(|&a, &b| cost[b].total_cmp(&cost[a]));
+    let ordered: Vec<crate::spec::Spec> = order.iter().map(|&i| counted[i].clone()).collect();
+    let mut results: Vec<Option<Result<SpecCounts>>> = (0..counted.len()).map(|_| None).collect();
+    for (i, c) in order
+        .into_iter()
+        .zip(counter.count_many(&ordered, counter.at_once(&ordered)))
+    {
+        results[i] = Some(c.map(|c| c.counts));
+    }
+    let counted: Vec<SpecCounts> = results.into_iter().flatten().collect::<Result<_>>()?;
     if o.json {
         let bytes = crate::report::output::json("the counts", &counted)?;
         print!("{}", String::from_utf8_lossy(&bytes));

@@ -1,21 +1,15 @@
-//! A run's counted sides, all counted before anything is timed and several at once: each side
-//! counts in a single-threaded process under Valgrind, whose counts do not depend on what else
-//! the machine runs, so the machine's cores count sides side by side — a spec's two sides too
-//! — (each in a work folder of its own, of the same name length: the counts are those of one
-//! at a time). Timing comes after,
+//! A run's counted sides, all counted before anything is timed and several specs at once: a
+//! spec's own sides count in one single-threaded process under Valgrind (one start, one set of
+//! inputs for both), whose counts do not depend on what else the machine runs, so the
+//! machine's cores count specs side by side, the longest first (each in a work folder of its
+//! own, of the same name length: the counts are those of one at a time). Timing comes after,
 //! on a quiet machine. A GPU's counts (Nsight Compute, one profiled process on one device) stay
 //! one at a time. `pipeline::run` counts every spec this way before its timing loop.
 
 use super::prepare::Prepared;
 use super::RunOptions;
-use crate::backend::pair::Side;
 use crate::error::Result;
-use crate::measure::counts::{valgrind::Counter, Counted, SideCounts};
-
-/// One side's counts (or why not) and the output its counted call left.
-type SideResult = Result<(SideCounts, Option<Vec<f32>>)>;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use crate::measure::counts::{valgrind::Counter, Counted};
 
 /// Each counted spec's counts (by the spec's index), counted up to the machine's cores at once
 /// and as many as its memory holds; `None` for a spec that is not counted.
@@ -33,7 +27,19 @@ pub(super) fn count_all(p: &Prepared, opts: &RunOptions) -> Vec<Option<Result<Co
     if jobs.is_empty() {
         return out;
     }
-    let at_once = concurrency(counter, p, &jobs);
+    // The longest first (by its counts baseline where it has one), so that the last to finish
+    // is a short one. A spec whose counted form is refused is left to `take`, which makes its
+    // error again.
+    let mut order: Vec<(usize, crate::spec::Spec)> = jobs
+        .iter()
+        .filter_map(|&i| Some((i, p.specs[i].counted().ok()?.into_owned())))
+        .collect();
+    let cost: Vec<f64> = (0..p.specs.len())
+        .map(|i| counting_cost(p, counter, i))
+        .collect();
+    order.sort_by(|(a, _), (b, _)| cost[*b].total_cmp(&cost[*a]));
+    let (indices, counted): (Vec<usize>, Vec<crate::spec::Spec>) = order.into_iter().unzip();
+    let at_once = counter.at_once(&counted);
     let alike = if copies.is_empty() {
         String::new()
     } else {
@@ -48,68 +54,12 @@ pub(super) fn count_all(p: &Prepared, opts: &RunOptions) -> Vec<Option<Result<Co
             "Valgrind"
         }
     ));
-    // Valgrind's units of work are sides (a spec's two sides count side by side, so that the
-    // largest spec does not hold one core while the other waits); a GPU's profiled process
-    // runs both sides of a spec.
-    let per_side = counter.engine.gpu.is_none();
-    let units: Vec<(usize, Option<Side>)> = jobs
-        .iter()
-        .flat_map(|&i| {
-            if per_side {
-                vec![(i, Some(Side::Before)), (i, Some(Side::After))]
-            } else {
-                vec![(i, None)]
-            }
-        })
-        .collect();
-    let sides: Mutex<Vec<[Option<SideResult>; 2]>> =
-        Mutex::new((0..p.specs.len()).map(|_| [None, None]).collect());
-    let next = AtomicUsize::new(0);
-    let specs = &p.specs;
-    let results = Mutex::new(&mut out);
-    std::thread::scope(|scope| {
-        for k in 0..at_once {
-            let (next, results, units, sides) = (&next, &results, &units, &sides);
-            scope.spawn(move || {
-                // The first worker counts with the run's own counter; the others each in a
-                // work folder of their own.
-                let own;
-                let counter = if k == 0 {
-                    counter
-                } else {
-                    match counter.another() {
-                        Ok(c) => {
-                            own = c;
-                            &own
-                        }
-                        Err(_) => return,
-                    }
-                };
-                loop {
-                    let j = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&(i, side)) = units.get(j) else {
-                        break;
-                    };
-                    let counted = specs[i].counted();
-                    match side {
-                        None => {
-                            let c = counted.and_then(|s| counter.count_spec_with_outputs(&s));
-                            if let Ok(mut r) = results.lock() {
-                                r[i] = Some(c);
-                            }
-                        }
-                        Some(side) => {
-                            let c = counted.and_then(|s| counter.count_side(&s, side));
-                            if let Ok(mut r) = sides.lock() {
-                                r[i][side as usize] = Some(c);
-                            }
-                        }
-                    }
-                }
-            });
-        }
-    });
-    assemble_sides(p, counter, sides.into_inner().unwrap_or_default(), &mut out);
+    for (i, c) in indices
+        .into_iter()
+        .zip(counter.count_many(&counted, at_once))
+    {
+        out[i] = Some(c);
+    }
     for (i, from) in copies {
         let copy = match &out[from] {
             Some(Ok(c)) => Counted {
@@ -127,23 +77,30 @@ pub(super) fn count_all(p: &Prepared, opts: &RunOptions) -> Vec<Option<Result<Co
     out
 }
 
-/// Each spec whose two sides were counted apart (`sides`, by the spec's index) put together
-/// into `out`: its counts, or the first error of its sides.
-fn assemble_sides(
-    p: &Prepared,
-    counter: &Counter,
-    sides: Vec<[Option<SideResult>; 2]>,
-    out: &mut [Option<Result<Counted>>],
-) {
-    for (i, [before, after]) in sides.into_iter().enumerate() {
-        let (Some(before), Some(after)) = (before, after) else {
-            continue;
-        };
-        out[i] = Some(match (before, after, p.specs[i].counted()) {
-            (Ok((b, bo)), Ok((a, ao)), Ok(s)) => Ok(counter.assemble(&s, b, a, [bo, ao])),
-            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => Err(e),
-        });
-    }
+/// How long spec `i`'s counting takes, in units that only order the specs: the instructions
+/// and data accesses its counts baseline recorded (what Valgrind's time follows), else
+/// [`Counter::ledger_cost`].
+fn counting_cost(p: &Prepared, counter: &Counter, i: usize) -> f64 {
+    let recorded = p
+        .counts_baselines
+        .get(i)
+        .and_then(|b| b.baseline.as_ref())
+        .map(|b| {
+            [&b.before, &b.after]
+                .into_iter()
+                .flatten()
+                .map(|side| {
+                    let c = &side.counts;
+                    (c.instructions + c.data_reads + c.data_writes) as f64
+                })
+                .sum::<f64>()
+        })
+        .filter(|&units| units > 0.0);
+    recorded.unwrap_or_else(|| {
+        p.specs[i]
+            .counted()
+            .map_or(0.0, |s| counter.ledger_cost(&s))
+    })
 }
 
 /// Of the counted cases `counted`, those to count (the first of each distinct counted spec)
@@ -191,33 +148,4 @@ pub(super) fn take(
         .get_mut(i)
         .and_then(Option::take)
         .unwrap_or_else(|| counter.count_spec_with_outputs(counted))
-}
-
-/// How many counted processes run at once: the cores there are, no more than the jobs, and no
-/// more than the memory holds of the largest of them. One for a GPU's profiler, and one where a
-/// side is a worker: ending a worker ends the processes left to this one without a worker's
-/// token, which a counted process of another spec would be.
-fn concurrency(counter: &Counter, p: &Prepared, jobs: &[usize]) -> usize {
-    let workers = jobs.iter().any(|&i| {
-        let sides = &p.specs[i].implementations;
-        [&sides.before, &sides.after]
-            .iter()
-            .any(|s| matches!(s, Some(crate::spec::Implementation::Worker(_))))
-    });
-    if counter.engine.gpu.is_some() || workers {
-        return 1;
-    }
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let largest = jobs
-        .iter()
-        .filter_map(|&i| p.specs[i].counted().ok())
-        .map(|s| counter.host_bytes(&s))
-        .max()
-        .unwrap_or(0)
-        .max(1);
-    let by_memory = crate::backend::available_memory_bytes().map_or(usize::MAX, |a| {
-        usize::try_from(a / 10 * 9 / largest).unwrap_or(usize::MAX)
-    });
-    // Two sides a spec, counted apart.
-    cores.min(2 * jobs.len()).min(by_memory).max(1)
 }

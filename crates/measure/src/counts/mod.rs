@@ -28,6 +28,10 @@ pub use opledger_model::cache::{CacheLevel, CacheModel};
 
 use serde::{Deserialize, Serialize};
 
+/// The files a counted or profiled process leaves each side's counted output in, in its work
+/// folder (by `Side as usize`: before, after).
+const OUTPUT_FILES: [&str; 2] = ["before.f32", "after.f32"];
+
 /// What one side's kernel call executed and moved on the model, counted by the simulator.
 #[derive(
     Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,

@@ -31,8 +31,7 @@ use crate::spec::{Implementation, Spec};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// The files the profiled process leaves each side's counted output in, in the work folder.
-const OUTPUT_FILES: [&str; 2] = ["before.f32", "after.f32"];
+use super::OUTPUT_FILES;
 
 /// How many of a side's kernels its counts keep (those that executed most).
 const TOP_KERNELS: usize = 10;

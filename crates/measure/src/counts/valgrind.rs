@@ -159,26 +159,115 @@ impl Counter {
     }
 
     /// [`Counter::count_spec`], with the output each counted call left (on the inputs of the
-    /// checked seed), to be checked like any other run's.
+    /// checked seed), to be checked like any other run's. Both sides that are opledger's own
+    /// kernels are counted in one process (one Valgrind start, one set of inputs for both); a
+    /// worker's side in its own.
     pub fn count_spec_with_outputs(&self, s: &Spec) -> Result<Counted> {
         if let Some(ncu) = &self.ncu {
             return self.profile_spec(ncu, s);
         }
-        let (before, before_output) = self.count_side(s, Side::Before)?;
-        let (after, after_output) = self.count_side(s, Side::After)?;
-        Ok(self.assemble(s, before, after, [before_output, after_output]))
+        self.for_spec(s).count_spec_here(s)
     }
 
-    /// One side of `s` counted under Valgrind (or why not) and set against its ledger, with the
-    /// output its counted call left: a unit of work that may run beside the other side's (each
-    /// in a counter's work folder of its own). Not for a GPU's counts (a profiled process runs
-    /// both sides).
-    pub fn count_side(&self, s: &Spec, side: Side) -> Result<(SideCounts, Option<Vec<f32>>)> {
-        self.for_spec(s).count_side_here(s, side)
+    /// Counts `specs` (each at its counted sizes) in this order, up to `at_once` counted
+    /// processes at a time, each beside the others in a work folder of its own: their counts,
+    /// in the same order. A spec's counts do not depend on what counts beside it.
+    pub fn count_many(&self, specs: &[Spec], at_once: usize) -> Vec<Result<Counted>> {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Mutex;
+        let results: Mutex<Vec<Option<Result<Counted>>>> =
+            Mutex::new((0..specs.len()).map(|_| None).collect());
+        let next = AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            for k in 0..at_once.clamp(1, specs.len().max(1)) {
+                let (next, results) = (&next, &results);
+                scope.spawn(move || {
+                    // The first thread counts with this counter; the others each in a work
+                    // folder of their own.
+                    let own;
+                    let counter = if k == 0 {
+                        self
+                    } else {
+                        match self.another() {
+                            Ok(c) => {
+                                own = c;
+                                &own
+                            }
+                            Err(_) => return,
+                        }
+                    };
+                    loop {
+                        let j = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(s) = specs.get(j) else {
+                            break;
+                        };
+                        let c = counter.count_spec_with_outputs(s);
+                        if let Ok(mut r) = results.lock() {
+                            r[j] = Some(c);
+                        }
+                    }
+                });
+            }
+        });
+        results
+            .into_inner()
+            .unwrap_or_default()
+            .into_iter()
+            .zip(specs)
+            // A spec no thread reached (a work folder could not be made): counted here.
+            .map(|(c, s)| c.unwrap_or_else(|| self.count_spec_with_outputs(s)))
+            .collect()
+    }
+
+    /// How many counted processes run at once for `specs` (at their counted sizes): the cores
+    /// there are, no more than the specs, and no more than the memory holds of the largest of
+    /// them. One for a GPU's profiler, and one where a side is a worker: ending a worker ends
+    /// the processes left to this one without a worker's token, which a counted process of
+    /// another spec would be.
+    pub fn at_once(&self, specs: &[Spec]) -> usize {
+        let workers = specs.iter().any(|s| {
+            [&s.implementations.before, &s.implementations.after]
+                .iter()
+                .any(|i| matches!(i, Some(Implementation::Worker(_))))
+        });
+        if self.engine.gpu.is_some() || workers {
+            return 1;
+        }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let largest = specs
+            .iter()
+            .map(|s| self.host_bytes(s))
+            .max()
+            .unwrap_or(0)
+            .max(1);
+        let by_memory = crate::backend::available_memory_bytes().map_or(usize::MAX, |a| {
+            usize::try_from(a / 10 * 9 / largest).unwrap_or(usize::MAX)
+        });
+        cores.min(specs.len()).min(by_memory).max(1)
+    }
+
+    /// How long `counted` (a spec at its counted sizes) takes to count, in units that only
+    /// order specs: its sides' ledger FLOPs and bytes moved, under its engine's tiling.
+    pub fn ledger_cost(&self, counted: &Spec) -> f64 {
+        let tiling = super::ledger_tiling(&self.engine_for(counted));
+        let ledger =
+            counted
+                .workload
+                .ledger(counted.variants.before, counted.variants.after, &tiling);
+        [&ledger.before, &ledger.after]
+            .into_iter()
+            .map(|l| {
+                l.flops as f64
+                    + l.movements
+                        .iter()
+                        .map(|m| (m.bytes * (m.reads + m.writes)) as f64)
+                        .sum::<f64>()
+            })
+            .sum()
     }
 
     /// This counter, or (where `s` names a cache model of its own) one of the same work folder
-    /// — one side at a time in it — under `s`'s engine.
+    /// — one counted process at a time in it — under `s`'s engine.
     fn for_spec(&self, s: &Spec) -> std::borrow::Cow<'_, Counter> {
         match self.engine_for(s) {
             std::borrow::Cow::Borrowed(_) => std::borrow::Cow::Borrowed(self),
@@ -189,8 +278,47 @@ impl Counter {
         }
     }
 
-    /// [`Counter::count_side`] under this counter's engine as it is.
-    fn count_side_here(&self, s: &Spec, side: Side) -> Result<(SideCounts, Option<Vec<f32>>)> {
+    /// [`Counter::count_spec_with_outputs`] under this counter's engine as it is.
+    fn count_spec_here(&self, s: &Spec) -> Result<Counted> {
+        // The sides the backend's own kernels run, counted together in one process.
+        let own: Vec<Side> = [Side::Before, Side::After]
+            .into_iter()
+            .filter(|&side| {
+                implementation_of(s, side).is_none()
+                    && crate::backend::cannot_run(DeviceKind::Cpu, &s.workload).is_none()
+            })
+            .collect();
+        let mut counted_own = if own.is_empty() {
+            Vec::new()
+        } else {
+            self.run_counted(s, &own)?
+        };
+        let mut sides = Vec::with_capacity(2);
+        for side in [Side::Before, Side::After] {
+            let own_counted = match own.iter().position(|&o| o == side) {
+                Some(k) => Some(std::mem::take(&mut counted_own[k])),
+                None => None,
+            };
+            sides.push(self.side_counts(s, side, own_counted)?);
+        }
+        let [(before, before_output), (after, after_output)]: [(SideCounts, Option<Vec<f32>>); 2] =
+            sides.try_into().map_err(|_| {
+                Error::Backend(crate::error::BackendError::Kernel(
+                    "a spec has two sides".into(),
+                ))
+            })?;
+        Ok(self.assemble(s, before, after, [before_output, after_output]))
+    }
+
+    /// One side of `s` set against its ledger: counted in the process of its spec's own sides
+    /// (`own`, where the side is one of them), counted as a worker, or why it is not counted;
+    /// with the output its counted call left.
+    fn side_counts(
+        &self,
+        s: &Spec,
+        side: Side,
+        own: Option<OwnCounted>,
+    ) -> Result<(SideCounts, Option<Vec<f32>>)> {
         // The CPU kernels' tiles, with the model's last level as the cache that serves re-reads
         // (measured first without it, flash attention read 0.46-0.61x of a ledger that had
         // every K/V re-read reach memory).
@@ -198,18 +326,19 @@ impl Counter {
         let ledger = s
             .workload
             .ledger(s.variants.before, s.variants.after, &tiling);
-        let (implementation, ledger) = match side {
-            Side::Before => (&s.implementations.before, &ledger.before),
-            Side::After => (&s.implementations.after, &ledger.after),
+        let implementation = implementation_of(s, side);
+        let ledger = match side {
+            Side::Before => &ledger.before,
+            Side::After => &ledger.after,
         };
         let model = &self.engine.cache_model;
-        let (counts, functions, output, repeat_instructions) = match implementation {
-            Some(Implementation::Cuda(_)) => {
+        let (counts, functions, output, repeat_instructions) = match (implementation, own) {
+            (Some(Implementation::Cuda(_)), _) => {
                 return Ok((SideCounts::NotAvailable {
                     reason: "a `cuda:` side's kernel runs on a GPU: counts are not available for it (a GPU's counts come from Nsight Compute)".into(),
                 }, None))
             }
-            Some(Implementation::Worker(cmd)) => {
+            (Some(Implementation::Worker(cmd)), _) => {
                 let variant = match side {
                     Side::Before => s.variants.before,
                     Side::After => s.variants.after,
@@ -224,12 +353,11 @@ impl Counter {
                     }
                 }
             }
-            None => {
-                if let Some(why) = crate::backend::cannot_run(DeviceKind::Cpu, &s.workload) {
-                    return Ok((SideCounts::NotAvailable { reason: why }, None));
-                }
-                let (c, f, o) = self.run_counted(s, side)?;
-                (c, f, o, None)
+            (None, Some((c, f, o))) => (c, f, o, None),
+            (None, None) => {
+                let why = crate::backend::cannot_run(DeviceKind::Cpu, &s.workload)
+                    .unwrap_or_else(|| "the side was not counted".into());
+                return Ok((SideCounts::NotAvailable { reason: why }, None));
             }
         };
         Ok((
@@ -256,7 +384,7 @@ impl Counter {
         ))
     }
 
-    /// `s`'s counts from its sides (counted by [`Counter::count_side`], or profiled), with
+    /// `s`'s counts from its sides (counted by [`Counter::count_spec_with_outputs`], or profiled), with
     /// their counted calls' outputs, under the engine `s` is counted under.
     pub fn assemble(
         &self,
@@ -284,20 +412,18 @@ impl Counter {
         }
     }
 
-    /// Runs `opledger count-side` for one side under Callgrind and reads its two intervals:
-    /// the kernel call, and the flush after it (whose dirty evictions are the call's last
-    /// writes).
-    fn run_counted(&self, s: &Spec, side: Side) -> Result<(Counts, Vec<FunctionCounts>, Vec<f32>)> {
+    /// Runs `opledger count-side` for `sides` of `s` (one process) under Callgrind and reads
+    /// each side's two intervals: the kernel call, and the flush after it (whose dirty
+    /// evictions are the call's last writes).
+    fn run_counted(&self, s: &Spec, sides: &[Side]) -> Result<Vec<OwnCounted>> {
         let work = self.work.path();
         let model = &self.engine.cache_model;
         let out = work.join("callgrind.out");
-        let output_file = work.join(OUTPUT_FILE);
-        for f in [
-            out.with_extension("out.1"),
-            out.with_extension("out.2"),
-            out.clone(),
-            output_file.clone(),
-        ] {
+        let parts = |k: usize| work.join(format!("callgrind.out.{k}"));
+        let mut stale: Vec<PathBuf> = (1..=2 * sides.len()).map(parts).collect();
+        stale.push(out.clone());
+        stale.extend(sides.iter().map(|side| work.join(output_file(*side))));
+        for f in stale {
             let _ = std::fs::remove_file(f);
         }
         // The spec's text in the work folder, which is the counted process's current folder: where
@@ -305,13 +431,18 @@ impl Counter {
         // the kernel's buffers against each other.
         let file = PathBuf::from("spec.yaml");
         crate::files::write_atomic(&work.join(&file), s.source_text.as_bytes())?;
+        let sides_arg = sides
+            .iter()
+            .map(|side| side.name())
+            .collect::<Vec<_>>()
+            .join(",");
         let mut cmd = std::process::Command::new(self.valgrind_program()?);
         cmd.args(callgrind::args(model, &out))
             .arg(&self.exe)
             .arg("count-side")
             .arg(&file)
             .arg(&s.name)
-            .arg(side.name())
+            .arg(&sides_arg)
             .arg(self.engine.seed.to_string())
             .arg(model.ll.bytes.to_string())
             .current_dir(work)
@@ -324,7 +455,11 @@ impl Counter {
         if self.slowdown > 0.0 {
             cmd.env(crate::settings::SLOWDOWN_VAR, self.slowdown.to_string());
         }
-        let done = self.run_bounded(cmd, s, side)?;
+        let what = match sides {
+            [side] => format!("the {} side", side.name()),
+            _ => "its sides".to_string(),
+        };
+        let done = self.run_bounded(cmd, s, &what)?;
         if !done.status.success() {
             let tail: String = crate::untrusted::printable(&String::from_utf8_lossy(&done.stderr))
                 .lines()
@@ -336,22 +471,35 @@ impl Counter {
                 .collect::<Vec<_>>()
                 .join("\n");
             return Err(Error::Backend(crate::error::BackendError::Kernel(format!(
-                "{}: the {} side under Callgrind exited with {}: {tail}",
-                s.name,
-                side.name(),
-                done.status
+                "{}: {what} under Callgrind exited with {}: {tail}",
+                s.name, done.status
             ))));
         }
-        let (call, call_text) = read_events(&work.join("callgrind.out.1"))?;
-        let (flush, _) = read_events(&work.join("callgrind.out.2"))?;
-        let output = read_output(&output_file, s)?;
-        Ok((
-            counts_of(&call, &flush, model, &work.join("callgrind.out.1"))?,
-            functions(&call_text, TOP_FUNCTIONS),
-            output,
-        ))
+        let mut counted = Vec::with_capacity(sides.len());
+        for (k, side) in sides.iter().enumerate() {
+            let (call, call_text) = read_events(&parts(2 * k + 1))?;
+            let (flush, _) = read_events(&parts(2 * k + 2))?;
+            let output = read_output(&work.join(output_file(*side)), s)?;
+            counted.push((
+                counts_of(&call, &flush, model, &parts(2 * k + 1))?,
+                functions(&call_text, TOP_FUNCTIONS),
+                output,
+            ));
+        }
+        Ok(counted)
     }
 }
+
+/// How `side` of `s` is implemented: `None` where it runs the backend's own kernels.
+fn implementation_of(s: &Spec, side: Side) -> &Option<Implementation> {
+    match side {
+        Side::Before => &s.implementations.before,
+        Side::After => &s.implementations.after,
+    }
+}
+
+/// A side counted in its spec's process: its counts, its functions and its call's output.
+type OwnCounted = (Counts, Vec<FunctionCounts>, Vec<f32>);
 
 /// A private work folder of a fixed-length name under `/tmp` and a link in it to the binary
 /// `exe` (the counted process's paths have the same lengths on every machine, and in every
@@ -503,14 +651,14 @@ impl Counter {
         })
     }
 
-    /// Runs a counted process in a process group of its own (ended if opledger is stopped),
-    /// waiting at most the counter's limit: past it the process is ended and the side is an
-    /// error that names the limit and how to raise it.
+    /// Runs a counted process (of `what` of `s`: "the before side", "its sides") in a process
+    /// group of its own (ended if opledger is stopped), waiting at most the counter's limit:
+    /// past it the process is ended, with an error that names the limit and how to raise it.
     fn run_bounded(
         &self,
         mut cmd: std::process::Command,
         s: &Spec,
-        side: Side,
+        what: &str,
     ) -> Result<std::process::Output> {
         use std::io::Read;
         use std::os::unix::process::CommandExt;
@@ -553,9 +701,8 @@ impl Counter {
                     }
                     let _ = child.wait();
                     return Err(Error::Backend(crate::error::BackendError::Kernel(format!(
-                        "{}: the {} side under Callgrind did not finish within {} s and was ended (raise {} for larger counted sizes, or lower `measure.counts_sizes`)",
+                        "{}: {what} under Callgrind did not finish within {} s and was ended (raise {} for larger counted sizes, or lower `measure.counts_sizes`)",
                         s.name,
-                        side.name(),
                         self.limit.as_secs_f64(),
                         crate::settings::COUNTS_TIMEOUT_VAR
                     ))));
@@ -576,8 +723,10 @@ impl Counter {
     }
 }
 
-/// The file a counted process leaves its call's output in, in the work folder.
-const OUTPUT_FILE: &str = "output.f32";
+/// The file a counted process leaves `side`'s call's output in, in the work folder.
+fn output_file(side: Side) -> &'static str {
+    super::OUTPUT_FILES[side as usize]
+}
 
 /// The C library's version (`glibc 2.36`): another one can move a kernel's buffers, and with
 /// them its simulated misses.
@@ -594,14 +743,20 @@ fn libc_version() -> String {
     }
 }
 
-/// In the process Callgrind runs: one side of one spec, set up, called once uncounted (lazy
-/// set-up: the thread pool, first touches of its buffers), then called once counted, then a
-/// read of twice the last level's size in an interval of its own, which evicts the lines the
-/// call left dirty.
-pub fn count_side(
+/// In the process Callgrind runs: `sides` of one spec (the backend's own kernels), set up on
+/// one set of inputs and each called once uncounted (lazy set-up: the thread pool, first
+/// touches of its buffers); then the checked seed's inputs, and for each side in turn: its
+/// output filled with NaN, one counted call, a read of twice the last level's size in an
+/// interval of its own (which evicts the lines the call left dirty), and its output written
+/// to the work folder. Each counted interval starts from empty simulated caches (Callgrind
+/// empties them when counting starts), so a side counts as it would in a process of its own
+/// but for where the other side's buffers moved the heap (docs/counts.md: a few hundredths of a
+/// percent). Which sides share a process is decided by the spec alone, never by the machine,
+/// so that the counts of a binary and spec are the same everywhere.
+pub fn count_sides(
     file: &Path,
     name: &str,
-    side: Side,
+    sides: &[Side],
     seed: u64,
     ll_bytes: u64,
 ) -> Result<ExitCode> {
@@ -615,6 +770,9 @@ pub fn count_side(
         .use_current_thread()
         .build_global()
         .map_err(|e| Error::CountSide(CountSideProblem::ThreadPool(e.to_string())))?;
+    if cfg!(target_endian = "big") {
+        return Err(Error::CountSide(CountSideProblem::BigEndian));
+    }
     // The kernel sources of `cuda:` sides stay beside the original spec: they were checked
     // there, and are not run here.
     let s = counted_spec(file, name)?;
@@ -623,41 +781,42 @@ pub fn count_side(
     let inputs = Arc::new(s.workload.as_kind().inputs(seed));
     // The backend's own kernels only: the other side may be a worker, which is neither counted
     // nor started here.
-    let variant = match side {
+    let variant = |side: Side| match side {
         Side::Before => s.variants.before,
         Side::After => s.variants.after,
     };
     let mut case = backend.prepare(&s.workload, inputs)?;
-    case.run_timed(variant)?;
-    // The counted call computes on the checked seed's inputs, which nothing before it saw, into
-    // an output filled with NaN: its output is checked, and a result kept from the call before
-    // cannot pass for it.
+    for &side in sides {
+        case.run_timed(variant(side))?;
+    }
+    // The counted calls compute on the checked seed's inputs, which nothing before them saw,
+    // into outputs filled with NaN: their outputs are checked, and a result kept from the calls
+    // before cannot pass for them.
     let checked = Arc::new(s.workload.as_kind().inputs(crate::checked_seed(seed)));
     case.set_inputs(checked)?;
-    case.poison_output(variant)?;
     let flush = vec![1u8; (2 * ll_bytes) as usize];
-    callgrind::start();
-    case.run_timed(variant)?;
-    callgrind::dump();
-    let mut sum = 0u64;
-    for b in flush.iter().step_by(64) {
-        sum = sum.wrapping_add(u64::from(*b));
+    for &side in sides {
+        case.poison_output(variant(side))?;
+        callgrind::start();
+        case.run_timed(variant(side))?;
+        callgrind::dump();
+        let mut sum = 0u64;
+        for b in flush.iter().step_by(64) {
+            sum = sum.wrapping_add(u64::from(*b));
+        }
+        std::hint::black_box(sum);
+        callgrind::dump();
+        callgrind::stop();
+        let output = case.output(variant(side))?;
+        // SAFETY: an f32 slice is plain data without padding; its bytes are read as a u8 slice
+        // of four times its length, within the same allocation, while `output` is borrowed.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(
+                output.as_ptr().cast::<u8>(),
+                std::mem::size_of_val(&*output),
+            )
+        };
+        crate::files::write_atomic(Path::new(output_file(side)), bytes)?;
     }
-    std::hint::black_box(sum);
-    callgrind::dump();
-    callgrind::stop();
-    let output = case.output(variant)?;
-    // SAFETY: an f32 slice is plain data without padding; its bytes are read as a u8 slice of
-    // four times its length, within the same allocation, while `output` is borrowed.
-    let bytes = unsafe {
-        std::slice::from_raw_parts(
-            output.as_ptr().cast::<u8>(),
-            std::mem::size_of_val(&*output),
-        )
-    };
-    if cfg!(target_endian = "big") {
-        return Err(Error::CountSide(CountSideProblem::BigEndian));
-    }
-    crate::files::write_atomic(Path::new(OUTPUT_FILE), bytes)?;
     Ok(ExitCode::Pass)
 }
