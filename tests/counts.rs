@@ -14,11 +14,20 @@ use std::process::{Command, Output};
 const SMALL_LL: &str = "LL=1048576,16,64";
 
 fn chain_spec(dir: &Path, rows: u64, cols: u64) -> std::path::PathBuf {
-    let p = dir.join("chain.yaml");
+    named_chain_spec(dir, "counted-chain", rows, cols)
+}
+
+/// [`chain_spec`] under another name, in `<name>.yaml`.
+fn named_chain_spec(dir: &Path, name: &str, rows: u64, cols: u64) -> std::path::PathBuf {
+    let p = dir.join(if name == "counted-chain" {
+        "chain.yaml".to_string()
+    } else {
+        format!("{name}.yaml")
+    });
     std::fs::write(
         &p,
         format!(
-            "name: counted-chain\ntitle: a chain counted\nchecklist: [fusion]\nworkload: {{kind: elementwise, ops: [scale, add, relu], rows: {rows}, cols: {cols}}}\nvariants: {{before: unfused, after: fused}}\nexpect: {{bound: bandwidth}}\n"
+            "name: {name}\ntitle: a chain counted\nchecklist: [fusion]\nworkload: {{kind: elementwise, ops: [scale, add, relu], rows: {rows}, cols: {cols}}}\nvariants: {{before: unfused, after: fused}}\nexpect: {{bound: bandwidth}}\n"
         ),
     )
     .unwrap();
@@ -107,6 +116,53 @@ fn counts_are_identical_run_after_run_wherever_the_spec_lies() {
         first_json[0]["engine"]["cache_model"]["ll"]["bytes"],
         1 << 20
     );
+}
+
+#[test]
+#[cfg_attr(not(has_valgrind), ignore = "needs Valgrind")]
+fn specs_counted_side_by_side_count_as_each_alone_and_print_in_their_order() {
+    if !valgrind() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let small = chain_spec(dir.path(), 1024, 1024);
+    // The larger spec is listed second and counted first (the longest first).
+    let big = named_chain_spec(dir.path(), "counted-chain-large", 2048, 1024);
+    let alone = [
+        json(&counts(dir.path(), &small, &[])),
+        json(&counts(dir.path(), &big, &[])),
+    ];
+    let o = bin()
+        .current_dir(dir.path())
+        .arg("counts")
+        .args([&small, &big])
+        .args(["--cache-model", SMALL_LL, "--format", "json"])
+        .output()
+        .unwrap();
+    let together = json(&o);
+    assert_eq!(together[0]["name"], "counted-chain");
+    assert_eq!(together[1]["name"], "counted-chain-large");
+    for (k, a) in alone.iter().enumerate() {
+        for side in ["before", "after"] {
+            assert_eq!(
+                together[k][side]["counts"], a[0][side]["counts"],
+                "spec {k}, {side}"
+            );
+            assert!(
+                together[k][side]["counts"]["instructions"]
+                    .as_u64()
+                    .unwrap()
+                    > 0
+            );
+        }
+    }
+    // Twice the rows, about twice the instructions: the two specs' counts were not swapped.
+    let n = |k: usize| {
+        together[k]["before"]["counts"]["instructions"]
+            .as_u64()
+            .unwrap()
+    };
+    assert!(n(1) > n(0) * 3 / 2, "{} against {}", n(1), n(0));
 }
 
 #[test]
