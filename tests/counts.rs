@@ -1221,4 +1221,22 @@ fn points_counted_at_one_size_are_counted_once() {
             "{s}"
         );
     }
+    // `opledger counts` counts them once too, each point under its own name, with the run's
+    // counts (the same binary, workload and seed).
+    let o = counts_cmd(dir.path(), &spec)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let counted = json(&o);
+    let counted = counted.as_array().unwrap();
+    assert_eq!(counted.len(), 3);
+    for (c, s) in counted.iter().zip(specs) {
+        assert_eq!(c["name"], s["name"]);
+        for side in ["before", "after"] {
+            assert_eq!(
+                c[side]["counts"], s["counts"][side]["counts"],
+                "{side}: {c}"
+            );
+        }
+    }
 }

@@ -39,9 +39,10 @@ pub fn counts(o: &CountOptions) -> Result<ExitCode> {
         .iter()
         .map(|s| s.counted().map(|c| c.into_owned()))
         .collect::<Result<_>>()?;
-    // Counted side by side up to the machine's cores, the longest first; printed in the
-    // specs' order.
-    let mut order: Vec<usize> = (0..counted.len()).collect();
+    // Counted side by side up to the machine's cores, the longest first, each distinct counted
+    // spec once (sweep points counted at one size); printed in the specs' order.
+    let (mut order, copies) =
+        crate::measure::counts::distinct(counted.iter().enumerate().map(|(i, s)| (i, Some(s))));
     let cost: Vec<f64> = counted.iter().map(|s| counter.ledger_cost(s)).collect();
     order.sort_by(|&a, &b| cost[b].total_cmp(&cost[a]));
     let ordered: Vec<crate::spec::Spec> = order.iter().map(|&i| counted[i].clone()).collect();
@@ -51,6 +52,16 @@ pub fn counts(o: &CountOptions) -> Result<ExitCode> {
         .zip(counter.count_many(&ordered, counter.at_once(&ordered)))
     {
         results[i] = Some(c.map(|c| c.counts));
+    }
+    for (i, from) in copies {
+        results[i] = Some(match &results[from] {
+            Some(Ok(c)) => Ok(SpecCounts {
+                name: counted[i].name.clone(),
+                ..c.clone()
+            }),
+            // The first one's error, met first when the results are read.
+            _ => continue,
+        });
     }
     let counted: Vec<SpecCounts> = results.into_iter().flatten().collect::<Result<_>>()?;
     if o.json {

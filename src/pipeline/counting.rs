@@ -23,7 +23,8 @@ pub(super) fn count_all(p: &Prepared, opts: &RunOptions) -> Vec<Option<Result<Co
         .collect();
     // Cases that count the same thing (sweep points that `measure.counts_sizes` maps to one
     // size) are counted once: counts of one binary, workload and seed repeat exactly.
-    let (jobs, copies) = distinct(p, &counted);
+    let (jobs, copies) =
+        crate::measure::counts::distinct(counted.iter().map(|&i| (i, p.specs[i].counted().ok())));
     if jobs.is_empty() {
         return out;
     }
@@ -101,40 +102,6 @@ fn counting_cost(p: &Prepared, counter: &Counter, i: usize) -> f64 {
             .counted()
             .map_or(0.0, |s| counter.ledger_cost(&s))
     })
-}
-
-/// Of the counted cases `counted`, those to count (the first of each distinct counted spec)
-/// and the others, each with the case it copies. Only cases whose sides are opledger's own
-/// kernels are merged: a worker or a user's kernel is its own process, counted where it runs.
-fn distinct(p: &Prepared, counted: &[usize]) -> (Vec<usize>, Vec<(usize, usize)>) {
-    let key = |i: usize| -> Option<String> {
-        let s = p.specs[i].counted().ok()?;
-        let own = s.implementations.before.is_none() && s.implementations.after.is_none();
-        own.then(|| {
-            serde_json::to_string(&(
-                &s.workload,
-                s.variants.before,
-                s.variants.after,
-                &s.measure.counts_cache_model,
-            ))
-            .unwrap_or_default()
-        })
-    };
-    let mut seen: Vec<(String, usize)> = Vec::new();
-    let (mut jobs, mut copies) = (Vec::new(), Vec::new());
-    for &i in counted {
-        match key(i) {
-            Some(k) => match seen.iter().find(|(other, _)| *other == k) {
-                Some(&(_, first)) => copies.push((i, first)),
-                None => {
-                    seen.push((k, i));
-                    jobs.push(i);
-                }
-            },
-            None => jobs.push(i),
-        }
-    }
-    (jobs, copies)
 }
 
 /// Spec `i`'s counts as [`count_all`] made them, or (a spec it did not count) counted now.

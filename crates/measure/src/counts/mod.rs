@@ -28,6 +28,50 @@ pub use opledger_model::cache::{CacheLevel, CacheModel};
 
 use serde::{Deserialize, Serialize};
 
+/// Of the cases `cases` (an index and the spec at its counted sizes, `None` where that is
+/// refused), those to count — the first of each distinct counted spec — and the others, each
+/// with the index of the case it copies. Counts of one binary, workload and seed repeat
+/// exactly, so sweep points that `measure.counts_sizes` maps to one size are counted once.
+/// Only cases whose sides are opledger's own kernels are merged: a worker or a user's kernel
+/// is its own process, counted where it runs.
+pub fn distinct<S: std::ops::Deref<Target = crate::spec::Spec>>(
+    cases: impl IntoIterator<Item = (usize, Option<S>)>,
+) -> (Vec<usize>, Vec<(usize, usize)>) {
+    // What a counted process's counts follow from, besides the binary and the seed.
+    type Key = (
+        crate::kinds::Workload,
+        crate::kinds::Variant,
+        crate::kinds::Variant,
+        Option<String>,
+    );
+    let key = |s: &crate::spec::Spec| -> Option<Key> {
+        let own = s.implementations.before.is_none() && s.implementations.after.is_none();
+        own.then(|| {
+            (
+                s.workload.clone(),
+                s.variants.before,
+                s.variants.after,
+                s.measure.counts_cache_model.clone(),
+            )
+        })
+    };
+    let mut seen: Vec<(Key, usize)> = Vec::new();
+    let (mut jobs, mut copies) = (Vec::new(), Vec::new());
+    for (i, s) in cases {
+        match s.as_deref().and_then(key) {
+            Some(k) => match seen.iter().find(|(other, _)| *other == k) {
+                Some(&(_, first)) => copies.push((i, first)),
+                None => {
+                    seen.push((k, i));
+                    jobs.push(i);
+                }
+            },
+            None => jobs.push(i),
+        }
+    }
+    (jobs, copies)
+}
+
 /// The files a counted or profiled process leaves each side's counted output in, in its work
 /// folder (by `Side as usize`: before, after).
 const OUTPUT_FILES: [&str; 2] = ["before.f32", "after.f32"];
