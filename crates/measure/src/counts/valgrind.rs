@@ -148,18 +148,14 @@ impl Counter {
         })
     }
 
-    /// Both sides of `s`, each counted (or why not) and set against its ledger.
-    pub fn count_spec(&self, s: &Spec) -> Result<SpecCounts> {
-        Ok(self.count_spec_with_outputs(s)?.counts)
-    }
-
     /// The engine `s`'s sides are counted under ([`CountsEngine::for_spec`]).
     pub fn engine_for(&self, s: &Spec) -> std::borrow::Cow<'_, CountsEngine> {
         self.engine.for_spec(s, self.model_fixed)
     }
 
-    /// [`Counter::count_spec`], with the output each counted call left (on the inputs of the
-    /// checked seed), to be checked like any other run's. Both sides that are opledger's own
+    /// Both sides of `s`, each counted (or why not) and set against its ledger, with the output
+    /// each counted call left (on the inputs of the checked seed), to be checked like any other
+    /// run's. Both sides that are opledger's own
     /// kernels are counted in one process (one Valgrind start, one set of inputs for both); a
     /// worker's side in its own.
     pub fn count_spec_with_outputs(&self, s: &Spec) -> Result<Counted> {
