@@ -31,15 +31,16 @@ pub(super) fn count_all(p: &Prepared, opts: &RunOptions) -> Vec<Option<Result<Co
     // The longest first (by its counts baseline where it has one), so that the last to finish
     // is a short one. A spec whose counted form is refused is left to `take`, which makes its
     // error again.
-    let mut order: Vec<(usize, crate::spec::Spec)> = jobs
+    let mut order: Vec<(f64, usize, crate::spec::Spec)> = jobs
         .iter()
-        .filter_map(|&i| Some((i, p.specs[i].counted().ok()?.into_owned())))
+        .filter_map(|&i| {
+            let s = p.specs[i].counted().ok()?.into_owned();
+            Some((counting_cost(p, counter, i, &s), i, s))
+        })
         .collect();
-    let cost: Vec<f64> = (0..p.specs.len())
-        .map(|i| counting_cost(p, counter, i))
-        .collect();
-    order.sort_by(|(a, _), (b, _)| cost[*b].total_cmp(&cost[*a]));
-    let (indices, counted): (Vec<usize>, Vec<crate::spec::Spec>) = order.into_iter().unzip();
+    order.sort_by(|(a, ..), (b, ..)| b.total_cmp(a));
+    let (indices, counted): (Vec<usize>, Vec<crate::spec::Spec>) =
+        order.into_iter().map(|(_, i, s)| (i, s)).unzip();
     let at_once = counter.at_once(&counted);
     let alike = if copies.is_empty() {
         String::new()
@@ -78,12 +79,11 @@ pub(super) fn count_all(p: &Prepared, opts: &RunOptions) -> Vec<Option<Result<Co
     out
 }
 
-/// How long spec `i`'s counting takes, in units that only order the specs: the instructions
-/// and data accesses its counts baseline recorded (what Valgrind's time follows), else
-/// [`Counter::ledger_cost`].
-fn counting_cost(p: &Prepared, counter: &Counter, i: usize) -> f64 {
-    let recorded = p
-        .counts_baselines
+/// How long spec `i` (`counted`: at its counted sizes) takes to count, in units that only
+/// order the specs: the instructions and data accesses its counts baseline recorded (what
+/// Valgrind's time follows), else [`Counter::ledger_cost`].
+fn counting_cost(p: &Prepared, counter: &Counter, i: usize, counted: &crate::spec::Spec) -> f64 {
+    p.counts_baselines
         .get(i)
         .and_then(|b| b.baseline.as_ref())
         .map(|b| {
@@ -96,12 +96,8 @@ fn counting_cost(p: &Prepared, counter: &Counter, i: usize) -> f64 {
                 })
                 .sum::<f64>()
         })
-        .filter(|&units| units > 0.0);
-    recorded.unwrap_or_else(|| {
-        p.specs[i]
-            .counted()
-            .map_or(0.0, |s| counter.ledger_cost(&s))
-    })
+        .filter(|&units| units > 0.0)
+        .unwrap_or_else(|| counter.ledger_cost(counted))
 }
 
 /// Spec `i`'s counts as [`count_all`] made them, or (a spec it did not count) counted now.

@@ -155,9 +155,8 @@ impl Counter {
 
     /// Both sides of `s`, each counted (or why not) and set against its ledger, with the output
     /// each counted call left (on the inputs of the checked seed), to be checked like any other
-    /// run's. Both sides that are opledger's own
-    /// kernels are counted in one process (one Valgrind start, one set of inputs for both); a
-    /// worker's side in its own.
+    /// run's. The sides that are opledger's own kernels are counted in one process (one
+    /// Valgrind start, one set of inputs for both); a worker's side in its own.
     pub fn count_spec_with_outputs(&self, s: &Spec) -> Result<Counted> {
         if let Some(ncu) = &self.ncu {
             return self.profile_spec(ncu, s);
@@ -289,20 +288,14 @@ impl Counter {
         } else {
             self.run_counted(s, &own)?
         };
-        let mut sides = Vec::with_capacity(2);
-        for side in [Side::Before, Side::After] {
-            let own_counted = match own.iter().position(|&o| o == side) {
-                Some(k) => Some(std::mem::take(&mut counted_own[k])),
-                None => None,
-            };
-            sides.push(self.side_counts(s, side, own_counted)?);
-        }
-        let [(before, before_output), (after, after_output)]: [(SideCounts, Option<Vec<f32>>); 2] =
-            sides.try_into().map_err(|_| {
-                Error::Backend(crate::error::BackendError::Kernel(
-                    "a spec has two sides".into(),
-                ))
-            })?;
+        // The process's results, by side: taken out in the order `own` lists them.
+        let mut take = |side: Side| {
+            own.iter()
+                .position(|&o| o == side)
+                .map(|k| std::mem::take(&mut counted_own[k]))
+        };
+        let (before, before_output) = self.side_counts(s, Side::Before, take(Side::Before))?;
+        let (after, after_output) = self.side_counts(s, Side::After, take(Side::After))?;
         Ok(self.assemble(s, before, after, [before_output, after_output]))
     }
 
