@@ -276,12 +276,10 @@ impl Counter {
     /// [`Counter::count_spec_with_outputs`] under this counter's engine as it is.
     fn count_spec_here(&self, s: &Spec) -> Result<Counted> {
         // The sides the backend's own kernels run, counted together in one process.
+        let runnable = crate::backend::cannot_run(DeviceKind::Cpu, &s.workload).is_none();
         let own: Vec<Side> = [Side::Before, Side::After]
             .into_iter()
-            .filter(|&side| {
-                implementation_of(s, side).is_none()
-                    && crate::backend::cannot_run(DeviceKind::Cpu, &s.workload).is_none()
-            })
+            .filter(|&side| runnable && implementation_of(s, side).is_none())
             .collect();
         let mut counted_own = if own.is_empty() {
             Vec::new()
@@ -328,11 +326,7 @@ impl Counter {
                 }, None))
             }
             (Some(Implementation::Worker(cmd)), _) => {
-                let variant = match side {
-                    Side::Before => s.variants.before,
-                    Side::After => s.variants.after,
-                };
-                match self.count_worker(s, variant, cmd)? {
+                match self.count_worker(s, variant_of(s, side), cmd)? {
                     Ok(counted) => counted,
                     Err(NotCounted::OnGpu(reason)) => {
                         return Ok((SideCounts::NotAvailable { reason }, None))
@@ -373,8 +367,8 @@ impl Counter {
         ))
     }
 
-    /// `s`'s counts from its sides (counted by [`Counter::count_spec_with_outputs`], or profiled), with
-    /// their counted calls' outputs, under the engine `s` is counted under.
+    /// `s`'s counts from its sides (counted by [`Counter::count_spec_with_outputs`], or
+    /// profiled), with their counted calls' outputs, under the engine `s` is counted under.
     pub fn assemble(
         &self,
         s: &Spec,
@@ -484,6 +478,14 @@ fn implementation_of(s: &Spec, side: Side) -> &Option<Implementation> {
     match side {
         Side::Before => &s.implementations.before,
         Side::After => &s.implementations.after,
+    }
+}
+
+/// The variant `side` of `s` runs.
+fn variant_of(s: &Spec, side: Side) -> crate::kinds::Variant {
+    match side {
+        Side::Before => s.variants.before,
+        Side::After => s.variants.after,
     }
 }
 
@@ -770,10 +772,7 @@ pub fn count_sides(
     let inputs = Arc::new(s.workload.as_kind().inputs(seed));
     // The backend's own kernels only: the other side may be a worker, which is neither counted
     // nor started here.
-    let variant = |side: Side| match side {
-        Side::Before => s.variants.before,
-        Side::After => s.variants.after,
-    };
+    let variant = |side: Side| variant_of(&s, side);
     let mut case = backend.prepare(&s.workload, inputs)?;
     for &side in sides {
         case.run_timed(variant(side))?;
