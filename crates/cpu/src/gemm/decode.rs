@@ -55,22 +55,15 @@ multiversion! {
     }
 }
 
-/// Rows of B a decode task's register kernel takes at a time: in place, the stretch of B (×
+/// Rows of B an in-place decode task's register kernel takes at a time: the stretch of B (×
 /// the block's width) that the row groups after the first re-read from L1/L2, and how far
-/// ahead the first group asks for B's lines; packed, the most rows packed at a time.
+/// ahead the first group asks for B's lines.
 const DECODE_KC: usize = 128;
-/// The most bytes of B a decode task packs at a time: a quarter of the core's L2 as the machine
-/// reports it (read once), between 512 KiB and 2 MiB; 512 KiB where it reports none. The packed
-/// stretch is read back by the kernel once per group of rows, and must stay in L2 beside the
-/// rows of B streaming in: on the Intel Xeon VM (2 MiB L2) a 2 MiB stretch made decode m = 8
-/// 1.47× OpenBLAS's time at AVX2, 1 MiB 1.30×, 512 KiB 1.18×, 256 KiB 1.22× (docs/performance.md).
-fn decode_panel_bytes() -> usize {
-    crate::device::l2_cache_bytes().map_or(512 << 10, |l2| {
-        usize::try_from(l2 / 4)
-            .unwrap_or(usize::MAX)
-            .clamp(512 << 10, 2 << 20)
-    })
-}
+/// Rows of B a packed decode task packs a tile of, and its kernels then take, at a time: the
+/// tile (32 × 16 floats, 2 KiB under AVX2) stays in L1 for the row groups, and its packing reads
+/// one line from each of 32 rows of B (32 streams, each asked into L2 ahead). 128 rows a tile
+/// measured slower at every m (docs/performance.md).
+const PACKED_KC: usize = 32;
 
 /// A register-blocked decode kernel: `c[i·ldc + j] += Σ_p at[p·lda + i] · b[p·ldb + j]` for
 /// i < rows ≤ its R and j < its NV·LANES columns, over kc rows of B, the accumulators held in
@@ -137,8 +130,25 @@ unsafe fn decode_micro<
     }
 }
 
+/// The m rows of A in groups of at most `r` for a register kernel of `r` rows: as few groups
+/// as that allows, their sizes within one of each other (m = 8 under AVX2's 6-row kernel: 4 +
+/// 4, not 6 + 2). A group of g rows keeps 2g accumulators in flight, and below four rows
+/// (eight accumulators, a fused multiply-add's latency times its two ports) it cannot keep
+/// the FMA ports busy: a 2-row remainder costs as long as a 4-row group. Yields (first row,
+/// rows). Every row's sums are the same whatever its group.
+fn row_groups(m: usize, r: usize) -> impl Iterator<Item = (usize, usize)> {
+    let groups = m.div_ceil(r.max(1)).max(1);
+    let (base, extra) = (m / groups, m % groups);
+    (0..groups).scan(0, move |start, g| {
+        let rows = base + usize::from(g < extra);
+        let first = *start;
+        *start += rows;
+        Some((first, rows))
+    })
+}
+
 thread_local! {
-    /// A thread's packed stretch of B for the decode kernels, kept between runs (its pages
+    /// A thread's packed tile of B for the decode kernels, kept between runs (its pages
     /// faulted in once, not at every product).
     static PANEL: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
@@ -229,21 +239,21 @@ fn decode_kernel(l: SimdLevel) -> Option<DecodeKernel> {
 
 impl GemmKernels {
     /// The register kernels' decode product where the level's kernels take B packed (AVX2):
-    /// each task owns a contiguous range of B's rows over B's whole width — one long
-    /// run of memory, which the hardware prefetchers stream — and packs it a stretch at a
-    /// time into tiles (kc × nr each, contiguous, a line apart so that the rows written into
-    /// them do not fall into two of L1's sets) that the kernels then walk. A kernel
-    /// walking B in place strides by a row of B at every step, a new 4 KiB page each time,
-    /// where no hardware prefetcher follows, and AVX2's 16-column kernel ran at memory's
-    /// latency, not its bandwidth (docs/performance.md). Each task sums into its own m × n, and the
-    /// tasks' sums are added at the end; the column tail narrower than a kernel goes through
-    /// [`decode_rows`].
+    /// each task owns a contiguous range of B's rows over B's whole width and walks it
+    /// [`PACKED_KC`] rows at a time, tile by tile across the width: a tile (those rows × nr
+    /// columns) is packed into a line-aligned buffer that stays in L1 ([`pack_tile`], each row's
+    /// lines asked into L2 ahead), and every group of A's rows ([`row_groups`]) then runs the
+    /// level's kernel on it. A kernel walking B in place strides by a row of B at every step, a
+    /// new 4 KiB page each time, where no hardware prefetcher follows, and AVX2's 16-column
+    /// kernel ran at memory's latency, not its bandwidth (docs/performance.md). Each task sums
+    /// into its own m × n, and the tasks' sums are added at the end; the column tail narrower
+    /// than a kernel goes through [`decode_rows`].
     fn decode_packed(&self, kernel: DecodeKernel, at: &[f32], c: &mut [f32]) {
         let (kern, r, nr) = (kernel.f, kernel.rows, kernel.cols);
         let (m, n, k) = (self.g.m as usize, self.g.n as usize, self.g.k as usize);
         let b = self.inputs.get("B");
         let full = n / nr * nr;
-        let kc_max = (decode_panel_bytes() / 4 / full.max(1)).clamp(8, DECODE_KC);
+        let kc_max = PACKED_KC;
         let threads = rayon::current_num_threads();
         // Enough tasks for every thread several times over, none with fewer than 64 rows of B.
         let splits = (4 * threads).min(k.div_ceil(64)).max(1);
@@ -254,38 +264,36 @@ impl GemmKernels {
             .enumerate()
             .for_each(|(split, acc)| {
                 PANEL.with_borrow_mut(|panel| {
-                    let len = (kc_max * nr + 16) * (full / nr);
-                    if panel.len() < len {
-                        panel.resize(len, 0.0);
+                    // One tile, kc_max × nr, on a cache line of its own.
+                    if panel.len() < kc_max * nr + 16 {
+                        panel.resize(kc_max * nr + 16, 0.0);
                     }
+                    let off = panel.as_ptr().align_offset(64).min(16);
                     let p0 = (split * rows_per_split).min(k);
                     let end = (p0 + rows_per_split).min(k);
                     let mut pc = p0;
                     while pc < end {
                         let kc = kc_max.min(end - pc);
-                        let stride = kc * nr + 16;
-                        for p in 0..kc {
-                            let row = &b[(pc + p) * n..(pc + p) * n + full];
-                            match nr {
-                                16 => pack_row::<16>(row, panel, stride, p),
-                                32 => pack_row::<32>(row, panel, stride, p),
-                                _ => pack_row::<0>(row, panel, stride, p),
-                            }
-                        }
                         for t in 0..full / nr {
-                            for ig in (0..m).step_by(r) {
+                            let tile = &mut panel[off..off + kc * nr];
+                            match nr {
+                                16 => pack_tile::<16>(b, n, pc, t, tile),
+                                32 => pack_tile::<32>(b, n, pc, t, tile),
+                                _ => pack_tile::<0>(b, n, pc, t, tile),
+                            }
+                            for (ig, rows) in row_groups(m, r) {
                                 // SAFETY: the level's kernel (decode_kernel asserted the CPU
                                 // has it); rows pc..pc + kc < k of `at` (k × m) from column
-                                // ig, (m − ig).min(r) of them; tile t's kc × nr in `panel`
-                                // (full / nr tiles of kc_max·nr + 16) at t·stride; acc (m × n) at rows ig..
-                                // and columns t·nr.. + nr ≤ full ≤ n.
+                                // ig, `rows` of them (ig + rows ≤ m); the tile's kc × nr in
+                                // `panel` at off; acc (m × n) at rows ig.. and columns
+                                // t·nr.. + nr ≤ full ≤ n.
                                 unsafe {
                                     kern(
                                         kc,
                                         (at.as_ptr().add(pc * m + ig), m),
-                                        (panel.as_ptr().add(t * stride), nr),
+                                        (panel.as_ptr().add(off), nr),
                                         (acc.as_mut_ptr().add(ig * n + t * nr), n),
-                                        (m - ig).min(r),
+                                        rows,
                                         0,
                                     )
                                 };
@@ -423,6 +431,39 @@ impl GemmKernels {
                     }
                 }
             });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::row_groups;
+
+    /// Every row in exactly one group, in order, no group larger than the kernel's rows, as
+    /// few groups as that allows, their sizes within one of each other.
+    #[test]
+    fn row_groups_cover_the_rows_in_even_groups() {
+        assert_eq!(row_groups(8, 6).collect::<Vec<_>>(), [(0, 4), (4, 4)]);
+        assert_eq!(
+            row_groups(16, 6).collect::<Vec<_>>(),
+            [(0, 6), (6, 5), (11, 5)]
+        );
+        assert_eq!(row_groups(5, 6).collect::<Vec<_>>(), [(0, 5)]);
+        for r in [6, 8] {
+            for m in 1..=40 {
+                let groups: Vec<_> = row_groups(m, r).collect();
+                assert_eq!(groups.len(), m.div_ceil(r), "m = {m}, r = {r}");
+                let mut next = 0;
+                for &(first, rows) in &groups {
+                    assert_eq!(first, next, "m = {m}, r = {r}");
+                    assert!(
+                        rows <= r && rows + 1 >= m / groups.len(),
+                        "m = {m}, r = {r}"
+                    );
+                    next += rows;
+                }
+                assert_eq!(next, m, "m = {m}, r = {r}");
+            }
         }
     }
 }

@@ -22,7 +22,7 @@ mod pack;
 
 pub use decode::DECODE_MAX_M;
 pub use micro::{Tile, TileOut, MAX_TILE};
-use pack::{pack_a_panel, pack_b_panel, pack_b_rows, pack_row, B_ROWS_A_TASK};
+use pack::{pack_a_panel, pack_b_panel, pack_b_rows, pack_tile, B_ROWS_A_TASK};
 pub use pack::{Block, Mat};
 
 use super::simd::{supports, SimdLevel};
