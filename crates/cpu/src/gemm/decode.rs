@@ -253,7 +253,6 @@ impl GemmKernels {
         let (m, n, k) = (self.g.m as usize, self.g.n as usize, self.g.k as usize);
         let b = self.inputs.get("B");
         let full = n / nr * nr;
-        let kc_max = PACKED_KC;
         let threads = rayon::current_num_threads();
         // Enough tasks for every thread several times over, none with fewer than 64 rows of B.
         let splits = (4 * threads).min(k.div_ceil(64)).max(1);
@@ -264,16 +263,16 @@ impl GemmKernels {
             .enumerate()
             .for_each(|(split, acc)| {
                 PANEL.with_borrow_mut(|panel| {
-                    // One tile, kc_max × nr, on a cache line of its own.
-                    if panel.len() < kc_max * nr + 16 {
-                        panel.resize(kc_max * nr + 16, 0.0);
+                    // One tile, PACKED_KC × nr, on a cache line of its own.
+                    if panel.len() < PACKED_KC * nr + 16 {
+                        panel.resize(PACKED_KC * nr + 16, 0.0);
                     }
                     let off = panel.as_ptr().align_offset(64).min(16);
                     let p0 = (split * rows_per_split).min(k);
                     let end = (p0 + rows_per_split).min(k);
                     let mut pc = p0;
                     while pc < end {
-                        let kc = kc_max.min(end - pc);
+                        let kc = PACKED_KC.min(end - pc);
                         for t in 0..full / nr {
                             let tile = &mut panel[off..off + kc * nr];
                             match nr {
@@ -456,8 +455,9 @@ mod tests {
                 let mut next = 0;
                 for &(first, rows) in &groups {
                     assert_eq!(first, next, "m = {m}, r = {r}");
+                    let g = groups.len();
                     assert!(
-                        rows <= r && rows + 1 >= m / groups.len(),
+                        rows <= r && (rows == m / g || rows == m.div_ceil(g)),
                         "m = {m}, r = {r}"
                     );
                     next += rows;
