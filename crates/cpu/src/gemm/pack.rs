@@ -121,9 +121,9 @@ const PACK_AHEAD_FLOATS: usize = 128;
 /// each piece is a few vector moves, not a call to memcpy. Tile by tile, not row by row: a row
 /// of B scattered into every tile writes a new line of the stretch (in L2) at each piece, and
 /// stores that miss L1 leave the store buffer one after another (docs/performance.md has the
-/// profile). A tile's writes are one
-/// contiguous run; its reads take one line from each of its rows, the same pages the next tile
-/// reads on. NR = 0 stands for "not a kernel's width" and panics.
+/// profile). A tile's writes are one contiguous run; its reads take one line from each of its
+/// rows, the same pages the next tile reads on. NR = 0 stands for "not a kernel's width" and
+/// panics.
 #[inline(always)]
 pub(super) fn pack_tile<const NR: usize>(
     b: &[f32],
