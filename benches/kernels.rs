@@ -203,6 +203,24 @@ fn main() {
             );
         }
     }
+    if filter == "prefill" {
+        // A language model's prefill: 2048 tokens through a 4096-wide layer (the peers script's
+        // shape), only by name, its runs a third of a second each.
+        let g = Gemm {
+            m: 2048,
+            n: 4096,
+            k: 4096,
+            dtype: DType::F32,
+        };
+        let mut k = GemmKernels::new(g.clone(), Arc::new(g.inputs(1)));
+        let mut out = opledger::kinds::tensors::LineVec::zeroed((g.m * g.n) as usize);
+        let s = median_secs(7, || k.run(Variant::Tiled, &mut out));
+        println!(
+            "gemm tiled prefill 2048x4096x4096: {:.1} ms = {:.1} GFLOP/s",
+            s * 1e3,
+            2.0 * (g.m * g.n * g.k) as f64 / s / 1e9
+        );
+    }
     if "decode".contains(&filter) || filter.is_empty() {
         // GEMV-like shapes: B (k × n, 64 MiB) read from memory once per run; at k = 256 it
         // fits the cache, and the time is the kernel's own.

@@ -23,13 +23,30 @@ pub struct Tile {
     pub(super) kernel_max: unsafe fn(usize, *const f32, *const f32, *mut f32, usize, *mut f32),
     /// Running maxima a row of a [`Tile::store_max`] keeps: the kernel's vector width.
     pub max_lanes: usize,
+    /// Kernels of the first rows only, fewest rows first: an edge tile is computed by the first
+    /// that has rows enough (from the same mr-tall panels) instead of by the full kernel.
+    pub(super) short: &'static [ShortKernel],
+}
+
+/// A micro-kernel of a tile's first `rows` rows (see [`Tile::short`]).
+#[derive(Clone, Copy)]
+pub struct ShortKernel {
+    pub rows: usize,
+    /// # Safety
+    /// As [`Tile::kernel`]'s (`ap` holds kc·mr values), `c` pointing to `rows` rows.
+    pub(super) kernel: unsafe fn(usize, *const f32, *const f32, *mut f32, usize, bool),
 }
 
 impl Tile {
     /// The micro-kernel of this CPU's SIMD level.
     pub fn of_this_cpu() -> Tile {
+        Tile::of_level(crate::simd::level())
+    }
+
+    /// The micro-kernel of SIMD level `l` (the portable one below AVX2 and off x86-64).
+    pub fn of_level(l: crate::simd::SimdLevel) -> Tile {
         #[cfg(target_arch = "x86_64")]
-        match crate::simd::level() {
+        match l {
             crate::simd::SimdLevel::Avx512 => {
                 return Tile {
                     mr: 12,
@@ -37,6 +54,16 @@ impl Tile {
                     kernel: micro_avx512,
                     kernel_max: micro_max_avx512,
                     max_lanes: 16,
+                    short: &[
+                        ShortKernel {
+                            rows: 4,
+                            kernel: micro_short_avx512::<4, 8>,
+                        },
+                        ShortKernel {
+                            rows: 8,
+                            kernel: micro_short_avx512::<8, 16>,
+                        },
+                    ],
                 }
             }
             crate::simd::SimdLevel::Avx2Fma => {
@@ -46,6 +73,10 @@ impl Tile {
                     kernel: micro_avx2::<std::arch::x86_64::__m256>,
                     kernel_max: micro_max_avx2::<std::arch::x86_64::__m256>,
                     max_lanes: 8,
+                    short: &[ShortKernel {
+                        rows: 4,
+                        kernel: micro_short_avx2::<std::arch::x86_64::__m256>,
+                    }],
                 }
             }
             crate::simd::SimdLevel::Avx2NoFma => {
@@ -55,10 +86,16 @@ impl Tile {
                     kernel: micro_avx2::<crate::lanes::NoFma256>,
                     kernel_max: micro_max_avx2::<crate::lanes::NoFma256>,
                     max_lanes: 8,
+                    short: &[ShortKernel {
+                        rows: 4,
+                        kernel: micro_short_avx2::<crate::lanes::NoFma256>,
+                    }],
                 }
             }
             crate::simd::SimdLevel::Scalar => {}
         }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = l;
         Tile::portable()
     }
 
@@ -70,6 +107,7 @@ impl Tile {
             kernel: micro_portable_raw,
             kernel_max: micro_max_portable_raw,
             max_lanes: PORTABLE_NR,
+            short: &[],
         }
     }
 
@@ -82,9 +120,35 @@ impl Tile {
         unsafe { (self.kernel)(kc, ap.as_ptr(), bp.as_ptr(), c.as_mut_ptr(), ldc, add) }
     }
 
-    /// acc (mr×nr, row stride nr) = Ap·Bp.
-    pub fn into_acc(&self, kc: usize, ap: &[f32], bp: &[f32], acc: &mut [f32; MAX_TILE]) {
-        self.full(kc, ap, bp, &mut acc[..self.mr * self.nr], self.nr, false)
+    /// acc (mr×nr, row stride nr) = Ap·Bp, at least its first `rows` rows (by the short
+    /// kernel where it has that many; the rows after them are then left as they were).
+    pub fn into_acc(
+        &self,
+        kc: usize,
+        ap: &[f32],
+        bp: &[f32],
+        rows: usize,
+        acc: &mut [f32; MAX_TILE],
+    ) {
+        match self.short.iter().find(|k| rows <= k.rows) {
+            Some(short) => {
+                assert!(ap.len() >= kc * self.mr && bp.len() >= kc * self.nr);
+                // SAFETY: the panels hold kc·mr and kc·nr values (asserted), acc holds mr·nr ≥
+                // short.rows·nr values with row stride nr; `self` was built by of_this_cpu,
+                // which picks kernels this CPU runs.
+                unsafe {
+                    (short.kernel)(
+                        kc,
+                        ap.as_ptr(),
+                        bp.as_ptr(),
+                        acc.as_mut_ptr(),
+                        self.nr,
+                        false,
+                    )
+                }
+            }
+            _ => self.full(kc, ap, bp, &mut acc[..self.mr * self.nr], self.nr, false),
+        }
     }
 
     /// C[rows×cols] (the tile `out`) = or += Ap·Bp where rows ≤ mr, cols ≤ nr: full tiles go
@@ -100,7 +164,7 @@ impl Tile {
             return self.full(kc, ap, bp, c, ldc, add);
         }
         let mut acc = [0f32; MAX_TILE];
-        self.into_acc(kc, ap, bp, &mut acc);
+        self.into_acc(kc, ap, bp, rows, &mut acc);
         for i in 0..rows {
             let dst = &mut c[i * ldc..i * ldc + cols];
             let src = &acc[i * self.nr..i * self.nr + cols];
@@ -154,7 +218,7 @@ impl Tile {
             };
         }
         let mut acc = [0f32; MAX_TILE];
-        self.into_acc(kc, ap, bp, &mut acc);
+        self.into_acc(kc, ap, bp, rows, &mut acc);
         for i in 0..rows {
             let src = &acc[i * self.nr..i * self.nr + cols];
             c[i * ldc..i * ldc + cols].copy_from_slice(src);
@@ -357,7 +421,28 @@ pub(super) unsafe fn micro_avx512(
     add: bool,
 ) {
     // SAFETY: compiled with avx512f; the caller's bounds are micro's.
-    unsafe { micro::<std::arch::x86_64::__m512, 12, 24>(kc, ap, bp, c, ldc, add) }
+    unsafe { micro::<std::arch::x86_64::__m512, 12, 24, 12>(kc, ap, bp, c, ldc, add) }
+}
+
+/// The first R rows (ACC = 2·R accumulators) of [`micro_avx512`]'s product from its 12-row
+/// panels: the edge of a block whose height leaves R rows or fewer in its last panel (flash
+/// attention's 256-row query tiles: 21 panels and 4 rows; GEMM's 128-row blocks: 10 and 8),
+/// R/12 of the full kernel's work instead of all of it.
+///
+/// # Safety
+/// As [`micro_avx512`]'s, `c` R rows of 32 writable values.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn micro_short_avx512<const R: usize, const ACC: usize>(
+    kc: usize,
+    ap: *const f32,
+    bp: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    add: bool,
+) {
+    // SAFETY: compiled with avx512f; the caller's bounds are micro's with 12 values a step.
+    unsafe { micro::<std::arch::x86_64::__m512, R, ACC, 12>(kc, ap, bp, c, ldc, add) }
 }
 
 /// 6×16 over kc steps: 12 ymm accumulators, two loads of B and six broadcasts of A a step
@@ -379,7 +464,27 @@ pub(super) unsafe fn micro_avx2<V: crate::lanes::Lanes>(
 ) {
     // SAFETY: compiled with avx2 and fma, which V's methods need; the caller's bounds are
     // micro's.
-    unsafe { micro::<V, 6, 12>(kc, ap, bp, c, ldc, add) }
+    unsafe { micro::<V, 6, 12, 6>(kc, ap, bp, c, ldc, add) }
+}
+
+/// The first 4 rows of [`micro_avx2`]'s product from its 6-row panels (see
+/// [`micro_short_avx512`]).
+///
+/// # Safety
+/// As [`micro_avx2`]'s, `c` 4 rows of 16 writable values.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn micro_short_avx2<V: crate::lanes::Lanes>(
+    kc: usize,
+    ap: *const f32,
+    bp: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    add: bool,
+) {
+    // SAFETY: compiled with avx2 and fma, which V's methods need; the caller's bounds are
+    // micro's with 6 values a step.
+    unsafe { micro::<V, 4, 8, 6>(kc, ap, bp, c, ldc, add) }
 }
 
 /// [`micro_avx512`] stored, each row's maxima folded into its 16 running maxima.
@@ -435,7 +540,7 @@ unsafe fn micro_max<V: crate::lanes::Lanes, const R: usize, const ACC: usize>(
     row_max: *mut f32,
 ) {
     // SAFETY (all below): the caller's contract.
-    let acc = unsafe { micro_acc::<V, R, ACC>(kc, ap, bp, c, ldc) };
+    let acc = unsafe { micro_acc::<V, R, ACC, R>(kc, ap, bp, c, ldc) };
     for i in 0..R {
         unsafe {
             V::store(c.add(i * ldc), acc[2 * i]);
@@ -451,14 +556,15 @@ unsafe fn micro_max<V: crate::lanes::Lanes, const R: usize, const ACC: usize>(
 /// loads of B and R broadcasts of A a step; A's panel prefetched 32 steps ahead (B's panel stays
 /// in L1 across the block's A panels, A's streams from L2: prefetching B instead left GEMM 1152³
 /// ~7% slower on AVX-512 and ~6% on AVX2, docs/performance.md), the C tile's lines fetched while
-/// the loop runs.
+/// the loop runs. A's panel holds `AS` ≥ R values a step: R for a kernel's own panels, the
+/// panel height of a taller kernel for a short one that computes only its first R rows.
 ///
 /// # Safety
-/// V's features are enabled; `ap` holds kc·R values, `bp` kc·2·LANES, `c` R rows of 2·LANES
+/// V's features are enabled; `ap` holds kc·AS values, `bp` kc·2·LANES, `c` R rows of 2·LANES
 /// writable values with row stride `ldc`.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn micro<V: crate::lanes::Lanes, const R: usize, const ACC: usize>(
+unsafe fn micro<V: crate::lanes::Lanes, const R: usize, const ACC: usize, const AS: usize>(
     kc: usize,
     ap: *const f32,
     bp: *const f32,
@@ -468,7 +574,7 @@ unsafe fn micro<V: crate::lanes::Lanes, const R: usize, const ACC: usize>(
 ) {
     // SAFETY (all below): the caller's contract; rows i < R, columns < 2·LANES stay in the
     // caller's tile.
-    let acc = unsafe { micro_acc::<V, R, ACC>(kc, ap, bp, c, ldc) };
+    let acc = unsafe { micro_acc::<V, R, ACC, AS>(kc, ap, bp, c, ldc) };
     for i in 0..R {
         for h in 0..2 {
             unsafe {
@@ -491,7 +597,7 @@ unsafe fn micro<V: crate::lanes::Lanes, const R: usize, const ACC: usize>(
 /// As [`micro`]'s (C is only prefetched here).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn micro_acc<V: crate::lanes::Lanes, const R: usize, const ACC: usize>(
+unsafe fn micro_acc<V: crate::lanes::Lanes, const R: usize, const ACC: usize, const AS: usize>(
     kc: usize,
     ap: *const f32,
     bp: *const f32,
@@ -511,15 +617,15 @@ unsafe fn micro_acc<V: crate::lanes::Lanes, const R: usize, const ACC: usize>(
         }
     }
     // SAFETY (all below): V's features are enabled; p < kc bounds p·nr + nr ≤ kc·nr and
-    // p·R + R ≤ kc·R, and rows i < R, columns < nr stay in the caller's tile.
+    // p·AS + R ≤ kc·AS (R ≤ AS), and rows i < R, columns < nr stay in the caller's tile.
     let mut acc = [unsafe { V::splat(0.0) }; ACC];
     for p in 0..kc {
         unsafe {
-            _mm_prefetch::<_MM_HINT_T0>(ap.wrapping_add(p * R + 32 * R) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(ap.wrapping_add(p * AS + 32 * AS) as *const i8);
             let b0 = V::load(bp.add(p * nr));
             let b1 = V::load(bp.add(p * nr + V::LANES));
             for i in 0..R {
-                let a = V::splat(*ap.add(p * R + i));
+                let a = V::splat(*ap.add(p * AS + i));
                 acc[2 * i] = V::fmadd(a, b0, acc[2 * i]);
                 acc[2 * i + 1] = V::fmadd(a, b1, acc[2 * i + 1]);
             }

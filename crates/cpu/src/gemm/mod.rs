@@ -316,8 +316,6 @@ mod tests {
     use super::*;
     use crate::kinds::tensors::uniform;
     use crate::kinds::{DType, Kind};
-    #[cfg(target_arch = "x86_64")]
-    use micro::{micro_avx2, micro_avx512, micro_max_avx2, micro_max_avx512};
 
     #[test]
     fn naive_and_tiled_match_f64_at_ragged_sizes() {
@@ -496,44 +494,30 @@ mod tests {
     /// Every micro-kernel this CPU runs, full and edge tiles, set and accumulate, against f64.
     #[test]
     fn every_micro_kernel_of_this_cpu_matches_f64() {
-        let tiles = [Tile::portable()];
-        #[cfg(target_arch = "x86_64")]
-        let tiles = {
-            let mut tiles = tiles.to_vec();
-            use crate::device::simd::SimdLevel;
-            if super::super::simd::supports(SimdLevel::Avx2Fma) {
-                tiles.push(Tile {
-                    mr: 6,
-                    nr: 16,
-                    kernel: micro_avx2::<std::arch::x86_64::__m256>,
-                    kernel_max: micro_max_avx2::<std::arch::x86_64::__m256>,
-                    max_lanes: 8,
-                });
-                tiles.push(Tile {
-                    mr: 6,
-                    nr: 16,
-                    kernel: micro_avx2::<crate::lanes::NoFma256>,
-                    kernel_max: micro_max_avx2::<crate::lanes::NoFma256>,
-                    max_lanes: 8,
-                });
-            }
-            if super::super::simd::supports(SimdLevel::Avx512) {
-                tiles.push(Tile {
-                    mr: 12,
-                    nr: 32,
-                    kernel: micro_avx512,
-                    kernel_max: micro_max_avx512,
-                    max_lanes: 16,
-                });
-            }
-            tiles
-        };
+        // The kernels of every level this CPU runs (the portable one at Scalar).
+        let tiles = crate::device::simd::SimdLevel::ALL
+            .iter()
+            .filter(|&&l| super::super::simd::supports(l))
+            .map(|&l| Tile::of_level(l));
         let kc = 37;
         for t in tiles {
             let ap = uniform(kc * t.mr, 1, 0, -1.0, 1.0);
             let bp = uniform(kc * t.nr, 1, 1, -1.0, 1.0);
             let ldc = t.nr + 5;
-            for (rows, cols) in [(t.mr, t.nr), (t.mr - 1, t.nr), (1, 3)] {
+            // Full, edge by the full kernel, edge by each short kernel (8 rows and fewer, 4 and
+            // fewer).
+            for (rows, cols) in [
+                (t.mr, t.nr),
+                (t.mr - 1, t.nr),
+                (8, t.nr),
+                (5, t.nr - 1),
+                (4, t.nr),
+                (3, t.nr - 1),
+                (1, 3),
+            ]
+            .into_iter()
+            .filter(|&(rows, _)| rows <= t.mr)
+            {
                 for add in [false, true] {
                     let mut c = vec![0.5f32; t.mr * ldc];
                     t.store(

@@ -40,8 +40,28 @@ pub(super) fn pack_a_panel(a: Mat<'_>, blk: Block, mr: usize, panel: &mut [f32])
         }
     }
     match (rows == mr, mr) {
-        (true, 6) => return fixed::<6>(a, lda, r0, pc, kc, panel),
-        (true, 12) => return fixed::<12>(a, lda, r0, pc, kc, panel),
+        (true, 6) => {
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx2") {
+                let src: [&[f32]; 6] =
+                    std::array::from_fn(|i| &a[(r0 + i) * lda + pc..(r0 + i) * lda + pc + kc]);
+                // SAFETY: avx2 detected just above.
+                let done = unsafe { pack6_avx2(&src, &mut panel[..kc * 6]) };
+                return fixed::<6>(a, lda, r0, pc + done, kc - done, &mut panel[done * 6..]);
+            }
+            return fixed::<6>(a, lda, r0, pc, kc, panel);
+        }
+        (true, 12) => {
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                let src: [&[f32]; 12] =
+                    std::array::from_fn(|i| &a[(r0 + i) * lda + pc..(r0 + i) * lda + pc + kc]);
+                // SAFETY: avx512f detected just above.
+                let done = unsafe { pack12_avx512(&src, &mut panel[..kc * 12]) };
+                return fixed::<12>(a, lda, r0, pc + done, kc - done, &mut panel[done * 12..]);
+            }
+            return fixed::<12>(a, lda, r0, pc, kc, panel);
+        }
         _ => {}
     }
     if rows < mr {
@@ -53,6 +73,117 @@ pub(super) fn pack_a_panel(a: Mat<'_>, blk: Block, mr: usize, panel: &mut [f32])
             panel[p * mr + i] = v;
         }
     }
+}
+
+/// A 12-row panel's steps 16 at a time, returning how many it packed (a multiple of 16; the
+/// caller packs the rest): the 12 rows' 16 values are transposed in registers, and each group
+/// of 4 rows at a step leaves as one 16-byte piece (a masked store of its vector's lane), 48
+/// stores for 192 values. Value by value, the stores were the cost: 12 scalar stores a step,
+/// most of attention's packing of its probabilities (docs/performance.md).
+///
+/// # Safety
+/// The CPU supports avx512f.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn pack12_avx512(src: &[&[f32]; 12], panel: &mut [f32]) -> usize {
+    use std::arch::x86_64::*;
+    let kc = panel.len() / 12;
+    let whole = kc / 16 * 16;
+    assert!(src.iter().all(|r| r.len() >= kc), "12 rows of kc values");
+    let out = panel.as_mut_ptr();
+    for p in (0..whole).step_by(16) {
+        // SAFETY: p + 16 ≤ kc ≤ every row's length (asserted).
+        let r: [__m512; 12] =
+            std::array::from_fn(|i| unsafe { _mm512_loadu_ps(src[i].as_ptr().add(p)) });
+        // Pairs of rows interleaved: lo has, in 128-bit lane L, columns 4L and 4L+1 of both
+        // rows; hi columns 4L+2 and 4L+3.
+        let lo: [__m512; 6] = std::array::from_fn(|j| _mm512_unpacklo_ps(r[2 * j], r[2 * j + 1]));
+        let hi: [__m512; 6] = std::array::from_fn(|j| _mm512_unpackhi_ps(r[2 * j], r[2 * j + 1]));
+        for g in 0..3 {
+            let pd = |v: __m512| _mm512_castps_pd(v);
+            // u[q]: in lane L, rows 4g..4g+4 at column 4L + q.
+            let u = [
+                _mm512_unpacklo_pd(pd(lo[2 * g]), pd(lo[2 * g + 1])),
+                _mm512_unpackhi_pd(pd(lo[2 * g]), pd(lo[2 * g + 1])),
+                _mm512_unpacklo_pd(pd(hi[2 * g]), pd(hi[2 * g + 1])),
+                _mm512_unpackhi_pd(pd(hi[2 * g]), pd(hi[2 * g + 1])),
+            ];
+            for (q, &v) in u.iter().enumerate() {
+                let v = _mm512_castpd_ps(v);
+                let lanes = [
+                    _mm512_castps512_ps128(v),
+                    _mm512_extractf32x4_ps::<1>(v),
+                    _mm512_extractf32x4_ps::<2>(v),
+                    _mm512_extractf32x4_ps::<3>(v),
+                ];
+                for (l, &piece) in lanes.iter().enumerate() {
+                    // Column c = 4L + q goes to step p + c, rows 4g..4g + 4.
+                    let at = (p + 4 * l + q) * 12 + 4 * g;
+                    // SAFETY: panel[at..at + 4] is inside the panel (step p + c < kc).
+                    unsafe { _mm_storeu_ps(out.add(at), piece) };
+                }
+            }
+        }
+    }
+    whole
+}
+
+/// A 6-row panel's steps 8 at a time, as [`pack12_avx512`] with AVX2's vectors: at each step
+/// rows 0..4 leave as one 16-byte piece and rows 4..6 as one 8-byte piece.
+///
+/// # Safety
+/// The CPU supports avx2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn pack6_avx2(src: &[&[f32]; 6], panel: &mut [f32]) -> usize {
+    use std::arch::x86_64::*;
+    let kc = panel.len() / 6;
+    let whole = kc / 8 * 8;
+    assert!(src.iter().all(|r| r.len() >= kc), "6 rows of kc values");
+    let out = panel.as_mut_ptr();
+    for p in (0..whole).step_by(8) {
+        // SAFETY: p + 8 ≤ kc ≤ every row's length (asserted).
+        let r: [__m256; 6] =
+            std::array::from_fn(|i| unsafe { _mm256_loadu_ps(src[i].as_ptr().add(p)) });
+        // In 128-bit lane L: lo has columns 4L and 4L+1 of a pair of rows, hi 4L+2 and 4L+3.
+        let lo: [__m256; 3] = std::array::from_fn(|j| _mm256_unpacklo_ps(r[2 * j], r[2 * j + 1]));
+        let hi: [__m256; 3] = std::array::from_fn(|j| _mm256_unpackhi_ps(r[2 * j], r[2 * j + 1]));
+        let pd = |v: __m256| _mm256_castps_pd(v);
+        // u[q]: in lane L, rows 0..4 at column 4L + q.
+        let u = [
+            _mm256_unpacklo_pd(pd(lo[0]), pd(lo[1])),
+            _mm256_unpackhi_pd(pd(lo[0]), pd(lo[1])),
+            _mm256_unpacklo_pd(pd(hi[0]), pd(hi[1])),
+            _mm256_unpackhi_pd(pd(hi[0]), pd(hi[1])),
+        ];
+        // Rows 4 and 5: lo[2]'s lane L holds columns 4L (low half) and 4L+1 (high half),
+        // hi[2]'s columns 4L+2 and 4L+3.
+        let tail = [_mm256_castps_pd(lo[2]), _mm256_castps_pd(hi[2])];
+        for l in 0..2 {
+            let lane = |v: __m256d| {
+                if l == 0 {
+                    _mm256_castpd256_pd128(v)
+                } else {
+                    _mm256_extractf128_pd::<1>(v)
+                }
+            };
+            let pairs = [lane(tail[0]), lane(tail[1])];
+            for (q, &v) in u.iter().enumerate() {
+                let at = (p + 4 * l + q) * 6;
+                let pair = pairs[q / 2];
+                // SAFETY: panel[at..at + 6] is inside the panel (step p + 4L + q < kc).
+                unsafe {
+                    _mm_storeu_pd(out.add(at).cast(), lane(v));
+                    if q % 2 == 0 {
+                        _mm_storel_pd(out.add(at + 4).cast(), pair);
+                    } else {
+                        _mm_storeh_pd(out.add(at + 4).cast(), pair);
+                    }
+                }
+            }
+        }
+    }
+    whole
 }
 
 /// One nr-wide panel of B: the block's rows pc..pc+kc, its columns j0..j0+cols (cols ≤ nr,
@@ -139,5 +270,47 @@ pub(super) fn pack_tile<const NR: usize>(
         let src: &[f32; NR] = b[at..at + NR].try_into().expect("NR values");
         let dst: &mut [f32; NR] = dst.try_into().expect("NR values");
         *dst = *src;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every panel height the kernels use, full and short, at lengths around the vector
+    /// path's 16 steps, from an offset in a wider matrix: each step holds its rows' values in
+    /// order and a short panel's missing rows are zeros.
+    #[test]
+    fn a_panels_hold_each_step_s_rows_in_order() {
+        let (lda, pc) = (70, 3);
+        let a: Vec<f32> = (0..20 * lda).map(|i| i as f32 * 0.5 - 7.0).collect();
+        for mr in [4, 6, 12] {
+            for rows in [mr, mr - 1, 1] {
+                for kc in [1, 15, 16, 17, 33, 48, 64] {
+                    let mut panel = vec![f32::NAN; kc * mr];
+                    let blk = Block {
+                        r0: 2,
+                        rows,
+                        c0: pc,
+                        cols: kc,
+                    };
+                    pack_a_panel(Mat { data: &a, ld: lda }, blk, mr, &mut panel);
+                    for p in 0..kc {
+                        for i in 0..mr {
+                            let want = if i < rows {
+                                a[(2 + i) * lda + pc + p]
+                            } else {
+                                0.0
+                            };
+                            assert_eq!(
+                                panel[p * mr + i].to_bits(),
+                                want.to_bits(),
+                                "mr {mr} rows {rows} kc {kc} step {p} row {i}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
     }
 }
