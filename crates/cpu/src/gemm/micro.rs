@@ -426,8 +426,8 @@ pub(super) unsafe fn micro_avx512(
 
 /// The first R rows (ACC = 2·R accumulators) of [`micro_avx512`]'s product from its 12-row
 /// panels: the edge of a block whose height leaves R rows or fewer in its last panel (flash
-/// attention's 256-row query tiles: 21 panels and 4 rows; GEMM's 128-row blocks: 10 and 8),
-/// R/12 of the full kernel's work instead of all of it.
+/// attention's 256-row query tiles: 21 panels and 4 rows; a GEMM of 1024 rows: 85 and 4, of
+/// 2048: 170 and 8), R/12 of the full kernel's work instead of all of it.
 ///
 /// # Safety
 /// As [`micro_avx512`]'s, `c` R rows of 32 writable values.
