@@ -11,7 +11,7 @@
 
 use super::gemm::{Block, Mat, Tile, TileOut};
 use super::rows::{exp_sub_sum_in_place_at, exp_sub_sum_pf_at, max_row, scale_in_place};
-use super::simd::level;
+use super::simd::{level, SimdLevel};
 use super::{CaseConfig, CpuKernels, Kernels};
 use crate::error::Result;
 use crate::kinds::attention::Attention;
@@ -231,7 +231,7 @@ fn scores_block(
 
 /// o (rows×d, row stride d) += P (rows×cols) · V tile (packed in `vt`); `pp` holds P packed.
 fn pv_block(t: &Tile, pp: &mut Vec<f32>, p: Mat<'_>, vt: &[f32], shape: BlockShape, o: &mut [f32]) {
-    let BlockShape { rows, cols, d } = shape;
+    let BlockShape { rows, cols, .. } = shape;
     pp.resize(t.a_len(rows, cols), 0.0);
     let blk = Block {
         r0: 0,
@@ -240,6 +240,13 @@ fn pv_block(t: &Tile, pp: &mut Vec<f32>, p: Mat<'_>, vt: &[f32], shape: BlockSha
         cols,
     };
     t.pack_a(p, blk, pp);
+    pv_product(t, pp, vt, shape, o);
+}
+
+/// o (rows×d, row stride d) += P · V tile, P already packed in `pp` (as the micro-kernel's A
+/// panels), V in `vt`.
+fn pv_product(t: &Tile, pp: &[f32], vt: &[f32], shape: BlockShape, o: &mut [f32]) {
+    let BlockShape { rows, cols, d } = shape;
     for jp in 0..d.div_ceil(t.nr) {
         let nr = t.nr.min(d - jp * t.nr);
         let vpanel = &vt[jp * cols * t.nr..(jp + 1) * cols * t.nr];
@@ -257,6 +264,158 @@ fn pv_block(t: &Tile, pp: &mut Vec<f32>, p: Mat<'_>, vt: &[f32], shape: BlockSha
     }
 }
 
+/// A query tile's probabilities P = exp(S − m) from its scores `s` (rows × cols, row stride
+/// BC; `m` each row's maximum, −∞ for a row with no key in the tile), packed as the P·V
+/// product's A panels into `pp`, each row's sum into `sums`. A panel of full height whose rows
+/// are whole vectors is exponentiated as it is packed: one sweep over its scores, where
+/// exponentiating in place and then packing read and wrote the tile twice. Any other panel is
+/// exponentiated in place row by row (a row with no key: zeros) and packed after.
+fn exp_pack(
+    (l, t): (SimdLevel, &Tile),
+    s: &mut [f32],
+    (rows, cols): (usize, usize),
+    m: &[f32],
+    pp: &mut Vec<f32>,
+    sums: &mut [f32],
+) {
+    pp.resize(t.a_len(rows, cols), 0.0);
+    for (ip, panel) in pp.chunks_mut(cols * t.mr).enumerate() {
+        let (r0, here) = (ip * t.mr, t.mr.min(rows - ip * t.mr));
+        let rows_here = r0..r0 + here;
+        let keyed = m[rows_here.clone()].iter().all(|&x| x != f32::NEG_INFINITY);
+        if here == t.mr
+            && keyed
+            && exp_pack_panel(
+                (l, t),
+                s,
+                (r0, cols),
+                &m[rows_here.clone()],
+                panel,
+                &mut sums[rows_here.clone()],
+            )
+        {
+            continue;
+        }
+        for r in rows_here {
+            let srow = &mut s[r * BC..r * BC + cols];
+            sums[r] = if m[r] == f32::NEG_INFINITY {
+                srow.fill(0.0);
+                0.0
+            } else {
+                exp_sub_sum_in_place_at(l, srow, m[r])
+            };
+        }
+        let blk = Block {
+            r0,
+            rows: here,
+            c0: 0,
+            cols,
+        };
+        t.pack_a(Mat { data: s, ld: BC }, blk, panel);
+    }
+}
+
+/// One full panel of [`exp_pack`] exponentiated as it is packed, where level `l` has such a
+/// sweep and the rows are whole vectors (`false`: nothing done).
+fn exp_pack_panel(
+    (l, t): (SimdLevel, &Tile),
+    s: &[f32],
+    (r0, cols): (usize, usize),
+    m: &[f32],
+    panel: &mut [f32],
+    sums: &mut [f32],
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use super::math::{Fused, Separate};
+        fn rows<const R: usize>(s: &[f32], r0: usize, cols: usize) -> [&[f32]; R] {
+            std::array::from_fn(|i| &s[(r0 + i) * BC..(r0 + i) * BC + cols])
+        }
+        let panel = &mut panel[..cols * t.mr];
+        assert!(super::simd::supports(l), "this CPU lacks {}", l.name());
+        match (l, t.mr) {
+            (SimdLevel::Avx512, 12) if cols % 16 == 0 => {
+                // SAFETY: this CPU supports the level (asserted).
+                unsafe { exp_pack12_avx512(&rows(s, r0, cols), m, panel, sums) };
+                return true;
+            }
+            (SimdLevel::Avx2Fma, 6) if cols % 8 == 0 => {
+                // SAFETY: as above.
+                unsafe { exp_pack6_avx2::<Fused>(&rows(s, r0, cols), m, panel, sums) };
+                return true;
+            }
+            (SimdLevel::Avx2NoFma, 6) if cols % 8 == 0 => {
+                // SAFETY: as above (the level's CPU has FMA; `Separate` uses none).
+                unsafe { exp_pack6_avx2::<Separate>(&rows(s, r0, cols), m, panel, sums) };
+                return true;
+            }
+            _ => {}
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (l, t, s, r0, cols, m, panel, sums);
+    false
+}
+
+/// [`exp_pack_panel`] on AVX-512: each row's 16 scores of a step less the row's maximum,
+/// through [`super::math::exp_v`] (as the softmax sweep's), summed in one vector a row, and
+/// packed.
+///
+/// # Safety
+/// The CPU supports avx512f; the rows are `panel.len() / 12` long, a multiple of 16.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn exp_pack12_avx512(src: &[&[f32]; 12], m: &[f32], panel: &mut [f32], sums: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let mv: [__m512; 12] = std::array::from_fn(|i| _mm512_set1_ps(m[i]));
+    let mut acc = [_mm512_setzero_ps(); 12];
+    // SAFETY: avx512f (this function's).
+    let done = unsafe {
+        super::gemm::pack12_avx512_with(src, panel, |i, v| {
+            let e = super::math::exp_v(_mm512_sub_ps(v, mv[i]));
+            acc[i] = _mm512_add_ps(acc[i], e);
+            e
+        })
+    };
+    assert_eq!(done * 12, panel.len(), "whole vectors of every row");
+    for (sum, a) in sums.iter_mut().zip(acc) {
+        *sum = _mm512_reduce_add_ps(a);
+    }
+}
+
+/// [`exp_pack_panel`] on AVX2 (`M`: with FMA or without), 8 scores of a row a step, through
+/// [`super::math::exp_v_avx2_n`] (as the softmax sweep's).
+///
+/// # Safety
+/// The CPU supports avx2 and fma; the rows are `panel.len() / 6` long, a multiple of 8.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn exp_pack6_avx2<M: super::math::MulAdd>(
+    src: &[&[f32]; 6],
+    m: &[f32],
+    panel: &mut [f32],
+    sums: &mut [f32],
+) {
+    use std::arch::x86_64::*;
+    let mv: [__m256; 6] = std::array::from_fn(|i| _mm256_set1_ps(m[i]));
+    let mut acc = [_mm256_setzero_ps(); 6];
+    // SAFETY: avx2 and fma (this function's).
+    let done = unsafe {
+        super::gemm::pack6_avx2_with(src, panel, |i, v| {
+            let [e] = super::math::exp_v_avx2_n::<M, 1>([_mm256_sub_ps(v, mv[i])]);
+            acc[i] = _mm256_add_ps(acc[i], e);
+            e
+        })
+    };
+    assert_eq!(done * 6, panel.len(), "whole vectors of every row");
+    for (sum, a) in sums.iter_mut().zip(acc) {
+        let mut lanes = [0f32; 8];
+        // SAFETY: 8 writable floats.
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), a) };
+        *sum = lanes.iter().sum();
+    }
+}
+
 pub struct AttentionKernels {
     a: Attention,
     inputs: Arc<Tensors>,
@@ -264,17 +423,25 @@ pub struct AttentionKernels {
     p: LineVec,
     kv: PackedKv,
     scale: f32,
+    /// The SIMD level the softmax sweeps run at, the micro-kernel's (`kv.t`) too.
+    level: SimdLevel,
 }
 
 impl AttentionKernels {
     pub fn new(a: Attention, inputs: Arc<Tensors>) -> Self {
+        Self::at_level(a, inputs, level())
+    }
+
+    /// The kernels at SIMD level `l`, which this CPU must support (the tests run every level).
+    pub fn at_level(a: Attention, inputs: Arc<Tensors>, l: SimdLevel) -> Self {
         let nn = a.score_elements() as usize;
         AttentionKernels {
             inputs,
             s: LineVec::zeroed(nn),
             p: LineVec::zeroed(nn),
-            kv: PackedKv::new(Tile::of_this_cpu(), &a),
+            kv: PackedKv::new(Tile::of_level(l), &a),
             scale: a.softmax_scale(),
+            level: l,
             a,
         }
     }
@@ -289,7 +456,7 @@ impl AttentionKernels {
         let t = &self.inputs;
         let (q, k, v) = (t.get("Q"), t.get("K"), t.get("V"));
         self.kv.pack(k, v, n, d);
-        let kv = &self.kv;
+        let (kv, lvl) = (&self.kv, self.level);
         let tile = kv.t;
         // Pass 1: S = Q·Kᵀ·scale into memory, by blocks of BR query rows.
         head_tiles(&mut self.s, n, n).for_each_init(Vec::new, |qp, (h, i0, rows, sblk)| {
@@ -323,7 +490,7 @@ impl AttentionKernels {
             .enumerate()
             .for_each(|(row, prow)| {
                 let srow = &s[row * n..(row + 1) * n];
-                let sum = exp_sub_sum_pf_at(level(), srow, max_row(srow), prow, &[]);
+                let sum = exp_sub_sum_pf_at(lvl, srow, max_row(srow), prow, &[]);
                 scale_in_place(prow, 1.0 / sum);
             });
         // Pass 3: O = P·V.
@@ -357,7 +524,7 @@ impl AttentionKernels {
         let t = &self.inputs;
         let (q, k, v) = (t.get("Q"), t.get("K"), t.get("V"));
         self.kv.pack(k, v, n, d);
-        let kv = &self.kv;
+        let (kv, lvl) = (&self.kv, self.level);
         let tile = kv.t;
         // One task per (head, query tile); its output rows are contiguous.
         head_tiles(out, n, d).for_each(|(h, i0, rows, otile)| {
@@ -372,6 +539,9 @@ impl AttentionKernels {
                 pack_q(&tile, q, d, h * n + i0, rows, scale, qp);
                 let mut m = [f32::NEG_INFINITY; BR];
                 let mut l = [0f32; BR];
+                // A key tile's maxima its probabilities are taken against, and their sums.
+                let mut m_tile = [0f32; BR];
+                let mut sums = [0f32; BR];
                 otile.fill(0.0);
                 let kv_end = if causal { i0 + rows } else { n };
                 for j0 in (0..kv_end).step_by(BC) {
@@ -389,22 +559,22 @@ impl AttentionKernels {
                     }
                     let rm = fused_max.then_some(&mut maxima[..]);
                     scores_block(&tile, (qp, kv.k(h, j0)), shape, (sbuf, BC), mask, rm);
-                    // Online softmax: P = exp(S − m_new) in place, rescale what was summed.
+                    // Online softmax: each row's new maximum, what was summed rescaled to it.
                     for r in 0..rows {
-                        let srow = &mut sbuf[r * BC..r * BC + cols];
                         let row_max = if fused_max {
                             maxima[r * lanes..(r + 1) * lanes]
                                 .iter()
                                 .fold(f32::NEG_INFINITY, |a, &b| if b > a { b } else { a })
                         } else {
-                            max_row(srow)
+                            max_row(&sbuf[r * BC..r * BC + cols])
                         };
                         if row_max == f32::NEG_INFINITY {
-                            srow.fill(0.0); // the whole tile is masked for this row
+                            // The whole tile is masked for this row: its probabilities are 0.
+                            m_tile[r] = f32::NEG_INFINITY;
                             continue;
                         }
                         let m_new = if row_max > m[r] { row_max } else { m[r] };
-                        let psum = exp_sub_sum_in_place_at(level(), srow, m_new);
+                        m_tile[r] = m_new;
                         if m_new != m[r] {
                             // One exponential a row: outside the multiversioned kernels a
                             // fused multiply-add is a library call, a multiply and an add
@@ -413,11 +583,14 @@ impl AttentionKernels {
                             scale_in_place(&mut otile[r * d..(r + 1) * d], corr);
                             l[r] *= corr;
                         }
-                        l[r] += psum;
                         m[r] = m_new;
                     }
-                    let p = Mat { data: sbuf, ld: BC };
-                    pv_block(&tile, pp, p, kv.v(h, j0), shape, otile);
+                    // P = exp(S − m), packed for the product as it is computed.
+                    exp_pack((lvl, &tile), sbuf, (rows, cols), &m_tile, pp, &mut sums);
+                    for (l, s) in l[..rows].iter_mut().zip(&sums) {
+                        *l += s;
+                    }
+                    pv_product(&tile, pp, kv.v(h, j0), shape, otile);
                 }
                 for r in 0..rows {
                     scale_in_place(&mut otile[r * d..(r + 1) * d], 1.0 / l[r]);
@@ -442,8 +615,19 @@ mod tests {
     use super::*;
     use crate::kinds::Kind;
 
+    /// At every SIMD level this CPU runs: ragged sizes take the packing after the
+    /// exponentials (short panels, key tiles of a ragged width), whole ones the sweep that
+    /// packs as it exponentiates.
     #[test]
     fn standard_and_flash_match_f64_causal_and_not_at_ragged_sizes() {
+        for l in SimdLevel::ALL {
+            if super::super::simd::supports(l) {
+                match_f64_at(l);
+            }
+        }
+    }
+
+    fn match_f64_at(l: SimdLevel) {
         for (n, d, causal) in [
             (1, 8, false),
             (70, 16, true),
@@ -460,7 +644,7 @@ mod tests {
                 dtype: DType::F32,
             };
             let inputs = Arc::new(a.inputs(11));
-            let mut k = AttentionKernels::new(a.clone(), inputs.clone());
+            let mut k = AttentionKernels::at_level(a.clone(), inputs.clone(), l);
             for v in [Variant::Standard, Variant::Flash] {
                 let mut out = vec![f32::NAN; a.output_len() as usize];
                 k.run(v, &mut out);
@@ -468,7 +652,7 @@ mod tests {
                     let e = a.reference(&inputs, v, i);
                     assert!(
                         (out[i] as f64 - e).abs() <= 1e-5 + 1e-4 * e.abs(),
-                        "{v:?} n={n} d={d} causal={causal} [{i}] {} vs {e}",
+                        "{l:?} {v:?} n={n} d={d} causal={causal} [{i}] {} vs {e}",
                         out[i]
                     );
                 }

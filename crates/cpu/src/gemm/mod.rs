@@ -22,6 +22,8 @@ mod pack;
 
 pub use decode::DECODE_MAX_M;
 pub use micro::{Tile, TileOut, MAX_TILE};
+#[cfg(target_arch = "x86_64")]
+pub(crate) use pack::{pack12_avx512_with, pack6_avx2_with};
 use pack::{pack_a_panel, pack_b_panel, pack_b_rows, pack_tile, B_ROWS_A_TASK};
 pub use pack::{Block, Mat};
 

@@ -42,10 +42,12 @@ pub(super) fn pack_a_panel(a: Mat<'_>, blk: Block, mr: usize, panel: &mut [f32])
     match (rows == mr, mr) {
         (true, 6) => {
             #[cfg(target_arch = "x86_64")]
-            if std::arch::is_x86_feature_detected!("avx2") {
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
                 let src: [&[f32]; 6] =
                     std::array::from_fn(|i| &a[(r0 + i) * lda + pc..(r0 + i) * lda + pc + kc]);
-                // SAFETY: avx2 detected just above.
+                // SAFETY: avx2 and fma detected just above.
                 let done = unsafe { pack6_avx2(&src, &mut panel[..kc * 6]) };
                 return fixed::<6>(a, lda, r0, pc + done, kc - done, &mut panel[done * 6..]);
             }
@@ -86,6 +88,23 @@ pub(super) fn pack_a_panel(a: Mat<'_>, blk: Block, mr: usize, panel: &mut [f32])
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn pack12_avx512(src: &[&[f32]; 12], panel: &mut [f32]) -> usize {
+    // SAFETY: avx512f, the caller's contract.
+    unsafe { pack12_avx512_with(src, panel, |_, v| v) }
+}
+
+/// [`pack12_avx512`] with each row's 16 values of a step mapped by `f(row, values)` before
+/// they are packed (flash attention's probabilities: the exponentials of the scores, packed
+/// as they are computed).
+///
+/// # Safety
+/// The CPU supports avx512f.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+pub(crate) unsafe fn pack12_avx512_with(
+    src: &[&[f32]; 12],
+    panel: &mut [f32],
+    mut f: impl FnMut(usize, std::arch::x86_64::__m512) -> std::arch::x86_64::__m512,
+) -> usize {
     use std::arch::x86_64::*;
     let kc = panel.len() / 12;
     let whole = kc / 16 * 16;
@@ -94,7 +113,7 @@ unsafe fn pack12_avx512(src: &[&[f32]; 12], panel: &mut [f32]) -> usize {
     for p in (0..whole).step_by(16) {
         // SAFETY: p + 16 ≤ kc ≤ every row's length (asserted).
         let r: [__m512; 12] =
-            std::array::from_fn(|i| unsafe { _mm512_loadu_ps(src[i].as_ptr().add(p)) });
+            std::array::from_fn(|i| f(i, unsafe { _mm512_loadu_ps(src[i].as_ptr().add(p)) }));
         // Pairs of rows interleaved: lo has, in 128-bit lane L, columns 4L and 4L+1 of both
         // rows; hi columns 4L+2 and 4L+3.
         let lo: [__m512; 6] = std::array::from_fn(|j| _mm512_unpacklo_ps(r[2 * j], r[2 * j + 1]));
@@ -132,10 +151,28 @@ unsafe fn pack12_avx512(src: &[&[f32]; 12], panel: &mut [f32]) -> usize {
 /// rows 0..4 leave as one 16-byte piece and rows 4..6 as one 8-byte piece.
 ///
 /// # Safety
-/// The CPU supports avx2.
+/// The CPU supports avx2 and fma.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,fma")]
 unsafe fn pack6_avx2(src: &[&[f32]; 6], panel: &mut [f32]) -> usize {
+    // SAFETY: avx2 and fma, the caller's contract.
+    unsafe { pack6_avx2_with(src, panel, |_, v| v) }
+}
+
+/// [`pack6_avx2`] with each row's 8 values of a step mapped by `f(row, values)` before they
+/// are packed (see [`pack12_avx512_with`]). Compiled with FMA as the AVX2 kernels are (it
+/// emits none itself): a map from such a kernel is inlined only into a function with its
+/// features, and called once a row and step otherwise.
+///
+/// # Safety
+/// The CPU supports avx2 and fma.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn pack6_avx2_with(
+    src: &[&[f32]; 6],
+    panel: &mut [f32],
+    mut f: impl FnMut(usize, std::arch::x86_64::__m256) -> std::arch::x86_64::__m256,
+) -> usize {
     use std::arch::x86_64::*;
     let kc = panel.len() / 6;
     let whole = kc / 8 * 8;
@@ -144,7 +181,7 @@ unsafe fn pack6_avx2(src: &[&[f32]; 6], panel: &mut [f32]) -> usize {
     for p in (0..whole).step_by(8) {
         // SAFETY: p + 8 ≤ kc ≤ every row's length (asserted).
         let r: [__m256; 6] =
-            std::array::from_fn(|i| unsafe { _mm256_loadu_ps(src[i].as_ptr().add(p)) });
+            std::array::from_fn(|i| f(i, unsafe { _mm256_loadu_ps(src[i].as_ptr().add(p)) }));
         // In 128-bit lane L: lo has columns 4L and 4L+1 of a pair of rows, hi 4L+2 and 4L+3.
         let lo: [__m256; 3] = std::array::from_fn(|j| _mm256_unpacklo_ps(r[2 * j], r[2 * j + 1]));
         let hi: [__m256; 3] = std::array::from_fn(|j| _mm256_unpackhi_ps(r[2 * j], r[2 * j + 1]));
