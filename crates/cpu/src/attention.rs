@@ -4,7 +4,8 @@
 //!   above the diagonal when causal), P = softmax(S) into memory, O = P·V.
 //! - flash: one pass over (head, tile of FLASH_BR query rows); each walks the key/value tiles of
 //!   FLASH_BC rows (only up to the diagonal when causal), keeps the tile of scores in cache and
-//!   folds it into the output with the online softmax (running max and sum, rescaling).
+//!   folds it into the output with the online softmax (running max and sum, rescaling); the
+//!   tile's probabilities are exponentiated as they are packed for the P·V product.
 //!
 //! Both compute their matrix products with the GEMM's packed, register-tiled micro-kernel on the
 //! same block shapes, so the comparison isolates the IO of S and P, not the arithmetic.
