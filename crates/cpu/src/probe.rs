@@ -1,8 +1,9 @@
 //! Measured ceilings of the CPU under test, taken in the same run as the cases they judge:
 //! STREAM-style copy and triad bandwidth (all threads, arrays larger than the last-level cache)
 //! and the FMA throughput peak (all threads, the widest SIMD this CPU has, enough independent
-//! accumulators to hide the FMA latency). Each is the best of several repetitions, as STREAM
-//! reports: a ceiling is what the machine can do, not what it usually does. The triad is
+//! accumulators to hide the FMA latency). Each is the best of several repetitions spread over
+//! at least [`MIN_PROBE_SECS`], as STREAM reports: a ceiling is what the machine can do, not
+//! what it usually does. The triad is
 //! written the way the elementwise kernels are (on AVX-512: registers, prefetched inputs,
 //! non-temporal stores into cache-line-aligned huge-page buffers; elsewhere an L1 tile), so the
 //! ceiling and the kernels pay the same store path (no write-allocate reads on either side) and
@@ -38,6 +39,21 @@ impl ProbeConfig {
 }
 
 const CHUNK: usize = 1 << 16;
+
+/// Each ceiling's repetitions go on past `reps` until they have taken this long together (at
+/// most [`MAX_REPS`] of them): arrays that fit in a cache time a repetition in a millisecond,
+/// and six such repetitions can all fall in other processes' time slices on a busy machine (a
+/// test suite's parallel runs once probed an 8 MiB triad at 2.9 and then 3.7 GB/s, a tenth of
+/// the machine's memory triad), where dozens spread over this span find moments when every
+/// thread runs. Memory-sized arrays take longer than this in their `reps`.
+const MIN_PROBE_SECS: f64 = 0.05;
+/// The most repetitions of one ceiling.
+const MAX_REPS: usize = 500;
+
+/// Whether a ceiling's repetitions stop after `done` of them, begun at `start`.
+fn enough(done: usize, reps: usize, start: Instant) -> bool {
+    done > reps && (done >= MAX_REPS || start.elapsed().as_secs_f64() >= MIN_PROBE_SECS)
+}
 
 multiversion! {
     fn triad_chunk(a: &mut [f32], b: &[f32], c: &[f32], s: f32) {
@@ -78,7 +94,9 @@ pub fn probe_cpu(cfg: &ProbeConfig) -> Ceilings {
     let reps = cfg.reps.max(1);
     let mut best_triad = f64::INFINITY;
     let mut best_copy = f64::INFINITY;
-    for _ in 0..reps + 1 {
+    let (start, mut done) = (Instant::now(), 0);
+    while !enough(done, reps, start) {
+        done += 1;
         let t = Instant::now();
         a.par_chunks_mut(CHUNK)
             .zip(b.par_chunks(CHUNK))
@@ -102,7 +120,9 @@ pub fn probe_cpu(cfg: &ProbeConfig) -> Ceilings {
     let threads = rayon::current_num_threads();
     let mut best_fma = f64::INFINITY;
     let mut flops = 0.0;
-    for _ in 0..reps + 1 {
+    let (start, mut done) = (Instant::now(), 0);
+    while !enough(done, reps, start) {
+        done += 1;
         let t = Instant::now();
         let per_thread: Vec<(f32, f64)> = rayon::broadcast(|_| fma_loop(cfg.fma_iters));
         best_fma = best_fma.min(t.elapsed().as_secs_f64());
