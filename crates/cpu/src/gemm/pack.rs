@@ -18,60 +18,54 @@ pub struct Block {
     pub cols: usize,
 }
 
+/// A vector path of a full MR-row panel: packs the panel's first steps from the MR rows and
+/// returns how many (the rest are packed value by value).
+///
+/// # Safety
+/// The CPU has the instructions the function was compiled for.
+type VectorPack<const MR: usize> = unsafe fn(&[&[f32]; MR], &mut [f32]) -> usize;
+
 /// One mr-tall panel of A: the block's rows r0..r0+rows (rows ≤ mr, zero rows below), its
 /// columns pc..pc+kc. Written in order (the mr values of step p, then step p+1), reading mr
 /// rows side by side.
 pub(super) fn pack_a_panel(a: Mat<'_>, blk: Block, mr: usize, panel: &mut [f32]) {
     let (a, lda, r0, rows, pc, kc) = (a.data, a.ld, blk.r0, blk.rows, blk.c0, blk.cols);
+    /// A full panel's MR rows: the steps the vector path `vector` packs (where this CPU has
+    /// it), the rest one value at a time.
     fn fixed<const MR: usize>(
-        a: &[f32],
-        lda: usize,
-        r0: usize,
-        pc: usize,
-        kc: usize,
+        src: [&[f32]; MR],
         panel: &mut [f32],
+        vector: Option<VectorPack<MR>>,
     ) {
-        let src: [&[f32]; MR] =
-            std::array::from_fn(|i| &a[(r0 + i) * lda + pc..(r0 + i) * lda + pc + kc]);
-        for (p, step) in panel[..kc * MR].chunks_exact_mut(MR).enumerate() {
+        // SAFETY: `vector` is given only where this CPU has its instructions (the caller).
+        let done = vector.map_or(0, |v| unsafe { v(&src, panel) });
+        for (p, step) in panel.chunks_exact_mut(MR).enumerate().skip(done) {
             for i in 0..MR {
                 step[i] = src[i][p];
             }
         }
     }
+    let row = |i: usize| &a[(r0 + i) * lda + pc..(r0 + i) * lda + pc + kc];
+    #[cfg(target_arch = "x86_64")]
+    let (v6, v12): (Option<VectorPack<6>>, Option<VectorPack<12>>) = {
+        use std::arch::is_x86_feature_detected as has;
+        (
+            (has!("avx2") && has!("fma")).then_some(pack6_avx2),
+            has!("avx512f").then_some(pack12_avx512),
+        )
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let (v6, v12) = (None, None);
     match (rows == mr, mr) {
-        (true, 6) => {
-            #[cfg(target_arch = "x86_64")]
-            if std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-            {
-                let src: [&[f32]; 6] =
-                    std::array::from_fn(|i| &a[(r0 + i) * lda + pc..(r0 + i) * lda + pc + kc]);
-                // SAFETY: avx2 and fma detected just above.
-                let done = unsafe { pack6_avx2(&src, &mut panel[..kc * 6]) };
-                return fixed::<6>(a, lda, r0, pc + done, kc - done, &mut panel[done * 6..]);
-            }
-            return fixed::<6>(a, lda, r0, pc, kc, panel);
-        }
-        (true, 12) => {
-            #[cfg(target_arch = "x86_64")]
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                let src: [&[f32]; 12] =
-                    std::array::from_fn(|i| &a[(r0 + i) * lda + pc..(r0 + i) * lda + pc + kc]);
-                // SAFETY: avx512f detected just above.
-                let done = unsafe { pack12_avx512(&src, &mut panel[..kc * 12]) };
-                return fixed::<12>(a, lda, r0, pc + done, kc - done, &mut panel[done * 12..]);
-            }
-            return fixed::<12>(a, lda, r0, pc, kc, panel);
-        }
+        (true, 6) => return fixed::<6>(std::array::from_fn(row), &mut panel[..kc * 6], v6),
+        (true, 12) => return fixed::<12>(std::array::from_fn(row), &mut panel[..kc * 12], v12),
         _ => {}
     }
     if rows < mr {
         panel[..kc * mr].fill(0.0);
     }
     for i in 0..rows {
-        let src = &a[(r0 + i) * lda + pc..(r0 + i) * lda + pc + kc];
-        for (p, &v) in src.iter().enumerate() {
+        for (p, &v) in row(i).iter().enumerate() {
             panel[p * mr + i] = v;
         }
     }
@@ -79,7 +73,7 @@ pub(super) fn pack_a_panel(a: Mat<'_>, blk: Block, mr: usize, panel: &mut [f32])
 
 /// A 12-row panel's steps 16 at a time, returning how many it packed (a multiple of 16; the
 /// caller packs the rest): the 12 rows' 16 values are transposed in registers, and each group
-/// of 4 rows at a step leaves as one 16-byte piece (a masked store of its vector's lane), 48
+/// of 4 rows at a step leaves as one 16-byte piece (its vector's 128-bit lane, extracted), 48
 /// stores for 192 values. Value by value, the stores were the cost: 12 scalar stores a step,
 /// most of attention's packing of its probabilities (docs/performance.md).
 ///
