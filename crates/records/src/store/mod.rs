@@ -394,22 +394,22 @@ mod tests {
             }
             read
         };
-        let first = read(&[
-            ("b-case", "2026-01-02T00:00:00Z", 0, "r2"),
-            ("a-case", "2026-01-02T00:00:00Z", 0, "r2"),
-            ("b-case", "2026-01-03T00:00:00Z", 5, "r4"),
-            ("b-case", "2026-01-03T00:00:00Z", 1, "r3"),
-            ("a-case", "2026-01-01T00:00:00Z", 0, "r1"),
-        ]);
-        let second = read(&[
-            ("b-case", "2026-01-01T00:00:00Z", 0, "r1"),
-            ("b-case", "2026-01-03T00:00:00Z", 5, "r5"),
-            ("c-case", "2026-01-01T00:00:00Z", 0, "r1"),
-        ]);
-        let got: Vec<(String, String)> = in_case_order(vec![second, first])
-            .iter()
-            .map(|p| (p.spec.to_string(), p.run.run_id.to_string()))
-            .collect();
+        let reads = || {
+            (
+                read(&[
+                    ("b-case", "2026-01-02T00:00:00Z", 0, "r2"),
+                    ("a-case", "2026-01-02T00:00:00Z", 0, "r2"),
+                    ("b-case", "2026-01-03T00:00:00Z", 5, "r4"),
+                    ("b-case", "2026-01-03T00:00:00Z", 1, "r3"),
+                    ("a-case", "2026-01-01T00:00:00Z", 0, "r1"),
+                ]),
+                read(&[
+                    ("b-case", "2026-01-01T00:00:00Z", 0, "r1"),
+                    ("b-case", "2026-01-03T00:00:00Z", 5, "r5"),
+                    ("c-case", "2026-01-01T00:00:00Z", 0, "r1"),
+                ]),
+            )
+        };
         let want: Vec<(String, String)> = [
             ("a-case", "r1"),
             ("a-case", "r2"),
@@ -423,7 +423,20 @@ mod tests {
         .iter()
         .map(|(s, r)| (s.to_string(), r.to_string()))
         .collect();
-        assert_eq!(got, want);
+        // As read, and with each read put in start order first (as each reader does): the two
+        // reads of b-case are each in order then, and out of order where they meet.
+        for each_in_order in [false, true] {
+            let (mut first, mut second) = reads();
+            if each_in_order {
+                first.put_in_start_order();
+                second.put_in_start_order();
+            }
+            let got: Vec<(String, String)> = in_case_order(vec![second, first])
+                .iter()
+                .map(|p| (p.spec.to_string(), p.run.run_id.to_string()))
+                .collect();
+            assert_eq!(got, want, "each read in order first: {each_in_order}");
+        }
     }
 
     #[test]

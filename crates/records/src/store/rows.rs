@@ -12,6 +12,8 @@ pub(super) const MAX_ROOM: usize = 1 << 21;
 pub(super) struct CaseRead {
     name: Text,
     pub(super) points: Vec<Point>,
+    /// The points are known to be in start order ([`CaseRows::put_in_start_order`]).
+    in_order: bool,
 }
 
 /// Case rows one reader read, gathered by case as they come: put in the store's order, each
@@ -43,6 +45,7 @@ impl CaseRows {
                 self.cases.push(CaseRead {
                     name: name.clone(),
                     points: Vec::with_capacity(self.room),
+                    in_order: false,
                 });
                 self.index.insert(name, self.cases.len() - 1);
                 self.cases.len() - 1
@@ -51,12 +54,23 @@ impl CaseRows {
         let case = &mut self.cases[k];
         let point = make(case.name.clone());
         case.points.push(point);
+        case.in_order = false;
+    }
+
+    /// Puts each case's points in start order: each reader its own, on its own core, so that
+    /// [`in_case_order`] only looks where two readers' points of a case meet.
+    pub(super) fn put_in_start_order(&mut self) {
+        for case in &mut self.cases {
+            in_start_order(&mut case.points);
+            case.in_order = true;
+        }
     }
 }
 
 /// Points in the store's order: by case, then start, then run. Each case's rows come in the
 /// order read (the table's, in which a case's runs mostly come oldest first already; the first
-/// reader's before the second's) and are sorted only where they are not in order yet.
+/// reader's before the second's); a case is sorted only where it is not in order yet — where
+/// each read is in order already, only where two reads meet is looked at.
 pub(super) fn in_case_order(parts: Vec<CaseRows>) -> Vec<Point> {
     let total = parts
         .iter()
@@ -67,40 +81,53 @@ pub(super) fn in_case_order(parts: Vec<CaseRows>) -> Vec<Point> {
     // By name, stably: one case's reads stay in the readers' order.
     cases.sort_by(|a, b| a.name.cmp(&b.name));
     let mut out: Vec<Point> = Vec::with_capacity(total);
+    // Every point of the store is some 200 bytes, half a million of them 100 MB: copied here
+    // into pages faulted in every 4 KiB, the faults took more time than the copy (docs/history.md).
+    opledger_model::kinds::tensors::advise_huge_pages_for(&mut out);
     let mut at = 0;
     while at < cases.len() {
         let start = out.len();
         let name = cases[at].name.clone();
+        let mut in_order = true;
         while let Some(case) = cases.get_mut(at).filter(|c| c.name == name) {
+            let meets_in_order = match (out[start..].last(), case.points.first()) {
+                (Some(last), Some(first)) => start_order(last, first).is_le(),
+                _ => true,
+            };
+            in_order &= case.in_order && meets_in_order;
             out.append(&mut case.points);
             at += 1;
         }
-        in_start_order(&mut out[start..]);
+        if !in_order {
+            in_start_order(&mut out[start..]);
+        }
     }
     out
 }
 
-/// One case's points in start order, sorted only where out of it: on small keys (the start as a
-/// number, its nanoseconds), the texts compared only where those tie (half a million heap texts
-/// compared directly cost far more: docs/history.md).
+/// The store's order of two points of one case: by start (as a number, then its nanoseconds),
+/// the texts compared only where those tie (half a million heap texts compared directly cost
+/// far more: docs/history.md).
+fn start_order(a: &Point, b: &Point) -> std::cmp::Ordering {
+    let (ra, rb) = (&a.run, &b.run);
+    (ra.order.started, ra.order.started_ns)
+        .cmp(&(rb.order.started, rb.order.started_ns))
+        .then_with(|| {
+            (&*ra.started_utc, &*ra.run_id, &*ra.order.key).cmp(&(
+                &*rb.started_utc,
+                &*rb.run_id,
+                &*rb.order.key,
+            ))
+        })
+}
+
+/// One case's points in start order ([`start_order`]), sorted only where out of it.
 pub(super) fn in_start_order(points: &mut [Point]) {
-    let tie = |a: &Point, b: &Point| {
-        let (ra, rb) = (&a.run, &b.run);
-        (ra.order.started, ra.order.started_ns)
-            .cmp(&(rb.order.started, rb.order.started_ns))
-            .then_with(|| {
-                (&*ra.started_utc, &*ra.run_id, &*ra.order.key).cmp(&(
-                    &*rb.started_utc,
-                    &*rb.run_id,
-                    &*rb.order.key,
-                ))
-            })
-    };
-    if points.is_sorted_by(|a, b| tie(a, b).is_le()) {
+    if points.is_sorted_by(|a, b| start_order(a, b).is_le()) {
         return;
     }
     let mut order: Vec<usize> = (0..points.len()).collect();
-    order.sort_unstable_by(|a, b| tie(&points[*a], &points[*b]));
+    order.sort_unstable_by(|a, b| start_order(&points[*a], &points[*b]));
     permute(points, &order);
 }
 

@@ -45,9 +45,7 @@ pub(super) fn read_cases(
     }
     // Each reader puts its own cases in order (both cores at work); the cases of two readers
     // are then mostly in order one after the other.
-    for case in &mut read.cases {
-        in_start_order(&mut case.points);
-    }
+    read.put_in_start_order();
     Ok(read)
 }
 
