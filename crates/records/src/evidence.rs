@@ -235,7 +235,7 @@ pub fn correctness(
         reference: referenced,
         variants_comparable: agree,
         after_vs_before: if agree {
-            verdict::compare(out_a, |i| out_b[i] as f64, 0..n, tol, cols)
+            verdict::compare_all(&out_a[..n], &out_b[..n], tol, cols)
         } else {
             verdict::compare(out_a, |_| 0.0, 0..0, tol, cols)
         },
