@@ -309,7 +309,8 @@ impl Compared {
 }
 
 impl ErrorStats {
-    fn empty() -> ErrorStats {
+    /// Nothing compared yet.
+    pub(super) fn empty() -> ErrorStats {
         ErrorStats {
             checked: 0,
             max_abs: 0.0,
@@ -589,15 +590,8 @@ impl Correctness {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::tol;
     use super::*;
-    use crate::spec::NonNeg;
-
-    fn tol(r: f64, a: f64) -> Tolerance {
-        Tolerance {
-            rtol: NonNeg(r),
-            atol: NonNeg(a),
-        }
-    }
 
     /// Outputs of 1 000 elements that agree but where `bad` says, with the values `bad` gives.
     fn outputs(bad: impl Fn(usize) -> Option<(f32, f32)>) -> (Vec<f32>, Vec<f32>) {

@@ -157,7 +157,8 @@ mod tests {
     use crate::spec::{Bound, SavingRange, Tolerance};
     use crate::spec::{Finite, NonNeg};
 
-    fn tol(r: f64, a: f64) -> Tolerance {
+    /// A tolerance of `r` relative and `a` absolute (the checks' tests share it).
+    pub(super) fn tol(r: f64, a: f64) -> Tolerance {
         Tolerance {
             rtol: NonNeg(r),
             atol: NonNeg(a),
@@ -276,14 +277,7 @@ mod tests {
         // A guard finding fails the check even when every comparison passed.
         let clean = ErrorStats {
             checked: 4,
-            max_abs: 0.0,
-            max_rel: 0.0,
-            mismatches: 0,
-            nans: 0,
-            worst_index: None,
-            first: None,
-            worst: None,
-            pattern: None,
+            ..ErrorStats::empty()
         };
         let mut c = Correctness {
             variants_comparable: true,
