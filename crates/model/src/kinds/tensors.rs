@@ -94,8 +94,8 @@ fn fill_uniform(out: &mut [f32], rng: &mut Rng, lo: f32, hi: f32) {
 /// [`fill_uniform`] compiled for level `l`: the generator's steps are independent given the
 /// step's number, and the compiler spreads them over vectors — with AVX-512DQ's 64-bit
 /// multiplies and conversions eight at a time, where the baseline x86-64 build took two at a
-/// time through emulated multiplies and one conversion at a time (a fifth of the streaming
-/// specs' run time went to making their inputs, docs/performance.md). The same integer steps
+/// time through emulated multiplies and one conversion at a time (making the inputs was a large
+/// share of the streaming specs' runs: docs/performance.md). The same integer steps
 /// and roundings at every level: the same numbers.
 fn fill_uniform_at(
     l: crate::device::simd::SimdLevel,

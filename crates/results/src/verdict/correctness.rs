@@ -171,8 +171,8 @@ const ALL_CHUNK: usize = 1 << 20;
 /// long), with the same result: a large output's elements compared in chunks on the pool's
 /// threads, each chunk first in one branch-free sweep (the largest errors, whether anything
 /// failed) and only a chunk where something failed again element by element, the chunks then
-/// joined in order. Compared element by element on one core, two variants' 64 M-element outputs
-/// took half a second of a spec's run (docs/performance.md).
+/// joined in order. Compared element by element on one core, the check of two large outputs
+/// was a large share of a streaming spec's run (docs/performance.md).
 pub fn compare_all(actual: &[f32], expected: &[f32], tol: &Tolerance, cols: usize) -> ErrorStats {
     compare_all_in(actual, expected, tol, cols, ALL_CHUNK)
 }
@@ -495,8 +495,8 @@ pub(super) fn ordinal(n: usize) -> String {
 /// every element the same value (all zeros, an unwritten buffer, a constant).
 pub fn output_guard(variant: &str, out: &[f32]) -> Option<String> {
     use rayon::prelude::*;
-    // Both questions asked of a large output on the pool's threads at once (a sweep each of
-    // 64 M elements on one core took a tenth of a second), the details only where one fails.
+    // Both questions asked of a large output on the pool's threads at once, in one sweep (two
+    // sweeps on one core before: docs/performance.md), the details only where one fails.
     let (finite, constant) = match out.first() {
         Some(&first) => out
             .par_chunks(1 << 16)
