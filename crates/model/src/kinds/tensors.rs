@@ -147,8 +147,16 @@ pub fn bf16_value(h: u16) -> f32 {
     f32::from_bits((h as u32) << 16)
 }
 
-/// A heap buffer of f32 whose first element sits on a 64-byte cache-line boundary, backed by
-/// transparent huge pages where the OS offers them.
+/// A heap buffer of f32 whose first element sits on a 64-byte cache-line boundary — a 4 KiB
+/// page boundary from 4 MiB up — backed by transparent huge pages where the OS offers them.
+///
+/// - Pages: a kernel reading one large buffer and writing another as it goes is slowed where the
+///   output lies a few cache lines ahead of the input within a page: a load whose address
+///   matches an earlier store's in its low 12 bits waits for that store ("4K aliasing"). A run
+///   keeps freed memory for its next case, so where a large block starts within its page
+///   depends on what came before it; page-aligned, every pair of large buffers lies at the same
+///   offset (a store then matches only loads of elements already read). Fused bias+GELU's
+///   time flipped from one input set to the next inside one run before (docs/performance.md).
 ///
 /// - Alignment: streaming stores need whole aligned lines. A `Vec<f32>` from the allocator
 ///   starts 16 bytes into a line, so every tile written into it would begin and end with a
@@ -170,17 +178,28 @@ pub struct LineVec {
 /// f32 elements per cache line; the most a buffer has to be shifted to reach a line boundary.
 const LINE_F32: usize = 16;
 
+/// f32 elements per 4 KiB page: where a large buffer starts (see [`LineVec`]).
+const PAGE_F32: usize = 1024;
+
 impl LineVec {
     /// `len` copies of `value`, the first on a cache-line boundary.
     pub fn filled(len: usize, value: f32) -> Self {
-        let total = len + LINE_F32 - 1;
+        let align_f32 = if len * std::mem::size_of::<f32>() >= HUGE_PAGE_MIN_BYTES {
+            PAGE_F32
+        } else {
+            LINE_F32
+        };
+        let total = len + align_f32 - 1;
         let mut buf: Vec<f32> = Vec::with_capacity(total);
         // The advice must come before the pages are first touched (by the fill below).
         advise_huge_pages(buf.as_mut_ptr(), total);
         fill_spare(&mut buf, total, value);
-        // An f32 pointer is 4-byte aligned, so at most 15 elements separate it from a line
-        // boundary; `min` keeps the slice in bounds even if align_offset gave up (it may).
-        let off = buf.as_ptr().align_offset(64).min(LINE_F32 - 1);
+        // An f32 pointer is 4-byte aligned, so at most align_f32 − 1 elements separate it from
+        // the boundary; `min` keeps the slice in bounds even if align_offset gave up (it may).
+        let off = buf
+            .as_ptr()
+            .align_offset(align_f32 * std::mem::size_of::<f32>())
+            .min(align_f32 - 1);
         LineVec { buf, off, len }
     }
     /// `len` zeros.
@@ -319,6 +338,33 @@ mod tests {
             v.iter_mut().for_each(|x| *x = 1.0);
             assert_eq!(v.iter().sum::<f32>(), len as f32);
         }
+    }
+
+    /// Large buffers start on a 4 KiB page, whatever the allocator hands out (here after small
+    /// blocks of odd sizes that leave the heap at odd offsets): two tensors a kernel streams
+    /// then lie at the same offset within a page, never a few lines apart.
+    #[test]
+    fn large_buffers_start_on_a_page() {
+        let mut kept = Vec::new();
+        for odd in [3usize, 77, 1000, 4099] {
+            kept.push(vec![0u8; odd]);
+            for len in [(4 << 20) / 4, (5 << 20) / 4 + 3] {
+                let v = LineVec::filled(len, 1.0);
+                assert_eq!(
+                    v.as_ptr() as usize % 4096,
+                    0,
+                    "after {odd} bytes, len {len}"
+                );
+                assert_eq!(v.len(), len);
+                assert!(v.iter().all(|&x| x == 1.0));
+                kept.push(vec![0u8; odd]);
+                drop(v);
+            }
+        }
+        assert_eq!(
+            LineVec::copy_of(&vec![2.0; (4 << 20) / 4]).as_ptr() as usize % 4096,
+            0
+        );
     }
 
     /// Every level this CPU has draws the same inputs, bit for bit, as the plain loop over the
