@@ -182,7 +182,8 @@ const LINE_F32: usize = 16;
 const PAGE_F32: usize = 1024;
 
 impl LineVec {
-    /// `len` copies of `value`, the first on a cache-line boundary.
+    /// `len` copies of `value`, the first on a cache-line boundary (a page boundary from 4 MiB
+    /// up).
     pub fn filled(len: usize, value: f32) -> Self {
         let align_f32 = if len * std::mem::size_of::<f32>() >= HUGE_PAGE_MIN_BYTES {
             PAGE_F32

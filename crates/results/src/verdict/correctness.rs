@@ -204,8 +204,7 @@ fn compare_all_in(
                         max_rel,
                         ..ErrorStats::empty()
                     },
-                    tracker: PatternTracker::new(cols),
-                    worst_excess: 0.0,
+                    ..Compared::empty(cols)
                 }
             }
         })
