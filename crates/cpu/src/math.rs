@@ -409,11 +409,14 @@ pub fn gate_v<const GELU: bool>(x: std::arch::x86_64::__m512) -> std::arch::x86_
     _mm512_maskz_div_ps(!tiny, x, d)
 }
 
-/// One vector of e^x in 12 vector operations, for kernels where exp is most of the arithmetic
-/// (softmax): the argument clamped to [−104, 88.8] (NaN passes), n = round(x·log2 e) by the
-/// shift trick, the two-step Cody–Waite reduction, [`gate_v`]'s degree-5 polynomial and 2^n by
-/// `vscalefps`, which also gives the right inf, denormal or 0 beyond f32's normal range (where
-/// the scalar [`exp`] clamps and flushes, 18 operations once LLVM has vectorized it).
+/// One vector of e^x for x ≤ 0 (softmax's and attention's x − max; NaN passes) in 11 vector
+/// operations, for kernels where exp is most of the arithmetic: the argument clamped below at
+/// −104 (−∞ from a masked score included), n = round(x·log2 e) by the shift trick, the two-step
+/// Cody–Waite reduction, [`gate_v`]'s degree-5 polynomial and 2^n by `vscalefps`, which also
+/// gives the right denormal or 0 below f32's normal range (where the scalar [`exp`] clamps and
+/// flushes, 18 operations once LLVM has vectorized it). No clamp above: every caller's argument
+/// is a value less its row's maximum, and on a two-core machine the fused softmax's arithmetic
+/// takes as long as its memory stream, so each operation an element shows in its time.
 ///
 /// # Safety
 /// The CPU must support AVX-512F (the callers dispatch on the detected SIMD level).
@@ -422,10 +425,8 @@ pub fn gate_v<const GELU: bool>(x: std::arch::x86_64::__m512) -> std::arch::x86_
 #[inline]
 pub fn exp_v(x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
     use std::arch::x86_64::*;
-    // vminps/vmaxps return the second operand when either is NaN: the argument goes second.
-    let x = _mm512_max_ps(_mm512_set1_ps(-104.0), x);
-    let x = _mm512_min_ps(_mm512_set1_ps(88.8), x);
-    exp_core_avx512(x)
+    // vmaxps returns the second operand when either is NaN: the argument goes second.
+    exp_core_avx512(_mm512_max_ps(_mm512_set1_ps(-104.0), x))
 }
 
 /// `N` vectors of e^x on AVX2+FMA for x ≤ 0 (softmax's x − max; NaN passes), 13 operations

@@ -64,22 +64,29 @@ multiversion! {
     }
 }
 
+/// [`shifted_sums_row`]'s accumulators a sum: four vectors of AVX2, two of AVX-512. With
+/// [`LANES`] (sixteen AVX2 registers for the two sums) LLVM spilled and shuffled them through
+/// ~30 register moves per 64 values; this sweep runs while memory idles between two rows'
+/// streams, so its length shows in LayerNorm's time.
+const STAT_LANES: usize = 32;
+
 multiversion! {
-    /// (Σ (x − k), Σ (x − k)²) over a row in one sweep, each in LANES independent accumulators.
+    /// (Σ (x − k), Σ (x − k)²) over a row in one sweep, each in STAT_LANES independent
+    /// accumulators, the squares added by a multiply-add.
     fn shifted_sums_row(x: &[f32], k: f32) -> (f32, f32) {
-        let mut a1 = [0f32; LANES];
-        let mut a2 = [0f32; LANES];
-        let chunks = x.chunks_exact(LANES);
+        let mut a1 = [0f32; STAT_LANES];
+        let mut a2 = [0f32; STAT_LANES];
+        let chunks = x.chunks_exact(STAT_LANES);
         let (mut t1, mut t2) = (0f32, 0f32);
         for &v in chunks.remainder() {
             t1 += v - k;
-            t2 += (v - k) * (v - k);
+            t2 = M::f32(v - k, v - k, t2);
         }
         for c in chunks {
-            for l in 0..LANES {
+            for l in 0..STAT_LANES {
                 let d = c[l] - k;
                 a1[l] += d;
-                a2[l] += d * d;
+                a2[l] = M::f32(d, d, a2[l]);
             }
         }
         (a1.iter().sum::<f32>() + t1, a2.iter().sum::<f32>() + t2)
@@ -280,7 +287,7 @@ impl<'a> WriteOut<'a> {
     }
 }
 
-/// [`exp_sub_sum_row_pf`] on AVX-512 with [`math::exp_v`] (12 vector operations an exponential
+/// [`exp_sub_sum_row_pf`] on AVX-512 with [`math::exp_v`] (11 vector operations an exponential
 /// where the auto-vectorized scalar one takes 18): the row's exponentials are the fused
 /// softmax's arithmetic, and while they run the next row's lines come from memory and, with
 /// `prev`, the previous row goes out. Four sums of 16 lanes; the tail through masked loads and
@@ -461,7 +468,7 @@ unsafe fn exp_sub_sum_vector(
 }
 
 /// `x = exp(x − m)` for `x ≤ m` in place, returning Σ x, at level `l`: the softmax rows'
-/// exponential sweep (AVX-512's 12 operations an exponential, AVX2's 13) where attention
+/// exponential sweep (AVX-512's 11 operations an exponential, AVX2's 13) where attention
 /// turns a tile's scores into probabilities; below AVX2 the multiversioned loop.
 pub(super) fn exp_sub_sum_in_place_at(l: SimdLevel, x: &mut [f32], m: f32) -> f32 {
     assert!(supports(l), "this CPU lacks {}", l.name());
@@ -784,12 +791,12 @@ fn row_scratch_bytes(r: &RowOp) -> u64 {
 
 /// What the fused softmax issues per vector at `l` (vector arithmetic instructions, FLOPs per
 /// lane: an FMA 2, any other 1), from its three sweeps: the maximum (`vmaxps`: 1 / 1), the
-/// exponential sweep (x − m, the clamps, the exponential, the running sum: AVX-512 `exp_v`
-/// 13 / 22, AVX2 `exp_v_avx2_n` 15 / 22) and the scaling (1 / 1); `None` on the scalar path.
+/// exponential sweep (x − m, the clamp, the exponential, the running sum: AVX-512 `exp_v`
+/// 13 / 21, AVX2 `exp_v_avx2_n` 15 / 22) and the scaling (1 / 1); `None` on the scalar path.
 /// Softmax's ledger counts 5 FLOPs an element.
 fn softmax_per_vector(l: SimdLevel) -> Option<(u64, u64)> {
     match l {
-        SimdLevel::Avx512 => Some((15, 24)),
+        SimdLevel::Avx512 => Some((15, 23)),
         SimdLevel::Avx2Fma => Some((17, 24)),
         // The same with its seven FMAs each a multiply and an add.
         SimdLevel::Avx2NoFma => Some((24, 24)),
@@ -915,12 +922,14 @@ mod tests {
             let mut x = [-1f32; 40];
             x[3] = f32::NAN;
             x[35] = -200.0;
+            x[36] = f32::NEG_INFINITY;
             let sum = exp_sub_sum_pf_at(l, &x, 0.0, &mut out, &[]);
             assert!(
                 out[3].is_nan() && sum.is_nan(),
                 "{l:?}: NaN not passed through"
             );
             assert_eq!(out[35], 0.0, "{l:?}: e^-200");
+            assert_eq!(out[36], 0.0, "{l:?}: e^-inf (a masked score)");
         }
     }
 
