@@ -316,9 +316,11 @@ pub fn exp_core_avx2_n<M: MulAdd, const N: usize>(
 /// The part of e^x both AVX2 forms share, on `N` vectors step by step: t = x·log2 e + `shift`
 /// (the shift trick: t's low mantissa bits hold n = round(x·log2 e), plus whatever bias `shift`
 /// carries), r = x − n·ln 2 by the two-step Cody–Waite reduction, and p = e^r by the degree-5
-/// polynomial in Estrin's form, (1 + r) + r²·((c2 + c3·r) + r²·(c4 + c5·r)): one operation more
-/// than Horner's five FMAs, three FMA latencies deep instead of five. Returns (t, p); the caller
-/// makes 2^n from t's bits. Compiled with its callers' features, and inlined into them.
+/// polynomial in Horner's form, five FMAs. Estrin's form, (1 + r) + r²·((c2 + c3·r) + r²·(c4 +
+/// c5·r)), is three FMA latencies deep instead of five for one operation more; with the `N`
+/// vectors' chains side by side the depth is hidden and the operation is not (Horner's form
+/// measured 4–9% faster on one core in L1 under AVX2: docs/performance.md). Returns (t, p); the
+/// caller makes 2^n from t's bits. Compiled with its callers' features, and inlined into them.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[inline]
@@ -344,24 +346,12 @@ fn reduce_poly_avx2_n<M: MulAdd, const N: usize>(
         // SAFETY: as above.
         r[k] = unsafe { M::nv256(nf, _mm256_set1_ps(LN2_LO), r[k]) };
     }
-    let mut p = [_mm256_setzero_ps(); N];
-    for k in 0..N {
-        let r2 = _mm256_mul_ps(r[k], r[k]);
-        let lo = _mm256_add_ps(_mm256_set1_ps(1.0), r[k]);
-        // SAFETY: compiled with avx2 and fma (M's contract).
-        p[k] = unsafe {
-            let mid = M::v256(
-                _mm256_set1_ps(1.666_711_1e-1),
-                r[k],
-                _mm256_set1_ps(0.499_992_43),
-            );
-            let hi = M::v256(
-                _mm256_set1_ps(8.312_860_5e-3),
-                r[k],
-                _mm256_set1_ps(4.188_902e-2),
-            );
-            M::v256(M::v256(hi, r2, mid), r2, lo)
-        };
+    let mut p = [_mm256_set1_ps(8.312_860_5e-3); N];
+    for c in [4.188_902e-2, 1.666_711_1e-1, 0.499_992_43, 1.0, 1.0] {
+        for k in 0..N {
+            // SAFETY: compiled with avx2 and fma (M's contract).
+            p[k] = unsafe { M::v256(p[k], r[k], _mm256_set1_ps(c)) };
+        }
     }
     (t, p)
 }
@@ -429,11 +419,11 @@ pub fn exp_v(x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
     exp_core_avx512(_mm512_max_ps(_mm512_set1_ps(-104.0), x))
 }
 
-/// `N` vectors of e^x on AVX2+FMA for x ≤ 0 (softmax's x − max; NaN passes), 13 operations
+/// `N` vectors of e^x on AVX2+FMA for x ≤ 0 (softmax's x − max; NaN passes), 12 operations
 /// each (the auto-vectorized scalar [`exp`]: 18): x clamped below at −88, n = round(x·log2 e)
 /// by the shift trick with the exponent's bias folded into the shift (the low bits of the
 /// shifted sum hold n + 127, which shifted left by 23 are the bits of 2^n, and 0 for n = −127),
-/// the two-step reduction and [`gate_v`]'s degree-5 polynomial (in Estrin's form), then p·2^n
+/// the two-step reduction and [`gate_v`]'s degree-5 polynomial, then p·2^n
 /// by one product. Below about −87.7 the result is 0, as [`exp`] flushes it; from there to
 /// −87.3 the product is e^x's subnormal value. Where the clamp, a mask of the lanes below it
 /// and the exponent added as an integer took four operations ([`exp_core_avx2_n`]'s form, for

@@ -356,7 +356,7 @@ unsafe fn exp_sub_sum_avx512(
     _mm512_reduce_add_ps(s)
 }
 
-/// [`exp_sub_sum_avx512`] on AVX2+FMA with [`math::exp_v_avx2_n`] (13 operations an
+/// [`exp_sub_sum_avx512`] on AVX2+FMA with [`math::exp_v_avx2_n`] (12 operations an
 /// exponential, the auto-vectorized scalar one 18), four sums of 8 lanes; the tail (under 32
 /// elements) through the scalar [`math::exp`]. For `x ≤ m` (no exponential above 1).
 ///
@@ -468,7 +468,7 @@ unsafe fn exp_sub_sum_vector(
 }
 
 /// `x = exp(x − m)` for `x ≤ m` in place, returning Σ x, at level `l`: the softmax rows'
-/// exponential sweep (AVX-512's 11 operations an exponential, AVX2's 13) where attention
+/// exponential sweep (AVX-512's 11 operations an exponential, AVX2's 12) where attention
 /// turns a tile's scores into probabilities; below AVX2 the multiversioned loop.
 pub(super) fn exp_sub_sum_in_place_at(l: SimdLevel, x: &mut [f32], m: f32) -> f32 {
     assert!(supports(l), "this CPU lacks {}", l.name());
@@ -792,13 +792,13 @@ fn row_scratch_bytes(r: &RowOp) -> u64 {
 /// What the fused softmax issues per vector at `l` (vector arithmetic instructions, FLOPs per
 /// lane: an FMA 2, any other 1), from its three sweeps: the maximum (`vmaxps`: 1 / 1), the
 /// exponential sweep (x − m, the clamp, the exponential, the running sum: AVX-512 `exp_v`
-/// 13 / 21, AVX2 `exp_v_avx2_n` 15 / 22) and the scaling (1 / 1); `None` on the scalar path.
+/// 13 / 21, AVX2 `exp_v_avx2_n` 14 / 22) and the scaling (1 / 1); `None` on the scalar path.
 /// Softmax's ledger counts 5 FLOPs an element.
 fn softmax_per_vector(l: SimdLevel) -> Option<(u64, u64)> {
     match l {
         SimdLevel::Avx512 => Some((15, 23)),
-        SimdLevel::Avx2Fma => Some((17, 24)),
-        // The same with its seven FMAs each a multiply and an add.
+        SimdLevel::Avx2Fma => Some((16, 24)),
+        // The same with its eight FMAs each a multiply and an add.
         SimdLevel::Avx2NoFma => Some((24, 24)),
         SimdLevel::Scalar => None,
     }
