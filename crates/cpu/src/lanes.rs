@@ -116,6 +116,10 @@ unsafe impl Lanes for __m512 {
     unsafe fn gate<const GELU: bool>(x: Self) -> Self {
         unsafe { super::math::gate_v::<GELU>(x) }
     }
+    #[inline(always)]
+    unsafe fn gate4<const GELU: bool>(x: [Self; 4]) -> [Self; 4] {
+        unsafe { super::math::gate_v_n::<GELU, 4>(x) }
+    }
 }
 
 // SAFETY: the methods are used only under avx2 and fma (see the trait's contract).

@@ -259,26 +259,45 @@ fn gate_avx512<const GELU: bool>(dst: &mut [f32], src: &[f32]) {
 /// p·2^n ≈ e^x for an argument already clamped to where the caller needs it: n = round(x·log2 e)
 /// by the 1.5·2^23 shift trick, the two-step Cody–Waite reduction, a degree-5 polynomial in
 /// Horner form (minimax relative error 1.1e-7 on [−ln2/2, ln2/2]) and 2^n by `vscalefps`. The
-/// one sequence [`gate_v`] and [`exp_v`] share.
+/// one sequence [`gate_v_n`] and [`exp_v_n`] share.
+///
+/// On `N` vectors step by step, as [`exp_core_avx2_n`] (why: there). Written one vector after
+/// another (what LLVM made of four inlined single-vector calls), consecutive vectors' chains
+/// overlapped too little to keep both FMA pipes busy: step by step, a copy of the fused
+/// softmax's sweep ran 22% faster on one core in L1 (docs/performance.md). Every lane goes
+/// through the same operations whatever `N` is: results are bit-identical.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[inline]
-fn exp_core_avx512(x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
+fn exp_core_avx512_n<const N: usize>(
+    x: [std::arch::x86_64::__m512; N],
+) -> [std::arch::x86_64::__m512; N] {
     use std::arch::x86_64::*;
-    let one = _mm512_set1_ps(1.0);
     const SHIFT: f32 = 12_582_912.0;
-    let t = _mm512_fmadd_ps(x, _mm512_set1_ps(LOG2E), _mm512_set1_ps(SHIFT));
-    let nf = _mm512_sub_ps(t, _mm512_set1_ps(SHIFT));
-    let r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(LN2_HI), x);
-    let r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(LN2_LO), r);
+    let mut nf = [_mm512_setzero_ps(); N];
+    for k in 0..N {
+        let t = _mm512_fmadd_ps(x[k], _mm512_set1_ps(LOG2E), _mm512_set1_ps(SHIFT));
+        nf[k] = _mm512_sub_ps(t, _mm512_set1_ps(SHIFT));
+    }
+    let mut r = [_mm512_setzero_ps(); N];
+    for k in 0..N {
+        r[k] = _mm512_fnmadd_ps(nf[k], _mm512_set1_ps(LN2_HI), x[k]);
+    }
+    for k in 0..N {
+        r[k] = _mm512_fnmadd_ps(nf[k], _mm512_set1_ps(LN2_LO), r[k]);
+    }
     // e^r = 1 + r·(1 + r·(c2 + r·(c3 + r·(c4 + r·c5)))).
-    let mut p = _mm512_set1_ps(8.312_860_5e-3);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.188_902e-2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.666_711_1e-1));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.499_992_43));
-    p = _mm512_fmadd_ps(p, r, one);
-    p = _mm512_fmadd_ps(p, r, one);
-    _mm512_scalef_ps(p, nf)
+    let mut p = [_mm512_set1_ps(8.312_860_5e-3); N];
+    for c in [4.188_902e-2, 1.666_711_1e-1, 0.499_992_43, 1.0, 1.0] {
+        for k in 0..N {
+            p[k] = _mm512_fmadd_ps(p[k], r[k], _mm512_set1_ps(c));
+        }
+    }
+    let mut out = [_mm512_setzero_ps(); N];
+    for k in 0..N {
+        out[k] = _mm512_scalef_ps(p[k], nf[k]);
+    }
+    out
 }
 
 /// [`exp_core_avx512`] with AVX2's instructions: p·2^n by adding n to p's exponent bits (t's
@@ -375,28 +394,50 @@ fn reduce_poly_avx2_n<M: MulAdd, const N: usize>(
 #[target_feature(enable = "avx512f")]
 #[inline]
 pub fn gate_v<const GELU: bool>(x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
+    gate_v_n::<GELU, 1>([x])[0]
+}
+
+/// [`gate_v`] on `N` vectors step by step (why: [`exp_core_avx512_n`]); each lane's result is
+/// `gate_v`'s.
+///
+/// # Safety
+/// The CPU must support AVX-512F (the callers dispatch on the detected SIMD level).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub fn gate_v_n<const GELU: bool, const N: usize>(
+    x: [std::arch::x86_64::__m512; N],
+) -> [std::arch::x86_64::__m512; N] {
     use std::arch::x86_64::*;
     const C: f32 = 0.797_884_6; // √(2/π)
     let one = _mm512_set1_ps(1.0);
-    // −z: −2u for GELU (u = C·x·(1 + 0.044715·x²)), −x for SiLU.
-    let mz = if GELU {
-        let a = _mm512_set1_ps(-2.0 * C);
-        let b = _mm512_set1_ps(-2.0 * C * 0.044_715);
-        _mm512_mul_ps(x, _mm512_fmadd_ps(b, _mm512_mul_ps(x, x), a))
-    } else {
-        _mm512_sub_ps(_mm512_setzero_ps(), x)
-    };
-    // Where −z > 86, σ(z) < e^-86: the result is 0 (below f32's normal range for any x but
-    // the largest; x = −inf too gets 0, its limit). NaN compares false and stays NaN below.
-    let tiny = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(mz, _mm512_set1_ps(86.0));
-    // Clamp so e^{−z} stays finite and its reciprocal normal. vminps/vmaxps return the second
-    // operand when either is NaN: the argument goes second, so NaN propagates.
-    // Only the lower clamp is needed: lanes above 86 are zeroed by the mask at the end, whatever
-    // the arithmetic made of them (inf or NaN).
-    let mz = _mm512_max_ps(_mm512_set1_ps(-104.0), mz);
-    // |mz·log2 e| ≤ 150 here, or the lane is masked.
-    let d = _mm512_add_ps(one, exp_core_avx512(mz));
-    _mm512_maskz_div_ps(!tiny, x, d)
+    let mut mz = [_mm512_setzero_ps(); N];
+    let mut tiny = [0 as __mmask16; N];
+    for k in 0..N {
+        // −z: −2u for GELU (u = C·x·(1 + 0.044715·x²)), −x for SiLU.
+        let m = if GELU {
+            let a = _mm512_set1_ps(-2.0 * C);
+            let b = _mm512_set1_ps(-2.0 * C * 0.044_715);
+            _mm512_mul_ps(x[k], _mm512_fmadd_ps(b, _mm512_mul_ps(x[k], x[k]), a))
+        } else {
+            _mm512_sub_ps(_mm512_setzero_ps(), x[k])
+        };
+        // Where −z > 86, σ(z) < e^-86: the result is 0 (below f32's normal range for any x but
+        // the largest; x = −inf too gets 0, its limit). NaN compares false and stays NaN below.
+        tiny[k] = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(m, _mm512_set1_ps(86.0));
+        // Clamp so e^{−z} stays finite and its reciprocal normal. vmaxps returns the second
+        // operand when either is NaN: the argument goes second, so NaN propagates. Only the
+        // lower clamp is needed: lanes above 86 are zeroed by the mask at the end, whatever the
+        // arithmetic made of them (inf or NaN). |mz·log2 e| ≤ 150 then, or the lane is masked.
+        mz[k] = _mm512_max_ps(_mm512_set1_ps(-104.0), m);
+    }
+    let e = exp_core_avx512_n(mz);
+    let mut out = [_mm512_setzero_ps(); N];
+    for k in 0..N {
+        let d = _mm512_add_ps(one, e[k]);
+        out[k] = _mm512_maskz_div_ps(!tiny[k], x[k], d);
+    }
+    out
 }
 
 /// One vector of e^x for x ≤ 0 (softmax's and attention's x − max; NaN passes) in 11 vector
@@ -414,9 +455,27 @@ pub fn gate_v<const GELU: bool>(x: std::arch::x86_64::__m512) -> std::arch::x86_
 #[target_feature(enable = "avx512f")]
 #[inline]
 pub fn exp_v(x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
+    exp_v_n([x])[0]
+}
+
+/// [`exp_v`] on `N` vectors step by step (why: [`exp_core_avx512_n`]); each lane's result is
+/// `exp_v`'s.
+///
+/// # Safety
+/// The CPU must support AVX-512F (the callers dispatch on the detected SIMD level).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub fn exp_v_n<const N: usize>(
+    x: [std::arch::x86_64::__m512; N],
+) -> [std::arch::x86_64::__m512; N] {
     use std::arch::x86_64::*;
-    // vmaxps returns the second operand when either is NaN: the argument goes second.
-    exp_core_avx512(_mm512_max_ps(_mm512_set1_ps(-104.0), x))
+    let mut c = [_mm512_setzero_ps(); N];
+    for k in 0..N {
+        // vmaxps returns the second operand when either is NaN: the argument goes second.
+        c[k] = _mm512_max_ps(_mm512_set1_ps(-104.0), x[k]);
+    }
+    exp_core_avx512_n(c)
 }
 
 /// `N` vectors of e^x on AVX2+FMA for x ≤ 0 (softmax's x − max; NaN passes), 12 operations

@@ -317,13 +317,17 @@ unsafe fn exp_sub_sum_avx512(
             prefetch_l2(next.as_ptr().wrapping_add(i + 32));
             prefetch_l2(next.as_ptr().wrapping_add(i + 48));
         }
+        // Four vectors' exponentials step by step, side by side (math::exp_core_avx512_n).
+        let mut d = [_mm512_setzero_ps(); 4];
+        for (h, dh) in d.iter_mut().enumerate() {
+            // SAFETY: i + 64 <= n bounds x at i + 16·h .. + 16.
+            *dh = _mm512_sub_ps(unsafe { _mm512_loadu_ps(x.add(i + 16 * h)) }, mv);
+        }
+        let e = math::exp_v_n(d);
         for (h, a) in acc.iter_mut().enumerate() {
-            // SAFETY: i + 64 <= n bounds x and out at i + 16·h .. + 16.
-            unsafe {
-                let v = math::exp_v(_mm512_sub_ps(_mm512_loadu_ps(x.add(i + 16 * h)), mv));
-                _mm512_storeu_ps(out.add(i + 16 * h), v);
-                *a = _mm512_add_ps(*a, v);
-            }
+            // SAFETY: i + 64 <= n bounds out at i + 16·h .. + 16.
+            unsafe { _mm512_storeu_ps(out.add(i + 16 * h), e[h]) };
+            *a = _mm512_add_ps(*a, e[h]);
         }
         if let Some(w) = prev.as_mut() {
             for h in 0..4 {
