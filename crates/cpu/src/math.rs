@@ -93,6 +93,17 @@ impl MulAdd for Separate {
 const LOG2E: f32 = std::f32::consts::LOG2_E;
 const LN2_HI: f32 = 0.693_359_4;
 const LN2_LO: f32 = -2.121_944_4e-4;
+/// The vector exponentials' degree-5 polynomial for e^r on [−ln2/2, ln2/2] (minimax relative
+/// error 1.1e-7), highest coefficient first: Horner's form starts from the first and takes one
+/// FMA for each of the rest.
+const EXP_POLY: [f32; 6] = [
+    8.312_860_5e-3,
+    4.188_902e-2,
+    1.666_711_1e-1,
+    0.499_992_43,
+    1.0,
+    1.0,
+];
 
 /// e^x for f32.
 #[inline(always)]
@@ -287,8 +298,8 @@ fn exp_core_avx512_n<const N: usize>(
         r[k] = _mm512_fnmadd_ps(nf[k], _mm512_set1_ps(LN2_LO), r[k]);
     }
     // e^r = 1 + r·(1 + r·(c2 + r·(c3 + r·(c4 + r·c5)))).
-    let mut p = [_mm512_set1_ps(8.312_860_5e-3); N];
-    for c in [4.188_902e-2, 1.666_711_1e-1, 0.499_992_43, 1.0, 1.0] {
+    let mut p = [_mm512_set1_ps(EXP_POLY[0]); N];
+    for &c in &EXP_POLY[1..] {
         for k in 0..N {
             p[k] = _mm512_fmadd_ps(p[k], r[k], _mm512_set1_ps(c));
         }
@@ -300,7 +311,7 @@ fn exp_core_avx512_n<const N: usize>(
     out
 }
 
-/// [`exp_core_avx512`] with AVX2's instructions: p·2^n by adding n to p's exponent bits (t's
+/// [`exp_core_avx512_n`] with AVX2's instructions: p·2^n by adding n to p's exponent bits (t's
 /// bits are those of 1.5·2^23 + n; shifted left by 23 only n's low bits remain, in the exponent
 /// field). For x whose n lies in [−126, 127] with p·2^n normal: the caller clamps. The AVX2
 /// gate's (`lanes.rs`) exponential, whose argument has either sign.
@@ -365,8 +376,8 @@ fn reduce_poly_avx2_n<M: MulAdd, const N: usize>(
         // SAFETY: as above.
         r[k] = unsafe { M::nv256(nf, _mm256_set1_ps(LN2_LO), r[k]) };
     }
-    let mut p = [_mm256_set1_ps(8.312_860_5e-3); N];
-    for c in [4.188_902e-2, 1.666_711_1e-1, 0.499_992_43, 1.0, 1.0] {
+    let mut p = [_mm256_set1_ps(EXP_POLY[0]); N];
+    for &c in &EXP_POLY[1..] {
         for k in 0..N {
             // SAFETY: compiled with avx2 and fma (M's contract).
             p[k] = unsafe { M::v256(p[k], r[k], _mm256_set1_ps(c)) };
