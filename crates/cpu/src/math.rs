@@ -96,6 +96,7 @@ const LN2_LO: f32 = -2.121_944_4e-4;
 /// The vector exponentials' degree-5 polynomial for e^r on [−ln2/2, ln2/2] (minimax relative
 /// error 1.1e-7), highest coefficient first: Horner's form starts from the first and takes one
 /// FMA for each of the rest.
+#[cfg(target_arch = "x86_64")]
 const EXP_POLY: [f32; 6] = [
     8.312_860_5e-3,
     4.188_902e-2,
