@@ -55,21 +55,28 @@ multiversion! {
     }
 }
 
-/// Rows of B an in-place decode task's register kernel takes at a time: the stretch of B (×
-/// the block's width) that the row groups after the first re-read from L1/L2, and how far
-/// ahead the first group asks for B's lines.
-const DECODE_KC: usize = 128;
-/// Rows of B a packed decode task packs a tile of, and its kernels then take, at a time: the
-/// tile (32 × 16 floats, 2 KiB under AVX2) stays in L1 for the row groups, and its packing reads
-/// one line from each of 32 rows of B (32 streams, each asked into L2 ahead). 128 rows a tile
-/// measured slower at every m (docs/performance.md).
-const PACKED_KC: usize = 32;
+/// Rows of B a register decode kernel takes in one call, walking B's rows side by side across
+/// a task's columns: that many sequential streams, each row read line after line, which the
+/// hardware prefetchers follow (they track a few dozen streams; 64 rows at a time measured 2–3×
+/// slower, 8 rows paid the accumulators' load and store too often, docs/performance.md).
+const STREAM_ROWS: usize = 16;
+/// The narrowest column block a decode task takes: a 4 KiB page of each row of B, so that each
+/// row is read as one sequential run the prefetchers follow to its end.
+const STREAM_MIN_COLS: usize = 1024;
+
+/// Columns of the blocks decode tasks take, for m rows of A and a per-core L2 of `l2_bytes`: the
+/// task's m × w sums within an eighth of the L2 (they are loaded and stored once a stretch of
+/// [`STREAM_ROWS`] rows), at least [`STREAM_MIN_COLS`], a multiple of 64 columns (so of every
+/// kernel's width, and only the last block has a tail), and no wider than B.
+fn stream_block_cols(m: usize, n: usize, l2_bytes: usize) -> usize {
+    let w = (l2_bytes / 8 / 4 / m.max(1)).max(STREAM_MIN_COLS) / 64 * 64;
+    w.min(n).max(1)
+}
 
 /// A register-blocked decode kernel: `c[i·ldc + j] += Σ_p at[p·lda + i] · b[p·ldb + j]` for
 /// i < rows ≤ its R and j < its NV·LANES columns, over kc rows of B, the accumulators held in
 /// registers across the rows (one load of B's row piece, R broadcasts of A and R·NV fused
-/// multiply-adds a row). With `pf_rows` > 0 the lines of B that many rows ahead are asked into
-/// L2 meanwhile.
+/// multiply-adds a row), then added to C's values.
 ///
 /// # Safety
 /// V's features are enabled; `at` is readable at p·lda + i and `b` at p·ldb + j for p < kc,
@@ -88,22 +95,14 @@ unsafe fn decode_micro<
     (b, ldb): (*const f32, usize),
     (c, ldc): (*mut f32, usize),
     rows: usize,
-    pf_rows: usize,
 ) {
     debug_assert_eq!(ACC, R * NV);
     debug_assert!(rows <= R);
     // SAFETY (all below): V's features are enabled; the caller's contract bounds every
-    // address read or written (p < kc, i < rows, h < NV); prefetches never fault.
+    // address read or written (p < kc, i < rows, h < NV).
     let mut acc = [unsafe { V::splat(0.0) }; ACC];
     for p in 0..kc {
         unsafe {
-            if pf_rows > 0 {
-                let mut h = 0;
-                while h < NV * V::LANES {
-                    crate::simd::prefetch_l2(b.wrapping_add((p + pf_rows) * ldb + h));
-                    h += 16;
-                }
-            }
             let mut bv = [V::splat(0.0); NV];
             for (h, v) in bv.iter_mut().enumerate() {
                 *v = V::load(b.add(p * ldb + h * V::LANES));
@@ -147,15 +146,9 @@ fn row_groups(m: usize, r: usize) -> impl Iterator<Item = (usize, usize)> {
     })
 }
 
-thread_local! {
-    /// A thread's packed tile of B for the decode kernels, kept between runs (its pages
-    /// faulted in once, not at every product).
-    static PANEL: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// The arguments of a decode kernel: kc, (at, lda), (b, ldb), (c, ldc), rows, pf_rows.
+/// The arguments of a decode kernel: kc, (at, lda), (b, ldb), (c, ldc), rows.
 type DecodeFn =
-    unsafe fn(usize, (*const f32, usize), (*const f32, usize), (*mut f32, usize), usize, usize);
+    unsafe fn(usize, (*const f32, usize), (*const f32, usize), (*mut f32, usize), usize);
 
 /// AVX-512: 8 rows × 32 columns, 16 zmm accumulators.
 ///
@@ -169,10 +162,9 @@ unsafe fn decode_avx512(
     b: (*const f32, usize),
     c: (*mut f32, usize),
     rows: usize,
-    pf_rows: usize,
 ) {
     // SAFETY: compiled with avx512f; the caller's bounds are decode_micro's.
-    unsafe { decode_micro::<std::arch::x86_64::__m512, 8, 2, 16>(kc, a, b, c, rows, pf_rows) }
+    unsafe { decode_micro::<std::arch::x86_64::__m512, 8, 2, 16>(kc, a, b, c, rows) }
 }
 
 /// AVX2: 6 rows × 16 columns, 12 ymm accumulators (with B's two and A's broadcast, 15 of the
@@ -188,11 +180,10 @@ unsafe fn decode_avx2<V: crate::lanes::Lanes>(
     b: (*const f32, usize),
     c: (*mut f32, usize),
     rows: usize,
-    pf_rows: usize,
 ) {
     // SAFETY: compiled with avx2 and fma, which V's methods need; the caller's bounds are
     // decode_micro's.
-    unsafe { decode_micro::<V, 6, 2, 12>(kc, a, b, c, rows, pf_rows) }
+    unsafe { decode_micro::<V, 6, 2, 12>(kc, a, b, c, rows) }
 }
 
 /// A level's register decode kernel.
@@ -202,10 +193,6 @@ struct DecodeKernel {
     /// Rows of A and columns of B it holds in registers.
     rows: usize,
     cols: usize,
-    /// Whether it reads B packed ([`GemmKernels::decode_packed`]) rather than in place: the
-    /// faster of the two against OpenBLAS in interleaved cold rounds, per level
-    /// (docs/performance.md).
-    packed: bool,
 }
 
 /// The register decode kernel of level `l`, where the level has one.
@@ -217,226 +204,238 @@ fn decode_kernel(l: SimdLevel) -> Option<DecodeKernel> {
             f: decode_avx512,
             rows: 8,
             cols: 32,
-            packed: false,
         }),
         #[cfg(target_arch = "x86_64")]
         SimdLevel::Avx2Fma => Some(DecodeKernel {
             f: decode_avx2::<std::arch::x86_64::__m256>,
             rows: 6,
             cols: 16,
-            packed: true,
         }),
         #[cfg(target_arch = "x86_64")]
         SimdLevel::Avx2NoFma => Some(DecodeKernel {
             f: decode_avx2::<crate::lanes::NoFma256>,
             rows: 6,
             cols: 16,
-            packed: true,
         }),
         _ => None,
     }
 }
 
+/// Buffers a decode product keeps between runs (their pages faulted in once, not at every
+/// product): A transposed, and the row splits' partial sums.
+#[derive(Default)]
+pub(super) struct DecodeScratch {
+    at: Vec<f32>,
+    partial: Vec<f32>,
+}
+
+/// A decode product's split of the work: column blocks `w` wide (`blocks` of them) × row splits
+/// of B (`splits` of `rows_per_split` rows), one task each.
+#[derive(Clone, Copy)]
+struct DecodeSplit {
+    w: usize,
+    blocks: usize,
+    splits: usize,
+    rows_per_split: usize,
+}
+
+impl DecodeSplit {
+    /// Enough tasks for every thread several times over, none with fewer than 64 rows of B.
+    fn new(w: usize, n: usize, k: usize) -> Self {
+        let blocks = n.div_ceil(w.max(1));
+        let threads = rayon::current_num_threads();
+        let splits = (4 * threads).div_ceil(blocks).min(k.div_ceil(64)).max(1);
+        DecodeSplit {
+            w,
+            blocks,
+            splits,
+            rows_per_split: k.div_ceil(splits),
+        }
+    }
+}
+
 impl GemmKernels {
-    /// The register kernels' decode product where the level's kernels take B packed (AVX2):
-    /// each task owns a contiguous range of B's rows over B's whole width and walks it
-    /// [`PACKED_KC`] rows at a time, tile by tile across the width: a tile (those rows × nr
-    /// columns) is packed into a line-aligned buffer that stays in L1 ([`pack_tile`], each row's
-    /// lines asked into L2 ahead), and every group of A's rows ([`row_groups`]) then runs the
-    /// level's kernel on it. A kernel walking B in place strides by a row of B at every step, a
-    /// new 4 KiB page each time, where no hardware prefetcher follows, and AVX2's 16-column
-    /// kernel ran at memory's latency, not its bandwidth (docs/performance.md). Each task sums
-    /// into its own m × n, and the tasks' sums are added at the end; the column tail narrower
-    /// than a kernel goes through [`decode_rows`].
-    fn decode_packed(&self, kernel: DecodeKernel, at: &[f32], c: &mut [f32]) {
+    /// C = A·B for m ≤ [`DECODE_MAX_M`]: B streamed once from memory against the m rows of A
+    /// held transposed (k × m, a few hundred KiB at most). Tasks take a column block and a
+    /// range of B's rows; with few column blocks the rows are split among tasks, each summing
+    /// into its own m × n ([`DecodeScratch::partial`]), added at the end.
+    ///
+    /// From m = 2 on AVX-512 and AVX2 register kernels take it: 8 (6) rows of A × 32 (16)
+    /// columns of accumulators held in registers ([`Self::decode_streamed`]). Otherwise (m = 1,
+    /// the other levels) and for the column tail narrower than a kernel, the L1 accumulator loop
+    /// ([`decode_rows`]) on blocks as wide as m × w sums fit in L1 (w = 4096 at m = 1). The
+    /// micro-kernel path would pack all of B and compute on whole 12- or 6-row panels of A for a
+    /// handful of rows.
+    pub(super) fn decode(&mut self, l: SimdLevel, c: &mut [f32]) {
+        let (m, n, k) = (self.g.m as usize, self.g.n as usize, self.g.k as usize);
+        let mut scratch = std::mem::take(&mut self.decode);
+        let a = self.inputs.get("A");
+        scratch.at.resize(k * m, 0.0);
+        for i in 0..m {
+            for p in 0..k {
+                scratch.at[p * m + i] = a[i * k + p];
+            }
+        }
+        let kernel = decode_kernel(l).filter(|d| n >= d.cols && m >= REGISTER_DECODE_MIN_M);
+        match kernel {
+            Some(d) => self.decode_streamed(d, &mut scratch, c),
+            None => self.decode_l1(&mut scratch, c),
+        }
+        self.decode = scratch;
+    }
+
+    /// The register kernels' decode product. Each task walks its rows of B [`STREAM_ROWS`] at
+    /// a time, and those rows side by side across its column block, tile by tile: every group
+    /// of A's rows ([`row_groups`]) runs the level's kernel on the tile (the groups after the
+    /// first re-read it from L1), adding into the task's sums. Each row of B is thus read from
+    /// start to end of the block, a page of it at least ([`STREAM_MIN_COLS`]), as sequential
+    /// streams that the hardware prefetchers follow; a kernel walking one tile down all of B's
+    /// rows would stride by a whole row at each step, a new page each time, which no prefetcher
+    /// follows (it ran at a third to a half of the memory's bandwidth, docs/performance.md).
+    fn decode_streamed(&self, kernel: DecodeKernel, scratch: &mut DecodeScratch, c: &mut [f32]) {
         let (kern, r, nr) = (kernel.f, kernel.rows, kernel.cols);
         let (m, n, k) = (self.g.m as usize, self.g.n as usize, self.g.k as usize);
         let b = self.inputs.get("B");
-        let full = n / nr * nr;
-        let threads = rayon::current_num_threads();
-        // Enough tasks for every thread several times over, none with fewer than 64 rows of B.
-        let splits = (4 * threads).min(k.div_ceil(64)).max(1);
-        let rows_per_split = k.div_ceil(splits);
-        let mut partial = vec![0f32; splits * m * n];
-        partial
-            .par_chunks_mut(m * n)
-            .enumerate()
-            .for_each(|(split, acc)| {
-                PANEL.with_borrow_mut(|panel| {
-                    // One tile, PACKED_KC × nr, on a cache line of its own.
-                    if panel.len() < PACKED_KC * nr + 16 {
-                        panel.resize(PACKED_KC * nr + 16, 0.0);
+        let l2_bytes = crate::device::l2_cache_bytes().unwrap_or(1 << 20) as usize;
+        let split = DecodeSplit::new(stream_block_cols(m, n, l2_bytes), n, k);
+        let DecodeSplit {
+            w,
+            blocks,
+            splits,
+            rows_per_split,
+        } = split;
+        if splits > 1 {
+            scratch.partial.resize(splits * m * n, 0.0);
+        }
+        let at = &scratch.at;
+        let (cp, pp) = (CPtr(c.as_mut_ptr()), CPtr(scratch.partial.as_mut_ptr()));
+        (0..blocks * splits).into_par_iter().for_each(|task| {
+            let (blk, s) = (task / splits, task % splits);
+            let (j0, p0) = (blk * w, s * rows_per_split);
+            let (wb, end) = (w.min(n - j0), (p0 + rows_per_split).min(k));
+            // Straight into C with one split; else into this split's own m × n.
+            let (dst, base) = if splits > 1 { (pp, s * m * n) } else { (cp, 0) };
+            // SAFETY: task (blk, s) alone touches columns j0..j0 + wb of the m rows of its
+            // destination (C, or split s's m × n of `partial`, sized above), each task index
+            // visited once, all within that destination's bounds.
+            let row =
+                |i: usize| unsafe { std::slice::from_raw_parts_mut(dst.at(base + i * n + j0), wb) };
+            for i in 0..m {
+                row(i).fill(0.0);
+            }
+            let full = wb / nr * nr;
+            let mut pc = p0;
+            while pc < end {
+                let kc = STREAM_ROWS.min(end - pc);
+                for jt in (0..full).step_by(nr) {
+                    for (ig, rows) in row_groups(m, r) {
+                        // SAFETY: the level's kernel (decode_kernel asserted the CPU has it);
+                        // rows pc..pc + kc ≤ k of `at` (k × m) from column ig, `rows` of them
+                        // (ig + rows ≤ m); B's rows pc.. at columns j0 + jt.. + nr ≤ j0 + wb ≤
+                        // n; the destination's rows ig.. at the same columns, this task's alone
+                        // (as `row` above).
+                        unsafe {
+                            kern(
+                                kc,
+                                (at.as_ptr().add(pc * m + ig), m),
+                                (b.as_ptr().add(pc * n + j0 + jt), n),
+                                (dst.at(base + ig * n + j0 + jt), n),
+                                rows,
+                            )
+                        };
                     }
-                    let off = panel.as_ptr().align_offset(64).min(16);
-                    let p0 = (split * rows_per_split).min(k);
-                    let end = (p0 + rows_per_split).min(k);
-                    let mut pc = p0;
-                    while pc < end {
-                        let kc = PACKED_KC.min(end - pc);
-                        for t in 0..full / nr {
-                            let tile = &mut panel[off..off + kc * nr];
-                            match nr {
-                                16 => pack_tile::<16>(b, n, pc, t, tile),
-                                32 => pack_tile::<32>(b, n, pc, t, tile),
-                                _ => pack_tile::<0>(b, n, pc, t, tile),
-                            }
-                            for (ig, rows) in row_groups(m, r) {
-                                // SAFETY: the level's kernel (decode_kernel asserted the CPU
-                                // has it); rows pc..pc + kc < k of `at` (k × m) from column
-                                // ig, `rows` of them (ig + rows ≤ m); the tile's kc × nr in
-                                // `panel` at off; acc (m × n) at rows ig.. and columns
-                                // t·nr.. + nr ≤ full ≤ n.
-                                unsafe {
-                                    kern(
-                                        kc,
-                                        (at.as_ptr().add(pc * m + ig), m),
-                                        (panel.as_ptr().add(off), nr),
-                                        (acc.as_mut_ptr().add(ig * n + t * nr), n),
-                                        rows,
-                                        0,
-                                    )
-                                };
-                            }
-                        }
-                        pc += kc;
-                    }
-                    if full < n && end > p0 {
-                        let tw = n - full;
-                        let mut tail = vec![0f32; m * tw];
-                        decode_rows(&mut tail, at, b, [m, n, full, tw], [p0, end - p0]);
-                        for i in 0..m {
-                            acc[i * n + full..(i + 1) * n]
-                                .copy_from_slice(&tail[i * tw..(i + 1) * tw]);
-                        }
-                    }
-                })
-            });
-        c.par_chunks_mut(n).enumerate().for_each(|(i, row)| {
-            row.copy_from_slice(&partial[i * n..(i + 1) * n]);
-            for s in 1..splits {
-                let part = &partial[s * m * n + i * n..s * m * n + (i + 1) * n];
-                for (x, &y) in row.iter_mut().zip(part) {
-                    *x += y;
+                }
+                pc += kc;
+            }
+            if full < wb && end > p0 {
+                let tw = wb - full;
+                let mut tail = vec![0f32; m * tw];
+                decode_rows(&mut tail, at, b, [m, n, j0 + full, tw], [p0, end - p0]);
+                for i in 0..m {
+                    row(i)[full..].copy_from_slice(&tail[i * tw..(i + 1) * tw]);
                 }
             }
         });
+        add_splits(c, &scratch.partial, m, n, splits);
     }
 
-    /// C = A·B for m ≤ [`DECODE_MAX_M`]: B streamed once from memory against the m rows of A
-    /// held transposed (k × m, a few hundred KiB at most). A task owns a block of columns as
-    /// wide as its m × w accumulators fit in L1 (w = 4096 at m = 1, 256 at m = 16) and a range
-    /// of B's rows; with few column blocks (small m) the rows are split among tasks, each
-    /// reading whole stretches of B's rows in order, and their partial sums added at the end.
-    /// From m = 2 on AVX-512 and AVX2 register kernels take it: 8 (6) rows of A × 32 (16)
-    /// columns of accumulators held in registers. AVX-512's reads B in place, over stretches
-    /// of [`DECODE_KC`] rows, the row groups after the first re-reading the stretch from
-    /// cache; AVX2's reads it packed ([`Self::decode_packed`], [`DecodeKernel::packed`]). The
-    /// L1 accumulator loop ([`decode_rows`]) takes the column tail, m = 1 and the other levels.
-    /// The micro-kernel path would pack all of B and compute on whole 12- or 6-row panels of
-    /// A for a handful of rows.
-    pub(super) fn decode(&self, l: SimdLevel, c: &mut [f32]) {
+    /// The L1 accumulator loop's decode product ([`decode_rows`]): a task's m × w sums in L1
+    /// (w = 4096 at m = 1, 256 at m = 16), its column block's rows read four at a time.
+    fn decode_l1(&self, scratch: &mut DecodeScratch, c: &mut [f32]) {
         let (m, n, k) = (self.g.m as usize, self.g.n as usize, self.g.k as usize);
-        let kernel = decode_kernel(l);
-        let (a, b) = (self.inputs.get("A"), self.inputs.get("B"));
-        let mut at = vec![0f32; k * m];
-        for i in 0..m {
-            for p in 0..k {
-                at[p * m + i] = a[i * k + p];
-            }
-        }
-        let register = kernel.filter(|d| n >= d.cols && m >= REGISTER_DECODE_MIN_M);
-        if let Some(d) = register.filter(|d| d.packed) {
-            return self.decode_packed(d, &at, c);
-        }
+        let b = self.inputs.get("B");
         let w_max = (DECODE_ACC_BYTES / 4 / m.max(1)) / 16 * 16;
-        let w = w_max.max(16).min(n.max(1));
-        let blocks = n.div_ceil(w);
-        let threads = rayon::current_num_threads();
-        // Enough tasks for every thread several times over, none with fewer than 64 rows of B.
-        let splits = (4 * threads).div_ceil(blocks).min(k.div_ceil(64)).max(1);
-        let rows_per_split = k.div_ceil(splits);
-        let mut partial = vec![0f32; if splits > 1 { splits * m * n } else { 0 }];
-        let (cp, pp) = (CPtr(c.as_mut_ptr()), CPtr(partial.as_mut_ptr()));
+        let DecodeSplit {
+            w,
+            blocks,
+            splits,
+            rows_per_split,
+        } = DecodeSplit::new(w_max.max(16).min(n.max(1)), n, k);
+        if splits > 1 {
+            scratch.partial.resize(splits * m * n, 0.0);
+        }
+        let at = &scratch.at;
+        let (cp, pp) = (CPtr(c.as_mut_ptr()), CPtr(scratch.partial.as_mut_ptr()));
         (0..blocks * splits).into_par_iter().for_each(|task| {
-            let (blk, split) = (task / splits, task % splits);
-            let (j0, p0) = (blk * w, split * rows_per_split);
+            let (blk, s) = (task / splits, task % splits);
+            let (j0, p0) = (blk * w, s * rows_per_split);
             let (wb, rows) = (w.min(n - j0), rows_per_split.min(k.saturating_sub(p0)));
             let mut acc = vec![0f32; m * wb];
-            match register {
-                Some(DecodeKernel {
-                    f: kern,
-                    rows: r,
-                    cols: nr,
-                    ..
-                }) if wb >= nr => {
-                    let full = wb / nr * nr;
-                    let mut pc = p0;
-                    while pc < p0 + rows {
-                        let kc = DECODE_KC.min(p0 + rows - pc);
-                        for jt in (0..full).step_by(nr) {
-                            for ig in (0..m).step_by(r) {
-                                // SAFETY: the level's kernel (decode_kernel asserted the CPU
-                                // has it); rows pc..pc + kc < k of `at` (k × m) from column
-                                // ig, (m − ig).min(r) of them; B's rows pc.. at columns
-                                // j0 + jt.. + nr ≤ j0 + wb ≤ n; acc's rows ig.. at columns
-                                // jt.. + nr ≤ wb of m × wb.
-                                unsafe {
-                                    kern(
-                                        kc,
-                                        (at.as_ptr().add(pc * m + ig), m),
-                                        (b.as_ptr().add(pc * n + j0 + jt), n),
-                                        (acc.as_mut_ptr().add(ig * wb + jt), wb),
-                                        (m - ig).min(r),
-                                        if ig == 0 { DECODE_KC } else { 0 },
-                                    )
-                                };
-                            }
-                        }
-                        pc += kc;
-                    }
-                    if full < wb {
-                        let tw = wb - full;
-                        let mut tail = vec![0f32; m * tw];
-                        decode_rows(&mut tail, &at, b, [m, n, j0 + full, tw], [p0, rows]);
-                        for i in 0..m {
-                            acc[i * wb + full..(i + 1) * wb]
-                                .copy_from_slice(&tail[i * tw..(i + 1) * tw]);
-                        }
-                    }
-                }
-                _ => decode_rows(&mut acc, &at, b, [m, n, j0, wb], [p0, rows]),
-            }
-            // Straight into C with one split; else into this split's own copy of C.
-            let (dst, base) = if splits > 1 {
-                (pp, split * m * n)
-            } else {
-                (cp, 0)
-            };
+            decode_rows(&mut acc, at, b, [m, n, j0, wb], [p0, rows]);
+            let (dst, base) = if splits > 1 { (pp, s * m * n) } else { (cp, 0) };
             for i in 0..m {
-                // SAFETY: task (blk, split) alone writes columns j0..j0 + wb of the m rows of
-                // its destination (C, or split's m × n slice of `partial`), each task index
+                // SAFETY: task (blk, s) alone writes columns j0..j0 + wb of the m rows of its
+                // destination (C, or split s's m × n slice of `partial`), each task index
                 // visited once, all within that destination's bounds.
                 let row = unsafe { std::slice::from_raw_parts_mut(dst.at(base + i * n + j0), wb) };
                 row.copy_from_slice(&acc[i * wb..(i + 1) * wb]);
             }
         });
-        if splits > 1 {
-            c.par_chunks_mut(n).enumerate().for_each(|(i, row)| {
-                row.copy_from_slice(&partial[i * n..(i + 1) * n]);
-                for s in 1..splits {
-                    let part = &partial[s * m * n + i * n..s * m * n + (i + 1) * n];
-                    for (x, &y) in row.iter_mut().zip(part) {
-                        *x += y;
-                    }
-                }
-            });
-        }
+        add_splits(c, &scratch.partial, m, n, splits);
     }
+}
+
+/// C = the sum of the `splits` partial m × n products in `partial`, where there is more than
+/// one (with one, the tasks wrote C itself).
+fn add_splits(c: &mut [f32], partial: &[f32], m: usize, n: usize, splits: usize) {
+    if splits < 2 {
+        return;
+    }
+    c.par_chunks_mut(n).enumerate().for_each(|(i, row)| {
+        row.copy_from_slice(&partial[i * n..(i + 1) * n]);
+        for s in 1..splits {
+            let part = &partial[s * m * n + i * n..s * m * n + (i + 1) * n];
+            for (x, &y) in row.iter_mut().zip(part) {
+                *x += y;
+            }
+        }
+    });
 }
 
 #[cfg(test)]
 mod tests {
-    use super::row_groups;
+    use super::{row_groups, stream_block_cols, STREAM_MIN_COLS};
+
+    /// A decode task's column block: its sums within an eighth of the L2, at least a page of
+    /// each row of B, whole 64-column steps, never wider than B.
+    #[test]
+    fn stream_blocks_fit_the_l2_and_keep_rows_a_page_long() {
+        assert_eq!(stream_block_cols(16, 4096, 2 << 20), 4096);
+        assert_eq!(stream_block_cols(16, 16384, 2 << 20), 4096);
+        assert_eq!(stream_block_cols(16, 16384, 1 << 20), 2048);
+        assert_eq!(stream_block_cols(16, 16384, 256 << 10), STREAM_MIN_COLS);
+        assert_eq!(stream_block_cols(2, 100, 2 << 20), 100);
+        for l2 in [256 << 10, 1 << 20, 1280 << 10, 2 << 20] {
+            for m in 2..=16 {
+                let w = stream_block_cols(m, 1 << 20, l2);
+                assert!(w >= STREAM_MIN_COLS && w.is_multiple_of(64), "m = {m}, l2 = {l2}");
+                assert!(
+                    w == STREAM_MIN_COLS || m * w * 4 <= l2 / 8,
+                    "m = {m}, l2 = {l2}"
+                );
+            }
+        }
+    }
 
     /// Every row in exactly one group, in order, no group larger than the kernel's rows, as
     /// few groups as that allows, their sizes within one of each other.

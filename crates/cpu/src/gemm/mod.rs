@@ -24,7 +24,7 @@ pub use decode::DECODE_MAX_M;
 pub use micro::{Tile, TileOut, MAX_TILE};
 #[cfg(target_arch = "x86_64")]
 pub(crate) use pack::{pack12_avx512_with, pack6_avx2_with};
-use pack::{pack_a_panel, pack_b_panel, pack_b_rows, pack_tile, B_ROWS_A_TASK};
+use pack::{pack_a_panel, pack_b_panel, pack_b_rows, B_ROWS_A_TASK};
 pub use pack::{Block, Mat};
 
 use super::simd::{supports, SimdLevel};
@@ -105,6 +105,8 @@ pub struct GemmKernels {
     bp: LineVec,
     /// Packed A (every row of A over one KC slice, in mr-tall panels).
     ap: LineVec,
+    /// The decode product's buffers (m ≤ [`DECODE_MAX_M`]).
+    decode: decode::DecodeScratch,
 }
 
 /// C's base pointer shared by tasks that write disjoint tiles of it.
@@ -131,6 +133,7 @@ impl GemmKernels {
             ap: LineVec::zeroed_huge(tile.a_len(g.m as usize, KC)),
             tile,
             g,
+            decode: decode::DecodeScratch::default(),
         }
     }
 
@@ -356,7 +359,8 @@ mod tests {
 
     /// The decode path at every level this CPU has (register kernels and the L1 loop): row
     /// groups with fewer rows than the kernel's, column tails, k shorter and longer than a
-    /// register kernel's stretch of B, row splits.
+    /// register kernel's stretch of B, row splits, several column blocks; run twice on the same
+    /// kernels (their buffers kept between runs).
     #[test]
     fn decode_matches_f64_at_every_level() {
         for l in SimdLevel::ALL {
@@ -369,6 +373,8 @@ mod tests {
                 (9, 33, 5),
                 (13, 48, 257),
                 (7, 4096, 64),
+                // Two column blocks (from an L2 of 1 MiB up), a tail of 8, two row splits.
+                (16, 4136, 70),
             ] {
                 let w = Gemm {
                     m,
@@ -377,8 +383,11 @@ mod tests {
                     dtype: DType::F32,
                 };
                 let inputs = Arc::new(w.inputs(11));
-                let g = GemmKernels::new(w.clone(), inputs.clone());
+                let mut g = GemmKernels::new(w.clone(), inputs.clone());
                 let mut out = vec![f32::NAN; (m * n) as usize];
+                // Twice: the second run reuses the first's buffers and must not add to them.
+                g.decode(l, &mut out);
+                out.fill(f32::NAN);
                 g.decode(l, &mut out);
                 for (i, &o) in out.iter().enumerate() {
                     let e = w.reference(&inputs, Variant::Tiled, i);

@@ -275,35 +275,6 @@ pub(super) unsafe fn pack_b_rows(t: &Tile, b: Mat<'_>, blk: Block, g: usize, bp:
     }
 }
 
-/// How far ahead along a row of B [`pack_tile`] asks for lines into L2.
-const PACK_AHEAD_FLOATS: usize = 128;
-
-/// Tile `t` of a stretch of B: rows p0.. of B (`ld` floats apart), columns t·NR.. + NR, one
-/// row after another into `tile` (its length a whole number of rows), NR a constant so that
-/// each piece is a few vector moves, not a call to memcpy. Tile by tile, not row by row: a row
-/// of B scattered into every tile writes a new line of the stretch (in L2) at each piece, and
-/// stores that miss L1 leave the store buffer one after another (docs/performance.md has the
-/// profile). A tile's writes are one contiguous run; its reads take one line from each of its
-/// rows, the same pages the next tile reads on. NR = 0 stands for "not a kernel's width" and
-/// panics.
-#[inline(always)]
-pub(super) fn pack_tile<const NR: usize>(
-    b: &[f32],
-    ld: usize,
-    p0: usize,
-    t: usize,
-    tile: &mut [f32],
-) {
-    assert!(NR > 0, "no register decode kernel is that wide");
-    for (p, dst) in tile.chunks_exact_mut(NR).enumerate() {
-        let at = (p0 + p) * ld + t * NR;
-        crate::simd::prefetch_l2(b.as_ptr().wrapping_add(at + PACK_AHEAD_FLOATS));
-        let src: &[f32; NR] = b[at..at + NR].try_into().expect("NR values");
-        let dst: &mut [f32; NR] = dst.try_into().expect("NR values");
-        *dst = *src;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
