@@ -304,22 +304,25 @@ impl GemmKernels {
             splits,
             rows_per_split,
         } = split;
-        if splits > 1 {
-            scratch.partial.resize(splits * m * n, 0.0);
-        }
+        // The sums' rows a line longer than a whole number of lines: n = 4096 floats apart,
+        // every row of a tile's sums fell in the same L1 set as the others and as B's rows
+        // (also 16 KiB apart), and a call's loads of them missed L1 (docs/performance.md).
+        let ldp = n.next_multiple_of(16) + 16;
+        let off = scratch.partial.as_ptr().align_offset(64).min(15);
+        scratch.partial.resize(off + splits * m * ldp, 0.0);
         let at = &scratch.at;
-        let (cp, pp) = (CPtr(c.as_mut_ptr()), CPtr(scratch.partial.as_mut_ptr()));
+        let pp = CPtr(scratch.partial.as_mut_ptr());
         (0..blocks * splits).into_par_iter().for_each(|task| {
             let (blk, s) = (task / splits, task % splits);
             let (j0, p0) = (blk * w, s * rows_per_split);
             let (wb, end) = (w.min(n - j0), (p0 + rows_per_split).min(k));
-            // Straight into C with one split; else into this split's own m × n.
-            let (dst, base) = if splits > 1 { (pp, s * m * n) } else { (cp, 0) };
-            // SAFETY: task (blk, s) alone touches columns j0..j0 + wb of the m rows of its
-            // destination (C, or split s's m × n of `partial`, sized above), each task index
-            // visited once, all within that destination's bounds.
-            let row =
-                |i: usize| unsafe { std::slice::from_raw_parts_mut(dst.at(base + i * n + j0), wb) };
+            // Split s's own m rows of sums (ldp apart), on a line boundary.
+            let base = off + s * m * ldp;
+            // SAFETY: task (blk, s) alone touches columns j0..j0 + wb ≤ n ≤ ldp of the m rows
+            // of split s's sums in `partial` (sized above), each task index visited once.
+            let row = |i: usize| unsafe {
+                std::slice::from_raw_parts_mut(pp.at(base + i * ldp + j0), wb)
+            };
             for i in 0..m {
                 row(i).fill(0.0);
             }
@@ -332,14 +335,14 @@ impl GemmKernels {
                         // SAFETY: the level's kernel (decode_kernel asserted the CPU has it);
                         // rows pc..pc + kc ≤ k of `at` (k × m) from column ig, `rows` of them
                         // (ig + rows ≤ m); B's rows pc.. at columns j0 + jt.. + nr ≤ j0 + wb ≤
-                        // n; the destination's rows ig.. at the same columns, this task's alone
+                        // n; the split's sums at rows ig.. and the same columns, this task's alone
                         // (as `row` above).
                         unsafe {
                             kern(
                                 kc,
                                 (at.as_ptr().add(pc * m + ig), m),
                                 (b.as_ptr().add(pc * n + j0 + jt), n),
-                                (dst.at(base + ig * n + j0 + jt), n),
+                                (pp.at(base + ig * ldp + j0 + jt), ldp),
                                 rows,
                             )
                         };
@@ -356,7 +359,7 @@ impl GemmKernels {
                 }
             }
         });
-        add_splits(c, &scratch.partial, m, n, splits);
+        add_splits(c, &scratch.partial[off..], [m, n, ldp], splits);
     }
 
     /// The L1 accumulator loop's decode product ([`decode_rows`]): a task's m × w sums in L1
@@ -391,21 +394,21 @@ impl GemmKernels {
                 row.copy_from_slice(&acc[i * wb..(i + 1) * wb]);
             }
         });
-        add_splits(c, &scratch.partial, m, n, splits);
+        if splits > 1 {
+            add_splits(c, &scratch.partial, [m, n, n], splits);
+        }
     }
 }
 
-/// C = the sum of the `splits` partial m × n products in `partial`, where there is more than
-/// one (with one, the tasks wrote C itself).
-fn add_splits(c: &mut [f32], partial: &[f32], m: usize, n: usize, splits: usize) {
-    if splits < 2 {
-        return;
-    }
+/// C (m × n) = the sum of the `splits` partial products in `partial`, each m rows `ld` apart
+/// (`shape` = [m, n, ld]), one after another.
+fn add_splits(c: &mut [f32], partial: &[f32], shape: [usize; 3], splits: usize) {
+    let [m, n, ld] = shape;
     c.par_chunks_mut(n).enumerate().for_each(|(i, row)| {
-        row.copy_from_slice(&partial[i * n..(i + 1) * n]);
+        let part = |s: usize| &partial[s * m * ld + i * ld..s * m * ld + i * ld + n];
+        row.copy_from_slice(part(0));
         for s in 1..splits {
-            let part = &partial[s * m * n + i * n..s * m * n + (i + 1) * n];
-            for (x, &y) in row.iter_mut().zip(part) {
+            for (x, &y) in row.iter_mut().zip(part(s)) {
                 *x += y;
             }
         }
@@ -428,7 +431,10 @@ mod tests {
         for l2 in [256 << 10, 1 << 20, 1280 << 10, 2 << 20] {
             for m in 2..=16 {
                 let w = stream_block_cols(m, 1 << 20, l2);
-                assert!(w >= STREAM_MIN_COLS && w.is_multiple_of(64), "m = {m}, l2 = {l2}");
+                assert!(
+                    w >= STREAM_MIN_COLS && w.is_multiple_of(64),
+                    "m = {m}, l2 = {l2}"
+                );
                 assert!(
                     w == STREAM_MIN_COLS || m * w * 4 <= l2 / 8,
                     "m = {m}, l2 = {l2}"
