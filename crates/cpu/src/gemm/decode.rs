@@ -308,8 +308,10 @@ impl GemmKernels {
         // every row of a tile's sums fell in the same L1 set as the others and as B's rows
         // (also 16 KiB apart), and a call's loads of them missed L1 (docs/performance.md).
         let ldp = n.next_multiple_of(16) + 16;
+        // Room for the sums from the first line boundary (up to 15 floats in): sized first, so
+        // that the boundary is the final buffer's.
+        scratch.partial.resize(splits * m * ldp + 15, 0.0);
         let off = scratch.partial.as_ptr().align_offset(64).min(15);
-        scratch.partial.resize(off + splits * m * ldp, 0.0);
         let at = &scratch.at;
         let pp = CPtr(scratch.partial.as_mut_ptr());
         (0..blocks * splits).into_par_iter().for_each(|task| {

@@ -375,6 +375,8 @@ mod tests {
                 (7, 4096, 64),
                 // Two column blocks (from an L2 of 1 MiB up), a tail of 8, two row splits.
                 (16, 4136, 70),
+                // One row of B: a stretch shorter than a kernel call's.
+                (16, 64, 1),
             ] {
                 let w = Gemm {
                     m,
