@@ -330,7 +330,7 @@ fn open_sqlite(path: &Path) -> db::DbResult<Db> {
 
 /// How much of an SQLite store is read through a memory map (SQLite caps it at its own
 /// compile-time limit).
-const MMAP_BYTES: i64 = 1 << 32;
+pub(super) const MMAP_BYTES: i64 = 1 << 32;
 
 fn failed(url: &StoreUrl, action: StoreAction, e: impl Into<db::DbError>) -> Error {
     let e = e.into();

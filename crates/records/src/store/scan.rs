@@ -58,6 +58,8 @@ pub(super) fn second_sqlite(path: &Path) -> Option<Db> {
     )
     .ok()?;
     let _ = conn.busy_timeout(std::time::Duration::from_secs(30));
+    // Its pages read through the map too, as the store's own connection's (`open_sqlite`).
+    let _ = conn.pragma_update(None, "mmap_size", super::MMAP_BYTES);
     Some(Db::Sqlite(conn))
 }
 
