@@ -366,6 +366,45 @@ fn a_run_measuring_both_archives_the_counts_and_checks_the_ledger_against_them()
     edit_is_caught(&run, &edited, "ledger_counts");
 }
 
+/// A decode-shaped GEMM (a handful of rows of A: the CPU's decode product, not the packed
+/// micro-kernel path) counted: its DRAM bytes agree with the ledger's decode product — A and B
+/// read once, A's transposed copy and C written once — where the packed model's B panels
+/// would have claimed 512 KiB of writes it never makes.
+#[test]
+#[cfg_attr(not(has_valgrind), ignore = "needs Valgrind")]
+fn a_decode_shaped_gemm_counts_what_its_ledger_says() {
+    if !valgrind() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("decode.yaml");
+    // B 3 MB against the 1 MiB last level: streamed from memory once.
+    std::fs::write(
+        &spec,
+        "name: decode\ntitle: a decode product\nworkload: {kind: gemm, m: 16, n: 3000, k: 256}\n\
+         variants: {before: naive, after: tiled}\nexpect: {bound: bandwidth}\nmeasure: {mode: counts}\n",
+    )
+    .unwrap();
+    let o = run_counts(dir.path(), &spec, &[], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let r = newest_results(dir.path());
+    let check = check_of(&r, "ledger_counts");
+    assert_eq!(check["status"], "pass", "{check} {}", text(&o));
+    let after = &r["specs"][0]["counts"]["after"];
+    assert_eq!(after["agreement"]["agrees"], true, "{after}");
+    // The ledger's decode product: A (16 KB) and B (3 MB) read, A transposed and C written.
+    assert_eq!(
+        after["ledger_read_bytes"],
+        (16 * 256 + 256 * 3000) * 4,
+        "{after}"
+    );
+    assert_eq!(
+        after["ledger_write_bytes"],
+        (16 * 256 + 16 * 3000) * 4,
+        "{after}"
+    );
+}
+
 /// `run` of `spec` in counts mode on the small model (no store), with `extra` arguments.
 fn run_counts(dir: &Path, spec: &Path, env: &[(&str, &str)], extra: &[&str]) -> Output {
     let mut c = common::run_cmd(dir, &[spec.to_path_buf()], extra);

@@ -5,7 +5,7 @@ use super::*;
 
 /// Rows of A up to which the tiled variant runs as a decode product (a matrix–vector product
 /// in all but name: the time is B's read from memory, not the FMAs of a micro-kernel).
-pub const DECODE_MAX_M: usize = 16;
+pub const DECODE_MAX_M: usize = crate::ledger::GEMM_DECODE_MAX_M as usize;
 /// Bytes of accumulators a decode task keeps (in L1): m rows × as many columns as fit.
 const DECODE_ACC_BYTES: usize = 16 << 10;
 /// Rows of A from which the decode path runs the register kernels (below it the accumulators
@@ -64,12 +64,18 @@ const STREAM_ROWS: usize = 16;
 /// row is read as one sequential run the prefetchers follow to its end.
 const STREAM_MIN_COLS: usize = 1024;
 
-/// Columns of the blocks decode tasks take, for m rows of A and a per-core L2 of `l2_bytes`: the
-/// task's m × w sums within an eighth of the L2 (they are loaded and stored once a stretch of
-/// [`STREAM_ROWS`] rows), at least [`STREAM_MIN_COLS`], a multiple of 64 columns (so of every
+/// Bytes of sums a decode task keeps across its column block: loaded and stored once a stretch
+/// of [`STREAM_ROWS`] rows, they stay in L2 — an eighth of a 2 MiB one, a quarter of a 1 MiB
+/// one. A constant, not the machine's L2: a counted side must run the same code
+/// path on every machine (its blocks decide the order B is read in, and so the simulated
+/// misses).
+const STREAM_SUMS_BYTES: usize = 256 << 10;
+
+/// Columns of the blocks decode tasks take, for m rows of A: the task's m × w sums within
+/// [`STREAM_SUMS_BYTES`], at least [`STREAM_MIN_COLS`], a multiple of 64 columns (so of every
 /// kernel's width, and only the last block has a tail), and no wider than B.
-fn stream_block_cols(m: usize, n: usize, l2_bytes: usize) -> usize {
-    let w = (l2_bytes / 8 / 4 / m.max(1)).max(STREAM_MIN_COLS) / 64 * 64;
+fn stream_block_cols(m: usize, n: usize) -> usize {
+    let w = (STREAM_SUMS_BYTES / 4 / m.max(1)).max(STREAM_MIN_COLS) / 64 * 64;
     w.min(n).max(1)
 }
 
@@ -244,7 +250,13 @@ impl DecodeSplit {
     fn new(w: usize, n: usize, k: usize) -> Self {
         let blocks = n.div_ceil(w.max(1));
         let threads = rayon::current_num_threads();
-        let splits = (4 * threads).div_ceil(blocks).min(k.div_ceil(64)).max(1);
+        // One thread: no split (a split only spreads B's rows over threads, and costs its own
+        // m × n of sums, written and added back: traffic the ledger's decode product has not).
+        let splits = if threads < 2 {
+            1
+        } else {
+            (4 * threads).div_ceil(blocks).min(k.div_ceil(64)).max(1)
+        };
         DecodeSplit {
             w,
             blocks,
@@ -296,34 +308,39 @@ impl GemmKernels {
         let (kern, r, nr) = (kernel.f, kernel.rows, kernel.cols);
         let (m, n, k) = (self.g.m as usize, self.g.n as usize, self.g.k as usize);
         let b = self.inputs.get("B");
-        let l2_bytes = crate::device::l2_cache_bytes().unwrap_or(1 << 20) as usize;
-        let split = DecodeSplit::new(stream_block_cols(m, n, l2_bytes), n, k);
+        let split = DecodeSplit::new(stream_block_cols(m, n), n, k);
         let DecodeSplit {
             w,
             blocks,
             splits,
             rows_per_split,
         } = split;
-        // The sums' rows a line longer than a whole number of lines: n = 4096 floats apart,
-        // every row of a tile's sums fell in the same L1 set as the others and as B's rows
-        // (also 16 KiB apart), and a call's loads of them missed L1 (docs/performance.md).
-        let ldp = n.next_multiple_of(16) + 16;
-        // Room for the sums from the first line boundary (up to 15 floats in): sized first, so
-        // that the boundary is the final buffer's.
-        scratch.partial.resize(splits * m * ldp + 15, 0.0);
-        let off = scratch.partial.as_ptr().align_offset(64).min(15);
+        // With several splits, each sums into its own m rows in `partial`, a line longer than a
+        // whole number of lines: n = 4096 floats apart, every row of a tile's sums fell in the
+        // same L1 set as the others and as B's rows (also 16 KiB apart), and a call's loads of
+        // them missed L1 (docs/performance.md). With one, straight into C (n apart).
+        let (sums, off, ldp) = if splits > 1 {
+            let ldp = n.next_multiple_of(16) + 16;
+            // Room from the first line boundary (up to 15 floats in): sized first, so that
+            // the boundary is the final buffer's.
+            scratch.partial.resize(splits * m * ldp + 15, 0.0);
+            let off = scratch.partial.as_ptr().align_offset(64).min(15);
+            (CPtr(scratch.partial.as_mut_ptr()), off, ldp)
+        } else {
+            (CPtr(c.as_mut_ptr()), 0, n)
+        };
         let at = &scratch.at;
-        let pp = CPtr(scratch.partial.as_mut_ptr());
         (0..blocks * splits).into_par_iter().for_each(|task| {
             let (blk, s) = (task / splits, task % splits);
             let (j0, p0) = (blk * w, s * rows_per_split);
             let (wb, end) = (w.min(n - j0), (p0 + rows_per_split).min(k));
-            // Split s's own m rows of sums (ldp apart), on a line boundary.
+            // Split s's own m rows of sums (ldp apart): C's, or in `partial` on a line boundary.
             let base = off + s * m * ldp;
             // SAFETY: task (blk, s) alone touches columns j0..j0 + wb ≤ n ≤ ldp of the m rows
-            // of split s's sums in `partial` (sized above), each task index visited once.
+            // of split s's sums (C, or in `partial`, sized above), each task index visited
+            // once.
             let row = |i: usize| unsafe {
-                std::slice::from_raw_parts_mut(pp.at(base + i * ldp + j0), wb)
+                std::slice::from_raw_parts_mut(sums.at(base + i * ldp + j0), wb)
             };
             for i in 0..m {
                 row(i).fill(0.0);
@@ -344,7 +361,7 @@ impl GemmKernels {
                                 kc,
                                 (at.as_ptr().add(pc * m + ig), m),
                                 (b.as_ptr().add(pc * n + j0 + jt), n),
-                                (pp.at(base + ig * ldp + j0 + jt), ldp),
+                                (sums.at(base + ig * ldp + j0 + jt), ldp),
                                 rows,
                             )
                         };
@@ -361,7 +378,9 @@ impl GemmKernels {
                 }
             }
         });
-        add_splits(c, &scratch.partial[off..], [m, n, ldp], splits);
+        if splits > 1 {
+            add_splits(c, &scratch.partial[off..], [m, n, ldp], splits);
+        }
     }
 
     /// The L1 accumulator loop's decode product ([`decode_rows`]): a task's m × w sums in L1
@@ -419,29 +438,23 @@ fn add_splits(c: &mut [f32], partial: &[f32], shape: [usize; 3], splits: usize) 
 
 #[cfg(test)]
 mod tests {
-    use super::{row_groups, stream_block_cols, STREAM_MIN_COLS};
+    use super::{row_groups, stream_block_cols, STREAM_MIN_COLS, STREAM_SUMS_BYTES};
 
-    /// A decode task's column block: its sums within an eighth of the L2, at least a page of
-    /// each row of B, whole 64-column steps, never wider than B.
+    /// A decode task's column block: its sums within the budget, at least a page of each row
+    /// of B, whole 64-column steps, never wider than B.
     #[test]
-    fn stream_blocks_fit_the_l2_and_keep_rows_a_page_long() {
-        assert_eq!(stream_block_cols(16, 4096, 2 << 20), 4096);
-        assert_eq!(stream_block_cols(16, 16384, 2 << 20), 4096);
-        assert_eq!(stream_block_cols(16, 16384, 1 << 20), 2048);
-        assert_eq!(stream_block_cols(16, 16384, 256 << 10), STREAM_MIN_COLS);
-        assert_eq!(stream_block_cols(2, 100, 2 << 20), 100);
-        for l2 in [256 << 10, 1 << 20, 1280 << 10, 2 << 20] {
-            for m in 2..=16 {
-                let w = stream_block_cols(m, 1 << 20, l2);
-                assert!(
-                    w >= STREAM_MIN_COLS && w.is_multiple_of(64),
-                    "m = {m}, l2 = {l2}"
-                );
-                assert!(
-                    w == STREAM_MIN_COLS || m * w * 4 <= l2 / 8,
-                    "m = {m}, l2 = {l2}"
-                );
-            }
+    fn stream_blocks_keep_their_sums_in_budget_and_rows_a_page_long() {
+        assert_eq!(stream_block_cols(16, 4096), 4096);
+        assert_eq!(stream_block_cols(16, 16384), 4096);
+        assert_eq!(stream_block_cols(8, 16384), 8192);
+        assert_eq!(stream_block_cols(2, 100), 100);
+        for m in 1..=16 {
+            let w = stream_block_cols(m, 1 << 20);
+            assert!(w >= STREAM_MIN_COLS && w.is_multiple_of(64), "m = {m}");
+            assert!(
+                w == STREAM_MIN_COLS || m * w * 4 <= STREAM_SUMS_BYTES,
+                "m = {m}"
+            );
         }
     }
 

@@ -373,7 +373,8 @@ mod tests {
                 (9, 33, 5),
                 (13, 48, 257),
                 (7, 4096, 64),
-                // Two column blocks (from an L2 of 1 MiB up), a tail of 8, two row splits.
+                // Two column blocks (4096 columns each at m = 16), a tail of 8, row splits where there
+                // are several threads.
                 (16, 4136, 70),
                 // One row of B: a stretch shorter than a kernel call's.
                 (16, 64, 1),

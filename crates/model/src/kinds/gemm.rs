@@ -91,7 +91,8 @@ impl Kind for Gemm {
 
 /// GEMM. Naive (i, j, k loops): a row of A stays in cache across j, but B is streamed once per
 /// row of C. Tiled: A is re-read once per NC-wide block column, B once per MC-tall block row, and
-/// C is read back for every KC slice after the first.
+/// C is read back for every KC slice after the first; up to `gemm_decode_max_m` rows of A, the
+/// decode product: A, B and C once each.
 fn gemm_ledger(g: &Gemm, variant: Variant, t: &Tiling) -> VariantLedger {
     let (a, b, c) = (g.m * g.k * 4, g.k * g.n * 4, g.m * g.n * 4);
     let flops = 2 * g.m * g.n * g.k;
@@ -126,6 +127,25 @@ fn gemm_ledger(g: &Gemm, variant: Variant, t: &Tiling) -> VariantLedger {
             flops,
             1,
         ),
+        _ if g.m <= t.gemm_decode_max_m => {
+            // The decode product: A copied transposed (written once, re-read from cache), B
+            // read once in 16-row stretches that the row groups after the first re-read from
+            // L1, C's sums kept in cache across the stretches (a column block's at most 256 KiB)
+            // and written once. One thread sums straight into C; several split B's rows and add
+            // their partial sums at the end, a few m × n more that this model leaves out.
+            VariantLedger::new(
+                variant,
+                vec![
+                    mv("A", a, 1, 0),
+                    mv("B", b, 1, 0),
+                    mv("A transposed", a, 0, 1),
+                    mv("C", c, 0, 1),
+                ],
+                flops,
+                1,
+            )
+            .with_tile_bytes(a + c)
+        }
         _ => {
             let k_slices = g.k.div_ceil(t.gemm_kc);
             let blocked = VariantLedger::new(

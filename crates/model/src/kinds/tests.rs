@@ -2,7 +2,7 @@
 
 use super::probe::PROBE_FMA_ITERS;
 use super::*;
-use crate::ledger::{Tiling, GEMM_KC, GEMM_MC, GEMM_NC};
+use crate::ledger::{Tiling, GEMM_DECODE_MAX_M, GEMM_KC, GEMM_MC, GEMM_NC};
 
 fn ew(ops: &[ElemOp], rows: u64, cols: u64) -> Workload {
     Workload::Elementwise(Elementwise {
@@ -220,6 +220,45 @@ fn gemm_naive_rereads_b_tiled_by_blocks() {
         + mat * (2 * 1024u64.div_ceil(GEMM_KC) - 1);
     assert_eq!(tiled.bytes_moved(), expect);
     assert_eq!(tiled.flops, 2 * 1024 * 1024 * 1024);
+}
+
+/// Up to GEMM_DECODE_MAX_M rows of A the CPU's tiled GEMM is the decode product: A and B read
+/// once, A's transposed copy and C written once, nothing packed, with a reuse cache or without;
+/// one row more and it is the packed micro-kernel path again. The CUDA kernel has no such path.
+#[test]
+fn the_cpu_gemm_of_a_few_rows_is_the_decode_product() {
+    let gemm = |m| Gemm {
+        m,
+        n: 3000,
+        k: 256,
+        dtype: DType::F32,
+    };
+    let (a, b, c) = (16 * 256 * 4, 256 * 3000 * 4, 16 * 3000 * 4);
+    for reuse in [0, 1 << 20] {
+        let t = Tiling {
+            reuse_cache_bytes: reuse,
+            ..Tiling::CPU
+        };
+        let l = Workload::Gemm(gemm(GEMM_DECODE_MAX_M)).ledger(Variant::Naive, Variant::Tiled, &t);
+        let read: u64 = l.after.movements.iter().map(|m| m.bytes * m.reads).sum();
+        let written: u64 = l.after.movements.iter().map(|m| m.bytes * m.writes).sum();
+        assert_eq!((read, written), (a + b, a + c), "reuse {reuse}");
+        assert!(l.after.movements.iter().any(|m| m.tensor == "A transposed"));
+        assert_eq!(l.after.flops, 2 * 16 * 3000 * 256);
+        let packed =
+            Workload::Gemm(gemm(GEMM_DECODE_MAX_M + 1)).ledger(Variant::Naive, Variant::Tiled, &t);
+        assert!(!packed
+            .after
+            .movements
+            .iter()
+            .any(|m| m.tensor == "A transposed"));
+    }
+    let cuda = Workload::Gemm(gemm(16)).ledger(Variant::Naive, Variant::Tiled, &Tiling::CUDA);
+    assert!(!cuda
+        .after
+        .movements
+        .iter()
+        .any(|m| m.tensor == "A transposed"));
 }
 
 #[test]

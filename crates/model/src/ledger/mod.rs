@@ -160,6 +160,9 @@ impl Ledger {
 pub const GEMM_MC: u64 = 128;
 pub const GEMM_NC: u64 = 512;
 pub const GEMM_KC: u64 = 256;
+/// Rows of A up to which the CPU's tiled GEMM runs as a decode product: B streamed once against
+/// A's rows held transposed, the sums in cache (`crates/cpu/src/gemm/decode.rs`).
+pub const GEMM_DECODE_MAX_M: u64 = 16;
 /// Tile of FlashAttention: Q rows per tile (Br) and K/V rows per tile (Bc). On the CPU the
 /// Q tile and its accumulator (Br×d each) live in L2, the "SRAM" of the CPU: 256 rows of d = 128
 /// are 128 KiB each.
@@ -188,6 +191,9 @@ pub struct Tiling {
     /// The tiled GEMM packs each KC slice of A (all of its rows) and each KC×NC block of B into
     /// buffers it re-reads (the CPU kernel); a GPU's kernel reads its tiles in place.
     pub gemm_packs: bool,
+    /// Rows of A up to which the tiled GEMM is a decode product instead (0: never): A held
+    /// transposed, B read once, C written once, nothing packed (the CPU kernel).
+    pub gemm_decode_max_m: u64,
     /// Attention (flash and standard alike) packs K and V once a call into the micro-kernel's
     /// panels and re-reads the packed copies (the CPU kernels); a GPU's kernels read K and V
     /// where they are.
@@ -212,6 +218,7 @@ impl Tiling {
         flash_bf16_br: FLASH_BR,
         flash_bf16_bc: FLASH_BC,
         gemm_packs: true,
+        gemm_decode_max_m: GEMM_DECODE_MAX_M,
         attention_packs_kv: true,
         // The CPU's K/V re-reads are counted in full: the established model of this backend.
         reuse_cache_bytes: 0,
@@ -228,6 +235,7 @@ impl Tiling {
         flash_bf16_br: 64,
         flash_bf16_bc: 64,
         gemm_packs: false,
+        gemm_decode_max_m: 0,
         attention_packs_kv: false,
         // The device's L2 is filled in by the CUDA backend (`opledger ledger --tiling cuda`
         // shows the model without it: every re-read from device memory).
