@@ -237,7 +237,6 @@ pub(super) struct DecodeScratch {
 
 /// A decode product's split of the work: column blocks `w` wide (`blocks` of them) × row splits
 /// of B (`splits` of `rows_per_split` rows), one task each.
-#[derive(Clone, Copy)]
 struct DecodeSplit {
     w: usize,
     blocks: usize,
@@ -269,8 +268,8 @@ impl DecodeSplit {
 impl GemmKernels {
     /// C = A·B for m ≤ [`DECODE_MAX_M`]: B streamed once from memory against the m rows of A
     /// held transposed (k × m, a few hundred KiB at most). Tasks take a column block and a
-    /// range of B's rows; with few column blocks the rows are split among tasks, each summing
-    /// into its own m × n ([`DecodeScratch::partial`]), added at the end.
+    /// range of B's rows; with several threads and few column blocks the rows are split among
+    /// tasks, each summing into its own m × n ([`DecodeScratch::partial`]), added at the end.
     ///
     /// From m = 2 on AVX-512 and AVX2 register kernels take it: 8 (6) rows of A × 32 (16)
     /// columns of accumulators held in registers ([`Self::decode_streamed`]). Otherwise (m = 1,
@@ -308,13 +307,12 @@ impl GemmKernels {
         let (kern, r, nr) = (kernel.f, kernel.rows, kernel.cols);
         let (m, n, k) = (self.g.m as usize, self.g.n as usize, self.g.k as usize);
         let b = self.inputs.get("B");
-        let split = DecodeSplit::new(stream_block_cols(m, n), n, k);
         let DecodeSplit {
             w,
             blocks,
             splits,
             rows_per_split,
-        } = split;
+        } = DecodeSplit::new(stream_block_cols(m, n), n, k);
         // With several splits, each sums into its own m rows in `partial`, a line longer than a
         // whole number of lines: n = 4096 floats apart, every row of a tile's sums fell in the
         // same L1 set as the others and as B's rows (also 16 KiB apart), and a call's loads of
