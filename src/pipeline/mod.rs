@@ -229,6 +229,7 @@ pub(crate) fn write_archive(
         environment,
         measure: opts.measure,
         flush_bytes: p.flush_bytes,
+        flush_method: p.backend.flush_method(),
         checklist: crate::results::derive::checklist(&results),
         sweeps: crate::results::derive::sweeps(&results),
         verdict: RunVerdict::of(&results),

@@ -1,11 +1,12 @@
 //! The CPU backend: the kernels of `opledger-cpu` behind the [`Backend`] trait, timed with the
-//! monotonic clock, with the cold-cache flush between samples.
+//! monotonic clock, with the cold-cache flush between samples (`opledger_cpu::cold`: each
+//! case's own buffers evicted, or a buffer read).
 
 pub use opledger_cpu::*;
 
 use crate::{Backend, BackendError, Case};
 use opledger_cpu::simd::LineVec;
-use opledger_model::device::{DeviceInfo, DeviceKind};
+use opledger_model::device::{DeviceInfo, DeviceKind, FlushMethod};
 use opledger_model::error::{Error, Result};
 use opledger_model::kinds::{Tensors, Variant, Workload};
 use std::borrow::Cow;
@@ -14,20 +15,41 @@ use std::time::Instant;
 
 pub struct CpuBackend {
     device: DeviceInfo,
-    flush: Arc<FlushBuffer>,
+    flush: Arc<ColdFlush>,
+    /// What a read flush streams: this backend's own where it reads, and a worker's always.
+    read_bytes: u64,
     experiment_slowdown: f64,
 }
 
+/// How the CPU backend's cases start cold.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CpuFlush {
+    /// Each case's own buffers evicted ([`ColdFlush::Evict`]) where the CPU can, else a read of
+    /// this many bytes; a worker's process reads this many.
+    Evict { read_bytes: u64 },
+    /// A read of this many bytes (0: warm, nothing flushed).
+    Read { bytes: u64 },
+}
+
 impl CpuBackend {
-    /// A backend whose cold-cache flush streams `flush_bytes` (0 disables flushing).
-    pub fn new(flush_bytes: u64) -> Self {
-        Self::with_device(DeviceInfo::this_cpu(), flush_bytes, 0.0)
-    }
-    /// [`CpuBackend::new`] on a known device, with the gate experiment's slowdown (0: none).
-    pub fn with_device(device: DeviceInfo, flush_bytes: u64, experiment_slowdown: f64) -> Self {
+    /// A backend on `device` whose cases start cold as `flush` says, with the gate
+    /// experiment's slowdown (0: none).
+    pub fn with_device(device: DeviceInfo, flush: CpuFlush, experiment_slowdown: f64) -> Self {
+        let (cold, read_bytes) = match flush {
+            CpuFlush::Evict { read_bytes } => (
+                ColdFlush::evicting_or_read(
+                    rayon::current_num_threads(),
+                    opledger_model::device::l2_cache_bytes().unwrap_or(2 << 20),
+                    read_bytes,
+                ),
+                read_bytes,
+            ),
+            CpuFlush::Read { bytes } => (ColdFlush::Read(FlushBuffer::new(bytes)), bytes),
+        };
         CpuBackend {
             device,
-            flush: Arc::new(FlushBuffer::new(flush_bytes)),
+            flush: Arc::new(cold),
+            read_bytes,
             experiment_slowdown,
         }
     }
@@ -87,11 +109,15 @@ impl Backend for CpuBackend {
     }
 
     fn flush_bytes(&self) -> u64 {
-        self.flush.bytes()
+        self.read_bytes
+    }
+
+    fn flush_method(&self) -> FlushMethod {
+        self.flush.method()
     }
 
     fn host_bytes(&self, workload: &Workload) -> u64 {
-        host_bytes(workload, self.flush.bytes())
+        host_bytes(workload, self.flush.buffer_bytes())
     }
 
     fn case_warnings(&self, workload: &Workload) -> Vec<String> {
@@ -122,8 +148,9 @@ impl Backend for CpuBackend {
             stream: streams(k.output_len() * 4),
             experiment_slowdown: self.experiment_slowdown,
         };
-        let kernels = k.kernels(inputs, &cfg)?;
+        let kernels = k.kernels(inputs.clone(), &cfg)?;
         Ok(Box::new(CpuCase {
+            inputs,
             kernels,
             workload: workload.clone(),
             cfg,
@@ -139,17 +166,21 @@ struct Vacant;
 
 impl Kernels for Vacant {
     fn run(&mut self, _variant: Variant, _out: &mut [f32]) {}
+    fn buffers(&self) -> Vec<&[f32]> {
+        Vec::new()
+    }
 }
 
-/// A prepared case: the kernels, one output per variant that ran, and the flush buffer.
+/// A prepared case: its inputs, the kernels, one output per variant that ran, and the flush.
 pub struct CpuCase {
+    inputs: Arc<Tensors>,
     kernels: Box<dyn Kernels>,
     /// What the kernels were made of, to make them again on other inputs.
     workload: Workload,
     cfg: CaseConfig,
     output_len: usize,
     outputs: Vec<(Variant, LineVec)>,
-    flush: Arc<FlushBuffer>,
+    flush: Arc<ColdFlush>,
 }
 
 impl Case for CpuCase {
@@ -170,7 +201,11 @@ impl Case for CpuCase {
     }
 
     fn flush_caches(&mut self) {
-        self.flush.flush();
+        // Everything the case holds: what the next sample's kernels read and write.
+        let mut buffers: Vec<&[f32]> = self.inputs.iter().map(|(_, _, t)| t).collect();
+        buffers.extend(self.outputs.iter().map(|(_, o)| &o[..]));
+        buffers.extend(self.kernels.buffers());
+        self.flush.flush(&buffers, self.kernels.as_ref());
     }
 
     fn poison_output(&mut self, variant: Variant) -> Result<()> {
@@ -185,7 +220,8 @@ impl Case for CpuCase {
         // (packed tiles, converted copies) must come from the new ones. The old kernels go
         // first, so that their buffers are free before the new ones are allocated.
         self.kernels = Box::new(Vacant);
-        self.kernels = kernels_of(&self.workload).kernels(inputs, &self.cfg)?;
+        self.kernels = kernels_of(&self.workload).kernels(inputs.clone(), &self.cfg)?;
+        self.inputs = inputs;
         Ok(())
     }
 

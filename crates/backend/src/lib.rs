@@ -177,8 +177,12 @@ pub trait Backend: Send {
     /// Measures the device's ceilings (bandwidth and FMA peak); `probe_bytes` overrides the
     /// probe's array size.
     fn ceilings(&self, probe_bytes: Option<u64>) -> Result<Ceilings>;
-    /// Bytes streamed (CPU) or written (GPU L2) before each cold sample; 0 in warm mode.
+    /// Bytes a read flush streams (CPU) or a GPU's flush kernel reads before each cold sample;
+    /// 0 in warm mode. A worker's process reads this many before each of its cold samples,
+    /// whatever the backend's own cases do ([`Backend::flush_method`]).
     fn flush_bytes(&self) -> u64;
+    /// How the backend's own cases start cold.
+    fn flush_method(&self) -> crate::device::FlushMethod;
     /// The tile sizes of this backend's tiled kernels, for the IO ledger.
     fn tiling(&self) -> crate::ledger::Tiling {
         self.kind().tiling()
@@ -352,10 +356,17 @@ pub fn select(
 ) -> Result<(Box<dyn Backend>, String)> {
     let cpu = || -> Result<Box<dyn Backend>> {
         let device = DeviceInfo::this_cpu();
-        let bytes = flush.unwrap_or((2 * device.llc_bytes).max(64 << 20));
+        // By default each case's own buffers are evicted; a size given (`--flush-mib`, or 0 in
+        // warm mode) is a read of that many bytes.
+        let cold = match flush {
+            None => cpu::CpuFlush::Evict {
+                read_bytes: (2 * device.llc_bytes).max(64 << 20),
+            },
+            Some(bytes) => cpu::CpuFlush::Read { bytes },
+        };
         Ok(Box::new(cpu::CpuBackend::with_device(
             device,
-            bytes,
+            cold,
             settings.experiment_slowdown,
         )))
     };

@@ -301,6 +301,9 @@ impl Kernels for AddRmsnormKernels {
                 });
         }
     }
+    fn buffers(&self) -> Vec<&[f32]> {
+        vec![&self.sum]
+    }
 }
 
 #[cfg(test)]

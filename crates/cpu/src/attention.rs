@@ -609,6 +609,13 @@ impl Kernels for AttentionKernels {
             self.flash(out)
         }
     }
+    fn buffers(&self) -> Vec<&[f32]> {
+        vec![&self.s, &self.p, &self.kv.kt, &self.kv.vp]
+    }
+    /// The flash tasks' per-thread buffers (a score tile and packed P of 256 KiB each).
+    fn thread_buffers(&self, each: &(dyn Fn(&[&[f32]]) + Sync)) {
+        rayon::broadcast(|_| SCRATCH.with_borrow(|s| each(&[&s.qp, &s.pp, &s.sbuf, &s.maxima])));
+    }
 }
 
 #[cfg(test)]

@@ -443,6 +443,9 @@ impl Kernels for ElementwiseKernels {
             }
         }
     }
+    fn buffers(&self) -> Vec<&[f32]> {
+        self.tmp.iter().map(|t| &t[..]).collect()
+    }
 }
 
 #[cfg(test)]

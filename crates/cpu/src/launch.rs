@@ -99,6 +99,9 @@ impl Kernels for LaunchKernels {
             self.graph(out)
         }
     }
+    fn buffers(&self) -> Vec<&[f32]> {
+        vec![&self.t0, &self.t1]
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! The CPU backend: multithreaded (rayon), vectorized kernels with runtime CPU-feature dispatch,
-//! timed with the monotonic clock, and a cold-cache flush that streams a buffer larger than the
-//! last-level cache between samples.
+//! timed with the monotonic clock, and a cold-cache flush between samples ([`cold`]: the case's
+//! own buffers evicted from every cache level, or a buffer larger than the last level read).
 //!
 //! Each workload kind implements [`CpuKernels`] in its kernel file or folder (`gemm/` for `kind: gemm`):
 //! its kernels on the kind's input tensors; [`CpuCase`] adds what is common: the outputs of both
@@ -8,6 +8,7 @@
 
 pub mod add_rmsnorm;
 pub mod attention;
+pub mod cold;
 pub mod custom;
 pub mod elementwise;
 pub mod gemm;
@@ -28,9 +29,10 @@ use opledger_model::ledger;
 use opledger_model::settings;
 
 use crate::error::Result;
+pub use cold::{ColdFlush, FlushBuffer};
+
 use crate::kinds::{Kind, Tensors, Variant, Workload};
 use rayon::prelude::*;
-use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -38,6 +40,16 @@ use std::time::Instant;
 pub trait Kernels: Send {
     /// Runs `variant`, writing every element of `out`.
     fn run(&mut self, variant: Variant, out: &mut [f32]);
+    /// Every buffer the kernels keep between runs besides the inputs and the outputs
+    /// (intermediates, packed or converted copies): what the cold flush evicts with them
+    /// ([`cold`]). A buffer left out would stay in the caches between samples, and its side
+    /// would be timed warm (`tests/held_buffers.rs` checks every kind's list against what its
+    /// kernels hold).
+    fn buffers(&self) -> Vec<&[f32]>;
+    /// Calls `each`, on every thread of the pool, with what that thread keeps for these
+    /// kernels on its own (a per-thread tile buffer): the cold flush evicts them there after
+    /// [`Kernels::buffers`].
+    fn thread_buffers(&self, _each: &(dyn Fn(&[&[f32]]) + Sync)) {}
 }
 
 /// What the CPU backend runs of a kind: implemented by every kind, in the kind's kernel file.
@@ -122,53 +134,3 @@ pub fn cannot_run(w: &Workload) -> Option<String> {
     kernels_of(w).cannot_run()
 }
 
-/// A read-only stream over a large buffer: it evicts the case's data, and since it writes
-/// nothing, no dirty lines of its own are written back during the next timed run. The buffer
-/// is made at the first flush, after the ceilings' probe has freed its arrays: a run's memory
-/// is kept for reuse (`keep_freed_memory` in the backend), so the flush takes the probe's pages
-/// instead of faulting in as many new ones.
-pub struct FlushBuffer {
-    bytes: u64,
-    data: std::sync::OnceLock<simd::LineVec>,
-}
-
-impl FlushBuffer {
-    pub fn new(bytes: u64) -> Self {
-        FlushBuffer {
-            bytes: bytes / 4 * 4,
-            data: std::sync::OnceLock::new(),
-        }
-    }
-    pub fn bytes(&self) -> u64 {
-        self.bytes
-    }
-    /// Whether the buffer has been made (by a first flush).
-    pub fn is_made(&self) -> bool {
-        self.data.get().is_some()
-    }
-    fn data(&self) -> &[f32] {
-        // On huge pages (LineVec): a 4 KiB page at a time, the buffer faulted in a quarter of
-        // a million pages and its reads walked the page tables every 4 KiB.
-        self.data
-            .get_or_init(|| simd::LineVec::filled((self.bytes / 4) as usize, 1.0))
-    }
-    /// Reads every line of the buffer: one word a 64-byte line (the buffer is line-aligned),
-    /// which brings the whole line in and evicts what it replaces as a read of every word
-    /// would, summed as integers (a float sum is one chain of dependent additions, which ran at
-    /// a third of one core's read bandwidth). Every word of every line, in vectors of the
-    /// baseline x86-64 level, was instruction-bound: a 600 MiB flush read at 16–17 GB/s where a
-    /// word a line reads at 23 (docs/performance.md).
-    pub fn flush(&self) {
-        const LINE_WORDS: usize = 16;
-        let s: u32 = self
-            .data()
-            .par_chunks(1 << 16)
-            .map(|c| {
-                c.iter()
-                    .step_by(LINE_WORDS)
-                    .fold(0u32, |a, x| a.wrapping_add(x.to_bits()))
-            })
-            .reduce(|| 0, u32::wrapping_add);
-        black_box(s);
-    }
-}

@@ -76,4 +76,7 @@ impl Kernels for ProbeKernels {
                 .for_each(|(o, x)| fma_block(o, x, FMA_A, FMA_B)),
         }
     }
+    fn buffers(&self) -> Vec<&[f32]> {
+        Vec::new()
+    }
 }

@@ -785,6 +785,9 @@ impl Kernels for RowKernels {
             self.fused(out)
         }
     }
+    fn buffers(&self) -> Vec<&[f32]> {
+        vec![&self.t1, &self.t2, &self.v1, &self.v2, &self.v3]
+    }
 }
 
 /// Host bytes of the unfused variant's intermediates: two full-size tensors and three per-row

@@ -346,10 +346,12 @@ fn timing(
     sides: &TimedSides<'_>,
     launch_bound: bool,
 ) -> Check {
-    // The compulsory bytes are judged only where the flush evicts the whole last level: a
-    // smaller one may leave a side's inputs in it.
+    // The compulsory bytes are judged only where the flush evicts the case's data from the
+    // whole last level (its own lines evicted, or a read of at least the last level): a smaller
+    // read may leave a side's inputs in it.
     let output = s.workload.as_kind().output_name();
-    let evicts_all = backend.flush_bytes() >= backend.device().llc_bytes;
+    let evicts_all = backend.flush_method() == crate::device::FlushMethod::Evict
+        || backend.flush_bytes() >= backend.device().llc_bytes;
     let compulsory = |i: usize, c: &Ceilings| {
         let (read, write) = sides.ledgers[i].compulsory_bytes(&output)?;
         evicts_all.then(|| (read + write) as f64 / sides.median_secs[i] / c.bandwidth())

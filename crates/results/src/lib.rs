@@ -73,8 +73,12 @@ pub struct RunResult {
     #[serde(default)]
     pub environment: EnvManifest,
     pub measure: MeasureConfig,
-    /// Bytes streamed before each cold sample (0 in warm mode).
+    /// Bytes a read flush streams before each cold sample (0 in warm mode): the backend's own
+    /// where `flush_method` is `read`, a worker's process's always.
     pub flush_bytes: u64,
+    /// How the backend's own cases started cold (runs recorded before it was kept read).
+    #[serde(default)]
+    pub flush_method: crate::device::FlushMethod,
     pub specs: Vec<SpecResult>,
     /// Swept specs, one series per sweep.
     #[serde(default)]

@@ -134,6 +134,11 @@ impl Backend for CudaBackend {
         self.gpu.probe(probe_bytes)
     }
 
+    fn flush_method(&self) -> crate::device::FlushMethod {
+        // A kernel reads a buffer twice the L2 (`gpu.rs`).
+        crate::device::FlushMethod::Read
+    }
+
     fn flush_bytes(&self) -> u64 {
         self.gpu
             .flush

@@ -235,6 +235,13 @@ pub(super) struct DecodeScratch {
     partial: Vec<f32>,
 }
 
+impl DecodeScratch {
+    /// A transposed and the row splits' sums, kept between runs.
+    pub(super) fn buffers(&self) -> [&[f32]; 2] {
+        [&self.at, &self.partial]
+    }
+}
+
 /// A decode product's split of the work: column blocks `w` wide (`blocks` of them) × row splits
 /// of B (`splits` of `rows_per_split` rows), one task each.
 struct DecodeSplit {

@@ -314,6 +314,11 @@ impl Kernels for GemmKernels {
             self.tiled(out)
         }
     }
+    fn buffers(&self) -> Vec<&[f32]> {
+        let mut held = vec![&self.bp[..], &self.ap[..]];
+        held.extend(self.decode.buffers());
+        held
+    }
 }
 
 #[cfg(test)]

@@ -14,6 +14,21 @@ use serde::{Deserialize, Serialize};
 /// The compiler this build was made with (`rustc --version`, recorded by the build script).
 pub const RUSTC_VERSION: &str = env!("OPLEDGER_RUSTC");
 
+/// How a cold sample's caches were made cold (recorded with each run's measurement).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum FlushMethod {
+    /// A buffer larger than the cache read (a CPU's last level twice; a GPU's L2 twice): what
+    /// every run recorded before the other way existed.
+    #[default]
+    Read,
+    /// Every cache line of the case's own buffers evicted from every level by address, then
+    /// the cores' private caches cleared by a read of twice their size (the CPU backend).
+    Evict,
+}
+
 /// What sort of device was measured, one per backend: the one enum from which the command
 /// line's backend choices, the device kind results and baselines record, the tiling of the IO
 /// ledger and each backend's capabilities derive. A new backend is a variant here and a folder
