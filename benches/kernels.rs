@@ -1,6 +1,7 @@
 //! Times the CPU kernels alone (no probe, no flush, no statistics beyond a median): the quick
 //! loop for tuning a kernel. `cargo bench --bench kernels [-- FILTER]`; `OPLEDGER_SIMD=avx2`
 //! picks the AVX2 path on an AVX-512 CPU. The gate's numbers come from `opledger run`.
+//! `-- flush` (only by name) times the two cold flushes and what follows each.
 
 use opledger::backend::cpu::attention::AttentionKernels;
 use opledger::backend::cpu::gemm::GemmKernels;
@@ -249,6 +250,9 @@ fn main() {
             );
         }
     }
+    if filter == "flush" {
+        cold_flushes();
+    }
     if "attention".contains(&filter) || filter.is_empty() || filter == "flash" {
         let a = Attention {
             batch: 1,
@@ -272,6 +276,69 @@ fn main() {
                 flops / s / 1e9
             );
         }
+    }
+}
+
+/// The two cold flushes side by side, in rounds (each round every way once, in turn): what each
+/// flush costs, and the flash attention of a small case (2 heads, N = 512, d = 128: compute-bound,
+/// 2 MiB of inputs and output) timed right after each, and after nothing. The read flush is the
+/// backend's default size, twice the last-level cache.
+fn cold_flushes() {
+    use opledger::backend::cpu::{ColdFlush, FlushBuffer};
+    let llc = opledger::device::last_level_cache_bytes();
+    let read = ColdFlush::Read(FlushBuffer::new((2 * llc).max(64 << 20)));
+    let evict = ColdFlush::evicting_or_read(
+        rayon::current_num_threads(),
+        opledger::device::l2_cache_bytes().unwrap_or(2 << 20),
+        0,
+    );
+    let a = Attention {
+        batch: 1,
+        heads: 2,
+        seq_len: 512,
+        head_dim: 128,
+        causal: false,
+        dtype: DType::F32,
+    };
+    let inputs = Arc::new(a.inputs(1));
+    let mut k = AttentionKernels::new(a.clone(), inputs.clone());
+    let mut out = vec![0f32; a.output_len() as usize];
+    k.run(Variant::Flash, &mut out);
+    let ways: [(&str, Option<&ColdFlush>); 3] = [
+        ("read flush", Some(&read)),
+        ("evicting flush", Some(&evict)),
+        ("no flush", None),
+    ];
+    let (mut flush_secs, mut kernel_secs) = (vec![Vec::new(); 3], vec![Vec::new(); 3]);
+    for _ in 0..31 {
+        for (w, (_, flush)) in ways.iter().enumerate() {
+            let s = Instant::now();
+            if let Some(f) = flush {
+                let mut held: Vec<&[f32]> = inputs.iter().map(|(_, _, t)| t).collect();
+                held.push(&out);
+                held.extend(k.buffers());
+                f.flush(&held, &k);
+            }
+            flush_secs[w].push(s.elapsed().as_secs_f64());
+            let s = Instant::now();
+            k.run(Variant::Flash, &mut out);
+            kernel_secs[w].push(s.elapsed().as_secs_f64());
+        }
+    }
+    let mid = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        (v[v.len() / 2], v[0], v[v.len() - 1])
+    };
+    for (w, (name, _)) in ways.iter().enumerate() {
+        let (f, _, _) = mid(&mut flush_secs[w]);
+        let (m, lo, hi) = mid(&mut kernel_secs[w]);
+        println!(
+            "{name}: {:.2} ms; then flash attention 2x512x128: {:.3} ms [{:.3}-{:.3}], 31 rounds",
+            f * 1e3,
+            m * 1e3,
+            lo * 1e3,
+            hi * 1e3
+        );
     }
 }
 

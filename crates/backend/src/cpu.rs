@@ -208,6 +208,10 @@ impl Case for CpuCase {
         self.flush.flush(&buffers, self.kernels.as_ref());
     }
 
+    fn flush_by_reading(&mut self) {
+        self.flush.flush_by_reading();
+    }
+
     fn poison_output(&mut self, variant: Variant) -> Result<()> {
         if let Some((_, o)) = self.outputs.iter_mut().find(|(v, _)| *v == variant) {
             o.fill(f32::NAN);

@@ -265,6 +265,10 @@ pub trait Case {
     fn run_timed(&mut self, variant: Variant) -> Result<f64>;
     /// Evicts this case's data from the caches before a cold sample.
     fn flush_caches(&mut self);
+    /// Evicts this case's data from the caches before a cold sample by the backend's read
+    /// flush (`Backend::flush_bytes`), as a worker's process does before its side's: the two
+    /// sides of a pair start cold by the same means.
+    fn flush_by_reading(&mut self);
     /// Output of the last run of `variant`, on the host.
     fn output(&self, variant: Variant) -> Result<std::borrow::Cow<'_, [f32]>>;
     /// Fills `variant`'s output with NaN, so that what the next run leaves there is what it

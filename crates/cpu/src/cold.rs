@@ -70,8 +70,13 @@ impl FlushBuffer {
 
 /// How a CPU case's caches are made cold before each sample (see the module's note).
 pub enum ColdFlush {
-    /// The case's own lines evicted, then `private` read (twice the cores' L2 caches).
-    Evict { private: FlushBuffer },
+    /// The case's own lines evicted, then `private` read (twice the cores' L2 caches); `read`
+    /// is the read flush for the sides of a pair whose other side is a worker's (made only if
+    /// one is).
+    Evict {
+        private: FlushBuffer,
+        read: FlushBuffer,
+    },
     /// The buffer read, the case's lines untouched.
     Read(FlushBuffer),
 }
@@ -88,6 +93,7 @@ impl ColdFlush {
                 .max(8 << 20);
             ColdFlush::Evict {
                 private: FlushBuffer::new(private),
+                read: FlushBuffer::new(read_bytes),
             }
         } else {
             ColdFlush::Read(FlushBuffer::new(read_bytes))
@@ -101,10 +107,20 @@ impl ColdFlush {
         }
     }
 
-    /// Bytes of the buffer it reads (made at the first flush).
+    /// Bytes of the buffer it reads before a sample (made at the first flush).
     pub fn buffer_bytes(&self) -> u64 {
         match self {
-            ColdFlush::Evict { private } | ColdFlush::Read(private) => private.bytes(),
+            ColdFlush::Evict { private, .. } | ColdFlush::Read(private) => private.bytes(),
+        }
+    }
+
+    /// The read flush, whatever the method: a worker's process reads as many bytes before each
+    /// of its cold samples, and the built-in side of its pair must start as cold by the same
+    /// means (after a read of the last level, the compute right after it ran slower:
+    /// docs/performance.md).
+    pub fn flush_by_reading(&self) {
+        match self {
+            ColdFlush::Evict { read, .. } | ColdFlush::Read(read) => read.flush(),
         }
     }
 
@@ -112,7 +128,7 @@ impl ColdFlush {
     /// (the inputs and outputs and what `kernels` list) and whose kernels are `kernels`.
     pub fn flush(&self, case_buffers: &[&[f32]], kernels: &dyn crate::Kernels) {
         match self {
-            ColdFlush::Evict { private } => {
+            ColdFlush::Evict { private, .. } => {
                 evict(case_buffers);
                 kernels.thread_buffers(&evict_here);
                 private.flush();

@@ -279,6 +279,11 @@ impl Case for GpuCase {
         let _ = self.k.gpu().flush_l2();
     }
 
+    fn flush_by_reading(&mut self) {
+        // The GPU's flush is a read already.
+        self.flush_caches();
+    }
+
     fn poison_output(&mut self, variant: Variant) -> Result<()> {
         self.k.poison_output(variant)
     }
