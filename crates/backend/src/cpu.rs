@@ -260,4 +260,55 @@ mod tests {
         f.flush();
         assert!(f.is_made());
     }
+
+    /// By default a case's flush evicts its own lines and reads only the cores' private caches'
+    /// worth, never the read flush's buffer; the read flush (a pair with a worker's side) reads
+    /// that buffer; `--flush-mib` (a size given) reads it every time. The values stay.
+    #[test]
+    fn a_case_evicts_by_default_and_reads_when_asked() {
+        use opledger_model::kinds::{elementwise::Elementwise, DType, Kind};
+        use opledger_model::spec::ElemOp;
+        let w = Elementwise {
+            ops: vec![ElemOp::BiasAdd, ElemOp::Gelu],
+            rows: 64,
+            cols: 256,
+            dtype: DType::F32,
+            scale: 1.0,
+        };
+        let workload = Workload::Elementwise(w.clone());
+        let device = DeviceInfo::this_cpu();
+        let evicting = CpuBackend::with_device(
+            device.clone(),
+            CpuFlush::Evict {
+                read_bytes: 3 << 20,
+            },
+            0.0,
+        );
+        let read = |b: &CpuBackend| match &*b.flush {
+            ColdFlush::Evict { read, .. } | ColdFlush::Read(read) => read.is_made(),
+        };
+        let mut case = evicting
+            .prepare(&workload, Arc::new(w.inputs(1)))
+            .expect("a case");
+        case.run_timed(Variant::Fused).expect("a run");
+        let out = case.output(Variant::Fused).expect("an output").into_owned();
+        case.flush_caches();
+        if opledger_cpu::cold::can_evict() {
+            assert_eq!(evicting.flush_method(), FlushMethod::Evict);
+            assert!(
+                !read(&evicting),
+                "the evicting flush read the read flush's buffer"
+            );
+        }
+        case.flush_by_reading();
+        assert!(read(&evicting));
+        assert_eq!(case.output(Variant::Fused).expect("an output"), out);
+        let reading = CpuBackend::with_device(device, CpuFlush::Read { bytes: 3 << 20 }, 0.0);
+        assert_eq!(reading.flush_method(), FlushMethod::Read);
+        let mut case = reading
+            .prepare(&workload, Arc::new(w.inputs(1)))
+            .expect("a case");
+        case.flush_caches();
+        assert!(read(&reading));
+    }
 }

@@ -115,9 +115,8 @@ impl ColdFlush {
     }
 
     /// The read flush, whatever the method: a worker's process reads as many bytes before each
-    /// of its cold samples, and the built-in side of its pair must start as cold by the same
-    /// means (after a read of the last level, the compute right after it ran slower:
-    /// docs/performance.md).
+    /// of its cold samples, and the built-in side of its pair starts cold by the same means
+    /// (whatever a read of the whole last level leaves behind it, both sides meet it).
     pub fn flush_by_reading(&self) {
         match self {
             ColdFlush::Evict { read, .. } | ColdFlush::Read(read) => read.flush(),

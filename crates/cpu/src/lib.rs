@@ -133,4 +133,3 @@ pub fn host_bytes(w: &Workload, flush_bytes: u64) -> u64 {
 pub fn cannot_run(w: &Workload) -> Option<String> {
     kernels_of(w).cannot_run()
 }
-
