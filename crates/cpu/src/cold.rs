@@ -189,6 +189,10 @@ fn has_clflushopt() -> bool {
 /// Evicts the lines `c` covers, the first from the line it starts in, then fences them.
 #[cfg(target_arch = "x86_64")]
 fn evict_lines(c: &[f32], opt: bool) {
+    // An empty buffer's address points at nothing (an empty vector's is a placeholder).
+    if c.is_empty() {
+        return;
+    }
     let end = c.as_ptr() as usize + std::mem::size_of_val(c);
     let mut line = c.as_ptr() as usize & !63;
     while line < end {
@@ -222,7 +226,10 @@ mod tests {
     fn eviction_changes_no_value() {
         let a: Vec<f32> = (0..300_001).map(|i| i as f32 * 0.5).collect();
         let b = LineVec::filled(17, -1.0);
-        evict(&[&a[3..], &b, &a[..1], &[]]);
+        // Empty ones too: an empty vector's address is a placeholder, not memory.
+        let empty: Vec<f32> = Vec::new();
+        evict(&[&a[3..], &b, &a[..1], &[], &empty]);
+        evict_here(&[&empty, &[], &b, &a[5..9]]);
         assert!(a.iter().enumerate().all(|(i, &v)| v == i as f32 * 0.5));
         assert!(b.iter().all(|&v| v == -1.0));
     }
