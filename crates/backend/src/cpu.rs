@@ -221,11 +221,11 @@ impl Case for CpuCase {
 
     fn set_inputs(&mut self, inputs: Arc<Tensors>) -> Result<()> {
         // The kernels are made again, as for a new case: what they derived from the inputs
-        // (packed tiles, converted copies) must come from the new ones. The old kernels go
-        // first, so that their buffers are free before the new ones are allocated.
+        // (packed tiles, converted copies) must come from the new ones. The old kernels and
+        // inputs go first, so that their buffers are free before the new ones are allocated.
         self.kernels = Box::new(Vacant);
-        self.kernels = kernels_of(&self.workload).kernels(inputs.clone(), &self.cfg)?;
-        self.inputs = inputs;
+        self.inputs = inputs.clone();
+        self.kernels = kernels_of(&self.workload).kernels(inputs, &self.cfg)?;
         Ok(())
     }
 

@@ -144,6 +144,7 @@ pub fn can_evict() -> bool {
 
 /// Floats of a buffer one task evicts: 256 KiB, so that a large tensor's lines are evicted by
 /// every thread of the pool and a small one's by one.
+#[cfg(target_arch = "x86_64")]
 const EVICT_CHUNK: usize = 1 << 16;
 
 /// Evicts every cache line of `bufs` from every level of the cache hierarchy (a dirty line is
