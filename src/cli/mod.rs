@@ -417,8 +417,9 @@ pub struct RunArgs {
     /// (default: two thirds of it, so that the triad's three arrays span twice the cache).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_BUFFER_MIB))]
     pub probe_mib: Option<u64>,
-    /// Size of the cold-cache flush buffer in MiB, at least the last-level cache (default: twice
-    /// the last-level cache; --warm for no flush).
+    /// Make each cold sample's caches cold by reading a buffer of this many MiB, at least the
+    /// last-level cache, instead of evicting the case's own cache lines (the default; a
+    /// worker's process reads twice the last-level cache); --warm for no flush.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_BUFFER_MIB))]
     pub flush_mib: Option<u64>,
     /// Append a short Markdown summary to this file (default: $GITHUB_STEP_SUMMARY when set;
