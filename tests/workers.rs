@@ -110,6 +110,76 @@ fn a_worker_side_is_measured_checked_and_named_in_the_results() {
         .all(|t| t.as_f64().unwrap() > 0.0));
 }
 
+/// By default a built-in pair starts each sample cold by evicting its own cache lines, while a
+/// pair with a worker's side reads the read flush on its built-in side too (the worker's
+/// process reads it): the run, each spec's samples and the report say which.
+#[test]
+#[cfg_attr(not(has_python), ignore = "needs python3")]
+fn a_pair_with_a_worker_reads_where_the_run_evicts_and_the_report_says_so() {
+    if !python3() {
+        eprintln!("SKIPPED: no python3");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let worker = relu_spec(dir.path(), "ok", "");
+    let builtin = dir.path().join("chain.yaml");
+    std::fs::write(
+        &builtin,
+        "name: builtin-chain\ntitle: a built-in chain\nworkload: {kind: elementwise, ops: [bias_add, gelu], rows: 64, cols: 256}\nvariants: {before: unfused, after: fused}\nexpect: {bound: bandwidth}\n",
+    )
+    .unwrap();
+    // The defaults' flush (no --flush-mib), as a user's run has it.
+    let o = bin()
+        .current_dir(dir.path())
+        .arg("run")
+        .args([&worker, &builtin])
+        .args([
+            "--time-cap-secs",
+            "2",
+            "--probe-mib",
+            "8",
+            "--backend",
+            "cpu",
+        ])
+        .args(common::FEW_PAIRS)
+        .args(["--no-store", "--runs-dir"])
+        .arg(dir.path().join("runs"))
+        .arg("--baselines")
+        .arg(dir.path().join("baselines"))
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    let r = results(dir.path());
+    let method = |name: &str| {
+        r["specs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .map(|s| s["samples"]["flush_method"].clone())
+            .unwrap()
+    };
+    if r["flush_method"] == "evict" {
+        assert_eq!(method("builtin-chain"), "evict", "the built-in pair");
+        assert_eq!(method("worker-relu-ok"), "read", "the pair with a worker");
+        let report = std::fs::read_to_string(only_run_dir(dir.path()).join("report.md")).unwrap();
+        let row = report
+            .lines()
+            .find(|l| l.starts_with("| Measurement |"))
+            .unwrap();
+        assert!(
+            row.contains("evicted from every cache level")
+                && row.contains("both sides of worker-relu-ok read"),
+            "{row}"
+        );
+    } else {
+        // A machine that cannot evict by address reads everywhere.
+        assert_eq!(r["flush_method"], "read");
+        assert_eq!(method("builtin-chain"), "read", "the built-in pair");
+    }
+}
+
 #[test]
 #[cfg_attr(not(has_python), ignore = "needs python3")]
 fn every_worker_failure_fails_its_spec_with_the_reason_and_leaves_no_process() {

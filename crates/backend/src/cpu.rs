@@ -208,6 +208,10 @@ impl Case for CpuCase {
         self.flush.flush(&buffers, self.kernels.as_ref());
     }
 
+    fn flush_method(&self) -> FlushMethod {
+        self.flush.method()
+    }
+
     fn flush_by_reading(&mut self) {
         self.flush.flush_by_reading();
     }

@@ -265,6 +265,8 @@ pub trait Case {
     fn run_timed(&mut self, variant: Variant) -> Result<f64>;
     /// Evicts this case's data from the caches before a cold sample.
     fn flush_caches(&mut self);
+    /// How [`Case::flush_caches`] evicts it.
+    fn flush_method(&self) -> crate::device::FlushMethod;
     /// Evicts this case's data from the caches before a cold sample by the backend's read
     /// flush (`Backend::flush_bytes`), as a worker's process does before its side's: the two
     /// sides of a pair start cold by the same means.

@@ -34,6 +34,8 @@ pub trait Pair {
     fn run_timed(&mut self, side: Side) -> Result<f64>;
     /// Makes the next run of either side start from cold caches.
     fn flush_caches(&mut self);
+    /// How [`Pair::flush_caches`] makes them cold.
+    fn flush_method(&self) -> crate::device::FlushMethod;
     /// Fetches the outputs of the last runs where they live elsewhere (a worker's `.npy`), so
     /// that both can be read at once.
     fn collect_outputs(&mut self) -> Result<()> {
@@ -156,6 +158,9 @@ impl Pair for Builtin {
     }
     fn flush_caches(&mut self) {
         self.case.flush_caches()
+    }
+    fn flush_method(&self) -> crate::device::FlushMethod {
+        self.case.flush_method()
     }
     fn output(&self, side: Side) -> Result<Cow<'_, [f32]>> {
         match &self.kept[UserSides::index(side)] {
@@ -443,6 +448,14 @@ impl Pair for UserSides {
                         .into()),
                 }
             }
+        }
+    }
+
+    fn flush_method(&self) -> crate::device::FlushMethod {
+        match &self.builtin {
+            // A worker's process reads; the built-in side beside it reads too.
+            Some(case) if self.workers.is_empty() => case.flush_method(),
+            _ => crate::device::FlushMethod::Read,
         }
     }
 

@@ -97,6 +97,9 @@ pub struct PairSamples {
     /// than the samples on either side: a kept result is slow again, one unlucky run is not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confirmed: Option<CheckedPair>,
+    /// How each sample's caches were made cold (none: warm, or recorded before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flush_method: Option<crate::device::FlushMethod>,
 }
 
 /// One checked pair's times.
@@ -149,6 +152,7 @@ pub fn measure_pairs(
         wall_secs: 0.0,
         checked: None,
         confirmed: None,
+        flush_method: cfg.cold.then(|| case.flush_method()),
     };
     let min_pairs = cfg.min_pairs.max(3);
     let max_pairs = cfg.max_pairs.max(min_pairs);
@@ -352,6 +356,9 @@ mod tests {
         }
         fn flush_caches(&mut self) {
             self.flushes += 1;
+        }
+        fn flush_method(&self) -> crate::device::FlushMethod {
+            crate::device::FlushMethod::Evict
         }
         fn output(&self, _: Side) -> Result<Cow<'_, [f32]>> {
             Ok(Cow::Owned(Vec::new()))

@@ -414,7 +414,23 @@ fn context(run: &RunResult) -> Value {
             ))
         })
         .collect();
+    // The specs whose pairs read the read flush where the run's own cases evicted theirs (a
+    // worker's side: its process reads, and the built-in side beside it too).
+    let read_flush_specs: Vec<serde_json::Value> = run
+        .specs
+        .iter()
+        .filter(|s| {
+            run.flush_method == crate::device::FlushMethod::Evict
+                && s.samples.as_ref().and_then(|p| p.flush_method)
+                    == Some(crate::device::FlushMethod::Read)
+        })
+        .map(|s| serde_json::Value::from(s.name.clone()))
+        .collect();
     if let Some(o) = v.as_object_mut() {
+        o.insert(
+            "read_flush_specs".into(),
+            serde_json::Value::Array(read_flush_specs),
+        );
         o.insert("repro".into(), serde_json::Value::Object(repro));
         o.insert("counts_gate".into(), serde_json::Value::Object(counts_gate));
         o.insert("verdict_mark".into(), serde_json::Value::Object(marks));

@@ -279,6 +279,10 @@ impl Case for GpuCase {
         let _ = self.k.gpu().flush_l2();
     }
 
+    fn flush_method(&self) -> crate::device::FlushMethod {
+        crate::device::FlushMethod::Read
+    }
+
     fn flush_by_reading(&mut self) {
         // The GPU's flush is a read already.
         self.flush_caches();
