@@ -134,6 +134,23 @@ fn variants(kind: &str) -> &'static str {
     }
 }
 
+/// Every kind of the registry with built-in kernels has a spec above: a new kind's kernels are
+/// checked from the day they exist.
+#[test]
+fn every_kind_with_kernels_is_followed() {
+    use opledger_model::kinds::WorkloadKind;
+    for k in WorkloadKind::ALL {
+        let listed = SPECS
+            .iter()
+            .any(|s| s.starts_with(&format!("kind: {}\n", k.name())));
+        assert!(
+            listed || !k.builtin_kernels(),
+            "kind {} has kernels and no spec in SPECS",
+            k.name()
+        );
+    }
+}
+
 /// Each kind's kernels, made and run twice a side on both the plain and the streaming path:
 /// every large buffer they still hold is one they list, and no run made a large one of its own.
 #[test]
