@@ -135,8 +135,8 @@ fn variants(kind: &str) -> &'static str {
 }
 
 /// Every kind of the registry with built-in kernels has a spec above: a new kind's kernels are
-/// checked from the day they exist.
-#[test]
+/// checked from the day they exist. (Part of the one test below: this binary follows every
+/// allocation of the process, so no other test may run beside it.)
 fn every_kind_with_kernels_is_followed() {
     use opledger_model::kinds::WorkloadKind;
     for k in WorkloadKind::ALL {
@@ -155,6 +155,7 @@ fn every_kind_with_kernels_is_followed() {
 /// every large buffer they still hold is one they list, and no run made a large one of its own.
 #[test]
 fn every_buffer_kernels_keep_is_one_the_cold_flush_evicts() {
+    every_kind_with_kernels_is_followed();
     // The pool's own allocations first, and the flush's buffer (made at its first flush).
     rayon::broadcast(|_| ());
     struct NoKernels;
