@@ -314,9 +314,7 @@ fn cold_flushes() {
         for (w, (_, flush)) in ways.iter().enumerate() {
             let s = Instant::now();
             if let Some(f) = flush {
-                let mut held: Vec<&[f32]> = inputs.iter().map(|(_, _, t)| t).collect();
-                held.push(&out);
-                held.extend(k.buffers());
+                let held = opledger::backend::cpu::cold::case_buffers(&inputs, [&out[..]], &k);
                 f.flush(&held, &k);
             }
             flush_secs[w].push(s.elapsed().as_secs_f64());

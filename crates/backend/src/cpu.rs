@@ -16,8 +16,6 @@ use std::time::Instant;
 pub struct CpuBackend {
     device: DeviceInfo,
     flush: Arc<ColdFlush>,
-    /// What a read flush streams: this backend's own where it reads, and a worker's always.
-    read_bytes: u64,
     experiment_slowdown: f64,
 }
 
@@ -35,21 +33,17 @@ impl CpuBackend {
     /// A backend on `device` whose cases start cold as `flush` says, with the gate
     /// experiment's slowdown (0: none).
     pub fn with_device(device: DeviceInfo, flush: CpuFlush, experiment_slowdown: f64) -> Self {
-        let (cold, read_bytes) = match flush {
-            CpuFlush::Evict { read_bytes } => (
-                ColdFlush::evicting_or_read(
-                    rayon::current_num_threads(),
-                    opledger_model::device::l2_cache_bytes().unwrap_or(2 << 20),
-                    read_bytes,
-                ),
+        let cold = match flush {
+            CpuFlush::Evict { read_bytes } => ColdFlush::evicting_or_read(
+                rayon::current_num_threads(),
+                opledger_model::device::l2_cache_bytes().unwrap_or(2 << 20),
                 read_bytes,
             ),
-            CpuFlush::Read { bytes } => (ColdFlush::Read(FlushBuffer::new(bytes)), bytes),
+            CpuFlush::Read { bytes } => ColdFlush::Read(FlushBuffer::new(bytes)),
         };
         CpuBackend {
             device,
             flush: Arc::new(cold),
-            read_bytes,
             experiment_slowdown,
         }
     }
@@ -109,7 +103,7 @@ impl Backend for CpuBackend {
     }
 
     fn flush_bytes(&self) -> u64 {
-        self.read_bytes
+        self.flush.read_bytes()
     }
 
     fn flush_method(&self) -> FlushMethod {
@@ -202,9 +196,8 @@ impl Case for CpuCase {
 
     fn flush_caches(&mut self) {
         // Everything the case holds: what the next sample's kernels read and write.
-        let mut buffers: Vec<&[f32]> = self.inputs.iter().map(|(_, _, t)| t).collect();
-        buffers.extend(self.outputs.iter().map(|(_, o)| &o[..]));
-        buffers.extend(self.kernels.buffers());
+        let outputs = self.outputs.iter().map(|(_, o)| &o[..]);
+        let buffers = cold::case_buffers(&self.inputs, outputs, self.kernels.as_ref());
         self.flush.flush(&buffers, self.kernels.as_ref());
     }
 

@@ -387,6 +387,12 @@ impl UserSides {
             Side::After => 1,
         }
     }
+
+    /// Whether the built-in side starts cold by the read flush: beside a worker's side, whose
+    /// process reads it, so that both sides start cold by the same means.
+    fn builtin_reads(&self) -> bool {
+        !self.workers.is_empty()
+    }
 }
 
 impl Pair for UserSides {
@@ -453,20 +459,18 @@ impl Pair for UserSides {
 
     fn flush_method(&self) -> crate::device::FlushMethod {
         match &self.builtin {
-            // A worker's process reads; the built-in side beside it reads too.
-            Some(case) if self.workers.is_empty() => case.flush_method(),
+            Some(case) if !self.builtin_reads() => case.flush_method(),
             _ => crate::device::FlushMethod::Read,
         }
     }
 
     fn flush_caches(&mut self) {
+        let reads = self.builtin_reads();
         if let Some(case) = &mut self.builtin {
-            // A worker's process reads the read flush before its side: the built-in side does
-            // the same, so that both start cold by the same means.
-            if self.workers.is_empty() {
-                case.flush_caches();
-            } else {
+            if reads {
                 case.flush_by_reading();
+            } else {
+                case.flush_caches();
             }
         } else if let Some(Runner::Kernel(k)) = self
             .sides

@@ -107,6 +107,14 @@ impl ColdFlush {
         }
     }
 
+    /// Bytes the read flush reads ([`ColdFlush::flush_by_reading`]): a worker's process reads
+    /// as many.
+    pub fn read_bytes(&self) -> u64 {
+        match self {
+            ColdFlush::Evict { read, .. } | ColdFlush::Read(read) => read.bytes(),
+        }
+    }
+
     /// Bytes of the buffer it reads before a sample (made at the first flush).
     pub fn buffer_bytes(&self) -> u64 {
         match self {
@@ -135,6 +143,19 @@ impl ColdFlush {
             ColdFlush::Read(buffer) => buffer.flush(),
         }
     }
+}
+
+/// What a case's cold flush evicts besides each thread's own buffers: its inputs, its outputs
+/// and what its kernels keep ([`crate::Kernels::buffers`]).
+pub fn case_buffers<'a>(
+    inputs: &'a crate::kinds::Tensors,
+    outputs: impl IntoIterator<Item = &'a [f32]>,
+    kernels: &'a dyn crate::Kernels,
+) -> Vec<&'a [f32]> {
+    let mut held: Vec<&[f32]> = inputs.iter().map(|(_, _, t)| t).collect();
+    held.extend(outputs);
+    held.extend(kernels.buffers());
+    held
 }
 
 /// Whether this CPU evicts cache lines by address: every x86-64 does (`clflush` is SSE2's).

@@ -28,9 +28,9 @@ use opledger_model::kinds;
 use opledger_model::ledger;
 use opledger_model::settings;
 
-use crate::error::Result;
 pub use cold::{ColdFlush, FlushBuffer};
 
+use crate::error::Result;
 use crate::kinds::{Kind, Tensors, Variant, Workload};
 use rayon::prelude::*;
 use std::sync::Arc;

@@ -208,13 +208,13 @@ fn every_buffer_kernels_keep_is_one_the_cold_flush_evicts() {
                 freed < TEMPORARY_BYTES,
                 "{kind} (stream {stream}): a run allocated and freed a buffer of {freed} bytes: keep it in the kernels and list it"
             );
-            let listed: Vec<(usize, usize)> = kernels
-                .buffers()
-                .into_iter()
-                .chain(outputs.iter().map(|o| &o[..]))
-                .chain(inputs.iter().map(|(_, _, t)| t))
-                .map(place)
-                .collect();
+            // What the backend's cold flush evicts (`cold::case_buffers`), as it lists it.
+            let outs = outputs.iter().map(|o| &o[..]);
+            let listed: Vec<(usize, usize)> =
+                opledger_cpu::cold::case_buffers(&inputs, outs, kernels.as_ref())
+                    .into_iter()
+                    .map(place)
+                    .collect();
             // Each thread's own.
             let per_thread = std::sync::Mutex::new(listed);
             kernels.thread_buffers(&|bufs: &[&[f32]]| {
