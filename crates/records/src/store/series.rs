@@ -4,6 +4,7 @@
 
 use super::{Point, Text};
 use crate::measure::changes::{self, Shift};
+use rayon::prelude::*;
 
 /// Ancestors of a merge-base searched for a run, at most.
 pub const MAX_ANCESTORS: usize = 5000;
@@ -113,31 +114,26 @@ pub fn changes(points: &[Point], metric: Metric) -> Vec<CaseChanges> {
             Text::default()
         }
     };
-    let mut keys: Vec<(&str, &str, Text)> = points
-        .iter()
-        .filter(|p| metric.of(p).is_some())
-        .map(|p| (&*p.spec, &*p.run.device_key, counts_key(p)))
-        .collect();
-    keys.sort();
-    keys.dedup();
-    keys.into_iter()
-        .map(|(spec, device, key)| {
-            let series: Vec<&Point> = points
-                .iter()
-                .filter(|p| {
-                    *p.spec == *spec
-                        && *p.run.device_key == *device
-                        && metric.of(p).is_some()
-                        && counts_key(p) == key
-                })
-                .collect();
-            CaseChanges {
-                spec: spec.to_string(),
-                device_key: device.to_string(),
-                metric,
-                runs: series.len(),
-                shifts: located(&series, metric),
-            }
+    // Each series' points gathered in one pass over the store's (one pass a series took 25
+    // million comparisons over 10 000 runs × 50 cases), in the points' order; the series in key
+    // order, each detected on a core of its own.
+    let mut series: std::collections::BTreeMap<(&str, &str, Text), Vec<&Point>> =
+        std::collections::BTreeMap::new();
+    for p in points.iter().filter(|p| metric.of(p).is_some()) {
+        series
+            .entry((&*p.spec, &*p.run.device_key, counts_key(p)))
+            .or_default()
+            .push(p);
+    }
+    let series: Vec<_> = series.into_iter().collect();
+    series
+        .into_par_iter()
+        .map(|((spec, device, _), series)| CaseChanges {
+            spec: spec.to_string(),
+            device_key: device.to_string(),
+            metric,
+            runs: series.len(),
+            shifts: located(&series, metric),
         })
         .collect()
 }
@@ -340,6 +336,55 @@ mod tests {
         assert_eq!(c[0].shifts[0].shift.p_value, 0.0);
         // The before side did not move; time series of the same points are not counted ones.
         assert!(changes(&points, Metric::CountsBefore)[0].shifts.is_empty());
+    }
+
+    /// Each (spec, device) its own series, in key order, whatever order the devices' runs
+    /// interleave in: the points are gathered in one pass, the series detected apart.
+    #[test]
+    fn each_spec_and_device_is_a_series_of_its_own() {
+        let on = |spec: &str, device: &str, i: usize, after: f64| {
+            let p = point(i, after);
+            Point {
+                run: std::sync::Arc::new(crate::store::PointRun {
+                    device_key: device.into(),
+                    ..(*p.run).clone()
+                }),
+                spec: spec.into(),
+                ..p
+            }
+        };
+        let mut points = Vec::new();
+        for i in 0..24 {
+            // Device y steps up by 20% halfway; x stays level. The devices alternate.
+            let (device, after) = if i % 2 == 0 {
+                ("cpu-y", if i < 12 { 1.0 } else { 1.2 })
+            } else {
+                ("cpu-x", 1.0)
+            };
+            points.push(on("a", device, i, after * (1.0 + 0.001 * (i % 3) as f64)));
+        }
+        points.extend((0..5).map(|i| on("b", "cpu-x", 30 + i, 1.0)));
+        let c = changes(&points, Metric::After);
+        let found: Vec<(&str, &str, usize, usize)> = c
+            .iter()
+            .map(|c| (&*c.spec, &*c.device_key, c.runs, c.shifts.len()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("a", "cpu-x", 12, 0),
+                ("a", "cpu-y", 12, 1),
+                ("b", "cpu-x", 5, 0)
+            ]
+        );
+        let s = &c[1].shifts[0];
+        assert_eq!(
+            (
+                s.last_before.git_sha.as_str(),
+                s.first_after.git_sha.as_str()
+            ),
+            ("c10", "c12")
+        );
     }
 
     #[test]
