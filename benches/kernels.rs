@@ -1,7 +1,8 @@
 //! Times the CPU kernels alone (no probe, no flush, no statistics beyond a median): the quick
 //! loop for tuning a kernel. `cargo bench --bench kernels [-- FILTER]`; `OPLEDGER_SIMD=avx2`
 //! picks the AVX2 path on an AVX-512 CPU. The gate's numbers come from `opledger run`.
-//! `-- flush` (only by name) times the two cold flushes and what follows each.
+//! `-- flush` (only by name) times the two cold flushes and what follows each, then both on a
+//! case larger than the last level.
 
 use opledger::backend::cpu::attention::AttentionKernels;
 use opledger::backend::cpu::gemm::GemmKernels;
@@ -282,7 +283,7 @@ fn main() {
 /// The two cold flushes side by side, in rounds (each round every way once, in turn): what each
 /// flush costs, and the flash attention of a small case (2 heads, N = 512, d = 128: compute-bound,
 /// 2 MiB of inputs and output) timed right after each, and after nothing. The read flush is the
-/// backend's default size, twice the last-level cache.
+/// backend's default size, twice the last-level cache. Then [`large_case_flushes`].
 fn cold_flushes() {
     use opledger::backend::cpu::{ColdFlush, FlushBuffer};
     let llc = opledger::device::last_level_cache_bytes();
@@ -336,6 +337,46 @@ fn cold_flushes() {
             m * 1e3,
             lo * 1e3,
             hi * 1e3
+        );
+    }
+    large_case_flushes(&read);
+}
+
+/// What each flush costs a case of tensors larger than the last level (a streaming spec's:
+/// four 256 MiB buffers, as fused bias+GELU holds its input, both outputs and the unfused
+/// side's intermediate), each buffer written first as a run leaves it, in alternated rounds.
+fn large_case_flushes(read: &opledger::backend::cpu::ColdFlush) {
+    use rayon::prelude::*;
+    let mut bufs: Vec<Vec<f32>> = (0..4).map(|_| vec![1f32; 64 << 20]).collect();
+    let (mut read_secs, mut evict_secs) = (Vec::new(), Vec::new());
+    for round in 0..11 {
+        for way in 0..2 {
+            // What a run leaves: every line written, the newest still cached.
+            for b in &mut bufs {
+                b.par_chunks_mut(1 << 16)
+                    .for_each(|c| c.fill((round * 2 + way) as f32));
+            }
+            let held: Vec<&[f32]> = bufs.iter().map(|b| &b[..]).collect();
+            let s = Instant::now();
+            if way == 0 {
+                read.flush_by_reading();
+                read_secs.push(s.elapsed().as_secs_f64());
+            } else {
+                opledger::backend::cpu::cold::evict(&held);
+                evict_secs.push(s.elapsed().as_secs_f64());
+            }
+        }
+    }
+    for (name, v) in [
+        ("read flush", &mut read_secs),
+        ("evicting a case's 1 GiB", &mut evict_secs),
+    ] {
+        v.sort_by(f64::total_cmp);
+        println!(
+            "{name} after the case's buffers were written: {:.1} ms [{:.1}-{:.1}], 11 rounds",
+            v[5] * 1e3,
+            v[0] * 1e3,
+            v[10] * 1e3
         );
     }
 }

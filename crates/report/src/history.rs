@@ -490,7 +490,14 @@ mod tests {
                 run_id: format!("run-{i}").into(),
                 started_utc: format!("2026-01-01T00:00:{:02}Z", i % 60).into(),
                 git_sha: format!("{i:07x}").into(),
-                branch: Some(if i.is_multiple_of(7) { "-x|y\nz" } else { "main" }.into()),
+                branch: Some(
+                    if i.is_multiple_of(7) {
+                        "-x|y\nz"
+                    } else {
+                        "main"
+                    }
+                    .into(),
+                ),
                 device_key: "cpu-x".into(),
                 ..crate::store::PointRun::default()
             }),
