@@ -1250,6 +1250,12 @@ fn points_counted_at_one_size_are_counted_once() {
         "{}",
         text(&o)
     );
+    // The terminal says when each count ends (the run's longest silence otherwise).
+    assert!(
+        text(&o).contains("opledger: counted swept--rows-16 (1 of 1) in "),
+        "{}",
+        text(&o)
+    );
     let r = newest_results(dir.path());
     let specs = r["specs"].as_array().unwrap();
     assert_eq!(specs.len(), 3);

@@ -47,9 +47,24 @@ pub fn counts(o: &CountOptions) -> Result<ExitCode> {
     order.sort_by(|&a, &b| cost[b].total_cmp(&cost[a]));
     let ordered: Vec<crate::spec::Spec> = order.iter().map(|&i| counted[i].clone()).collect();
     let mut results: Vec<Option<Result<SpecCounts>>> = (0..counted.len()).map(|_| None).collect();
-    for (i, c) in order
-        .into_iter()
-        .zip(counter.count_many(&ordered, counter.at_once(&ordered)))
+    // A line on stderr as each spec's count ends (the table comes when all have).
+    let finished = std::sync::atomic::AtomicUsize::new(0);
+    let done = |j: usize, c: &Result<crate::measure::counts::Counted>, secs: f64| {
+        let k = finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        eprintln!(
+            "{}",
+            crate::report::terminal::counted_line(
+                &ordered[j].name,
+                (k, ordered.len()),
+                secs,
+                c.is_err()
+            )
+        );
+    };
+    for (i, c) in
+        order
+            .into_iter()
+            .zip(counter.count_many(&ordered, counter.at_once(&ordered), &done))
     {
         results[i] = Some(c.map(|c| c.counts));
     }

@@ -56,9 +56,15 @@ pub(super) fn count_all(p: &Prepared, opts: &RunOptions) -> Vec<Option<Result<Co
             "Valgrind"
         }
     ));
+    // A line as each spec's count ends: counting is the run's longest silence otherwise.
+    let (finished, progress) = (std::sync::atomic::AtomicUsize::new(0), &p.progress);
+    let done = |j: usize, c: &Result<Counted>, secs: f64| {
+        let k = finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        progress.counted(&counted[j].name, (k, counted.len()), secs, c.is_err());
+    };
     for (i, c) in indices
         .into_iter()
-        .zip(counter.count_many(&counted, at_once))
+        .zip(counter.count_many(&counted, at_once, &done))
     {
         out[i] = Some(c);
     }

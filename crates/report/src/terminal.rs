@@ -399,6 +399,15 @@ fn gate_detail(b: &BaselineOutcome) -> String {
     }
 }
 
+/// The line that says a spec's counts ended, the `k`th of `n` (counts end in any order, side
+/// by side), and how long they took; a failure is said with the spec's result.
+pub fn counted_line(name: &str, (k, n): (usize, usize), secs: f64, failed: bool) -> String {
+    format!(
+        "opledger: counted {name} ({k} of {n}) in {secs:.1} s{}",
+        if failed { ": failed (below)" } else { "" }
+    )
+}
+
 /// Progress on stderr: a bar on a terminal; plain lines elsewhere (CI logs, pipes), one per
 /// spec, so that a log shows where a run stood without control characters.
 pub struct Progress {
@@ -436,6 +445,11 @@ impl Progress {
             }
             None => eprintln!("opledger: [{}/{}] {name} — {desc}", index + 1, self.total),
         }
+    }
+
+    /// The `k`th of `n` specs' counts ended (see [`counted_line`]).
+    pub fn counted(&self, name: &str, (k, n): (usize, usize), secs: f64, failed: bool) {
+        self.say(&counted_line(name, (k, n), secs, failed));
     }
 
     pub fn pairs(&self, name: &str, done: usize, max: usize) {

@@ -166,8 +166,15 @@ impl Counter {
 
     /// Counts `specs` (each at its counted sizes) in this order, up to `at_once` counted
     /// processes at a time, each beside the others in a work folder of its own: their counts,
-    /// in the same order. A spec's counts do not depend on what counts beside it.
-    pub fn count_many(&self, specs: &[Spec], at_once: usize) -> Vec<Result<Counted>> {
+    /// in the same order. A spec's counts do not depend on what counts beside it. `done` is
+    /// called as each spec's count ends (its index, its result, the seconds it took), from the
+    /// thread that counted it: what a terminal shows while counts are made.
+    pub fn count_many(
+        &self,
+        specs: &[Spec],
+        at_once: usize,
+        done: &(dyn Fn(usize, &Result<Counted>, f64) + Sync),
+    ) -> Vec<Result<Counted>> {
         use std::sync::atomic::{AtomicUsize, Ordering};
         use std::sync::Mutex;
         let results: Mutex<Vec<Option<Result<Counted>>>> =
@@ -196,7 +203,9 @@ impl Counter {
                         let Some(s) = specs.get(j) else {
                             break;
                         };
+                        let started = std::time::Instant::now();
                         let c = counter.count_spec_with_outputs(s);
+                        done(j, &c, started.elapsed().as_secs_f64());
                         if let Ok(mut r) = results.lock() {
                             r[j] = Some(c);
                         }
@@ -209,8 +218,16 @@ impl Counter {
             .unwrap_or_default()
             .into_iter()
             .zip(specs)
+            .enumerate()
             // A spec no thread reached (a work folder could not be made): counted here.
-            .map(|(c, s)| c.unwrap_or_else(|| self.count_spec_with_outputs(s)))
+            .map(|(j, (c, s))| {
+                c.unwrap_or_else(|| {
+                    let started = std::time::Instant::now();
+                    let c = self.count_spec_with_outputs(s);
+                    done(j, &c, started.elapsed().as_secs_f64());
+                    c
+                })
+            })
             .collect()
     }
 
