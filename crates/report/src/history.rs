@@ -53,13 +53,9 @@ pub fn spans(values: &[f64], bars: usize) -> (Vec<f64>, usize) {
     let medians = values
         .chunks(span)
         .map(|c| {
-            let mut finite: Vec<f64> = c.iter().copied().filter(|v| v.is_finite()).collect();
-            finite.sort_by(f64::total_cmp);
-            match finite.len() {
-                0 => f64::NAN,
-                n if n % 2 == 1 => finite[n / 2],
-                n => 0.5 * (finite[n / 2 - 1] + finite[n / 2]),
-            }
+            let finite: Vec<f64> = c.iter().copied().filter(|v| v.is_finite()).collect();
+            // NaN for none.
+            crate::measure::stats::median(&finite)
         })
         .collect();
     (medians, span)
