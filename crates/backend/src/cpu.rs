@@ -202,7 +202,9 @@ impl Case for CpuCase {
     }
 
     fn flush_method(&self) -> FlushMethod {
-        self.flush.method()
+        let outputs = self.outputs.iter().map(|(_, o)| &o[..]);
+        let buffers = cold::case_buffers(&self.inputs, outputs, self.kernels.as_ref());
+        self.flush.method_for(cold::bytes_of(&buffers))
     }
 
     fn flush_by_reading(&mut self) {
@@ -300,6 +302,24 @@ mod tests {
         case.flush_by_reading();
         assert!(read(&evicting));
         assert_eq!(case.output(Variant::Fused).expect("an output"), out);
+        // A case of more than twice the read's bytes (4 MiB of input and 4 MiB of output
+        // against a read of 3 MiB) reads instead of evicting, and says so.
+        let large = Elementwise {
+            rows: 1024,
+            cols: 1024,
+            ..w.clone()
+        };
+        let mut case = evicting
+            .prepare(
+                &Workload::Elementwise(large.clone()),
+                Arc::new(large.inputs(1)),
+            )
+            .expect("a case");
+        case.run_timed(Variant::Fused).expect("a run");
+        case.flush_caches();
+        if opledger_cpu::cold::can_evict() {
+            assert_eq!(case.flush_method(), FlushMethod::Read);
+        }
         let reading = CpuBackend::with_device(device, CpuFlush::Read { bytes: 3 << 20 }, 0.0);
         assert_eq!(reading.flush_method(), FlushMethod::Read);
         let mut case = reading

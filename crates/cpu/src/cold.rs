@@ -9,8 +9,9 @@
 //!   then comes from memory, as after a read of twice the last level, at the cost of the case's
 //!   own lines instead of the last level's (docs/measurement.md: the two measured side by side).
 //! - **read**: a buffer of twice the last-level cache read (`--flush-mib` sets its size): for
-//!   what opledger cannot enumerate — a worker's process reads its own — and where the user asks
-//!   for it.
+//!   what opledger cannot enumerate — a worker's process reads its own —, for a case of more
+//!   than twice its bytes (sooner read than evicted: [`EVICT_OVER_READ`]), and where the user
+//!   asks for it.
 
 use crate::simd::LineVec;
 use opledger_model::device::FlushMethod;
@@ -100,10 +101,25 @@ impl ColdFlush {
         }
     }
 
+    /// The run's method: how a case small enough to evict starts cold.
     pub fn method(&self) -> FlushMethod {
         match self {
             ColdFlush::Evict { .. } => FlushMethod::Evict,
             ColdFlush::Read(_) => FlushMethod::Read,
+        }
+    }
+
+    /// How a case whose buffers hold `case_bytes` starts cold: evicted where the run evicts,
+    /// unless its lines are more than [`EVICT_OVER_READ`] times the read flush's, which then
+    /// costs less and is as cold (a read of twice the last level).
+    pub fn method_for(&self, case_bytes: u64) -> FlushMethod {
+        match self {
+            ColdFlush::Evict { read, .. }
+                if case_bytes > EVICT_OVER_READ.saturating_mul(read.bytes()) =>
+            {
+                FlushMethod::Read
+            }
+            _ => self.method(),
         }
     }
 
@@ -134,6 +150,9 @@ impl ColdFlush {
     /// Makes the caches cold for a sample of a case whose buffers are `case_buffers`
     /// (the inputs and outputs and what `kernels` list) and whose kernels are `kernels`.
     pub fn flush(&self, case_buffers: &[&[f32]], kernels: &dyn crate::Kernels) {
+        if self.method_for(bytes_of(case_buffers)) == FlushMethod::Read {
+            return self.flush_by_reading();
+        }
         match self {
             ColdFlush::Evict { private, .. } => {
                 evict(case_buffers);
@@ -143,6 +162,21 @@ impl ColdFlush {
             ColdFlush::Read(buffer) => buffer.flush(),
         }
     }
+}
+
+/// Where a case's buffers hold more than this many times the read flush's bytes, it starts cold
+/// by the read flush instead of by evicting them: `clflushopt` costs about half of what reading
+/// a line does (`cargo bench --bench kernels -- flush`; docs/performance.md), so past twice the
+/// read the read costs less — on a machine with a 32 MiB last level (a read of 64 MiB) a
+/// streaming case of 1 GiB would evict sixteen times the lines.
+pub const EVICT_OVER_READ: u64 = 2;
+
+/// The bytes `buffers` hold.
+pub fn bytes_of(buffers: &[&[f32]]) -> u64 {
+    buffers
+        .iter()
+        .map(|b| std::mem::size_of_val(*b) as u64)
+        .sum()
 }
 
 /// What a case's cold flush evicts besides each thread's own buffers: its inputs, its outputs
@@ -285,5 +319,38 @@ mod tests {
         r.flush(&[&x], &NoKernels);
         f.flush(&[&x], &NoKernels);
         assert!(x.iter().all(|&v| v == 2.0));
+    }
+
+    /// A case of more than twice the read flush's bytes starts cold by the read flush, which
+    /// costs less; one of twice those bytes or fewer by eviction. Where the run reads, every
+    /// case reads.
+    #[test]
+    fn a_case_larger_than_twice_the_read_reads() {
+        struct NoKernels;
+        impl crate::Kernels for NoKernels {
+            fn run(&mut self, _: crate::kinds::Variant, _: &mut [f32]) {}
+            fn buffers(&self) -> Vec<&[f32]> {
+                Vec::new()
+            }
+        }
+        let read_bytes = 1 << 20;
+        let f = ColdFlush::evicting_or_read(1, 256 << 10, read_bytes);
+        let ColdFlush::Evict { private, read } = &f else {
+            assert!(!can_evict(), "every x86-64 evicts");
+            return;
+        };
+        // Twice the read: evicted; a float more: read.
+        let (a, b) = (LineVec::filled(1 << 18, 1.0), LineVec::filled(1 << 18, 2.0));
+        assert_eq!(bytes_of(&[&a, &b]), 2 * read_bytes);
+        assert_eq!(f.method_for(2 * read_bytes), FlushMethod::Evict);
+        f.flush(&[&a, &b], &NoKernels);
+        assert!(private.is_made() && !read.is_made(), "evicted, not read");
+        let c = LineVec::filled(1, 3.0);
+        assert_eq!(f.method_for(bytes_of(&[&a, &b, &c])), FlushMethod::Read);
+        f.flush(&[&a, &b, &c], &NoKernels);
+        assert!(read.is_made(), "read");
+        assert!(a.iter().all(|&v| v == 1.0) && b.iter().all(|&v| v == 2.0) && c[0] == 3.0);
+        let r = ColdFlush::Read(FlushBuffer::new(read_bytes));
+        assert_eq!(r.method_for(1), FlushMethod::Read);
     }
 }

@@ -415,7 +415,8 @@ fn context(run: &RunResult) -> Value {
         })
         .collect();
     // The specs whose pairs read the read flush where the run's own cases evicted theirs (a
-    // worker's side: its process reads, and the built-in side beside it too).
+    // worker's side: its process reads, and the built-in side beside it too; a case too large
+    // to evict sooner than it reads).
     let read_flush_specs: Vec<serde_json::Value> = run
         .specs
         .iter()
