@@ -402,35 +402,9 @@ fn the_action_records_main_gates_a_pull_request_and_comments_from_another_reposi
     assert!(job.said.contains("no cargo to build one"), "{}", job.said);
 
     // The action at its major tag (`@v0`) takes the release binary of its own version, checked
-    // against its SHA-256; one that does not match is not used.
-    let version = root_version();
-    let tag = format!("v{version}");
-    let arch = std::env::consts::ARCH;
-    // A gh state of their own: the calls the runner below checks are its own.
-    let release = tmp.join("release-gh/releases").join(&tag);
-    std::fs::create_dir_all(&release).unwrap();
-    let asset = format!("opledger-{tag}-{arch}-linux.tar.gz");
-    let staged = tmp.join("staged");
-    std::fs::create_dir_all(&staged).unwrap();
-    std::fs::copy(env!("CARGO_BIN_EXE_opledger"), staged.join("opledger")).unwrap();
-    let o = Command::new("tar")
-        .arg("-czf")
-        .arg(release.join(&asset))
-        .arg("-C")
-        .arg(&staged)
-        .arg("opledger")
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", text(&o));
-    let digest = |a: &str| {
-        let o = Command::new("sha256sum")
-            .arg(a)
-            .current_dir(&release)
-            .output()
-            .unwrap();
-        std::fs::write(release.join(format!("{asset}.sha256")), &o.stdout).unwrap();
-    };
-    digest(&asset);
+    // against its SHA-256; one that does not match is not used. A gh state of their own: the
+    // calls the runner below checks are its own.
+    let (_, asset, release) = stage_release(&tmp.join("release-gh/releases"), &tmp);
     let mut released = Runner::new(&tmp.join("released"), &work);
     released.env.insert("PATH".into(), bare.env["PATH"].clone());
     released.env.insert(
@@ -1234,28 +1208,7 @@ fn the_example_workflow_runs_under_act_from_a_team_repository() {
     // cache) on a push to main: `@v0` takes the release binary of the action's own version,
     // checked against its SHA-256 (the release stand-in holds the binary under test), and
     // records the run; no build.
-    let tag = format!("v{}", root_version());
-    let asset = format!("opledger-{tag}-{}-linux.tar.gz", std::env::consts::ARCH);
-    let release = gh_dir.join("releases").join(&tag);
-    let staged = dir.path().join("staged");
-    std::fs::create_dir_all(&release).unwrap();
-    std::fs::create_dir_all(&staged).unwrap();
-    std::fs::copy(env!("CARGO_BIN_EXE_opledger"), staged.join("opledger")).unwrap();
-    let o = Command::new("tar")
-        .arg("-czf")
-        .arg(release.join(&asset))
-        .arg("-C")
-        .arg(&staged)
-        .arg("opledger")
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", text(&o));
-    let o = Command::new("sha256sum")
-        .arg(&asset)
-        .current_dir(&release)
-        .output()
-        .unwrap();
-    std::fs::write(release.join(format!("{asset}.sha256")), &o.stdout).unwrap();
+    let (tag, _, _) = stage_release(&gh_dir.join("releases"), dir.path());
     git(&work, &["checkout", "-q", "main"]);
     let (cold_tools, cold_cache) = (dir.path().join("cold-tools"), dir.path().join("cold-cache"));
     std::fs::create_dir_all(&cold_cache).unwrap();
@@ -1275,6 +1228,37 @@ fn the_example_workflow_runs_under_act_from_a_team_repository() {
         downloads.contains(&format!("release download {tag}")),
         "{downloads}"
     );
+}
+
+/// The binary under test as the release workflow publishes it for this machine, in the release
+/// stand-in's folder `releases` (what its `gh release download` serves): the archive and its
+/// SHA-256 file under the tag of the action's own version, staged through `scratch`. Returns
+/// the tag, the archive's name and the release's folder.
+fn stage_release(releases: &Path, scratch: &Path) -> (String, String, PathBuf) {
+    let tag = format!("v{}", root_version());
+    let asset = format!("opledger-{tag}-{}-linux.tar.gz", std::env::consts::ARCH);
+    let release = releases.join(&tag);
+    let staged = scratch.join("staged");
+    std::fs::create_dir_all(&release).unwrap();
+    std::fs::create_dir_all(&staged).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_opledger"), staged.join("opledger")).unwrap();
+    let o = Command::new("tar")
+        .arg("-czf")
+        .arg(release.join(&asset))
+        .arg("-C")
+        .arg(&staged)
+        .arg("opledger")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let o = Command::new("sha256sum")
+        .arg(&asset)
+        .current_dir(&release)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    std::fs::write(release.join(format!("{asset}.sha256")), &o.stdout).unwrap();
+    (tag, asset, release)
 }
 
 /// The crate's version, as the action reads it from Cargo.toml.
