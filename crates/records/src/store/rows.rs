@@ -185,12 +185,18 @@ pub(super) struct Texts {
 pub(super) type Engine = std::sync::Arc<crate::measure::counts::CountsEngine>;
 
 impl Texts {
-    /// Texts of a query of a store whose engines are `named` by their digests.
+    /// Texts of a query of a store whose engines are `named` by their digests. Each reader has
+    /// engines of its own: every counted point holds its engine, and two readers raising the
+    /// count of one shared engine half a million times between them pass its line from core to
+    /// core at every point (docs/history.md).
     pub(super) fn naming(named: &Engines) -> Texts {
         Texts {
             engines: named
                 .iter()
-                .map(|(digest, e)| (Text::from(digest.as_str()), Some(e.clone())))
+                .map(|(digest, e)| {
+                    let own: Engine = std::sync::Arc::new((**e).clone());
+                    (Text::from(digest.as_str()), Some(own))
+                })
                 .collect(),
             ..Texts::default()
         }
