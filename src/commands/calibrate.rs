@@ -209,7 +209,7 @@ fn counts_calibration(
     // depend on what runs beside it.
     let repeats = vec![counted.into_owned(); runs];
     let mut values = Vec::new();
-    for c in counter.count_many(&repeats, counter.at_once(&repeats), &|_, _, _| {}) {
+    for c in counter.count_many(&repeats, counter.at_once(&repeats), &|_, _, _, _| {}) {
         let c = c?.counts;
         let side = |x: &crate::measure::counts::SideCounts| x.counts().map(|c| c.metric(metric));
         values.push([side(&c.before), side(&c.after)]);

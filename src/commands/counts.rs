@@ -48,9 +48,7 @@ pub fn counts(o: &CountOptions) -> Result<ExitCode> {
     let ordered: Vec<crate::spec::Spec> = order.iter().map(|&i| counted[i].clone()).collect();
     let mut results: Vec<Option<Result<SpecCounts>>> = (0..counted.len()).map(|_| None).collect();
     // A line on stderr as each spec's count ends (the table comes when all have).
-    let finished = std::sync::atomic::AtomicUsize::new(0);
-    let done = |j: usize, c: &Result<crate::measure::counts::Counted>, secs: f64| {
-        let k = finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+    let done = |j: usize, k: usize, c: &Result<crate::measure::counts::Counted>, secs: f64| {
         eprintln!(
             "{}",
             crate::report::terminal::counted_line(

@@ -57,9 +57,8 @@ pub(super) fn count_all(p: &Prepared, opts: &RunOptions) -> Vec<Option<Result<Co
         }
     ));
     // A line as each spec's count ends: counting is the run's longest silence otherwise.
-    let (finished, progress) = (std::sync::atomic::AtomicUsize::new(0), &p.progress);
-    let done = |j: usize, c: &Result<Counted>, secs: f64| {
-        let k = finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+    let progress = &p.progress;
+    let done = |j: usize, k: usize, c: &Result<Counted>, secs: f64| {
         progress.counted(&counted[j].name, (k, counted.len()), secs, c.is_err());
     };
     for (i, c) in indices

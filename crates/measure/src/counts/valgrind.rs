@@ -52,6 +52,10 @@ pub struct Counter {
     pub(super) ncu: Option<PathBuf>,
 }
 
+/// What [`Counter::count_many`] calls as each spec's count ends: the spec's index, how many
+/// have ended (this one included), its result, the seconds it took.
+pub type CountEnded<'a> = dyn Fn(usize, usize, &Result<Counted>, f64) + Sync + 'a;
+
 impl Counter {
     /// Finds Valgrind (exit 3 without it) and readies the work folder.
     pub fn new(
@@ -167,22 +171,30 @@ impl Counter {
     /// Counts `specs` (each at its counted sizes) in this order, up to `at_once` counted
     /// processes at a time, each beside the others in a work folder of its own: their counts,
     /// in the same order. A spec's counts do not depend on what counts beside it. `done` is
-    /// called as each spec's count ends (its index, its result, the seconds it took), from the
-    /// thread that counted it: what a terminal shows while counts are made.
+    /// called as each spec's count ends ([`CountEnded`]), from the thread that counted it: what
+    /// a terminal shows while counts are made.
     pub fn count_many(
         &self,
         specs: &[Spec],
         at_once: usize,
-        done: &(dyn Fn(usize, &Result<Counted>, f64) + Sync),
+        done: &CountEnded<'_>,
     ) -> Vec<Result<Counted>> {
         use std::sync::atomic::{AtomicUsize, Ordering};
         use std::sync::Mutex;
         let results: Mutex<Vec<Option<Result<Counted>>>> =
             Mutex::new((0..specs.len()).map(|_| None).collect());
-        let next = AtomicUsize::new(0);
+        let (next, ended) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        // Spec j counted by `counter`, and said to `done`.
+        let count = |counter: &Counter, j: usize, s: &Spec| {
+            let started = std::time::Instant::now();
+            let c = counter.count_spec_with_outputs(s);
+            let k = ended.fetch_add(1, Ordering::Relaxed) + 1;
+            done(j, k, &c, started.elapsed().as_secs_f64());
+            c
+        };
         std::thread::scope(|scope| {
             for k in 0..at_once.clamp(1, specs.len().max(1)) {
-                let (next, results) = (&next, &results);
+                let (next, results, count) = (&next, &results, &count);
                 scope.spawn(move || {
                     // The first thread counts with this counter; the others each in a work
                     // folder of their own.
@@ -203,9 +215,7 @@ impl Counter {
                         let Some(s) = specs.get(j) else {
                             break;
                         };
-                        let started = std::time::Instant::now();
-                        let c = counter.count_spec_with_outputs(s);
-                        done(j, &c, started.elapsed().as_secs_f64());
+                        let c = count(counter, j, s);
                         if let Ok(mut r) = results.lock() {
                             r[j] = Some(c);
                         }
@@ -220,14 +230,7 @@ impl Counter {
             .zip(specs)
             .enumerate()
             // A spec no thread reached (a work folder could not be made): counted here.
-            .map(|(j, (c, s))| {
-                c.unwrap_or_else(|| {
-                    let started = std::time::Instant::now();
-                    let c = self.count_spec_with_outputs(s);
-                    done(j, &c, started.elapsed().as_secs_f64());
-                    c
-                })
-            })
+            .map(|(j, (c, s))| c.unwrap_or_else(|| count(self, j, s)))
             .collect()
     }
 
