@@ -205,6 +205,9 @@ fn main() {
             );
         }
     }
+    if filter == "blocks" {
+        gemm_blocks();
+    }
     if filter == "prefill" {
         // A language model's prefill: 2048 tokens through a 4096-wide layer (the peers script's
         // shape), only by name, its runs a third of a second each.
@@ -485,5 +488,87 @@ fn rows_interleaved() {
             100.0 * f_lo,
             100.0 * f_hi
         );
+    }
+}
+
+/// `-- blocks` (only by name): the tiled GEMM at the ledger's blocking and at candidates
+/// (`OPLEDGER_BENCH_BLOCKS="mc,nc,kc;mc,nc,kc"`), run in turns within one process so that the
+/// machine's slow and fast seconds fall on both: each pair's time over the ledger's, the median
+/// and range of the pairs.
+fn gemm_blocks() {
+    use opledger::backend::cpu::gemm::Blocks;
+    let candidates: Vec<Blocks> = std::env::var("OPLEDGER_BENCH_BLOCKS")
+        .unwrap_or_else(|_| "264,512,256;132,1024,256;132,512,192;132,512,384".into())
+        .split(';')
+        .filter_map(|b| {
+            let v: Vec<usize> = b.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+            (v.len() == 3).then(|| Blocks {
+                mc: v[0],
+                nc: v[1],
+                kc: v[2],
+            })
+        })
+        .collect();
+    let sizes: Vec<(u64, u64, u64)> = std::env::var("OPLEDGER_BENCH_SIZES")
+        .unwrap_or_else(|_| "1152,1152,1152;1536,1536,1536;1000,1000,1000".into())
+        .split(';')
+        .filter_map(|b| {
+            let v: Vec<u64> = b.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+            (v.len() == 3).then(|| (v[0], v[1], v[2]))
+        })
+        .collect();
+    let pairs: usize = std::env::var("OPLEDGER_BENCH_PAIRS")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(21);
+    for (m, n, k) in sizes {
+        let g = Gemm {
+            m,
+            n,
+            k,
+            dtype: DType::F32,
+        };
+        let inputs = Arc::new(g.inputs(1));
+        let mut out = opledger::kinds::tensors::LineVec::zeroed((m * n) as usize);
+        let mut base = GemmKernels::new(g.clone(), inputs.clone());
+        for &b in &candidates {
+            let mut cand = GemmKernels::with_blocks(g.clone(), inputs.clone(), b);
+            base.run(Variant::Tiled, &mut out);
+            cand.run(Variant::Tiled, &mut out);
+            let (mut ratios, mut base_secs, mut cand_secs) = (vec![], vec![], vec![]);
+            for i in 0..pairs {
+                let mut time = |k: &mut GemmKernels| {
+                    let s = Instant::now();
+                    k.run(Variant::Tiled, &mut out);
+                    s.elapsed().as_secs_f64()
+                };
+                // Which side goes first alternates, so that neither always follows the other.
+                let (tb, tc) = if i % 2 == 0 {
+                    let tb = time(&mut base);
+                    (tb, time(&mut cand))
+                } else {
+                    let tc = time(&mut cand);
+                    (time(&mut base), tc)
+                };
+                ratios.push(tc / tb);
+                base_secs.push(tb);
+                cand_secs.push(tc);
+            }
+            for v in [&mut ratios, &mut base_secs, &mut cand_secs] {
+                v.sort_by(f64::total_cmp);
+            }
+            println!(
+                "gemm {m}x{n}x{k} blocks {}/{}/{} over {:?}: {:.3} [{:.3}-{:.3}] ({:.2} ms against {:.2} ms, medians of {pairs})",
+                b.mc,
+                b.nc,
+                b.kc,
+                (Blocks::LEDGER.mc, Blocks::LEDGER.nc, Blocks::LEDGER.kc),
+                ratios[pairs / 2],
+                ratios[pairs / 4],
+                ratios[3 * pairs / 4],
+                cand_secs[pairs / 2] * 1e3,
+                base_secs[pairs / 2] * 1e3,
+            );
+        }
     }
 }

@@ -43,6 +43,23 @@ const MC: usize = GEMM_MC as usize;
 const NC: usize = GEMM_NC as usize;
 const KC: usize = GEMM_KC as usize;
 
+/// The cache blocking of a tiled product: C in `mc`×`nc` blocks over `kc` slices of k.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Blocks {
+    pub mc: usize,
+    pub nc: usize,
+    pub kc: usize,
+}
+
+impl Blocks {
+    /// The ledger's blocking, which the ledger's traffic model counts.
+    pub const LEDGER: Blocks = Blocks {
+        mc: MC,
+        nc: NC,
+        kc: KC,
+    };
+}
+
 /// Held while a GEMM's parallel region runs: one region at a time in the pool.
 static GEMM_REGION: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -90,7 +107,8 @@ impl CpuKernels for Gemm {
         let t = Tile::of_this_cpu();
         // Each buffer rounded up to 2 MiB pages, plus one page of alignment slack.
         let huge = |floats: usize| (floats * 4).next_multiple_of(2 << 20) + (2 << 20);
-        (huge(t.b_len(NC, KC)) + huge(t.a_len(self.m as usize, KC))) as u64
+        let b = Blocks::LEDGER;
+        (huge(t.b_len(b.nc, b.kc)) + huge(t.a_len(self.m as usize, b.kc))) as u64
     }
     fn kernels(&self, inputs: Arc<Tensors>, _: &CaseConfig) -> Result<Box<dyn Kernels>> {
         Ok(Box::new(GemmKernels::new(self.clone(), inputs)))
@@ -101,6 +119,7 @@ pub struct GemmKernels {
     g: Gemm,
     inputs: Arc<Tensors>,
     tile: Tile,
+    blocks: Blocks,
     /// Packed B block (KC×NC, in nr-wide panels), on 2 MiB pages as `ap`.
     bp: LineVec,
     /// Packed A (every row of A over one KC slice, in mr-tall panels).
@@ -126,12 +145,18 @@ impl CPtr {
 
 impl GemmKernels {
     pub fn new(g: Gemm, inputs: Arc<Tensors>) -> Self {
+        Self::with_blocks(g, inputs, Blocks::LEDGER)
+    }
+
+    /// The kernels with a blocking of their own (the ledger counts [`Blocks::LEDGER`]'s).
+    pub fn with_blocks(g: Gemm, inputs: Arc<Tensors>, blocks: Blocks) -> Self {
         let tile = Tile::of_this_cpu();
         GemmKernels {
             inputs,
-            bp: LineVec::zeroed_huge(tile.b_len(NC, KC)),
-            ap: LineVec::zeroed_huge(tile.a_len(g.m as usize, KC)),
+            bp: LineVec::zeroed_huge(tile.b_len(blocks.nc, blocks.kc)),
+            ap: LineVec::zeroed_huge(tile.a_len(g.m as usize, blocks.kc)),
             tile,
+            blocks,
             g,
             decode: decode::DecodeScratch::default(),
         }
@@ -163,8 +188,13 @@ impl GemmKernels {
         let (m, n, k) = (self.g.m as usize, self.g.n as usize, self.g.k as usize);
         let (a, b) = (self.inputs.get("A"), self.inputs.get("B"));
         let t = self.tile;
+        let Blocks {
+            mc: block_rows,
+            nc: block_cols,
+            kc: block_depth,
+        } = self.blocks;
         // MC rounded up to whole micro-panels, so that every block starts on a packed panel.
-        let mc_rows = MC.div_ceil(t.mr) * t.mr;
+        let mc_rows = block_rows.div_ceil(t.mr) * t.mr;
         let m_blocks = m.div_ceil(mc_rows);
         let a_panels = m.div_ceil(t.mr);
         // Called from inside a rayon task (a kernel nested in another parallel loop), the pool's
@@ -180,8 +210,8 @@ impl GemmKernels {
         // The KC slice outermost: A's slice is packed once and its packed panels serve every NC
         // block (as many reads of them as the ledger counts of A, one pack instead of n/NC).
         let steps: Vec<(usize, usize)> = (0..k)
-            .step_by(KC)
-            .flat_map(|pc| (0..n).step_by(NC).map(move |jc| (pc, jc)))
+            .step_by(block_depth)
+            .flat_map(|pc| (0..n).step_by(block_cols).map(move |jc| (pc, jc)))
             .collect();
         let claims: Vec<[AtomicUsize; 2]> = steps.iter().map(|_| Default::default()).collect();
         let barrier = SpinBarrier::new(threads);
@@ -193,7 +223,7 @@ impl GemmKernels {
         let c_len = c.len();
         let work = || {
             for (&(pc, jc), claim) in steps.iter().zip(&claims) {
-                let (kc, nc) = (KC.min(k - pc), NC.min(n - jc));
+                let (kc, nc) = (block_depth.min(k - pc), block_cols.min(n - jc));
                 let panels = nc.div_ceil(t.nr);
                 // Column chunks per MC block: tasks for every thread 16 times over, so that the
                 // last claimed even out the threads' finishing times (at 4 a thread, 1152³'s nine
