@@ -2,7 +2,8 @@
 //! loop for tuning a kernel. `cargo bench --bench kernels [-- FILTER]`; `OPLEDGER_SIMD=avx2`
 //! picks the AVX2 path on an AVX-512 CPU. The gate's numbers come from `opledger run`.
 //! `-- flush` (only by name) times the two cold flushes and what follows each, then both on a
-//! case larger than the last level.
+//! case larger than the last level. `-- blocks` (only by name) times the tiled GEMM at other
+//! cache blockings against the ledger's, in turns (`OPLEDGER_BENCH_BLOCKS`, `_SIZES`, `_PAIRS`).
 
 use opledger::backend::cpu::attention::AttentionKernels;
 use opledger::backend::cpu::gemm::GemmKernels;
@@ -493,8 +494,8 @@ fn rows_interleaved() {
 
 /// `-- blocks` (only by name): the tiled GEMM at the ledger's blocking and at candidates
 /// (`OPLEDGER_BENCH_BLOCKS="mc,nc,kc;mc,nc,kc"`), run in turns within one process so that the
-/// machine's slow and fast seconds fall on both: each pair's time over the ledger's, the median
-/// and range of the pairs.
+/// machine's slow and fast seconds fall on both: each pair's time over the ledger's: the median
+/// of the pairs and their middle half (quartiles) in brackets.
 fn gemm_blocks() {
     use opledger::backend::cpu::gemm::Blocks;
     let candidates: Vec<Blocks> = std::env::var("OPLEDGER_BENCH_BLOCKS")
@@ -558,7 +559,7 @@ fn gemm_blocks() {
                 v.sort_by(f64::total_cmp);
             }
             println!(
-                "gemm {m}x{n}x{k} blocks {}/{}/{} over {:?}: {:.3} [{:.3}-{:.3}] ({:.2} ms against {:.2} ms, medians of {pairs})",
+                "gemm {m}x{n}x{k} blocks {}/{}/{} over {:?}: {:.3} [quartiles {:.3}-{:.3}] ({:.2} ms against {:.2} ms, medians of {pairs} pairs)",
                 b.mc,
                 b.nc,
                 b.kc,
