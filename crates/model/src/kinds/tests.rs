@@ -270,7 +270,12 @@ fn the_cpu_gemm_with_a_reuse_cache_reads_a_and_b_once_where_its_buffers_fit() {
         dtype: DType::F32,
     });
     let mat = 768 * 768 * 4;
-    let (a_buf, b_buf, c_block) = (768 * 256 * 4, 256 * 512 * 4, 128 * 512 * 4);
+    // The packed A slice (every row over KC), the packed B block (KC × NC), a C block (MC × NC).
+    let (a_buf, b_buf, c_block) = (
+        768 * GEMM_KC * 4,
+        GEMM_KC * GEMM_NC * 4,
+        GEMM_MC * GEMM_NC * 4,
+    );
     let with = |reuse: u64| {
         let t = Tiling {
             reuse_cache_bytes: reuse,
