@@ -499,7 +499,7 @@ fn rows_interleaved() {
 fn gemm_blocks() {
     use opledger::backend::cpu::gemm::Blocks;
     let candidates: Vec<Blocks> = std::env::var("OPLEDGER_BENCH_BLOCKS")
-        .unwrap_or_else(|_| "264,512,256;132,1024,256;132,512,192;132,512,384".into())
+        .unwrap_or_else(|_| "132,512,256;132,512,768;264,512,512;132,1024,512".into())
         .split(';')
         .filter_map(|b| {
             let v: Vec<usize> = b.split(',').filter_map(|x| x.trim().parse().ok()).collect();
