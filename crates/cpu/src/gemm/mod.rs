@@ -151,6 +151,10 @@ impl GemmKernels {
 
     /// The kernels with a blocking of their own (the ledger counts [`Blocks::LEDGER`]'s).
     pub fn with_blocks(g: Gemm, inputs: Arc<Tensors>, blocks: Blocks) -> Self {
+        assert!(
+            blocks.mc > 0 && blocks.nc > 0 && blocks.kc > 0,
+            "a blocking of empty blocks: {blocks:?}"
+        );
         let tile = Tile::of_this_cpu();
         GemmKernels {
             inputs,

@@ -158,9 +158,9 @@ impl Ledger {
 /// Blocking of the tiled GEMM (the CPU kernel uses these): C is computed in MC×NC blocks over KC
 /// slices of k, with A and B packed per block. KC is 512, not the 256 whose B micro-panel would
 /// fit a 48 KiB L1 at AVX-512's 32 columns: a k step's 24 multiply-adds outlast the 128 bytes
-/// of B it loads even from L2, and half the slices are half the passes over C — every GEMM from
-/// 1000³ up and the tall ones 1.5–5% sooner, timed side by side in one process at both SIMD
-/// levels (`cargo bench --bench kernels -- blocks`; docs/performance.md).
+/// of B it loads even from L2, and half the slices are half the passes over C (the two timed
+/// side by side at both SIMD levels: `cargo bench --bench kernels -- blocks`,
+/// docs/performance.md).
 pub const GEMM_MC: u64 = 128;
 pub const GEMM_NC: u64 = 512;
 pub const GEMM_KC: u64 = 512;
