@@ -498,31 +498,34 @@ fn rows_interleaved() {
 /// of the pairs and their middle half (quartiles) in brackets.
 fn gemm_blocks() {
     use opledger::backend::cpu::gemm::Blocks;
-    let candidates: Vec<Blocks> = std::env::var("OPLEDGER_BENCH_BLOCKS")
-        .unwrap_or_else(|_| "132,512,256;132,512,768;264,512,512;132,1024,512".into())
-        .split(';')
-        .filter_map(|b| {
-            let v: Vec<usize> = b.split(',').filter_map(|x| x.trim().parse().ok()).collect();
-            (v.len() == 3).then(|| Blocks {
-                mc: v[0],
-                nc: v[1],
-                kc: v[2],
-            })
-        })
-        .collect();
-    let sizes: Vec<(u64, u64, u64)> = std::env::var("OPLEDGER_BENCH_SIZES")
-        .unwrap_or_else(|_| "1152,1152,1152;1536,1536,1536;1000,1000,1000".into())
-        .split(';')
-        .filter_map(|b| {
-            let v: Vec<u64> = b.split(',').filter_map(|x| x.trim().parse().ok()).collect();
-            (v.len() == 3).then(|| (v[0], v[1], v[2]))
-        })
-        .collect();
-    let pairs: usize = std::env::var("OPLEDGER_BENCH_PAIRS")
-        .ok()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(21);
-    for (m, n, k) in sizes {
+    let candidates: Vec<Blocks> = triples(
+        "OPLEDGER_BENCH_BLOCKS",
+        "132,512,256;132,512,768;264,512,512;132,1024,512",
+    )
+    .into_iter()
+    .map(|[mc, nc, kc]| Blocks {
+        mc: mc as usize,
+        nc: nc as usize,
+        kc: kc as usize,
+    })
+    .collect();
+    let sizes = triples(
+        "OPLEDGER_BENCH_SIZES",
+        "1152,1152,1152;1536,1536,1536;1000,1000,1000",
+    );
+    let pairs = match std::env::var("OPLEDGER_BENCH_PAIRS") {
+        Err(_) => 21,
+        Ok(p) => match p.trim().parse::<usize>() {
+            Ok(p) if p > 0 => p,
+            _ => bad_setting(
+                "OPLEDGER_BENCH_PAIRS",
+                &p,
+                "a whole number of pairs, 1 or more",
+            ),
+        },
+    };
+    let name = |b: Blocks| format!("{}/{}/{}", b.mc, b.nc, b.kc);
+    for [m, n, k] in sizes {
         let g = Gemm {
             m,
             n,
@@ -559,11 +562,9 @@ fn gemm_blocks() {
                 v.sort_by(f64::total_cmp);
             }
             println!(
-                "gemm {m}x{n}x{k} blocks {}/{}/{} over {:?}: {:.3} [quartiles {:.3}-{:.3}] ({:.2} ms against {:.2} ms, medians of {pairs} pairs)",
-                b.mc,
-                b.nc,
-                b.kc,
-                (Blocks::LEDGER.mc, Blocks::LEDGER.nc, Blocks::LEDGER.kc),
+                "gemm {m}x{n}x{k} blocks {} over {}: {:.3} [quartiles {:.3}-{:.3}] ({:.2} ms against {:.2} ms, medians of {pairs} pairs)",
+                name(b),
+                name(Blocks::LEDGER),
                 ratios[pairs / 2],
                 ratios[pairs / 4],
                 ratios[3 * pairs / 4],
@@ -572,4 +573,28 @@ fn gemm_blocks() {
             );
         }
     }
+}
+
+/// The `a,b,c;a,b,c` triples an environment variable names (`default` where it is unset), each
+/// value 1 or more; anything else stops the bench with what was expected.
+fn triples(var: &str, default: &str) -> Vec<[u64; 3]> {
+    let text = std::env::var(var).unwrap_or_else(|_| default.into());
+    text.split(';')
+        .map(|t| {
+            let v: Vec<u64> = t
+                .split(',')
+                .map_while(|x| x.trim().parse().ok().filter(|&x| x > 0))
+                .collect();
+            match v[..] {
+                [a, b, c] if t.split(',').count() == 3 => [a, b, c],
+                _ => bad_setting(var, t, "three whole numbers of 1 or more, as `a,b,c`"),
+            }
+        })
+        .collect()
+}
+
+/// Stops the bench on a setting it cannot use, saying which and what it expected.
+fn bad_setting(var: &str, value: &str, expected: &str) -> ! {
+    eprintln!("{var}: `{value}` is not {expected}");
+    std::process::exit(2)
 }

@@ -277,6 +277,15 @@ fn evict_lines(c: &[f32], opt: bool) {
 mod tests {
     use super::*;
 
+    /// Kernels that keep no buffer of their own: a flush sees only the buffers it is given.
+    struct NoKernels;
+    impl crate::Kernels for NoKernels {
+        fn run(&mut self, _: crate::kinds::Variant, _: &mut [f32]) {}
+        fn buffers(&self) -> Vec<&[f32]> {
+            Vec::new()
+        }
+    }
+
     /// Evicting leaves every value as it was, at any offset and length, tails included.
     #[test]
     fn eviction_changes_no_value() {
@@ -308,13 +317,6 @@ mod tests {
         }
         let r = ColdFlush::Read(FlushBuffer::new(3 << 20));
         assert_eq!(r.method(), FlushMethod::Read);
-        struct NoKernels;
-        impl crate::Kernels for NoKernels {
-            fn run(&mut self, _: crate::kinds::Variant, _: &mut [f32]) {}
-            fn buffers(&self) -> Vec<&[f32]> {
-                Vec::new()
-            }
-        }
         let x = LineVec::filled(1000, 2.0);
         r.flush(&[&x], &NoKernels);
         f.flush(&[&x], &NoKernels);
@@ -326,13 +328,6 @@ mod tests {
     /// case reads.
     #[test]
     fn a_case_larger_than_twice_the_read_reads() {
-        struct NoKernels;
-        impl crate::Kernels for NoKernels {
-            fn run(&mut self, _: crate::kinds::Variant, _: &mut [f32]) {}
-            fn buffers(&self) -> Vec<&[f32]> {
-                Vec::new()
-            }
-        }
         let read_bytes = 1 << 20;
         let f = ColdFlush::evicting_or_read(1, 256 << 10, read_bytes);
         let ColdFlush::Evict { private, read } = &f else {
