@@ -553,11 +553,10 @@ unsafe fn micro_max<V: crate::lanes::Lanes, const R: usize, const ACC: usize>(
 
 /// The register-tiled micro-kernel: C[R×2·LANES] (+)= Ap·Bp in `ACC` = 2·R vector accumulators
 /// (a const parameter of its own: an array length cannot be computed from R on stable Rust), two
-/// loads of B and R broadcasts of A a step; A's panel prefetched 32 steps ahead (B's panel stays
-/// in L1 across the block's A panels, A's streams from L2: prefetching B instead left GEMM 1152³
-/// ~7% slower on AVX-512 and ~6% on AVX2, docs/performance.md), the C tile's lines fetched while
-/// the loop runs. A's panel holds `AS` ≥ R values a step: R for a kernel's own panels, the
-/// panel height of a taller kernel for a short one that computes only its first R rows.
+/// loads of B and R broadcasts of A a step; both panels prefetched ahead ([`micro_acc`]), the C
+/// tile's lines fetched while the loop runs. A's panel holds `AS` ≥ R values a step: R for a
+/// kernel's own panels, the panel height of a taller kernel for a short one that computes only
+/// its first R rows.
 ///
 /// # Safety
 /// V's features are enabled; `ap` holds kc·AS values, `bp` kc·2·LANES, `c` R rows of 2·LANES
@@ -590,8 +589,18 @@ unsafe fn micro<V: crate::lanes::Lanes, const R: usize, const ACC: usize, const 
     }
 }
 
+/// Steps ahead of the one computed that the micro-kernel asks for A's panel.
+const A_PREFETCH_STEPS: usize = 32;
+
+/// Steps ahead that it asks for B's panel. A k slice of the ledger's `GEMM_KC`
+/// makes B's micro-panel (kc × nr) 64 KiB on AVX-512, more than a core's L1 data cache (32 or
+/// 48 KiB): across a block's A panels it comes back from L2 at every call, as A's panel does, so
+/// both are asked for ahead (docs/performance.md, "B's panel prefetched as well").
+const B_PREFETCH_STEPS: usize = 16;
+
 /// The loop of [`micro`] and [`micro_max`]: the C tile's lines asked for, then the 2·R
-/// accumulators of Ap·Bp over kc steps.
+/// accumulators of Ap·Bp over kc steps, A's and B's panels prefetched [`A_PREFETCH_STEPS`] and
+/// [`B_PREFETCH_STEPS`] ahead (a hint past a panel's end never faults).
 ///
 /// # Safety
 /// As [`micro`]'s (C is only prefetched here).
@@ -621,7 +630,13 @@ unsafe fn micro_acc<V: crate::lanes::Lanes, const R: usize, const ACC: usize, co
     let mut acc = [unsafe { V::splat(0.0) }; ACC];
     for p in 0..kc {
         unsafe {
-            _mm_prefetch::<_MM_HINT_T0>(ap.wrapping_add(p * AS + 32 * AS) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(ap.wrapping_add((p + A_PREFETCH_STEPS) * AS) as *const i8);
+            // A step of B is nr values: one 64-byte line on AVX2, two on AVX-512.
+            for line in (0..nr).step_by(16) {
+                _mm_prefetch::<_MM_HINT_T0>(
+                    bp.wrapping_add((p + B_PREFETCH_STEPS) * nr + line) as *const i8
+                );
+            }
             let b0 = V::load(bp.add(p * nr));
             let b1 = V::load(bp.add(p * nr + V::LANES));
             for i in 0..R {
