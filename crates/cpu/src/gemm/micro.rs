@@ -593,10 +593,10 @@ unsafe fn micro<V: crate::lanes::Lanes, const R: usize, const ACC: usize, const 
 #[cfg(target_arch = "x86_64")]
 const A_PREFETCH_STEPS: usize = 32;
 
-/// Steps ahead that it asks for B's panel. A k slice of the ledger's `GEMM_KC`
-/// makes B's micro-panel (kc × nr) 64 KiB on AVX-512, more than a core's L1 data cache (32 or
-/// 48 KiB): across a block's A panels it comes back from L2 at every call, as A's panel does, so
-/// both are asked for ahead (docs/performance.md, "B's panel prefetched as well").
+/// Steps ahead that it asks for B's panel. A k slice of the ledger's `GEMM_KC` makes B's
+/// micro-panel (kc × nr) 64 KiB on AVX-512, more than a core's L1 data cache (32 or 48 KiB):
+/// across a block's A panels it comes back from L2 at every call, as A's panel does, so both
+/// are asked for ahead (docs/performance.md, "B's panel prefetched as well").
 #[cfg(target_arch = "x86_64")]
 const B_PREFETCH_STEPS: usize = 16;
 

@@ -7,8 +7,8 @@
 //!   both with broadcast loads of A; a 4×16 loop LLVM vectorizes elsewhere, NEON included). The
 //!   block sizes are the ledger's (`GEMM_MC`, `GEMM_NC`, `GEMM_KC`), so its traffic model is this
 //!   code's (MC rounded up to whole micro-panels): the packed A block (MC×KC, 264 KiB) is sized
-//!   for L2; a B micro-panel (KC×NR: 64 KiB at AVX-512, 32 KiB at AVX2) is read from L1 or L2,
-//!   either fast enough for a step's multiply-adds (the ledger's note on `GEMM_KC`).
+//!   for L2; a B micro-panel (KC×NR: 64 KiB at AVX-512, 32 KiB at AVX2) is read from L1 or,
+//!   asked for ahead by the micro-kernel, from L2 (the ledger's note on `GEMM_KC`).
 //!
 //! The work of each (NC, KC) block is split over (MC block, column chunk) tasks, as many as
 //! there are threads several times over, so the split holds on any thread count.
