@@ -81,9 +81,8 @@ fn accepting_a_significant_improvement_restarts_the_baseline_history() {
     assert_eq!(history_len(&bfile), 2);
     // Make the stored code 50x slower than what runs now: this run is a clear improvement
     // (a 400% gate asks for 5x). Every accepted run of the history is made the newest one's,
-    // 50x slower: the spread
-    // between them (which widens what the gate can tell apart) is then none, whatever load the
-    // first accept ran under.
+    // 50x slower: the spread between them (which widens what the gate can tell apart) is then
+    // none, whatever load the first accept ran under.
     let mut b: serde_json::Value = serde_json::from_slice(&std::fs::read(&bfile).unwrap()).unwrap();
     for t in b["after_samples_secs"].as_array_mut().unwrap() {
         *t = serde_json::json!(t.as_f64().unwrap() * 50.0);
