@@ -1,5 +1,6 @@
-//! Times the CPU kernels alone (no probe, no flush, no statistics beyond a median): the quick
-//! loop for tuning a kernel. `cargo bench --bench kernels [-- FILTER]`; `OPLEDGER_SIMD=avx2`
+//! Times the CPU kernels alone (no flush, no statistics beyond a median; the probe's FMA loop
+//! only beside the micro-kernel, for its fraction of the peak): the quick loop for tuning a
+//! kernel. `cargo bench --bench kernels [-- FILTER]`; `OPLEDGER_SIMD=avx2`
 //! picks the AVX2 path on an AVX-512 CPU. The gate's numbers come from `opledger run`.
 //! `-- flush` (only by name) times the two cold flushes and what follows each, then both on a
 //! case larger than the last level. `-- blocks` (only by name) times the tiled GEMM at other
@@ -79,6 +80,32 @@ fn main() {
             t.mr,
             t.nr,
             flops / s / 1e9
+        );
+        // The same against the probe's FMA loop on this core, the two in turns: this machine's
+        // FMA rate can change from one second to the next, so a fraction of a peak measured
+        // at another moment says little.
+        let rounds = 15;
+        let mut fractions: Vec<f64> = (0..rounds)
+            .map(|_| {
+                let s = Instant::now();
+                let (kept, fma_flops) = opledger::backend::cpu::probe::fma_loop(1 << 20);
+                let peak = fma_flops / s.elapsed().as_secs_f64();
+                std::hint::black_box(kept);
+                let s = Instant::now();
+                for _ in 0..reps {
+                    t.full(kc, &ap, &bp, &mut c, t.nr, true);
+                }
+                flops / s.elapsed().as_secs_f64() / peak
+            })
+            .collect();
+        fractions.sort_by(f64::total_cmp);
+        println!(
+            "micro {}x{} kc={kc}, one core, in L1, of the probe's FMA rate timed in turns: {:.1}% [{:.1}–{:.1}%] ({rounds} rounds)",
+            t.mr,
+            t.nr,
+            fractions[rounds / 2] * 100.0,
+            fractions[0] * 100.0,
+            fractions[rounds - 1] * 100.0
         );
         // The same with A streamed from a 22-panel block (L2), as inside the GEMM.
         let ablk = vec![0.5f32; t.a_len(22 * t.mr, kc)];

@@ -139,8 +139,10 @@ pub fn probe_cpu(cfg: &ProbeConfig) -> Ceilings {
     }
 }
 
-/// Runs `iters` rounds of independent FMAs; returns a value to keep and the FLOPs done.
-fn fma_loop(iters: u64) -> (f32, f64) {
+/// Runs `iters` rounds of independent FMAs on this thread at the SIMD level in force; returns
+/// a value to keep and the FLOPs done (the probe's peak; `benches/kernels.rs` times it beside
+/// the GEMM micro-kernel).
+pub fn fma_loop(iters: u64) -> (f32, f64) {
     match simd::level() {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: level() returns Avx512 only when the CPU reports avx512f.
