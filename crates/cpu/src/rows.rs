@@ -72,8 +72,10 @@ const STAT_LANES: usize = 32;
 
 multiversion! {
     /// (Σ (x − k), Σ (x − k)²) over a row in one sweep, each in STAT_LANES independent
-    /// accumulators, the squares added by a multiply-add.
-    fn shifted_sums_row(x: &[f32], k: f32) -> (f32, f32) {
+    /// accumulators, the squares added by a multiply-add. With `keep` (two rows as long as `x`,
+    /// else empty), one value of each of their cache lines is read as the sweep passes it: see
+    /// [`ln_stats`].
+    fn shifted_sums_row(x: &[f32], k: f32, keep: [&[f32]; 2]) -> (f32, f32) {
         let mut a1 = [0f32; STAT_LANES];
         let mut a2 = [0f32; STAT_LANES];
         let chunks = x.chunks_exact(STAT_LANES);
@@ -82,7 +84,17 @@ multiversion! {
             t1 += v - k;
             t2 = M::f32(v - k, v - k, t2);
         }
-        for c in chunks {
+        let keep = keep.map(|r| if r.len() >= x.len() { r } else { &[][..] });
+        for (ci, c) in chunks.enumerate() {
+            for r in keep {
+                for line in (0..STAT_LANES).step_by(16) {
+                    if let Some(v) = r.get(ci * STAT_LANES + line) {
+                        // SAFETY: `v` is a reference to an initialised f32; the read is
+                        // volatile only so that it is not left out (its value is not used).
+                        unsafe { std::ptr::read_volatile(v) };
+                    }
+                }
+            }
             for l in 0..STAT_LANES {
                 let d = c[l] - k;
                 a1[l] += d;
@@ -104,14 +116,23 @@ multiversion! {
 /// row's mean, so (mean − k)² ≤ 16·σ² and the variance loses at most a factor 17 of the
 /// two-sweep form's relative accuracy — whatever the row's offset, and with an outlier among
 /// the first values (a shift by the first value alone could lose all of it).
-fn ln_stats(x: &[f32], eps: f32) -> (f32, f32) {
+///
+/// With `keep` (the weight and bias rows, as long as the row), the sweep also reads a value of
+/// each of their lines as it passes them. The streamed apply reads x, w and b together: at
+/// 4096 columns, 48 KiB, the whole of a 48 KiB L1, so that the next row's statistics sweep
+/// evicted w's and b's lines (the apply's oldest, by position) and the apply fetched them from
+/// L2 again, holding fill buffers that its streaming stores and prefetches wait for — fused
+/// LayerNorm at 4096 columns took a fifth longer than RMSNorm, at 2048 columns as long. Read
+/// during the sweep, w's and b's lines are newer than the previous row's x, which goes instead
+/// (docs/performance.md).
+fn ln_stats(x: &[f32], eps: f32, keep: [&[f32]; 2]) -> (f32, f32) {
     let n = x.len();
     if n == 0 {
         return (0.0, 1.0 / eps.sqrt());
     }
     let head = &x[..n.div_ceil(16).max(64).min(n)];
     let k = sum_row(head) / head.len() as f32;
-    let (s1, s2) = shifted_sums_row(x, k);
+    let (s1, s2) = shifted_sums_row(x, k, keep);
     let inv_n = 1.0 / n as f32;
     let d = s1 * inv_n;
     let var = s2 * inv_n - d * d;
@@ -584,7 +605,7 @@ fn layernorm_stream_at(
     let next = |r: usize| x.get((r + 1) * cols..(r + 2) * cols).unwrap_or(&[]);
     row_pass_direct(out, cols, |r, o| {
         let xr = &x[r * cols..(r + 1) * cols];
-        stream_norm_apply_at(l, o, xr, ln_stats(xr, eps), w, b, next(r));
+        stream_norm_apply_at(l, o, xr, ln_stats(xr, eps, [w, b]), w, b, next(r));
     });
 }
 
@@ -765,7 +786,7 @@ impl RowKernels {
             }),
             WorkloadKind::Layernorm => row_pass(out, c, self.stream, |r, o| {
                 let xr = &x[r * c..(r + 1) * c];
-                let (mean, rs) = ln_stats(xr, eps);
+                let (mean, rs) = ln_stats(xr, eps, [&[], &[]]);
                 ln_apply_row_pf(xr, mean, rs, w, b, o, next(r));
             }),
             _ if self.stream => softmax_stream_at(level(), x, out, c),
@@ -1037,7 +1058,7 @@ mod tests {
                 let b: Vec<f32> = (0..cols).map(|i| (i % 5) as f32 * 0.25 - 0.5).collect();
                 let mut want = vec![0f32; n];
                 for (xr, wr) in x.chunks(cols).zip(want.chunks_mut(cols)) {
-                    let (mean, rs) = ln_stats(xr, eps);
+                    let (mean, rs) = ln_stats(xr, eps, [&[], &[]]);
                     for i in 0..cols {
                         wr[i] = (xr[i] - mean) * rs * w[i] + b[i];
                     }
@@ -1088,7 +1109,7 @@ mod tests {
             let n = x.len() as f64;
             let mean = x.iter().map(|&v| v as f64).sum::<f64>() / n;
             let var = x.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / n;
-            let (m, rs) = ln_stats(x, 0.0);
+            let (m, rs) = ln_stats(x, 0.0, [&[], &[]]);
             let got_var = 1.0 / (rs as f64 * rs as f64);
             let sd = var.sqrt();
             assert!(
@@ -1100,11 +1121,11 @@ mod tests {
                 "{what}: variance {got_var} vs {var}"
             );
         }
-        let (_, rs) = ln_stats(&[3.5; 300], 1e-5);
+        let (_, rs) = ln_stats(&[3.5; 300], 1e-5, [&[], &[]]);
         assert_eq!(rs, 1.0 / 1e-5f32.sqrt(), "a constant row's variance is 0");
         let mut x = vec![1.0f32; 200];
         x[150] = f32::NAN;
-        let (m, rs) = ln_stats(&x, 1e-5);
+        let (m, rs) = ln_stats(&x, 1e-5, [&[], &[]]);
         assert!(m.is_nan() && rs.is_nan());
     }
 
