@@ -19,9 +19,14 @@
 //! 18), so that the row's arithmetic hides behind the next row's read. With streaming output
 //! the rows go in pairs: row j's exponential sweep also writes row j − 1 out, so that the write
 //! stream runs beside the arithmetic (a separate write-out sweep left memory idle during the
-//! exponentials and the arithmetic idle during the write-out). The maximum stays its own sweep:
-//! folding row j + 1's maximum into that sweep too, reading it from memory there, was measured
-//! slower; docs/performance.md has the figures.
+//! exponentials and the arithmetic idle during the write-out), out of the one row buffer that
+//! row j's values then replace. The maximum stays its own sweep: folding row j + 1's maximum
+//! into that sweep too was measured slower; docs/performance.md has the figures.
+//!
+//! Both sweeps keep their working set under the L1: at 4096 columns three rows of 16 KiB fill
+//! a 48 KiB L1, and the next row's sweep then evicts lines still wanted. Softmax reads and
+//! writes one row buffer instead of two; LayerNorm's statistics sweep reads a value of each
+//! line of w and b, so that the row it brings in evicts the previous x instead ([`ln_stats`]).
 
 use super::math;
 use super::simd::{
@@ -280,30 +285,38 @@ multiversion! {
     }
 }
 
-/// The previous row's write-out, done inside this row's exponential sweep: `dst = src · s`
-/// with streaming stores, `dst` starting on a cache line and as long as the row.
+/// The previous row's write-out, done inside this row's exponential sweep out of the row
+/// buffer the sweep writes its own values into: at each position the buffer's value (the
+/// previous row's) is read and `dst = value · s` written with streaming stores before this
+/// row's value takes its place — one buffer for the two rows, so that the sweep's working set
+/// is x's row and one buffer (two buffers and x were 48 KiB at 4096 columns, a whole L1).
+/// `dst` starts on a cache line and is as long as the row.
 struct WriteOut<'a> {
-    src: &'a [f32],
     s: f32,
     dst: &'a mut [f32],
 }
 
 impl<'a> WriteOut<'a> {
     /// `dst` given back where it does not start on a cache line (the streaming stores need it)
-    /// or the lengths differ: the caller then writes the row out on its own.
-    fn new(src: &'a [f32], s: f32, dst: &'a mut [f32]) -> Result<Self, &'a mut [f32]> {
-        if dst.as_ptr().align_offset(64) == 0 && src.len() == dst.len() {
-            Ok(WriteOut { src, s, dst })
+    /// or its length is not `n`: the caller then writes the row out on its own.
+    fn new(s: f32, dst: &'a mut [f32], n: usize) -> Result<Self, &'a mut [f32]> {
+        if dst.as_ptr().align_offset(64) == 0 && dst.len() == n {
+            Ok(WriteOut { s, dst })
         } else {
             Err(dst)
         }
     }
 
-    /// The elements `from..` written with plain stores (the part the vector loop left).
+    /// The elements `from..` written with plain stores out of `buf` (the part the vector loop
+    /// left), before the sweep stores its own values there.
+    ///
+    /// # Safety
+    /// `buf` points to as many readable values as `dst` holds.
     #[cfg(target_arch = "x86_64")]
-    fn tail(&mut self, from: usize) {
-        for (d, &v) in self.dst[from..].iter_mut().zip(&self.src[from..]) {
-            *d = v * self.s;
+    unsafe fn tail(&mut self, buf: *const f32, from: usize) {
+        for (j, d) in self.dst.iter_mut().enumerate().skip(from) {
+            // SAFETY: j < dst.len(), which the caller's contract bounds buf by.
+            *d = unsafe { *buf.add(j) } * self.s;
         }
     }
 }
@@ -345,26 +358,28 @@ unsafe fn exp_sub_sum_avx512(
             *dh = _mm512_sub_ps(unsafe { _mm512_loadu_ps(x.add(i + 16 * h)) }, mv);
         }
         let e = math::exp_v_n(d);
+        if let Some(w) = prev.as_mut() {
+            for h in 0..4 {
+                // SAFETY: prev is as long as the row (the caller's contract), so i + 64 <= n
+                // bounds it and out; dst starts on a cache line (WriteOut::new) and i is a
+                // multiple of 64 elements, so dst + i + 16·h is aligned as the streaming store
+                // needs. The previous row's value is read before this row's is stored below.
+                unsafe {
+                    let v = _mm512_mul_ps(_mm512_loadu_ps(out.add(i + 16 * h)), sv);
+                    _mm512_stream_ps(w.dst.as_mut_ptr().add(i + 16 * h), v);
+                }
+            }
+        }
         for (h, a) in acc.iter_mut().enumerate() {
             // SAFETY: i + 64 <= n bounds out at i + 16·h .. + 16.
             unsafe { _mm512_storeu_ps(out.add(i + 16 * h), e[h]) };
             *a = _mm512_add_ps(*a, e[h]);
         }
-        if let Some(w) = prev.as_mut() {
-            for h in 0..4 {
-                // SAFETY: prev is as long as the row (the caller's contract), so i + 64 <= n
-                // bounds it; dst starts on a cache line (WriteOut::new) and i is a multiple of
-                // 64 elements, so dst + i + 16·h is aligned as the streaming store needs.
-                unsafe {
-                    let v = _mm512_mul_ps(_mm512_loadu_ps(w.src.as_ptr().add(i + 16 * h)), sv);
-                    _mm512_stream_ps(w.dst.as_mut_ptr().add(i + 16 * h), v);
-                }
-            }
-        }
         i += 64;
     }
     if let Some(w) = prev.as_mut() {
-        w.tail(i);
+        // SAFETY: out holds n values, as many as prev (the caller's contract).
+        unsafe { w.tail(out, i) };
     }
     while i < n {
         let k = (n - i).min(16);
@@ -412,26 +427,28 @@ unsafe fn exp_sub_sum_avx2<M: math::MulAdd>(
             *dh = _mm256_sub_ps(unsafe { _mm256_loadu_ps(x.add(i + 8 * h)) }, mv);
         }
         let e = math::exp_v_avx2_n::<M, 4>(d);
+        if let Some(w) = prev.as_mut() {
+            for h in 0..4 {
+                // SAFETY: prev is as long as the row (the caller's contract), so i + 32 <= n
+                // bounds it and out; dst starts on a cache line (WriteOut::new) and i is a
+                // multiple of 32 elements, so dst + i + 8·h is aligned to the 32 bytes the
+                // store needs. The previous row's value is read before this row's is stored.
+                unsafe {
+                    let v = _mm256_mul_ps(_mm256_loadu_ps(out.add(i + 8 * h)), sv);
+                    _mm256_stream_ps(w.dst.as_mut_ptr().add(i + 8 * h), v);
+                }
+            }
+        }
         for (h, a) in acc.iter_mut().enumerate() {
             // SAFETY: i + 32 <= n bounds out at i + 8·h .. + 8.
             unsafe { _mm256_storeu_ps(out.add(i + 8 * h), e[h]) };
             *a = _mm256_add_ps(*a, e[h]);
         }
-        if let Some(w) = prev.as_mut() {
-            for h in 0..4 {
-                // SAFETY: prev is as long as the row (the caller's contract), so i + 32 <= n
-                // bounds it; dst starts on a cache line (WriteOut::new) and i is a multiple of
-                // 32 elements, so dst + i + 8·h is aligned to the 32 bytes the store needs.
-                unsafe {
-                    let v = _mm256_mul_ps(_mm256_loadu_ps(w.src.as_ptr().add(i + 8 * h)), sv);
-                    _mm256_stream_ps(w.dst.as_mut_ptr().add(i + 8 * h), v);
-                }
-            }
-        }
         i += 32;
     }
     if let Some(w) = prev.as_mut() {
-        w.tail(i);
+        // SAFETY: out holds n values, as many as prev (the caller's contract).
+        unsafe { w.tail(out, i) };
     }
     let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
     let mut lanes = [0f32; 8];
@@ -507,8 +524,9 @@ pub(super) fn exp_sub_sum_in_place_at(l: SimdLevel, x: &mut [f32], m: f32) -> f3
     exp_sub_sum_in_place(x, m)
 }
 
-/// [`exp_sub_sum_pf_at`] that also writes `prev` out (the previous row, in the same sweep on
-/// AVX-512 and AVX2; after the exponentials on the portable path).
+/// [`exp_sub_sum_pf_at`] that also writes `prev` out of `out` (the previous row's values,
+/// [`WriteOut`]; in the same sweep on AVX-512 and AVX2, before the exponentials on the
+/// portable path).
 fn exp_sub_sum_write_at(
     l: SimdLevel,
     x: &[f32],
@@ -530,17 +548,17 @@ fn exp_sub_sum_write_at(
     {
         return sum;
     }
-    let sum = exp_sub_sum_row_pf(x, m, out, next);
     if let Some(w) = prev {
-        stream_scale(w.dst, w.src, w.s);
+        stream_scale(w.dst, out, w.s);
     }
-    sum
+    exp_sub_sum_row_pf(x, m, out, next)
 }
 
-/// The fused softmax with streaming stores, rows in pairs: row j's exponential sweep (into one
-/// of two row buffers) also writes row j − 1 out of the other, scaled by its 1/Σ, and asks for
-/// row j + 1 — the write stream runs beside the arithmetic instead of after it, where memory
-/// would otherwise idle while the exponentials run and the arithmetic while the row is written.
+/// The fused softmax with streaming stores, rows in pairs: row j's exponential sweep (into the
+/// row buffer) also writes row j − 1 out of it, scaled by its 1/Σ, each value before row j's
+/// takes its place ([`WriteOut`]), and asks for row j + 1 — the write stream runs beside the
+/// arithmetic instead of after it, where memory would otherwise idle while the exponentials
+/// run and the arithmetic while the row is written.
 /// Tasks of `65536 / cols` rows (the last row of each written on its own); a row whose output
 /// does not start on a cache line is written on its own too. At level `l` (the tests run every
 /// level).
@@ -553,35 +571,27 @@ fn softmax_stream_at(l: SimdLevel, x: &[f32], out: &mut [f32], cols: usize) {
     out.par_chunks_mut(cols * rows_per_task)
         .enumerate()
         .for_each(|(ci, block)| {
-            let mut bufs = [vec![0f32; cols], vec![0f32; cols]];
-            // The row computed last: its output and 1/Σ; its values are in bufs[pending_buf].
+            let mut buf = vec![0f32; cols];
+            // The row computed last: its output and 1/Σ; its values are in buf.
             let mut pending: Option<(&mut [f32], f32)> = None;
-            let mut pending_buf = 0;
             for (j, o) in block.chunks_mut(cols).enumerate() {
                 let r = ci * rows_per_task + j;
                 let xr = &x[r * cols..(r + 1) * cols];
                 let m = max_row(xr);
-                let (b0, b1) = bufs.split_at_mut(1);
-                let (cur, other) = if pending_buf == 0 {
-                    (&mut b1[0], &b0[0])
-                } else {
-                    (&mut b0[0], &b1[0])
-                };
                 let prev = pending
                     .take()
-                    .and_then(|(po, ps)| match WriteOut::new(other, ps, po) {
+                    .and_then(|(po, ps)| match WriteOut::new(ps, po, cols) {
                         Ok(w) => Some(w),
                         Err(po) => {
-                            stream_scale(po, other, ps);
+                            stream_scale(po, &buf, ps);
                             None
                         }
                     });
-                let s = exp_sub_sum_write_at(l, xr, m, cur, next(r), prev);
+                let s = exp_sub_sum_write_at(l, xr, m, &mut buf, next(r), prev);
                 pending = Some((o, 1.0 / s));
-                pending_buf = 1 - pending_buf;
             }
             if let Some((po, ps)) = pending {
-                stream_scale(po, &bufs[pending_buf], ps);
+                stream_scale(po, &buf, ps);
             }
             store_fence();
         });
