@@ -23,10 +23,10 @@
 //! row j's values then replace. The maximum stays its own sweep: folding row j + 1's maximum
 //! into that sweep too was measured slower; docs/performance.md has the figures.
 //!
-//! Both sweeps keep their working set under the L1: at 4096 columns three rows of 16 KiB fill
-//! a 48 KiB L1, and the next row's sweep then evicts lines still wanted. Softmax reads and
-//! writes one row buffer instead of two; LayerNorm's statistics sweep reads a value of each
-//! line of w and b, so that the row it brings in evicts the previous x instead ([`ln_stats`]).
+//! Both are arranged around the L1: at 4096 columns three rows of 16 KiB fill a 48 KiB L1, and
+//! the next row's sweep evicted lines still wanted. Softmax reads and writes one row buffer
+//! instead of two (32 KiB with x's row); LayerNorm's statistics sweep reads a value of each line
+//! of w and b, so that the row it brings in evicts the previous x instead ([`ln_stats`]).
 
 use super::math;
 use super::simd::{
@@ -324,13 +324,13 @@ impl<'a> WriteOut<'a> {
 /// [`exp_sub_sum_row_pf`] on AVX-512 with [`math::exp_v`] (11 vector operations an exponential
 /// where the auto-vectorized scalar one takes 18): the row's exponentials are the fused
 /// softmax's arithmetic, and while they run the next row's lines come from memory and, with
-/// `prev`, the previous row goes out. Four sums of 16 lanes; the tail through masked loads and
-/// stores.
+/// `prev`, the previous row goes out of `out` ([`WriteOut`]). Four sums of 16 lanes; the tail
+/// through masked loads and stores.
 ///
 /// # Safety
 /// The CPU supports avx512f; `x` and `out` point to `n` values each (the same ones for the
 /// exponentials in place: each vector is read before it is written); `prev`, when given, is `n`
-/// long and apart from them.
+/// long and apart from them, and `out` holds the values it writes out.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn exp_sub_sum_avx512(
