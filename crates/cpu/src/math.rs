@@ -387,12 +387,12 @@ fn reduce_poly_avx2_n<M: MulAdd, const N: usize>(
     (t, p)
 }
 
-/// One vector of x·σ(z) = x / (1 + e^{−z}), in 17 vector operations:
-/// - e^{−z}: n = round(−z·log2 e) by the 1.5·2^23 shift trick (an FMA and a subtraction), the
-///   same two-step Cody–Waite reduction as [`exp`], then a degree-5 polynomial in Horner form
-///   (coefficients fitted for minimax relative error on [−ln2/2, ln2/2]: 1.1e-7, about one f32
-///   ulp; the scalar [`exp`]'s degree-7 Cephes polynomial buys nothing more in f32) and 2^n by
-///   `vscalefps`;
+/// One vector of x·σ(z) = x / (1 + e^{−z}), in 16 vector operations:
+/// - e^{−z} = 2^f·2^n: n = round(−z·log2 e) by the 1.5·2^23 shift trick (an FMA and a
+///   subtraction), f = −z·log2 e − n by one FMA — a single rounding, of a value under ½, where
+///   the two-step Cody–Waite reduction to r = −z − n·ln 2 took two —, then [`EXP2_POLY`] in
+///   Horner form (e^r's minimax polynomial rescaled to 2^f: relative error 1.6e-7 on [−½, ½] in
+///   f32 arithmetic) and 2^n by `vscalefps`;
 /// - x/d by one masked `vdivps` (the divider works beside the FMA pipes: a `vrcp14ps` estimate,
 ///   a Newton step and a product took four instructions of the issue slots that bound this
 ///   gate, and the kernel's arithmetic alone measured slower that way — docs/performance.md).
@@ -422,6 +422,7 @@ pub fn gate_v_n<const GELU: bool, const N: usize>(
 ) -> [std::arch::x86_64::__m512; N] {
     use std::arch::x86_64::*;
     const C: f32 = 0.797_884_6; // √(2/π)
+    const SHIFT: f32 = 12_582_912.0;
     let one = _mm512_set1_ps(1.0);
     let mut mz = [_mm512_setzero_ps(); N];
     let mut tiny = [0 as __mmask16; N];
@@ -443,14 +444,42 @@ pub fn gate_v_n<const GELU: bool, const N: usize>(
         // arithmetic made of them (inf or NaN). |mz·log2 e| ≤ 150 then, or the lane is masked.
         mz[k] = _mm512_max_ps(_mm512_set1_ps(-104.0), m);
     }
-    let e = exp_core_avx512_n(mz);
+    // e^{−z} = 2^f·2^n: n = round(mz·log2 e) by the shift trick, f = mz·log2 e − n by one FMA
+    // (one rounding, of a value under ½).
+    let mut nf = [_mm512_setzero_ps(); N];
+    let mut f = [_mm512_setzero_ps(); N];
+    for k in 0..N {
+        let l = _mm512_set1_ps(LOG2E);
+        let t = _mm512_fmadd_ps(mz[k], l, _mm512_set1_ps(SHIFT));
+        nf[k] = _mm512_sub_ps(t, _mm512_set1_ps(SHIFT));
+        f[k] = _mm512_fmsub_ps(mz[k], l, nf[k]);
+    }
+    let mut p = [_mm512_set1_ps(EXP2_POLY[0]); N];
+    for &c in &EXP2_POLY[1..] {
+        for k in 0..N {
+            p[k] = _mm512_fmadd_ps(p[k], f[k], _mm512_set1_ps(c));
+        }
+    }
     let mut out = [_mm512_setzero_ps(); N];
     for k in 0..N {
-        let d = _mm512_add_ps(one, e[k]);
+        let d = _mm512_add_ps(one, _mm512_scalef_ps(p[k], nf[k]));
         out[k] = _mm512_maskz_div_ps(!tiny[k], x[k], d);
     }
     out
 }
+
+/// 2^f on [−½, ½] for the gates, highest coefficient first: [`EXP_POLY`] for e^r with r = f·ln 2,
+/// its k-th coefficient times (ln 2)^k, rounded to f32 (relative error 1.6e-7 in f32
+/// arithmetic, as the original's).
+#[cfg(target_arch = "x86_64")]
+pub(crate) const EXP2_POLY: [f32; 6] = [
+    1.330_080_1e-3,
+    9.669_456e-3,
+    5.550_559e-2,
+    0.240_222_87,
+    0.693_147_2,
+    1.0,
+];
 
 /// One vector of e^x for x ≤ 0 (softmax's and attention's x − max; NaN passes) in 11 vector
 /// operations, for kernels where exp is most of the arithmetic: the argument clamped below at

@@ -110,19 +110,20 @@ pub fn executed_per_vector(op: ElemOp, level: SimdLevel) -> (u64, u64) {
         // vaddps / vmulps / vmaxps, the operand from memory.
         (ElemOp::BiasAdd | ElemOp::Add | ElemOp::Mul | ElemOp::Scale | ElemOp::Relu, _) => (1, 1),
         // GELU's argument (mul, FMA, mul: 3 / 4), the tiny-lane compare and the clamp (2 / 2),
-        // the exponential (reduction: FMA, sub, 2 FNMA — 4 / 7; Horner's 5 FMAs — 5 / 10;
-        // vscalefps — 1 / 1), 1 + e and the masked division (2 / 2). SiLU's argument is one
-        // subtraction instead of three (−2 / −3).
-        (ElemOp::Gelu, SimdLevel::Avx512) => (17, 26),
-        (ElemOp::Silu, SimdLevel::Avx512) => (15, 23),
-        // The same argument, compare and clamp (5 / 6); the exponential (reduction 4 / 7;
-        // Horner's 5 FMAs — 5 / 10; 2^n by a shift and an integer add — 2 / 2), then 1 + e,
-        // the division and the vandnps that zeroes tiny lanes (3 / 3).
-        (ElemOp::Gelu, SimdLevel::Avx2Fma | SimdLevel::Scalar) => (19, 28),
-        (ElemOp::Silu, SimdLevel::Avx2Fma | SimdLevel::Scalar) => (17, 25),
-        // The same sequence with each of its FMAs (GELU 9, SiLU 8) a multiply and an add.
-        (ElemOp::Gelu, SimdLevel::Avx2NoFma) => (28, 28),
-        (ElemOp::Silu, SimdLevel::Avx2NoFma) => (25, 25),
+        // the exponential (n by an FMA and a subtraction, f by an FMA — 3 / 5; Horner's 5 FMAs
+        // — 5 / 10; vscalefps — 1 / 1), 1 + e and the masked division (2 / 2). SiLU's argument
+        // is one subtraction instead of three (−2 / −3).
+        (ElemOp::Gelu, SimdLevel::Avx512) => (16, 24),
+        (ElemOp::Silu, SimdLevel::Avx512) => (14, 21),
+        // The same argument, compare and clamp (5 / 6); the exponential (n by an FMA, −n by a
+        // subtraction, f by an FMA — 3 / 5; Horner's 5 FMAs — 5 / 10; 2^n by a shift and an
+        // integer add — 2 / 2), then 1 + e, the division and the vandnps that zeroes tiny
+        // lanes (3 / 3).
+        (ElemOp::Gelu, SimdLevel::Avx2Fma | SimdLevel::Scalar) => (18, 26),
+        (ElemOp::Silu, SimdLevel::Avx2Fma | SimdLevel::Scalar) => (16, 23),
+        // The same sequence with each of its FMAs (GELU 8, SiLU 7) a multiply and an add.
+        (ElemOp::Gelu, SimdLevel::Avx2NoFma) => (26, 26),
+        (ElemOp::Silu, SimdLevel::Avx2NoFma) => (23, 23),
     }
 }
 
