@@ -13,7 +13,7 @@
 
 #![cfg(target_arch = "x86_64")]
 
-use super::math::{Fused, MulAdd, Separate, EXP2_POLY};
+use super::math::{Fused, MulAdd, Separate};
 use std::arch::x86_64::*;
 
 const GELU_C: f32 = 0.797_884_6; // √(2/π)
@@ -245,16 +245,15 @@ unsafe impl Lanes for NoFma256 {
     }
 }
 
-/// The AVX-512 gate's steps (see `math::gate_v`) with AVX2's instructions: 2^n added to the
-/// exponent bits of 2^f where AVX-512 has `vscalefps`. On `N` vectors step by step (why:
+/// The AVX-512 gate's steps (see `math::gate_v`) with AVX2's instructions (its exponential
+/// [`super::math::exp_core_avx2_n`], 2^n added to the exponent bits of 2^f where AVX-512 has
+/// `vscalefps`). On `N` vectors step by step (why:
 /// [`super::math::exp_core_avx2_n`]); each lane's operations are the same for any `N`.
 ///
 /// # Safety
 /// The caller is compiled with avx2 and fma.
 #[inline(always)]
 unsafe fn gate_avx2_n<M: MulAdd, const GELU: bool, const N: usize>(x: [__m256; N]) -> [__m256; N] {
-    // 1.5·2^23: t = mz·log2 e + SHIFT holds n = round(mz·log2 e) in its low mantissa bits.
-    const SHIFT: f32 = 12_582_912.0;
     unsafe {
         let one = _mm256_set1_ps(1.0);
         let mut mz = [_mm256_setzero_ps(); N];
@@ -274,27 +273,11 @@ unsafe fn gate_avx2_n<M: MulAdd, const GELU: bool, const N: usize>(x: [__m256; N
             // 1 + e^{−z} is 1 either way.
             mz[k] = _mm256_max_ps(_mm256_set1_ps(-87.0), mz[k]);
         }
-        // n by the shift trick, then f = mz·log2 e − n by one multiply-add (−n as SHIFT − t).
-        let l = _mm256_set1_ps(std::f32::consts::LOG2_E);
-        let mut t = [_mm256_setzero_ps(); N];
-        let mut f = [_mm256_setzero_ps(); N];
-        for k in 0..N {
-            t[k] = M::v256(mz[k], l, _mm256_set1_ps(SHIFT));
-            f[k] = M::v256(mz[k], l, _mm256_sub_ps(_mm256_set1_ps(SHIFT), t[k]));
-        }
-        let mut p = [_mm256_set1_ps(EXP2_POLY[0]); N];
-        for &c in &EXP2_POLY[1..] {
-            for k in 0..N {
-                p[k] = M::v256(p[k], f[k], _mm256_set1_ps(c));
-            }
-        }
+        // n in [−126, 125] after the clamps, p in [0.7, 1.5]: p·2^n is normal.
+        let e = super::math::exp_core_avx2_n::<M, N>(mz);
         let mut out = [_mm256_setzero_ps(); N];
         for k in 0..N {
-            // n in [−126, 125] after the clamps, p in [0.7, 1.5]: p·2^n is normal; t's bits
-            // shifted left by 23 leave n's low bits in the exponent field.
-            let e = _mm256_slli_epi32::<23>(_mm256_castps_si256(t[k]));
-            let e = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p[k]), e));
-            let d = _mm256_add_ps(one, e);
+            let d = _mm256_add_ps(one, e[k]);
             out[k] = _mm256_andnot_ps(tiny[k], _mm256_div_ps(x[k], d));
         }
         out

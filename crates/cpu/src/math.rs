@@ -27,6 +27,9 @@ use std::arch::x86_64::__m256;
 /// helper call (docs/counts.md). LLVM never fuses a separate multiply and add on its own (Rust
 /// allows no contraction), so code written with `Separate` holds no FMA instruction.
 pub trait MulAdd: Copy + 'static {
+    /// Whether a·b + c is rounded once: the vector exponentials' base-2 reduction needs it
+    /// (`reduce_poly_avx2_n`).
+    const FUSED: bool;
     fn f32(a: f32, b: f32, c: f32) -> f32;
     /// a·b + c on eight lanes.
     ///
@@ -51,6 +54,7 @@ pub struct Fused;
 pub struct Separate;
 
 impl MulAdd for Fused {
+    const FUSED: bool = true;
     #[inline(always)]
     fn f32(a: f32, b: f32, c: f32) -> f32 {
         a.mul_add(b, c)
@@ -70,6 +74,7 @@ impl MulAdd for Fused {
 }
 
 impl MulAdd for Separate {
+    const FUSED: bool = false;
     #[inline(always)]
     fn f32(a: f32, b: f32, c: f32) -> f32 {
         a * b + c
@@ -93,9 +98,22 @@ impl MulAdd for Separate {
 const LOG2E: f32 = std::f32::consts::LOG2_E;
 const LN2_HI: f32 = 0.693_359_4;
 const LN2_LO: f32 = -2.121_944_4e-4;
-/// The vector exponentials' degree-5 polynomial for e^r on [−ln2/2, ln2/2] (minimax relative
-/// error 1.1e-7), highest coefficient first: Horner's form starts from the first and takes one
-/// FMA for each of the rest.
+/// The vector exponentials' degree-5 polynomial for 2^f on [−½, ½], highest coefficient first
+/// (Horner's form starts from the first and takes one FMA for each of the rest): a minimax
+/// polynomial for e^r on [−ln2/2, ln2/2] (relative error 1.1e-7) with r = f·ln 2, its k-th
+/// coefficient times (ln 2)^k, rounded to f32 — relative error 1.6e-7 in f32 arithmetic.
+#[cfg(target_arch = "x86_64")]
+const EXP2_POLY: [f32; 6] = [
+    1.330_080_1e-3,
+    9.669_456e-3,
+    5.550_559e-2,
+    0.240_222_87,
+    std::f32::consts::LN_2, // 1.0 · ln 2
+    1.0,
+];
+
+/// The minimax polynomial for e^r on [−ln2/2, ln2/2] (relative error 1.1e-7) that
+/// [`EXP2_POLY`] rescales, for the AVX2 exponentials without FMA (see `reduce_poly_avx2_n`).
 #[cfg(target_arch = "x86_64")]
 const EXP_POLY: [f32; 6] = [
     8.312_860_5e-3,
@@ -268,10 +286,16 @@ fn gate_avx512<const GELU: bool>(dst: &mut [f32], src: &[f32]) {
     }
 }
 
-/// p·2^n ≈ e^x for an argument already clamped to where the caller needs it: n = round(x·log2 e)
-/// by the 1.5·2^23 shift trick, the two-step Cody–Waite reduction, a degree-5 polynomial in
-/// Horner form (minimax relative error 1.1e-7 on [−ln2/2, ln2/2]) and 2^n by `vscalefps`. The
-/// one sequence [`gate_v_n`] and [`exp_v_n`] share.
+/// p·2^n ≈ e^x for an argument already clamped to where the caller needs it, in base 2:
+/// n = round(x·log2 e) by the 1.5·2^23 shift trick (an FMA and a subtraction), f = x·log2 e − n
+/// by one FMA — a single rounding, of a value under ½ —, p = 2^f by [`EXP2_POLY`] in Horner
+/// form, and 2^n by `vscalefps`. The one sequence [`gate_v_n`] and [`exp_v_n`] share.
+///
+/// One operation fewer than the two-step Cody–Waite reduction to r = x − n·ln 2 (two FMAs)
+/// and e^r: the error it adds is log2 e's rounding in f32 times x, 1.3e-8·|x| relative — under
+/// 2.3e-7 where e^x > 1e-7 for x ≤ 0 —, and GELU's largest relative error fell from 1.16e-6
+/// to 9.4e-7 (its constants' rounding dominates). The AVX-512 gate in L1 ran 4–5% faster,
+/// the fused bias+GELU 8192² took 0.954 of its time cold (docs/performance.md).
 ///
 /// On `N` vectors step by step, as [`exp_core_avx2_n`] (why: there). Written one vector after
 /// another (what LLVM made of four inlined single-vector calls), consecutive vectors' chains
@@ -286,23 +310,18 @@ fn exp_core_avx512_n<const N: usize>(
 ) -> [std::arch::x86_64::__m512; N] {
     use std::arch::x86_64::*;
     const SHIFT: f32 = 12_582_912.0;
+    let l = _mm512_set1_ps(LOG2E);
     let mut nf = [_mm512_setzero_ps(); N];
+    let mut f = [_mm512_setzero_ps(); N];
     for k in 0..N {
-        let t = _mm512_fmadd_ps(x[k], _mm512_set1_ps(LOG2E), _mm512_set1_ps(SHIFT));
+        let t = _mm512_fmadd_ps(x[k], l, _mm512_set1_ps(SHIFT));
         nf[k] = _mm512_sub_ps(t, _mm512_set1_ps(SHIFT));
+        f[k] = _mm512_fmsub_ps(x[k], l, nf[k]);
     }
-    let mut r = [_mm512_setzero_ps(); N];
-    for k in 0..N {
-        r[k] = _mm512_fnmadd_ps(nf[k], _mm512_set1_ps(LN2_HI), x[k]);
-    }
-    for k in 0..N {
-        r[k] = _mm512_fnmadd_ps(nf[k], _mm512_set1_ps(LN2_LO), r[k]);
-    }
-    // e^r = 1 + r·(1 + r·(c2 + r·(c3 + r·(c4 + r·c5)))).
-    let mut p = [_mm512_set1_ps(EXP_POLY[0]); N];
-    for &c in &EXP_POLY[1..] {
+    let mut p = [_mm512_set1_ps(EXP2_POLY[0]); N];
+    for &c in &EXP2_POLY[1..] {
         for k in 0..N {
-            p[k] = _mm512_fmadd_ps(p[k], r[k], _mm512_set1_ps(c));
+            p[k] = _mm512_fmadd_ps(p[k], f[k], _mm512_set1_ps(c));
         }
     }
     let mut out = [_mm512_setzero_ps(); N];
@@ -344,14 +363,15 @@ pub fn exp_core_avx2_n<M: MulAdd, const N: usize>(
     out
 }
 
-/// The part of e^x both AVX2 forms share, on `N` vectors step by step: t = x·log2 e + `shift`
-/// (the shift trick: t's low mantissa bits hold n = round(x·log2 e), plus whatever bias `shift`
-/// carries), r = x − n·ln 2 by the two-step Cody–Waite reduction, and p = e^r by the degree-5
-/// polynomial in Horner's form, five FMAs. Estrin's form, (1 + r) + r²·((c2 + c3·r) + r²·(c4 +
-/// c5·r)), is three FMA latencies deep instead of five for one operation more; with the `N`
-/// vectors' chains side by side the depth is hidden and the operation is not (Horner's form
-/// measured 4–9% faster on one core in L1 under AVX2: docs/performance.md). Returns (t, p); the
-/// caller makes 2^n from t's bits. Compiled with its callers' features, and inlined into them.
+/// The part of e^x both AVX2 forms share, on `N` vectors step by step, in base 2 (as
+/// [`exp_core_avx512_n`]): t = x·log2 e + `shift` (the shift trick: t's low mantissa bits hold
+/// n = round(x·log2 e), plus whatever bias `shift` carries), f = x·log2 e − n by one
+/// multiply-add (−n as `shift` − t), and p = 2^f by [`EXP2_POLY`] in Horner's form, five
+/// multiply-adds. Estrin's form is three FMA latencies deep instead of five for one operation
+/// more; with the `N` vectors' chains side by side the depth is hidden and the operation is
+/// not (Horner's form measured 4–9% faster on one core in L1 under AVX2: docs/performance.md).
+/// Returns (t, p); the caller makes 2^n from t's bits. Compiled with its callers' features,
+/// and inlined into them.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[inline]
@@ -364,35 +384,41 @@ fn reduce_poly_avx2_n<M: MulAdd, const N: usize>(
 ) {
     use std::arch::x86_64::*;
     // Loops, not closures: a closure is compiled without this function's target features.
+    let l = _mm256_set1_ps(LOG2E);
     let mut t = [_mm256_setzero_ps(); N];
+    let mut f = [_mm256_setzero_ps(); N];
     for k in 0..N {
         // SAFETY: compiled with avx2 and fma (M's contract).
-        t[k] = unsafe { M::v256(x[k], _mm256_set1_ps(LOG2E), _mm256_set1_ps(shift)) };
+        t[k] = unsafe { M::v256(x[k], l, _mm256_set1_ps(shift)) };
+        if M::FUSED {
+            // SAFETY: as above.
+            f[k] = unsafe { M::v256(x[k], l, _mm256_sub_ps(_mm256_set1_ps(shift), t[k])) };
+        } else {
+            // Without FMA, x·log2 e would be rounded before n is taken from it: an error of
+            // 3e-8·|x·log2 e| in f (2.6e-6 relative at x = −64). The counted level keeps the
+            // two-step Cody–Waite reduction to r = x − n·ln 2 (n·ln2_hi is exact) and e^r's
+            // polynomial instead, "f" then holding r.
+            let nf = _mm256_sub_ps(t[k], _mm256_set1_ps(shift));
+            // SAFETY: as above.
+            f[k] = unsafe { M::nv256(nf, _mm256_set1_ps(LN2_HI), x[k]) };
+            // SAFETY: as above.
+            f[k] = unsafe { M::nv256(nf, _mm256_set1_ps(LN2_LO), f[k]) };
+        }
     }
-    let mut r = [_mm256_setzero_ps(); N];
-    for k in 0..N {
-        let nf = _mm256_sub_ps(t[k], _mm256_set1_ps(shift));
-        // SAFETY: as above.
-        r[k] = unsafe { M::nv256(nf, _mm256_set1_ps(LN2_HI), x[k]) };
-        // SAFETY: as above.
-        r[k] = unsafe { M::nv256(nf, _mm256_set1_ps(LN2_LO), r[k]) };
-    }
-    let mut p = [_mm256_set1_ps(EXP_POLY[0]); N];
-    for &c in &EXP_POLY[1..] {
+    let poly = if M::FUSED { &EXP2_POLY } else { &EXP_POLY };
+    let mut p = [_mm256_set1_ps(poly[0]); N];
+    for &c in &poly[1..] {
         for k in 0..N {
             // SAFETY: compiled with avx2 and fma (M's contract).
-            p[k] = unsafe { M::v256(p[k], r[k], _mm256_set1_ps(c)) };
+            p[k] = unsafe { M::v256(p[k], f[k], _mm256_set1_ps(c)) };
         }
     }
     (t, p)
 }
 
 /// One vector of x·σ(z) = x / (1 + e^{−z}), in 16 vector operations:
-/// - e^{−z} = 2^f·2^n: n = round(−z·log2 e) by the 1.5·2^23 shift trick (an FMA and a
-///   subtraction), f = −z·log2 e − n by one FMA — a single rounding, of a value under ½, where
-///   the two-step Cody–Waite reduction to r = −z − n·ln 2 took two —, then [`EXP2_POLY`] in
-///   Horner form (e^r's minimax polynomial rescaled to 2^f: relative error 1.6e-7 on [−½, ½] in
-///   f32 arithmetic) and 2^n by `vscalefps`;
+/// - e^{−z} by [`exp_core_avx512_n`] (n by the shift trick, f = −z·log2 e − n by one FMA, 2^f
+///   by a degree-5 polynomial, 2^n by `vscalefps`);
 /// - x/d by one masked `vdivps` (the divider works beside the FMA pipes: a `vrcp14ps` estimate,
 ///   a Newton step and a product took four instructions of the issue slots that bound this
 ///   gate, and the kernel's arithmetic alone measured slower that way — docs/performance.md).
@@ -422,7 +448,6 @@ pub fn gate_v_n<const GELU: bool, const N: usize>(
 ) -> [std::arch::x86_64::__m512; N] {
     use std::arch::x86_64::*;
     const C: f32 = 0.797_884_6; // √(2/π)
-    const SHIFT: f32 = 12_582_912.0;
     let one = _mm512_set1_ps(1.0);
     let mut mz = [_mm512_setzero_ps(); N];
     let mut tiny = [0 as __mmask16; N];
@@ -444,47 +469,20 @@ pub fn gate_v_n<const GELU: bool, const N: usize>(
         // arithmetic made of them (inf or NaN). |mz·log2 e| ≤ 150 then, or the lane is masked.
         mz[k] = _mm512_max_ps(_mm512_set1_ps(-104.0), m);
     }
-    // e^{−z} = 2^f·2^n: n = round(mz·log2 e) by the shift trick, f = mz·log2 e − n by one FMA
-    // (one rounding, of a value under ½).
-    let mut nf = [_mm512_setzero_ps(); N];
-    let mut f = [_mm512_setzero_ps(); N];
-    for k in 0..N {
-        let l = _mm512_set1_ps(LOG2E);
-        let t = _mm512_fmadd_ps(mz[k], l, _mm512_set1_ps(SHIFT));
-        nf[k] = _mm512_sub_ps(t, _mm512_set1_ps(SHIFT));
-        f[k] = _mm512_fmsub_ps(mz[k], l, nf[k]);
-    }
-    let mut p = [_mm512_set1_ps(EXP2_POLY[0]); N];
-    for &c in &EXP2_POLY[1..] {
-        for k in 0..N {
-            p[k] = _mm512_fmadd_ps(p[k], f[k], _mm512_set1_ps(c));
-        }
-    }
+    let e = exp_core_avx512_n(mz);
     let mut out = [_mm512_setzero_ps(); N];
     for k in 0..N {
-        let d = _mm512_add_ps(one, _mm512_scalef_ps(p[k], nf[k]));
+        let d = _mm512_add_ps(one, e[k]);
         out[k] = _mm512_maskz_div_ps(!tiny[k], x[k], d);
     }
     out
 }
 
-/// 2^f on [−½, ½] for the gates, highest coefficient first: [`EXP_POLY`] for e^r with r = f·ln 2,
-/// its k-th coefficient times (ln 2)^k, rounded to f32 (relative error 1.6e-7 in f32
-/// arithmetic, as the original's).
-#[cfg(target_arch = "x86_64")]
-pub(crate) const EXP2_POLY: [f32; 6] = [
-    1.330_080_1e-3,
-    9.669_456e-3,
-    5.550_559e-2,
-    0.240_222_87,
-    0.693_147_2,
-    1.0,
-];
-
-/// One vector of e^x for x ≤ 0 (softmax's and attention's x − max; NaN passes) in 11 vector
+/// One vector of e^x for x ≤ 0 (softmax's and attention's x − max; NaN passes) in 10 vector
 /// operations, for kernels where exp is most of the arithmetic: the argument clamped below at
-/// −104 (−∞ from a masked score included), n = round(x·log2 e) by the shift trick, the two-step
-/// Cody–Waite reduction, [`gate_v`]'s degree-5 polynomial and 2^n by `vscalefps`, which also
+/// −104 (−∞ from a masked score included), then [`exp_core_avx512_n`] (n = round(x·log2 e) by
+/// the shift trick, f = x·log2 e − n by one FMA, 2^f by a degree-5 polynomial) and 2^n by
+/// `vscalefps`, which also
 /// gives the right denormal or 0 below f32's normal range (where the scalar [`exp`] clamps and
 /// flushes, 18 operations once LLVM has vectorized it). No clamp above: every caller's argument
 /// is a value less its row's maximum, and on a two-core machine the fused softmax's arithmetic
@@ -519,11 +517,11 @@ pub fn exp_v_n<const N: usize>(
     exp_core_avx512_n(c)
 }
 
-/// `N` vectors of e^x on AVX2+FMA for x ≤ 0 (softmax's x − max; NaN passes), 12 operations
+/// `N` vectors of e^x on AVX2+FMA for x ≤ 0 (softmax's x − max; NaN passes), 11 operations
 /// each (the auto-vectorized scalar [`exp`]: 18): x clamped below at −88, n = round(x·log2 e)
 /// by the shift trick with the exponent's bias folded into the shift (the low bits of the
 /// shifted sum hold n + 127, which shifted left by 23 are the bits of 2^n, and 0 for n = −127),
-/// the two-step reduction and [`gate_v`]'s degree-5 polynomial, then p·2^n
+/// f = x·log2 e − n by one multiply-add and the degree-5 polynomial for 2^f, then p·2^n
 /// by one product. Below about −87.7 the result is 0, as [`exp`] flushes it; from there to
 /// −87.3 the product is e^x's subnormal value. Where the clamp, a mask of the lanes below it
 /// and the exponent added as an integer took four operations ([`exp_core_avx2_n`]'s form, for
