@@ -245,10 +245,10 @@ unsafe impl Lanes for NoFma256 {
     }
 }
 
-/// The AVX-512 gate's steps (see `math::gate_v`) with AVX2's instructions (its exponential
-/// [`super::math::exp_core_avx2_n`], 2^n added to the exponent bits of 2^f where AVX-512 has
-/// `vscalefps`). On `N` vectors step by step (why:
-/// [`super::math::exp_core_avx2_n`]); each lane's operations are the same for any `N`.
+/// The AVX-512 gate's steps (see `math::gate_v`) with AVX2's instructions: its exponential is
+/// [`super::math::exp_core_avx2_n`], which adds 2^n to the exponent bits of 2^f where AVX-512
+/// has `vscalefps`. On `N` vectors step by step (why: the same function); each lane's
+/// operations are the same for any `N`.
 ///
 /// # Safety
 /// The caller is compiled with avx2 and fma.

@@ -5,6 +5,8 @@
 //! each multiply-add is the caller's [`MulAdd`]: with [`Fused`] one FMA instruction under
 //! AVX2/AVX-512 (the baseline build, on CPUs without FMA, pays a library call: it is the slow
 //! fallback), with [`Separate`] a multiply and an add (the `avx2-nofma` level).
+//! The hand-vectorized exponentials of the AVX2 and AVX-512 kernels reduce in base 2 instead
+//! (f = x·log2 e − n by one FMA, 2^f by a degree-5 polynomial), one operation fewer a vector.
 //! NaN propagates through every function (NaN never passes a check silently).
 
 /// The second input of an op for one segment.
@@ -292,10 +294,10 @@ fn gate_avx512<const GELU: bool>(dst: &mut [f32], src: &[f32]) {
 /// form, and 2^n by `vscalefps`. The one sequence [`gate_v_n`] and [`exp_v_n`] share.
 ///
 /// One operation fewer than the two-step Cody–Waite reduction to r = x − n·ln 2 (two FMAs)
-/// and e^r: the error it adds is log2 e's rounding in f32 times x, 1.3e-8·|x| relative — under
-/// 2.3e-7 where e^x > 1e-7 for x ≤ 0 —, and GELU's largest relative error fell from 1.16e-6
-/// to 9.4e-7 (its constants' rounding dominates). The AVX-512 gate in L1 ran 4–5% faster,
-/// the fused bias+GELU 8192² took 0.954 of its time cold (docs/performance.md).
+/// and e^r, which on a two-core machine shows in the fused softmax's and bias+GELU's time
+/// (docs/performance.md). The error it adds is log2 e's rounding in f32 times x, 1.34e-8·|x|
+/// relative: under 2.3e-7 where e^x > 1e-7 for x ≤ 0, and GELU's own constants' rounding
+/// outweighs it.
 ///
 /// On `N` vectors step by step, as [`exp_core_avx2_n`] (why: there). Written one vector after
 /// another (what LLVM made of four inlined single-vector calls), consecutive vectors' chains
@@ -482,11 +484,11 @@ pub fn gate_v_n<const GELU: bool, const N: usize>(
 /// operations, for kernels where exp is most of the arithmetic: the argument clamped below at
 /// −104 (−∞ from a masked score included), then [`exp_core_avx512_n`] (n = round(x·log2 e) by
 /// the shift trick, f = x·log2 e − n by one FMA, 2^f by a degree-5 polynomial) and 2^n by
-/// `vscalefps`, which also
-/// gives the right denormal or 0 below f32's normal range (where the scalar [`exp`] clamps and
-/// flushes, 18 operations once LLVM has vectorized it). No clamp above: every caller's argument
-/// is a value less its row's maximum, and on a two-core machine the fused softmax's arithmetic
-/// takes as long as its memory stream, so each operation an element shows in its time.
+/// `vscalefps`, which also gives the right denormal or 0 below f32's normal range (where the
+/// scalar [`exp`] clamps and flushes, 18 operations once LLVM has vectorized it). No clamp
+/// above: every caller's argument is a value less its row's maximum, and on a two-core machine
+/// the fused softmax's arithmetic takes as long as its memory stream, so each operation an
+/// element shows in its time.
 ///
 /// # Safety
 /// The CPU must support AVX-512F (the callers dispatch on the detected SIMD level).
