@@ -419,7 +419,7 @@ fn reduce_poly_avx2_n<M: MulAdd, const N: usize>(
 }
 
 /// One vector of x·σ(z) = x / (1 + e^{−z}), in 16 vector operations:
-/// - e^{−z} by [`exp_core_avx512_n`] (n by the shift trick, f = −z·log2 e − n by one FMA, 2^f
+/// - e^{−z} by `exp_core_avx512_n` (n by the shift trick, f = −z·log2 e − n by one FMA, 2^f
 ///   by a degree-5 polynomial, 2^n by `vscalefps`);
 /// - x/d by one masked `vdivps` (the divider works beside the FMA pipes: a `vrcp14ps` estimate,
 ///   a Newton step and a product took four instructions of the issue slots that bound this
@@ -482,7 +482,7 @@ pub fn gate_v_n<const GELU: bool, const N: usize>(
 
 /// One vector of e^x for x ≤ 0 (softmax's and attention's x − max; NaN passes) in 10 vector
 /// operations, for kernels where exp is most of the arithmetic: the argument clamped below at
-/// −104 (−∞ from a masked score included), then [`exp_core_avx512_n`] (n = round(x·log2 e) by
+/// −104 (−∞ from a masked score included), then `exp_core_avx512_n` (n = round(x·log2 e) by
 /// the shift trick, f = x·log2 e − n by one FMA, 2^f by a degree-5 polynomial) and 2^n by
 /// `vscalefps`, which also gives the right denormal or 0 below f32's normal range (where the
 /// scalar [`exp`] clamps and flushes, 18 operations once LLVM has vectorized it). No clamp
