@@ -344,15 +344,17 @@ impl CpuKernels for Elementwise {
             per_vector,
         ))
     }
-    /// The chain on every thread at once, each on its own 2048 elements in L1 (the operands
-    /// too), the fastest of 9 timings of ~4 M elements a thread, scaled to the workload.
+    /// The chain on every thread at once, each task on its own 2048 elements in L1 (the
+    /// operands too), the fastest of 9 timings of ~4 M elements a thread, scaled to the
+    /// workload.
     #[cfg(target_arch = "x86_64")]
     fn arithmetic_secs(&self) -> Option<f64> {
         if Path::for_this_cpu() != Path::Registers {
             return None;
         }
         const N: usize = 2048;
-        const REPS: usize = 2048;
+        // ~4 M elements a thread in all (arithmetic_secs_per_element's tasks).
+        const REPS: usize = 2048 / super::ARITHMETIC_TASKS;
         // Arguments across GELU's working range; the other operands as the inputs are.
         let x: Vec<f32> = (0..N).map(|i| i as f32 / N as f32 * 8.0 - 4.0).collect();
         let other = vec![0.5f32; N];

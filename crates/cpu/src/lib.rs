@@ -79,23 +79,32 @@ pub trait CpuKernels: Kind {
     }
 }
 
-/// Seconds per element of a kernel's arithmetic alone: `per_thread` (which computes
-/// `elements_per_thread` elements on operands it keeps in L1) run on every thread at once, the
-/// fastest of 9 timings ([`CpuKernels::arithmetic_secs`] scales it to the workload).
-pub fn arithmetic_secs_per_element(
-    elements_per_thread: usize,
-    per_thread: impl Fn() + Sync,
-) -> f64 {
-    let threads = rayon::current_num_threads();
+/// Seconds per element of a kernel's arithmetic alone: `per_task` (which computes
+/// `elements_per_task` elements on operands it keeps in L1) run [`ARITHMETIC_TASKS`] times per
+/// thread over the pool, each call a task of its own, the fastest of 9 timings
+/// ([`CpuKernels::arithmetic_secs`] scales it to the workload). Tasks, not one share a thread:
+/// the kernels hand out their rows to whichever thread is free, so a core running slower than
+/// the other (a virtual machine's, whose host core is shared) does less of the work; a fixed
+/// share a thread timed the slower core's pace instead, up to 1.5× the kernels' own
+/// (docs/performance.md).
+pub fn arithmetic_secs_per_element(elements_per_task: usize, per_task: impl Fn() + Sync) -> f64 {
+    let tasks = rayon::current_num_threads() * ARITHMETIC_TASKS;
     let best = (0..9)
         .map(|_| {
             let start = Instant::now();
-            (0..threads).into_par_iter().for_each(|_| per_thread());
+            (0..tasks)
+                .into_par_iter()
+                .with_max_len(1)
+                .for_each(|_| per_task());
             start.elapsed().as_secs_f64()
         })
         .fold(f64::INFINITY, f64::min);
-    best / (threads * elements_per_thread) as f64
+    best / (tasks * elements_per_task) as f64
 }
+
+/// Tasks a thread of [`arithmetic_secs_per_element`]: enough that the work follows the
+/// threads' pace, few enough that each stays ~0.3 ms long.
+pub const ARITHMETIC_TASKS: usize = 8;
 
 /// How the backend runs a case, beyond the kind's parameters.
 #[derive(Debug, Clone, Copy)]
@@ -132,4 +141,28 @@ pub fn host_bytes(w: &Workload, flush_bytes: u64) -> u64 {
 /// Why the CPU backend cannot run `w`, if it cannot.
 pub fn cannot_run(w: &Workload) -> Option<String> {
     kernels_of(w).cannot_run()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// The arithmetic alone is timed as tasks over the pool, not one fixed share a thread: nine
+    /// timings of `threads × ARITHMETIC_TASKS` calls each, per element the fastest timing over
+    /// every element those calls computed.
+    #[test]
+    fn the_arithmetic_alone_is_handed_out_as_tasks_and_scaled_per_element() {
+        let calls = AtomicUsize::new(0);
+        let per_element = arithmetic_secs_per_element(1000, || {
+            calls.fetch_add(1, Ordering::Relaxed);
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        });
+        let tasks = rayon::current_num_threads() * ARITHMETIC_TASKS;
+        assert_eq!(calls.load(Ordering::Relaxed), 9 * tasks);
+        // Each task sleeps 200 µs for 1000 elements: the threads side by side take at least
+        // 0.2 µs / threads an element.
+        let floor = 200e-6 / 1000.0 / rayon::current_num_threads() as f64;
+        assert!(per_element >= floor, "{per_element} < {floor}");
+    }
 }

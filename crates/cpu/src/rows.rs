@@ -861,13 +861,13 @@ fn row_executed(kind: WorkloadKind, r: &RowOp, v: Variant) -> Option<crate::ledg
     ))
 }
 
-/// The fused softmax's row arithmetic alone: every thread on its own row of up to 2048
+/// The fused softmax's row arithmetic alone: every task on its own row of up to 2048
 /// elements in L1 (maximum, exponential sweep, scaling into a second L1 buffer), the fastest
-/// of 9 timings, scaled to the workload's elements.
+/// of 9 timings of ~4 M elements a thread, scaled to the workload's elements.
 fn row_arithmetic_secs(kind: WorkloadKind, r: &RowOp) -> Option<f64> {
     row_executed(kind, r, Variant::Fused)?;
     let n = (r.cols as usize).min(2048);
-    let reps = (4 << 20) / n;
+    let reps = ((4 << 20) / n / super::ARITHMETIC_TASKS).max(1);
     let x: Vec<f32> = (0..n).map(|i| i as f32 / n as f32 * 8.0 - 4.0).collect();
     let per_element = super::arithmetic_secs_per_element(n * reps, || {
         let (mut e, mut o) = (vec![0f32; n], vec![0f32; n]);

@@ -148,13 +148,30 @@ fn measure_into(
     };
     // Read while the samples run, so that it is a busy GPU's state.
     let reading = backend.device_state();
+    // The arithmetic alone of the backend's own kernels (the level roof, `on_level`), timed
+    // after each of the first pairs: on a machine whose vector rate changes from one second to
+    // the next, one timing at one moment set a roof that the samples' median, taken over
+    // seconds, was then held to (docs/performance.md).
+    let own_arithmetic = [
+        (&s.implementations.before, s.variants.before),
+        (&s.implementations.after, s.variants.after),
+    ]
+    .iter()
+    .any(|(i, v)| i.is_none() && backend.executed(&s.workload, *v).is_some());
+    let mut arithmetic_secs = Vec::new();
+    let mut after_pair = |n: usize| {
+        progress(n);
+        if own_arithmetic && arithmetic_secs.len() < ARITHMETIC_TIMINGS {
+            arithmetic_secs.extend(backend.arithmetic_secs(&s.workload));
+        }
+    };
     let samples = measure::measure_pairs(
         case.as_mut(),
         cfg,
         checked_inputs.clone(),
         || std::sync::Arc::new(kind.inputs(confirm_seed(cfg.seed))),
         Some(&mut check_now),
-        &mut progress,
+        &mut after_pair,
     )?;
     if let Some(reading) = reading {
         match reading.finish() {
@@ -180,9 +197,14 @@ fn measure_into(
     drop(case);
     r.checks.push(correctness.check(&tol));
     r.correctness = Some(correctness);
-    judge_timings(s, backend, ceilings, cfg, r, samples);
+    let arithmetic_secs = (!arithmetic_secs.is_empty()).then(|| stats::median(&arithmetic_secs));
+    judge_timings(s, backend, ceilings, cfg, r, samples, arithmetic_secs);
     Ok(())
 }
+
+/// How many of the first pairs are each followed by a timing of the arithmetic alone (each
+/// the fastest of a few runs, ~20 ms on a 2-core machine); their median is the level roof's.
+const ARITHMETIC_TIMINGS: usize = 9;
 
 /// The warning of a GPU whose clocks something held down while a spec's samples ran.
 fn slowed_warning(state: &crate::device::DeviceState) -> Option<String> {
@@ -267,6 +289,7 @@ fn judge_timings(
     cfg: &MeasureConfig,
     r: &mut SpecResult,
     samples: crate::measure::PairSamples,
+    arithmetic_secs: Option<f64>,
 ) {
     let kind = s.workload.as_kind();
     let res = cfg.bootstrap_resamples;
@@ -325,7 +348,14 @@ fn judge_timings(
         &ab,
         launch_bound,
     ));
-    on_level(s, backend, ceilings, r, sb.median_secs, sa.median_secs);
+    on_level(
+        s,
+        backend,
+        ceilings,
+        r,
+        (sb.median_secs, sa.median_secs),
+        arithmetic_secs,
+    );
     r.before.summary = Some(sb);
     r.after.summary = Some(sa);
     r.before.achieved = Some(ab);
@@ -431,15 +461,16 @@ struct TimedSides<'a> {
 }
 
 /// Each side's level roofline, for the backend's own kernels (a user's side executes what it
-/// does): the arithmetic is timed only where a side says it executes something else than the
-/// ledger's count.
+/// does): the arithmetic counts only where a side says it executes something else than the
+/// ledger's count; its time is `between_pairs_secs`, the median of the timings after the
+/// first pairs, or one timing now where the pairs took none.
 fn on_level(
     s: &Spec,
     backend: &dyn Backend,
     ceilings: &Ceilings,
     r: &mut SpecResult,
-    before_median_secs: f64,
-    after_median_secs: f64,
+    (before_median_secs, after_median_secs): (f64, f64),
+    between_pairs_secs: Option<f64>,
 ) {
     let own = |v: &VariantResult, variant| {
         v.implementation
@@ -447,10 +478,11 @@ fn on_level(
             .then(|| backend.executed(&s.workload, variant))
             .flatten()
     };
+    // The median of the timings between the pairs; timed now where the pairs took none.
     let arithmetic_secs = if own(&r.before, s.variants.before).is_some()
         || own(&r.after, s.variants.after).is_some()
     {
-        backend.arithmetic_secs(&s.workload)
+        between_pairs_secs.or_else(|| backend.arithmetic_secs(&s.workload))
     } else {
         None
     };
