@@ -153,11 +153,11 @@ fn measure_into(
     // the next, one timing at one moment set a roof that the samples' median, taken over
     // seconds, was then held to (docs/performance.md).
     let own_arithmetic = [
-        (&s.implementations.before, s.variants.before),
-        (&s.implementations.after, s.variants.after),
+        (s.implementations.before.is_some(), s.variants.before),
+        (s.implementations.after.is_some(), s.variants.after),
     ]
-    .iter()
-    .any(|(i, v)| i.is_none() && backend.executed(&s.workload, *v).is_some());
+    .into_iter()
+    .any(|(user, v)| own_executed(s, backend, user, v).is_some());
     let mut arithmetic_secs = Vec::new();
     let mut after_pair = |n: usize| {
         progress(n);
@@ -460,10 +460,22 @@ struct TimedSides<'a> {
     median_secs: [f64; 2],
 }
 
-/// Each side's level roofline, for the backend's own kernels (a user's side executes what it
-/// does): the arithmetic counts only where a side says it executes something else than the
-/// ledger's count; its time is `between_pairs_secs`, the median of the timings after the
-/// first pairs, or one timing now where the pairs took none.
+/// What `variant` executes at the level it ran at, where it is the backend's own kernel (not a
+/// `user`'s, which executes what it does) and that differs from the ledger's count.
+fn own_executed(
+    s: &Spec,
+    backend: &dyn Backend,
+    user: bool,
+    variant: crate::spec::Variant,
+) -> Option<crate::ledger::Executed> {
+    (!user)
+        .then(|| backend.executed(&s.workload, variant))
+        .flatten()
+}
+
+/// Each side's level roofline, for the backend's own kernels ([`own_executed`]); the
+/// arithmetic's time is `between_pairs_secs`, the median of the timings after the first pairs
+/// (`measure_into`).
 fn on_level(
     s: &Spec,
     backend: &dyn Backend,
@@ -472,26 +484,13 @@ fn on_level(
     (before_median_secs, after_median_secs): (f64, f64),
     between_pairs_secs: Option<f64>,
 ) {
-    let own = |v: &VariantResult, variant| {
-        v.implementation
-            .is_none()
-            .then(|| backend.executed(&s.workload, variant))
-            .flatten()
-    };
-    // The median of the timings between the pairs; timed now where the pairs took none.
-    let arithmetic_secs = if own(&r.before, s.variants.before).is_some()
-        || own(&r.after, s.variants.after).is_some()
-    {
-        between_pairs_secs.or_else(|| backend.arithmetic_secs(&s.workload))
-    } else {
-        None
-    };
     for (v, variant, median) in [
         (&mut r.before, s.variants.before, before_median_secs),
         (&mut r.after, s.variants.after, after_median_secs),
     ] {
-        v.on_level = own(v, variant)
-            .map(|e| verdict::on_level(e, arithmetic_secs, &v.ledger, ceilings).measured(median));
+        v.on_level = own_executed(s, backend, v.implementation.is_some(), variant).map(|e| {
+            verdict::on_level(e, between_pairs_secs, &v.ledger, ceilings).measured(median)
+        });
     }
 }
 
