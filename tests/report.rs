@@ -192,6 +192,59 @@ fn golden_report_from_fixed_results() {
     }
 }
 
+/// A check whose gate was set aside (the other measurement's gate decided) is one short line in
+/// report.md, the gate's own line being beside it; JUnit, which has no gate line, keeps the
+/// gate's whole sentence.
+#[test]
+fn a_set_aside_gate_is_one_short_line_in_the_report_and_whole_in_junit() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    let src = fixture("run-fixed").join("results.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(src).unwrap()).unwrap();
+    let long = "the CI reaches x1.073, past the x1.057 a PASS needs (thresholds from 5 runs)";
+    // Written as `run` writes today (version 1 archives predate the rule).
+    v["schema_version"] = opledger::results::SCHEMA_VERSION.into();
+    let spec = &mut v["specs"][0];
+    spec["set_aside"] = serde_json::json!(["time"]);
+    let checks = spec["checks"].as_array_mut().unwrap();
+    let regression = checks
+        .iter_mut()
+        .find(|c| c["name"] == "regression")
+        .unwrap();
+    regression["status"] = "inconclusive".into();
+    regression["detail"] = long.into();
+    // The counts gate decided: the rule sets the time gate aside.
+    checks.push(serde_json::json!({
+        "name": "counts_regression", "status": "pass", "detail": "within the 3% limit"
+    }));
+    std::fs::write(run.join("results.json"), v.to_string()).unwrap();
+    // Sealed, so that `report -o` on its own report.md writes every output again (JUnit too).
+    opledger::archive::seal(&run, "run", Vec::new()).unwrap();
+    let out = run.join("report.md");
+    let o = bin()
+        .arg("report")
+        .arg(&run)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let md = std::fs::read_to_string(&out).unwrap();
+    let short = "not judged: the time gate could not decide, and the counts gate decided the spec";
+    assert!(
+        md.contains(&format!("  - ❔ **regression**: {short}\n")),
+        "{md}"
+    );
+    assert!(!md.contains(long), "{md}");
+    let junit = std::fs::read_to_string(run.join("junit.xml")).unwrap();
+    assert!(
+        junit.contains(short) && junit.contains("the CI reaches x1.073, past the x1.057"),
+        "{junit}"
+    );
+}
+
 #[test]
 fn compare_two_archived_runs_with_the_gate_statistics() {
     let dir = tempfile::tempdir().unwrap();

@@ -257,18 +257,26 @@ pub fn check_detail(s: &SpecResult, c: &Check) -> String {
         (CheckName::CountsRegression, Some(o)) => counts_judgement(o),
         _ => c.detail.clone(),
     };
-    // A gate set aside because another measurement's gate decided (`gate::rule`).
-    match s.set_aside.iter().find(|m| m.check() == c.name) {
-        Some(m) => format!(
-            "not judged: the {} gate could not decide, and the {} gate decided the spec ({detail})",
-            m.word(),
-            match m {
-                opledger_gate::rule::Measurement::Time => "counts",
-                opledger_gate::rule::Measurement::Counts => "time",
-            }
-        ),
+    match set_aside(s, c) {
+        Some(words) => format!("{words} ({detail})"),
         None => detail,
     }
+}
+
+/// Where a check's gate was set aside because another measurement's gate decided
+/// (`gate::rule`): `not judged: the time gate could not decide, and the counts gate decided the
+/// spec`. The report writes this alone, the gate's own line being beside it; every other output
+/// adds the gate's sentence ([`check_detail`]).
+pub fn set_aside(s: &SpecResult, c: &Check) -> Option<String> {
+    let m = s.set_aside.iter().find(|m| m.check() == c.name)?;
+    Some(format!(
+        "not judged: the {} gate could not decide, and the {} gate decided the spec",
+        m.word(),
+        match m {
+            opledger_gate::rule::Measurement::Time => "counts",
+            opledger_gate::rule::Measurement::Counts => "time",
+        }
+    ))
 }
 
 /// The counts gate in a few words: `pass +0.00% cycles`, `REGRESSION +2.02% cycles`,

@@ -348,7 +348,8 @@ pub fn baseline_rows(s: &SpecResult) -> Vec<(String, String)> {
 /// [`SpecResult::verdict`] decides) as its mark, by spec name.
 fn context(run: &RunResult) -> Value {
     let mut v = serde_json::to_value(run).unwrap_or(serde_json::Value::Null);
-    // The regression check's sentence is written here, from the gate's finding.
+    // The regression check's sentence is written here, from the gate's finding; `set_aside`
+    // where the check's gate was set aside because another measurement's gate decided.
     if let Some(specs) = v.get_mut("specs").and_then(|s| s.as_array_mut()) {
         for (sv, s) in specs.iter_mut().zip(&run.specs) {
             let Some(checks) = sv.get_mut("checks").and_then(|c| c.as_array_mut()) else {
@@ -356,6 +357,9 @@ fn context(run: &RunResult) -> Value {
             };
             for (cv, c) in checks.iter_mut().zip(&s.checks) {
                 cv["detail"] = serde_json::Value::from(gate::check_detail(s, c));
+                if let Some(words) = gate::set_aside(s, c) {
+                    cv["set_aside"] = serde_json::Value::from(words);
+                }
             }
         }
     }
