@@ -5,15 +5,16 @@
 //! every method is `#[inline(always)]`, so it is compiled into that function with its features
 //! (the intrinsics inline there; no call per vector operation).
 //!
-//! Where AVX2 lacks an AVX-512 instruction the gate uses the classic substitutes: 2^n built in
-//! the exponent bits by an integer add and shift instead of `vscalefps`, a bitwise mask instead
-//! of a mask register, `vmaskmovps` for partial vectors. Its x/d is one `vdivps` (the divider
-//! runs beside the FMA pipes; an estimate and a Newton step took three more instructions from
-//! the issue slots that bound this gate on 8 lanes).
+//! Where AVX2 lacks an AVX-512 instruction the gate uses substitutes: 2^n built in the exponent
+//! bits by a shift (and a product) instead of `vscalefps`, a clamp of x where e^{−z} would
+//! overflow instead of a mask register that zeroes those lanes, `vmaskmovps` for partial
+//! vectors. Its x/d is one `vdivps` (the divider runs beside the FMA pipes; an estimate and a
+//! Newton step took three more instructions from the issue slots that bound this gate on 8
+//! lanes).
 
 #![cfg(target_arch = "x86_64")]
 
-use super::math::{Fused, MulAdd, Separate};
+use super::math::{Fused, MulAdd, Separate, GELU_Q0, GELU_Q2, GELU_X_MAX, SILU_X_MAX};
 use std::arch::x86_64::*;
 
 const GELU_C: f32 = 0.797_884_6; // √(2/π)
@@ -245,10 +246,26 @@ unsafe impl Lanes for NoFma256 {
     }
 }
 
-/// The AVX-512 gate's steps (see `math::gate_v`) with AVX2's instructions: its exponential is
-/// [`super::math::exp_core_avx2_n`], which adds 2^n to the exponent bits of 2^f where AVX-512
-/// has `vscalefps`. On `N` vectors step by step (why: the same function); each lane's
-/// operations are the same for any `N`.
+/// x·σ(z) = x / (1 + e^{−z}) on `N` vectors with AVX2's instructions, step by step (why:
+/// `math::reduce_poly_avx2_n`); each lane's operations are the same for any `N`.
+///
+/// Where AVX-512 zeroes the lanes whose e^{−z} would overflow by a mask register, this clamps
+/// x from below where −z·log2 e rounds to 128 ([`GELU_X_MIN`], [`SILU_X_MIN`]): there the
+/// exponential's 2^n is +∞ (its exponent bits all ones), so x/(1 + ∞) is −0 for every x at or
+/// below it, −∞ included, and above it the quotient is the true value, normal (|x|/e^{88.4} >
+/// 2^−126). Two instructions and a register a vector fewer than a compare, a clamp and a
+/// masking `vandnps` (the four vectors' masks, arguments, exponents and polynomials did not
+/// fit AVX2's 16 registers; docs/performance.md). NaN stays NaN (`vmaxps` and `vminps` return
+/// their second operand, the argument, when either is NaN); +∞ gives +∞.
+///
+/// With FMA, −z·log2 e is x·q, q = −2·√(2/π)·log2 e·(1 + 0.044715·x²) for GELU (−log2 e for
+/// SiLU), taken by [`super::math::exp2_product_avx2_n`]'s FMAs unrounded, and 1 + p·2^n is one
+/// FMA: three instructions fewer again (the argument's last product, −z's by log2 e, and p·2^n
+/// apart from its sum with 1). The argument is x clamped
+/// above too ([`GELU_X_MAX`], [`SILU_X_MAX`]: e^{−z} < 2^−90 there, so 1 + e^{−z} is 1 and the
+/// result x itself), which keeps x·q above −126. Without FMA (`avx2-nofma`) x·q would be
+/// rounded before n is taken from it, so that level computes −z and takes
+/// [`super::math::exp_v_avx2_n`] of it.
 ///
 /// # Safety
 /// The caller is compiled with avx2 and fma.
@@ -256,33 +273,60 @@ unsafe impl Lanes for NoFma256 {
 unsafe fn gate_avx2_n<M: MulAdd, const GELU: bool, const N: usize>(x: [__m256; N]) -> [__m256; N] {
     unsafe {
         let one = _mm256_set1_ps(1.0);
-        let mut mz = [_mm256_setzero_ps(); N];
-        let mut tiny = [_mm256_setzero_ps(); N];
+        let lo = _mm256_set1_ps(if GELU { GELU_X_MIN } else { SILU_X_MIN });
+        let mut xl = [_mm256_setzero_ps(); N];
         for k in 0..N {
-            mz[k] = if GELU {
-                let a = _mm256_set1_ps(-2.0 * GELU_C);
-                let b = _mm256_set1_ps(-2.0 * GELU_C * 0.044_715);
-                _mm256_mul_ps(x[k], M::v256(b, _mm256_mul_ps(x[k], x[k]), a))
-            } else {
-                _mm256_sub_ps(_mm256_setzero_ps(), x[k])
-            };
-            // Lanes where −z > 86 give 0 (σ(z) < e^-86); NaN compares false and stays NaN.
-            tiny[k] = _mm256_cmp_ps::<_CMP_GT_OQ>(mz[k], _mm256_set1_ps(86.0));
-            // The argument second: vmaxps returns it when either is NaN. Clamped at −87 (not
-            // −104 as under AVX-512): n = round(mz·log2 e) then stays ≥ −126, a normal 2^n, and
-            // 1 + e^{−z} is 1 either way.
-            mz[k] = _mm256_max_ps(_mm256_set1_ps(-87.0), mz[k]);
+            xl[k] = _mm256_max_ps(lo, x[k]);
         }
-        // n in [−126, 125] after the clamps, p in [0.7, 1.5]: p·2^n is normal.
-        let e = super::math::exp_core_avx2_n::<M, N>(mz);
+        let mut d = [one; N];
+        if M::FUSED {
+            let hi = _mm256_set1_ps(if GELU { GELU_X_MAX } else { SILU_X_MAX });
+            let mut xa = [_mm256_setzero_ps(); N];
+            let mut q = [_mm256_set1_ps(-std::f32::consts::LOG2_E); N];
+            for k in 0..N {
+                xa[k] = _mm256_min_ps(hi, xl[k]);
+                if GELU {
+                    let a = _mm256_set1_ps(GELU_Q0);
+                    let b = _mm256_set1_ps(GELU_Q2);
+                    q[k] = _mm256_fmadd_ps(b, _mm256_mul_ps(xa[k], xa[k]), a);
+                }
+            }
+            // 1 + p·2^n in one FMA: 2^n = +∞ gives +∞, 2^n = 0 gives 1.
+            let (p, two_n) = super::math::exp2_product_avx2_n::<N>(xa, q);
+            for k in 0..N {
+                d[k] = _mm256_fmadd_ps(p[k], two_n[k], one);
+            }
+        } else {
+            let mut mz = [_mm256_setzero_ps(); N];
+            for k in 0..N {
+                // −z: −2u for GELU (u = C·x·(1 + 0.044715·x²)), −x for SiLU.
+                mz[k] = if GELU {
+                    let a = _mm256_set1_ps(-2.0 * GELU_C);
+                    let b = _mm256_set1_ps(-2.0 * GELU_C * 0.044_715);
+                    _mm256_mul_ps(xl[k], M::v256(b, _mm256_mul_ps(xl[k], xl[k]), a))
+                } else {
+                    _mm256_sub_ps(_mm256_setzero_ps(), xl[k])
+                };
+            }
+            // −z ≤ 88.7 here: e^{−z} is finite, or +∞ where n = 128; below −88 it is 0.
+            let e = super::math::exp_v_avx2_n::<M, N>(mz);
+            for k in 0..N {
+                d[k] = _mm256_add_ps(one, e[k]);
+            }
+        }
         let mut out = [_mm256_setzero_ps(); N];
         for k in 0..N {
-            let d = _mm256_add_ps(one, e[k]);
-            out[k] = _mm256_andnot_ps(tiny[k], _mm256_div_ps(x[k], d));
+            out[k] = _mm256_div_ps(xl[k], d[k]);
         }
         out
     }
 }
+
+/// The x below which AVX2's GELU is −0: −z = 2·√(2/π)·(x + 0.044715·x³) is 88.70 there in f32,
+/// −z·log2 e 127.97, so n = 128 with a margin of ±0.5 either way (±0.015 in x).
+const GELU_X_MIN: f32 = -10.06;
+/// The same for SiLU (−z = −x): −z·log2 e 128.00.
+const SILU_X_MIN: f32 = -88.72;
 
 /// The vmaskmovps mask enabling lanes 0..m.
 #[inline(always)]

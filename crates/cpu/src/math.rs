@@ -288,10 +288,12 @@ fn gate_avx512<const GELU: bool>(dst: &mut [f32], src: &[f32]) {
     }
 }
 
-/// p·2^n ≈ e^x for an argument already clamped to where the caller needs it, in base 2:
-/// n = round(x·log2 e) by the 1.5·2^23 shift trick (an FMA and a subtraction), f = x·log2 e − n
-/// by one FMA — a single rounding, of a value under ½ —, p = 2^f by [`EXP2_POLY`] in Horner
-/// form, and 2^n by `vscalefps`. The one sequence [`gate_v_n`] and [`exp_v_n`] share.
+/// p·2^n ≈ 2^{x·q} (e^x where q is log2 e) for an argument already clamped to where the
+/// caller needs it, in base 2: n = round(x·q) by the 1.5·2^23 shift trick (an FMA and a
+/// subtraction), f = x·q − n by one FMA — the product unrounded, a single rounding of a value
+/// under ½ —, p = 2^f by [`EXP2_POLY`] in Horner form, and 2^n by `vscalefps`. The one
+/// sequence [`gate_v_n`] and [`exp_v_n`] share: the gate passes GELU's whole factor as q
+/// ([`GELU_Q0`]), so the product that makes its argument is these FMAs'.
 ///
 /// One operation fewer than the two-step Cody–Waite reduction to r = x − n·ln 2 (two FMAs)
 /// and e^r, which on a two-core machine shows in the fused softmax's and bias+GELU's time
@@ -299,7 +301,7 @@ fn gate_avx512<const GELU: bool>(dst: &mut [f32], src: &[f32]) {
 /// relative: under 2.3e-7 where e^x > 1e-7 for x ≤ 0, and GELU's own constants' rounding
 /// outweighs it.
 ///
-/// On `N` vectors step by step, as [`exp_core_avx2_n`] (why: there). Written one vector after
+/// On `N` vectors step by step, as [`reduce_poly_avx2_n`] (why: there). Written one vector after
 /// another (what LLVM made of four inlined single-vector calls), consecutive vectors' chains
 /// overlapped too little to keep both FMA pipes busy: step by step, a copy of the fused
 /// softmax's sweep ran 22% faster on one core in L1 (docs/performance.md). Every lane goes
@@ -309,16 +311,16 @@ fn gate_avx512<const GELU: bool>(dst: &mut [f32], src: &[f32]) {
 #[inline]
 fn exp_core_avx512_n<const N: usize>(
     x: [std::arch::x86_64::__m512; N],
+    q: [std::arch::x86_64::__m512; N],
 ) -> [std::arch::x86_64::__m512; N] {
     use std::arch::x86_64::*;
     const SHIFT: f32 = 12_582_912.0;
-    let l = _mm512_set1_ps(LOG2E);
     let mut nf = [_mm512_setzero_ps(); N];
     let mut f = [_mm512_setzero_ps(); N];
     for k in 0..N {
-        let t = _mm512_fmadd_ps(x[k], l, _mm512_set1_ps(SHIFT));
+        let t = _mm512_fmadd_ps(x[k], q[k], _mm512_set1_ps(SHIFT));
         nf[k] = _mm512_sub_ps(t, _mm512_set1_ps(SHIFT));
-        f[k] = _mm512_fmsub_ps(x[k], l, nf[k]);
+        f[k] = _mm512_fmsub_ps(x[k], q[k], nf[k]);
     }
     let mut p = [_mm512_set1_ps(EXP2_POLY[0]); N];
     for &c in &EXP2_POLY[1..] {
@@ -333,39 +335,7 @@ fn exp_core_avx512_n<const N: usize>(
     out
 }
 
-/// [`exp_core_avx512_n`] with AVX2's instructions: p·2^n by adding n to p's exponent bits (t's
-/// bits are those of 1.5·2^23 + n; shifted left by 23 only n's low bits remain, in the exponent
-/// field). For x whose n lies in [−126, 127] with p·2^n normal: the caller clamps. The AVX2
-/// gate's (`lanes.rs`) exponential, whose argument has either sign.
-///
-/// On `N` vectors at once, step by step: each step is issued for all `N` before the next, so
-/// that `N` independent dependency chains sit side by side in the instruction stream. Written
-/// one vector after another (the form LLVM makes of `N` inlined single-vector calls when its 16
-/// ymm registers run short), the core's ~45-cycle chain fills the scheduler before the next
-/// vector's first operations enter it, and 8-lane vectors then run at the chain's latency, not
-/// at the FMA ports' rate. Every lane goes through the same operations whatever `N` is: results
-/// are bit-identical.
-///
-/// # Safety
-/// The CPU must support AVX2 and FMA (the callers dispatch on the detected SIMD level).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-pub fn exp_core_avx2_n<M: MulAdd, const N: usize>(
-    x: [std::arch::x86_64::__m256; N],
-) -> [std::arch::x86_64::__m256; N] {
-    use std::arch::x86_64::*;
-    const SHIFT: f32 = 12_582_912.0;
-    let (t, p) = reduce_poly_avx2_n::<M, N>(x, SHIFT);
-    let mut out = [_mm256_setzero_ps(); N];
-    for k in 0..N {
-        let e = _mm256_slli_epi32::<23>(_mm256_castps_si256(t[k]));
-        out[k] = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p[k]), e));
-    }
-    out
-}
-
-/// The part of e^x both AVX2 forms share, on `N` vectors step by step, in base 2 (as
+/// The reduction and polynomial of [`exp_v_avx2_n`] on `N` vectors, in base 2 (as
 /// [`exp_core_avx512_n`]): t = x·log2 e + `shift` (the shift trick: t's low mantissa bits hold
 /// n = round(x·log2 e), plus whatever bias `shift` carries), f = x·log2 e − n by one
 /// multiply-add (−n as `shift` − t), and p = 2^f by [`EXP2_POLY`] in Horner's form, five
@@ -374,6 +344,14 @@ pub fn exp_core_avx2_n<M: MulAdd, const N: usize>(
 /// not (Horner's form measured 4–9% faster on one core in L1 under AVX2: docs/performance.md).
 /// Returns (t, p); the caller makes 2^n from t's bits. Compiled with its callers' features,
 /// and inlined into them.
+///
+/// On `N` vectors at once, step by step: each step is issued for all `N` before the next, so
+/// that `N` independent dependency chains sit side by side in the instruction stream. Written
+/// one vector after another (the form LLVM makes of `N` inlined single-vector calls when its 16
+/// ymm registers run short), the exponential's ~45-cycle chain fills the scheduler before the
+/// next vector's first operations enter it, and 8-lane vectors then run at the chain's latency,
+/// not at the FMA ports' rate. Every lane goes through the same operations whatever `N` is:
+/// results are bit-identical.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[inline]
@@ -418,12 +396,16 @@ fn reduce_poly_avx2_n<M: MulAdd, const N: usize>(
     (t, p)
 }
 
-/// One vector of x·σ(z) = x / (1 + e^{−z}), in 16 vector operations:
-/// - e^{−z} by `exp_core_avx512_n` (n by the shift trick, f = −z·log2 e − n by one FMA, 2^f
-///   by a degree-5 polynomial, 2^n by `vscalefps`);
+/// One vector of x·σ(z) = x / (1 + e^{−z}), in 15 vector operations (GELU; SiLU 13):
+/// - e^{−z} = 2^{x·q} by `exp_core_avx512_n`, q = −2·√(2/π)·log2 e·(1 + 0.044715·x²) for GELU
+///   ([`GELU_Q0`]) and −log2 e for SiLU, x held at [`GELU_X_MAX`] / [`SILU_X_MAX`] (beyond,
+///   e^{−z} < 2^−90 and the result is x): the FMAs that take n and f from x·q make the
+///   argument's last product and its product by log2 e;
 /// - x/d by one masked `vdivps` (the divider works beside the FMA pipes: a `vrcp14ps` estimate,
 ///   a Newton step and a product took four instructions of the issue slots that bound this
-///   gate, and the kernel's arithmetic alone measured slower that way — docs/performance.md).
+///   gate, and the kernel's arithmetic alone measured slower that way — docs/performance.md),
+///   zero where x is below [`GELU_X_TINY`] / [`SILU_X_TINY`] (−z > 86 there: σ(z) < e^−86,
+///   below f32's normal range for any x but the largest; x = −∞ too gets 0, its limit).
 ///
 /// Fewer operations matter because on a 2-core machine the fused bias+GELU is as much
 /// arithmetic as memory stream.
@@ -449,29 +431,28 @@ pub fn gate_v_n<const GELU: bool, const N: usize>(
     x: [std::arch::x86_64::__m512; N],
 ) -> [std::arch::x86_64::__m512; N] {
     use std::arch::x86_64::*;
-    const C: f32 = 0.797_884_6; // √(2/π)
     let one = _mm512_set1_ps(1.0);
-    let mut mz = [_mm512_setzero_ps(); N];
+    let (tiny_below, hi) = if GELU {
+        (GELU_X_TINY, GELU_X_MAX)
+    } else {
+        (SILU_X_TINY, SILU_X_MAX)
+    };
+    let mut xa = [_mm512_setzero_ps(); N];
+    let mut q = [_mm512_set1_ps(-LOG2E); N];
     let mut tiny = [0 as __mmask16; N];
     for k in 0..N {
-        // −z: −2u for GELU (u = C·x·(1 + 0.044715·x²)), −x for SiLU.
-        let m = if GELU {
-            let a = _mm512_set1_ps(-2.0 * C);
-            let b = _mm512_set1_ps(-2.0 * C * 0.044_715);
-            _mm512_mul_ps(x[k], _mm512_fmadd_ps(b, _mm512_mul_ps(x[k], x[k]), a))
-        } else {
-            _mm512_sub_ps(_mm512_setzero_ps(), x[k])
-        };
-        // Where −z > 86, σ(z) < e^-86: the result is 0 (below f32's normal range for any x but
-        // the largest; x = −inf too gets 0, its limit). NaN compares false and stays NaN below.
-        tiny[k] = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(m, _mm512_set1_ps(86.0));
-        // Clamp so e^{−z} stays finite and its reciprocal normal. vmaxps returns the second
-        // operand when either is NaN: the argument goes second, so NaN propagates. Only the
-        // lower clamp is needed: lanes above 86 are zeroed by the mask at the end, whatever the
-        // arithmetic made of them (inf or NaN). |mz·log2 e| ≤ 150 then, or the lane is masked.
-        mz[k] = _mm512_max_ps(_mm512_set1_ps(-104.0), m);
+        // NaN compares false, and stays NaN below.
+        tiny[k] = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x[k], _mm512_set1_ps(tiny_below));
+        // vminps returns the second operand when either is NaN: the argument goes second.
+        // Lanes below the tiny bound are zeroed by the mask at the end, whatever the
+        // arithmetic made of them (inf or NaN); the others have |x·q| ≤ 124.
+        xa[k] = _mm512_min_ps(_mm512_set1_ps(hi), x[k]);
+        if GELU {
+            let x2 = _mm512_mul_ps(xa[k], xa[k]);
+            q[k] = _mm512_fmadd_ps(_mm512_set1_ps(GELU_Q2), x2, _mm512_set1_ps(GELU_Q0));
+        }
     }
-    let e = exp_core_avx512_n(mz);
+    let e = exp_core_avx512_n(xa, q);
     let mut out = [_mm512_setzero_ps(); N];
     for k in 0..N {
         let d = _mm512_add_ps(one, e[k]);
@@ -479,6 +460,23 @@ pub fn gate_v_n<const GELU: bool, const N: usize>(
     }
     out
 }
+
+/// GELU's −z·log2 e as x·q, q = GELU_Q0 + GELU_Q2·x² = −2·√(2/π)·log2 e·(1 + 0.044715·x²),
+/// each constant rounded once from f64. The vector gates pass q to their exponential, whose
+/// FMAs then form the product unrounded.
+pub const GELU_Q0: f32 = (-2.0 * 0.797_884_560_802_865_4_f64 * std::f64::consts::LOG2_E) as f32;
+/// See [`GELU_Q0`].
+pub const GELU_Q2: f32 =
+    (-2.0 * 0.797_884_560_802_865_4_f64 * 0.044_715 * std::f64::consts::LOG2_E) as f32;
+/// The x above which the vector gates hold GELU's argument: −z·log2 e is −95.8 there, e^{−z}
+/// under 2^−95, so 1 + e^{−z} is 1 and the result x itself for every larger x.
+pub const GELU_X_MAX: f32 = 9.0;
+/// The same for SiLU (−z = −x): −z·log2 e is −115.4.
+pub const SILU_X_MAX: f32 = 80.0;
+/// The x below which the AVX-512 gate gives 0: −z is 86 there (GELU).
+pub const GELU_X_TINY: f32 = -9.94;
+/// The same for SiLU.
+pub const SILU_X_TINY: f32 = -86.0;
 
 /// One vector of e^x for x ≤ 0 (softmax's and attention's x − max; NaN passes) in 10 vector
 /// operations, for kernels where exp is most of the arithmetic: the argument clamped below at
@@ -516,19 +514,19 @@ pub fn exp_v_n<const N: usize>(
         // vmaxps returns the second operand when either is NaN: the argument goes second.
         c[k] = _mm512_max_ps(_mm512_set1_ps(-104.0), x[k]);
     }
-    exp_core_avx512_n(c)
+    exp_core_avx512_n(c, [_mm512_set1_ps(LOG2E); N])
 }
 
-/// `N` vectors of e^x on AVX2+FMA for x ≤ 0 (softmax's x − max; NaN passes), 11 operations
-/// each (the auto-vectorized scalar [`exp`]: 18): x clamped below at −88, n = round(x·log2 e)
-/// by the shift trick with the exponent's bias folded into the shift (the low bits of the
-/// shifted sum hold n + 127, which shifted left by 23 are the bits of 2^n, and 0 for n = −127),
-/// f = x·log2 e − n by one multiply-add and the degree-5 polynomial for 2^f, then p·2^n
-/// by one product. Below about −87.7 the result is 0, as [`exp`] flushes it; from there to
-/// −87.3 the product is e^x's subnormal value. Where the clamp, a mask of the lanes below it
-/// and the exponent added as an integer took four operations ([`exp_core_avx2_n`]'s form, for
-/// arguments of either sign), this takes two: the fused softmax on AVX2 is as much arithmetic
-/// as memory stream. Step by step over the `N` vectors (why: [`exp_core_avx2_n`]).
+/// `N` vectors of e^x on AVX2 for x ≤ 88.7 (softmax's x − max, ≤ 0; the AVX2 gate's −z without
+/// FMA; NaN passes), 11 operations each (the auto-vectorized scalar [`exp`]: 18): x clamped
+/// below at −88, n = round(x·log2 e) by the shift trick with the exponent's bias folded into
+/// the shift (the low bits of the shifted sum hold n + 127, which shifted left by 23 are the
+/// bits of 2^n: 0 for n = −127, +∞ for n = 128), f = x·log2 e − n by one multiply-add and the
+/// degree-5 polynomial for 2^f, then p·2^n by one product. Below about −87.7 the result is 0,
+/// as [`exp`] flushes it; from there to −87.3 the product is e^x's subnormal value. Where the
+/// clamp, a mask of the lanes below it and the exponent added as an integer took four
+/// operations, this takes two: the fused softmax on AVX2 is as much arithmetic as memory
+/// stream. Step by step over the `N` vectors (why: [`reduce_poly_avx2_n`]).
 ///
 /// # Safety
 /// The CPU must support AVX2 and FMA (the callers dispatch on the detected SIMD level).
@@ -553,6 +551,53 @@ pub fn exp_v_avx2_n<M: MulAdd, const N: usize>(
         out[k] = _mm256_mul_ps(p[k], two_n);
     }
     out
+}
+
+/// `N` vectors of 2^{x·q} on AVX2+FMA as p and 2^n, the product x·q never rounded: n =
+/// round(x·q) by the shift trick with the exponent's bias folded into the shift (as
+/// [`exp_v_avx2_n`]), f = x·q − n by one FMA, p = 2^f by [`EXP2_POLY`], and 2^n from the
+/// shifted sum's bits. For a caller that has e^{c·x} with a factor c·log2 e it computes anyway
+/// (the GELU gate's 2·√(2/π)·(1 + 0.044715·x²) times log2 e): the multiplication that makes its
+/// argument and the one by log2 e become the FMAs that take n and f; and the caller that
+/// wants 1 + p·2^n has it in one more FMA. The caller keeps x·q in [−126, 128.5): below, 2^n's
+/// bits are not a power of two, and where n is 128, 2^n is +∞ (its exponent bits all ones).
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA (the callers dispatch on the detected SIMD level).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub fn exp2_product_avx2_n<const N: usize>(
+    x: [std::arch::x86_64::__m256; N],
+    q: [std::arch::x86_64::__m256; N],
+) -> (
+    [std::arch::x86_64::__m256; N],
+    [std::arch::x86_64::__m256; N],
+) {
+    use std::arch::x86_64::*;
+    // 1.5·2^23 + 127: the sum's low mantissa bits are n + 127.
+    const SHIFT_BIASED: f32 = 12_583_039.0;
+    let mut t = [_mm256_setzero_ps(); N];
+    let mut f = [_mm256_setzero_ps(); N];
+    for k in 0..N {
+        t[k] = _mm256_fmadd_ps(x[k], q[k], _mm256_set1_ps(SHIFT_BIASED));
+        f[k] = _mm256_fmadd_ps(
+            x[k],
+            q[k],
+            _mm256_sub_ps(_mm256_set1_ps(SHIFT_BIASED), t[k]),
+        );
+    }
+    let mut p = [_mm256_set1_ps(EXP2_POLY[0]); N];
+    for &c in &EXP2_POLY[1..] {
+        for k in 0..N {
+            p[k] = _mm256_fmadd_ps(p[k], f[k], _mm256_set1_ps(c));
+        }
+    }
+    let mut two_n = [_mm256_setzero_ps(); N];
+    for k in 0..N {
+        two_n[k] = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_castps_si256(t[k])));
+    }
+    (p, two_n)
 }
 
 #[cfg(test)]

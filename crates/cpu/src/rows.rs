@@ -420,7 +420,7 @@ unsafe fn exp_sub_sum_avx2<M: math::MulAdd>(
             prefetch_l2(next.as_ptr().wrapping_add(i));
             prefetch_l2(next.as_ptr().wrapping_add(i + 16));
         }
-        // Four vectors' exponentials step by step, side by side (math::exp_core_avx2_n).
+        // Four vectors' exponentials step by step, side by side (math::reduce_poly_avx2_n).
         let mut d = [_mm256_setzero_ps(); 4];
         for (h, dh) in d.iter_mut().enumerate() {
             // SAFETY: i + 32 <= n bounds x at i + 8·h .. + 8.

@@ -103,28 +103,30 @@ fn chain_avx2<V: Lanes>(
 /// What one vector of `op` issues at `level` in [`chain_segment`]: (vector arithmetic
 /// instructions, FLOPs per lane — an FMA 2, any other instruction 1). Counted from the
 /// sequences the kernels are written as (`lanes.rs` and `math.rs`: `gate_v` and
-/// `exp_core_avx512` under AVX-512, `gate_avx2_n` and `exp_core_avx2_n` under AVX2); loads,
+/// `exp_core_avx512_n` under AVX-512, `gate_avx2_n`, `exp2_product_avx2_n` and `exp_v_avx2_n` under AVX2); loads,
 /// stores and prefetches are left out. The ledger's nominal GELU is 9 FLOPs, its SiLU 3.
 pub fn executed_per_vector(op: ElemOp, level: SimdLevel) -> (u64, u64) {
     match (op, level) {
         // vaddps / vmulps / vmaxps, the operand from memory.
         (ElemOp::BiasAdd | ElemOp::Add | ElemOp::Mul | ElemOp::Scale | ElemOp::Relu, _) => (1, 1),
-        // GELU's argument (mul, FMA, mul: 3 / 4), the tiny-lane compare and the clamp (2 / 2),
-        // the exponential (n by an FMA and a subtraction, f by an FMA — 3 / 5; Horner's 5 FMAs
-        // — 5 / 10; vscalefps — 1 / 1), 1 + e and the masked division (2 / 2). SiLU's argument
-        // is one subtraction instead of three (−2 / −3).
-        (ElemOp::Gelu, SimdLevel::Avx512) => (16, 24),
-        (ElemOp::Silu, SimdLevel::Avx512) => (14, 21),
-        // The same argument, compare and clamp (5 / 6); the exponential (n by an FMA, −n by a
-        // subtraction, f by an FMA — 3 / 5; Horner's 5 FMAs — 5 / 10; 2^n by a shift and an
-        // integer add — 2 / 2), then 1 + e, the division and the vandnps that zeroes tiny
-        // lanes (3 / 3).
-        (ElemOp::Gelu, SimdLevel::Avx2Fma | SimdLevel::Scalar) => (18, 26),
-        (ElemOp::Silu, SimdLevel::Avx2Fma | SimdLevel::Scalar) => (16, 23),
-        // Without FMA the exponential keeps the two-step reduction (one operation more, see
-        // `math::reduce_poly_avx2_n`), and each FMA (GELU 9, SiLU 8) is a multiply and an add.
-        (ElemOp::Gelu, SimdLevel::Avx2NoFma) => (28, 28),
-        (ElemOp::Silu, SimdLevel::Avx2NoFma) => (25, 25),
+        // The tiny-lane compare and the argument's clamp (2 / 2), GELU's factor q (mul, FMA:
+        // 2 / 3), the exponential of x·q (n by an FMA and a subtraction, f by an FMA — 3 / 5;
+        // Horner's 5 FMAs — 5 / 10; vscalefps — 1 / 1), 1 + e and the masked division
+        // (2 / 2). SiLU's q is a constant (−2 / −3).
+        (ElemOp::Gelu, SimdLevel::Avx512) => (15, 23),
+        (ElemOp::Silu, SimdLevel::Avx512) => (13, 20),
+        // The two clamps (2 / 2) and the same q (2 / 3); the exponential (n by an FMA, −n by a
+        // subtraction, f by an FMA — 3 / 5; Horner's 5 FMAs — 5 / 10; 2^n by a shift — 1 / 1),
+        // then 1 + p·2^n by an FMA and the division (2 / 3).
+        (ElemOp::Gelu, SimdLevel::Avx2Fma | SimdLevel::Scalar) => (15, 24),
+        (ElemOp::Silu, SimdLevel::Avx2Fma | SimdLevel::Scalar) => (13, 21),
+        // Without FMA the argument −z is formed (GELU: mul, mul + add, mul — 4; SiLU: a
+        // subtraction), then clamped, and its exponential keeps the two-step reduction (n by a
+        // multiply and an add, −n by a subtraction, r by two multiplies and two subtractions,
+        // Horner's 5 multiplies and 5 adds, a shift and a product: 19), x clamped first,
+        // 1 + e and the division (see `lanes::gate_avx2_n`).
+        (ElemOp::Gelu, SimdLevel::Avx2NoFma) => (27, 27),
+        (ElemOp::Silu, SimdLevel::Avx2NoFma) => (24, 24),
     }
 }
 
@@ -629,6 +631,51 @@ mod tests {
                         assert_eq!(y[i], x[i] * 0.5);
                     } else {
                         assert!(y[i].is_nan(), "element {i} outside the segment was written");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Where the gates hold their argument or give up on it (AVX2's clamp where 2^n turns to
+    /// +∞, AVX-512's zeroed lanes, the upper hold where 1 + e^{−z} is 1), every x of a fine
+    /// grid across those points is within 2e-5 of the f64 value (−z's own rounding, ~1e-7·|z|,
+    /// is the exponential's relative error where the result is tiny), or within 1e-35 of it
+    /// (AVX-512 gives 0 where σ(z) < e^−86, |x·σ(z)| < 4e-36 there): no lane comes out NaN,
+    /// infinite or of the wrong magnitude on either side of a bound.
+    #[test]
+    fn the_gate_in_registers_holds_across_its_clamps_at_every_level() {
+        // x·σ(2u), not 0.5·x·(1 + tanh u): 1 + tanh u cancels to 0 in f64 far below −1.
+        let gelu =
+            |v: f64| v / (1.0 + (-2.0 * 0.797_884_560_8 * (v + 0.044_715 * v * v * v)).exp());
+        let silu = |v: f64| v / (1.0 + (-v).exp());
+        let cases: [(ElemOp, fn(f64) -> f64, &[(f32, f32)]); 2] = [
+            (
+                ElemOp::Gelu,
+                gelu,
+                &[(-10.3, -9.7), (8.7, 9.3), (-4.0, 4.0)],
+            ),
+            (
+                ElemOp::Silu,
+                silu,
+                &[(-89.5, -85.5), (79.0, 81.0), (-20.0, 20.0)],
+            ),
+        ];
+        for l in levels() {
+            for (op, f, ranges) in cases {
+                for &(from, to) in ranges {
+                    let x: Vec<f32> = (0..=4000)
+                        .map(|i| from + (to - from) * i as f32 / 4000.0)
+                        .collect();
+                    let mut y = vec![f32::NAN; x.len()];
+                    chain_at(l, &[(op, Operand::None)], &mut y, &x, false);
+                    for (a, b) in x.iter().zip(&y) {
+                        let want = f(*a as f64);
+                        assert!(
+                            (*b as f64 - want).abs() <= 1e-35 + 2e-5 * want.abs(),
+                            "{} {op:?}({a}) = {b}, f64 {want}",
+                            l.name()
+                        );
                     }
                 }
             }
