@@ -649,21 +649,19 @@ mod tests {
         let gelu =
             |v: f64| v / (1.0 + (-2.0 * 0.797_884_560_8 * (v + 0.044_715 * v * v * v)).exp());
         let silu = |v: f64| v / (1.0 + (-v).exp());
-        let cases: [(ElemOp, fn(f64) -> f64, &[(f32, f32)]); 2] = [
-            (
-                ElemOp::Gelu,
-                gelu,
-                &[(-10.3, -9.7), (8.7, 9.3), (-4.0, 4.0)],
-            ),
+        // Each gate, its f64 value, and the ranges of x around its bounds.
+        type Case = (ElemOp, fn(f64) -> f64, [(f32, f32); 3]);
+        let cases: [Case; 2] = [
+            (ElemOp::Gelu, gelu, [(-10.3, -9.7), (8.7, 9.3), (-4.0, 4.0)]),
             (
                 ElemOp::Silu,
                 silu,
-                &[(-89.5, -85.5), (79.0, 81.0), (-20.0, 20.0)],
+                [(-89.5, -85.5), (79.0, 81.0), (-20.0, 20.0)],
             ),
         ];
         for l in levels() {
             for (op, f, ranges) in cases {
-                for &(from, to) in ranges {
+                for (from, to) in ranges {
                     let x: Vec<f32> = (0..=4000)
                         .map(|i| from + (to - from) * i as f32 / 4000.0)
                         .collect();
