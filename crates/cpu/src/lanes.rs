@@ -253,17 +253,17 @@ unsafe impl Lanes for NoFma256 {
 /// x from below where −z·log2 e rounds to 128 ([`GELU_X_MIN`], [`SILU_X_MIN`]): there the
 /// exponential's 2^n is +∞ (its exponent bits all ones), so x/(1 + ∞) is −0 for every x at or
 /// below it, −∞ included, and above it the quotient is the true value, normal (|x|/e^{88.4} >
-/// 2^−126). Two instructions and a register a vector fewer than a compare, a clamp and a
-/// masking `vandnps` (the four vectors' masks, arguments, exponents and polynomials did not
-/// fit AVX2's 16 registers; docs/performance.md). NaN stays NaN (`vmaxps` and `vminps` return
-/// their second operand, the argument, when either is NaN); +∞ gives +∞.
+/// 2^−126). A compare and a masking `vandnps` fewer, and the mask's register free: the four
+/// vectors' masks, arguments, exponents and polynomials did not fit AVX2's 16 registers. NaN
+/// stays NaN (`vmaxps` and `vminps` return their second operand, the argument, when either is
+/// NaN); +∞ gives +∞.
 ///
 /// With FMA, −z·log2 e is x·q, q = −2·√(2/π)·log2 e·(1 + 0.044715·x²) for GELU (−log2 e for
-/// SiLU), taken by [`super::math::exp2_product_avx2_n`]'s FMAs unrounded, and 1 + p·2^n is one
-/// FMA: three instructions fewer again (the argument's last product, −z's by log2 e, and p·2^n
-/// apart from its sum with 1). The argument is x clamped
-/// above too ([`GELU_X_MAX`], [`SILU_X_MAX`]: e^{−z} < 2^−90 there, so 1 + e^{−z} is 1 and the
-/// result x itself), which keeps x·q above −126. Without FMA (`avx2-nofma`) x·q would be
+/// SiLU), whose product [`super::math::exp2_product_avx2_n`]'s FMAs form unrounded in place of
+/// the argument's last product (SiLU's negation); x is held above at [`GELU_X_MAX`] /
+/// [`SILU_X_MAX`] in place of the clamp of −z (e^{−z} < 2^−90 there, so 1 + e^{−z} is 1 and the
+/// result x itself; it keeps x·q above −126); and 1 + p·2^n is one FMA: 15 instructions a
+/// vector where the compare-and-mask form took 18. Without FMA (`avx2-nofma`) x·q would be
 /// rounded before n is taken from it, so that level computes −z and takes
 /// [`super::math::exp_v_avx2_n`] of it.
 ///

@@ -399,8 +399,8 @@ fn reduce_poly_avx2_n<M: MulAdd, const N: usize>(
 /// One vector of x·σ(z) = x / (1 + e^{−z}), in 15 vector operations (GELU; SiLU 13):
 /// - e^{−z} = 2^{x·q} by `exp_core_avx512_n`, q = −2·√(2/π)·log2 e·(1 + 0.044715·x²) for GELU
 ///   ([`GELU_Q0`]) and −log2 e for SiLU, x held at [`GELU_X_MAX`] / [`SILU_X_MAX`] (beyond,
-///   e^{−z} < 2^−90 and the result is x): the FMAs that take n and f from x·q make the
-///   argument's last product and its product by log2 e;
+///   e^{−z} < 2^−90 and the result is x): the FMAs that take n and f form the product x·q
+///   unrounded, in place of the argument's last product (SiLU's negation);
 /// - x/d by one masked `vdivps` (the divider works beside the FMA pipes: a `vrcp14ps` estimate,
 ///   a Newton step and a product took four instructions of the issue slots that bound this
 ///   gate, and the kernel's arithmetic alone measured slower that way — docs/performance.md),
