@@ -193,8 +193,8 @@ fn golden_report_from_fixed_results() {
 }
 
 /// A check whose gate was set aside (the other measurement's gate decided) is one short line in
-/// report.md, the gate's own line being beside it; JUnit, which has no gate line, keeps the
-/// gate's whole sentence.
+/// report.md, the gate's own line being beside it, and that line leaves out the steps that
+/// would decide the gate; JUnit, which has no gate line, keeps the gate's whole sentence.
 #[test]
 fn a_set_aside_gate_is_one_short_line_in_the_report_and_whole_in_junit() {
     let dir = tempfile::tempdir().unwrap();
@@ -219,6 +219,14 @@ fn a_set_aside_gate_is_one_short_line_in_the_report_and_whole_in_junit() {
     checks.push(serde_json::json!({
         "name": "counts_regression", "status": "pass", "detail": "within the 3% limit"
     }));
+    // A time gate that cannot PASS on this runner: its decision says why, and not the steps
+    // that would decide it (the counts gate decided).
+    spec["baseline"] = serde_json::json!({
+        "status": "compared", "path": "b.json", "threshold": 0.1, "state": "inconclusive",
+        "ratio": {"point": 0.95, "lo": 0.90, "hi": 1.0},
+        "spread": {"runs": 5, "log_sd": 0.06, "noise_factor": 1.0},
+        "undecided": "cannot_pass", "message": long
+    });
     std::fs::write(run.join("results.json"), v.to_string()).unwrap();
     // Sealed, so that `report -o` on its own report.md writes every output again (JUnit too).
     opledger::archive::seal(&run, "run", Vec::new()).unwrap();
@@ -238,6 +246,12 @@ fn a_set_aside_gate_is_one_short_line_in_the_report_and_whole_in_junit() {
         "{md}"
     );
     assert!(!md.contains(long), "{md}");
+    let gate = md.lines().find(|l| l.starts_with("- **Gate**")).unwrap();
+    assert!(
+        gate.contains("decision inconclusive: cannot PASS at +10% on this runner")
+            && !gate.contains("gate on a quieter runner"),
+        "{gate}"
+    );
     let junit = std::fs::read_to_string(run.join("junit.xml")).unwrap();
     assert!(
         junit.contains(short) && junit.contains("the CI reaches x1.073, past the x1.057"),

@@ -212,6 +212,17 @@ fn render_source(run: &RunResult, name: &str, source: String) -> Result<String> 
 /// before the gate recorded one, what its outputs said then (a CI beyond the limit, a runner
 /// that cannot PASS; nothing otherwise), so that its report renders as written.
 pub fn inconclusive_why(b: &BaselineOutcome, max_regression: f64) -> Option<String> {
+    inconclusive_words(b, max_regression, true)
+}
+
+/// [`inconclusive_why`] without the next step: what the gate knows only. Where another
+/// measurement's gate decided the spec (the time gate set aside by the counts gate), the steps
+/// that would decide this one are not needed, and each spec of a run would repeat them.
+pub fn inconclusive_reason(b: &BaselineOutcome, max_regression: f64) -> Option<String> {
+    inconclusive_words(b, max_regression, false)
+}
+
+fn inconclusive_words(b: &BaselineOutcome, max_regression: f64, advice: bool) -> Option<String> {
     use opledger_gate::stats::Undecided;
     let r = b.ratio?;
     let spread = b.spread.as_ref();
@@ -224,16 +235,19 @@ pub fn inconclusive_why(b: &BaselineOutcome, max_regression: f64) -> Option<Stri
             Undecided::PastPassLimit | Undecided::DriftUnknown => return None,
         },
     };
-    Some(undecided_words(undecided, &r, max_regression, spread))
+    let (reason, next) = undecided_parts(undecided, &r, max_regression, spread);
+    Some(if advice { reason + &next } else { reason })
 }
 
-/// An [`Undecided`](opledger_gate::stats::Undecided) in words, with the numbers it rests on.
-pub fn undecided_words(
+/// An [`Undecided`](opledger_gate::stats::Undecided) in words, with the numbers it rests on, in
+/// two parts: what the gate knows, and the next step that would decide it (with its leading
+/// separator).
+fn undecided_parts(
     undecided: opledger_gate::stats::Undecided,
     r: &crate::measure::stats::Estimate,
     max_regression: f64,
     spread: Option<&opledger_gate::stats::Spread>,
-) -> String {
+) -> (String, String) {
     use opledger_gate::stats::{Spread, Undecided};
     const COUNTS: &str =
         "on counts (`--measure counts`, the CPU backend's kernels), which do not drift";
@@ -249,25 +263,37 @@ pub fn undecided_words(
         None => format!("gate on a quieter runner, with more history, or {COUNTS}"),
     };
     match undecided {
-        Undecided::LikelyRegression => format!(
-            "slower by {:.0}–{:.0}% (CI), beyond the +{limit}% limit; this runner's run-to-run drift (±{drift:.1}%) is as large, so a regression is likely but not proven at ≤ 1% false alarms: {better}",
-            (r.lo - 1.0) * 100.0,
-            (r.hi - 1.0) * 100.0,
+        Undecided::LikelyRegression => (
+            format!(
+                "slower by {:.0}–{:.0}% (CI), beyond the +{limit}% limit; this runner's run-to-run drift (±{drift:.1}%) is as large, so a regression is likely but not proven at ≤ 1% false alarms",
+                (r.lo - 1.0) * 100.0,
+                (r.hi - 1.0) * 100.0,
+            ),
+            format!(": {better}"),
         ),
-        Undecided::CannotPass => format!(
-            "cannot PASS at +{limit}% on this runner: its run-to-run drift (±{drift:.1}%) eats the whole limit (PASS needs the CI below ×{:.3}); {better}",
-            sp.pass_limit(max_regression)
+        Undecided::CannotPass => (
+            format!(
+                "cannot PASS at +{limit}% on this runner: its run-to-run drift (±{drift:.1}%) eats the whole limit (PASS needs the CI below ×{:.3})",
+                sp.pass_limit(max_regression)
+            ),
+            format!("; {better}"),
         ),
-        Undecided::PastPassLimit => format!(
-            "the CI reaches ×{:.3}, past the ×{:.3} a PASS needs with this runner's drift (±{drift:.1}% between {} reference runs): more pairs (`--min-pairs`) narrow the CI, more reference runs (history, or `opledger calibrate --accept`) raise what a PASS may reach, or gate {COUNTS}",
-            r.hi,
-            sp.pass_limit(max_regression),
-            sp.runs
+        Undecided::PastPassLimit => (
+            format!(
+                "the CI reaches ×{:.3}, past the ×{:.3} a PASS needs with this runner's drift (±{drift:.1}% between {} reference runs)",
+                r.hi,
+                sp.pass_limit(max_regression),
+                sp.runs
+            ),
+            format!(": more pairs (`--min-pairs`) narrow the CI, more reference runs (history, or `opledger calibrate --accept`) raise what a PASS may reach, or gate {COUNTS}"),
         ),
-        Undecided::DriftUnknown => format!(
-            "the CI (×{:.3} .. ×{:.3}) reaches across the +{limit}% limit and the drift between runs is not known: measure more pairs (`--min-pairs`), record more runs to judge against (history, or `opledger calibrate --accept`), or gate {COUNTS}",
-            r.lo,
-            r.hi
+        Undecided::DriftUnknown => (
+            format!(
+                "the CI (×{:.3} .. ×{:.3}) reaches across the +{limit}% limit and the drift between runs is not known",
+                r.lo,
+                r.hi
+            ),
+            format!(": measure more pairs (`--min-pairs`), record more runs to judge against (history, or `opledger calibrate --accept`), or gate {COUNTS}"),
         ),
     }
 }
@@ -330,8 +356,18 @@ pub fn baseline_rows(s: &SpecResult) -> Vec<(String, String)> {
         if let Some(n) = &note {
             d.push_str(&format!(" ({n})"));
         }
+        // The next step is left out where the counts gate decided the spec.
+        let aside = s
+            .set_aside
+            .contains(&opledger_gate::rule::Measurement::Time);
         let why = (state == RegressionState::Inconclusive && note.is_none())
-            .then(|| inconclusive_why(b, limit))
+            .then(|| {
+                if aside {
+                    inconclusive_reason(b, limit)
+                } else {
+                    inconclusive_why(b, limit)
+                }
+            })
             .flatten();
         if let Some(why) = why {
             d.push_str(": ");
