@@ -556,7 +556,7 @@ pub fn exp_v_avx2_n<M: MulAdd, const N: usize>(
 /// `N` vectors of 2^{x·q} on AVX2+FMA as p and 2^n, the product x·q never rounded: n =
 /// round(x·q) by the shift trick with the exponent's bias folded into the shift (as
 /// [`exp_v_avx2_n`]), f = x·q − n by one FMA, p = 2^f by [`EXP2_POLY`], and 2^n from the
-/// shifted sum's bits. For a caller that has e^{c·x} with a factor q = −c·log2 e it computes
+/// shifted sum's bits. For a caller that has e^{c·x} with a factor q = c·log2 e it computes
 /// anyway (the GELU gate's −2·√(2/π)·log2 e·(1 + 0.044715·x²)): the product that would make its
 /// argument c·x is the FMAs' own, one instruction fewer; and a caller that wants 1 + p·2^n has
 /// it in one more FMA. The caller keeps x·q in [−126, 128.5): below, 2^n's
