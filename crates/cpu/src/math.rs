@@ -335,14 +335,18 @@ fn exp_core_avx512_n<const N: usize>(
     out
 }
 
-/// The reduction and polynomial of [`exp_v_avx2_n`] on `N` vectors, in base 2 (as
-/// [`exp_core_avx512_n`]): t = x·log2 e + `shift` (the shift trick: t's low mantissa bits hold
-/// n = round(x·log2 e), plus whatever bias `shift` carries), f = x·log2 e − n by one
-/// multiply-add (−n as `shift` − t), and p = 2^f by [`EXP2_POLY`] in Horner's form, five
-/// multiply-adds. Estrin's form is three FMA latencies deep instead of five for one operation
-/// more; with the `N` vectors' chains side by side the depth is hidden and the operation is
-/// not (Horner's form measured 4–9% faster on one core in L1 under AVX2: docs/performance.md).
-/// Returns (t, p); the caller makes 2^n from t's bits. Compiled with its callers' features,
+/// 2^{x·q} on `N` vectors as (p, 2^n), in base 2 (as [`exp_core_avx512_n`]): t = x·q +
+/// [`SHIFT_BIASED`] (the shift trick: t's low mantissa bits hold n + 127, n = round(x·q)),
+/// f = x·q − n by one multiply-add (−n as the shift − t: with FMA the product x·q is never
+/// rounded), p = 2^f by [`EXP2_POLY`] in Horner's form, five multiply-adds, and 2^n as t's
+/// bits shifted left by 23 (0 for n = −127, +∞ for n = 128). The caller keeps x·q in
+/// [−127, 128.5). Without FMA, x·q would be rounded before n is taken from it (an error of
+/// 3e-8·|x·q| in f: 2.6e-6 relative at x = −64), so that level (the counted one) takes the
+/// two-step Cody–Waite reduction to r = x − n·ln 2 and e^r's polynomial instead, which holds
+/// for q = log2 e only: its one caller there is [`exp_v_avx2_n`]. Estrin's form is three FMA
+/// latencies deep instead of five for one operation more; with the `N` vectors' chains side
+/// by side the depth is hidden and the operation is not (Horner's form measured 4–9% faster
+/// on one core in L1 under AVX2: docs/performance.md). Compiled with its callers' features,
 /// and inlined into them.
 ///
 /// On `N` vectors at once, step by step: each step is issued for all `N` before the next, so
@@ -357,28 +361,25 @@ fn exp_core_avx512_n<const N: usize>(
 #[inline]
 fn reduce_poly_avx2_n<M: MulAdd, const N: usize>(
     x: [std::arch::x86_64::__m256; N],
-    shift: f32,
+    q: [std::arch::x86_64::__m256; N],
 ) -> (
     [std::arch::x86_64::__m256; N],
     [std::arch::x86_64::__m256; N],
 ) {
     use std::arch::x86_64::*;
     // Loops, not closures: a closure is compiled without this function's target features.
-    let l = _mm256_set1_ps(LOG2E);
+    let shift = _mm256_set1_ps(SHIFT_BIASED);
     let mut t = [_mm256_setzero_ps(); N];
     let mut f = [_mm256_setzero_ps(); N];
     for k in 0..N {
         // SAFETY: compiled with avx2 and fma (M's contract).
-        t[k] = unsafe { M::v256(x[k], l, _mm256_set1_ps(shift)) };
+        t[k] = unsafe { M::v256(x[k], q[k], shift) };
         if M::FUSED {
             // SAFETY: as above.
-            f[k] = unsafe { M::v256(x[k], l, _mm256_sub_ps(_mm256_set1_ps(shift), t[k])) };
+            f[k] = unsafe { M::v256(x[k], q[k], _mm256_sub_ps(shift, t[k])) };
         } else {
-            // Without FMA, x·log2 e would be rounded before n is taken from it: an error of
-            // 3e-8·|x·log2 e| in f (2.6e-6 relative at x = −64). The counted level keeps the
-            // two-step Cody–Waite reduction to r = x − n·ln 2 (n·ln2_hi is exact) and e^r's
-            // polynomial instead, "f" then holding r.
-            let nf = _mm256_sub_ps(t[k], _mm256_set1_ps(shift));
+            // The two-step reduction (n·ln2_hi is exact), "f" then holding r.
+            let nf = _mm256_sub_ps(t[k], shift);
             // SAFETY: as above.
             f[k] = unsafe { M::nv256(nf, _mm256_set1_ps(LN2_HI), x[k]) };
             // SAFETY: as above.
@@ -393,8 +394,17 @@ fn reduce_poly_avx2_n<M: MulAdd, const N: usize>(
             p[k] = unsafe { M::v256(p[k], f[k], _mm256_set1_ps(c)) };
         }
     }
-    (t, p)
+    let mut two_n = [_mm256_setzero_ps(); N];
+    for k in 0..N {
+        two_n[k] = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_castps_si256(t[k])));
+    }
+    (p, two_n)
 }
+
+/// 1.5·2^23 + 127: added to x·q (|x·q| < 2^22), the sum's low mantissa bits are n + 127, n =
+/// round(x·q) ([`reduce_poly_avx2_n`]).
+#[cfg(target_arch = "x86_64")]
+const SHIFT_BIASED: f32 = 12_583_039.0;
 
 /// One vector of x·σ(z) = x / (1 + e^{−z}), in 15 vector operations (GELU; SiLU 13):
 /// - e^{−z} = 2^{x·q} by `exp_core_avx512_n`, q = −2·√(2/π)·log2 e·(1 + 0.044715·x²) for GELU
@@ -537,30 +547,25 @@ pub fn exp_v_avx2_n<M: MulAdd, const N: usize>(
     x: [std::arch::x86_64::__m256; N],
 ) -> [std::arch::x86_64::__m256; N] {
     use std::arch::x86_64::*;
-    // 1.5·2^23 + 127: the sum's low mantissa bits are n + 127, in [0, 127] for x in [−88, 0].
-    const SHIFT_BIASED: f32 = 12_583_039.0;
     let mut c = [_mm256_setzero_ps(); N];
     for k in 0..N {
         // vmaxps returns the second operand when either is NaN: the argument goes second.
         c[k] = _mm256_max_ps(_mm256_set1_ps(-88.0), x[k]);
     }
-    let (t, p) = reduce_poly_avx2_n::<M, N>(c, SHIFT_BIASED);
+    let (p, two_n) = reduce_poly_avx2_n::<M, N>(c, [_mm256_set1_ps(LOG2E); N]);
     let mut out = [_mm256_setzero_ps(); N];
     for k in 0..N {
-        let two_n = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_castps_si256(t[k])));
-        out[k] = _mm256_mul_ps(p[k], two_n);
+        out[k] = _mm256_mul_ps(p[k], two_n[k]);
     }
     out
 }
 
-/// `N` vectors of 2^{x·q} on AVX2+FMA as p and 2^n, the product x·q never rounded: n =
-/// round(x·q) by the shift trick with the exponent's bias folded into the shift (as
-/// [`exp_v_avx2_n`]), f = x·q − n by one FMA, p = 2^f by [`EXP2_POLY`], and 2^n from the
-/// shifted sum's bits. For a caller that has e^{c·x} with a factor q = c·log2 e it computes
-/// anyway (the GELU gate's −2·√(2/π)·log2 e·(1 + 0.044715·x²)): the product that would make its
-/// argument c·x is the FMAs' own, one instruction fewer; and a caller that wants 1 + p·2^n has
-/// it in one more FMA. The caller keeps x·q in [−126, 128.5): below, 2^n's
-/// bits are not a power of two, and where n is 128, 2^n is +∞ (its exponent bits all ones).
+/// `N` vectors of 2^{x·q} on AVX2+FMA as p and 2^n ([`reduce_poly_avx2_n`] with FMA, where any
+/// factor q holds), the product x·q never rounded. For a caller that has e^{c·x} with a factor
+/// q = c·log2 e it computes anyway (the GELU gate's −2·√(2/π)·log2 e·(1 + 0.044715·x²)): the
+/// product that would make its argument c·x is the FMAs' own, one instruction fewer; and a
+/// caller that wants 1 + p·2^n has it in one more FMA. The caller keeps x·q in [−127, 128.5):
+/// below, 2^n's bits are not a power of two; where n is 128, 2^n is +∞.
 ///
 /// # Safety
 /// The CPU must support AVX2 and FMA (the callers dispatch on the detected SIMD level).
@@ -574,30 +579,7 @@ pub fn exp2_product_avx2_n<const N: usize>(
     [std::arch::x86_64::__m256; N],
     [std::arch::x86_64::__m256; N],
 ) {
-    use std::arch::x86_64::*;
-    // 1.5·2^23 + 127: the sum's low mantissa bits are n + 127.
-    const SHIFT_BIASED: f32 = 12_583_039.0;
-    let mut t = [_mm256_setzero_ps(); N];
-    let mut f = [_mm256_setzero_ps(); N];
-    for k in 0..N {
-        t[k] = _mm256_fmadd_ps(x[k], q[k], _mm256_set1_ps(SHIFT_BIASED));
-        f[k] = _mm256_fmadd_ps(
-            x[k],
-            q[k],
-            _mm256_sub_ps(_mm256_set1_ps(SHIFT_BIASED), t[k]),
-        );
-    }
-    let mut p = [_mm256_set1_ps(EXP2_POLY[0]); N];
-    for &c in &EXP2_POLY[1..] {
-        for k in 0..N {
-            p[k] = _mm256_fmadd_ps(p[k], f[k], _mm256_set1_ps(c));
-        }
-    }
-    let mut two_n = [_mm256_setzero_ps(); N];
-    for k in 0..N {
-        two_n[k] = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_castps_si256(t[k])));
-    }
-    (p, two_n)
+    reduce_poly_avx2_n::<Fused, N>(x, q)
 }
 
 #[cfg(test)]

@@ -203,7 +203,8 @@ fn measure_into(
 }
 
 /// How many of the first pairs are each followed by a timing of the arithmetic alone (each
-/// the fastest of a few runs, ~20 ms on a 2-core machine); their median is the level roof's.
+/// the fastest of nine runs of it, `arithmetic_secs_per_element`); their median is the level
+/// roof's.
 const ARITHMETIC_TIMINGS: usize = 9;
 
 /// The warning of a GPU whose clocks something held down while a spec's samples ran.
