@@ -13,6 +13,7 @@ mod counters;
 mod counts;
 #[cfg(feature = "cuda")]
 mod cudasim;
+mod documented;
 mod exports;
 mod gate;
 mod github_action;
