@@ -265,7 +265,8 @@ fn commands_of(text: &str, markdown: bool, rel: &str) -> Vec<Written> {
             // command (a code span or a line that starts with it); elsewhere it is prose
             // beside code ("where you take opledger from").
             let leads = words[..at].iter().all(|w| *w == "$" || is_assignment(w));
-            if !subcommands.iter().any(|s| s == sub_word) && !(markdown && leads) {
+            let meant = subcommands.iter().any(|s| s == sub_word) || (markdown && leads);
+            if !meant {
                 continue;
             }
             // A workflow's expression (`${{ matrix.shard }}`) is a value the runner fills in:
@@ -379,9 +380,7 @@ fn problem(w: &Written) -> Option<String> {
     }
     // A synopsis is typed as written once its optional parts are left out, where nothing is
     // left to fill in (`opledger check specs/ [--backend cpu|cuda]`).
-    let Some(typed) = typed(w) else {
-        return None;
-    };
+    let typed = typed(w)?;
     let words = match command_words(&typed) {
         Ok(words) => words,
         Err(e) => return Some(e),
@@ -585,4 +584,51 @@ fn the_command_reference_names_every_command_and_flag() {
         "docs/commands.md does not name: {}",
         missing.join(", ")
     );
+}
+
+/// The written `opledger counts` commands that name the repository's specs run as written
+/// under Valgrind and succeed: each side's DRAM bytes agree with its ledger.
+#[test]
+#[cfg_attr(not(has_valgrind), ignore = "needs Valgrind")]
+fn the_written_counts_commands_run_as_written() {
+    let mut ran: Vec<Vec<String>> = Vec::new();
+    for w in written_commands() {
+        let Some(words) = typed(&w).and_then(|t| command_words(&t).ok()) else {
+            continue;
+        };
+        if ran.contains(&words) {
+            continue;
+        }
+        let argv = std::iter::once("opledger").chain(words.iter().map(String::as_str));
+        let Ok(Cli {
+            command: opledger::cli::Command::Counts { paths, .. },
+        }) = Cli::try_parse_from(argv)
+        else {
+            continue;
+        };
+        // A file of the reader's own (`spec.yaml`) is not the repository's to run.
+        if !paths.iter().all(|p| root().join(p).exists()) {
+            continue;
+        }
+        let o = bin().current_dir(root()).args(&words).output().unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}: `opledger {}`:\n{}",
+            w.place,
+            w.rest,
+            text(&o)
+        );
+        ran.push(words);
+    }
+    for needed in [
+        &["counts", "specs/"][..],
+        &["counts", "specs/", "--format", "json"],
+    ] {
+        assert!(
+            ran.iter().any(|r| r == needed),
+            "the written `opledger {}` did not run: {ran:?}",
+            needed.join(" ")
+        );
+    }
 }
