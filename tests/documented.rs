@@ -632,3 +632,48 @@ fn the_written_counts_commands_run_as_written() {
         );
     }
 }
+
+/// Every `OPLEDGER_*` variable the README, docs/ and the examples name is one the code reads (a
+/// misspelt one would be ignored without a word); a workflow secret's name is not a variable.
+#[test]
+fn every_written_variable_is_one_the_code_reads() {
+    let root = root();
+    let mut code = String::new();
+    let mut sources = Vec::new();
+    for dir in ["src", "crates", "tests", "benches", "scripts", ".ci"] {
+        sources.extend(common::files_under(&root.join(dir)));
+    }
+    sources.extend([root.join("build.rs"), root.join("action.yml")]);
+    for f in sources {
+        let code_file = f.extension().is_some_and(|e| e != "md") || f.extension().is_none();
+        if code_file && !f.starts_with(root.join("tests/documented.rs")) {
+            code.push_str(&std::fs::read_to_string(&f).unwrap_or_default());
+        }
+    }
+    let mut unread = Vec::new();
+    for file in written_files() {
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        for (at, _) in text.match_indices("OPLEDGER_") {
+            let name: String = text[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                .collect();
+            let secret = text[..at].ends_with("secrets.") || text[..at].ends_with("secret ");
+            if secret || code.contains(&name) {
+                continue;
+            }
+            let line = text[..at].lines().count().max(1);
+            unread.push(format!(
+                "{}:{line}: {name}",
+                file.strip_prefix(root).unwrap().display()
+            ));
+        }
+    }
+    assert!(
+        unread.is_empty(),
+        "variables written that no code reads:\n{}",
+        unread.join("\n")
+    );
+}
