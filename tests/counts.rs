@@ -503,12 +503,36 @@ fn a_counts_gate_fails_a_two_percent_slowdown_and_never_an_unchanged_run_under_l
     );
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("REGRESSION +"), "{}", text(&o));
-    // The one command that counts the case again, on the run's own cache model.
+    // The one command that counts the case again, on the run's own cache model, against the
+    // baselines the run read (not the default folder).
     let again = format!(
-        "to reproduce: opledger run {} --backend cpu --measure counts --cache-model 'I1=32768,8,64 D1=32768,8,64 LL=1048576,16,64'",
-        spec.display()
+        "to reproduce: opledger run {} --backend cpu --measure counts --cache-model 'I1=32768,8,64 D1=32768,8,64 LL=1048576,16,64' --baselines {}",
+        spec.display(),
+        dir.path().join("baselines").display()
     );
     assert!(text(&o).contains(&again), "{}", text(&o));
+    // Run as written, from another folder, with `opledger` on PATH: the same regression.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let path_dir = elsewhere.path().join("bin");
+    std::fs::create_dir_all(&path_dir).unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_opledger"), path_dir.join("opledger")).unwrap();
+    let line = text(&o)
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("to reproduce: ").map(str::to_string))
+        .unwrap();
+    let again = std::process::Command::new("bash")
+        .current_dir(elsewhere.path())
+        .args(["-c", &line])
+        .env(
+            "PATH",
+            format!("{}:{}", path_dir.display(), std::env::var("PATH").unwrap()),
+        )
+        .env("OPLEDGER_EXPERIMENT_SLOWDOWN", "0.02")
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(1), "{line}\n{}", text(&again));
+    assert!(text(&again).contains("REGRESSION +"), "{}", text(&again));
     let report = std::fs::read_to_string(newest_run(dir.path()).join("report.md")).unwrap();
     assert!(
         report.contains("**To reproduce** on your machine: `opledger run"),

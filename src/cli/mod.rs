@@ -108,7 +108,7 @@ pub enum Command {
         fail_on_inconclusive: bool,
         /// The baselines store whose history of this device and spec gives the drift between
         /// runs (as `run` gates); without one, the decision assumes no drift.
-        #[arg(long, default_value = "baselines")]
+        #[arg(long, default_value = crate::baseline::DEFAULT_DIR)]
         baselines: PathBuf,
         /// Links of the comment start with this URL (a CI artifact's) instead of being
         /// relative to the comment file.
@@ -178,7 +178,7 @@ pub enum Command {
         /// The run folder holding results.json.
         run_dir: PathBuf,
         /// The baselines store.
-        #[arg(long, default_value = "baselines")]
+        #[arg(long, default_value = crate::baseline::DEFAULT_DIR)]
         baselines: PathBuf,
     },
     /// Merge the run folders of a sharded run (`run --shard`) into one archive: results, spec
@@ -359,7 +359,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub bisect: bool,
     /// Root of the baselines store.
-    #[arg(long, default_value = "baselines")]
+    #[arg(long, default_value = crate::baseline::DEFAULT_DIR)]
     pub baselines: PathBuf,
     /// Where run directories are created.
     #[arg(long, default_value = "runs")]

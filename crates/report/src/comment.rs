@@ -128,7 +128,11 @@ fn reproduce(changed: &[&CaseComparison], rb: &RunResult, base: Option<&str>) ->
                 .counts
                 .as_ref()
                 .is_some_and(|o| o.state == crate::results::CountsState::Fail);
-            let cmd = crate::repro::command(s, rb.device.kind.name(), counts_failed, base);
+            let against = base.map_or(crate::spec::Against::Baselines, |b| {
+                crate::spec::Against::MergeBase { branch: b.into() }
+            });
+            let cmd =
+                crate::repro::command(s, rb.device.kind.name(), counts_failed, &against, None);
             Some(format!("- {}: `{cmd}`\n", super::md_escape(&c.name)))
         })
         .collect();
