@@ -133,6 +133,15 @@ fn reproduce(changed: &[&CaseComparison], rb: &RunResult, base: Option<&str>) ->
             });
             let cmd =
                 crate::repro::command(s, rb.device.kind.name(), counts_failed, &against, None);
+            let time_failed = c
+                .outcome
+                .as_ref()
+                .is_some_and(|o| o.state == Some(RegressionState::Fail));
+            let cmd = if time_failed {
+                crate::repro::with_caps(cmd, rb)
+            } else {
+                cmd
+            };
             Some(format!("- {}: `{cmd}`\n", super::md_escape(&c.name)))
         })
         .collect();

@@ -95,13 +95,34 @@ pub fn for_run(run: &RunResult, s: &SpecResult) -> Option<String> {
         })
         .flatten()
         .filter(|dir| !dir.is_empty());
-    Some(command(
-        s,
-        run.device.kind.name(),
-        counts_failed,
-        &against,
-        dir,
-    ))
+    let cmd = command(s, run.device.kind.name(), counts_failed, &against, dir);
+    Some(if time_failed {
+        with_caps(cmd, run)
+    } else {
+        cmd
+    })
+}
+
+/// `cmd` with the caps `run` ran under on a CPU: time compares within one device key, whose
+/// SIMD level (`OPLEDGER_SIMD`) and thread count (`--threads`) a run may have capped — a time
+/// regression is reproduced under the same caps (counts are counted at one level whatever the
+/// cap, and need none).
+pub fn with_caps(mut cmd: String, run: &RunResult) -> String {
+    if run.device.kind != crate::device::DeviceKind::Cpu {
+        return cmd;
+    }
+    if run.ceilings.threads != run.device.cores && run.ceilings.threads > 0 {
+        cmd.push_str(&format!(" --threads {}", run.ceilings.threads));
+    }
+    if let Some(cap) = run
+        .environment
+        .env_vars
+        .get("OPLEDGER_SIMD")
+        .filter(|v| !v.trim().is_empty())
+    {
+        cmd = format!("OPLEDGER_SIMD={} {cmd}", shell_word(cap));
+    }
+    cmd
 }
 
 /// `w` as one shell word: as it is where it is plain, else single-quoted.
@@ -176,6 +197,14 @@ mod tests {
             cmd(&run),
             format!("{base} --against merge-base:origin/main --rerecord-base")
         );
+        // A run capped to AVX2 on one thread: the same caps, for time.
+        let mut run = failed(None, "baselines/cpu-x/tiny-chain.json");
+        run.environment
+            .env_vars
+            .insert("OPLEDGER_SIMD".into(), "avx2".into());
+        run.ceilings.threads = 1;
+        run.device.cores = 2;
+        assert_eq!(cmd(&run), format!("OPLEDGER_SIMD=avx2 {base} --threads 1"));
         // Nothing failed: no command.
         let mut run = failed(None, "");
         run.specs[0].baseline.state = Some(RegressionState::Pass);
