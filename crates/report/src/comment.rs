@@ -142,7 +142,11 @@ fn reproduce(changed: &[&CaseComparison], rb: &RunResult, base: Option<&str>) ->
             } else {
                 cmd
             };
-            Some(format!("- {}: `{cmd}`\n", super::md_escape(&c.name)))
+            Some(format!(
+                "- {}: {}\n",
+                super::md_escape(&c.name),
+                crate::escape::command_span(&cmd)
+            ))
         })
         .collect();
     if lines.is_empty() {

@@ -35,12 +35,22 @@ pub fn markdown(s: &str) -> String {
 /// with one; control characters become spaces, the reordering marks their code points, and `|`
 /// is escaped so a table cell does not break (GitHub shows it as `|` in a cell).
 pub fn code_span(s: &str) -> String {
+    span(s, true)
+}
+
+/// `s` as a code span outside a table — a command to copy: as [`code_span`], with `|` as
+/// written (outside a table a code span would show the escape's backslash).
+pub fn command_span(s: &str) -> String {
+    span(s, false)
+}
+
+fn span(s: &str, in_table: bool) -> String {
     let mut body = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
             c if c.is_control() => body.push(' '),
             c if is_bidi_control(c) => body.push_str(&format!("[U+{:04X}]", c as u32)),
-            '|' => body.push_str("\\|"),
+            '|' if in_table => body.push_str("\\|"),
             c => body.push(c),
         }
     }
@@ -97,5 +107,17 @@ mod code_span_tests {
         assert_eq!(code_span("`x``"), "``` `x`` ```");
         assert_eq!(code_span("a|b\nc"), "`a\\|b c`");
         assert_eq!(code_span(""), "` `");
+    }
+
+    #[test]
+    fn a_command_span_keeps_pipes_and_is_not_closed_by_a_backtick() {
+        use super::command_span;
+        // A spec file named with a backtick, quoted by the shell: the span stays one span.
+        let cmd = "opledger run 'specs/a`b|c.yaml' --backend cpu";
+        assert_eq!(
+            command_span(cmd),
+            "``opledger run 'specs/a`b|c.yaml' --backend cpu``"
+        );
+        assert_eq!(command_span("a\nb"), "`a b`");
     }
 }

@@ -77,6 +77,10 @@ pub fn environment() -> Environment<'static> {
     env.add_filter("code", |v: minijinja::Value| {
         minijinja::Value::from_safe_string(escape::code_span(&v.to_string()))
     });
+    // `{{ line|command }}`: a command to copy, outside a table.
+    env.add_filter("command", |v: minijinja::Value| {
+        minijinja::Value::from_safe_string(escape::command_span(&v.to_string()))
+    });
     env
 }
 
