@@ -108,7 +108,7 @@ pub fn for_run(run: &RunResult, s: &SpecResult) -> Option<String> {
 /// regression is reproduced under the same caps (counts are counted at one level whatever the
 /// cap, and need none).
 pub fn with_caps(mut cmd: String, run: &RunResult) -> String {
-    if run.device.kind != crate::device::DeviceKind::Cpu {
+    if !run.device.kind.key_has_caps() {
         return cmd;
     }
     if run.ceilings.threads != run.device.cores && run.ceilings.threads > 0 {

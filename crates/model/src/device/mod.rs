@@ -116,6 +116,16 @@ impl DeviceKind {
         }
     }
 
+    /// Whether this device's key is made under the run's caps of the SIMD level
+    /// (`OPLEDGER_SIMD`) and the thread count (`--threads`): a CPU's is ([`cpu_key`]), so a
+    /// time regression is reproduced under the same caps; a GPU's names the GPU alone.
+    pub fn key_has_caps(self) -> bool {
+        match self {
+            DeviceKind::Cpu => true,
+            DeviceKind::Cuda => false,
+        }
+    }
+
     /// Whether a profiler reads this device's hardware counters (`run --ncu`, `counters`).
     pub fn has_hardware_counters(self) -> bool {
         match self {
