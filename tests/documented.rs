@@ -12,12 +12,12 @@ use std::path::{Path, PathBuf};
 /// One `opledger` command as a file writes it: where (`file:line`) and its words from the
 /// subcommand on (the part a shell would hand to the binary).
 #[derive(Debug, Clone)]
-struct Written {
-    place: String,
+pub(crate) struct Written {
+    pub place: String,
     /// The words from the subcommand on, as written (before any shell splitting).
-    rest: String,
+    pub rest: String,
     /// A synopsis (`SPECS…`, `[--accept]`, `<id>`, `RUN_DIR`): its flags are checked, not run.
-    synopsis: bool,
+    pub synopsis: bool,
 }
 
 fn root() -> &'static Path {
@@ -220,7 +220,7 @@ fn is_synopsis(rest: &str) -> bool {
 }
 
 /// Every `opledger` command of the repository's written files.
-fn written_commands() -> Vec<Written> {
+pub(crate) fn written_commands() -> Vec<Written> {
     let mut found = Vec::new();
     for file in written_files() {
         let Ok(text) = std::fs::read_to_string(&file) else {
@@ -502,6 +502,20 @@ fn a_wrong_written_command_is_found() {
     .is_empty());
 }
 
+/// `words` (the written command `w` as a shell hands it over) run from the repository's root
+/// and succeed.
+fn runs_as_written(w: &Written, words: &[String]) {
+    let o = bin().current_dir(root()).args(words).output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}: `opledger {}`:\n{}",
+        w.place,
+        w.rest,
+        text(&o)
+    );
+}
+
 /// The read-only commands written as complete commands run as written from the repository's
 /// root and succeed: `check`, `ledger`, `roofline`, `schema` (to standard output).
 #[test]
@@ -527,15 +541,7 @@ fn the_read_only_written_commands_run_as_written() {
         if !read_only || !complete {
             continue;
         }
-        let o = bin().current_dir(root()).args(&words).output().unwrap();
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{}: `opledger {}`:\n{}",
-            w.place,
-            w.rest,
-            text(&o)
-        );
+        runs_as_written(&w, &words);
         ran.push(typed);
     }
     for needed in ["check", "ledger", "roofline", "schema"] {
@@ -610,15 +616,7 @@ fn the_written_counts_commands_run_as_written() {
         if !paths.iter().all(|p| root().join(p).exists()) {
             continue;
         }
-        let o = bin().current_dir(root()).args(&words).output().unwrap();
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{}: `opledger {}`:\n{}",
-            w.place,
-            w.rest,
-            text(&o)
-        );
+        runs_as_written(&w, &words);
         ran.push(words);
     }
     for needed in [

@@ -404,29 +404,22 @@ fn the_per_gpu_script_runs_a_shard_per_device_and_merges() {
 }
 
 /// Every concrete `opledger merge` command of the docs and the examples (an example's comment,
-/// a workflow's `run:` step, a doc's inline command), read from where it is written.
-/// Synopses (`RUN_DIR…`, `runs/<shard>/...`) name no glob and are not commands to run.
+/// a workflow's `run:` step, a doc's inline command), read from where it is written
+/// (`documented::written_commands`). Synopses (`RUN_DIR…`, `runs/<shard>/...`) name no glob and
+/// are not commands to run.
 fn documented_merge_commands() -> Vec<(PathBuf, String)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = common::files_under(&root.join("docs"));
-    files.extend(common::files_under(&root.join("examples")));
-    files.push(root.join("README.md"));
-    let mut found = Vec::new();
-    for f in files {
-        let Ok(text) = std::fs::read_to_string(&f) else {
-            continue;
-        };
-        for line in text.lines() {
-            let Some(at) = line.find("opledger merge ") else {
-                continue;
-            };
-            let command = line[at..].split('`').next().unwrap().trim();
-            if command.contains('*') && !command.contains(['<', '…']) {
-                found.push((f.strip_prefix(root).unwrap().to_path_buf(), command.into()));
-            }
-        }
-    }
-    found
+    crate::documented::written_commands()
+        .into_iter()
+        .filter(|w| w.rest.starts_with("merge ") && w.rest.contains('*') && !w.synopsis)
+        .map(|w| {
+            let file = w
+                .place
+                .rsplit_once(':')
+                .map_or(w.place.as_str(), |(f, _)| f);
+            let command = format!("opledger {}", w.rest.split(" # ").next().unwrap_or(&w.rest));
+            (PathBuf::from(file), command)
+        })
+        .collect()
 }
 
 /// Each documented merge command runs as written, with `opledger` on PATH, over two shards laid
