@@ -1,8 +1,9 @@
 //! Every `opledger` command the project writes down — in the README, docs/, the examples, the
 //! shipped specs' comments and the scripts — read from where it is written: each names a
 //! command the binary has and only flags that command takes; each complete one parses as
-//! written and names only files the repository holds; the read-only ones run as written; and
-//! docs/commands.md names every command and every flag the binary has.
+//! written and names only files the repository holds; the read-only ones run as written;
+//! docs/commands.md names every command and every flag the binary has; and every `OPLEDGER_*`
+//! variable they name is one the code reads.
 
 use crate::common::{self, bin, text};
 use clap::{CommandFactory, Parser};

@@ -18,6 +18,7 @@ pub const BASELINE_SCHEMA_VERSION: u32 = 1;
 
 /// The folder of baselines every command reads and writes unless `--baselines` names another.
 pub const DEFAULT_DIR: &str = "baselines";
+
 /// Raw samples kept per variant in a baseline.
 pub const MAX_STORED_SAMPLES: usize = 200;
 /// Accepted runs remembered (their medians), to know the spread between runs.
