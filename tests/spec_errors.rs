@@ -324,7 +324,7 @@ fn a_misspelt_simd_cap_is_refused_not_ignored() {
             .env("OPLEDGER_SIMD", good)
             .output()
             .unwrap();
-        assert_eq!(o.status.code(), Some(0), "{good}: {}", text(&o));
+        assert!(common::passed_but_for_the_bound(&o), "{good}: {}", text(&o));
     }
     // The cap read at the start reaches the kernels and the device's identity.
     let runs = dir.path().join("runs");
