@@ -603,6 +603,65 @@ fn calibrate_measures_the_drift_and_records_the_runs_as_the_baseline() {
     );
 }
 
+/// `calibrate --accept --keep-history`: the runs join the accepted history (calibrations of
+/// several sittings make one spread) instead of replacing it, the newest ten kept; without the
+/// flag a calibration replaces it; the flag alone, without `--accept`, is refused.
+#[test]
+fn a_calibration_joins_the_history_where_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let calibrate = |runs: &str, extra: &[&str]| {
+        bin()
+            .current_dir(dir.path())
+            .args(["calibrate", "--runs", runs, "--backend", "cpu"])
+            .args(extra)
+            .arg(fixture("good/tiny-chain.yaml"))
+            .args(FAST)
+            .args(FEW_PAIRS)
+            .output()
+            .unwrap()
+    };
+    let history = || {
+        let key_dir = std::fs::read_dir(dir.path().join("baselines"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.is_dir())
+            .unwrap();
+        let b: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(key_dir.join("tiny-chain.json")).unwrap())
+                .unwrap();
+        b["history"].as_array().unwrap().len()
+    };
+    let o = calibrate("3", &["--keep-history"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("--accept"), "{}", text(&o));
+    let passed =
+        |o: &std::process::Output| o.status.code() == Some(0) || o.status.code() == Some(1);
+    let o = calibrate("3", &["--accept"]);
+    assert!(passed(&o), "{}", text(&o));
+    // Calibrate may leave one run out as an outlier: count what was accepted.
+    let first = history();
+    assert!(first >= 2, "{}", text(&o));
+    let o = calibrate("5", &["--accept", "--keep-history"]);
+    assert!(passed(&o), "{}", text(&o));
+    assert!(
+        text(&o).contains("the old baseline's carried on"),
+        "{}",
+        text(&o)
+    );
+    let joined = history();
+    assert!(
+        joined > first && joined >= first + 3,
+        "{first} then {joined}: {}",
+        text(&o)
+    );
+    let o = calibrate("4", &["--accept", "--keep-history"]);
+    assert!(passed(&o), "{}", text(&o));
+    assert_eq!(history(), 10, "the newest ten kept: {}", text(&o));
+    let o = calibrate("3", &["--accept"]);
+    assert!(passed(&o), "{}", text(&o));
+    assert!(history() <= 3, "{}", text(&o));
+}
+
 fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {

@@ -31,9 +31,15 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::ProfileCounts { file, name, seed } => {
             crate::measure::counts::nsight::profile_counts(&file, &name, seed)
         }
-        Command::Calibrate { run, runs } => {
-            commands::calibrate::calibrate(&flags::calibrate_options(run, runs, settings)?, runs)
-        }
+        Command::Calibrate {
+            run,
+            runs,
+            keep_history,
+        } => commands::calibrate::calibrate(
+            &flags::calibrate_options(run, runs, settings)?,
+            runs,
+            keep_history,
+        ),
         Command::Counts {
             paths,
             cache_model,

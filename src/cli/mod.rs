@@ -50,6 +50,11 @@ pub enum Command {
         /// How many runs of every spec (3 to 50).
         #[arg(long, default_value_t = commands::calibrate::DEFAULT_RUNS)]
         runs: usize,
+        /// With --accept, the runs join the accepted baseline's history (the newest 10 kept)
+        /// instead of replacing it: calibrations in several sittings make one spread, as a VM
+        /// whose speed moves between phases needs.
+        #[arg(long, requires = "accept")]
+        keep_history: bool,
     },
     /// Validate spec files without running anything.
     Check {

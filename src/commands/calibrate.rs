@@ -143,7 +143,9 @@ pub fn calibration(results: &[SpecResult]) -> Option<Calibration> {
     })
 }
 
-pub fn calibrate(opts: &RunOptions, runs: usize) -> Result<ExitCode> {
+/// Calibrates `runs` runs of the specs; with `--accept` they become the baseline — its whole
+/// history, or with `keep_history` the newest part of the history it had.
+pub fn calibrate(opts: &RunOptions, runs: usize, keep_history: bool) -> Result<ExitCode> {
     let p = prepare(opts, runs)?;
     // `--measure counts`: nothing is timed, the counts alone are calibrated.
     let timed = p.specs.iter().any(|s| opts.mode_of(s).times());
@@ -156,7 +158,7 @@ pub fn calibrate(opts: &RunOptions, runs: usize) -> Result<ExitCode> {
         }
         let calibrations = print_calibrations(opts, &p, &results, &archives);
         if opts.accept {
-            accept_runs(opts, &p, &results, &calibrations, &ceilings)?;
+            accept_runs(opts, &p, &results, &calibrations, &ceilings, keep_history)?;
         }
         all_passed = calibrations.iter().all(|c| c.runs_passed == runs);
     }
@@ -397,6 +399,7 @@ fn accept_runs(
     results: &[Vec<SpecResult>],
     calibrations: &[Calibration],
     ceilings: &Ceilings,
+    keep_history: bool,
 ) -> Result<()> {
     let (baselines, device) = (&p.baselines, &p.device);
     println!();
@@ -410,9 +413,10 @@ fn accept_runs(
             continue;
         }
         let outlier = c.outlier.map(|o| o.run);
-        // The runs become the history, oldest first, carried on from the old baseline's
-        // only if none is given (a calibration describes the code as it runs now).
-        let mut built = None;
+        // The runs become the history, oldest first: a calibration describes the code as it
+        // runs now. With `keep_history` they join the old baseline's (calibrations of several
+        // sittings make one spread; a sitting alone misses a VM's slower and faster hours).
+        let mut built = if keep_history { old.clone() } else { None };
         for (_, r) in rs.iter().enumerate().filter(|(k, _)| Some(*k) != outlier) {
             built = crate::gate::accept::baseline_of(
                 r,
@@ -430,10 +434,10 @@ fn accept_runs(
                 "accepted {} ({} runs of history{})",
                 path.display(),
                 b.history.len(),
-                if old.is_some() {
-                    "; it replaces the old baseline"
-                } else {
-                    ""
+                match (old.is_some(), keep_history) {
+                    (true, true) => "; the old baseline's carried on",
+                    (true, false) => "; it replaces the old baseline",
+                    (false, _) => "",
                 }
             );
         }
