@@ -535,14 +535,7 @@ fn calibrate_measures_the_drift_and_records_the_runs_as_the_baseline() {
     assert_eq!(o.status.code(), Some(0), "{out}");
     assert!(out.contains("| tiny-chain | 3/3 |"), "{out}");
     assert!(out.contains("gates at"), "{out}");
-    let key_dir = std::fs::read_dir(dir.path().join("baselines"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.is_dir())
-        .unwrap();
-    let b: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(key_dir.join("tiny-chain.json")).unwrap()).unwrap();
-    assert_eq!(b["history"].as_array().unwrap().len(), 3);
+    assert_eq!(accepted_history(dir.path(), "tiny-chain"), 3);
     // Each calibration run is an archive of its own, sealed like a run's.
     let mut calibration_runs: Vec<PathBuf> = std::fs::read_dir(dir.path().join("runs"))
         .unwrap()
@@ -603,6 +596,19 @@ fn calibrate_measures_the_drift_and_records_the_runs_as_the_baseline() {
     );
 }
 
+/// How many accepted runs the baseline of `spec` holds in `dir`'s `baselines/` (its one device).
+fn accepted_history(dir: &Path, spec: &str) -> usize {
+    let key_dir = std::fs::read_dir(dir.join("baselines"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .unwrap();
+    let b: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(key_dir.join(format!("{spec}.json"))).unwrap())
+            .unwrap();
+    b["history"].as_array().unwrap().len()
+}
+
 /// `calibrate --accept --keep-history`: the runs join the accepted history (calibrations of
 /// several sittings make one spread) instead of replacing it, the newest ten kept; without the
 /// flag a calibration replaces it; the flag alone, without `--accept`, is refused.
@@ -620,17 +626,7 @@ fn a_calibration_joins_the_history_where_asked() {
             .output()
             .unwrap()
     };
-    let history = || {
-        let key_dir = std::fs::read_dir(dir.path().join("baselines"))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .find(|p| p.is_dir())
-            .unwrap();
-        let b: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(key_dir.join("tiny-chain.json")).unwrap())
-                .unwrap();
-        b["history"].as_array().unwrap().len()
-    };
+    let history = || accepted_history(dir.path(), "tiny-chain");
     let o = calibrate("3", &["--keep-history"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("--accept"), "{}", text(&o));
