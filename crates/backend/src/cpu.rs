@@ -222,10 +222,15 @@ impl Case for CpuCase {
         // The kernels are made again, as for a new case: what they derived from the inputs
         // (packed tiles, converted copies) must come from the new ones. The old kernels and
         // inputs go first, so that their buffers are free before the new ones are allocated.
-        self.kernels = Box::new(Vacant);
+        self.release_inputs();
         self.inputs = inputs.clone();
         self.kernels = kernels_of(&self.workload).kernels(inputs, &self.cfg)?;
         Ok(())
+    }
+
+    fn release_inputs(&mut self) {
+        self.kernels = Box::new(Vacant);
+        self.inputs = Arc::new(Tensors::new());
     }
 
     fn output(&self, variant: Variant) -> Result<Cow<'_, [f32]>> {

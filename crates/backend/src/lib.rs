@@ -282,6 +282,12 @@ pub trait Case {
     /// Makes both variants compute on `inputs` from now on (the same tensors, another seed's
     /// values): the checked run's, so that a result kept from earlier runs fails the check.
     fn set_inputs(&mut self, inputs: Arc<Tensors>) -> Result<()>;
+    /// Lets go of the inputs and of what the kernels made of them, until [`Case::set_inputs`]
+    /// gives new ones: called before the new set is made, so that the host never holds two
+    /// sets at once (a streaming case's 256 MiB tensor is memory faulted in once more, which
+    /// on a virtual machine costs more than its samples). A backend whose inputs live
+    /// elsewhere keeps them.
+    fn release_inputs(&mut self) {}
 }
 
 /// Bytes this process may still allocate, if known: the least of the OS's MemAvailable, the

@@ -52,6 +52,9 @@ pub trait Pair {
     /// values), before the checked run: a side that answers with a result kept from earlier
     /// runs fails the check. A worker is set up again on them.
     fn refresh_inputs(&mut self, inputs: Arc<Tensors>) -> Result<()>;
+    /// Lets go of the inputs the backend's own kernels hold ([`Case::release_inputs`]) before
+    /// the new set for [`Pair::refresh_inputs`] is made: one set in memory at a time.
+    fn release_inputs(&mut self) {}
     /// Whether [`Pair::output`] holds a side's output as soon as it ran (the backend's own
     /// kernels on both sides): the checked run's outputs can then be checked at once instead
     /// of kept (`opledger_measure::measure_pairs`).
@@ -174,6 +177,9 @@ impl Pair for Builtin {
     }
     fn refresh_inputs(&mut self, inputs: Arc<Tensors>) -> Result<()> {
         self.case.set_inputs(inputs)
+    }
+    fn release_inputs(&mut self) {
+        self.case.release_inputs();
     }
     fn outputs_at_once(&self) -> bool {
         // Case::output is on the host after every run, on every backend.
@@ -513,6 +519,12 @@ impl Pair for UserSides {
             },
             Runner::Kernel(k) => k.poison_output(),
             Runner::Worker { .. } => Ok(()),
+        }
+    }
+
+    fn release_inputs(&mut self) {
+        if let Some(case) = &mut self.builtin {
+            case.release_inputs();
         }
     }
 

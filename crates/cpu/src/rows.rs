@@ -694,7 +694,7 @@ pub struct RowKernels {
     r: RowOp,
     inputs: Arc<Tensors>,
     stream: bool,
-    /// Full-size intermediates of the unfused variant.
+    /// Full-size intermediates of the unfused variant ([`full_intermediates`] of them).
     t1: LineVec,
     t2: LineVec,
     /// Per-row intermediates of the unfused variant.
@@ -710,7 +710,7 @@ impl RowKernels {
         RowKernels {
             inputs,
             t1: full(true),
-            t2: full(kind != WorkloadKind::Softmax),
+            t2: full(full_intermediates(kind) == 2),
             v1: vec![0f32; rows],
             v2: vec![0f32; rows],
             v3: vec![0f32; rows],
@@ -734,10 +734,11 @@ impl RowKernels {
                 let ms = &self.v1;
                 row_stat(&mut self.v2, |r| 1.0 / (ms[r] + eps).sqrt());
                 let rs = &self.v2;
-                row_pass(&mut self.t2, c, stream, |r, o| {
+                // The squares are spent: the normalized rows take their buffer (full_intermediates).
+                row_pass(&mut self.t1, c, stream, |r, o| {
                     scale_row(&x[row(r)], rs[r], o)
                 });
-                let normed = &self.t2;
+                let normed = &self.t1;
                 row_pass(out, c, stream, |r, o| mul_row(&normed[row(r)], w, o));
             }
             WorkloadKind::Layernorm => {
@@ -821,10 +822,22 @@ impl Kernels for RowKernels {
     }
 }
 
-/// Host bytes of the unfused variant's intermediates: two full-size tensors and three per-row
+/// How many full-size intermediates the unfused variant holds at once. A buffer whose values
+/// are spent is written again, as an eager framework's allocator hands a freed tensor's memory
+/// to the next (RMSNorm's squares, summed, take its normalized rows): the same bytes move
+/// through memory, and a 256 MiB case faults in one tensor fewer. LayerNorm's centered rows
+/// are read while its normalized rows are written, so it holds two.
+fn full_intermediates(kind: WorkloadKind) -> u64 {
+    match kind {
+        WorkloadKind::Layernorm => 2,
+        _ => 1,
+    }
+}
+
+/// Host bytes of the unfused variant's intermediates: its full-size tensors and three per-row
 /// vectors.
-fn row_scratch_bytes(r: &RowOp) -> u64 {
-    2 * r.elements() * 4 + 3 * r.rows * 4
+fn row_scratch_bytes(kind: WorkloadKind, r: &RowOp) -> u64 {
+    full_intermediates(kind) * r.elements() * 4 + 3 * r.rows * 4
 }
 
 /// What the fused softmax issues per vector at `l` (vector arithmetic instructions, FLOPs per
@@ -885,7 +898,7 @@ macro_rules! row_kernels {
     ($($ty:ident => $kind:ident),*) => {$(
         impl CpuKernels for $ty {
             fn scratch_bytes(&self) -> u64 {
-                row_scratch_bytes(&self.0)
+                row_scratch_bytes(WorkloadKind::$kind, &self.0)
             }
             fn executed(&self, variant: Variant) -> Option<crate::ledger::Executed> {
                 row_executed(WorkloadKind::$kind, &self.0, variant)

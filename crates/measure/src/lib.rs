@@ -29,7 +29,7 @@ use crate::kinds::Tensors;
 use crate::rng::Rng;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// How samples are taken. Recorded in every result.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -120,10 +120,15 @@ pub const KEPT_RESULT_MIN_SECS: f64 = 250e-6;
 /// Reads the checked pair's outputs from the case as soon as it ran ([`measure_pairs`]).
 pub type CheckNow<'a> = &'a mut dyn FnMut(&dyn Pair) -> Result<()>;
 
-/// Measures `before` and `after` of a prepared case. The checked pair runs on `check_inputs`
+/// Measures `before` and `after` of a prepared case. The checked pair runs on `check_inputs()`
 /// (the same tensors, another seed's values), which both sides keep from then on; where either
 /// side's checked run took more than [`KEPT_RESULT_FACTOR`] times its median, a second checked
 /// pair runs on `confirm_inputs()`. `progress(pairs_done)` is called after each pair.
+///
+/// The checked inputs are made when the checked pair comes, after the case let go of its own
+/// ([`Pair::release_inputs`]): one set of inputs in memory at a time. Their making is not
+/// counted against the time cap (it was made before the samples began, and the cap is the
+/// samples').
 ///
 /// The checked pair's outputs are read by `check_now` as soon as it ran where the case holds a
 /// run's output at once ([`Pair::outputs_at_once`]); otherwise (or without `check_now`) each
@@ -133,7 +138,7 @@ pub type CheckNow<'a> = &'a mut dyn FnMut(&dyn Pair) -> Result<()>;
 pub fn measure_pairs(
     case: &mut dyn Pair,
     cfg: &MeasureConfig,
-    check_inputs: Arc<Tensors>,
+    check_inputs: impl FnOnce() -> Arc<Tensors>,
     confirm_inputs: impl FnOnce() -> Arc<Tensors>,
     mut check_now: Option<CheckNow<'_>>,
     mut progress: impl FnMut(usize),
@@ -158,10 +163,18 @@ pub fn measure_pairs(
     let max_pairs = cfg.max_pairs.max(min_pairs);
     // The checked pair runs at a place chosen at random among the pairs that always run.
     let checked_at = Rng::new(cfg.seed ^ 0xc4ec_ced0).below(min_pairs);
-    let mut pending = Some(check_inputs.clone());
+    let mut pending = Some(check_inputs);
+    let mut checked_inputs = None;
+    // Time spent making the checked inputs, left out of the cap's count.
+    let mut making = Duration::ZERO;
     while s.before_secs.len() < max_pairs {
         if s.before_secs.len() == checked_at {
-            if let Some(inputs) = pending.take() {
+            if let Some(make) = pending.take() {
+                case.release_inputs();
+                let made = Instant::now();
+                let inputs = make();
+                making = made.elapsed();
+                checked_inputs = Some(inputs.clone());
                 let check = Checked::Keep(check_now.take());
                 s.checked = Some(checked_pair(case, cfg, inputs, &mut rng, check)?);
             }
@@ -173,7 +186,7 @@ pub fn measure_pairs(
         let n = s.before_secs.len();
         progress(n);
         if n >= min_pairs {
-            if start.elapsed().as_secs_f64() >= cfg.time_cap_secs {
+            if start.elapsed().saturating_sub(making).as_secs_f64() >= cfg.time_cap_secs {
                 s.stop_reason = StopReason::TimeCap;
                 break;
             }
@@ -197,7 +210,9 @@ pub fn measure_pairs(
             Checked::TimedOnly,
         )?);
         // Back on the checked inputs, whose outputs a worker answers from its last run.
-        case.refresh_inputs(check_inputs)?;
+        if let Some(inputs) = checked_inputs {
+            case.refresh_inputs(inputs)?;
+        }
         case.run_timed(Side::Before)?;
         case.run_timed(Side::After)?;
     }
@@ -317,6 +332,8 @@ mod tests {
         fresh: [bool; 2],
         /// Whether its outputs can be read as soon as a side ran (`Pair::outputs_at_once`).
         at_once: bool,
+        /// The inputs' events in order (released, replaced), shared with a test's own.
+        events: std::rc::Rc<std::cell::RefCell<Vec<&'static str>>>,
     }
 
     impl Scripted {
@@ -330,6 +347,7 @@ mod tests {
                 memoizes: false,
                 fresh: [false; 2],
                 at_once: false,
+                events: Default::default(),
             }
         }
         /// The samples' runs: without the untimed ones of the warm-up and the checked pair's
@@ -364,9 +382,13 @@ mod tests {
             Ok(Cow::Owned(Vec::new()))
         }
         fn refresh_inputs(&mut self, inputs: Arc<Tensors>) -> Result<()> {
+            self.events.borrow_mut().push("replaced");
             self.refreshed.push((self.runs.len(), inputs));
             self.fresh = [true; 2];
             Ok(())
+        }
+        fn release_inputs(&mut self) {
+            self.events.borrow_mut().push("released");
         }
         fn poison_output(&mut self, side: Side) -> Result<()> {
             self.poisoned.push(side);
@@ -394,7 +416,7 @@ mod tests {
             min_pairs: 8,
             ..MeasureConfig::default()
         };
-        let s = measure_pairs(&mut c, &cfg, check_inputs(), check_inputs, None, |_| {}).unwrap();
+        let s = measure_pairs(&mut c, &cfg, check_inputs, check_inputs, None, |_| {}).unwrap();
         // Constant timings: the CI is zero-width, so it stops at min_pairs.
         assert_eq!(s.stop_reason, StopReason::Ci);
         assert_eq!(s.before_secs.len(), 8);
@@ -431,15 +453,7 @@ mod tests {
                 Ok(())
             };
             let check_now: Option<CheckNow> = if with_check { Some(&mut check) } else { None };
-            measure_pairs(
-                &mut c,
-                &cfg,
-                check_inputs(),
-                check_inputs,
-                check_now,
-                |_| {},
-            )
-            .unwrap();
+            measure_pairs(&mut c, &cfg, check_inputs, check_inputs, check_now, |_| {}).unwrap();
             assert_eq!(seen, checks, "{at_once} {with_check}");
             assert_eq!(c.kept.len(), kept, "{at_once} {with_check}");
             assert_eq!(c.poisoned, [Side::Before, Side::After]);
@@ -455,7 +469,7 @@ mod tests {
                 seed,
                 ..MeasureConfig::default()
             };
-            measure_pairs(&mut c, &cfg, check_inputs(), check_inputs, None, |_| {}).unwrap();
+            measure_pairs(&mut c, &cfg, check_inputs, check_inputs, None, |_| {}).unwrap();
             assert_eq!(c.refreshed.len(), 1, "the inputs are replaced once");
             let (at, inputs) = c.refreshed[0].clone();
             assert_eq!(inputs.get("x"), &[2.0; 4]);
@@ -468,6 +482,24 @@ mod tests {
         }
     }
 
+    /// The case lets go of its inputs before the checked ones are made, and is given them
+    /// after: never two sets at once.
+    #[test]
+    fn the_checked_inputs_are_made_once_the_case_let_go_of_its_own() {
+        let mut c = Scripted::new();
+        let events = c.events.clone();
+        let cfg = MeasureConfig {
+            min_pairs: 6,
+            ..MeasureConfig::default()
+        };
+        let make = || {
+            events.borrow_mut().push("made");
+            check_inputs()
+        };
+        measure_pairs(&mut c, &cfg, make, check_inputs, None, |_| {}).unwrap();
+        assert_eq!(*c.events.borrow(), ["released", "made", "replaced"]);
+    }
+
     #[test]
     fn a_checked_run_far_slower_than_the_others_is_confirmed_on_fresh_inputs() {
         let mut c = Scripted::new();
@@ -476,7 +508,7 @@ mod tests {
             ..MeasureConfig::default()
         };
         // Honest: the checked pair is timed, not a sample, and not confirmed.
-        let s = measure_pairs(&mut c, &cfg, check_inputs(), check_inputs, None, |_| {}).unwrap();
+        let s = measure_pairs(&mut c, &cfg, check_inputs, check_inputs, None, |_| {}).unwrap();
         let checked = s.checked.expect("a checked pair");
         assert_eq!((checked.before_secs, checked.after_secs), (2.0, 1.0));
         assert!(s.confirmed.is_none());
@@ -490,7 +522,7 @@ mod tests {
             t.put("x", crate::kinds::tensors::LineVec::filled(4, 3.0));
             Arc::new(t)
         };
-        let s = measure_pairs(&mut c, &cfg, check_inputs(), third, None, |_| {}).unwrap();
+        let s = measure_pairs(&mut c, &cfg, check_inputs, third, None, |_| {}).unwrap();
         assert_eq!(s.checked.unwrap().after_secs, 10.0);
         assert_eq!(s.confirmed.unwrap().after_secs, 10.0);
         assert!(s.after_secs.iter().all(|&t| t == 1.0));
@@ -514,7 +546,7 @@ mod tests {
             target_rel_ci: -1.0,
             ..MeasureConfig::default()
         };
-        let s = measure_pairs(&mut c, &cfg, check_inputs(), check_inputs, None, |_| {}).unwrap();
+        let s = measure_pairs(&mut c, &cfg, check_inputs, check_inputs, None, |_| {}).unwrap();
         assert_eq!(c.flushes, 0);
         assert_eq!(s.before_secs.len(), 3);
         assert_eq!(s.stop_reason, StopReason::MaxPairs);

@@ -115,7 +115,8 @@ fn measure_into(
     // The kind's seeded inputs: the backend computes on them. The checked pair runs on a
     // second set, from another seed, which the sides keep from then on (a result kept from
     // the runs before fails the check); the reference is evaluated on those, here, outside
-    // any backend.
+    // any backend. The second set is made when the checked pair comes, once the case has let
+    // go of the first (`measure_pairs`).
     let inputs = std::sync::Arc::new(kind.inputs(cfg.seed));
     let ctx = backend::pair::PairContext {
         spec_dir: s.dir(),
@@ -130,7 +131,10 @@ fn measure_into(
         &ctx,
     )?;
     drop(inputs);
-    let checked_inputs = std::sync::Arc::new(kind.inputs(checked_seed(cfg.seed)));
+    let checked_inputs = std::cell::OnceCell::new();
+    // The same set whoever asks first (the same seed's values either way).
+    let checked =
+        || checked_inputs.get_or_init(|| std::sync::Arc::new(kind.inputs(checked_seed(cfg.seed))));
     let tol = r.tolerance.tolerance();
     // The checked pair's outputs against the reference: at once where the case allows (no
     // copies of them kept), else after the samples.
@@ -139,7 +143,7 @@ fn measure_into(
         let outputs = (p.output(Side::Before)?, p.output(Side::After)?);
         checked_at_once = Some(correctness(
             s,
-            &checked_inputs,
+            checked(),
             (&outputs.0, &outputs.1),
             &tol,
             cfg.seed,
@@ -168,7 +172,7 @@ fn measure_into(
     let samples = measure::measure_pairs(
         case.as_mut(),
         cfg,
-        checked_inputs.clone(),
+        || checked().clone(),
         || std::sync::Arc::new(kind.inputs(confirm_seed(cfg.seed))),
         Some(&mut check_now),
         &mut after_pair,
@@ -191,7 +195,7 @@ fn measure_into(
         Some(c) => c,
         None => {
             let outputs = (case.output(Side::Before)?, case.output(Side::After)?);
-            correctness(s, &checked_inputs, (&outputs.0, &outputs.1), &tol, cfg.seed)
+            correctness(s, checked(), (&outputs.0, &outputs.1), &tol, cfg.seed)
         }
     };
     drop(case);
