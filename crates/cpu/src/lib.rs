@@ -128,8 +128,9 @@ macro_rules! cpu_table {
 crate::kinds::registry!(cpu_table);
 
 /// The host memory a case of `w` holds on the CPU backend with a flush of `flush_bytes`: the
-/// inputs twice (the checked run's are generated while the first set is still held), the
-/// outputs of both sides, the kernels' scratch and the flush buffer.
+/// inputs twice (a confirming pair's set is made while the checked run's is still held; the
+/// first set is let go before the checked one is made), the outputs of both sides, the
+/// kernels' scratch and the flush buffer.
 pub fn host_bytes(w: &Workload, flush_bytes: u64) -> u64 {
     let k = kernels_of(w);
     (2 * k.input_bytes())

@@ -174,8 +174,9 @@ impl Backend for CudaBackend {
     /// The host holds the inputs and both outputs once copied back.
     fn host_bytes(&self, workload: &Workload) -> u64 {
         let k = kernels_of(workload);
-        // The inputs twice on the host: the checked run's are generated while the first set
-        // is still held.
+        // The inputs twice on the host: a confirming pair's set is made while the checked
+        // run's is still held (the first set is uploaded and let go before the checked one is
+        // made).
         2 * k.input_bytes() + 2 * k.output_len() * 4
     }
 
