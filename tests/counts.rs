@@ -1309,3 +1309,79 @@ fn points_counted_at_one_size_are_counted_once() {
         }
     }
 }
+
+/// A time gate that cannot decide beside a counts gate that passed the spec is measured again
+/// only where a second pass could change the verdict: a FAIL within its CI's reach. Timed alone,
+/// the same first pass is measured again (a PASS is within reach, and nothing else decided).
+#[test]
+#[cfg_attr(not(has_valgrind), ignore = "needs Valgrind")]
+fn an_undecided_time_gate_is_measured_again_only_where_the_verdict_could_change() {
+    if !valgrind() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spec = chain_spec(dir.path(), 1024, 1024);
+    // A 1000% gate, the most a spec may ask for.
+    let yaml = std::fs::read_to_string(&spec).unwrap() + "gate: {max_regression: 10.0}\n";
+    std::fs::write(&spec, yaml).unwrap();
+    let both = ["--measure", "both", "--min-pairs", "9", "--max-pairs", "9"];
+    let o = run_counts(dir.path(), &spec, &[], &[&both[..], &["--accept"]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let key_dir = std::fs::read_dir(dir.path().join("baselines"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("cpu-"))
+        .expect("a time baseline folder");
+    let bfile = key_dir.join("counted-chain.json");
+    // Three accepted runs spread by e^±0.41 (log sd 0.41), all 1/8.6 of what this code
+    // measures. With Student's t of two degrees of freedom the drift widens a PASS's CI about
+    // fourfold (PASS below ×2.8) and puts the FAIL threshold at ×27, so a ratio near ×8.6 is
+    // INCONCLUSIVE however the machine's load moves it by up to threefold. The accepted run's
+    // after samples spread over 0.1x..10x, so that this run is never the noisier (which would
+    // widen the drift further).
+    let mut b: serde_json::Value = serde_json::from_slice(&std::fs::read(&bfile).unwrap()).unwrap();
+    let newest = b["history"].as_array().unwrap().last().unwrap().clone();
+    let offsets = [-0.41, 0.0, 0.41];
+    b["history"] = serde_json::Value::Array(
+        offsets
+            .iter()
+            .map(|o: &f64| {
+                let mut h = newest.clone();
+                for k in ["after_median_secs", "relative_median"] {
+                    h[k] = serde_json::json!(newest[k].as_f64().unwrap() / 8.6 * o.exp());
+                }
+                h
+            })
+            .collect(),
+    );
+    let samples = b["after_samples_secs"].as_array_mut().unwrap();
+    let n = samples.len();
+    for (i, t) in samples.iter_mut().enumerate() {
+        let spread = 10f64.powf(2.0 * i as f64 / (n - 1) as f64 - 1.0);
+        *t = serde_json::json!(t.as_f64().unwrap() * spread);
+    }
+    std::fs::write(&bfile, serde_json::to_vec(&b).unwrap()).unwrap();
+    // Counts and time: the counts gate passes (the same code counts the same), the time gate
+    // cannot decide and could only have failed: no second pass.
+    let o = run_counts(dir.path(), &spec, &[], &both);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    let r = newest_results(dir.path());
+    assert_eq!(check_of(&r, "counts_regression")["status"], "pass", "{out}");
+    assert_eq!(
+        check_of(&r, "regression")["status"],
+        "inconclusive",
+        "{out}"
+    );
+    assert!(!out.contains("measuring again"), "{out}");
+    assert!(out.contains("the counts gate decided"), "{out}");
+    // Time alone, the same gate is measured again.
+    let o = common::run_in(
+        dir.path(),
+        std::slice::from_ref(&spec),
+        &["--measure", "time", "--min-pairs", "9", "--max-pairs", "9"],
+    );
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("measuring again"), "{out}");
+}

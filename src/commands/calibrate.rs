@@ -308,7 +308,7 @@ fn measure_runs(
                 &format!("{} (run {}/{runs})", s.name, run + 1),
                 &s.workload.describe(),
             );
-            results[i].push(run_spec(&ctx, s, None, path));
+            results[i].push(run_spec(&ctx, s, None, path, &[]));
         }
         // Each run is archived as `run` archives one: inspect it, compare it, merge it.
         let made = Made {

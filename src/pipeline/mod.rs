@@ -90,24 +90,33 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
         let bpath = &base.path;
         p.progress.start_spec(i, &s.name, &s.workload.describe());
         let mode = opts.mode_of(s);
+        let counts_base = p.counts_baselines.get(i);
+        let counted = s.counted()?;
+        // The counts first (counted before any timing, or now): their gate's call tells the
+        // time gate whether a second pass could change the verdict.
+        let measured = match (&p.counter, counts_base, mode.counts()) {
+            (Some(counter), Some(cb), true) => Some((
+                counter,
+                cb,
+                counting::take(&mut counted_first, i, counter, &counted),
+            )),
+            _ => None,
+        };
+        let others: Vec<gate::rule::GateCall> = measured
+            .iter()
+            .map(|(_, cb, m)| {
+                gate::counts_call(m, &counted, &counts_reference(cb, opts.require_baseline))
+            })
+            .collect();
         let mut r = if mode.times() {
-            run_spec(&ctx, s, base.reference.as_ref(), bpath)
+            run_spec(&ctx, s, base.reference.as_ref(), bpath, &others)
         } else {
             let ceilings = ctx.ceilings.for_dtype(s.workload.dtype());
             evidence::planned(s, ctx.backend, &ceilings, bpath)
         };
         r.baseline.reference = p.references.get(i).cloned().flatten();
-        let counts_base = p.counts_baselines.get(i);
-        let counted = s.counted()?;
-        if let (Some(counter), Some(cb), true) = (&p.counter, counts_base, mode.counts()) {
-            let reference = gate::counts::CountsReference {
-                baseline: cb.baseline.as_ref(),
-                path: &cb.path,
-                history_run: cb.history_run.as_deref(),
-                reference: cb.reference.as_ref(),
-                require_baseline: opts.require_baseline,
-            };
-            let measured = counting::take(&mut counted_first, i, counter, &counted);
+        if let Some((counter, cb, measured)) = measured {
+            let reference = counts_reference(cb, opts.require_baseline);
             gate::decide_counts(
                 measured,
                 counter.engine.seed,
@@ -271,6 +280,20 @@ fn append_summary(path: &Path, run: &RunResult, dir: &Path) -> Result<()> {
     crate::files::append(path, text.as_bytes())
 }
 
+/// The counts baseline `cb` as the counts gate reads it.
+fn counts_reference(
+    cb: &crate::gate::reference::CountsBase,
+    require_baseline: bool,
+) -> gate::counts::CountsReference<'_> {
+    gate::counts::CountsReference {
+        baseline: cb.baseline.as_ref(),
+        path: &cb.path,
+        history_run: cb.history_run.as_deref(),
+        reference: cb.reference.as_ref(),
+        require_baseline,
+    }
+}
+
 /// What every spec of a run is measured and judged with.
 pub(crate) struct RunContext<'a> {
     pub backend: &'a dyn Backend,
@@ -282,12 +305,14 @@ pub(crate) struct RunContext<'a> {
 }
 
 /// One spec through its stages: planned (ledger, prediction), measured (samples, correctness,
-/// claims), gated (against `base`, with a second pass where the gate asks for one).
+/// claims), gated (against `base`, with a second pass where the gate asks for one, knowing how
+/// the spec's other measurements' gates called it: `others`).
 pub(crate) fn run_spec(
     ctx: &RunContext<'_>,
     s: &Spec,
     base: Option<&crate::gate::reference::Reference>,
     base_path: &Path,
+    others: &[crate::gate::rule::GateCall],
 ) -> SpecResult {
     let cfg = evidence::effective_config(ctx.measure, &s.measure);
     let ceilings = ctx.ceilings.for_dtype(s.workload.dtype());
@@ -310,7 +335,7 @@ pub(crate) fn run_spec(
         seed: cfg.seed,
         require_baseline: ctx.require_baseline,
     };
-    gate.decide(first, |state| {
+    gate.decide(first, others, |state| {
         ctx.progress.say(&format!(
             "opledger: {}: regression check {} on the first pass; measuring again",
             s.name,

@@ -116,20 +116,22 @@ impl Gate<'_> {
     }
 
     /// The whole gate of a freshly measured result: judged; a FAIL, or an INCONCLUSIVE that a
-    /// second look could settle, is measured again once by `again` (with
-    /// [`second_pass_config`]) and the evidence of both passes decides together (their pooled
-    /// samples): passes that contradict each other give INCONCLUSIVE — never a PASS after a
-    /// failing pass, never a FAIL on one noisy pass. The drift guard's INCONCLUSIVE is final at
-    /// once. Returns the result with its regression check, warnings and status.
+    /// second look could settle into another verdict (`others`: how the spec's other
+    /// measurements' gates called it, [`rule::second_pass_needed`]), is measured again once by
+    /// `again` (with [`second_pass_config`]) and the evidence of both passes decides together
+    /// (their pooled samples): passes that contradict each other give INCONCLUSIVE — never a
+    /// PASS after a failing pass, never a FAIL on one noisy pass. The drift guard's INCONCLUSIVE
+    /// is final at once. Returns the result with its regression check, warnings and status.
     pub fn decide(
         &self,
         first: SpecResult,
+        others: &[rule::GateCall],
         again: impl FnOnce(RegressionState) -> Option<SpecResult>,
     ) -> SpecResult {
         let d = self.judge(&first);
         let wanted = self
             .reference
-            .and_then(|_| second_pass_wanted(&d.outcome, &first));
+            .and_then(|_| second_pass_wanted(&d.outcome, &first, others));
         let (mut r, d) = match wanted.and_then(again) {
             Some(mut second) => {
                 join_passes(&first, &mut second);
@@ -192,9 +194,7 @@ pub fn decide_counts(
                     "not checked: a side was not counted, and time was not measured",
                 )),
             }
-            let mut outcome = counts::judge(s, &c.counts, reference.baseline, reference.path);
-            outcome.history_run = reference.history_run.map(str::to_string);
-            outcome.reference = reference.reference.cloned();
+            let outcome = counts_outcome(s, &c.counts, reference);
             if timed {
                 r.checks.extend(crate::verdict::counts_vs_time_check(
                     outcome.saving,
@@ -217,8 +217,46 @@ pub fn decide_counts(
     combine(r);
 }
 
-/// The state of a first pass that calls for a second one, if it does.
-pub fn second_pass_wanted(o: &BaselineOutcome, r: &SpecResult) -> Option<RegressionState> {
+/// The counts gate's finding on `counts` against its reference: the one judgement
+/// [`decide_counts`] records and [`counts_call`] reads.
+fn counts_outcome(
+    s: &crate::spec::Spec,
+    counts: &crate::measure::counts::SpecCounts,
+    reference: &counts::CountsReference<'_>,
+) -> crate::results::CountsGateOutcome {
+    let mut outcome = counts::judge(s, counts, reference.baseline, reference.path);
+    outcome.history_run = reference.history_run.map(str::to_string);
+    outcome.reference = reference.reference.cloned();
+    outcome
+}
+
+/// How the counts gate calls what counting `s`'s sides gave, before it is recorded
+/// ([`decide_counts`] records the same call): for the time gate, whose second pass it can make
+/// needless ([`rule::second_pass_needed`]). A spec that could not be counted has no call.
+pub fn counts_call(
+    counted: &crate::error::Result<crate::measure::counts::Counted>,
+    s: &crate::spec::Spec,
+    reference: &counts::CountsReference<'_>,
+) -> rule::GateCall {
+    match counted {
+        Ok(c) => rule::GateCall::of_status(
+            counts::check(
+                &counts_outcome(s, &c.counts, reference),
+                reference.require_baseline,
+            )
+            .status,
+        ),
+        Err(_) => rule::GateCall::NotJudged,
+    }
+}
+
+/// The state of a first pass that calls for a second one, if it does (`others`: how the spec's
+/// other measurements' gates called it).
+pub fn second_pass_wanted(
+    o: &BaselineOutcome,
+    r: &SpecResult,
+    others: &[rule::GateCall],
+) -> Option<RegressionState> {
     if o.guarded() {
         return None;
     }
@@ -226,7 +264,9 @@ pub fn second_pass_wanted(o: &BaselineOutcome, r: &SpecResult) -> Option<Regress
     let can_pass = o
         .spread
         .is_none_or(|sp| sp.can_pass(r.gate.max_regression.0));
-    stats::needs_second_pass(state, can_pass).then_some(state)
+    // The FAIL threshold the judgement used (`gate_state`): the whole CI must pass it.
+    let fail_in_reach = o.ratio.is_some_and(|ci| ci.hi > 1.0 + o.threshold);
+    rule::second_pass_needed(state, can_pass, fail_in_reach, others).then_some(state)
 }
 
 /// The sampling of a second pass: up to twice the pairs, 1.5 times the time.

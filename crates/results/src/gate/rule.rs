@@ -89,6 +89,30 @@ pub fn set_aside(calls: &[(Measurement, GateCall)]) -> Vec<Measurement> {
         .collect()
 }
 
+/// Whether the time gate's first pass (`state`) is measured again, knowing how the spec's
+/// other measurements' gates called it (`others`). Where none decided, as
+/// [`stats::needs_second_pass`] says. Where one passed the spec, an INCONCLUSIVE time gate is
+/// set aside ([`set_aside`]) whatever a second pass finds short of a FAIL, so it is measured
+/// again only where a FAIL is within reach: its first pass's CI reaches past the FAIL
+/// threshold (`fail_in_reach`; pooling narrows the CI around the same median, and a FAIL needs
+/// the whole of it past the threshold). Where one failed the spec, nothing a second look finds
+/// changes the verdict. A FAIL of the time gate's own is always measured again: never a FAIL on
+/// one pass.
+pub fn second_pass_needed(
+    state: RegressionState,
+    can_pass: bool,
+    fail_in_reach: bool,
+    others: &[GateCall],
+) -> bool {
+    match state {
+        RegressionState::Inconclusive if others.contains(&GateCall::Fail) => false,
+        RegressionState::Inconclusive if others.contains(&GateCall::Pass) => {
+            can_pass && fail_in_reach
+        }
+        _ => crate::gate::stats::needs_second_pass(state, can_pass),
+    }
+}
+
 /// The measurements a spec's checks set aside: each gate's call read from its check.
 pub fn set_aside_of(checks: &[Check]) -> Vec<Measurement> {
     let calls: Vec<(Measurement, GateCall)> = [Measurement::Time, Measurement::Counts]
@@ -206,6 +230,32 @@ mod tests {
         assert!(set_aside(&[(Time, Undecided), (Counts, Undecided)]).is_empty());
         assert!(set_aside(&[(Time, Undecided)]).is_empty());
         assert!(set_aside(&[(Time, Fail), (Counts, Pass)]).is_empty());
+    }
+
+    /// A time gate that could not decide is measured again only where a second pass could change
+    /// the spec's verdict: alone, as the drift allows; beside a counts PASS, only where its CI
+    /// reaches past the FAIL threshold; beside a counts FAIL, never. Its own FAIL always is.
+    #[test]
+    fn a_second_pass_is_measured_only_where_it_could_change_the_verdict() {
+        use RegressionState::{Fail as TimeFail, Improved, Inconclusive, Pass as TimePass};
+        for others in [&[][..], &[NotJudged], &[Undecided]] {
+            assert!(second_pass_needed(Inconclusive, true, false, others));
+            assert!(second_pass_needed(Inconclusive, true, true, others));
+            assert!(!second_pass_needed(Inconclusive, false, true, others));
+        }
+        assert!(!second_pass_needed(Inconclusive, true, false, &[Pass]));
+        assert!(second_pass_needed(Inconclusive, true, true, &[Pass]));
+        assert!(
+            !second_pass_needed(Inconclusive, false, true, &[Pass]),
+            "as alone: the drift rules a PASS out, and the first pass stands"
+        );
+        assert!(!second_pass_needed(Inconclusive, true, true, &[Fail]));
+        for others in [&[][..], &[Pass], &[Fail]] {
+            assert!(second_pass_needed(TimeFail, true, true, others));
+            assert!(second_pass_needed(TimeFail, false, false, others));
+            assert!(!second_pass_needed(TimePass, true, true, others));
+            assert!(!second_pass_needed(Improved, true, true, others));
+        }
     }
 
     #[test]
