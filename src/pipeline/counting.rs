@@ -117,3 +117,49 @@ pub(super) fn take(
         .and_then(Option::take)
         .unwrap_or_else(|| counter.count_spec_with_outputs(counted))
 }
+
+/// What [`taken`] gave, if anything.
+pub(super) type Taken<'p> = (
+    &'p Counter,
+    &'p crate::gate::reference::CountsBase,
+    Result<Counted>,
+);
+
+/// How the gates of a spec's other measurements than time call it: the counts gate's call on
+/// what was `taken` (none where the run does not count it).
+pub(super) fn calls(
+    taken: Option<&Taken<'_>>,
+    counted: &crate::spec::Spec,
+    require_baseline: bool,
+) -> Vec<crate::gate::rule::GateCall> {
+    taken
+        .map(|(_, cb, m)| crate::gate::counts_call(m, counted, &reference(cb, require_baseline)))
+        .into_iter()
+        .collect()
+}
+
+/// Spec `i`'s counts with what counted them and the counts baseline it is judged against, where
+/// this run counts it: counted before any timing ([`count_all`]), else now ([`take`]).
+pub(super) fn taken<'p>(
+    p: &'p Prepared,
+    first: &mut [Option<Result<Counted>>],
+    i: usize,
+    counted: &crate::spec::Spec,
+) -> Option<Taken<'p>> {
+    let (counter, base) = (p.counter.as_ref()?, p.counts_baselines.get(i)?);
+    Some((counter, base, take(first, i, counter, counted)))
+}
+
+/// The counts baseline `cb` as the counts gate reads it.
+pub(super) fn reference(
+    cb: &crate::gate::reference::CountsBase,
+    require_baseline: bool,
+) -> crate::gate::counts::CountsReference<'_> {
+    crate::gate::counts::CountsReference {
+        baseline: cb.baseline.as_ref(),
+        path: &cb.path,
+        history_run: cb.history_run.as_deref(),
+        reference: cb.reference.as_ref(),
+        require_baseline,
+    }
+}

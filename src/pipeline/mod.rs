@@ -94,20 +94,11 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
         let counted = s.counted()?;
         // The counts first (counted before any timing, or now): their gate's call tells the
         // time gate whether a second pass could change the verdict.
-        let measured = match (&p.counter, counts_base, mode.counts()) {
-            (Some(counter), Some(cb), true) => Some((
-                counter,
-                cb,
-                counting::take(&mut counted_first, i, counter, &counted),
-            )),
-            _ => None,
-        };
-        let others: Vec<gate::rule::GateCall> = measured
-            .iter()
-            .map(|(_, cb, m)| {
-                gate::counts_call(m, &counted, &counts_reference(cb, opts.require_baseline))
-            })
-            .collect();
+        let measured = mode
+            .counts()
+            .then(|| counting::taken(&p, &mut counted_first, i, &counted))
+            .flatten();
+        let others = counting::calls(measured.as_ref(), &counted, opts.require_baseline);
         let mut r = if mode.times() {
             run_spec(&ctx, s, base.reference.as_ref(), bpath, &others)
         } else {
@@ -116,7 +107,7 @@ pub fn run(opts: &RunOptions) -> Result<(RunVerdict, PathBuf)> {
         };
         r.baseline.reference = p.references.get(i).cloned().flatten();
         if let Some((counter, cb, measured)) = measured {
-            let reference = counts_reference(cb, opts.require_baseline);
+            let reference = counting::reference(cb, opts.require_baseline);
             gate::decide_counts(
                 measured,
                 counter.engine.seed,
@@ -278,20 +269,6 @@ pub(crate) fn write_archive(
 fn append_summary(path: &Path, run: &RunResult, dir: &Path) -> Result<()> {
     let text = report::render_summary(run, &dir.join(crate::report::output::REPORT))?;
     crate::files::append(path, text.as_bytes())
-}
-
-/// The counts baseline `cb` as the counts gate reads it.
-fn counts_reference(
-    cb: &crate::gate::reference::CountsBase,
-    require_baseline: bool,
-) -> gate::counts::CountsReference<'_> {
-    gate::counts::CountsReference {
-        baseline: cb.baseline.as_ref(),
-        path: &cb.path,
-        history_run: cb.history_run.as_deref(),
-        reference: cb.reference.as_ref(),
-        require_baseline,
-    }
 }
 
 /// What every spec of a run is measured and judged with.
