@@ -734,7 +734,8 @@ impl RowKernels {
                 let ms = &self.v1;
                 row_stat(&mut self.v2, |r| 1.0 / (ms[r] + eps).sqrt());
                 let rs = &self.v2;
-                // The squares are spent: the normalized rows take their buffer (full_intermediates).
+                // The squares are spent: the normalized rows take their buffer
+                // (full_intermediates).
                 row_pass(&mut self.t1, c, stream, |r, o| {
                     scale_row(&x[row(r)], rs[r], o)
                 });

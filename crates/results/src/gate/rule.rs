@@ -91,13 +91,13 @@ pub fn set_aside(calls: &[(Measurement, GateCall)]) -> Vec<Measurement> {
 
 /// Whether the time gate's first pass (`state`) is measured again, knowing how the spec's
 /// other measurements' gates called it (`others`). Where none decided, as
-/// [`stats::needs_second_pass`] says. Where one passed the spec, an INCONCLUSIVE time gate is
-/// set aside ([`set_aside`]) whatever a second pass finds short of a FAIL, so it is measured
-/// again only where a FAIL is within reach: its first pass's CI reaches past the FAIL
-/// threshold (`fail_in_reach`; pooling narrows the CI around the same median, and a FAIL needs
-/// the whole of it past the threshold). Where one failed the spec, nothing a second look finds
-/// changes the verdict. A FAIL of the time gate's own is always measured again: never a FAIL on
-/// one pass.
+/// [`crate::gate::stats::needs_second_pass`] says. Where one passed the spec, an INCONCLUSIVE
+/// time gate is set aside ([`set_aside`]) whatever a second pass finds short of a FAIL, so it
+/// is measured again only where a FAIL is within reach: its first pass's CI reaches past the
+/// FAIL threshold (`fail_in_reach`; pooling narrows the CI around the same median, and a FAIL
+/// needs the whole of it past the threshold). Where one failed the spec, nothing a second look
+/// finds changes the verdict. A FAIL of the time gate's own is always measured again: never a
+/// FAIL on one pass.
 pub fn second_pass_needed(
     state: RegressionState,
     can_pass: bool,
