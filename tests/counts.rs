@@ -17,6 +17,14 @@ fn chain_spec(dir: &Path, rows: u64, cols: u64) -> std::path::PathBuf {
     named_chain_spec(dir, "counted-chain", rows, cols)
 }
 
+/// [`chain_spec`] of 1024 x 1024 with `extra` (whole lines of YAML) added to it.
+fn chain_spec_with(dir: &Path, extra: &str) -> std::path::PathBuf {
+    let spec = chain_spec(dir, 1024, 1024);
+    let yaml = std::fs::read_to_string(&spec).unwrap() + extra;
+    std::fs::write(&spec, yaml).unwrap();
+    spec
+}
+
 /// [`chain_spec`] under another name, in `<name>.yaml`.
 fn named_chain_spec(dir: &Path, name: &str, rows: u64, cols: u64) -> std::path::PathBuf {
     let p = dir.join(if name == "counted-chain" {
@@ -451,10 +459,8 @@ fn a_counts_gate_fails_a_two_percent_slowdown_and_never_an_unchanged_run_under_l
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let spec = chain_spec(dir.path(), 1024, 1024);
     // The spec asks for counts itself: no --measure needed.
-    let yaml = std::fs::read_to_string(&spec).unwrap() + "measure: {mode: counts}\n";
-    std::fs::write(&spec, yaml).unwrap();
+    let spec = chain_spec_with(dir.path(), "measure: {mode: counts}\n");
     let o = run_counts(dir.path(), &spec, &[], &["--accept"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(text(&o).contains("accepted counts"), "{}", text(&o));
@@ -1320,10 +1326,8 @@ fn an_undecided_time_gate_is_measured_again_only_where_the_verdict_could_change(
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let spec = chain_spec(dir.path(), 1024, 1024);
     // A 1000% gate, the most a spec may ask for.
-    let yaml = std::fs::read_to_string(&spec).unwrap() + "gate: {max_regression: 10.0}\n";
-    std::fs::write(&spec, yaml).unwrap();
+    let spec = chain_spec_with(dir.path(), "gate: {max_regression: 10.0}\n");
     let both = ["--measure", "both", "--min-pairs", "9", "--max-pairs", "9"];
     let o = run_counts(dir.path(), &spec, &[], &[&both[..], &["--accept"]].concat());
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
