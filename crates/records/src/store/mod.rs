@@ -463,6 +463,31 @@ mod tests {
         (dir, url, run)
     }
 
+    /// The split of a large read finds the table's ends in its tree, not by walking every row
+    /// (`MIN` and `MAX` in one `SELECT` scanned the whole table).
+    #[test]
+    fn the_case_tables_ends_are_searched_not_scanned() {
+        let (_dir, url, _run) = fixture_store();
+        let mut store = Store::open(&url).unwrap();
+        let plan = store
+            .db
+            .query(&format!("EXPLAIN QUERY PLAN {ROWID_ENDS_SQL}"), &[])
+            .unwrap();
+        let steps: Vec<String> = plan
+            .iter()
+            .filter_map(|row| row.last().and_then(Val::text))
+            .collect();
+        assert_eq!(
+            steps.iter().filter(|s| s.starts_with("SEARCH cases")).count(),
+            2,
+            "{steps:?}"
+        );
+        assert!(
+            !steps.iter().any(|s| s.starts_with("SCAN cases")),
+            "{steps:?}"
+        );
+    }
+
     #[test]
     fn a_large_case_table_read_in_two_parts_gives_the_same_points() {
         let (dir, url, run) = fixture_store();
