@@ -478,7 +478,10 @@ mod tests {
             .filter_map(|row| row.last().and_then(Val::text))
             .collect();
         assert_eq!(
-            steps.iter().filter(|s| s.starts_with("SEARCH cases")).count(),
+            steps
+                .iter()
+                .filter(|s| s.starts_with("SEARCH cases"))
+                .count(),
             2,
             "{steps:?}"
         );
