@@ -645,11 +645,7 @@ fn a_calibration_joins_the_history_where_asked() {
         text(&o)
     );
     let joined = history();
-    assert!(
-        joined > first && joined >= first + 3,
-        "{first} then {joined}: {}",
-        text(&o)
-    );
+    assert!(joined >= first + 3, "{first} then {joined}: {}", text(&o));
     let o = calibrate("4", &["--accept", "--keep-history"]);
     assert!(passed(&o), "{}", text(&o));
     assert_eq!(history(), 10, "the newest ten kept: {}", text(&o));

@@ -464,7 +464,7 @@ mod tests {
     }
 
     /// The split of a large read finds the table's ends in its tree, not by walking every row
-    /// (`MIN` and `MAX` in one `SELECT` scanned the whole table).
+    /// (`MIN` and `MAX` in one `SELECT` scanned an index entry of every row).
     #[test]
     fn the_case_tables_ends_are_searched_not_scanned() {
         let (_dir, url, _run) = fixture_store();
