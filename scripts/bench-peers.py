@@ -131,13 +131,18 @@ def write(workdir, name, text):
     return str(p)
 
 
-def run_opledger(binary, simd, specs, runs):
+def run_opledger(binary, simd, specs, runs, rounds=None):
+    """opledger's run of the specs; with `rounds`, exactly that many pairs a spec: a spec's
+    `measure:` only lowers the command line's sampling (min_pairs 10, a 2 s cap), so the
+    rounds are asked for on the command line too."""
     # The workers inherit opledger's environment; the peer's OpenBLAS settings are the spec's.
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
     if simd != "native":
         env["OPLEDGER_SIMD"] = simd
     cmd = [binary, "run", *specs, "--backend", "cpu", "--runs-dir", str(runs),
            "--baselines", str(runs / "baselines"), "--no-store"]
+    if rounds is not None:
+        cmd += ["--min-pairs", str(rounds), "--max-pairs", str(rounds), "--time-cap-secs", "600"]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if done.returncode not in (0, 1):
         sys.exit(f"{' '.join(cmd)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
@@ -341,7 +346,7 @@ def main():
             peer_env = peer_env_of(simd, args.peer)
             specs = peer_specs(work, args.rounds, peer_env, only, args.peer)
             if specs:
-                res = run_opledger(binary, simd, specs, work / "runs-peers")
+                res = run_opledger(binary, simd, specs, work / "runs-peers", args.rounds)
                 report_peers(res, simd, peer_env, args.peer)
             if "streaming" in only:
                 stream_specs = stream_run_specs(work)
