@@ -100,12 +100,11 @@ def peer_command(peer_env):
     return "[" + ", ".join(json.dumps(c) for c in cmd) + "]"
 
 
-def peer_specs(workdir, rounds, peer_env, only, peer="numpy"):
+def peer_specs(workdir, peer_env, only, peer="numpy"):
     """One spec per GEMM shape and one for attention: the peer before, opledger after."""
     shutil.copy(HERE / "peers_worker.py", workdir / "peers_worker.py")
     matmul_fn, attention_fn = PEER_FUNCTIONS[peer]
     cmd = peer_command(peer_env)
-    measure = f"measure: {{min_pairs: {rounds}, max_pairs: {rounds}, time_cap_secs: 600}}\n"
     specs = []
     if "gemm" in only:
         for tag, label, m, n, k in GEMMS:
@@ -114,7 +113,7 @@ def peer_specs(workdir, rounds, peer_env, only, peer="numpy"):
                 f"name: peer-gemm-{tag}\ntitle: {label}\n"
                 f"workload: {{kind: gemm, m: {m}, n: {n}, k: {k}}}\n"
                 f"variants:\n  before: {{implements: tiled, command: {cmd}, function: {matmul_fn}, timeout_secs: 120}}\n"
-                f"  after: tiled\nexpect: {{bound: {bound}}}\n" + measure
+                f"  after: tiled\nexpect: {{bound: {bound}}}\n"
             )
             specs.append(write(workdir, f"gemm-{tag}.yaml", text))
     if "attention" in only:
@@ -122,7 +121,7 @@ def peer_specs(workdir, rounds, peer_env, only, peer="numpy"):
             "name: peer-attention\ntitle: attention N=4096 d=128, one head\n"
             "workload: {kind: attention, batch: 1, heads: 1, seq_len: 4096, head_dim: 128, causal: false}\n"
             f"variants:\n  before: {{implements: standard, command: {cmd}, function: {attention_fn}, timeout_secs: 120}}\n"
-            "  after: flash\nexpect: {bound: compute}\n" + measure
+            "  after: flash\nexpect: {bound: compute}\n"
         )
         specs.append(write(workdir, "attention.yaml", text))
     return specs
@@ -135,9 +134,8 @@ def write(workdir, name, text):
 
 
 def run_opledger(binary, simd, specs, runs, rounds=None):
-    """opledger's run of the specs; with `rounds`, exactly that many pairs a spec: a spec's
-    `measure:` only lowers the command line's sampling (min_pairs 10, a 2 s cap), so the
-    rounds are asked for on the command line too."""
+    """opledger's run of the specs; with `rounds`, exactly that many pairs a spec, asked for on
+    the command line (a spec's `measure:` could only lower its min_pairs of 10 and 2 s cap)."""
     # The workers inherit opledger's environment; the peer's OpenBLAS settings are the spec's.
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
     if simd != "native":
@@ -368,7 +366,7 @@ def main():
             work = tmp / simd
             work.mkdir()
             peer_env = peer_env_of(simd, args.peer)
-            specs = peer_specs(work, args.rounds, peer_env, only, args.peer)
+            specs = peer_specs(work, peer_env, only, args.peer)
             if specs:
                 res = run_opledger(binary, simd, specs, work / "runs-peers", args.rounds)
                 report_peers(res, simd, peer_env, args.peer)
