@@ -148,7 +148,7 @@ fn every_broken_export_is_refused_with_its_line_and_rule() {
         ),
         (
             "ncu/bad-other-run.csv",
-            "bad-other-run.csv:14: a marker for case 3, but the run has 1 specs",
+            "bad-other-run.csv:14: a marker for case 3, but the run has 1 spec",
         ),
         (
             "ncu/bad-negative.csv",

@@ -1276,7 +1276,7 @@ fn points_counted_at_one_size_are_counted_once() {
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(
-        text(&o).contains("counting the sides of 1 spec(s) (2 more count the same, once)"),
+        text(&o).contains("counting the sides of 1 spec (2 more count the same, once)"),
         "{}",
         text(&o)
     );

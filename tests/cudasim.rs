@@ -785,7 +785,7 @@ fn counts_on_the_cuda_backend_are_read_by_nsight_compute() {
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
     assert!(
-        out.contains("spec(s) under Nsight Compute, 1 at a time"),
+        out.contains("spec under Nsight Compute, 1 at a time"),
         "{out}"
     );
     let r = results(tmp.path());

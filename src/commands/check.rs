@@ -3,6 +3,7 @@
 
 use crate::device::DeviceKind;
 use crate::error::{Error, ExitCode, Result};
+use crate::report::format::counted;
 use crate::spec;
 use std::path::PathBuf;
 
@@ -102,10 +103,10 @@ pub fn check(paths: &[PathBuf], backend: Option<DeviceKind>) -> Result<ExitCode>
         eprintln!("error: {e}");
     }
     println!(
-        "{} spec(s) valid, {} with a claim the ledger refutes, {} error(s)",
-        valid - refuted,
+        "{} valid, {} with a claim the ledger refutes, {}",
+        counted((valid - refuted) as u64, "spec", "specs"),
         refuted,
-        errors.len()
+        counted(errors.len() as u64, "error", "errors")
     );
     Ok(if !errors.is_empty() {
         ExitCode::BadInput

@@ -76,11 +76,10 @@ pub fn merge(
             verdict: merged.verdict.status.to_string(),
         });
         println!(
-            "{}: {} shard{}, {} specs: {} pass, {} fail, {} inconclusive · {}",
+            "{}: {}, {}: {} pass, {} fail, {} inconclusive · {}",
             merged.verdict.status,
-            group.len(),
-            if group.len() == 1 { "" } else { "s" },
-            merged.specs.len(),
+            report::format::counted(group.len() as u64, "shard", "shards"),
+            report::format::counted(merged.specs.len() as u64, "spec", "specs"),
             merged.verdict.specs_passed,
             merged.verdict.specs_failed,
             merged.verdict.inconclusive,

@@ -48,8 +48,8 @@ pub(super) fn count_all(p: &Prepared, opts: &RunOptions) -> Vec<Option<Result<Co
         format!(" ({} more count the same, once)", copies.len())
     };
     p.progress.say(&format!(
-        "opledger: counting the sides of {} spec(s){alike} under {}, {at_once} at a time",
-        jobs.len(),
+        "opledger: counting the sides of {}{alike} under {}, {at_once} at a time",
+        crate::report::format::counted(jobs.len() as u64, "spec", "specs"),
         if counter.engine.gpu.is_some() {
             "Nsight Compute"
         } else {

@@ -2,6 +2,11 @@
 //! bytes, rates, and the three ways a median in milliseconds is shown (with its unit in
 //! sentences, a bare number in tables and CSV, a readable unit on the dashboard).
 
+/// A count and its noun, singular for one: `1 spec`, `2 specs`, `1 check failed`.
+pub fn counted(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// Seconds with a readable unit.
 pub fn duration(secs: f64) -> String {
     let a = secs.abs();

@@ -96,6 +96,10 @@ fn add_filters(env: &mut Environment<'static>) {
     env.add_filter("mark", status_mark);
     env.add_filter("gpu_state", gpu_state);
     env.add_filter("counted_mark", counted_mark);
+    // `{{ n|counted("spec", "specs") }}`: the count with its noun, singular for one.
+    env.add_filter("counted", |n: u64, one: String, many: String| {
+        format::counted(n, &one, &many)
+    });
 }
 
 /// A counted sweep point's side against its ledger: `✅ read ×1.004, write ×1.006`, `❌ …`, or

@@ -3,6 +3,7 @@
 //! once, and the summary line. Words only: every decision shown was made by the stages below.
 
 use crate as report;
+use crate::format::counted;
 use crate::results::{BaselineOutcome, BaselineStatus, RunResult, SpecResult};
 use crate::verdict::CheckName;
 use crate::verdict::{self, Status};
@@ -124,15 +125,14 @@ pub fn print_summary(run: &RunResult, dir: &Path) {
     }
     let v = &run.verdict;
     println!(
-        "\n{}: {} spec{}: {} pass, {} fail, {} inconclusive · {} checks failed · {} warnings · {} [{}] · {:.0} s",
+        "\n{}: {}: {} pass, {} fail, {} inconclusive · {} · {} · {} [{}] · {:.0} s",
         v.status,
-        run.specs.len(),
-        if run.specs.len() == 1 { "" } else { "s" },
+        counted(run.specs.len() as u64, "spec", "specs"),
         v.specs_passed,
         v.specs_failed,
         v.inconclusive,
-        v.checks_failed,
-        v.warnings,
+        counted(v.checks_failed as u64, "check failed", "checks failed"),
+        counted(v.warnings as u64, "warning", "warnings"),
         run.device.key,
         run.backend,
         run.wall_secs

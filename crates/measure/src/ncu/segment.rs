@@ -121,8 +121,9 @@ impl<'a> Segmenter<'a> {
                     self.path,
                     Some(line),
                     format!(
-                        "a marker for case {case}, but the run has {} specs: is this the export of this run?",
-                        self.cases
+                        "a marker for case {case}, but the run has {} spec{}: is this the export of this run?",
+                        self.cases,
+                        if self.cases == 1 { "" } else { "s" }
                     ),
                 ));
             }
