@@ -334,6 +334,8 @@ pub fn counts_judgement(o: &crate::results::CountsGateOutcome) -> String {
     let commit = o
         .baseline_git_sha
         .as_deref()
+        // Recorded outside a repository: no commit to name.
+        .filter(|g| !g.is_empty() && *g != "nogit")
         .map(|g| format!(" of {}", &g[..g.len().min(10)]))
         .unwrap_or_default();
     let against = counts_against(o, &commit);
@@ -354,9 +356,11 @@ pub fn counts_judgement(o: &crate::results::CountsGateOutcome) -> String {
             } else {
                 ""
             };
+            let (now, then) = (f.instructions_now, f.instructions_then);
+            let sign = if now < then { '-' } else { '+' };
             format!(
-                "{name}{cut} {:+}",
-                f.instructions_now as i128 - f.instructions_then as i128
+                "{name}{cut} {sign}{} instructions",
+                crate::format::thousands(now.abs_diff(then))
             )
         })
         .collect();
