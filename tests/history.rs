@@ -450,7 +450,7 @@ fn the_gate_judges_against_a_branch_history() {
     let report =
         std::fs::read_to_string(common::only_run_dir(dir.path()).join("report.html")).unwrap();
     assert!(
-        report.contains("the history store holds 1 run(s)"),
+        report.contains("the history store holds 1 run of this spec"),
         "{report}"
     );
     // More runs of main (and one of another branch, which main's reference leaves out).
@@ -475,7 +475,7 @@ fn the_gate_judges_against_a_branch_history() {
     let report =
         std::fs::read_to_string(common::only_run_dir(dir.path()).join("report.html")).unwrap();
     assert!(
-        report.contains("the newest 4 run(s) of branch main"),
+        report.contains("the newest 4 runs of branch main"),
         "{report}"
     );
     // Accepting and judging against history at once, or an unknown reference: bad input.

@@ -13,9 +13,7 @@ pub fn judgement(b: &BaselineOutcome) -> String {
     let text = judgement_words(b);
     // A reference from the history store is made of recorded runs, not accepted ones.
     match &b.reference {
-        Some(_) => text
-            .replace("accepted runs", "reference runs")
-            .replace("accepted run(s)", "reference run(s)"),
+        Some(_) => text.replace("accepted run", "reference run"),
         None => text,
     }
 }
@@ -25,15 +23,20 @@ fn judgement_words(b: &BaselineOutcome) -> String {
         None => b.message.clone(),
         Some(GateFinding::NoBaseline { device_key }) => match &b.reference {
             Some(GateReference::History { runs, branch, change, by_default, .. }) => format!(
-                "{}the history store holds {runs} run(s) of this spec on device {device_key}{}{}: the gate judges against history from {} runs{}",
+                "{}the history store holds {} of this spec on device {device_key}{}{}: the gate judges against history from {} runs{}",
                 if *by_default { "no accepted baseline, and " } else { "" },
+                crate::format::counted(*runs as u64, "run", "runs"),
                 branch.as_deref().map(|b| format!(" on branch {b}")).unwrap_or_default(),
                 change.as_ref().map(|c| format!(" since its level changed at commit {}", c.since_commit)).unwrap_or_default(),
                 opledger_gate::stats::POOL_MIN_RUNS,
                 if *by_default {
                     format!(
-                        " ({} more run(s) on this branch, or `run --accept`)",
-                        opledger_gate::stats::POOL_MIN_RUNS.saturating_sub(*runs)
+                        " ({} more on this branch, or `run --accept`)",
+                        crate::format::counted(
+                            opledger_gate::stats::POOL_MIN_RUNS.saturating_sub(*runs) as u64,
+                            "run",
+                            "runs"
+                        )
                     )
                 } else {
                     String::new()
@@ -63,16 +66,19 @@ fn judgement_words(b: &BaselineOutcome) -> String {
         Some(GateFinding::CeilingDrift(_)) => {
             format!("not judged: {}", guard(b).unwrap_or_default())
         }
+        // What the thresholds rest on (the reference's drift between runs) is said once, at
+        // the end: every comparison of a judgement is against the same reference runs.
         Some(GateFinding::Judged(j)) => match &j.passes {
-            None => judged(&j.all),
+            None => format!("{} ({})", judged(&j.all), drift(&j.all.decided)),
             Some(p) => format!(
-                "{}both passes together: {}; first pass: {}; second pass: {}",
+                "{}both passes together: {}; first pass: {}; second pass: {} ({})",
                 p.conflict
                     .map(|c| format!("INCONCLUSIVE: {}; ", conflict(c)))
                     .unwrap_or_default(),
                 judged(&j.all),
-                judged(&p.first),
-                judged(&p.second)
+                pass(&p.first),
+                pass(&p.second),
+                drift(&j.all.decided)
             ),
         },
     }
@@ -187,8 +193,9 @@ fn reference_words(r: &GateReference) -> String {
         c.as_ref()
             .map(|c| {
                 format!(
-                    " since its level changed at commit {} ({} older run(s) left out)",
-                    c.since_commit, c.left_out
+                    " since its level changed at commit {} ({} left out)",
+                    c.since_commit,
+                    crate::format::counted(c.left_out as u64, "older run", "older runs")
                 )
             })
             .unwrap_or_default()
@@ -201,7 +208,8 @@ fn reference_words(r: &GateReference) -> String {
             by_default,
             outliers,
         } => format!(
-            "the newest {runs} run(s) of {} on this device in the history store{}{}{}",
+            "the newest {} of {} on this device in the history store{}{}{}",
+            crate::format::counted(*runs as u64, "run", "runs"),
             branch
                 .as_deref()
                 .map(|b| format!("branch {b}"))
@@ -209,7 +217,8 @@ fn reference_words(r: &GateReference) -> String {
             since(change),
             if *outliers > 0 {
                 format!(
-                    ", {outliers} noisy run(s) left out (beyond {} robust standard deviations of the series)",
+                    ", {} left out (beyond {} robust standard deviations of the series)",
+                    crate::format::counted(*outliers as u64, "noisy run", "noisy runs"),
                     opledger_gate::history::OUTLIER_Z
                 )
             } else {
@@ -235,12 +244,16 @@ fn reference_words(r: &GateReference) -> String {
                 short_sha(merge_base)
             ),
             Some(c) => format!(
-                "the merge-base {} of HEAD and {branch}: {runs} run(s) in the history store from commit {c}{}{}{}",
+                "the merge-base {} of HEAD and {branch}: {} in the history store from commit {c}{}{}{}",
                 short_sha(merge_base),
+                crate::format::counted(*runs as u64, "run", "runs"),
                 if *commits_back == 0 {
                     " (the merge-base itself)".to_string()
                 } else {
-                    format!(" ({commits_back} commit(s) before it, the nearest with a run) and earlier")
+                    format!(
+                        " ({} before it, the nearest with a run) and earlier",
+                        crate::format::counted(*commits_back as u64, "commit", "commits")
+                    )
                 },
                 since(change),
                 if *samples { ", the base run with its samples" } else { "" }
@@ -447,14 +460,44 @@ fn short(j: &Judged) -> String {
     )
 }
 
-/// One judgement: the deciding comparison, and under `compare: both` the other beside it.
+/// One pass in a few words, with its other comparison's figures beside: `REGRESSION x1.458
+/// [1.435, 1.519], raw time x1.541 [1.461, 1.592]`.
+fn pass(j: &Judged) -> String {
+    match j.other {
+        None => short(j),
+        Some(o) => format!(
+            "{}, {} {} x{:.3} [{:.3}, {:.3}]",
+            short(j),
+            if o.relative {
+                "after/before"
+            } else {
+                "raw time"
+            },
+            o.state.word(),
+            o.ratio.point,
+            o.ratio.lo,
+            o.ratio.hi
+        ),
+    }
+}
+
+/// One judgement: the deciding comparison, and under `compare: both` the other beside it (with
+/// its drift where it is not the deciding one's, which the caller writes).
 fn judged(j: &Judged) -> String {
+    let other = |c: &Comparison| {
+        let own = drift(c);
+        if own == drift(&j.decided) {
+            comparison(c)
+        } else {
+            format!("{} ({own})", comparison(c))
+        }
+    };
     match (j.other, j.slowed_alike) {
         (None, _) => comparison(&j.decided),
         (Some(rel), true) => format!(
             "{}; but {}: both variants are slower than at the baseline alike{} — the machine drifted, or code both share regressed (a quiet machine or `compare: raw` tells which)",
             comparison(&j.decided),
-            comparison(&rel),
+            other(&rel),
             j.before_ratio
                 .map(|b| format!(" (before ×{b:.3}, after ×{:.3})", j.decided.ratio.point))
                 .unwrap_or_default()
@@ -463,20 +506,32 @@ fn judged(j: &Judged) -> String {
             "{}; the before side held at ×{:.3} its reference, so the after side alone is slower (its after/before comparison, {}, is blurred by the reference's spread)",
             comparison(&j.decided),
             j.before_ratio.unwrap_or(1.0),
-            comparison(&rel)
+            other(&rel)
         ),
-        (Some(raw), false) => format!(
-            "{}; raw time: {}",
-            comparison(&j.decided),
-            comparison(&raw)
-        ),
+        (Some(raw), false) => format!("{}; raw time: {}", comparison(&j.decided), other(&raw)),
     }
 }
 
+/// What a comparison's thresholds rest on: the reference's drift between runs.
+fn drift(c: &Comparison) -> String {
+    c.spread.describe(c.limit)
+}
+
+/// A comparison's ratio, CI, limit and decision. The FAIL threshold is named only where the
+/// reference's drift raised it above the limit.
 fn comparison(c: &Comparison) -> String {
     let sp = &c.spread;
+    let limit = if format!("{:.1}", c.threshold * 100.0) == format!("{:.1}", c.limit * 100.0) {
+        format!("limit +{:.1}%", c.limit * 100.0)
+    } else {
+        format!(
+            "FAIL above +{:.1}% (the limit +{:.1}%, raised for the drift)",
+            c.threshold * 100.0,
+            c.limit * 100.0
+        )
+    };
     format!(
-        "{} median ratio {:.3} (95% CI {:.3} .. {:.3}){}, FAIL above +{:.1}%, limit +{:.1}%: {} ({})",
+        "{} median ratio {:.3} (95% CI {:.3} .. {:.3}){}, {limit}: {}",
         if c.relative {
             "(after/before)/baseline's"
         } else {
@@ -486,12 +541,13 @@ fn comparison(c: &Comparison) -> String {
         c.ratio.lo,
         c.ratio.hi,
         if c.pooled_runs > 0 {
-            format!(" against the pooled medians of {} accepted runs", c.pooled_runs)
+            format!(
+                " against the pooled medians of {} accepted runs",
+                c.pooled_runs
+            )
         } else {
             String::new()
         },
-        c.threshold * 100.0,
-        c.limit * 100.0,
         match c.state {
             RegressionState::Pass => "within the limit",
             RegressionState::Fail => "REGRESSION",
@@ -501,7 +557,6 @@ fn comparison(c: &Comparison) -> String {
             }
             RegressionState::Inconclusive => "inconclusive (the CI reaches past the limit)",
         },
-        sp.describe(c.limit)
     )
 }
 
@@ -577,7 +632,7 @@ mod tests {
         assert_eq!(counts_short(&fail), "REGRESSION +10.00% cycles");
     }
 
-    const UNKNOWN: &str = "1 accepted run(s): the drift between runs is unknown until 3 are accepted (`opledger calibrate --accept` records them at once), so the smallest detectable slowdown is unknown";
+    const UNKNOWN: &str = "1 accepted run: the drift between runs is unknown until 3 are accepted (`opledger calibrate --accept` records them at once), so the smallest detectable slowdown is unknown";
 
     #[test]
     fn a_judgement_reads_as_the_gate_always_wrote_it() {
@@ -595,7 +650,7 @@ mod tests {
         })));
         assert_eq!(
             judgement(&o),
-            format!("(after/before)/baseline's median ratio 1.234 (95% CI 1.200 .. 1.270), FAIL above +10.0%, limit +10.0%: REGRESSION ({UNKNOWN}); raw time: after/baseline median ratio 1.020 (95% CI 0.986 .. 1.056), FAIL above +10.0%, limit +10.0%: within the limit ({UNKNOWN})")
+            format!("(after/before)/baseline's median ratio 1.234 (95% CI 1.200 .. 1.270), limit +10.0%: REGRESSION; raw time: after/baseline median ratio 1.020 (95% CI 0.986 .. 1.056), limit +10.0%: within the limit ({UNKNOWN})")
         );
         assert_eq!(note(&o), None);
 
@@ -612,7 +667,9 @@ mod tests {
             passes: None,
         })));
         assert!(judgement(&o).contains("; but (after/before)/baseline's median ratio 1.000"));
-        assert!(judgement(&o).ends_with("both variants are slower than at the baseline alike — the machine drifted, or code both share regressed (a quiet machine or `compare: raw` tells which)"));
+        assert!(judgement(&o).ends_with(&format!("both variants are slower than at the baseline alike — the machine drifted, or code both share regressed (a quiet machine or `compare: raw` tells which) ({UNKNOWN})")));
+        // The drift is said once, however many comparisons the judgement holds.
+        assert_eq!(judgement(&o).matches("accepted run").count(), 1);
         assert_eq!(
             note(&o).as_deref(),
             Some("both variants slower alike: machine drift or shared code")
@@ -642,6 +699,16 @@ mod tests {
     }
 
     #[test]
+    fn a_fail_threshold_raised_by_the_drift_is_named_beside_the_limit() {
+        let mut c = comparison(true, 1.15, RegressionState::Inconclusive);
+        c.threshold = 0.123;
+        assert_eq!(
+            super::comparison(&c),
+            "(after/before)/baseline's median ratio 1.150 (95% CI 1.116 .. 1.186), FAIL above +12.3% (the limit +10.0%, raised for the drift): inconclusive (the CI reaches past the limit)"
+        );
+    }
+
+    #[test]
     fn passes_that_disagree_name_both_and_the_drift_guard_names_the_roof() {
         let pass = Judged {
             decided: comparison(true, 1.0, RegressionState::Pass),
@@ -666,7 +733,11 @@ mod tests {
             "INCONCLUSIVE: the two passes disagree; both passes together: (after/before)/baseline's median ratio 1.000"
         ));
         assert!(
-            judgement(&o).contains("; first pass: (after/before)/baseline's median ratio 1.234")
+            judgement(&o).ends_with(&format!(
+                "; first pass: REGRESSION x1.234 [1.200, 1.270]; second pass: pass x1.000 [0.966, 1.036] ({UNKNOWN})"
+            )),
+            "{}",
+            judgement(&o)
         );
         assert_eq!(
             note(&o).as_deref(),

@@ -319,7 +319,11 @@ fn gate_short(b: &BaselineOutcome, max_regression: f64) -> String {
                 ..
             }),
             Some(_),
-        ) => format!(" · vs {runs} run(s) up to {}", &c[..c.len().min(10)]),
+        ) => format!(
+            " · vs {} up to {}",
+            counted(*runs as u64, "run", "runs"),
+            &c[..c.len().min(10)]
+        ),
         _ => String::new(),
     };
     format!("{core}{against}")

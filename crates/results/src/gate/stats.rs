@@ -150,8 +150,9 @@ impl Spread {
                 d * 100.0
             ),
             _ => format!(
-                "{} accepted run(s): the drift between runs is unknown until {POOL_MIN_RUNS} are accepted (`opledger calibrate --accept` records them at once), so the smallest detectable slowdown is unknown",
-                self.runs
+                "{} {}: the drift between runs is unknown until {POOL_MIN_RUNS} are accepted (`opledger calibrate --accept` records them at once), so the smallest detectable slowdown is unknown",
+                self.runs,
+                if self.runs == 1 { "accepted run" } else { "accepted runs" }
             ),
         }
     }
