@@ -96,6 +96,22 @@ fn add_filters(env: &mut Environment<'static>) {
     env.add_filter("mark", status_mark);
     env.add_filter("gpu_state", gpu_state);
     env.add_filter("counted_mark", counted_mark);
+    // `{{ n|thousands }}`: 18,448,948; `{{ n|delta }}`: +3,149,952 or -1,024.
+    env.add_filter("thousands", |n: i64| {
+        let digits = format::thousands(n.unsigned_abs());
+        if n < 0 {
+            format!("-{digits}")
+        } else {
+            digits
+        }
+    });
+    env.add_filter("delta", |n: i64| {
+        format!(
+            "{}{}",
+            if n < 0 { '-' } else { '+' },
+            format::thousands(n.unsigned_abs())
+        )
+    });
     // `{{ n|counted("spec", "specs") }}`: the count with its noun, singular for one.
     env.add_filter("counted", |n: u64, one: String, many: String| {
         format::counted(n, &one, &many)
