@@ -188,10 +188,10 @@ fn case_page_html(input: &Input<'_>, case: &Case) -> Result<(Vec<(String, String
     marks.extend(shift_marks(&before_shifts, "before median"));
     let medians = svg::trend(
         &format!(
-            "{} on {}: both medians over {} runs",
+            "{} on {}: both medians over {}",
             case.spec,
             case.device_key,
-            pts.len()
+            crate::format::counted(pts.len() as u64, "run", "runs")
         ),
         "median time (ms)",
         &[
@@ -205,10 +205,10 @@ fn case_page_html(input: &Input<'_>, case: &Case) -> Result<(Vec<(String, String
     let ratio_series = ratio_trend(input, case, &pts);
     let ratio = svg::trend(
         &format!(
-            "{} on {}: after/before over {} runs",
+            "{} on {}: after/before over {}",
             case.spec,
             case.device_key,
-            pts.len()
+            crate::format::counted(pts.len() as u64, "run", "runs")
         ),
         "after / before",
         &[ratio_series],
@@ -439,10 +439,10 @@ fn counts_chart(
     };
     svg::trend(
         &format!(
-            "{} on {}: counted cycles over {} runs",
+            "{} on {}: counted cycles over {}",
             case.spec,
             case.device_key,
-            pts.len()
+            crate::format::counted(pts.len() as u64, "run", "runs")
         ),
         "estimated cycles (millions)",
         &[
@@ -554,7 +554,11 @@ fn case_summary(
         runs => pts.len(),
         spark => Value::from_safe_string(svg::sparkline(
             &spark_values,
-            &format!("after median of {} over {} runs", case.spec, pts.len()),
+            &format!(
+                "after median of {} over {}",
+                case.spec,
+                crate::format::counted(pts.len() as u64, "run", "runs")
+            ),
         )),
         verdict => latest.map(|p| p.verdict.clone()),
         after => ms(latest.and_then(|p| p.after_median_secs)),

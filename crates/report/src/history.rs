@@ -389,7 +389,7 @@ pub fn changes_table(found: &[CaseChanges]) -> String {
     let mut out = String::new();
     for c in found {
         out.push_str(&format!(
-            "## {} on {}: {} of {} runs\n\n",
+            "## {} on {}: {} of {}\n\n",
             md(&c.spec),
             md(&c.device_key),
             match c.shifts.len() {
@@ -398,7 +398,7 @@ pub fn changes_table(found: &[CaseChanges]) -> String {
                 1 => "1 shift".to_string(),
                 n => format!("{n} shifts"),
             },
-            c.runs
+            crate::format::counted(c.runs as u64, "run", "runs")
         ));
         if c.shifts.is_empty() {
             continue;

@@ -360,9 +360,14 @@ fn baseline_row(specs: &[SpecResult]) -> (Status, String, Vec<String>) {
         (
             Status::Skip,
             format!(
-                "{} of {} specs have a comparable baseline; none yet for {} (record with `run --accept`)",
+                "{} of {} {} a comparable baseline; none yet for {} (record with `run --accept`)",
                 ok.len(),
                 specs.len(),
+                if ok.len() == 1 {
+                    "specs has"
+                } else {
+                    "specs have"
+                },
                 missing.join(", ")
             ),
             names,
