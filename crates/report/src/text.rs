@@ -4,6 +4,7 @@
 
 use crate::baseline::BaselineFile;
 use crate::device::profiles;
+use crate::format::thousands;
 use crate::ledger::roofline as roofline_of;
 use crate::spec;
 
@@ -30,7 +31,7 @@ pub fn roofline(peak_tflops: f64, bw_gbps: f64, flops: f64, bytes: f64, label: &
     )
 }
 
-/// The ledger of a spec as text tables.
+/// The ledger of a spec as text tables (exact counts, with thousands separators).
 pub fn ledger(s: &spec::Spec, tiling: crate::ledger::Tiling) -> String {
     let l = s
         .workload
@@ -46,10 +47,10 @@ pub fn ledger(s: &spec::Spec, tiling: crate::ledger::Tiling) -> String {
                 "{:<10} {:<16} {:>16} {:>6} {:>6} {:>16}\n",
                 v.variant.name(),
                 m.tensor,
-                m.bytes,
+                thousands(m.bytes),
                 m.reads,
                 m.writes,
-                m.traffic_bytes()
+                thousands(m.traffic_bytes())
             ));
         }
     }
@@ -61,8 +62,8 @@ pub fn ledger(s: &spec::Spec, tiling: crate::ledger::Tiling) -> String {
         t.push_str(&format!(
             "{:<10} {:>16} {:>16} {:>12.4} {:>9}\n",
             v.variant.name(),
-            v.flops,
-            v.bytes_moved(),
+            thousands(v.flops),
+            thousands(v.bytes_moved()),
             v.intensity(),
             v.launches
         ));
