@@ -96,21 +96,20 @@ fn add_filters(env: &mut Environment<'static>) {
     env.add_filter("mark", status_mark);
     env.add_filter("gpu_state", gpu_state);
     env.add_filter("counted_mark", counted_mark);
-    // `{{ n|thousands }}`: 18,448,948; `{{ n|delta }}`: +3,149,952 or -1,024.
-    env.add_filter("thousands", |n: i64| {
-        let digits = format::thousands(n.unsigned_abs());
-        if n < 0 {
-            format!("-{digits}")
-        } else {
-            digits
-        }
+    // `{{ n|thousands }}`: 18,448,948; `{{ n|delta }}`: +3,149,952 or -1,024. Anything but a
+    // whole number (a field an older archive lacks) is written as it is, not an error.
+    env.add_filter("thousands", |v: Value| match i64::try_from(v.clone()) {
+        Ok(n) if n < 0 => format!("-{}", format::thousands(n.unsigned_abs())),
+        Ok(n) => format::thousands(n.unsigned_abs()),
+        Err(_) => v.to_string(),
     });
-    env.add_filter("delta", |n: i64| {
-        format!(
+    env.add_filter("delta", |v: Value| match i64::try_from(v.clone()) {
+        Ok(n) => format!(
             "{}{}",
             if n < 0 { '-' } else { '+' },
             format::thousands(n.unsigned_abs())
-        )
+        ),
+        Err(_) => v.to_string(),
     });
     // `{{ n|counted("spec", "specs") }}`: the count with its noun, singular for one.
     env.add_filter("counted", |n: u64, one: String, many: String| {
@@ -558,6 +557,21 @@ mod tests {
         assert_eq!(bytes(100.0), "100 B");
         assert_eq!(rate(12.34e9, "B/s"), "12.34 GB/s");
         assert_eq!(num(1.23456, Some(3)), "1.235");
+    }
+
+    #[test]
+    fn count_filters_separate_thousands_and_name_one_in_the_singular() {
+        let env = environment();
+        let out = env
+            .render_str(
+                "{{ 18448948|thousands }} {{ -1024|thousands }} {{ 3149952|delta }} {{ -8|delta }} [{{ missing|thousands }}] {{ 1|counted('spec', 'specs') }}, {{ 0|counted('check failed', 'checks failed') }}",
+                minijinja::context! {},
+            )
+            .unwrap();
+        assert_eq!(
+            out,
+            "18,448,948 -1,024 +3,149,952 -8 [] 1 spec, 0 checks failed"
+        );
     }
 
     #[test]
