@@ -457,25 +457,15 @@ fn archives_of_earlier_and_current_formats_load_and_render_with_every_figure() {
             lost.is_empty(),
             "{name}: figures lost in the re-render: {lost:?}"
         );
-        let golden = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/golden/archives")
-            .join(format!(
-                "{}.md",
-                Path::new(name).file_name().unwrap().to_string_lossy()
-            ));
-        if std::env::var_os("OPLEDGER_BLESS").is_some() {
-            std::fs::create_dir_all(golden.parent().unwrap()).unwrap();
-            std::fs::write(&golden, &rendered).unwrap();
-        } else {
-            let want = std::fs::read_to_string(&golden).unwrap();
-            if want != rendered {
-                let diff = similar::TextDiff::from_lines(&want, &rendered)
-                    .unified_diff()
-                    .header("golden", "as rendered now")
-                    .to_string();
-                panic!("{name}: the report renders differently from {} (OPLEDGER_BLESS=1 to accept):\n{diff}", golden.display());
-            }
-        }
+        common::assert_golden(
+            &Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/golden/archives")
+                .join(format!(
+                    "{}.md",
+                    Path::new(name).file_name().unwrap().to_string_lossy()
+                )),
+            &rendered,
+        );
         let store = sb.path(&format!("store{i}"));
         let (code, text) =
             code_and_text(bin().arg("accept").arg(&run).arg("--baselines").arg(&store));

@@ -177,19 +177,10 @@ fn golden_report_from_fixed_results() {
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let got = String::from_utf8(o.stdout).unwrap();
-    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/report.md");
-    if std::env::var_os("OPLEDGER_BLESS").is_some() {
-        std::fs::write(&golden, &got).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(&golden).unwrap();
-    if got != want {
-        let diff = similar::TextDiff::from_lines(&want, &got)
-            .unified_diff()
-            .header("golden", "rendered")
-            .to_string();
-        panic!("report differs from tests/golden/report.md (OPLEDGER_BLESS=1 to accept):\n{diff}");
-    }
+    common::assert_golden(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/report.md"),
+        &got,
+    );
 }
 
 /// A check whose gate was set aside (the other measurement's gate decided) is one short line in

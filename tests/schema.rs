@@ -2,6 +2,7 @@
 //! them, accepting every shipped and test spec, refusing the bad fixtures a schema can see, and
 //! describing the results.json a real run writes.
 
+use crate::common;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -47,22 +48,7 @@ fn yaml_as_json(path: &Path) -> Value {
 fn shipped_schemas_match_the_types() {
     for which in ["spec", "results", "worker"] {
         let path = root().join(format!("schemas/{which}.schema.json"));
-        let got = generated(which);
-        if std::env::var_os("OPLEDGER_BLESS").is_some() {
-            std::fs::write(&path, &got).unwrap();
-            continue;
-        }
-        let want = std::fs::read_to_string(&path).unwrap_or_default();
-        if got != want {
-            let diff = similar::TextDiff::from_lines(&want, &got)
-                .unified_diff()
-                .header("shipped", "generated")
-                .to_string();
-            panic!(
-                "{} is stale (OPLEDGER_BLESS=1 to regenerate):\n{diff}",
-                path.display()
-            );
-        }
+        common::assert_golden(&path, &generated(which));
     }
 }
 

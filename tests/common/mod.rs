@@ -11,6 +11,27 @@ pub fn bin() -> Command {
     c
 }
 
+/// `got` against the golden file at `path`, diffed line by line where they differ; with
+/// `OPLEDGER_BLESS` set, `got` is written there instead (its folder made).
+pub fn assert_golden(path: &Path, got: &str) {
+    if std::env::var_os("OPLEDGER_BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(path).unwrap_or_default();
+    if got != want {
+        let diff = similar::TextDiff::from_lines(want.as_str(), got)
+            .unified_diff()
+            .header("golden", "now")
+            .to_string();
+        panic!(
+            "{} differs (OPLEDGER_BLESS=1 to accept):\n{diff}",
+            path.display()
+        );
+    }
+}
+
 pub fn fixture(p: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
