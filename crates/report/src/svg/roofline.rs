@@ -232,8 +232,11 @@ fn label_place(f: &super::Frame, (ax, ay): (f64, f64), w: f64, taken: &[Box2]) -
 mod tests {
     use super::*;
 
-    /// The labels of a roofline (anchor x, baseline y, right-aligned, text) and its points.
-    fn parts(svg: &str) -> (Vec<(f64, f64, bool, String)>, Vec<(f64, f64)>) {
+    /// A label as drawn: anchor x, baseline y, right-aligned, text.
+    type Label = (f64, f64, bool, String);
+
+    /// The labels of a roofline and its points.
+    fn parts(svg: &str) -> (Vec<Label>, Vec<(f64, f64)>) {
         let attr = |t: &str, name: &str| -> f64 {
             let at = t.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
             t[at..at + t[at..].find('"').unwrap()].parse().unwrap()
@@ -272,7 +275,7 @@ mod tests {
             let by = 1.0 + 0.01 * i as f64;
             s.after.intensity = first.intensity * by;
             s.after.flops = first.flops;
-            s.after.summary = first.summary.clone().map(|mut m| {
+            s.after.summary = first.summary.map(|mut m| {
                 m.median_secs /= by;
                 m
             });
