@@ -120,6 +120,6 @@ pub fn sweep(series: &SweepSeries) -> [String; 2] {
     };
     [
         panel("bytes moved", bytes, crate::bytes),
-        panel("median time", secs, crate::duration),
+        panel("median time (s)", secs, crate::duration),
     ]
 }
