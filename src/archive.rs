@@ -774,8 +774,13 @@ pub fn load_allowing(dir: &Path, added: Option<&Path>) -> Result<Loaded> {
                 why.words(),
                 if verification.mismatches.len() > 1 {
                     format!(
-                        ", and {} more file(s) differ",
-                        verification.mismatches.len() - 1
+                        ", and {} more {}",
+                        verification.mismatches.len() - 1,
+                        if verification.mismatches.len() == 2 {
+                            "file differs"
+                        } else {
+                            "files differ"
+                        }
                     )
                 } else {
                     String::new()

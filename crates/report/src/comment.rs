@@ -197,8 +197,11 @@ pub fn base_line(b: &BaseCommit) -> String {
         )
     } else {
         format!(
-            "Base: run {} at commit {}, {} commit(s) before the merge-base {mb} of this branch and {} (the nearest with a run).",
-            b.run_id, b.commit, b.commits_back, b.branch
+            "Base: run {} at commit {}, {} before the merge-base {mb} of this branch and {} (the nearest with a run).",
+            b.run_id,
+            b.commit,
+            crate::format::counted(b.commits_back as u64, "commit", "commits"),
+            b.branch
         )
     }
 }

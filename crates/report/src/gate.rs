@@ -427,7 +427,10 @@ fn counts_against(o: &crate::results::CountsGateOutcome, commit: &str) -> String
         ) => format!(
             "the counted run {run}{commit} at the merge-base with {branch}{}",
             if *commits_back > 0 {
-                format!(" ({commits_back} commit(s) before it)")
+                format!(
+                    " ({} before it)",
+                    crate::format::counted(*commits_back as u64, "commit", "commits")
+                )
             } else {
                 String::new()
             }

@@ -100,7 +100,8 @@ pub fn import_command(run_dir: &Path, ncu_csv: &Path) -> Result<ExitCode> {
     let findings = import(run_dir, ncu_csv)?;
     if findings > 0 {
         eprintln!(
-            "opledger: {findings} finding(s): the counters disagree with the ledger (report: {})",
+            "opledger: {}: the counters disagree with the ledger (report: {})",
+            crate::report::format::counted(findings as u64, "finding", "findings"),
             run_dir.join(crate::report::output::REPORT).display()
         );
         Ok(ExitCode::GateFailed)
