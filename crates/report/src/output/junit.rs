@@ -23,6 +23,20 @@ fn xml_escape(s: &str) -> String {
     crate::html::escape(s)
 }
 
+/// The characters of a failure's `message`: the line a CI dashboard lists; the whole sentence
+/// is the failure's text.
+const HEADLINE_CHARS: usize = 200;
+
+/// A failure's message: its sentence, cut at [`HEADLINE_CHARS`] with an ellipsis.
+fn headline(detail: &str) -> String {
+    if detail.chars().count() <= HEADLINE_CHARS {
+        return detail.to_string();
+    }
+    let mut h: String = detail.chars().take(HEADLINE_CHARS - 1).collect();
+    h.push('…');
+    h
+}
+
 /// JUnit XML for CI dashboards: one test suite per spec, one test case per check (skipped
 /// checks as `<skipped/>`, warnings as passing cases with the warning in `system-out`).
 pub fn junit(run: &RunResult) -> String {
@@ -54,7 +68,7 @@ pub fn junit(run: &RunResult) -> String {
             match c.status {
                 Status::Fail => x.push_str(&format!(
                     "<failure message=\"{}\">{}</failure>",
-                    xml_escape(&detail),
+                    xml_escape(&headline(&detail)),
                     xml_escape(&detail)
                 )),
                 Status::Skip => {
@@ -75,4 +89,18 @@ pub fn junit(run: &RunResult) -> String {
     }
     x.push_str("</testsuites>\n");
     x
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_failure_is_a_headline_in_its_message_and_whole_in_its_text() {
+        assert_eq!(headline("short"), "short");
+        let long = "é".repeat(300);
+        let h = headline(&long);
+        assert_eq!(h.chars().count(), HEADLINE_CHARS);
+        assert!(h.ends_with('…') && long.starts_with(h.trim_end_matches('…')));
+    }
 }
