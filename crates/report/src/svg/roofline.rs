@@ -194,8 +194,8 @@ fn text_box(x: f64, y: f64, w: f64, left: bool) -> Box2 {
 /// Where a label of width `w` goes for the point `(ax, ay)`: its anchor x, baseline y, and
 /// whether it is right-aligned (on the point's left). Beside the point on the right, else on
 /// the left, a line above it first, then ever further above and below; the first place inside
-/// the plotting area that covers nothing `taken`. Where every place is taken, the first inside the
-/// chart (a crowded chart overlaps rather than drops a label).
+/// the plotting area that covers nothing `taken`. Where every place is taken, the first inside
+/// the plotting area (a crowded chart overlaps rather than drops a label).
 fn label_place(f: &super::Frame, (ax, ay): (f64, f64), w: f64, taken: &[Box2]) -> (f64, f64, bool) {
     // Inside the plotting area (the frame's lines and the axes' labels outside it stay clear);
     // a label may reach into the right margin, as far as the chart's edge.
