@@ -326,7 +326,17 @@ fn baseline_row(specs: &[SpecResult]) -> (Status, String, Vec<String>) {
     let mut ok = Vec::new();
     let mut missing = Vec::new();
     for s in specs {
-        let (t, c) = (time(s), counts(s));
+        // A gate set aside by the one rule (`gate::rule::set_aside`: it could not decide while
+        // the other measurement's gate did) holds nothing open here either.
+        let aside = |m: crate::gate::rule::Measurement, stand: Stand| {
+            if s.set_aside.contains(&m) {
+                Stand::Missing
+            } else {
+                stand
+            }
+        };
+        let t = aside(crate::gate::rule::Measurement::Time, time(s));
+        let c = aside(crate::gate::rule::Measurement::Counts, counts(s));
         match if t > c { t } else { c } {
             Stand::Fail => fail.push(link(s)),
             Stand::Undecided => undecided.push(link(s)),
@@ -372,5 +382,65 @@ fn baseline_row(specs: &[SpecResult]) -> (Status, String, Vec<String>) {
             ),
             names,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::rule::Measurement;
+    use crate::gate::stats::RegressionState;
+    use crate::CountsState;
+
+    fn spec() -> SpecResult {
+        let run: model::RunResult = serde_json::from_str(include_str!(
+            "../../../tests/fixtures/run-fixed/results.json"
+        ))
+        .expect("the fixed archive parses");
+        run.specs.into_iter().next().expect("a spec")
+    }
+
+    fn counts_gate(state: CountsState) -> crate::CountsGateOutcome {
+        crate::CountsGateOutcome {
+            state,
+            metric: crate::spec::CountsMetric::Cycles,
+            limit: 0.03,
+            path: "b.json".into(),
+            baseline_git_sha: None,
+            before: None,
+            after: None,
+            saving: None,
+            differences: Vec::new(),
+            functions: Vec::new(),
+            functions_side: None,
+            history_run: None,
+            reference: None,
+        }
+    }
+
+    /// The checklist's baseline item follows the one rule: a time gate that could not decide
+    /// while the counts gate passed is set aside, not an open item; without the rule's record
+    /// (an older archive), or with no other gate deciding, it holds the item open.
+    #[test]
+    fn the_baseline_item_leaves_out_a_gate_the_rule_set_aside() {
+        let mut s = spec();
+        s.baseline.status = BaselineStatus::Compared;
+        s.baseline.state = Some(RegressionState::Inconclusive);
+        s.counts_gate = Some(counts_gate(CountsState::Pass));
+        s.set_aside = Vec::new();
+        let item = |s: &SpecResult| baseline_row(std::slice::from_ref(s)).0;
+        assert_eq!(item(&s), Status::Inconclusive);
+        s.set_aside = vec![Measurement::Time];
+        assert_eq!(item(&s), Status::Pass);
+        // A failing counts gate fails the item whatever was set aside.
+        s.counts_gate = Some(counts_gate(CountsState::Fail));
+        assert_eq!(item(&s), Status::Fail);
+        // The counts gate set aside where time decided: the time gate's call stands.
+        s.counts_gate = Some(counts_gate(CountsState::Inconclusive));
+        s.baseline.state = Some(RegressionState::Pass);
+        s.set_aside = vec![Measurement::Counts];
+        assert_eq!(item(&s), Status::Pass);
+        s.set_aside = Vec::new();
+        assert_eq!(item(&s), Status::Inconclusive);
     }
 }
