@@ -401,21 +401,12 @@ mod tests {
     }
 
     fn counts_gate(state: CountsState) -> crate::CountsGateOutcome {
-        crate::CountsGateOutcome {
-            state,
-            metric: crate::spec::CountsMetric::Cycles,
-            limit: 0.03,
-            path: "b.json".into(),
-            baseline_git_sha: None,
-            before: None,
-            after: None,
-            saving: None,
-            differences: Vec::new(),
-            functions: Vec::new(),
-            functions_side: None,
-            history_run: None,
-            reference: None,
-        }
+        let mut o: crate::CountsGateOutcome = serde_json::from_value(serde_json::json!({
+            "state": "pass", "metric": "cycles", "limit": 0.03, "path": "b.json"
+        }))
+        .expect("a counts gate's outcome");
+        o.state = state;
+        o
     }
 
     /// The checklist's baseline item follows the one rule: a time gate that could not decide
