@@ -7,6 +7,15 @@ pub fn counted(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// A signed change with thousands separators: `+3,149,952`, `-1,024`, `+0`.
+pub fn delta(n: i128) -> String {
+    format!(
+        "{}{}",
+        if n < 0 { '-' } else { '+' },
+        thousands(u64::try_from(n.unsigned_abs()).unwrap_or(u64::MAX))
+    )
+}
+
 /// Seconds with a readable unit.
 pub fn duration(secs: f64) -> String {
     let a = secs.abs();

@@ -369,11 +369,11 @@ pub fn counts_judgement(o: &crate::results::CountsGateOutcome) -> String {
             } else {
                 ""
             };
-            let (now, then) = (f.instructions_now, f.instructions_then);
-            let sign = if now < then { '-' } else { '+' };
             format!(
-                "{name}{cut} {sign}{} instructions",
-                crate::format::thousands(now.abs_diff(then))
+                "{name}{cut} {} instructions",
+                crate::format::delta(
+                    i128::from(f.instructions_now) - i128::from(f.instructions_then)
+                )
             )
         })
         .collect();
@@ -520,11 +520,17 @@ fn drift(c: &Comparison) -> String {
     c.spread.describe(c.limit)
 }
 
+/// Whether the reference's drift raised the FAIL threshold above the spec's limit, at the
+/// 0.1% the outputs write them: only then is the threshold named beside the limit.
+pub fn threshold_raised(limit: f64, threshold: f64) -> bool {
+    format!("{:.1}", threshold * 100.0) != format!("{:.1}", limit * 100.0)
+}
+
 /// A comparison's ratio, CI, limit and decision. The FAIL threshold is named only where the
 /// reference's drift raised it above the limit.
 fn comparison(c: &Comparison) -> String {
     let sp = &c.spread;
-    let limit = if format!("{:.1}", c.threshold * 100.0) == format!("{:.1}", c.limit * 100.0) {
+    let limit = if !threshold_raised(c.limit, c.threshold) {
         format!("limit +{:.1}%", c.limit * 100.0)
     } else {
         format!(

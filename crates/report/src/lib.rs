@@ -104,11 +104,7 @@ fn add_filters(env: &mut Environment<'static>) {
         Err(_) => v.to_string(),
     });
     env.add_filter("delta", |v: Value| match i64::try_from(v.clone()) {
-        Ok(n) => format!(
-            "{}{}",
-            if n < 0 { '-' } else { '+' },
-            format::thousands(n.unsigned_abs())
-        ),
+        Ok(n) => format::delta(n.into()),
         Err(_) => v.to_string(),
     });
     // `{{ n|counted("spec", "specs") }}`: the count with its noun, singular for one.
@@ -358,17 +354,16 @@ pub fn baseline_rows(s: &SpecResult) -> Vec<(String, String)> {
         ));
     }
     if b.status == BaselineStatus::Compared || b.ratio.is_some() {
-        let (limit_pct, fail_pct) = (
-            format!("{:.1}", limit * 100.0),
-            format!("{:.1}", b.threshold * 100.0),
-        );
         rows.push((
             "limit".into(),
-            // The FAIL threshold is named where the reference's drift raised it.
-            if limit_pct == fail_pct {
-                format!("+{limit_pct}%")
+            if gate::threshold_raised(limit, b.threshold) {
+                format!(
+                    "+{:.1}% (FAIL above +{:.1}%)",
+                    limit * 100.0,
+                    b.threshold * 100.0
+                )
             } else {
-                format!("+{limit_pct}% (FAIL above +{fail_pct}%)")
+                format!("+{:.1}%", limit * 100.0)
             },
         ));
     }
