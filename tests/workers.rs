@@ -1605,6 +1605,11 @@ fn a_c_worker_that_keeps_its_result_across_calls_fails() {
         s["samples"]["confirmed"]["after_secs"].as_f64().is_some(),
         "{s}"
     );
+    // And the run right after it on the same inputs, the confirming run's yardstick.
+    assert!(
+        s["samples"]["repeated"]["after_secs"].as_f64().is_some(),
+        "{s}"
+    );
 }
 
 /// A worker's text is data: escape sequences and GitHub workflow commands in its error and its

@@ -97,6 +97,12 @@ pub struct PairSamples {
     /// than the samples on either side: a kept result is slow again, one unlucky run is not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confirmed: Option<CheckedPair>,
+    /// The pair right after the confirming one, on the same inputs: what a run costs at that
+    /// moment once nothing is new. An honest side takes about as long (the host's pace, which
+    /// a virtual machine's host may halve for a while); a side that kept its result answers it
+    /// from what it kept, as fast as its samples.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeated: Option<CheckedPair>,
     /// How each sample's caches were made cold (none: warm, or recorded before it was kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flush_method: Option<crate::device::FlushMethod>,
@@ -157,6 +163,7 @@ pub fn measure_pairs(
         wall_secs: 0.0,
         checked: None,
         confirmed: None,
+        repeated: None,
         flush_method: cfg.cold.then(|| case.flush_method()),
     };
     let min_pairs = cfg.min_pairs.max(3);
@@ -209,6 +216,11 @@ pub fn measure_pairs(
             &mut rng,
             Checked::TimedOnly,
         )?);
+        let (before_secs, after_secs, _) = timed_pair(case, cfg, &mut rng)?;
+        s.repeated = Some(CheckedPair {
+            before_secs,
+            after_secs,
+        });
         // Back on the checked inputs, whose outputs a worker answers from its last run.
         if let Some(inputs) = checked_inputs {
             case.refresh_inputs(inputs)?;
@@ -512,6 +524,7 @@ mod tests {
         let checked = s.checked.expect("a checked pair");
         assert_eq!((checked.before_secs, checked.after_secs), (2.0, 1.0));
         assert!(s.confirmed.is_none());
+        assert!(s.repeated.is_none());
         assert_eq!(s.before_secs.len(), 6);
         // A side that computes only when its inputs change: slow first runs, confirmed on a
         // third set of inputs, then put back on the checked ones (whose outputs are read).
@@ -525,6 +538,8 @@ mod tests {
         let s = measure_pairs(&mut c, &cfg, check_inputs, third, None, |_| {}).unwrap();
         assert_eq!(s.checked.unwrap().after_secs, 10.0);
         assert_eq!(s.confirmed.unwrap().after_secs, 10.0);
+        // Timed again on the same inputs right after: answered from what it kept.
+        assert_eq!(s.repeated.unwrap().after_secs, 1.0);
         assert!(s.after_secs.iter().all(|&t| t == 1.0));
         let given: Vec<f32> = c.refreshed.iter().map(|(_, t)| t.get("x")[0]).collect();
         assert_eq!(given, [2.0, 3.0, 2.0]);
