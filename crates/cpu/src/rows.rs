@@ -122,8 +122,8 @@ multiversion! {
 /// two-sweep form's relative accuracy — whatever the row's offset, and with an outlier among
 /// the first values (a shift by the first value alone could lose all of it).
 ///
-/// With `keep` (the weight and bias rows, as long as the row), the sweep also reads a value of
-/// each of their lines as it passes them. The streamed apply reads x, w and b together: at
+/// With `keep` (the weight and bias rows, as long as the row, where the three fit L1 together:
+/// [`keeps_weights`]), the sweep also reads a value of each of their lines as it passes them. The streamed apply reads x, w and b together: at
 /// 4096 columns, 48 KiB, the whole of a 48 KiB L1, so that the next row's statistics sweep
 /// evicted w's and b's lines (the apply's oldest, by position) and the apply fetched them from
 /// L2 again, holding fill buffers that its streaming stores and prefetches wait for — fused
@@ -613,10 +613,25 @@ fn layernorm_stream_at(
         return;
     }
     let next = |r: usize| x.get((r + 1) * cols..(r + 2) * cols).unwrap_or(&[]);
+    let l1d_bytes = crate::device::l1d_cache_bytes().unwrap_or(32 << 10);
+    let keep: [&[f32]; 2] = if keeps_weights(cols, l1d_bytes) {
+        [w, b]
+    } else {
+        [&[], &[]]
+    };
     row_pass_direct(out, cols, |r, o| {
         let xr = &x[r * cols..(r + 1) * cols];
-        stream_norm_apply_at(l, o, xr, ln_stats(xr, eps, [w, b]), w, b, next(r));
+        stream_norm_apply_at(l, o, xr, ln_stats(xr, eps, keep), w, b, next(r));
     });
+}
+
+/// Whether LayerNorm's statistics sweep also reads w's and b's lines ([`ln_stats`]'s `keep`):
+/// where a row, w and b fit a core's L1 data cache together (`l1d_bytes`, read from the
+/// machine). Where they do not — 4096 columns against Zen 4's 32 KiB — the lines it reads push
+/// out the row's own, which the apply sweep then fetches from L2 again: there the fused kernel
+/// took a fifth longer with them than without (docs/performance.md).
+fn keeps_weights(cols: usize, l1d_bytes: u64) -> bool {
+    3 * (cols as u64) * 4 <= l1d_bytes
 }
 
 /// One parallel pass producing `out` row by row: `f(row, out_row)`. With `stream`, each row is
@@ -919,6 +934,16 @@ row_kernels!(Rmsnorm => Rmsnorm, Layernorm => Layernorm, Softmax => Softmax);
 mod tests {
     use super::*;
     use crate::kinds::{DType, Workload};
+
+    /// LayerNorm reads its weight and bias into L1 during the statistics sweep only where the
+    /// row and they fit there together: 4096 columns on a 48 KiB L1, not on a 32 KiB one.
+    #[test]
+    fn layernorm_keeps_its_weights_in_l1_only_where_the_row_and_they_fit() {
+        assert!(keeps_weights(4096, 48 << 10));
+        assert!(!keeps_weights(4096, 32 << 10));
+        assert!(keeps_weights(2048, 32 << 10));
+        assert!(!keeps_weights(8192, 48 << 10));
+    }
 
     /// The fused softmax's exponential sweep at every level this CPU has: every length (tails
     /// included), arguments from 0 down past f32's normal range, NaN passed through, the sum.

@@ -451,15 +451,25 @@ pub fn last_level_cache_bytes() -> u64 {
 /// gives none: another OS, a container that hides it). Read once.
 pub fn l2_cache_bytes() -> Option<u64> {
     static L2: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
-    *L2.get_or_init(|| {
-        let dir = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache").ok()?;
-        dir.flatten().find_map(|entry| {
-            let read = |f: &str| std::fs::read_to_string(entry.path().join(f)).unwrap_or_default();
-            let unified_or_data = matches!(read("type").trim(), "Unified" | "Data");
-            (read("level").trim() == "2" && unified_or_data)
-                .then(|| parse_cache_size(read("size").trim()))
-                .flatten()
-        })
+    *L2.get_or_init(|| core_cache_bytes("2"))
+}
+
+/// The L1 data cache of one core (32 KiB on Zen 4, 48 KiB on recent Xeons), as
+/// [`l2_cache_bytes`] reads the L2. Read once.
+pub fn l1d_cache_bytes() -> Option<u64> {
+    static L1D: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *L1D.get_or_init(|| core_cache_bytes("1"))
+}
+
+/// The size of CPU 0's data (or unified) cache at `level`, from sysfs.
+fn core_cache_bytes(level: &str) -> Option<u64> {
+    let dir = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache").ok()?;
+    dir.flatten().find_map(|entry| {
+        let read = |f: &str| std::fs::read_to_string(entry.path().join(f)).unwrap_or_default();
+        let unified_or_data = matches!(read("type").trim(), "Unified" | "Data");
+        (read("level").trim() == level && unified_or_data)
+            .then(|| parse_cache_size(read("size").trim()))
+            .flatten()
     })
 }
 
@@ -477,13 +487,17 @@ fn parse_cache_size(s: &str) -> Option<u64> {
 mod tests {
     use super::*;
 
-    /// Where the machine reports an L2, it is a core's cache: a plausible size, no larger than
-    /// the last level.
+    /// Where the machine reports an L2 and an L1 data cache, they are a core's caches: plausible
+    /// sizes, the L1 below the L2 and the L2 no larger than the last level.
     #[test]
-    fn the_l2_read_from_the_machine_is_a_cache_size() {
+    fn the_caches_read_from_the_machine_are_cache_sizes() {
         if let Some(l2) = l2_cache_bytes() {
             assert!((64 << 10..=64 << 20).contains(&l2), "L2 {l2}");
             assert!(l2 <= last_level_cache_bytes(), "L2 {l2}");
+        }
+        if let Some(l1d) = l1d_cache_bytes() {
+            assert!((8 << 10..=1 << 20).contains(&l1d), "L1d {l1d}");
+            assert!(l2_cache_bytes().is_none_or(|l2| l1d < l2), "L1d {l1d}");
         }
         assert_eq!(parse_cache_size("2048K"), Some(2 << 20));
     }
