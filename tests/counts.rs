@@ -827,8 +827,11 @@ fn without_a_counts_baseline_the_branchs_newest_counted_run_is_the_reference() {
 fn auto_mode_counts_where_it_can_at_the_specs_counts_sizes() {
     let dir = tempfile::tempdir().unwrap();
     let spec = chain_spec(dir.path(), 64, 4096);
+    // The time gate of a case of a fifth of a millisecond, against one run accepted a moment
+    // before on a shared machine with caches not made cold, is not what this tests: a wide
+    // limit keeps its noise (a confirmed ×1.29 [1.10, 1.77] seen once) out of the verdict.
     let yaml = std::fs::read_to_string(&spec).unwrap()
-        + "measure: {mode: auto, counts_sizes: {rows: 1024, cols: 1024}}\n";
+        + "measure: {mode: auto, counts_sizes: {rows: 1024, cols: 1024}}\ngate: {max_regression: 1.0}\n";
     std::fs::write(&spec, yaml).unwrap();
     let empty = dir.path().join("empty-bin");
     std::fs::create_dir(&empty).unwrap();
