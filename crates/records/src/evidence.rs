@@ -346,12 +346,14 @@ fn judge_timings(
         r.checks.push(c);
     }
     r.warnings.extend(backend.case_warnings(&s.workload));
+    let beyond = |l: &crate::ledger::VariantLedger| beyond_cache(backend, l);
     r.warnings.extend(verdict::measurement_warnings(
         &sb,
         &sa,
         &aa,
         &ab,
         launch_bound,
+        [beyond(&r.before.ledger), beyond(&r.after.ledger)],
     ));
     on_level(
         s,
@@ -367,6 +369,28 @@ fn judge_timings(
     r.after.achieved = Some(aa);
     r.time_saving = Some(saving);
     r.samples = Some(samples);
+}
+
+/// Whether the cold flush evicts the case's data from the whole last level: its own lines
+/// evicted, or a read of at least the last level (a smaller read may leave a side's inputs in
+/// it).
+fn evicts_all(backend: &dyn Backend) -> bool {
+    backend.flush_method() == crate::device::FlushMethod::Evict
+        || backend.flush_bytes() >= backend.device().llc_bytes
+}
+
+/// Whether no cache can serve a side's traffic: the flush empties the last level and nine
+/// tenths of the ledger's bytes are of tensors larger than it. Such a side moving more than
+/// the probe measured did not stay in cache; its memory was faster than the probe's.
+fn beyond_cache(backend: &dyn Backend, l: &crate::ledger::VariantLedger) -> bool {
+    let llc_bytes = backend.device().llc_bytes;
+    let big_bytes = l
+        .movements
+        .iter()
+        .filter(|m| m.bytes > llc_bytes)
+        .map(crate::ledger::Movement::traffic_bytes)
+        .fold(0u64, u64::saturating_add);
+    evicts_all(backend) && big_bytes as f64 >= 0.9 * l.bytes_moved() as f64
 }
 
 /// The `timing` check: neither side faster than the device can go. A probe slowed by a
@@ -385,8 +409,7 @@ fn timing(
     // whole last level (its own lines evicted, or a read of at least the last level): a smaller
     // read may leave a side's inputs in it.
     let output = s.workload.as_kind().output_name();
-    let evicts_all = backend.flush_method() == crate::device::FlushMethod::Evict
-        || backend.flush_bytes() >= backend.device().llc_bytes;
+    let evicts_all = evicts_all(backend);
     let compulsory = |i: usize, c: &Ceilings| {
         let (read, write) = sides.ledgers[i].compulsory_bytes(&output)?;
         evicts_all.then(|| (read + write) as f64 / sides.median_secs[i] / c.bandwidth())
