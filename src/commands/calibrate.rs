@@ -273,8 +273,9 @@ fn print_counts_calibrations(
 }
 
 /// Runs of unchanged code, each measured as `run` measures (its ceilings probed again) and
-/// archived as `run` archives one; returns every spec's results by run, the archives and the
-/// last ceilings.
+/// archived as `run` archives one; returns every spec's results by run, the archives and each
+/// roof's median over the runs' probes ([`Ceilings::median_of`]: one probe that read low does
+/// not become the baseline's machine state).
 fn measure_runs(
     opts: &RunOptions,
     p: &Prepared,
@@ -285,6 +286,7 @@ fn measure_runs(
     let mut results: Vec<Vec<SpecResult>> = vec![Vec::new(); specs.len()];
     let (git_sha, git_dirty) = crate::provenance::git_info();
     let mut archives = Vec::new();
+    let mut probed = Vec::with_capacity(runs);
     for run in 0..runs {
         let started = std::time::Instant::now();
         let (started_utc, stamp) = crate::provenance::utc_now();
@@ -293,6 +295,7 @@ fn measure_runs(
             // Every gate run probes its ceilings: so does every calibration run.
             ceilings = p.backend.ceilings(opts.probe_bytes)?;
         }
+        probed.push(ceilings);
         let ctx = RunContext {
             backend: p.backend.as_ref(),
             device,
@@ -329,6 +332,7 @@ fn measure_runs(
         let (_, dir) = crate::pipeline::write_archive(opts, p, made, this_run)?;
         archives.push(dir);
     }
+    let ceilings = Ceilings::median_of(&probed).unwrap_or(ceilings);
     Ok((results, archives, ceilings))
 }
 
