@@ -123,13 +123,13 @@ multiversion! {
 /// the first values (a shift by the first value alone could lose all of it).
 ///
 /// With `keep` (the weight and bias rows, as long as the row, where the three fit L1 together:
-/// [`keeps_weights`]), the sweep also reads a value of each of their lines as it passes them. The streamed apply reads x, w and b together: at
-/// 4096 columns, 48 KiB, the whole of a 48 KiB L1, so that the next row's statistics sweep
-/// evicted w's and b's lines (the apply's oldest, by position) and the apply fetched them from
-/// L2 again, holding fill buffers that its streaming stores and prefetches wait for — fused
-/// LayerNorm at 4096 columns took a fifth longer than RMSNorm, at 2048 columns as long. Read
-/// during the sweep, w's and b's lines are newer than the previous row's x, which goes instead
-/// (docs/performance.md).
+/// [`keeps_weights`]), the sweep also reads a value of each of their lines as it passes them.
+/// The streamed apply reads x, w and b together: at 4096 columns, 48 KiB, the whole of a 48 KiB
+/// L1, so that the next row's statistics sweep evicted w's and b's lines (the apply's oldest,
+/// by position) and the apply fetched them from L2 again, holding fill buffers that its
+/// streaming stores and prefetches wait for — fused LayerNorm at 4096 columns took a fifth
+/// longer than RMSNorm, at 2048 columns as long. Read during the sweep, w's and b's lines are
+/// newer than the previous row's x, which goes instead (docs/performance.md).
 fn ln_stats(x: &[f32], eps: f32, keep: [&[f32]; 2]) -> (f32, f32) {
     let n = x.len();
     if n == 0 {

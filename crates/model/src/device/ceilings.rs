@@ -69,8 +69,8 @@ impl Ceilings {
     }
     /// Each roof's median over several probes of one device (`None` for none): the machine
     /// state of runs taken together, as a calibration's baseline records it. One probe that
-    /// read a roof half as high (a virtual machine's core taken away while it ran) or a triad
-    /// far above the others' does not become that state; the last probe could.
+    /// read a roof half as high (seen on a virtual machine) or a triad far above the others'
+    /// does not become that state; the last probe could.
     pub fn median_of(all: &[Ceilings]) -> Option<Ceilings> {
         let first = all.first()?;
         let of = |f: &dyn Fn(&Ceilings) -> Option<f64>| median(all.iter().filter_map(f).collect());
