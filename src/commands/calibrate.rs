@@ -10,7 +10,7 @@ use crate::device::Ceilings;
 use crate::error::{ExitCode, Result};
 use crate::gate::stats::Spread;
 use crate::gate::{compared_values, spread_of};
-use crate::measure::stats::median;
+use crate::measure::stats::{median, median_ceilings};
 use crate::pipeline::{prepare, run_spec, Made, Prepared, Provenance, RunContext, RunOptions};
 use crate::results::SpecResult;
 use crate::verdict::Status;
@@ -274,7 +274,7 @@ fn print_counts_calibrations(
 
 /// Runs of unchanged code, each measured as `run` measures (its ceilings probed again) and
 /// archived as `run` archives one; returns every spec's results by run, the archives and each
-/// roof's median over the runs' probes ([`Ceilings::median_of`]: one probe that read low does
+/// roof's median over the runs' probes ([`median_ceilings`]: one probe that read low does
 /// not become the baseline's machine state).
 fn measure_runs(
     opts: &RunOptions,
@@ -332,7 +332,7 @@ fn measure_runs(
         let (_, dir) = crate::pipeline::write_archive(opts, p, made, this_run)?;
         archives.push(dir);
     }
-    let ceilings = Ceilings::median_of(&probed).unwrap_or(ceilings);
+    let ceilings = median_ceilings(&probed).unwrap_or(ceilings);
     Ok((results, archives, ceilings))
 }
 

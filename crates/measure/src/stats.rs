@@ -2,6 +2,7 @@
 //! so a result file always re-derives to the same numbers), paired ratios for savings and
 //! independent ratios for baseline comparisons.
 
+use crate::device::Ceilings;
 use crate::rng::Rng;
 use serde::{Deserialize, Serialize};
 
@@ -25,6 +26,25 @@ fn median_in_place(v: &mut [f64]) -> f64 {
     } else {
         0.5 * (v[n / 2 - 1] + v[n / 2])
     }
+}
+
+/// Each roof's median over several probes of one device (`None` for none): the machine state
+/// of runs taken together, as a calibration's baseline records it. One probe that read a roof
+/// half as high (seen on a virtual machine) or a triad far above the others' does not become
+/// that state; the last probe could.
+pub fn median_ceilings(all: &[Ceilings]) -> Option<Ceilings> {
+    let first = all.first()?;
+    let of = |f: &dyn Fn(&Ceilings) -> Option<f64>| {
+        let v: Vec<f64> = all.iter().filter_map(f).collect();
+        (!v.is_empty()).then(|| median(&v))
+    };
+    Some(Ceilings {
+        copy_bytes_per_sec: of(&|c| Some(c.copy_bytes_per_sec))?,
+        triad_bytes_per_sec: of(&|c| Some(c.triad_bytes_per_sec))?,
+        fma_flops_per_sec: of(&|c| Some(c.fma_flops_per_sec))?,
+        tensor_flops_per_sec: of(&|c| c.tensor_flops_per_sec),
+        ..*first
+    })
 }
 
 /// Linear-interpolated quantile of sorted data.
@@ -223,5 +243,36 @@ mod tests {
         assert_eq!(s.min_secs, 1.0);
         assert_eq!(s.max_secs, 100.0);
         assert!((s.rel_mad - 1.0 / 3.0).abs() < 1e-12);
+    }
+
+    /// Five calibration runs' probes, the last of which read half the FMA peak: the baseline's
+    /// machine state is each roof's median, not the last probe's.
+    #[test]
+    fn the_median_of_several_probes_is_each_roofs_median() {
+        let probe = |triad_gbps: f64, fma_gflops: f64| Ceilings {
+            copy_bytes_per_sec: 45e9,
+            triad_bytes_per_sec: triad_gbps * 1e9,
+            fma_flops_per_sec: fma_gflops * 1e9,
+            tensor_flops_per_sec: None,
+            threads: 2,
+            array_bytes: 64 << 20,
+        };
+        let runs = [
+            probe(36.9, 226.7),
+            probe(34.9, 229.2),
+            probe(51.6, 230.0),
+            probe(36.5, 228.8),
+            probe(36.8, 117.3),
+        ];
+        let m = median_ceilings(&runs).unwrap();
+        assert_eq!(m.fma_flops_per_sec, 228.8e9);
+        assert_eq!(m.triad_bytes_per_sec, 36.8e9);
+        assert_eq!(m.tensor_flops_per_sec, None);
+        assert_eq!((m.threads, m.array_bytes), (2, 64 << 20));
+        assert_eq!(
+            median_ceilings(&runs[..2]).unwrap().fma_flops_per_sec,
+            227.95e9
+        );
+        assert!(median_ceilings(&[]).is_none());
     }
 }

@@ -67,35 +67,9 @@ impl Ceilings {
             ..*self
         }
     }
-    /// Each roof's median over several probes of one device (`None` for none): the machine
-    /// state of runs taken together, as a calibration's baseline records it. One probe that
-    /// read a roof half as high (seen on a virtual machine) or a triad far above the others'
-    /// does not become that state; the last probe could.
-    pub fn median_of(all: &[Ceilings]) -> Option<Ceilings> {
-        let first = all.first()?;
-        let of = |f: &dyn Fn(&Ceilings) -> Option<f64>| median(all.iter().filter_map(f).collect());
-        Some(Ceilings {
-            copy_bytes_per_sec: of(&|c| Some(c.copy_bytes_per_sec))?,
-            triad_bytes_per_sec: of(&|c| Some(c.triad_bytes_per_sec))?,
-            fma_flops_per_sec: of(&|c| Some(c.fma_flops_per_sec))?,
-            tensor_flops_per_sec: of(&|c| c.tensor_flops_per_sec),
-            ..*first
-        })
-    }
     /// Ridge point, FLOP/byte.
     pub fn ridge(&self) -> f64 {
         self.peak_flops() / self.bandwidth()
-    }
-}
-
-/// The median of `v` (the mean of the middle two where even); `None` when empty.
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(v[n / 2]),
-        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
     }
 }
 
@@ -122,36 +96,5 @@ mod tests {
             ..c
         };
         assert_eq!(cpu.for_dtype(DType::Bf16), cpu);
-    }
-
-    /// Five calibration runs' probes, the last of which read half the FMA peak: the baseline's
-    /// machine state is each roof's median, not the last probe's.
-    #[test]
-    fn the_median_of_several_probes_is_each_roofs_median() {
-        let probe = |triad_gbps: f64, fma_gflops: f64| Ceilings {
-            copy_bytes_per_sec: 45e9,
-            triad_bytes_per_sec: triad_gbps * 1e9,
-            fma_flops_per_sec: fma_gflops * 1e9,
-            tensor_flops_per_sec: None,
-            threads: 2,
-            array_bytes: 64 << 20,
-        };
-        let runs = [
-            probe(36.9, 226.7),
-            probe(34.9, 229.2),
-            probe(51.6, 230.0),
-            probe(36.5, 228.8),
-            probe(36.8, 117.3),
-        ];
-        let m = Ceilings::median_of(&runs).unwrap();
-        assert_eq!(m.fma_flops_per_sec, 228.8e9);
-        assert_eq!(m.triad_bytes_per_sec, 36.8e9);
-        assert_eq!(m.tensor_flops_per_sec, None);
-        assert_eq!((m.threads, m.array_bytes), (2, 64 << 20));
-        assert_eq!(
-            Ceilings::median_of(&runs[..2]).unwrap().fma_flops_per_sec,
-            227.95e9
-        );
-        assert!(Ceilings::median_of(&[]).is_none());
     }
 }

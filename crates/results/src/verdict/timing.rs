@@ -231,28 +231,25 @@ pub fn checked_run_check(
 ) -> Option<Check> {
     use crate::measure::{slow_first_run, stats::median, KEPT_RESULT_FACTOR};
     let checked = s.checked?;
-    let side = |c: &crate::measure::CheckedPair, before: bool| {
-        if before {
-            c.before_secs
-        } else {
-            c.after_secs
-        }
-    };
-    let sides =
-        [(before, before_user, true), (after, after_user, false)].map(|(name, user, is_before)| {
-            (
-                name,
-                user,
-                side(&checked, is_before),
-                s.confirmed.map(|c| side(&c, is_before)),
-                s.repeated.map(|c| side(&c, is_before)),
-                if is_before {
-                    &s.before_secs
-                } else {
-                    &s.after_secs
-                },
-            )
-        });
+    let (confirmed, repeated) = (s.confirmed, s.repeated);
+    let sides = [
+        (
+            before,
+            before_user,
+            checked.before_secs,
+            confirmed.map(|c| c.before_secs),
+            repeated.map(|c| c.before_secs),
+            &s.before_secs,
+        ),
+        (
+            after,
+            after_user,
+            checked.after_secs,
+            confirmed.map(|c| c.after_secs),
+            repeated.map(|c| c.after_secs),
+            &s.after_secs,
+        ),
+    ];
     let mut status = Status::Pass;
     let mut words = Vec::new();
     for (name, user, first, again, repeat, xs) in sides {
