@@ -118,25 +118,109 @@ pub fn probe_cpu(cfg: &ProbeConfig) -> Ceilings {
     black_box(&a);
     black_box(&c);
     let threads = rayon::current_num_threads();
-    let mut best_fma = f64::INFINITY;
-    let mut flops = 0.0;
-    let (start, mut done) = (Instant::now(), 0);
-    while !enough(done, reps, start) {
-        done += 1;
-        let t = Instant::now();
-        let per_thread: Vec<(f32, f64)> = rayon::broadcast(|_| fma_loop(cfg.fma_iters));
-        best_fma = best_fma.min(t.elapsed().as_secs_f64());
-        flops = per_thread.iter().map(|&(_, f)| f).sum();
-        black_box(per_thread);
-    }
+    let (fma_flops, fma_secs) = fma_peak(cfg.fma_iters, reps);
     Ceilings {
         copy_bytes_per_sec: 2.0 * bytes / best_copy,
         triad_bytes_per_sec: 3.0 * bytes / best_triad,
-        fma_flops_per_sec: flops / best_fma,
+        fma_flops_per_sec: fma_flops / fma_secs,
         tensor_flops_per_sec: None,
         threads,
         array_bytes: (n * 4) as u64,
     }
+}
+
+/// The longest the FMA repetitions go on waiting for one in which every thread ran throughout
+/// (see [`whole`]); past it, the best repetition of any kind is the peak.
+const MAX_FMA_PROBE_SECS: f64 = 1.0;
+
+/// One thread's share of an FMA repetition: when it began after the repetition's start, how
+/// long it ran by the wall clock and by its own CPU clock.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct ThreadRep {
+    start_secs: f64,
+    wall_secs: f64,
+    cpu_secs: f64,
+}
+
+/// Whether every thread ran throughout an FMA repetition of `rep_secs`: each one began within
+/// a tenth of it, and was on its CPU for at least nine tenths of its own wall time. A VM's
+/// virtual CPU taken away by its host for a few milliseconds (as often as once in forty
+/// repetitions on a busy host), or a thread another process preempts, runs its loop in the
+/// same CPU time over a longer wall time; where every repetition of a probe met such a stall,
+/// the best of them read the peak at about half (the threads' time is the stalled one's).
+/// The CPU clock of a guest leaves out the time its host took (steal time), which is what
+/// makes the stall visible. Threads that finish at different times (cores of two kinds) are
+/// whole: each ran throughout its own loop.
+fn whole(rep_secs: f64, threads: &[ThreadRep]) -> bool {
+    threads
+        .iter()
+        .all(|t| t.start_secs <= 0.1 * rep_secs && t.cpu_secs >= 0.9 * t.wall_secs)
+}
+
+/// The CPU time this thread has run, in seconds (`None` where the clock cannot be read).
+fn thread_cpu_secs() -> Option<f64> {
+    #[cfg(unix)]
+    {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec; CLOCK_THREAD_CPUTIME_ID needs nothing else.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        (rc == 0).then(|| ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9)
+    }
+    #[cfg(not(unix))]
+    None
+}
+
+/// The FMA peak of all threads: the FLOPs of one repetition and the time of the best whole one
+/// ([`whole`]), after at least `reps` repetitions over [`MIN_PROBE_SECS`]. Without a whole one
+/// by then, repetitions go on until one is, for at most [`MAX_FMA_PROBE_SECS`] in all; past
+/// that, or where the CPU clock cannot be read, the best repetition of any kind.
+fn fma_peak(iters: u64, reps: usize) -> (f64, f64) {
+    let mut best_any = f64::INFINITY;
+    let mut best_whole = f64::INFINITY;
+    let mut flops = 0.0;
+    let (start, mut done) = (Instant::now(), 0);
+    loop {
+        let waited = start.elapsed().as_secs_f64();
+        if enough(done, reps, start)
+            && (best_whole.is_finite() || waited >= MAX_FMA_PROBE_SECS || done >= 4 * MAX_REPS)
+        {
+            break;
+        }
+        done += 1;
+        let t = Instant::now();
+        let per_thread: Vec<(f32, f64, Option<ThreadRep>)> = rayon::broadcast(|_| {
+            let (began, cpu) = (t.elapsed().as_secs_f64(), thread_cpu_secs());
+            let wall = Instant::now();
+            let (kept, flops) = fma_loop(iters);
+            let wall_secs = wall.elapsed().as_secs_f64();
+            let rep = cpu.zip(thread_cpu_secs()).map(|(c0, c1)| ThreadRep {
+                start_secs: began,
+                wall_secs,
+                cpu_secs: c1 - c0,
+            });
+            (kept, flops, rep)
+        });
+        let secs = t.elapsed().as_secs_f64();
+        best_any = best_any.min(secs);
+        let reps: Option<Vec<ThreadRep>> = per_thread.iter().map(|p| p.2).collect();
+        match reps {
+            Some(r) if whole(secs, &r) => best_whole = best_whole.min(secs),
+            Some(_) => {}
+            // No CPU clock: nothing tells a stalled repetition apart.
+            None => best_whole = best_whole.min(secs),
+        }
+        flops = per_thread.iter().map(|&(_, f, _)| f).sum();
+        black_box(per_thread);
+    }
+    let secs = if best_whole.is_finite() {
+        best_whole
+    } else {
+        best_any
+    };
+    (flops, secs)
 }
 
 /// Runs `iters` rounds of independent FMAs on this thread at the SIMD level in force; returns
@@ -256,6 +340,30 @@ mod tests {
             assert!(v.is_finite() && v > 0.0, "{c:?}");
         }
         assert!(c.ridge() > 0.0);
+    }
+
+    #[test]
+    fn a_repetition_with_a_stalled_or_late_thread_is_not_whole() {
+        let ran = |start_secs, wall_secs, cpu_secs| ThreadRep {
+            start_secs,
+            wall_secs,
+            cpu_secs,
+        };
+        // Both threads ran their 9.2 ms loops throughout.
+        assert!(whole(9.4e-3, &[ran(0.1e-3, 9.3e-3, 9.3e-3), ran(0.0, 9.2e-3, 9.2e-3)]));
+        // A VM's repetitions as measured: one thread's loop took 13.3 ms by the wall clock and
+        // 9.2 ms on its CPU (its host took the rest); one began 4.4 ms late.
+        assert!(!whole(13.4e-3, &[ran(0.0, 9.3e-3, 9.3e-3), ran(0.0, 13.3e-3, 9.2e-3)]));
+        assert!(!whole(13.8e-3, &[ran(4.4e-3, 9.4e-3, 9.4e-3), ran(0.0, 9.3e-3, 9.3e-3)]));
+        // Cores of two kinds: the faster finished first, each ran throughout its own loop.
+        assert!(whole(9.3e-3, &[ran(0.0, 4.1e-3, 4.1e-3), ran(0.0, 9.2e-3, 9.1e-3)]));
+    }
+
+    #[test]
+    fn fma_peak_reads_a_repetition_and_its_flops() {
+        let (flops, secs) = fma_peak(1 << 12, 3);
+        assert!(flops > 0.0 && secs.is_finite() && secs > 0.0, "{flops} {secs}");
+        assert!(thread_cpu_secs().is_some_and(|s| s > 0.0));
     }
 
     #[test]
