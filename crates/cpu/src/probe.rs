@@ -350,19 +350,34 @@ mod tests {
             cpu_secs,
         };
         // Both threads ran their 9.2 ms loops throughout.
-        assert!(whole(9.4e-3, &[ran(0.1e-3, 9.3e-3, 9.3e-3), ran(0.0, 9.2e-3, 9.2e-3)]));
+        assert!(whole(
+            9.4e-3,
+            &[ran(0.1e-3, 9.3e-3, 9.3e-3), ran(0.0, 9.2e-3, 9.2e-3)]
+        ));
         // A VM's repetitions as measured: one thread's loop took 13.3 ms by the wall clock and
         // 9.2 ms on its CPU (its host took the rest); one began 4.4 ms late.
-        assert!(!whole(13.4e-3, &[ran(0.0, 9.3e-3, 9.3e-3), ran(0.0, 13.3e-3, 9.2e-3)]));
-        assert!(!whole(13.8e-3, &[ran(4.4e-3, 9.4e-3, 9.4e-3), ran(0.0, 9.3e-3, 9.3e-3)]));
+        assert!(!whole(
+            13.4e-3,
+            &[ran(0.0, 9.3e-3, 9.3e-3), ran(0.0, 13.3e-3, 9.2e-3)]
+        ));
+        assert!(!whole(
+            13.8e-3,
+            &[ran(4.4e-3, 9.4e-3, 9.4e-3), ran(0.0, 9.3e-3, 9.3e-3)]
+        ));
         // Cores of two kinds: the faster finished first, each ran throughout its own loop.
-        assert!(whole(9.3e-3, &[ran(0.0, 4.1e-3, 4.1e-3), ran(0.0, 9.2e-3, 9.1e-3)]));
+        assert!(whole(
+            9.3e-3,
+            &[ran(0.0, 4.1e-3, 4.1e-3), ran(0.0, 9.2e-3, 9.1e-3)]
+        ));
     }
 
     #[test]
     fn fma_peak_reads_a_repetition_and_its_flops() {
         let (flops, secs) = fma_peak(1 << 12, 3);
-        assert!(flops > 0.0 && secs.is_finite() && secs > 0.0, "{flops} {secs}");
+        assert!(
+            flops > 0.0 && secs.is_finite() && secs > 0.0,
+            "{flops} {secs}"
+        );
         assert!(thread_cpu_secs().is_some_and(|s| s > 0.0));
     }
 
