@@ -11,8 +11,8 @@ use crate::device::{Ceilings, DeviceInfo};
 use crate::measure::stats::{ratio_ci, Estimate};
 use crate::measure::PairSamples;
 use crate::results::{
-    BaselineOutcome, BaselineStatus, CeilingDrift, Comparison, GateFinding, GateJudgement, Judged,
-    Passes, SpecResult,
+    BaselineOutcome, BaselineStatus, BeforeMoved, CeilingDrift, Comparison, GateFinding,
+    GateJudgement, Judged, Passes, SpecResult,
 };
 use crate::spec::GateCompare;
 use std::path::Path;
@@ -133,24 +133,37 @@ fn judged(a: &Against<'_>, result: &SpecResult, samples: &PairSamples) -> Judged
             other: None,
             slowed_alike: false,
             before_ratio: None,
+            before_moved: None,
         },
         GateCompare::Relative => Judged {
             decided: one(true),
             other: None,
             slowed_alike: false,
             before_ratio: None,
+            before_moved: None,
         },
         GateCompare::Both => {
             let (raw, rel) = (one(false), one(true));
             match (raw.state, rel.state) {
                 // The after variant lost ground against the before variant measured in the same
-                // pairs: a regression of the code under test, whatever the machine did.
-                (_, RegressionState::Fail) => Judged {
-                    decided: rel,
-                    other: Some(raw),
-                    slowed_alike: false,
-                    before_ratio: None,
-                },
+                // pairs: a regression of the code under test, whatever the machine did — unless
+                // the after side's own time did not fail and the before side ran faster by at
+                // least half as much as the ratio rose: then the ratio rose with the before side
+                // (`BeforeMoved::Faster`).
+                (raw_state, RegressionState::Fail) => {
+                    let before_ratio = before_ratio(a, samples);
+                    let faster = raw_state != RegressionState::Fail
+                        && before_ratio.is_some_and(|b| {
+                            b > 0.0 && 1.0 / b - 1.0 >= (rel.ratio.point - 1.0) / 2.0
+                        });
+                    Judged {
+                        decided: rel,
+                        other: Some(raw),
+                        slowed_alike: false,
+                        before_ratio: before_ratio.filter(|_| faster),
+                        before_moved: faster.then_some(BeforeMoved::Faster),
+                    }
+                }
                 // Slower in raw time, and the after/before comparison did not fail. Where the
                 // before side moved with the after side (by at least half as much), both slowed
                 // alike: the machine drifted, or code both share regressed, and timing alone
@@ -165,18 +178,29 @@ fn judged(a: &Against<'_>, result: &SpecResult, samples: &PairSamples) -> Judged
                         other: Some(rel),
                         slowed_alike: alike,
                         before_ratio,
+                        before_moved: None,
                     }
                 }
                 // Neither fails: the after/before comparison decides (PASS, IMPROVED or
                 // INCONCLUSIVE). Raw time measures the machine as much as the code; its verdict
                 // is reported, and a raw-only speedup is never called an improvement (it would
-                // restart the baseline's history on drift).
-                _ => Judged {
-                    decided: rel,
-                    other: Some(raw),
-                    slowed_alike: false,
-                    before_ratio: None,
-                },
+                // restart the baseline's history on drift). A relative improvement the after
+                // side's time does not share, where the before side ran slower by at least half
+                // as much as the ratio fell, is the before side's (`BeforeMoved::Slower`).
+                _ => {
+                    let slower = rel.state == RegressionState::Improved
+                        && raw.state != RegressionState::Improved
+                        && rel.ratio.point > 0.0;
+                    let before_ratio = before_ratio(a, samples)
+                        .filter(|b| slower && b - 1.0 >= (1.0 / rel.ratio.point - 1.0) / 2.0);
+                    Judged {
+                        decided: rel,
+                        other: Some(raw),
+                        slowed_alike: false,
+                        before_ratio,
+                        before_moved: before_ratio.map(|_| BeforeMoved::Slower),
+                    }
+                }
             }
         }
     }
@@ -448,6 +472,95 @@ mod tests {
         let (n, o) = compared_values(true, (&before, &after), (&before, &fast_after));
         let r = ratio_ci(&n, &o, 500, 1);
         assert!((r.point - 1.1).abs() < 0.02, "{r:?}");
+    }
+
+    /// A virtual machine's runs of the fused scale-add-ReLU-multiply chain (unchanged code):
+    /// four reference runs at before 29.9–30.3 ms, after 15.7–16.1 ms (ratio 0.52–0.54), then a
+    /// run whose unfused side's buffers moved far faster: before 20.1 ms, after 13.1 ms.
+    #[test]
+    fn a_ratio_raised_by_the_before_side_alone_is_inconclusive_and_a_slower_after_side_fails() {
+        let run: crate::results::RunResult = serde_json::from_str(include_str!(
+            "../../../tests/fixtures/run-fixed/results.json"
+        ))
+        .unwrap();
+        let mut r = run.specs[0].clone();
+        r.first_pass_pairs = None;
+        let reference = Reference {
+            device: run.device.clone(),
+            workload: r.workload.clone(),
+            ceilings: None,
+            before_samples_secs: Vec::new(),
+            after_samples_secs: Vec::new(),
+            before_median_secs: 30.0e-3,
+            runs: [(29.9, 15.9), (30.3, 16.1), (30.0, 15.7), (30.1, 16.0)]
+                .iter()
+                .map(|&(b, a)| HistoryEntry {
+                    recorded_utc: "2026-12-07T17:56:40Z".into(),
+                    git_sha: "962a181".into(),
+                    before_median_secs: b * 1e-3,
+                    after_median_secs: a * 1e-3,
+                    relative_median: Some(a / b),
+                })
+                .collect(),
+        };
+        let judge = |compare: GateCompare, before_ms: f64, after_ms: f64| {
+            let mut r = r.clone();
+            r.gate.compare = compare;
+            r.gate.max_regression = crate::spec::Finite(0.10);
+            let jitter = [1.0, 1.004, 0.997, 1.002, 0.999, 1.003, 0.998, 1.001];
+            let samples = r.samples.as_mut().unwrap();
+            samples.before_secs = jitter.iter().map(|j| before_ms * 1e-3 * j).collect();
+            samples.after_secs = jitter.iter().rev().map(|j| after_ms * 1e-3 * j).collect();
+            samples.after_first = vec![false; jitter.len()];
+            let (o, _) = judge_once(
+                &Against {
+                    reference: &reference,
+                    path: Path::new("b.json"),
+                    device: &run.device,
+                    ceilings: &run.ceilings,
+                    resamples: 300,
+                    seed: 1,
+                },
+                &r,
+            );
+            let Some(GateFinding::Judged(j)) = o.finding else {
+                panic!("not judged: {o:?}")
+            };
+            (o.state, j.all)
+        };
+        // The before side faster (×0.67), the after side too (×0.83): the ratio ×1.24 is the
+        // before side's.
+        let (state, j) = judge(GateCompare::Both, 20.1, 13.1);
+        assert_eq!(j.decided.state, RegressionState::Fail, "{j:?}");
+        assert_eq!(j.before_moved, Some(BeforeMoved::Faster), "{j:?}");
+        assert!(
+            j.before_ratio.is_some_and(|b| (0.66..0.68).contains(&b)),
+            "{j:?}"
+        );
+        assert_eq!(state, Some(RegressionState::Inconclusive));
+        // `compare: relative` gates the ratio as it is.
+        let (state, _) = judge(GateCompare::Relative, 20.1, 13.1);
+        assert_eq!(state, Some(RegressionState::Fail));
+        // The before side held, the after side 20% slower: FAIL.
+        let (state, j) = judge(GateCompare::Both, 30.0, 19.1);
+        assert_eq!((state, j.before_moved), (Some(RegressionState::Fail), None));
+        // The before side a little faster (×0.97) and the after side 16% slower: the before
+        // side's move is not half the ratio's rise: FAIL.
+        let (state, j) = judge(GateCompare::Both, 29.1, 18.4);
+        assert_eq!((state, j.before_moved), (Some(RegressionState::Fail), None));
+        // The before side slower (×1.5), the after side held: the ratio's improvement is the
+        // before side's; the after side's time decides.
+        let (state, j) = judge(GateCompare::Both, 45.0, 15.9);
+        assert_eq!(j.decided.state, RegressionState::Improved, "{j:?}");
+        assert_eq!(j.before_moved, Some(BeforeMoved::Slower), "{j:?}");
+        assert_eq!(j.other.map(|raw| raw.state), Some(RegressionState::Pass));
+        assert_eq!(state, Some(RegressionState::Pass));
+        // The after side faster, the before side held: a real improvement.
+        let (state, j) = judge(GateCompare::Both, 30.0, 11.0);
+        assert_eq!(
+            (state, j.before_moved),
+            (Some(RegressionState::Improved), None)
+        );
     }
 
     #[test]

@@ -72,6 +72,11 @@ fn time_decision(c: &CaseComparison) -> String {
             }
             _ => "INCONCLUSIVE".to_string(),
         },
+        // A ratio the before side alone moved says so (the note).
+        Some(RegressionState::Pass) if super::gate::note(o).is_some() => format!(
+            "within the limit ({})",
+            super::gate::note(o).unwrap_or_default()
+        ),
         // A raw-time speedup that the after/before comparison does not confirm is the machine
         // (or code both variants share) being faster.
         Some(RegressionState::Pass) if faster => {

@@ -2,7 +2,9 @@
 //! from the numbers of a [`BaselineOutcome`]. Archives written before the gate recorded its
 //! finding as data carry their sentences; those are shown as they are.
 
-use crate::results::{BaselineOutcome, Comparison, GateFinding, GateReference, Judged, SpecResult};
+use crate::results::{
+    BaselineOutcome, BeforeMoved, Comparison, GateFinding, GateReference, Judged, SpecResult,
+};
 use crate::spec::Bound;
 use crate::verdict::Check;
 use crate::verdict::CheckName;
@@ -116,13 +118,21 @@ pub fn note(b: &BaselineOutcome) -> Option<String> {
                 short(&p.first),
                 short(&p.second)
             )),
-            _ => j.all.slowed_alike.then(|| match j.all.before_ratio {
-                Some(b) => format!(
-                    "both variants slower alike (before ×{b:.3}, after ×{:.3}): machine drift or shared code",
-                    j.all.decided.ratio.point
-                ),
-                None => "both variants slower alike: machine drift or shared code".into(),
-            }),
+            _ => match (j.all.before_moved, j.all.other) {
+                (Some(moved), Some(raw)) => Some(format!(
+                    "{} (before ×{:.3}, after ×{:.3}): the after/before ratio moved with the before side",
+                    before_moved_words(moved),
+                    j.all.before_ratio.unwrap_or(f64::NAN),
+                    raw.ratio.point
+                )),
+                _ => j.all.slowed_alike.then(|| match j.all.before_ratio {
+                    Some(b) => format!(
+                        "both variants slower alike (before ×{b:.3}, after ×{:.3}): machine drift or shared code",
+                        j.all.decided.ratio.point
+                    ),
+                    None => "both variants slower alike: machine drift or shared code".into(),
+                }),
+            },
         },
         Some(_) => None,
     }
@@ -497,6 +507,18 @@ fn judged(j: &Judged) -> String {
     };
     match (j.other, j.slowed_alike) {
         (None, _) => comparison(&j.decided),
+        (Some(raw), false) if j.before_moved.is_some() => {
+            let b = j.before_ratio.unwrap_or(f64::NAN);
+            let head = format!("{}; but {}: the before side ran at ×{b:.3} its reference while the after side's own time did not", comparison(&j.decided), other(&raw));
+            match j.before_moved {
+                Some(BeforeMoved::Slower) => format!(
+                    "{head} improve — the ratio fell with the before side, not an improvement of the after side"
+                ),
+                _ => format!(
+                    "{head} fail — the ratio rose with the before side (a machine that sped up the before side alone, or one that sped up both and hides a slower after side: one run cannot tell; run again, or gate with `compare: raw` on a quiet machine)"
+                ),
+            }
+        }
         (Some(rel), true) => format!(
             "{}; but {}: both variants are slower than at the baseline alike{} — the machine drifted, or code both share regressed (a quiet machine or `compare: raw` tells which)",
             comparison(&j.decided),
@@ -512,6 +534,14 @@ fn judged(j: &Judged) -> String {
             other(&rel)
         ),
         (Some(raw), false) => format!("{}; raw time: {}", comparison(&j.decided), other(&raw)),
+    }
+}
+
+/// The before side's move, in two words.
+fn before_moved_words(moved: BeforeMoved) -> &'static str {
+    match moved {
+        BeforeMoved::Faster => "before side faster",
+        BeforeMoved::Slower => "before side slower",
     }
 }
 
@@ -652,6 +682,7 @@ mod tests {
             other: Some(raw),
             slowed_alike: false,
             before_ratio: None,
+            before_moved: None,
         };
         let o = outcome(GateFinding::Judged(Box::new(GateJudgement {
             all: one,
@@ -669,6 +700,7 @@ mod tests {
             other: Some(comparison(true, 1.0, RegressionState::Pass)),
             slowed_alike: true,
             before_ratio: None,
+            before_moved: None,
         };
         assert_eq!(alike.state(), RegressionState::Inconclusive);
         let o = outcome(GateFinding::Judged(Box::new(GateJudgement {
@@ -691,6 +723,7 @@ mod tests {
             other: Some(comparison(true, 1.4, RegressionState::Inconclusive)),
             slowed_alike: false,
             before_ratio: Some(1.01),
+            before_moved: None,
         };
         assert_eq!(alone.state(), RegressionState::Fail);
         let o = outcome(GateFinding::Judged(Box::new(GateJudgement {
@@ -705,6 +738,44 @@ mod tests {
             judgement(&o)
         );
         assert_eq!(note(&o), None);
+
+        // The ratio failed because the before side ran faster, the after side's time held:
+        // INCONCLUSIVE, and both sides' moves said.
+        let before_faster = Judged {
+            decided: comparison(true, 1.25, RegressionState::Fail),
+            other: Some(comparison(false, 0.86, RegressionState::Pass)),
+            slowed_alike: false,
+            before_ratio: Some(0.69),
+            before_moved: Some(BeforeMoved::Faster),
+        };
+        assert_eq!(before_faster.state(), RegressionState::Inconclusive);
+        let o = outcome(GateFinding::Judged(Box::new(GateJudgement {
+            all: before_faster,
+            passes: None,
+        })));
+        assert!(
+            judgement(&o).contains("the before side ran at ×0.690 its reference while the after side's own time did not fail — the ratio rose with the before side"),
+            "{}",
+            judgement(&o)
+        );
+        assert_eq!(
+            note(&o).as_deref(),
+            Some("before side faster (before ×0.690, after ×0.860): the after/before ratio moved with the before side")
+        );
+        // The ratio improved because the before side ran slower: the after side's raw PASS.
+        let before_slower = Judged {
+            decided: comparison(true, 0.55, RegressionState::Improved),
+            other: Some(comparison(false, 1.0, RegressionState::Pass)),
+            slowed_alike: false,
+            before_ratio: Some(1.8),
+            before_moved: Some(BeforeMoved::Slower),
+        };
+        assert_eq!(before_slower.state(), RegressionState::Pass);
+        let raw_unsure = Judged {
+            other: Some(comparison(false, 1.05, RegressionState::Inconclusive)),
+            ..before_slower
+        };
+        assert_eq!(raw_unsure.state(), RegressionState::Inconclusive);
     }
 
     #[test]
@@ -724,6 +795,7 @@ mod tests {
             other: None,
             slowed_alike: false,
             before_ratio: None,
+            before_moved: None,
         };
         let fail = Judged {
             decided: comparison(true, 1.234, RegressionState::Fail),

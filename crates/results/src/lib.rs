@@ -29,7 +29,7 @@ pub mod verdict;
 
 // The gate's findings are defined beside its statistics; `results.json` holds them.
 pub use crate::gate::outcome::{
-    Accepted, BaselineOutcome, BaselineStatus, CeilingDrift, Comparison, CountsChange,
+    Accepted, BaselineOutcome, BaselineStatus, BeforeMoved, CeilingDrift, Comparison, CountsChange,
     CountsGateOutcome, CountsState, EngineDifference, FunctionChange, GateFinding, GateJudgement,
     GateReference, Judged, LevelChange, Passes,
 };

@@ -531,8 +531,10 @@ pub struct Gate {
     /// What is compared with the baseline: `raw` times of the `after` variant; its time
     /// `relative` to the `before` variant measured in the same interleaved pairs (which cancels
     /// the machine's drift between runs, but not a slowdown that hits both variants alike); or
-    /// `both` (the default): FAIL when the relative comparison fails; a raw-only slowdown is
-    /// INCONCLUSIVE with the reason (machine drift or a regression of shared code), never FAIL.
+    /// `both` (the default): FAIL when the relative comparison fails, unless the before side
+    /// alone moved the ratio (ran faster while the after side's time held: INCONCLUSIVE); a
+    /// raw-only slowdown is INCONCLUSIVE with the reason (machine drift or a regression of
+    /// shared code), never FAIL.
     #[serde(default)]
     pub compare: GateCompare,
     /// What the gate judges this spec against when `run --against` does not say: the accepted

@@ -147,18 +147,47 @@ pub struct Judged {
     #[serde(default)]
     pub slowed_alike: bool,
     /// Where raw time failed: the before side's median against the reference's — whether it
-    /// moved with the after side (alike) or held (the after side alone regressed).
+    /// moved with the after side (alike) or held (the after side alone regressed). Where the
+    /// after/before comparison failed or improved and the before side moved the ratio
+    /// (`before_moved`), that move.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before_ratio: Option<f64>,
+    /// The after/before comparison moved because the before side did, while the after side's
+    /// own time did not move with it (see [`BeforeMoved`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_moved: Option<BeforeMoved>,
+}
+
+/// How the before side alone moved an after/before comparison under `compare: both`: it ran
+/// faster or slower than at the reference by at least half as much as the ratio moved the
+/// other way, while the after side's raw time did not fail (or improve) with it. The ratio
+/// then says more of the before side than of the after side: on a virtual machine the
+/// unfused side's large buffers sometimes moved far faster than in other runs while the fused
+/// side's time held, and its ratio rose by a quarter on unchanged code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BeforeMoved {
+    /// The ratio failed because the before side ran faster: INCONCLUSIVE (one run cannot tell
+    /// a machine that sped up both sides, hiding a slower after side, from one that sped up the
+    /// before side alone), never a FAIL the after side's time does not show.
+    Faster,
+    /// The ratio improved because the before side ran slower: the after side's raw decision
+    /// (PASS, else INCONCLUSIVE), never an improvement that would restart the baseline's
+    /// history.
+    Slower,
 }
 
 impl Judged {
     /// The state this judgement decides.
     pub fn state(&self) -> RegressionState {
-        if self.slowed_alike {
-            RegressionState::Inconclusive
-        } else {
-            self.decided.state
+        match self.before_moved {
+            _ if self.slowed_alike => RegressionState::Inconclusive,
+            Some(BeforeMoved::Faster) => RegressionState::Inconclusive,
+            Some(BeforeMoved::Slower) => match self.other.map(|raw| raw.state) {
+                Some(RegressionState::Pass) => RegressionState::Pass,
+                _ => RegressionState::Inconclusive,
+            },
+            None => self.decided.state,
         }
     }
 }
