@@ -437,7 +437,13 @@ fn triad_pass(y: &mut [f32], x: &[f32], c: &[f32]) {
         .zip(x.par_chunks(1 << 16))
         .zip(c.par_chunks(1 << 16))
         .for_each(|((a, b), c)| {
-            triad_stream(a, b, c, 3.0);
+            triad_stream(
+                a,
+                b,
+                c,
+                3.0,
+                opledger::backend::cpu::simd::stream_prefetch(),
+            );
             store_fence();
         })
 }

@@ -99,7 +99,17 @@ impl Backend for CpuBackend {
             },
             None => default,
         };
-        Ok(probe::probe_cpu(&cfg))
+        let mut c = probe::probe_cpu(&cfg);
+        // A probe whose arrays span memory decides how the light streaming kernels of this
+        // process run (the first one; later probes change nothing); one in a cache leaves them
+        // as they were.
+        c.stream_prefetch = c
+            .stream_prefetch
+            .filter(|_| {
+                opledger_model::device::probe_spans_memory(c.array_bytes, self.device.llc_bytes)
+            })
+            .map(simd::decide_stream_prefetch);
+        Ok(c)
     }
 
     fn flush_bytes(&self) -> u64 {

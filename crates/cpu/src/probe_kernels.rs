@@ -67,7 +67,7 @@ impl Kernels for ProbeKernels {
                 .zip(b.par_chunks(CHUNK))
                 .zip(c.par_chunks(CHUNK))
                 .for_each(|((o, b), c)| {
-                    super::probe::triad_streaming(o, b, c, TRIAD_S);
+                    super::probe::triad_streaming(o, b, c, TRIAD_S, super::simd::stream_prefetch());
                     store_fence();
                 }),
             _ => out

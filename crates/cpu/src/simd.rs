@@ -10,6 +10,41 @@ pub use crate::kinds::tensors::LineVec;
 /// 1 KiB 22–24 GB/s, 4 KiB 27–30, 8–16 KiB no better than 4).
 pub const PREFETCH_ELEMS: usize = 1024;
 
+/// Whether the streaming kernels whose arithmetic is light (the triad; chains without a GELU
+/// or SiLU) prefetch their inputs in software. On some cores the hardware prefetchers alone
+/// stream faster, and the software prefetches of three or more streams hold them back; on
+/// others the software prefetches help. The bandwidth probe times its triad both ways and,
+/// where its arrays span memory, sets this to the faster ([`set_stream_prefetch`]). Until then,
+/// and in a process that never probes (a counted one, whose counts must be the same on every
+/// machine), it is on. Chains with a GELU or SiLU prefetch always: their arithmetic holds the
+/// loads back, and the prefetches keep memory busy meanwhile on every core measured.
+static STREAM_PREFETCH: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Whether light streaming kernels prefetch in software (see [`STREAM_PREFETCH`]).
+pub fn stream_prefetch() -> bool {
+    STREAM_PREFETCH.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Sets whether light streaming kernels prefetch in software, for the kernels that start after.
+pub fn set_stream_prefetch(on: bool) {
+    STREAM_PREFETCH.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether a probe has decided [`STREAM_PREFETCH`] for this process.
+static STREAM_PREFETCH_DECIDED: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Decides [`STREAM_PREFETCH`] from a probe's finding (`faster_with`: the triad streamed at
+/// least as fast with software prefetches) if no probe has decided it yet, and returns what is
+/// in force: one process, one form, so that its specs' kernels all run alike (a second probe
+/// later in a run measures again, and changes nothing).
+pub fn decide_stream_prefetch(faster_with: bool) -> bool {
+    if !STREAM_PREFETCH_DECIDED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        set_stream_prefetch(faster_with);
+    }
+    stream_prefetch()
+}
+
 /// Defines `fn name(args) -> ret { body }` compiled for each [`SimdLevel`] and dispatched at run
 /// time. The body must call only `#[inline(always)]` helpers so they are compiled with the same
 /// features. In the body, `M` names the level's [`crate::math::MulAdd`] (`math::exp::<M>`):
@@ -329,5 +364,21 @@ mod norm_apply_tests {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod stream_prefetch_tests {
+    use super::*;
+
+    #[test]
+    fn the_first_probe_decides_how_light_kernels_stream_and_later_ones_change_nothing() {
+        // No other test of this crate decides it.
+        assert!(!decide_stream_prefetch(false));
+        assert!(
+            !decide_stream_prefetch(true),
+            "a second probe changes nothing"
+        );
+        assert!(!stream_prefetch());
     }
 }

@@ -12,7 +12,11 @@
 //! takes its vectors one at a time up to the stores (why: the comment in `chain`). Measured on
 //! bias+GELU 8192² f32, 2 threads, huge pages (a throwaway microbenchmark, 18 timings per
 //! kernel, medians): L1 tiles 14–15 GB/s, registers without prefetch 19–20 GB/s, registers with
-//! a prefetch of every line 4 KiB ahead 30.3–30.7 GB/s, against a triad of 36.3 GB/s.
+//! a prefetch of every line 4 KiB ahead 30.3–30.7 GB/s, against a triad of 36.3 GB/s. Chains
+//! with light arithmetic (no GELU or SiLU) and the triad prefetch only where the probe found the
+//! triad faster that way (`simd::stream_prefetch`): on an AMD Zen 4 core the hardware
+//! prefetchers alone streamed scale→add→ReLU→mul (three inputs) at 40 GB/s against 34 with the
+//! software prefetches, the triad at 44 against 40 (docs/performance.md).
 //!
 //! Both variants of a chain run through [`chain_segment`] (the unfused one op per pass), so they
 //! share arithmetic, stores and prefetching and stay bit-identical; only the fusion differs.
@@ -21,7 +25,7 @@
 
 use super::lanes::{Lanes, NoFma256};
 use super::math::Operand;
-use super::simd::{level, SimdLevel};
+use super::simd::{level, stream_prefetch, SimdLevel};
 use opledger_model::spec::ElemOp;
 use std::arch::x86_64::*;
 
@@ -335,22 +339,25 @@ unsafe fn chain<V: Lanes>(
     // With its operands in L1 the grouped form computes faster (3.9 Gelem/s a core on
     // bias+GELU against 2.7–2.8): it serves cache-resident outputs, and AVX2 (its streaming
     // gate measured no faster this way). docs/performance.md has the runs.
-    let per_vector = V::LANES == 16
-        && stream
-        && (steps.len() == 1
-            || !steps
-                .iter()
-                .any(|(op, _)| matches!(op, ElemOp::Gelu | ElemOp::Silu)));
+    let gated = steps
+        .iter()
+        .any(|(op, _)| matches!(op, ElemOp::Gelu | ElemOp::Silu));
+    let per_vector = V::LANES == 16 && stream && (steps.len() == 1 || !gated);
+    // Light chains prefetch as the probe found faster on this machine, gated ones always
+    // (`simd::stream_prefetch`).
+    let prefetch = gated || stream_prefetch();
     while i + group <= n {
         if per_vector {
             // SAFETY: V's features are enabled (the caller's contract).
             let mut v = [unsafe { V::splat(0.0) }; GROUP_VECTORS];
             for (k, vk) in v.iter_mut().enumerate() {
                 let at = i + k * V::LANES;
-                prefetch_lines(src, at + PREFETCH_ELEMS, 1);
-                for (_, operand) in steps {
-                    if let Operand::Tensor(b) = operand {
-                        prefetch_lines(b, at + PREFETCH_ELEMS, 1);
+                if prefetch {
+                    prefetch_lines(src, at + PREFETCH_ELEMS, 1);
+                    for (_, operand) in steps {
+                        if let Operand::Tensor(b) = operand {
+                            prefetch_lines(b, at + PREFETCH_ELEMS, 1);
+                        }
                     }
                 }
                 // SAFETY: at + LANES ≤ i + group ≤ n bounds src and every operand (checked
@@ -372,10 +379,12 @@ unsafe fn chain<V: Lanes>(
         // scheduler fills with one chain and the FMA ports wait, docs/performance.md).
         // Addresses are formed with wrapping arithmetic (past the end they point nowhere; a
         // prefetch never faults).
-        prefetch_lines(src, i + PREFETCH_ELEMS, group_lines);
-        for (_, operand) in steps {
-            if let Operand::Tensor(b) = operand {
-                prefetch_lines(b, i + PREFETCH_ELEMS, group_lines);
+        if prefetch {
+            prefetch_lines(src, i + PREFETCH_ELEMS, group_lines);
+            for (_, operand) in steps {
+                if let Operand::Tensor(b) = operand {
+                    prefetch_lines(b, i + PREFETCH_ELEMS, group_lines);
+                }
             }
         }
         // SAFETY: i + group ≤ n bounds src and every operand (checked by chain_segment).
@@ -401,49 +410,50 @@ unsafe fn chain<V: Lanes>(
     }
 }
 
-/// `a = b + s·c` with non-temporal stores and the inputs prefetched as the chain does: the
+/// `a = b + s·c` with non-temporal stores and, with `prefetch`, the inputs prefetched as a chain
+/// does (a light chain where `simd::stream_prefetch` says so): the
 /// STREAM triad, written as the best streaming kernel of this module can do it, so that the
 /// bandwidth ceiling is what the machine can do rather than what a naive loop does. All three
 /// slices have `a.len()` elements or more; `a` should start on a cache line (else its first
 /// partial line is written with plain stores).
-pub fn triad_stream(a: &mut [f32], b: &[f32], c: &[f32], s: f32) {
+pub fn triad_stream(a: &mut [f32], b: &[f32], c: &[f32], s: f32, prefetch: bool) {
     let n = a.len();
     assert!(
         b.len() >= n && c.len() >= n,
         "triad inputs shorter than the output"
     );
-    triad_at(level(), a, b, c, s)
+    triad_at(level(), a, b, c, s, prefetch)
 }
 
 /// [`triad_stream`] at a given level.
-fn triad_at(l: SimdLevel, a: &mut [f32], b: &[f32], c: &[f32], s: f32) {
+fn triad_at(l: SimdLevel, a: &mut [f32], b: &[f32], c: &[f32], s: f32, prefetch: bool) {
     assert!(super::simd::supports(l), "this CPU lacks {}", l.name());
     match l {
         // SAFETY: the CPU has avx512f (asserted above); triad_stream asserted the lengths.
-        SimdLevel::Avx512 => unsafe { triad_avx512(a, b, c, s) },
+        SimdLevel::Avx512 => unsafe { triad_avx512(a, b, c, s, prefetch) },
         // SAFETY: as above, for avx2 and fma. The probe's triad measures memory: at either
         // AVX2 level it is the machine's own FMA form (it never runs in a counted process).
-        SimdLevel::Avx2Fma | SimdLevel::Avx2NoFma => unsafe { triad_avx2(a, b, c, s) },
+        SimdLevel::Avx2Fma | SimdLevel::Avx2NoFma => unsafe { triad_avx2(a, b, c, s, prefetch) },
         SimdLevel::Scalar => panic!("triad_stream needs AVX2 or AVX-512"),
     }
 }
 
 #[target_feature(enable = "avx512f")]
-fn triad_avx512(a: &mut [f32], b: &[f32], c: &[f32], s: f32) {
+fn triad_avx512(a: &mut [f32], b: &[f32], c: &[f32], s: f32, prefetch: bool) {
     // SAFETY: compiled with avx512f; lengths checked by the caller.
-    unsafe { triad::<__m512>(a, b, c, s) }
+    unsafe { triad::<__m512>(a, b, c, s, prefetch) }
 }
 
 #[target_feature(enable = "avx2,fma")]
-fn triad_avx2(a: &mut [f32], b: &[f32], c: &[f32], s: f32) {
+fn triad_avx2(a: &mut [f32], b: &[f32], c: &[f32], s: f32, prefetch: bool) {
     // SAFETY: compiled with avx2 and fma; lengths checked by the caller.
-    unsafe { triad::<__m256>(a, b, c, s) }
+    unsafe { triad::<__m256>(a, b, c, s, prefetch) }
 }
 
 /// # Safety
 /// V's features are enabled; b and c hold at least a.len() elements.
 #[inline(always)]
-unsafe fn triad<V: Lanes>(a: &mut [f32], b: &[f32], c: &[f32], s: f32) {
+unsafe fn triad<V: Lanes>(a: &mut [f32], b: &[f32], c: &[f32], s: f32, prefetch: bool) {
     let n = a.len();
     // SAFETY: the caller's contract.
     let sv = unsafe { V::splat(s) };
@@ -454,9 +464,11 @@ unsafe fn triad<V: Lanes>(a: &mut [f32], b: &[f32], c: &[f32], s: f32) {
     let mut i = head;
     // A line (16 values) a step: one vector under AVX-512, two under AVX2.
     while i + 16 <= n {
-        let ahead = i + PREFETCH_ELEMS;
-        prefetch_lines(b, ahead, 1);
-        prefetch_lines(c, ahead, 1);
+        if prefetch {
+            let ahead = i + PREFETCH_ELEMS;
+            prefetch_lines(b, ahead, 1);
+            prefetch_lines(c, ahead, 1);
+        }
         for k in (0..16).step_by(V::LANES) {
             // SAFETY: i + 16 ≤ n bounds the loads from b and c and the store into a, which is
             // aligned to the vector because i started at a line boundary and advances by lines.
@@ -495,7 +507,11 @@ mod tests {
         for l in levels() {
             let b: Vec<f32> = (0..3000).map(|i| (i as f32 * 0.37).sin()).collect();
             let c: Vec<f32> = (0..3000).map(|i| (i as f32 * 0.11).cos()).collect();
-            for (start, len) in [(0, 0), (0, 1), (3, 17), (0, 1024), (5, 2995), (16, 2000)] {
+            for ((start, len), prefetch) in
+                [(0, 0), (0, 1), (3, 17), (0, 1024), (5, 2995), (16, 2000)]
+                    .into_iter()
+                    .flat_map(|at| [(at, true), (at, false)])
+            {
                 let mut a = LineVec::filled(3000, f32::NAN);
                 triad_at(
                     l,
@@ -503,6 +519,7 @@ mod tests {
                     &b[start..start + len],
                     &c[start..start + len],
                     3.0,
+                    prefetch,
                 );
                 store_fence();
                 for i in start..start + len {

@@ -256,6 +256,7 @@ mod tests {
             tensor_flops_per_sec: None,
             threads: 2,
             array_bytes: 64 << 20,
+            stream_prefetch: None,
         };
         let runs = [
             probe(36.9, 226.7),

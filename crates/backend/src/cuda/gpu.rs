@@ -447,6 +447,7 @@ impl Gpu {
             fma_flops_per_sec: 2.0 * 8.0 * iters as f64 * threads as f64 / best_fma,
             threads: self.sms as usize,
             array_bytes: 16 * n4,
+            stream_prefetch: None,
         })
     }
 

@@ -15,6 +15,12 @@ pub struct Ceilings {
     pub threads: usize,
     /// Size of each probe array.
     pub array_bytes: u64,
+    /// Whether the CPU's streaming kernels of light arithmetic (the triad, chains without a
+    /// GELU or SiLU) prefetched their inputs in software in this run: the faster form of the
+    /// probe's triad, decided by the run's first probe whose arrays span memory. `None` where
+    /// no such probe decided it (the kernels then prefetch) and on GPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_prefetch: Option<bool>,
 }
 
 /// The bandwidth probe's default array size for a last-level cache of `llc_bytes`: two thirds
@@ -87,6 +93,7 @@ mod tests {
             tensor_flops_per_sec: Some(600e12),
             threads: 132,
             array_bytes: 1 << 30,
+            stream_prefetch: None,
         };
         assert_eq!(c.for_dtype(DType::F32), c);
         assert_eq!(c.for_dtype(DType::Bf16).peak_flops(), 600e12);

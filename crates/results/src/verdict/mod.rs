@@ -418,6 +418,7 @@ mod tests {
             tensor_flops_per_sec: None,
             threads: 2,
             array_bytes: 1 << 20,
+            stream_prefetch: None,
         };
         let l = VariantLedger::new(
             crate::values::Variant::Fused,
@@ -454,6 +455,7 @@ mod tests {
             tensor_flops_per_sec: None,
             threads: 2,
             array_bytes: 1,
+            stream_prefetch: None,
         };
         let l = VariantLedger::new(
             crate::spec::Variant::Fused,
