@@ -170,13 +170,21 @@ unsafe fn add_stream_sum_sq_v<V: super::lanes::Lanes>(
     // SAFETY: the caller's contract (V's features).
     let mut acc = unsafe { [V::splat(0.0); LANES / 8] };
     let mut i = 0;
+    // Light arithmetic: prefetched as the probe found the triad faster (`simd::stream_prefetch`).
+    let prefetch = super::simd::stream_prefetch();
     while i + LANES <= n {
         // x and r ahead of the sweep, running on into the next row's (the tensors are one
         // array); a prefetch never faults, so the address may run past the end.
-        // SAFETY: prefetcht0 is a hint (SSE, part of x86_64).
-        unsafe {
-            _mm_prefetch::<_MM_HINT_T0>(x.as_ptr().wrapping_add(i + PREFETCH_ELEMS) as *const i8);
-            _mm_prefetch::<_MM_HINT_T0>(r.as_ptr().wrapping_add(i + PREFETCH_ELEMS) as *const i8);
+        if prefetch {
+            // SAFETY: prefetcht0 is a hint (SSE, part of x86_64).
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(
+                    x.as_ptr().wrapping_add(i + PREFETCH_ELEMS) as *const i8
+                );
+                _mm_prefetch::<_MM_HINT_T0>(
+                    r.as_ptr().wrapping_add(i + PREFETCH_ELEMS) as *const i8
+                );
+            }
         }
         for k in (0..LANES).step_by(V::LANES) {
             // SAFETY: i + LANES <= n bounds every slice; s_out + i + k is aligned to the vector

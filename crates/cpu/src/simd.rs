@@ -10,14 +10,15 @@ pub use crate::kinds::tensors::LineVec;
 /// 1 KiB 22–24 GB/s, 4 KiB 27–30, 8–16 KiB no better than 4).
 pub const PREFETCH_ELEMS: usize = 1024;
 
-/// Whether the streaming kernels whose arithmetic is light (the triad; chains without a GELU
-/// or SiLU) prefetch their inputs in software. On some cores the hardware prefetchers alone
-/// stream faster, and the software prefetches of three or more streams hold them back; on
-/// others the software prefetches help. The bandwidth probe times its triad both ways and,
-/// where its arrays span memory, sets this to the faster ([`set_stream_prefetch`]). Until then,
-/// and in a process that never probes (a counted one, whose counts must be the same on every
-/// machine), it is on. Chains with a GELU or SiLU prefetch always: their arithmetic holds the
-/// loads back, and the prefetches keep memory busy meanwhile on every core measured.
+/// Whether the streaming kernels of light arithmetic that stream two inputs or more (the
+/// triad; chains without a GELU or SiLU; the add of add+RMSNorm) prefetch their inputs in
+/// software. On some cores the hardware prefetchers alone stream several inputs faster, and
+/// the software prefetches hold them back; on others the software prefetches help. The
+/// bandwidth probe times its triad (two inputs) both ways and, where its arrays span memory,
+/// decides this from the faster ([`decide_stream_prefetch`]). Until then, and in a process
+/// that never probes (a counted one, whose counts must be the same on every machine), it is
+/// on. Chains with a GELU or SiLU, and those of one input, prefetch always: measured faster
+/// that way on every core tried.
 static STREAM_PREFETCH: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 
 /// Whether light streaming kernels prefetch in software (see [`STREAM_PREFETCH`]).

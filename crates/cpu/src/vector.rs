@@ -13,10 +13,11 @@
 //! bias+GELU 8192² f32, 2 threads, huge pages (a throwaway microbenchmark, 18 timings per
 //! kernel, medians): L1 tiles 14–15 GB/s, registers without prefetch 19–20 GB/s, registers with
 //! a prefetch of every line 4 KiB ahead 30.3–30.7 GB/s, against a triad of 36.3 GB/s. Chains
-//! with light arithmetic (no GELU or SiLU) and the triad prefetch only where the probe found the
-//! triad faster that way (`simd::stream_prefetch`): on an AMD Zen 4 core the hardware
-//! prefetchers alone streamed scale→add→ReLU→mul (three inputs) at 40 GB/s against 34 with the
-//! software prefetches, the triad at 44 against 40 (docs/performance.md).
+//! with light arithmetic (no GELU or SiLU) that stream two inputs or more, and the triad,
+//! prefetch only where the probe found the triad faster that way (`simd::stream_prefetch`): on
+//! an AMD Zen 4 core the hardware prefetchers alone streamed scale→add→ReLU→mul (three inputs)
+//! 11% faster than with the software prefetches and the triad 5% faster, while bias+ReLU (one
+//! input) ran 6% slower without them (docs/performance.md).
 //!
 //! Both variants of a chain run through [`chain_segment`] (the unfused one op per pass), so they
 //! share arithmetic, stores and prefetching and stay bit-identical; only the fusion differs.
@@ -343,9 +344,14 @@ unsafe fn chain<V: Lanes>(
         .iter()
         .any(|(op, _)| matches!(op, ElemOp::Gelu | ElemOp::Silu));
     let per_vector = V::LANES == 16 && stream && (steps.len() == 1 || !gated);
-    // Light chains prefetch as the probe found faster on this machine, gated ones always
+    // Chains that stream two inputs or more, with light arithmetic, prefetch as the probe's
+    // triad (two inputs) found faster on this machine; gated ones and one-input ones always
     // (`simd::stream_prefetch`).
-    let prefetch = gated || stream_prefetch();
+    let inputs = 1 + steps
+        .iter()
+        .filter(|(_, operand)| matches!(operand, Operand::Tensor(_)))
+        .count();
+    let prefetch = gated || inputs == 1 || stream_prefetch();
     while i + group <= n {
         if per_vector {
             // SAFETY: V's features are enabled (the caller's contract).
