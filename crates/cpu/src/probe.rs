@@ -65,8 +65,9 @@ multiversion! {
     }
 }
 
-/// `a = b + s·c` with streaming stores: in registers with prefetched inputs on AVX-512 and
-/// AVX2+FMA (the way the elementwise kernels run there), through an L1 tile elsewhere. Call [`store_fence`]
+/// `a = b + s·c` with streaming stores: in registers, its inputs prefetched in software with
+/// `prefetch`, on AVX-512 and AVX2+FMA (the way the elementwise kernels run there), through an
+/// L1 tile elsewhere. Call [`store_fence`]
 /// before the result is read by another thread.
 pub fn triad_streaming(a: &mut [f32], b: &[f32], c: &[f32], s: f32, prefetch: bool) {
     #[cfg(target_arch = "x86_64")]
@@ -95,8 +96,7 @@ pub fn probe_cpu(cfg: &ProbeConfig) -> Ceilings {
     let bytes = (n * 4) as f64;
     let reps = cfg.reps.max(1);
     // The triad's best with and without software prefetches ([`simd::stream_prefetch`]), the
-    // two in turns.
-    // Only the register kernels prefetch; elsewhere one form.
+    // two in turns; only the register kernels prefetch, elsewhere there is one form.
     let forms: &[bool] = if registers() { &[true, false] } else { &[true] };
     let mut best_triad = [f64::INFINITY; 2];
     let mut best_copy = f64::INFINITY;
@@ -170,8 +170,8 @@ struct ThreadRep {
 
 /// Whether every thread ran throughout an FMA repetition of `rep_secs`: each one began within
 /// a tenth of it, and was on its CPU for at least nine tenths of its own wall time. A VM's
-/// virtual CPU taken away by its host for a few milliseconds (as often as once in forty
-/// repetitions on a busy host), or a thread another process preempts, runs its loop in the
+/// virtual CPU taken away by its host for a few milliseconds (docs/measurement.md has how
+/// often), or a thread another process preempts, runs its loop in the
 /// same CPU time over a longer wall time; where every repetition of a probe met such a stall,
 /// the best of them read the peak at about half (the threads' time is the stalled one's).
 /// The CPU clock of a guest leaves out the time its host took (steal time), which is what

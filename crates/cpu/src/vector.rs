@@ -14,10 +14,9 @@
 //! kernel, medians): L1 tiles 14–15 GB/s, registers without prefetch 19–20 GB/s, registers with
 //! a prefetch of every line 4 KiB ahead 30.3–30.7 GB/s, against a triad of 36.3 GB/s. Chains
 //! with light arithmetic (no GELU or SiLU) that stream two inputs or more, and the triad,
-//! prefetch only where the probe found the triad faster that way (`simd::stream_prefetch`): on
-//! an AMD Zen 4 core the hardware prefetchers alone streamed scale→add→ReLU→mul (three inputs)
-//! 11% faster than with the software prefetches and the triad 5% faster, while bias+ReLU (one
-//! input) ran 6% slower without them (docs/performance.md).
+//! prefetch only where the probe found the triad faster that way (`simd::stream_prefetch`):
+//! on some cores the hardware prefetchers alone stream several inputs faster, while a
+//! one-input chain still gains from the software prefetches (docs/performance.md has the runs).
 //!
 //! Both variants of a chain run through [`chain_segment`] (the unfused one op per pass), so they
 //! share arithmetic, stores and prefetching and stay bit-identical; only the fusion differs.
