@@ -233,8 +233,8 @@ fn fma_peak(iters: u64, reps: usize) -> (f64, f64) {
         });
         let secs = t.elapsed().as_secs_f64();
         best_any = best_any.min(secs);
-        let reps: Option<Vec<ThreadRep>> = per_thread.iter().map(|p| p.2).collect();
-        match reps {
+        let threads: Option<Vec<ThreadRep>> = per_thread.iter().map(|p| p.2).collect();
+        match threads {
             Some(r) if whole(secs, &r) => best_whole = best_whole.min(secs),
             Some(_) => {}
             // No CPU clock: nothing tells a stalled repetition apart.

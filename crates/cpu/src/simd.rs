@@ -27,7 +27,7 @@ pub fn stream_prefetch() -> bool {
 }
 
 /// Sets whether light streaming kernels prefetch in software, for the kernels that start after.
-pub fn set_stream_prefetch(on: bool) {
+fn set_stream_prefetch(on: bool) {
     STREAM_PREFETCH.store(on, std::sync::atomic::Ordering::Relaxed);
 }
 

@@ -191,8 +191,10 @@ fn judged(a: &Against<'_>, result: &SpecResult, samples: &PairSamples) -> Judged
                     let slower = rel.state == RegressionState::Improved
                         && raw.state != RegressionState::Improved
                         && rel.ratio.point > 0.0;
-                    let before_ratio = before_ratio(a, samples)
-                        .filter(|b| slower && b - 1.0 >= (1.0 / rel.ratio.point - 1.0) / 2.0);
+                    let before_ratio = slower
+                        .then(|| before_ratio(a, samples))
+                        .flatten()
+                        .filter(|b| b - 1.0 >= (1.0 / rel.ratio.point - 1.0) / 2.0);
                     Judged {
                         decided: rel,
                         other: Some(raw),

@@ -61,10 +61,11 @@ fn time_decision(c: &CaseComparison) -> String {
         return "not comparable".into();
     };
     let faster = o.ratio.is_some_and(|r| r.hi < 1.0);
+    let note = super::gate::note(o);
     let gate = match o.state {
         Some(RegressionState::Fail) => "REGRESSION".to_string(),
         Some(RegressionState::Improved) => "improved".to_string(),
-        Some(RegressionState::Inconclusive) => match (o.ratio, &super::gate::note(o)) {
+        Some(RegressionState::Inconclusive) => match (o.ratio, &note) {
             (_, Some(n)) => format!("INCONCLUSIVE ({n})"),
             (Some(r), None) if r.lo > 1.0 + o.threshold.max(0.0) => {
                 "INCONCLUSIVE (slower beyond the limit, but by no more than the drift allows)"
@@ -73,10 +74,9 @@ fn time_decision(c: &CaseComparison) -> String {
             _ => "INCONCLUSIVE".to_string(),
         },
         // A ratio the before side alone moved says so (the note).
-        Some(RegressionState::Pass) if super::gate::note(o).is_some() => format!(
-            "within the limit ({})",
-            super::gate::note(o).unwrap_or_default()
-        ),
+        Some(RegressionState::Pass) if note.is_some() => {
+            format!("within the limit ({})", note.unwrap_or_default())
+        }
         // A raw-time speedup that the after/before comparison does not confirm is the machine
         // (or code both variants share) being faster.
         Some(RegressionState::Pass) if faster => {
