@@ -8,11 +8,10 @@
 //! Row statistics are summed in 64 independent f32 lanes (vectorizable, and more accurate than
 //! one running sum). Large outputs are written with streaming stores in both variants.
 //!
-//! The fused kernels prefetch the next row into L2 during the row's last, L1-resident sweep, and
-//! softmax scales by 1/Σ as the row is written out. Measured on the 2-core AMD EPYC VM
-//! (`opledger run specs/fuse-rmsnorm.yaml specs/fuse-softmax.yaml --backend cpu`, old and new
-//! binaries alternated 3 times): fused softmax 16384×4096 25.6–26.3 ms → 17.4–19.7 ms
-//! (49–56% → 68–72% of triad); fused RMSNorm unchanged within noise (18.0–21.0 → 17.9–18.1 ms).
+//! The fused kernels prefetch the next row into L2 during the row's last, L1-resident sweep —
+//! RMSNorm and LayerNorm during their statistics sweep too, which reads the cache while memory
+//! would idle (softmax's maximum sweep asking for it was slower) — and softmax scales by 1/Σ as
+//! the row is written out. docs/performance.md has the figures.
 //!
 //! The fused softmax's exponentials are its arithmetic: on AVX-512 and AVX2 they run through
 //! hand-vectorized exponentials of 12 and 15 operations (the auto-vectorized scalar one takes
@@ -43,13 +42,18 @@ use std::sync::Arc;
 
 const LANES: usize = 64;
 
-/// Σ f(x) over a row in LANES independent accumulators.
+/// Σ f(x) over a row in LANES independent accumulators, asking for `next`'s lines into L2 as
+/// the sweep passes the same place in x ([`prefetch_next_lines`]; none where `next` is empty).
 #[inline(always)]
-fn lanes_sum(x: &[f32], f: impl Fn(f32) -> f32) -> f32 {
+fn lanes_sum(x: &[f32], next: &[f32], f: impl Fn(f32) -> f32) -> f32 {
     let mut acc = [0f32; LANES];
     let chunks = x.chunks_exact(LANES);
     let tail: f32 = chunks.remainder().iter().map(|&v| f(v)).sum();
-    for c in chunks {
+    let ask = next.len() >= x.len();
+    for (ci, c) in chunks.enumerate() {
+        if ask {
+            prefetch_next_lines::<LANES>(next, ci * LANES);
+        }
         for l in 0..LANES {
             acc[l] += f(c[l]);
         }
@@ -57,15 +61,28 @@ fn lanes_sum(x: &[f32], f: impl Fn(f32) -> f32) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
-multiversion! {
-    fn sum_row(x: &[f32]) -> f32 {
-        lanes_sum(x, |v| v)
+/// Asks for the lines of `next[at..at + N]` into L2. A statistics sweep reads its row from the
+/// cache while memory would idle until the apply sweep streams the row out and asks for the next
+/// one; asked for here too, the next row's lines come in during both sweeps (the apply's asks
+/// then find them on their way or there). A prefetch is a hint: an address past `next` reads
+/// nothing and cannot fault.
+#[inline(always)]
+fn prefetch_next_lines<const N: usize>(next: &[f32], at: usize) {
+    for line in (0..N).step_by(16) {
+        prefetch_l2(next.as_ptr().wrapping_add(at + line));
     }
 }
 
 multiversion! {
-    fn sum_sq_row(x: &[f32]) -> f32 {
-        lanes_sum(x, |v| v * v)
+    fn sum_row(x: &[f32]) -> f32 {
+        lanes_sum(x, &[], |v| v)
+    }
+}
+
+multiversion! {
+    /// Σ x², asking for `next`'s lines as it goes (see [`lanes_sum`]).
+    fn sum_sq_row(x: &[f32], next: &[f32]) -> f32 {
+        lanes_sum(x, next, |v| v * v)
     }
 }
 
@@ -79,8 +96,9 @@ multiversion! {
     /// (Σ (x − k), Σ (x − k)²) over a row in one sweep, each in STAT_LANES independent
     /// accumulators, the squares added by a multiply-add. With `keep` (two rows as long as `x`,
     /// else empty), one value of each of their cache lines is read as the sweep passes it: see
-    /// [`ln_stats`].
-    fn shifted_sums_row(x: &[f32], k: f32, keep: [&[f32]; 2]) -> (f32, f32) {
+    /// [`ln_stats`]. With `next` (as long as `x`, else empty), its lines are asked for into L2
+    /// ([`prefetch_next_lines`]).
+    fn shifted_sums_row(x: &[f32], k: f32, keep: [&[f32]; 2], next: &[f32]) -> (f32, f32) {
         let mut a1 = [0f32; STAT_LANES];
         let mut a2 = [0f32; STAT_LANES];
         let chunks = x.chunks_exact(STAT_LANES);
@@ -90,7 +108,11 @@ multiversion! {
             t2 = M::f32(v - k, v - k, t2);
         }
         let keep = keep.map(|r| if r.len() >= x.len() { r } else { &[][..] });
+        let ask = next.len() >= x.len();
         for (ci, c) in chunks.enumerate() {
+            if ask {
+                prefetch_next_lines::<STAT_LANES>(next, ci * STAT_LANES);
+            }
             for r in keep {
                 for line in (0..STAT_LANES).step_by(16) {
                     if let Some(v) = r.get(ci * STAT_LANES + line) {
@@ -130,14 +152,14 @@ multiversion! {
 /// streaming stores and prefetches wait for — fused LayerNorm at 4096 columns took a fifth
 /// longer than RMSNorm, at 2048 columns as long. Read during the sweep, w's and b's lines are
 /// newer than the previous row's x, which goes instead (docs/performance.md).
-fn ln_stats(x: &[f32], eps: f32, keep: [&[f32]; 2]) -> (f32, f32) {
+fn ln_stats(x: &[f32], eps: f32, keep: [&[f32]; 2], next: &[f32]) -> (f32, f32) {
     let n = x.len();
     if n == 0 {
         return (0.0, 1.0 / eps.sqrt());
     }
     let head = &x[..n.div_ceil(16).max(64).min(n)];
     let k = sum_row(head) / head.len() as f32;
-    let (s1, s2) = shifted_sums_row(x, k, keep);
+    let (s1, s2) = shifted_sums_row(x, k, keep, next);
     let inv_n = 1.0 / n as f32;
     let d = s1 * inv_n;
     let var = s2 * inv_n - d * d;
@@ -217,7 +239,7 @@ multiversion! {
         for v in x.iter_mut() {
             *v = math::exp::<M>(*v - m);
         }
-        lanes_sum(x, |v| v)
+        lanes_sum(x, &[], |v| v)
     }
 }
 
@@ -281,7 +303,7 @@ multiversion! {
                 *o = math::exp::<M>(v - m);
             }
         });
-        lanes_sum(out, |v| v)
+        lanes_sum(out, &[], |v| v)
     }
 }
 
@@ -599,7 +621,7 @@ fn softmax_stream_at(l: SimdLevel, x: &[f32], out: &mut [f32], cols: usize) {
 
 /// The fused LayerNorm with streaming stores: each row's statistics in one sweep
 /// ([`ln_stats`]), then the row normalised straight out of L1 with streaming stores, asking for
-/// the next row meanwhile — RMSNorm's shape. At level `l` (the tests run every level).
+/// the next row during both sweeps ([`prefetch_next_lines`]) — RMSNorm's shape. At level `l` (the tests run every level).
 fn layernorm_stream_at(
     l: SimdLevel,
     x: &[f32],
@@ -621,7 +643,7 @@ fn layernorm_stream_at(
     };
     row_pass_direct(out, cols, |r, o| {
         let xr = &x[r * cols..(r + 1) * cols];
-        stream_norm_apply_at(l, o, xr, ln_stats(xr, eps, keep), w, b, next(r));
+        stream_norm_apply_at(l, o, xr, ln_stats(xr, eps, keep, next(r)), w, b, next(r));
     });
 }
 
@@ -764,7 +786,7 @@ impl RowKernels {
                     sub_row(&x[row(r)], mean[r], o)
                 });
                 let centered = &self.t1;
-                row_stat(&mut self.v2, |r| sum_sq_row(&centered[row(r)]) * inv_c);
+                row_stat(&mut self.v2, |r| sum_sq_row(&centered[row(r)], &[]) * inv_c);
                 let var = &self.v2;
                 row_stat(&mut self.v3, |r| 1.0 / (var[r] + eps).sqrt());
                 let rstd = &self.v3;
@@ -797,10 +819,11 @@ impl RowKernels {
         let next = |r: usize| x.get((r + 1) * c..(r + 2) * c).unwrap_or(&[]);
         match self.kind {
             // Large outputs: the row normalised straight out with streaming stores, one sweep
-            // over the L1-resident row after its statistics (not into a buffer and then out).
+            // over the L1-resident row after its statistics (not into a buffer and then out);
+            // both sweeps ask for the next row's lines.
             WorkloadKind::Rmsnorm if self.stream => row_pass_direct(out, c, |r, o| {
                 let xr = &x[r * c..(r + 1) * c];
-                let rs = 1.0 / (sum_sq_row(xr) * inv_c + eps).sqrt();
+                let rs = 1.0 / (sum_sq_row(xr, next(r)) * inv_c + eps).sqrt();
                 stream_norm_apply(o, xr, 0.0, rs, w, &[], next(r));
             }),
             WorkloadKind::Layernorm if self.stream => {
@@ -808,12 +831,12 @@ impl RowKernels {
             }
             WorkloadKind::Rmsnorm => row_pass(out, c, self.stream, |r, o| {
                 let xr = &x[r * c..(r + 1) * c];
-                let rs = 1.0 / (sum_sq_row(xr) * inv_c + eps).sqrt();
+                let rs = 1.0 / (sum_sq_row(xr, &[]) * inv_c + eps).sqrt();
                 rms_apply_row_pf(xr, rs, w, o, next(r));
             }),
             WorkloadKind::Layernorm => row_pass(out, c, self.stream, |r, o| {
                 let xr = &x[r * c..(r + 1) * c];
-                let (mean, rs) = ln_stats(xr, eps, [&[], &[]]);
+                let (mean, rs) = ln_stats(xr, eps, [&[], &[]], &[]);
                 ln_apply_row_pf(xr, mean, rs, w, b, o, next(r));
             }),
             _ if self.stream => softmax_stream_at(level(), x, out, c),
@@ -1111,7 +1134,7 @@ mod tests {
                 let b: Vec<f32> = (0..cols).map(|i| (i % 5) as f32 * 0.25 - 0.5).collect();
                 let mut want = vec![0f32; n];
                 for (xr, wr) in x.chunks(cols).zip(want.chunks_mut(cols)) {
-                    let (mean, rs) = ln_stats(xr, eps, [&[], &[]]);
+                    let (mean, rs) = ln_stats(xr, eps, [&[], &[]], &[]);
                     for i in 0..cols {
                         wr[i] = (xr[i] - mean) * rs * w[i] + b[i];
                     }
@@ -1126,6 +1149,32 @@ mod tests {
     /// The one-sweep statistics against the two-sweep ones in f64, on the rows that break a
     /// naive one-sweep variance: a large offset with small spread, a massive value among the
     /// first (the shift's sample), a massive value elsewhere, a constant row; NaN propagates.
+    #[test]
+    fn asking_for_the_next_row_leaves_the_statistics_bit_for_bit() {
+        let x: Vec<f32> = (0..4099)
+            .map(|i| (i as f32 * 0.37).sin() * 3.0 + 1.0)
+            .collect();
+        let next: Vec<f32> = (0..4099).map(|i| i as f32).collect();
+        for n in [0, 1, 15, 16, 17, 63, 64, 65, 1000, 4096, 4099] {
+            let xr = &x[..n];
+            // A next row as long, longer, shorter (not asked for) and empty (the last row).
+            for nx in [&next[..n], &next[..], &next[..n / 2], &[][..]] {
+                assert_eq!(
+                    sum_sq_row(xr, nx).to_bits(),
+                    sum_sq_row(xr, &[]).to_bits(),
+                    "{n}"
+                );
+                let with = ln_stats(xr, 1e-5, [&[], &[]], nx);
+                let without = ln_stats(xr, 1e-5, [&[], &[]], &[]);
+                assert_eq!(
+                    (with.0.to_bits(), with.1.to_bits()),
+                    (without.0.to_bits(), without.1.to_bits()),
+                    "{n}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn ln_stats_hold_on_offsets_and_outliers() {
         let noise = |i: usize| ((i as f32 * 0.618_034).fract() - 0.5) * 2.0;
@@ -1162,7 +1211,7 @@ mod tests {
             let n = x.len() as f64;
             let mean = x.iter().map(|&v| v as f64).sum::<f64>() / n;
             let var = x.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / n;
-            let (m, rs) = ln_stats(x, 0.0, [&[], &[]]);
+            let (m, rs) = ln_stats(x, 0.0, [&[], &[]], &[]);
             let got_var = 1.0 / (rs as f64 * rs as f64);
             let sd = var.sqrt();
             assert!(
@@ -1174,11 +1223,11 @@ mod tests {
                 "{what}: variance {got_var} vs {var}"
             );
         }
-        let (_, rs) = ln_stats(&[3.5; 300], 1e-5, [&[], &[]]);
+        let (_, rs) = ln_stats(&[3.5; 300], 1e-5, [&[], &[]], &[]);
         assert_eq!(rs, 1.0 / 1e-5f32.sqrt(), "a constant row's variance is 0");
         let mut x = vec![1.0f32; 200];
         x[150] = f32::NAN;
-        let (m, rs) = ln_stats(&x, 1e-5, [&[], &[]]);
+        let (m, rs) = ln_stats(&x, 1e-5, [&[], &[]], &[]);
         assert!(m.is_nan() && rs.is_nan());
     }
 
