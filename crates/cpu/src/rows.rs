@@ -621,7 +621,8 @@ fn softmax_stream_at(l: SimdLevel, x: &[f32], out: &mut [f32], cols: usize) {
 
 /// The fused LayerNorm with streaming stores: each row's statistics in one sweep
 /// ([`ln_stats`]), then the row normalised straight out of L1 with streaming stores, asking for
-/// the next row during both sweeps ([`prefetch_next_lines`]) — RMSNorm's shape. At level `l` (the tests run every level).
+/// the next row during both sweeps ([`prefetch_next_lines`]) — RMSNorm's shape. At level `l`
+/// (the tests run every level).
 fn layernorm_stream_at(
     l: SimdLevel,
     x: &[f32],
@@ -1146,9 +1147,6 @@ mod tests {
         }
     }
 
-    /// The one-sweep statistics against the two-sweep ones in f64, on the rows that break a
-    /// naive one-sweep variance: a large offset with small spread, a massive value among the
-    /// first (the shift's sample), a massive value elsewhere, a constant row; NaN propagates.
     #[test]
     fn asking_for_the_next_row_leaves_the_statistics_bit_for_bit() {
         let x: Vec<f32> = (0..4099)
@@ -1175,6 +1173,9 @@ mod tests {
         }
     }
 
+    /// The one-sweep statistics against the two-sweep ones in f64, on the rows that break a
+    /// naive one-sweep variance: a large offset with small spread, a massive value among the
+    /// first (the shift's sample), a massive value elsewhere, a constant row; NaN propagates.
     #[test]
     fn ln_stats_hold_on_offsets_and_outliers() {
         let noise = |i: usize| ((i as f32 * 0.618_034).fract() - 0.5) * 2.0;
