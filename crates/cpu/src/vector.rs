@@ -61,34 +61,55 @@ pub fn chain_segment(steps: &[(ElemOp, Operand<'_>)], dst: &mut [f32], src: &[f3
             Operand::None | Operand::Scale(_) => {}
         }
     }
-    chain_at(level(), steps, dst, src, stream)
+    chain_at(level(), steps, dst, src, stream, prefetches(steps))
 }
 
-/// [`chain_segment`] at a given level (tests run every level the CPU has).
+/// Whether a chain prefetches its inputs in software: chains that stream two inputs or more,
+/// with light arithmetic, as the probe's triad (two inputs) found faster on this machine; gated
+/// ones and one-input ones always (`simd::stream_prefetch`).
+fn prefetches(steps: &[(ElemOp, Operand<'_>)]) -> bool {
+    let inputs = 1 + steps
+        .iter()
+        .filter(|(_, operand)| matches!(operand, Operand::Tensor(_)))
+        .count();
+    gated(steps) || inputs == 1 || stream_prefetch()
+}
+
+/// [`chain_segment`] at a given level, prefetching or not (tests run every level the CPU has,
+/// both ways).
 fn chain_at(
     l: SimdLevel,
     steps: &[(ElemOp, Operand<'_>)],
     dst: &mut [f32],
     src: &[f32],
     stream: bool,
+    prefetch: bool,
 ) {
     assert!(super::simd::supports(l), "this CPU lacks {}", l.name());
     match l {
         // SAFETY: the CPU has avx512f (asserted above); chain_segment checked the slice
         // lengths the kernel relies on.
-        SimdLevel::Avx512 => unsafe { chain_avx512(steps, dst, src, stream) },
+        SimdLevel::Avx512 => unsafe { chain_avx512(steps, dst, src, stream, prefetch) },
         // SAFETY: as above, for avx2 and fma.
-        SimdLevel::Avx2Fma => unsafe { chain_avx2::<__m256>(steps, dst, src, stream) },
+        SimdLevel::Avx2Fma => unsafe { chain_avx2::<__m256>(steps, dst, src, stream, prefetch) },
         // SAFETY: as above.
-        SimdLevel::Avx2NoFma => unsafe { chain_avx2::<NoFma256>(steps, dst, src, stream) },
+        SimdLevel::Avx2NoFma => unsafe {
+            chain_avx2::<NoFma256>(steps, dst, src, stream, prefetch)
+        },
         SimdLevel::Scalar => panic!("chain_segment needs AVX2 or AVX-512"),
     }
 }
 
 #[target_feature(enable = "avx512f")]
-fn chain_avx512(steps: &[(ElemOp, Operand<'_>)], dst: &mut [f32], src: &[f32], stream: bool) {
+fn chain_avx512(
+    steps: &[(ElemOp, Operand<'_>)],
+    dst: &mut [f32],
+    src: &[f32],
+    stream: bool,
+    prefetch: bool,
+) {
     // SAFETY: compiled with avx512f, which __m512's methods need; lengths checked by the caller.
-    unsafe { chain::<__m512>(steps, dst, src, stream) }
+    unsafe { chain::<__m512>(steps, dst, src, stream, prefetch) }
 }
 
 /// `V` is `__m256` (FMA) or [`NoFma256`] (the `avx2-nofma` level).
@@ -98,10 +119,11 @@ fn chain_avx2<V: Lanes>(
     dst: &mut [f32],
     src: &[f32],
     stream: bool,
+    prefetch: bool,
 ) {
     // SAFETY: compiled with avx2 and fma, which V's methods need; lengths checked by the
     // caller.
-    unsafe { chain::<V>(steps, dst, src, stream) }
+    unsafe { chain::<V>(steps, dst, src, stream, prefetch) }
 }
 
 /// What one vector of `op` issues at `level` in [`chain_segment`]: (vector arithmetic
@@ -313,6 +335,36 @@ unsafe fn chain<V: Lanes>(
     dst: &mut [f32],
     src: &[f32],
     stream: bool,
+    prefetch: bool,
+) {
+    // The choice is a constant of the loop it picks: a flag tested in the loop held a register
+    // there, and the counted AVX2 chain spilled for it (4.6% more instructions on the unfused
+    // bias+GELU).
+    // SAFETY (both): the caller's contract.
+    if prefetch {
+        unsafe { chain_loop::<V, true>(steps, dst, src, stream) }
+    } else {
+        unsafe { chain_loop::<V, false>(steps, dst, src, stream) }
+    }
+}
+
+/// Whether a chain has a gate (GELU or SiLU): arithmetic enough to change how it streams.
+fn gated(steps: &[(ElemOp, Operand<'_>)]) -> bool {
+    steps
+        .iter()
+        .any(|(op, _)| matches!(op, ElemOp::Gelu | ElemOp::Silu))
+}
+
+/// [`chain`]'s loop, its inputs prefetched in software where `PREFETCH`.
+///
+/// # Safety
+/// As [`chain`].
+#[inline(always)]
+unsafe fn chain_loop<V: Lanes, const PREFETCH: bool>(
+    steps: &[(ElemOp, Operand<'_>)],
+    dst: &mut [f32],
+    src: &[f32],
+    stream: bool,
 ) {
     let n = dst.len();
     let group = GROUP_VECTORS * V::LANES;
@@ -339,25 +391,14 @@ unsafe fn chain<V: Lanes>(
     // With its operands in L1 the grouped form computes faster (3.9 Gelem/s a core on
     // bias+GELU against 2.7–2.8): it serves cache-resident outputs, and AVX2 (its streaming
     // gate measured no faster this way). docs/performance.md has the runs.
-    let gated = steps
-        .iter()
-        .any(|(op, _)| matches!(op, ElemOp::Gelu | ElemOp::Silu));
-    let per_vector = V::LANES == 16 && stream && (steps.len() == 1 || !gated);
-    // Chains that stream two inputs or more, with light arithmetic, prefetch as the probe's
-    // triad (two inputs) found faster on this machine; gated ones and one-input ones always
-    // (`simd::stream_prefetch`).
-    let inputs = 1 + steps
-        .iter()
-        .filter(|(_, operand)| matches!(operand, Operand::Tensor(_)))
-        .count();
-    let prefetch = gated || inputs == 1 || stream_prefetch();
+    let per_vector = V::LANES == 16 && stream && (steps.len() == 1 || !gated(steps));
     while i + group <= n {
         if per_vector {
             // SAFETY: V's features are enabled (the caller's contract).
             let mut v = [unsafe { V::splat(0.0) }; GROUP_VECTORS];
             for (k, vk) in v.iter_mut().enumerate() {
                 let at = i + k * V::LANES;
-                if prefetch {
+                if PREFETCH {
                     prefetch_lines(src, at + PREFETCH_ELEMS, 1);
                     for (_, operand) in steps {
                         if let Operand::Tensor(b) = operand {
@@ -384,7 +425,7 @@ unsafe fn chain<V: Lanes>(
         // scheduler fills with one chain and the FMA ports wait, docs/performance.md).
         // Addresses are formed with wrapping arithmetic (past the end they point nowhere; a
         // prefetch never faults).
-        if prefetch {
+        if PREFETCH {
             prefetch_lines(src, i + PREFETCH_ELEMS, group_lines);
             for (_, operand) in steps {
                 if let Operand::Tensor(b) = operand {
@@ -552,7 +593,14 @@ mod tests {
             ];
             for stream in [false, true] {
                 let mut y = [7f32; 7];
-                chain_at(l, &[(ElemOp::Relu, Operand::None)], &mut y, &x, stream);
+                chain_at(
+                    l,
+                    &[(ElemOp::Relu, Operand::None)],
+                    &mut y,
+                    &x,
+                    stream,
+                    true,
+                );
                 store_fence();
                 for (a, b) in x.iter().zip(&y) {
                     assert_eq!(math::relu(*a).to_bits(), b.to_bits(), "relu({a})");
@@ -566,8 +614,8 @@ mod tests {
         // Streaming on AVX-512, a one-op pass and a chain without a gate run each vector through
         // every op before the next; a chain with a gate after another op, the cached form and
         // AVX2 run each op on four vectors side by side. Every lane goes through the same
-        // operations either way: a chain, streamed or not, matches its ops applied one pass
-        // each, bit for bit, whatever the segment's start.
+        // operations either way: a chain, streamed or not, its inputs prefetched or not, matches
+        // its ops applied one pass each, bit for bit, whatever the segment's start.
         let n = 1037;
         let x: Vec<f32> = (0..n)
             .map(|i| ((i * 7919) % 1000) as f32 / 100.0 - 5.0)
@@ -613,17 +661,24 @@ mod tests {
                     let mut passes = x[start..].to_vec();
                     for step in &fused_steps {
                         let src = passes.clone();
-                        chain_at(l, &[*step], &mut passes, &src, false);
+                        chain_at(l, &[*step], &mut passes, &src, false, true);
                     }
-                    for stream in [false, true] {
+                    for (stream, prefetch) in [(false, true), (true, true), (true, false)] {
                         let mut y = LineVec::filled(n, f32::NAN);
-                        chain_at(l, &fused_steps, &mut y[start..], &x[start..], stream);
+                        chain_at(
+                            l,
+                            &fused_steps,
+                            &mut y[start..],
+                            &x[start..],
+                            stream,
+                            prefetch,
+                        );
                         store_fence();
                         for (i, (a, e)) in y[start..].iter().zip(&passes).enumerate() {
                             assert_eq!(
                                 a.to_bits(),
                                 e.to_bits(),
-                                "{} {} ops stream={stream} start={start} element {i}: {a} against {e}",
+                                "{} {} ops stream={stream} prefetch={prefetch} start={start} element {i}: {a} against {e}",
                                 l.name(),
                                 steps.len()
                             );
@@ -646,6 +701,7 @@ mod tests {
                     &mut y[start..start + len],
                     &x[start..start + len],
                     true,
+                    false,
                 );
                 store_fence();
                 for i in 0..700 {
@@ -688,7 +744,7 @@ mod tests {
                         .map(|i| from + (to - from) * i as f32 / 4000.0)
                         .collect();
                     let mut y = vec![f32::NAN; x.len()];
-                    chain_at(l, &[(op, Operand::None)], &mut y, &x, false);
+                    chain_at(l, &[(op, Operand::None)], &mut y, &x, false, true);
                     for (a, b) in x.iter().zip(&y) {
                         let want = f(*a as f64);
                         assert!(
@@ -716,7 +772,7 @@ mod tests {
                 (ElemOp::Silu, |v: f64| v / (1.0 + (-v).exp())),
             ] {
                 let mut y = vec![0f32; x.len()];
-                chain_at(l, &[(op, Operand::None)], &mut y, &x, false);
+                chain_at(l, &[(op, Operand::None)], &mut y, &x, false, true);
                 for (a, b) in x.iter().zip(&y) {
                     let e = f(*a as f64);
                     if e.abs() > 1e-3 {
@@ -737,7 +793,7 @@ mod tests {
                     -1e30,
                 ];
                 let mut z = [7f32; 7];
-                chain_at(l, &[(op, Operand::None)], &mut z, &special, false);
+                chain_at(l, &[(op, Operand::None)], &mut z, &special, false, true);
                 assert!(z[0].is_nan(), "{} {op:?}(NaN) = {}", l.name(), z[0]);
                 assert_eq!(z[1], f32::INFINITY, "{} {op:?}(inf)", l.name());
                 assert_eq!(z[2], 0.0, "{} {op:?}(-inf)", l.name());
