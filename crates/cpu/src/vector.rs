@@ -338,8 +338,7 @@ unsafe fn chain<V: Lanes>(
     prefetch: bool,
 ) {
     // The choice is a constant of the loop it picks: a flag tested in the loop held a register
-    // there, and the counted AVX2 chain spilled for it (4.6% more instructions on the unfused
-    // bias+GELU).
+    // there, and the counted AVX2 chain spilled for it (docs/performance.md).
     // SAFETY (both): the caller's contract.
     if prefetch {
         unsafe { chain_loop::<V, true>(steps, dst, src, stream) }
