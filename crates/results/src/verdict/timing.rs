@@ -219,9 +219,10 @@ pub fn measurement_warnings(
 /// checked pair) may take at most `KEPT_RESULT_FACTOR` times its samples' median; where one took
 /// more, a second pair on fresh inputs confirms it, and a side slow both times FAILs — its
 /// samples answered from a result it computed when the inputs changed and kept across calls.
-/// The second is measured against the slower of the samples' median and the run right after
-/// it on the same inputs (`repeated`): where the host itself slowed down, an honest side's
-/// repeat slowed with it, while a kept result answers the repeat as fast as its samples.
+/// The second is measured against the slower of the samples' median and the fastest of the
+/// runs right after it on the same inputs (`repeated`): where the host itself slowed down, an
+/// honest side's repeats slowed with it, while a kept result answers them as fast as its
+/// samples.
 /// One unlucky checked run, not confirmed, passes and says so. `None` without a checked pair
 /// (an archive from before it was timed).
 pub fn checked_run_check(
