@@ -477,6 +477,46 @@ mod tests {
         assert_eq!(bound_check(Bound::Compute, &p, &a).status, Status::Fail);
     }
 
+    /// A claim the run contradicts only near the ridge warns; beyond it, fails. The first case
+    /// is a tiny bandwidth-bound chain's run beside a test suite's parallel runs: the probe read
+    /// the FMA peak at a third and put the ridge at 0.98 FLOP/B against the chain's 1.059.
+    #[test]
+    fn a_bound_contradicted_only_near_the_ridge_warns() {
+        use crate::ledger::roofline;
+        // 1.059 FLOP/B on a ridge of 0.98 (70.6 GFLOP/s over 72 GB/s).
+        let p = roofline(70.6e9, 72.0e9, 1.059e6, 1.0e6);
+        assert_eq!(p.bound, Bound::Compute);
+        let a = |frac_bandwidth: f64, frac_compute: f64| Achieved {
+            bytes_per_sec: 0.0,
+            flops_per_sec: 0.0,
+            frac_bandwidth,
+            frac_compute,
+            measured_bound: if frac_compute > frac_bandwidth {
+                Bound::Compute
+            } else {
+                Bound::Bandwidth
+            },
+        };
+        let c = bound_check(Bound::Bandwidth, &p, &a(0.23, 0.243));
+        assert_eq!(c.status, Status::Warn, "{}", c.detail);
+        assert!(c.detail.contains("near the ridge"), "{}", c.detail);
+        // Measured clearly compute-bound: the claim fails whatever the ridge.
+        let c = bound_check(Bound::Bandwidth, &p, &a(0.08, 0.30));
+        assert_eq!(c.status, Status::Fail, "{}", c.detail);
+        // Predicted clearly compute-bound (AI twice the ridge), measured near: fails.
+        let far = roofline(70.6e9, 72.0e9, 2.0e6, 1.0e6);
+        let c = bound_check(Bound::Bandwidth, &far, &a(0.23, 0.243));
+        assert_eq!(c.status, Status::Fail, "{}", c.detail);
+        // Both agree with the claim, however near: passes, with no note.
+        let c = bound_check(Bound::Compute, &p, &a(0.23, 0.243));
+        assert_eq!(c.status, Status::Pass, "{}", c.detail);
+        assert!(!c.detail.contains("near the ridge"));
+        // The ridge at 1.5 times the AI is no longer near it.
+        let wide = roofline(150.0e9, 100.0e9, 1.0e6, 1.0e6);
+        let c = bound_check(Bound::Compute, &wide, &a(0.23, 0.243));
+        assert_eq!(c.status, Status::Fail, "{}", c.detail);
+    }
+
     #[test]
     fn failures_are_located_in_the_shape_with_their_pattern() {
         let t = tol(1e-6, 0.0);

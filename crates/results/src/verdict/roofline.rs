@@ -102,10 +102,36 @@ pub fn predict(ledger: &VariantLedger, c: &Ceilings) -> Roofline {
     )
 }
 
+/// How far apart the two sides of the roofline must be for the bound check to read a wall from
+/// them: the arithmetic intensity against the ridge, and the achieved fractions of the two
+/// ceilings against each other. Within this factor a kernel sits near the ridge, where the
+/// probe's own spread decides which wall it reads — one reading of the FMA peak at half (a
+/// host running a VM's cores at half rate for a while, docs/measurement.md) moves the ridge by
+/// two — and either wall may bound it on this machine.
+pub const NEAR_RIDGE_FACTOR: f64 = 1.5;
+
+/// Whether `a` and `b` (positive) lie within [`NEAR_RIDGE_FACTOR`] of each other.
+fn near(a: f64, b: f64) -> bool {
+    a > 0.0 && b > 0.0 && a.max(b) < NEAR_RIDGE_FACTOR * a.min(b)
+}
+
 /// The bound check: predicted (AI vs ridge) and measured (larger fraction of a ceiling) must both
-/// be the expected bound.
+/// be the expected bound. Where either differs from it only near the ridge ([`near`]) and
+/// neither differs beyond, the check warns instead of failing: the claim may hold on a machine
+/// whose walls are that close, and this run cannot tell.
 pub fn bound_check(expected: Bound, predicted: &Roofline, measured: &Achieved) -> Check {
-    let detail = format!(
+    let predicted_near = near(predicted.intensity, predicted.ridge);
+    let measured_near = near(measured.frac_bandwidth, measured.frac_compute);
+    let predicted_ok = predicted.bound == expected;
+    let measured_ok = measured.measured_bound == expected;
+    let status = if predicted_ok && measured_ok {
+        Status::Pass
+    } else if (predicted_ok || predicted_near) && (measured_ok || measured_near) {
+        Status::Warn
+    } else {
+        Status::Fail
+    };
+    let mut detail = format!(
         "expected {}; predicted {} (AI {:.3} FLOP/B vs ridge {:.2} FLOP/B); measured {} ({:.0}% of bandwidth ceiling, {:.1}% of compute ceiling)",
         expected.name(),
         predicted.bound.name(),
@@ -115,10 +141,10 @@ pub fn bound_check(expected: Bound, predicted: &Roofline, measured: &Achieved) -
         measured.frac_bandwidth * 100.0,
         measured.frac_compute * 100.0
     );
-    let ok = predicted.bound == expected && measured.measured_bound == expected;
-    Check::new(
-        CheckName::Bound,
-        if ok { Status::Pass } else { Status::Fail },
-        detail,
-    )
+    if status == Status::Warn {
+        detail.push_str(&format!(
+            "; near the ridge (within ×{NEAR_RIDGE_FACTOR}): either wall may bound it on this machine"
+        ));
+    }
+    Check::new(CheckName::Bound, status, detail)
 }
