@@ -491,11 +491,7 @@ mod tests {
             flops_per_sec: 0.0,
             frac_bandwidth,
             frac_compute,
-            measured_bound: if frac_compute > frac_bandwidth {
-                Bound::Compute
-            } else {
-                Bound::Bandwidth
-            },
+            measured_bound: roofline::wall_of(frac_bandwidth, frac_compute),
         };
         let c = bound_check(Bound::Bandwidth, &p, &a(0.23, 0.243));
         assert_eq!(c.status, Status::Warn, "{}", c.detail);

@@ -30,11 +30,16 @@ pub fn achieved(ledger: &VariantLedger, median_secs: f64, c: &Ceilings) -> Achie
         flops_per_sec,
         frac_bandwidth,
         frac_compute,
-        measured_bound: if frac_compute > frac_bandwidth {
-            Bound::Compute
-        } else {
-            Bound::Bandwidth
-        },
+        measured_bound: wall_of(frac_bandwidth, frac_compute),
+    }
+}
+
+/// The wall a variant is closest to: the ceiling of which it achieved the larger fraction.
+pub(crate) fn wall_of(frac_bandwidth: f64, frac_compute: f64) -> Bound {
+    if frac_compute > frac_bandwidth {
+        Bound::Compute
+    } else {
+        Bound::Bandwidth
     }
 }
 
