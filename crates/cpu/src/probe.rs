@@ -198,13 +198,14 @@ fn thread_cpu_secs() -> Option<f64> {
 }
 
 /// The FMA peak of all threads: the FLOPs of one repetition and the time of the best whole one
-/// ([`whole`], by its threads' own walls), after at least `reps` repetitions over [`MIN_PROBE_SECS`]. Without a whole one,
-/// the time of a repetition is that of its longest loop by its thread's own CPU clock: on a
-/// machine whose cores other processes share (a test suite's parallel runs), no thread runs
-/// throughout, and the wall clock reads the peak at the share the probe got (two probes at once
-/// read half each), while each thread's CPU clock counts only the time it ran. Waiting for a
-/// whole repetition instead kept two probes contending for as long as they waited. Where the
-/// CPU clock cannot be read, the best repetition of any kind.
+/// ([`whole`], by its threads' own walls), after at least `reps` repetitions over
+/// [`MIN_PROBE_SECS`]. Without a whole one, the time of a repetition is that of its longest loop
+/// by its thread's own CPU clock: on a machine whose cores other processes share (a test
+/// suite's parallel runs), no thread runs throughout, and the wall clock reads the peak at the
+/// share the probe got (two probes at once read half each), while each thread's CPU clock
+/// counts only the time it ran. Waiting for a whole repetition instead kept two probes
+/// contending for as long as they waited. Where the CPU clock cannot be read, the best
+/// repetition of any kind.
 fn fma_peak(iters: u64, reps: usize) -> (f64, f64) {
     let mut best = FmaBest::default();
     let mut flops = 0.0;

@@ -111,8 +111,8 @@ pub fn predict(ledger: &VariantLedger, c: &Ceilings) -> Roofline {
 /// them: the arithmetic intensity against the ridge, and the achieved fractions of the two
 /// ceilings against each other. Within this factor a kernel sits near the ridge, where the
 /// probe's own spread decides which wall it reads — one reading of the FMA peak at half (a
-/// host running a VM's cores at half rate for a while, docs/measurement.md) moves the ridge by
-/// two — and either wall may bound it on this machine.
+/// host running a VM's cores at half rate for a while, docs/measurement.md) halves the ridge —
+/// and either wall may bound it on this machine.
 pub const NEAR_RIDGE_FACTOR: f64 = 1.5;
 
 /// Whether `a` and `b` (positive) lie within [`NEAR_RIDGE_FACTOR`] of each other.
