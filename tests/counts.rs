@@ -1038,6 +1038,21 @@ fn counted_child(parent: u32) -> (i32, std::path::PathBuf) {
     panic!("no counted process of {parent} appeared");
 }
 
+/// The CPU time `pid` has used, user and system, in clock ticks (0 once it is gone).
+fn cpu_ticks(pid: i32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // `utime` and `stime`: the 12th and 13th fields after the `)` that ends the name.
+    stat.rsplit_once(')')
+        .map(|(_, rest)| {
+            rest.split_whitespace()
+                .skip(11)
+                .take(2)
+                .filter_map(|t| t.parse::<u64>().ok())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
 /// Whether `pid` is gone (or a zombie nobody has reaped yet), waiting up to ten seconds.
 fn ends(pid: i32) -> bool {
     for _ in 0..1000 {
@@ -1056,8 +1071,9 @@ fn ends(pid: i32) -> bool {
 
 /// A counted run is owned and bounded: its folder is private, a SIGTERM to opledger ends the
 /// counted process under Valgrind and removes the folder (exit 143, as a shell reports a
-/// process SIGTERM ended), and a counted process past `OPLEDGER_COUNTS_TIMEOUT_SECS` is ended
-/// and named.
+/// process SIGTERM ended) and leaves nothing of Valgrind's in /tmp (its gdbserver's FIFOs,
+/// which an ended process cannot remove), and a counted process past
+/// `OPLEDGER_COUNTS_TIMEOUT_SECS` is ended and named.
 #[test]
 #[cfg_attr(not(has_valgrind), ignore = "needs Valgrind")]
 fn a_stopped_or_overdue_counted_run_ends_valgrind_and_removes_its_private_folder() {
@@ -1075,6 +1091,13 @@ fn a_stopped_or_overdue_counted_run_ends_valgrind_and_removes_its_private_folder
     let (counted, folder) = counted_child(opledger.id());
     let mode = std::fs::metadata(&folder).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o700, "{}", folder.display());
+    // Stopped once Valgrind is under way (a third of a CPU second), not while it starts up.
+    for _ in 0..1000 {
+        if cpu_ticks(counted) >= 33 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     // SAFETY: a signal to the child this test started.
     unsafe {
         libc::kill(opledger.id() as i32, libc::SIGTERM);
@@ -1086,6 +1109,14 @@ fn a_stopped_or_overdue_counted_run_ends_valgrind_and_removes_its_private_folder
         "the counted process {counted} outlived opledger"
     );
     assert!(!folder.exists(), "{} was left behind", folder.display());
+    // Valgrind's gdbserver FIFOs are named by the process's pid: `vgdb-pipe-…-{pid}-by-…`.
+    let fifos: Vec<String> = std::fs::read_dir("/tmp")
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("vgdb-pipe") && n.contains(&format!("-{counted}-by-")))
+        .collect();
+    assert!(fifos.is_empty(), "left in /tmp: {fifos:?}");
 
     let o = counts_cmd(dir.path(), &spec)
         .env("OPLEDGER_COUNTS_TIMEOUT_SECS", "0.05")

@@ -114,6 +114,9 @@ pub fn args(model: &CacheModel, out: &Path) -> Vec<String> {
         // What counts is this command line alone: `~/.valgrindrc`, `$VALGRIND_OPTS` and a
         // `.valgrindrc` in the counted process's folder (a spec's) are not read.
         "--command-line-only=yes".into(),
+        // No gdbserver: it makes three FIFOs in /tmp for every counted process, and a process
+        // killed (a timeout, Ctrl-C) leaves them there. Counts are the same either way.
+        "--vgdb=no".into(),
         "--tool=callgrind".into(),
         "--instr-atstart=no".into(),
         "--cache-sim=yes".into(),
