@@ -451,10 +451,14 @@ fn triad_pass(y: &mut [f32], x: &[f32], c: &[f32]) {
 /// The fused rows kernels at 16384×4096 (the example specs' size) against triad, in rounds:
 /// each round times triad and then each kernel once, so a kernel's fraction of triad is taken
 /// against the bandwidth of the same minute (on a shared machine it moves by tens of percent
-/// between minutes). Prints the median and range of each kernel's time and of that fraction.
+/// between minutes). Prints the median and range of each kernel's time and of that fraction
+/// (a kernel's bytes, two streams of the tensor's size for the norms and softmax and four for
+/// add+RMSNorm, over the time triad's three streams take).
 #[cfg(target_arch = "x86_64")]
 fn rows_interleaved() {
     use opledger::backend::cpu::rows::RowKernels;
+    use opledger::backend::cpu::{CaseConfig, CpuKernels};
+    use opledger::kinds::add_rmsnorm::AddRmsnorm;
     use opledger::kinds::rows::{Layernorm, Rmsnorm, RowOp, Softmax};
     use opledger::kinds::tensors::LineVec;
     use opledger::kinds::{Workload, WorkloadKind};
@@ -466,7 +470,7 @@ fn rows_interleaved() {
         dtype: DType::F32,
         eps: 1e-5,
     };
-    let mut kernels: Vec<(&str, RowKernels)> = [
+    let mut kernels: Vec<(&str, Box<dyn Kernels>, f64)> = [
         ("RMSNorm", WorkloadKind::Rmsnorm),
         ("LayerNorm", WorkloadKind::Layernorm),
         ("softmax", WorkloadKind::Softmax),
@@ -479,9 +483,19 @@ fn rows_interleaved() {
             _ => Workload::Softmax(Softmax(r.clone())),
         };
         let inputs = Arc::new(w.as_kind().inputs(1));
-        (name, RowKernels::new(kind, r.clone(), inputs, true))
+        let k: Box<dyn Kernels> = Box::new(RowKernels::new(kind, r.clone(), inputs, true));
+        (name, k, 2.0)
     })
     .collect();
+    let add = AddRmsnorm(r.clone());
+    let cfg = CaseConfig {
+        stream: true,
+        experiment_slowdown: 0.0,
+    };
+    let add_kernels = add
+        .kernels(Arc::new(add.inputs(1)), &cfg)
+        .expect("add+RMSNorm's kernels");
+    kernels.push(("add+RMSNorm", add_kernels, 4.0));
     let (ta, tb) = (LineVec::filled(n, 0.5), LineVec::filled(n, 0.25));
     let mut ty = LineVec::zeroed(n);
     let mut out = LineVec::zeroed(n);
@@ -492,7 +506,7 @@ fn rows_interleaved() {
     };
     let mut triad = || triad_pass(&mut ty, &ta, &tb);
     triad();
-    for (_, k) in kernels.iter_mut() {
+    for (_, k, _) in kernels.iter_mut() {
         k.run(Variant::Fused, &mut out);
     }
     let rounds = 15;
@@ -500,17 +514,17 @@ fn rows_interleaved() {
     let mut frac = vec![Vec::new(); kernels.len()];
     for _ in 0..rounds {
         let triad_bytes_per_sec = 3.0 * (n * 4) as f64 / time(&mut triad);
-        for (j, (_, k)) in kernels.iter_mut().enumerate() {
+        for (j, (_, k, streams)) in kernels.iter_mut().enumerate() {
             let s = time(&mut || k.run(Variant::Fused, &mut out));
             secs[j].push(s);
-            frac[j].push(2.0 * (n * 4) as f64 / s / triad_bytes_per_sec);
+            frac[j].push(*streams * (n * 4) as f64 / s / triad_bytes_per_sec);
         }
     }
     let mid = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
         (v[v.len() / 2], v[0], v[v.len() - 1])
     };
-    for (j, (name, _)) in kernels.iter().enumerate() {
+    for (j, (name, _, _)) in kernels.iter().enumerate() {
         let (s, s_lo, s_hi) = mid(&mut secs[j]);
         let (f, f_lo, f_hi) = mid(&mut frac[j]);
         println!(

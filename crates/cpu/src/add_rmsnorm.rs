@@ -4,6 +4,8 @@
 //!   RMSNorm pass per row that reads s back (its sum of squares, then y).
 //! - fused: one pass per row in two sweeps: s = x + residual is kept in an L1 row and streamed
 //!   out while its sum of squares accumulates, then y is computed from the row still in L1.
+//!   Both sweeps ask for the next row's x and r into L2, so that memory's reads go on while
+//!   the second sweep works from the L1 row.
 //!
 //! Both variants round s to f32 and sum the squares of a row in the same order, so their outputs
 //! are bit-identical. For tensors large against the cache both write s and y with streaming
@@ -96,14 +98,16 @@ fn rstd_of(sum_sq: f32, n: usize, eps: f32) -> f32 {
 /// streaming stores, and Σ s² returned, summed exactly as [`sum_sq`] sums it (lane k of LANES
 /// takes the elements ≡ k mod LANES, by fused multiply-add, then the lanes in order), so both
 /// variants stay bit-identical. One sweep that reads memory where add, copy-out and sum were
-/// three, two of them over the L1 row while memory idled. Where `s_out` does not start on a
-/// cache line (a streaming store needs whole lines) the row takes the three sweeps.
+/// three, two of them over the L1 row while memory idled. The lines of `next` (the next row's
+/// x and r, or empty) are asked for into L2 as the sweep goes. Where `s_out` does not start on
+/// a cache line (a streaming store needs whole lines) the row takes the three sweeps.
 fn add_stream_sum_sq(
     l: SimdLevel,
     row: &mut [f32],
     s_out: &mut [f32],
     x: &[f32],
     r: &[f32],
+    next: [&[f32]; 2],
 ) -> f32 {
     assert!(supports(l), "this CPU lacks {}", l.name());
     let n = row.len();
@@ -113,18 +117,20 @@ fn add_stream_sum_sq(
     match l {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has avx512f (asserted above); the slices have one length.
-        SimdLevel::Avx512 if aligned => unsafe { add_stream_sum_sq_avx512(row, s_out, x, r) },
+        SimdLevel::Avx512 if aligned => unsafe { add_stream_sum_sq_avx512(row, s_out, x, r, next) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has avx2 and fma (asserted above); the slices have one length.
         SimdLevel::Avx2Fma if aligned => unsafe {
-            add_stream_sum_sq_avx2::<std::arch::x86_64::__m256>(row, s_out, x, r)
+            add_stream_sum_sq_avx2::<std::arch::x86_64::__m256>(row, s_out, x, r, next)
         },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
         SimdLevel::Avx2NoFma if aligned => unsafe {
-            add_stream_sum_sq_avx2::<super::lanes::NoFma256>(row, s_out, x, r)
+            add_stream_sum_sq_avx2::<super::lanes::NoFma256>(row, s_out, x, r, next)
         },
         _ => {
+            // No prefetch on the three sweeps' path: the hint is x86-64's.
+            let _ = next;
             add(row, x, r);
             stream_copy(s_out, row);
             sum_sq(row)
@@ -134,9 +140,15 @@ fn add_stream_sum_sq(
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-fn add_stream_sum_sq_avx512(row: &mut [f32], s_out: &mut [f32], x: &[f32], r: &[f32]) -> f32 {
+fn add_stream_sum_sq_avx512(
+    row: &mut [f32],
+    s_out: &mut [f32],
+    x: &[f32],
+    r: &[f32],
+    next: [&[f32]; 2],
+) -> f32 {
     // SAFETY: compiled with avx512f; the caller's slices have one length, s_out line-aligned.
-    unsafe { add_stream_sum_sq_v::<std::arch::x86_64::__m512>(row, s_out, x, r) }
+    unsafe { add_stream_sum_sq_v::<std::arch::x86_64::__m512>(row, s_out, x, r, next) }
 }
 
 /// `V` is `__m256` (FMA) or [`super::lanes::NoFma256`] (the `avx2-nofma` level).
@@ -147,10 +159,11 @@ fn add_stream_sum_sq_avx2<V: super::lanes::Lanes>(
     s_out: &mut [f32],
     x: &[f32],
     r: &[f32],
+    next: [&[f32]; 2],
 ) -> f32 {
     // SAFETY: compiled with avx2 and fma, which V's methods need; the caller's slices have one
     // length, s_out aligned.
-    unsafe { add_stream_sum_sq_v::<V>(row, s_out, x, r) }
+    unsafe { add_stream_sum_sq_v::<V>(row, s_out, x, r, next) }
 }
 
 /// # Safety
@@ -162,6 +175,7 @@ unsafe fn add_stream_sum_sq_v<V: super::lanes::Lanes>(
     s_out: &mut [f32],
     x: &[f32],
     r: &[f32],
+    next: [&[f32]; 2],
 ) -> f32 {
     use super::simd::PREFETCH_ELEMS;
     use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
@@ -184,6 +198,13 @@ unsafe fn add_stream_sum_sq_v<V: super::lanes::Lanes>(
                 _mm_prefetch::<_MM_HINT_T0>(
                     r.as_ptr().wrapping_add(i + PREFETCH_ELEMS) as *const i8
                 );
+            }
+        }
+        // The next row's x and r into L2, a line of each per line of this row (see
+        // `run_streaming`).
+        for next in next {
+            if i < next.len() {
+                super::simd::prefetch_l2(next.as_ptr().wrapping_add(i));
             }
         }
         for k in (0..LANES).step_by(V::LANES) {
@@ -261,20 +282,29 @@ impl AddRmsnormKernels {
                 .with_min_len(16)
                 .for_each(|(y, s)| {
                     let r = rstd(s, eps);
-                    stream_norm_apply(y, s, 0.0, r, w, &[], &[]);
+                    stream_norm_apply(y, s, 0.0, r, w, &[], [&[], &[]]);
                     store_fence();
                 });
             return;
         }
+        // The next row's x and r (empty after the last row), asked for into L2 during both of
+        // this row's sweeps: the first reads memory for this row while the second works on the
+        // L1 row with only y's stores going out, so memory's reads would idle there. Measured
+        // at 86% of the triad without, 96% with (docs/performance.md).
+        let next = |k: usize| -> [&[f32]; 2] {
+            let at = (k + 1) * cols..(k + 2) * cols;
+            [x.get(at.clone()).unwrap_or(&[]), res.get(at).unwrap_or(&[])]
+        };
         out.par_chunks_mut(cols)
             .zip(self.sum.par_chunks_mut(cols))
             .zip(x.par_chunks(cols).zip(res.par_chunks(cols)))
+            .enumerate()
             .with_min_len(16)
             .for_each_init(
                 || vec![0f32; cols],
-                |row, ((y, s), (x, r))| {
-                    let rs = rstd_of(add_stream_sum_sq(level, row, s, x, r), cols, eps);
-                    stream_norm_apply(y, row, 0.0, rs, w, &[], &[]);
+                |row, (k, ((y, s), (xr, rr)))| {
+                    let sum_sq = add_stream_sum_sq(level, row, s, xr, rr, next(k));
+                    stream_norm_apply(y, row, 0.0, rstd_of(sum_sq, cols, eps), w, &[], next(k));
                     store_fence();
                 },
             );
@@ -354,7 +384,8 @@ mod tests {
                 };
                 let mut row = vec![f32::NAN; len];
                 let mut s = LineVec::filled(3000, f32::NAN);
-                let got_sum = add_stream_sum_sq(l, &mut row, &mut s[start..start + len], xs, rs);
+                let got_sum =
+                    add_stream_sum_sq(l, &mut row, &mut s[start..start + len], xs, rs, [&x, &r]);
                 store_fence();
                 assert_eq!(got_sum.to_bits(), want_sum.to_bits(), "{l:?} {start}+{len}");
                 for i in 0..len {

@@ -644,7 +644,15 @@ fn layernorm_stream_at(
     };
     row_pass_direct(out, cols, |r, o| {
         let xr = &x[r * cols..(r + 1) * cols];
-        stream_norm_apply_at(l, o, xr, ln_stats(xr, eps, keep, next(r)), w, b, next(r));
+        stream_norm_apply_at(
+            l,
+            o,
+            xr,
+            ln_stats(xr, eps, keep, next(r)),
+            w,
+            b,
+            [next(r), &[]],
+        );
     });
 }
 
@@ -825,7 +833,7 @@ impl RowKernels {
             WorkloadKind::Rmsnorm if self.stream => row_pass_direct(out, c, |r, o| {
                 let xr = &x[r * c..(r + 1) * c];
                 let rs = 1.0 / (sum_sq_row(xr, next(r)) * inv_c + eps).sqrt();
-                stream_norm_apply(o, xr, 0.0, rs, w, &[], next(r));
+                stream_norm_apply(o, xr, 0.0, rs, w, &[], [next(r), &[]]);
             }),
             WorkloadKind::Layernorm if self.stream => {
                 layernorm_stream_at(level(), x, w, b, out, c, eps)

@@ -191,7 +191,7 @@ pub fn stream_norm_apply(
     s: f32,
     w: &[f32],
     b: &[f32],
-    next: &[f32],
+    next: [&[f32]; 2],
 ) {
     stream_norm_apply_at(level(), dst, src, (shift, s), w, b, next)
 }
@@ -204,7 +204,7 @@ pub fn stream_norm_apply_at(
     (shift, s): (f32, f32),
     w: &[f32],
     b: &[f32],
-    next: &[f32],
+    next: [&[f32]; 2],
 ) {
     assert!(supports(l), "this CPU lacks {}", l.name());
     let n = dst.len().min(src.len()).min(w.len());
@@ -241,7 +241,7 @@ fn stream_norm_apply_avx512(
     s: f32,
     w: &[f32],
     b: &[f32],
-    next: &[f32],
+    next: [&[f32]; 2],
 ) {
     // SAFETY: compiled with avx512f.
     unsafe { stream_norm_apply_v::<std::arch::x86_64::__m512>(dst, src, shift, s, w, b, next) }
@@ -256,7 +256,7 @@ fn stream_norm_apply_avx2(
     s: f32,
     w: &[f32],
     b: &[f32],
-    next: &[f32],
+    next: [&[f32]; 2],
 ) {
     // SAFETY: compiled with avx2 and fma.
     unsafe { stream_norm_apply_v::<std::arch::x86_64::__m256>(dst, src, shift, s, w, b, next) }
@@ -273,7 +273,7 @@ unsafe fn stream_norm_apply_v<V: super::lanes::Lanes>(
     s: f32,
     w: &[f32],
     b: &[f32],
-    next: &[f32],
+    next: [&[f32]; 2],
 ) {
     let n = dst.len();
     let one = |i: usize| {
@@ -292,8 +292,10 @@ unsafe fn stream_norm_apply_v<V: super::lanes::Lanes>(
     let (shv, sv) = unsafe { (V::splat(-shift), V::splat(s)) };
     let mut i = head;
     while i + 16 <= n {
-        if i < next.len() {
-            prefetch_l2(next.as_ptr().wrapping_add(i));
+        for next in next {
+            if i < next.len() {
+                prefetch_l2(next.as_ptr().wrapping_add(i));
+            }
         }
         for k in (0..16).step_by(V::LANES) {
             // SAFETY: i + 16 <= n bounds every slice read (the caller's contract) and dst; dst +
@@ -350,7 +352,7 @@ mod norm_apply_tests {
                         (shift, 0.7),
                         ws,
                         bias,
-                        &x,
+                        [&x, &w],
                     );
                     store_fence();
                     for i in 0..len {
