@@ -57,7 +57,12 @@ source_hash() {
 # outlives jobs on a self-hosted runner, where a pull request's job could leave a binary for
 # the default branch's job to run with its token and store: it is not used.
 tools_dir() {
-  echo "${OPLEDGER_ACTION_TOOLS:-${RUNNER_TEMP:-${TMPDIR:-/tmp}}/opledger-tools}/$(version)-$(source_hash)"
+  echo "${OPLEDGER_ACTION_TOOLS:-$(temp_dir)/opledger-tools}/$(version)-$(source_hash)"
+}
+
+# The job's temporary folder (the runner empties it before every job), else the system's.
+temp_dir() {
+  echo "${RUNNER_TEMP:-${TMPDIR:-/tmp}}"
 }
 
 is_pull_request() {
@@ -72,7 +77,7 @@ is_pull_request() {
 # is under (the release workflow moves `vX` to each new release), and that release carries one
 # for this machine (x86-64 or aarch64 Linux). Checked against its SHA-256 before it is used.
 from_release() {
-  local dir="$1" version tag ref="${GITHUB_ACTION_REF:-}" arch asset tmp
+  local dir="$1" version tag ref="${GITHUB_ACTION_REF:-}" arch asset tmp got=1
   version="$(version)"
   tag="v$version"
   case "$ref" in
@@ -88,16 +93,21 @@ from_release() {
   esac
   [ -n "${GITHUB_ACTION_REPOSITORY:-}" ] && command -v gh >/dev/null 2>&1 || return 1
   asset="opledger-$tag-$arch-linux.tar.gz"
-  tmp="$(mktemp -d)"
-  gh release download "$tag" --repo "$GITHUB_ACTION_REPOSITORY" --dir "$tmp" \
-    --pattern "$asset" --pattern "$asset.sha256" >/dev/null 2>&1 || return 1
-  (cd "$tmp" && sha256sum --quiet -c "$asset.sha256") || {
-    echo "::warning::opledger action: $asset does not match its SHA-256; building instead"
-    return 1
-  }
-  mkdir -p "$dir/bin"
-  tar -xzf "$tmp/$asset" -C "$dir/bin" opledger
-  "$dir/bin/opledger" --version >/dev/null
+  # Downloaded into the job's temporary folder and removed whatever happens: a self-hosted
+  # runner's /tmp outlives its jobs.
+  tmp="$(mktemp -d "$(temp_dir)/opledger-release.XXXXXX")"
+  if gh release download "$tag" --repo "$GITHUB_ACTION_REPOSITORY" --dir "$tmp" \
+    --pattern "$asset" --pattern "$asset.sha256" >/dev/null 2>&1; then
+    if (cd "$tmp" && sha256sum --quiet -c "$asset.sha256"); then
+      mkdir -p "$dir/bin"
+      tar -xzf "$tmp/$asset" -C "$dir/bin" opledger && "$dir/bin/opledger" --version >/dev/null \
+        && got=0
+    else
+      echo "::warning::opledger action: $asset does not match its SHA-256; building instead"
+    fi
+  fi
+  rm -rf "$tmp"
+  return "$got"
 }
 
 case "$step" in
@@ -171,12 +181,13 @@ case "$step" in
         || git fetch -q --no-tags origin "+refs/heads/$default_branch:refs/remotes/origin/$default_branch" || true
       args+=(--against "merge-base:origin/$default_branch")
     fi
-    log="$(mktemp)"
+    log="$(mktemp "$(temp_dir)/opledger-run.XXXXXX")"
     set +e
     opledger "${args[@]}" "${extra[@]}" 2>&1 | tee "$log"
     code=${PIPESTATUS[0]}
     set -e
     report="$(sed -n 's/^report: //p' "$log" | tail -1)"
+    rm -f "$log"
     echo "exit-code=$code" >>"$out"
     echo "record=$record" >>"$out"
     if [ -n "$report" ]; then

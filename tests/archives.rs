@@ -78,11 +78,20 @@ fn code_and_text(cmd: &mut std::process::Command) -> (Option<i32>, String) {
     (o.status.code(), t)
 }
 
-/// Runs once per test binary: one real run that every case copies.
+/// Runs once per test binary: one real run that every case copies. A static is never dropped,
+/// so its folder is removed when the test binary exits (it stayed in /tmp after every run).
 fn template_run() -> &'static Path {
     static RUN: std::sync::OnceLock<(tempfile::TempDir, PathBuf)> = std::sync::OnceLock::new();
+    extern "C" fn remove_template() {
+        if let Some((d, _)) = RUN.get() {
+            let _ = std::fs::remove_dir_all(d.path());
+        }
+    }
     &RUN.get_or_init(|| {
         let d = tempfile::tempdir().unwrap();
+        // SAFETY: registers a function of no arguments that libc's `exit` calls; it only reads
+        // the initialised static and removes a folder.
+        unsafe { libc::atexit(remove_template) };
         let run = real_run(d.path(), &fixture("good/tiny-chain.yaml"));
         (d, run)
     })

@@ -73,6 +73,13 @@ impl Runner {
             "FAKE_GH_DIR".into(),
             tmp.join("gh-state").display().to_string(),
         );
+        // The job's temporary folder, as the runner sets it (the tools cache is elsewhere), and
+        // the system's, which on a self-hosted runner outlives the job.
+        for (var, name) in [("RUNNER_TEMP", "runner-temp"), ("TMPDIR", "system-temp")] {
+            let d = tmp.join(name);
+            std::fs::create_dir_all(&d).unwrap();
+            env.insert(var.into(), d.display().to_string());
+        }
         env.insert(
             "PATH".into(),
             format!(
@@ -236,6 +243,14 @@ impl Runner {
             if code != Some(0) {
                 break; // later steps run only on success (the uses: steps with always() aside)
             }
+        }
+        // Nothing of the job is left in either temporary folder.
+        for var in ["RUNNER_TEMP", "TMPDIR"] {
+            let left: Vec<_> = std::fs::read_dir(&self.env[var])
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert!(left.is_empty(), "the job left {left:?} in {var}: {said}");
         }
         Job {
             outputs,
