@@ -32,9 +32,12 @@ for i in range(runs):
                "--baselines", os.path.join(d, "baselines")]
         subprocess.run(cmd, capture_output=True, check=False)
         runs_dir = os.path.join(d, "runs")
-        if not os.path.isdir(runs_dir) or not os.listdir(runs_dir):
+        # The run's folder, not the history store beside it.
+        found = sorted(n for n in os.listdir(runs_dir)
+                       if os.path.isdir(os.path.join(runs_dir, n))) if os.path.isdir(runs_dir) else []
+        if not found:
             sys.exit(f"run {i}: no run directory (is {binary} built? try the command by hand: {' '.join(cmd)})")
-        run = os.path.join(runs_dir, sorted(os.listdir(runs_dir))[0])
+        run = os.path.join(runs_dir, found[0])
         r = json.load(open(os.path.join(run, "results.json")))
     s = r["specs"][0].get("samples")
     if not s:

@@ -51,8 +51,13 @@ def make_run(name, spec=FIX + "/good/tiny-chain.yaml"):
     d = os.path.join(root, name)
     os.makedirs(d)
     sh([B, "run", spec, *QUICK], cwd=d)
-    runs = os.path.join(d, "runs")
-    return os.path.join(runs, sorted(os.listdir(runs))[-1])
+    return run_dirs(os.path.join(d, "runs"))[-1]
+
+
+def run_dirs(runs):
+    """The run folders of a runs folder, oldest first (the history store beside them is not one)."""
+    return sorted(os.path.join(runs, n) for n in os.listdir(runs)
+                  if os.path.isdir(os.path.join(runs, n)))
 
 
 def edit(run, f):
@@ -249,6 +254,6 @@ os.makedirs(d15)
 open(d15 + "/s.yaml", "w").write(open(FIX + "/good/tiny-chain.yaml").read().replace(
     "title: Tiny fused chain for tests", 'title: "Tiny \\u202Eevil\\u2066 chain\\u2069"'))
 sh([B, "run", "s.yaml", *QUICK], cwd=d15)
-rep = open(os.path.join(d15, "runs", os.listdir(d15 + "/runs")[0], "report.md"), encoding="utf-8").read()
+rep = open(os.path.join(run_dirs(d15 + "/runs")[0], "report.md"), encoding="utf-8").read()
 report(15, f"raw U+202E in report.md: {chr(0x202E) in rep}; shown as [U+202E]: {'[U+202E]' in rep}")
 shutil.rmtree(root, ignore_errors=True)

@@ -189,17 +189,24 @@ fn roofline_row(specs: &[SpecResult]) -> (Status, String, Vec<String>) {
         .collect();
     let names = with.iter().map(|s| s.name.clone()).collect();
     if failed.is_empty() {
-        let parts: Vec<String> = with
+        // The specs by bound and ridge, in the order they came: each bound and ridge said once
+        // (a run on one device has one ridge for all its specs of one dtype).
+        let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+        for s in &with {
+            let key = format!(
+                "{} (ridge {:.1} FLOP/B)",
+                s.after.predicted.bound.name(),
+                s.after.predicted.ridge
+            );
+            let entry = format!("{} AI {:.2}", link(s), s.after.intensity);
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, v)) => v.push(entry),
+                None => groups.push((key, vec![entry])),
+            }
+        }
+        let parts: Vec<String> = groups
             .iter()
-            .map(|s| {
-                format!(
-                    "{} {} (AI {:.2} vs ridge {:.1})",
-                    link(s),
-                    s.after.predicted.bound.name(),
-                    s.after.intensity,
-                    s.after.predicted.ridge
-                )
-            })
+            .map(|(k, v)| format!("{k}: {}", v.join(", ")))
             .collect();
         (
             Status::Pass,
@@ -361,9 +368,23 @@ fn baseline_row(specs: &[SpecResult]) -> (Status, String, Vec<String>) {
             names,
         )
     } else if missing.is_empty() {
+        // Every spec: counted, not listed (each has its own section).
+        let which = match ok.len() {
+            1 => ok.join(""),
+            n => format!("all {n} specs"),
+        };
         (
             Status::Pass,
-            format!("before/after archived and compared: {}", ok.join(", ")),
+            format!("before/after archived and compared: {which}"),
+            names,
+        )
+    } else if ok.is_empty() && specs.len() > 1 {
+        (
+            Status::Skip,
+            format!(
+                "none of the {} specs has a comparable baseline yet (record with `run --accept`)",
+                specs.len()
+            ),
             names,
         )
     } else {
@@ -390,6 +411,7 @@ mod tests {
     use super::*;
     use crate::gate::rule::Measurement;
     use crate::gate::stats::RegressionState;
+    use crate::ledger::Bound;
     use crate::CountsState;
 
     fn spec() -> SpecResult {
@@ -433,5 +455,65 @@ mod tests {
         assert_eq!(item(&s), Status::Pass);
         s.set_aside = Vec::new();
         assert_eq!(item(&s), Status::Inconclusive);
+    }
+
+    /// The roofline item says each bound and ridge once, its specs under it, and the baseline
+    /// item counts the specs where all of them were compared (each has its own section).
+    #[test]
+    fn the_checklist_says_a_bound_and_a_ridge_once_and_counts_every_compared_spec() {
+        let named = |name: &str, bound: Bound, ridge: f64| {
+            let mut s = spec();
+            s.name = name.into();
+            s.after.predicted.bound = bound;
+            s.after.predicted.ridge = ridge;
+            s.baseline.status = BaselineStatus::Compared;
+            s.baseline.state = Some(RegressionState::Pass);
+            s
+        };
+        let specs = [
+            named("a", Bound::Compute, 5.1),
+            named("b", Bound::Bandwidth, 5.1),
+            named("c", Bound::Compute, 5.1),
+            named("d", Bound::Compute, 2.6),
+        ];
+        assert!(
+            specs[0].check(CheckName::Bound).is_some(),
+            "the fixture has a bound check"
+        );
+        let (status, evidence, _) = roofline_row(&specs);
+        assert_eq!(status, Status::Pass);
+        let ai = specs[0].after.intensity;
+        assert_eq!(
+            evidence,
+            format!(
+                "predicted = measured = expected bound: compute (ridge 5.1 FLOP/B): [a](#spec-a) \
+                 AI {ai:.2}, [c](#spec-c) AI {ai:.2}; bandwidth (ridge 5.1 FLOP/B): [b](#spec-b) \
+                 AI {ai:.2}; compute (ridge 2.6 FLOP/B): [d](#spec-d) AI {ai:.2}"
+            )
+        );
+        let (status, evidence, names) = baseline_row(&specs);
+        assert_eq!(status, Status::Pass);
+        assert_eq!(evidence, "before/after archived and compared: all 4 specs");
+        assert_eq!(names, ["a", "b", "c", "d"]);
+        let (_, evidence, _) = baseline_row(&specs[..1]);
+        assert_eq!(evidence, "before/after archived and compared: [a](#spec-a)");
+        // None compared: counted too; some: the others named.
+        let mut none = specs.clone();
+        for s in &mut none {
+            s.baseline.status = BaselineStatus::Missing;
+        }
+        let (status, evidence, _) = baseline_row(&none);
+        assert_eq!(status, Status::Skip);
+        assert_eq!(
+            evidence,
+            "none of the 4 specs has a comparable baseline yet (record with `run --accept`)"
+        );
+        none[0].baseline.status = BaselineStatus::Compared;
+        let (_, evidence, _) = baseline_row(&none);
+        assert_eq!(
+            evidence,
+            "1 of 4 specs has a comparable baseline; none yet for [b](#spec-b), [c](#spec-c), \
+             [d](#spec-d) (record with `run --accept`)"
+        );
     }
 }
