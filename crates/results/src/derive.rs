@@ -352,11 +352,22 @@ fn baseline_row(specs: &[SpecResult]) -> (Status, String, Vec<String>) {
         }
     }
     let names = specs.iter().map(|s| s.name.clone()).collect();
+    let (status, evidence) = baseline_evidence(&fail, &undecided, &ok, &missing, specs.len());
+    (status, evidence, names)
+}
+
+/// The baseline item's status and words from the specs (as links) by where they stand.
+fn baseline_evidence(
+    fail: &[String],
+    undecided: &[String],
+    ok: &[String],
+    missing: &[String],
+    specs: usize,
+) -> (Status, String) {
     if !fail.is_empty() {
         (
             Status::Fail,
             format!("regression against the baseline: {}", fail.join(", ")),
-            names,
         )
     } else if !undecided.is_empty() {
         (
@@ -365,7 +376,6 @@ fn baseline_row(specs: &[SpecResult]) -> (Status, String, Vec<String>) {
                 "compared, but the gate could not decide for {}",
                 undecided.join(", ")
             ),
-            names,
         )
     } else if missing.is_empty() {
         // Every spec: counted, not listed (each has its own section).
@@ -376,24 +386,20 @@ fn baseline_row(specs: &[SpecResult]) -> (Status, String, Vec<String>) {
         (
             Status::Pass,
             format!("before/after archived and compared: {which}"),
-            names,
         )
-    } else if ok.is_empty() && specs.len() > 1 {
+    } else if ok.is_empty() && specs > 1 {
         (
             Status::Skip,
             format!(
-                "none of the {} specs has a comparable baseline yet (record with `run --accept`)",
-                specs.len()
+                "none of the {specs} specs has a comparable baseline yet (record with `run --accept`)"
             ),
-            names,
         )
     } else {
         (
             Status::Skip,
             format!(
-                "{} of {} {} a comparable baseline; none yet for {} (record with `run --accept`)",
+                "{} of {specs} {} a comparable baseline; none yet for {} (record with `run --accept`)",
                 ok.len(),
-                specs.len(),
                 if ok.len() == 1 {
                     "specs has"
                 } else {
@@ -401,7 +407,6 @@ fn baseline_row(specs: &[SpecResult]) -> (Status, String, Vec<String>) {
                 },
                 missing.join(", ")
             ),
-            names,
         )
     }
 }
