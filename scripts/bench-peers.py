@@ -44,7 +44,9 @@ With --peer torch the GEMM and attention peers are PyTorch's on the CPU instead:
 tensors sharing the arrays' memory (PyTorch's BLAS, MKL in the PyPI wheels) and
 `scaled_dot_product_attention` (its fused CPU flash kernel); under OPLEDGER_SIMD=avx2 it runs
 with ATEN_CPU_CAPABILITY=avx2 and MKL_ENABLE_INSTRUCTIONS=AVX2, like for like. Targets against
-PyTorch: opledger faster (time ratio < 1) for both.
+PyTorch: opledger faster (time ratio < 1) for both. PyTorch's OpenMP threads are put to sleep
+when idle (OMP_WAIT_POLICY=PASSIVE; PEER_OMP_WAIT_POLICY overrides), for the same reason as
+OpenBLAS's.
 
 Usage: python3 scripts/bench-peers.py [--opledger target/release/opledger] [--simd avx2,native]
                                       [--rounds 7] [--only gemm,attention,streaming]
@@ -156,6 +158,11 @@ def peer_env_of(simd, peer):
     # OpenBLAS's idle threads spin for 2^28 cycles after each call by default, on the
     # cores opledger's side runs on next: 2^4 puts them to sleep at once.
     env = {"OPENBLAS_THREAD_TIMEOUT": os.environ.get("PEER_THREAD_TIMEOUT", "4")}
+    if peer == "torch":
+        # PyTorch's OpenMP (GNU libgomp in the PyPI wheels) spins its idle threads too, 300 000
+        # rounds after each parallel region: they held a core of opledger's next sample, a GEMM
+        # of 10.5 ms alone read 13-14 ms in the pairs. Asleep at once, as OpenBLAS's above.
+        env["OMP_WAIT_POLICY"] = os.environ.get("PEER_OMP_WAIT_POLICY", "PASSIVE")
     if simd == "avx2":
         env["OPENBLAS_CORETYPE"] = "Haswell"
         if peer == "torch":
