@@ -180,10 +180,11 @@ unsafe fn stream_scale_v<V: super::lanes::Lanes>(dst: &mut [f32], src: &[f32], s
 }
 
 /// A normalised row written out: `dst[i] = (src[i] − shift) · s · w[i] (+ b[i])` (no bias when
-/// `b` is empty), with the streaming stores of [`stream_scale`], one line of `next` asked into
-/// L2 per line written (the next row's input arrives while this row is written). One sweep
-/// where applying into a buffer and streaming the buffer out is two. The arithmetic is the
-/// plain loop's, in its order (no fused multiply-add), so the result is bit-identical to it.
+/// `b` is empty), with the streaming stores of [`stream_scale`], one line of each of `next`'s
+/// rows (empty ones skipped) asked into L2 per line written (the next row's inputs arrive while
+/// this row is written). One sweep where applying into a buffer and streaming the buffer out is
+/// two. The arithmetic is the plain loop's, in its order (no fused multiply-add), so the result
+/// is bit-identical to it.
 pub fn stream_norm_apply(
     dst: &mut [f32],
     src: &[f32],
