@@ -1018,11 +1018,9 @@ fn counted_child(parent: u32) -> (i32, std::path::PathBuf) {
             let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
                 continue;
             };
-            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-            // `pid (comm) state ppid …`: the fields after the last `)`.
-            let ppid = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            // `state ppid …`: ppid is the second field after the name.
+            let ppid = stat_fields(&entry.path().join("stat"))
+                .get(1)
                 .and_then(|p| p.parse::<u32>().ok());
             if ppid != Some(parent) {
                 continue;
@@ -1038,30 +1036,31 @@ fn counted_child(parent: u32) -> (i32, std::path::PathBuf) {
     panic!("no counted process of {parent} appeared");
 }
 
+/// The fields of a `/proc/PID/stat` file after the `)` that ends the process's name (`state
+/// ppid …`); none once the process is gone.
+fn stat_fields(stat: &std::path::Path) -> Vec<String> {
+    let stat = std::fs::read_to_string(stat).unwrap_or_default();
+    stat.rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
 /// The CPU time `pid` has used, user and system, in clock ticks (0 once it is gone).
 fn cpu_ticks(pid: i32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // `utime` and `stime`: the 12th and 13th fields after the `)` that ends the name.
-    stat.rsplit_once(')')
-        .map(|(_, rest)| {
-            rest.split_whitespace()
-                .skip(11)
-                .take(2)
-                .filter_map(|t| t.parse::<u64>().ok())
-                .sum()
-        })
-        .unwrap_or(0)
+    // `utime` and `stime`: the 12th and 13th fields after the name.
+    stat_fields(std::path::Path::new(&format!("/proc/{pid}/stat")))
+        .iter()
+        .skip(11)
+        .take(2)
+        .filter_map(|t| t.parse::<u64>().ok())
+        .sum()
 }
 
 /// Whether `pid` is gone (or a zombie nobody has reaped yet), waiting up to ten seconds.
 fn ends(pid: i32) -> bool {
     for _ in 0..1000 {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let state = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .unwrap_or("");
-        if stat.is_empty() || state == "Z" {
+        let fields = stat_fields(std::path::Path::new(&format!("/proc/{pid}/stat")));
+        if fields.first().is_none_or(|state| state == "Z") {
             return true;
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
